@@ -1,0 +1,71 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strings"
+
+	"github.com/sluicemq/sluice/internal/rpcserver"
+	"github.com/sluicemq/sluice/internal/telemetry"
+)
+
+// devDefaultAddr is the fixed default address scripts and the client
+// commands rely on (DESIGN.md §5).
+const devDefaultAddr = "127.0.0.1:7420"
+
+func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("sluice dev", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", devDefaultAddr, "address to serve every public service on (Connect, gRPC, gRPC-web; HTTP/1.1 and h2c)")
+	dataDir := fs.String("data-dir", "./sluice-data", "where dev mode keeps its data")
+	logFormat := fs.String("log-format", "text", "log format: text or json")
+	cors := fs.String("cors-origins", "", "comma-separated extra browser origins allowed to call (localhost origins are always allowed in dev)")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: sluice dev [flags]")
+		fmt.Fprintln(stderr)
+		fmt.Fprintln(stderr, "Runs Sluice in one process on loopback with no external dependencies.")
+		fmt.Fprintln(stderr, "Ready when grpc.health.v1.Health/Check answers SERVING.")
+		fmt.Fprintln(stderr)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q; see 'sluice dev -h'", fs.Args())
+	}
+
+	tel, err := telemetry.New(telemetry.Config{Service: "dev", Format: *logFormat, Output: stderr})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tel.Shutdown(context.Background()) }()
+
+	if err := os.MkdirAll(*dataDir, 0o755); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	var origins []string
+	if *cors != "" {
+		origins = strings.Split(*cors, ",")
+	}
+	srv, err := rpcserver.New(rpcserver.Config{AllowLocalhost: true, CORSOrigins: origins}, tel)
+	if err != nil {
+		return err
+	}
+	// The produce/consume/admin services register here as their issues land.
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w (is another sluice dev running? pick another with --addr)", *addr, err)
+	}
+	fmt.Fprintf(stdout, "sluice dev listening on http://%s (data in %s)\n", ln.Addr(), *dataDir)
+	tel.Logger.Warn("dev mode is partial: only health, reflection and metrics are served so far; produce and consume are not implemented yet")
+	return srv.Serve(ctx, ln)
+}

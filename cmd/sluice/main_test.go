@@ -1,0 +1,83 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// syncBuffer is a bytes.Buffer safe for one writer and one reader.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+func TestHelpListsCommands(t *testing.T) {
+	var out bytes.Buffer
+	if code := run(context.Background(), []string{"help"}, &out, io.Discard); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	for _, c := range commands() {
+		if !strings.Contains(out.String(), c.name) {
+			t.Errorf("help lacks %q:\n%s", c.name, out.String())
+		}
+	}
+}
+
+func TestUnknownCommandExits2(t *testing.T) {
+	var errOut bytes.Buffer
+	if code := run(context.Background(), []string{"nope"}, io.Discard, &errOut); code != 2 || !strings.Contains(errOut.String(), "sluice help") {
+		t.Fatalf("exit %d, stderr %q", code, errOut.String())
+	}
+}
+
+func TestDevServesHealthAndStops(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"dev", "--addr", "127.0.0.1:0", "--data-dir", t.TempDir()}, &out, io.Discard)
+	}()
+	re := regexp.MustCompile(`listening on (http://\S+)`)
+	var base string
+	for deadline := time.Now().Add(10 * time.Second); base == ""; {
+		if m := re.FindStringSubmatch(out.String()); m != nil {
+			base = m[1]
+		} else if time.Now().After(deadline) {
+			t.Fatalf("dev did not print its address; output %q", out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	resp, err := http.Post(base+"/grpc.health.v1.Health/Check", "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), `"SERVING_STATUS_SERVING"`) {
+		t.Fatalf("health = %s", body)
+	}
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("dev exited %d after a clean stop", code)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("dev did not stop after its context ended")
+	}
+}

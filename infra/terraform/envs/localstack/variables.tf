@@ -1,0 +1,17 @@
+variable "endpoint" {
+  description = "Base URL of the local AWS emulator (moto or LocalStack). localstack/moto.sh listens on 127.0.0.1:$SLUICE_MOTO_PORT, 4566 by default."
+  type        = string
+  default     = "http://127.0.0.1:4566"
+}
+
+variable "bucket_name" {
+  description = "Segment bucket name on the emulator."
+  type        = string
+  default     = "sluice-segments"
+}
+
+variable "table_name" {
+  description = "Catalog table name on the emulator."
+  type        = string
+  default     = "sluice-catalog"
+}

@@ -1,0 +1,234 @@
+// Package rpcserver is the HTTP front every Sluice service shares: one
+// address serving Connect, gRPC and gRPC-web from the same handlers over
+// HTTP/1.1 and cleartext HTTP/2 (h2c), plus gRPC health, gRPC reflection,
+// Prometheus metrics and CORS for browser clients.
+//
+// A service registers its Connect handlers with Handle, using the options
+// from HandlerOptions (telemetry interceptor and the request size limit),
+// then calls Serve. Health answers SERVING for every registered service
+// until Serve's context ends, when the server drains: health turns
+// NOT_SERVING and in-flight calls get ShutdownTimeout to finish.
+package rpcserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+	connectcors "connectrpc.com/cors"
+	"connectrpc.com/grpchealth"
+	"connectrpc.com/grpcreflect"
+	"github.com/rs/cors"
+
+	"github.com/sluicemq/sluice/internal/telemetry"
+)
+
+// Config bounds and shapes the server. Zero values take the documented defaults.
+type Config struct {
+	// MaxRequestBytes caps one request message (before decompression and
+	// after). Default 4 MiB; at most 64 MiB.
+	MaxRequestBytes int
+	// ReadHeaderTimeout bounds reading request headers. Default 10 s.
+	ReadHeaderTimeout time.Duration
+	// IdleTimeout closes idle keep-alive connections. Default 2 min.
+	IdleTimeout time.Duration
+	// ShutdownTimeout is how long in-flight calls get after the context
+	// ends. Default 10 s.
+	ShutdownTimeout time.Duration
+	// MaxConcurrentStreams bounds HTTP/2 streams per connection. Default 1,000.
+	MaxConcurrentStreams int
+	// CORSOrigins lists browser origins allowed to call the APIs ("*" allows
+	// any). Empty means no cross-origin access except AllowLocalhost.
+	CORSOrigins []string
+	// AllowLocalhost lets any http(s)://localhost or 127.0.0.1 origin call
+	// (dev mode).
+	AllowLocalhost bool
+}
+
+const (
+	defaultMaxRequestBytes = 4 << 20
+	maxMaxRequestBytes     = 64 << 20
+)
+
+func (c Config) withDefaults() Config {
+	if c.MaxRequestBytes == 0 {
+		c.MaxRequestBytes = defaultMaxRequestBytes
+	}
+	if c.ReadHeaderTimeout == 0 {
+		c.ReadHeaderTimeout = 10 * time.Second
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = 2 * time.Minute
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = 10 * time.Second
+	}
+	if c.MaxConcurrentStreams == 0 {
+		c.MaxConcurrentStreams = 1000
+	}
+	return c
+}
+
+// Validate reports every problem with c at once.
+func (c Config) Validate() error {
+	var errs []error
+	if c.MaxRequestBytes < 0 || c.MaxRequestBytes > maxMaxRequestBytes {
+		errs = append(errs, fmt.Errorf("rpcserver: MaxRequestBytes %d: want 0..%d", c.MaxRequestBytes, maxMaxRequestBytes))
+	}
+	for name, d := range map[string]time.Duration{"ReadHeaderTimeout": c.ReadHeaderTimeout, "IdleTimeout": c.IdleTimeout, "ShutdownTimeout": c.ShutdownTimeout} {
+		if d < 0 {
+			errs = append(errs, fmt.Errorf("rpcserver: %s %v: must not be negative", name, d))
+		}
+	}
+	if c.MaxConcurrentStreams < 0 {
+		errs = append(errs, fmt.Errorf("rpcserver: MaxConcurrentStreams %d: must not be negative", c.MaxConcurrentStreams))
+	}
+	for _, o := range c.CORSOrigins {
+		if o == "*" {
+			continue
+		}
+		if u, err := url.Parse(o); err != nil || u.Scheme == "" || u.Host == "" {
+			errs = append(errs, fmt.Errorf("rpcserver: CORS origin %q: want scheme://host[:port] or *", o))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Server is one service's RPC endpoint.
+type Server struct {
+	cfg      Config
+	tel      *telemetry.Telemetry
+	mux      *http.ServeMux
+	services []string
+	opts     []connect.HandlerOption
+	health   *grpchealth.StaticChecker
+}
+
+// New builds a Server. Register handlers with Handle before Serve.
+func New(cfg Config, tel *telemetry.Telemetry) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	ic, err := tel.Interceptor()
+	if err != nil {
+		return nil, fmt.Errorf("rpcserver: telemetry interceptor: %w", err)
+	}
+	s := &Server{
+		cfg: cfg,
+		tel: tel,
+		mux: http.NewServeMux(),
+		opts: []connect.HandlerOption{
+			connect.WithInterceptors(ic),
+			connect.WithReadMaxBytes(cfg.MaxRequestBytes),
+			connect.WithCompressMinBytes(1024),
+		},
+	}
+	s.mux.Handle("/metrics", tel.MetricsHandler())
+	return s, nil
+}
+
+// HandlerOptions are the options every Connect handler on this server must use.
+func (s *Server) HandlerOptions() []connect.HandlerOption { return slices.Clone(s.opts) }
+
+// Handle registers a Connect handler as returned by a generated
+// NewXxxServiceHandler: path is the service prefix ("/pkg.Service/").
+func (s *Server) Handle(path string, h http.Handler) {
+	s.mux.Handle(path, h)
+	s.services = append(s.services, strings.Trim(path, "/"))
+}
+
+// Services lists the fully-qualified names of the registered services.
+func (s *Server) Services() []string { return slices.Clone(s.services) }
+
+// Handler returns the complete HTTP handler: registered services, health,
+// reflection, metrics and CORS. Call after every Handle.
+func (s *Server) Handler() http.Handler {
+	if s.health == nil {
+		s.health = grpchealth.NewStaticChecker(s.services...)
+		s.mux.Handle(grpchealth.NewHandler(s.health))
+		reflector := grpcreflect.NewStaticReflector(s.services...)
+		s.mux.Handle(grpcreflect.NewHandlerV1(reflector))
+		s.mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
+	}
+	return s.withCORS(s.mux)
+}
+
+func (s *Server) withCORS(h http.Handler) http.Handler {
+	if len(s.cfg.CORSOrigins) == 0 && !s.cfg.AllowLocalhost {
+		return h
+	}
+	origins := s.cfg.CORSOrigins
+	allowLocal := s.cfg.AllowLocalhost
+	c := cors.New(cors.Options{
+		AllowOriginFunc: func(origin string) bool {
+			if slices.Contains(origins, "*") || slices.Contains(origins, origin) {
+				return true
+			}
+			return allowLocal && isLocalOrigin(origin)
+		},
+		AllowedMethods: connectcors.AllowedMethods(),
+		AllowedHeaders: connectcors.AllowedHeaders(),
+		ExposedHeaders: connectcors.ExposedHeaders(),
+		MaxAge:         7200,
+	})
+	return c.Handler(h)
+}
+
+func isLocalOrigin(origin string) bool {
+	u, err := url.Parse(origin)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+		return false
+	}
+	switch u.Hostname() {
+	case "localhost", "127.0.0.1", "::1":
+		return true
+	}
+	return false
+}
+
+// Serve answers on ln until ctx ends, then drains and returns. It returns
+// nil after a clean shutdown.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	protocols := new(http.Protocols)
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
+	srv := &http.Server{
+		Handler:           s.Handler(),
+		Protocols:         protocols,
+		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
+		IdleTimeout:       s.cfg.IdleTimeout,
+		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: s.cfg.MaxConcurrentStreams},
+		ErrorLog:          nil,
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }() // owned here: joined below on every path
+	select {
+	case err := <-errc:
+		return fmt.Errorf("rpcserver: serve %s: %w", ln.Addr(), err)
+	case <-ctx.Done():
+	}
+	s.tel.Logger.Info("rpc server draining", "addr", ln.Addr().String())
+	s.health.SetStatus("", grpchealth.StatusNotServing)
+	for _, name := range s.services {
+		s.health.SetStatus(name, grpchealth.StatusNotServing)
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	defer cancel()
+	shutdownErr := srv.Shutdown(sctx)
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("rpcserver: serve %s: %w", ln.Addr(), err)
+	}
+	if shutdownErr != nil {
+		_ = srv.Close()
+		return fmt.Errorf("rpcserver: shutdown %s: %w", ln.Addr(), shutdownErr)
+	}
+	return nil
+}

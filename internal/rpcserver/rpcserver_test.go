@@ -1,0 +1,192 @@
+package rpcserver_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"go.uber.org/goleak"
+
+	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
+	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
+
+	"github.com/sluicemq/sluice/internal/rpcserver"
+	"github.com/sluicemq/sluice/internal/telemetry"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// start serves an AdminService whose methods are all unimplemented: enough
+// to exercise the shared plumbing (protocols, limits, health, metrics).
+func start(t *testing.T, cfg rpcserver.Config) (base string, stop func() error) {
+	t.Helper()
+	s, err := rpcserver.New(cfg, telemetry.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Handle(sluicev1connect.NewAdminServiceHandler(sluicev1connect.UnimplementedAdminServiceHandler{}, s.HandlerOptions()...))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, ln) }()
+	stopped := false
+	stop = func() error {
+		if stopped {
+			return nil
+		}
+		stopped = true
+		cancel()
+		return <-done
+	}
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	return "http://" + ln.Addr().String(), stop
+}
+
+func h2cClient() *http.Client {
+	p := new(http.Protocols)
+	p.SetUnencryptedHTTP2(true)
+	return &http.Client{Transport: &http.Transport{Protocols: p}, Timeout: 10 * time.Second}
+}
+
+func TestHealthOverConnectJSON(t *testing.T) {
+	base, _ := start(t, rpcserver.Config{})
+	resp, err := http.Post(base+"/grpc.health.v1.Health/Check", "application/json", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"status":"SERVING_STATUS_SERVING"`) {
+		t.Fatalf("health: status %d body %s", resp.StatusCode, body)
+	}
+}
+
+// TestHealthOverGRPCh2c speaks raw gRPC (length-prefixed frames over
+// cleartext HTTP/2) to prove plain gRPC clients work without TLS.
+func TestHealthOverGRPCh2c(t *testing.T) {
+	base, _ := start(t, rpcserver.Config{})
+	// Empty HealthCheckRequest: one uncompressed frame of length 0.
+	req, _ := http.NewRequest("POST", base+"/grpc.health.v1.Health/Check", bytes.NewReader([]byte{0, 0, 0, 0, 0}))
+	req.Header.Set("Content-Type", "application/grpc")
+	req.Header.Set("TE", "trailers")
+	resp, err := h2cClient().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.ProtoMajor != 2 {
+		t.Fatalf("got HTTP/%d, want HTTP/2 (h2c)", resp.ProtoMajor)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if resp.Trailer.Get("Grpc-Status") != "0" {
+		t.Fatalf("grpc-status %q, message %q", resp.Trailer.Get("Grpc-Status"), resp.Trailer.Get("Grpc-Message"))
+	}
+	// HealthCheckResponse{status: SERVING(1)} encodes as field 1 varint 1.
+	if len(body) != 7 || body[0] != 0 || binary.BigEndian.Uint32(body[1:5]) != 2 || !bytes.Equal(body[5:], []byte{0x08, 0x01}) {
+		t.Fatalf("health frame = % x, want SERVING", body)
+	}
+}
+
+func TestConnectAndGRPCClientsShareHandlers(t *testing.T) {
+	base, _ := start(t, rpcserver.Config{})
+	for name, opts := range map[string][]connect.ClientOption{
+		"connect": nil,
+		"grpc":    {connect.WithGRPC()},
+		"grpcweb": {connect.WithGRPCWeb()},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := sluicev1connect.NewAdminServiceClient(h2cClient(), base, opts...)
+			_, err := c.ListTopics(context.Background(), connect.NewRequest(&sluicev1.ListTopicsRequest{}))
+			if connect.CodeOf(err) != connect.CodeUnimplemented {
+				t.Fatalf("err = %v, want Unimplemented from the registered handler", err)
+			}
+		})
+	}
+}
+
+func TestRequestSizeLimit(t *testing.T) {
+	base, _ := start(t, rpcserver.Config{MaxRequestBytes: 1024})
+	c := sluicev1connect.NewAdminServiceClient(http.DefaultClient, base)
+	_, err := c.CreateTopic(context.Background(), connect.NewRequest(&sluicev1.CreateTopicRequest{Name: strings.Repeat("x", 4096)}))
+	if connect.CodeOf(err) != connect.CodeResourceExhausted {
+		t.Fatalf("err = %v, want ResourceExhausted for a message over the limit", err)
+	}
+}
+
+func TestMetricsRecordRPCs(t *testing.T) {
+	base, _ := start(t, rpcserver.Config{})
+	c := sluicev1connect.NewAdminServiceClient(http.DefaultClient, base)
+	_, _ = c.ListGroups(context.Background(), connect.NewRequest(&sluicev1.ListGroupsRequest{}))
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(body), `rpc_method="sluice.v1.AdminService/ListGroups"`) {
+		t.Fatalf("metrics do not mention the ListGroups call:\n%s", body)
+	}
+}
+
+func TestCORS(t *testing.T) {
+	base, _ := start(t, rpcserver.Config{AllowLocalhost: true, CORSOrigins: []string{"https://app.example"}})
+	for origin, allowed := range map[string]bool{
+		"http://localhost:5173": true,
+		"https://app.example":   true,
+		"https://evil.example":  false,
+	} {
+		req, _ := http.NewRequest("OPTIONS", base+"/sluice.v1.AdminService/ListTopics", nil)
+		req.Header.Set("Origin", origin)
+		req.Header.Set("Access-Control-Request-Method", "POST")
+		// Browsers send the list lowercased and sorted.
+		req.Header.Set("Access-Control-Request-Headers", "connect-protocol-version,content-type")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		got := resp.Header.Get("Access-Control-Allow-Origin") == origin
+		if got != allowed {
+			t.Errorf("origin %s: allowed=%v, want %v", origin, got, allowed)
+		}
+	}
+}
+
+func TestDrainTurnsHealthNotServingAndStops(t *testing.T) {
+	base, stop := start(t, rpcserver.Config{ShutdownTimeout: time.Second})
+	if err := stop(); err != nil {
+		t.Fatalf("clean shutdown returned %v", err)
+	}
+	_, err := http.Post(base+"/grpc.health.v1.Health/Check", "application/json", strings.NewReader(`{}`))
+	var op *net.OpError
+	if !errors.As(err, &op) {
+		t.Fatalf("after stop: err = %v, want connection refused", err)
+	}
+}
+
+func TestConfigValidateReportsAll(t *testing.T) {
+	err := rpcserver.Config{MaxRequestBytes: -1, IdleTimeout: -time.Second, CORSOrigins: []string{"nope"}}.Validate()
+	if err == nil {
+		t.Fatal("want errors")
+	}
+	for _, want := range []string{"MaxRequestBytes", "IdleTimeout", "CORS origin"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %s", err, want)
+		}
+	}
+}

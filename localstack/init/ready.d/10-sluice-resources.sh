@@ -1,0 +1,40 @@
+#!/bin/sh
+# Creates the AWS resources Sluice needs on a local AWS endpoint (moto or LocalStack). Idempotent.
+#
+# It runs in three places, always against the same names:
+#   - LocalStack: mounted into /etc/localstack/init/ready.d, run once LocalStack is ready;
+#   - compose's one-shot `aws-init` service (aws-cli image) against the moto container;
+#   - the host: localstack/moto.sh runs it after moto starts (no aws-cli needed: curl fallback).
+#
+# Endpoint: $AWS_ENDPOINT_URL (default http://localhost:4566). Credentials are dummies unless set.
+set -eu
+
+ENDPOINT=${AWS_ENDPOINT_URL:-http://localhost:4566}
+export AWS_ACCESS_KEY_ID="${AWS_ACCESS_KEY_ID:-test}"
+export AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY:-test}"
+export AWS_DEFAULT_REGION="${AWS_REGION:-${AWS_DEFAULT_REGION:-us-east-1}}"
+
+# S3: the bucket that holds sealed log segments.
+SEGMENTS_BUCKET=${SLUICE_SEGMENTS_BUCKET:-sluice-segments}
+
+create_bucket() {
+  if command -v aws >/dev/null 2>&1; then
+    if ! aws --endpoint-url "$ENDPOINT" s3api head-bucket --bucket "$1" >/dev/null 2>&1; then
+      aws --endpoint-url "$ENDPOINT" s3api create-bucket --bucket "$1" >/dev/null
+    fi
+  else
+    # Plain REST call; moto and LocalStack accept it unsigned. 409 = the bucket exists already.
+    code=$(curl -s -o /dev/null -w '%{http_code}' -X PUT "$ENDPOINT/$1")
+    case $code in
+      200 | 409) ;;
+      *) echo "sluice init: creating bucket $1 on $ENDPOINT failed: HTTP $code" >&2; exit 1 ;;
+    esac
+  fi
+  echo "sluice init: bucket $1 ready on $ENDPOINT"
+}
+
+create_bucket "$SEGMENTS_BUCKET"
+
+# DynamoDB: Sluice's tables will be created here, once their schemas exist in the code
+# (none is defined yet, so none is invented here). Keep them idempotent like the bucket above,
+# e.g. `aws dynamodb describe-table ... || aws dynamodb create-table ...`.

@@ -1,0 +1,91 @@
+# shellcheck shell=bash
+# Shared helpers for the no-Docker local stack scripts. Sourced, never run.
+#
+# Layout (all ignored by git):
+#   $SLUICE_CACHE_DIR  (default <repo>/.cache)  downloads: Cassandra jars, moto venv, Go-built binaries
+#   $SLUICE_STACK_DIR  (default <repo>/.stack)  run state: data/<svc>/, log/<svc>.log, run/<svc>.pid
+#
+# Every service script implements: up | down | status, and is idempotent.
+
+set -euo pipefail
+
+STACK_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+SLUICE_CACHE_DIR=${SLUICE_CACHE_DIR:-$STACK_REPO/.cache}
+SLUICE_STACK_DIR=${SLUICE_STACK_DIR:-$STACK_REPO/.stack}
+mkdir -p "$SLUICE_CACHE_DIR" "$SLUICE_STACK_DIR/run" "$SLUICE_STACK_DIR/log" "$SLUICE_STACK_DIR/data"
+
+# Ports: override with the environment so two runs on one machine never collide.
+SLUICE_CASSANDRA_PORT=${SLUICE_CASSANDRA_PORT:-9042}
+SLUICE_CASSANDRA_STORAGE_PORT=${SLUICE_CASSANDRA_STORAGE_PORT:-7000}
+SLUICE_CASSANDRA_JMX_PORT=${SLUICE_CASSANDRA_JMX_PORT:-7199}
+SLUICE_MOTO_PORT=${SLUICE_MOTO_PORT:-4566}
+SLUICE_LAMBDA_PORT=${SLUICE_LAMBDA_PORT:-9100}
+SLUICE_LAMBDA_RUNTIME_PORT=${SLUICE_LAMBDA_RUNTIME_PORT:-9101}
+
+log() { printf '[stack] %s\n' "$*" >&2; }
+die() { printf '[stack] error: %s\n' "$*" >&2; exit 1; }
+
+pidfile() { echo "$SLUICE_STACK_DIR/run/$1.pid"; }
+logfile() { echo "$SLUICE_STACK_DIR/log/$1.log"; }
+
+# is_running NAME: true when NAME's pid file names a live process.
+is_running() {
+  local f; f=$(pidfile "$1")
+  [[ -f $f ]] && kill -0 "$(cat "$f")" 2>/dev/null
+}
+
+# start_bg NAME CMD...: start CMD detached in its own session, output to NAME's log, pid to NAME's pid file.
+start_bg() {
+  local name=$1; shift
+  local lf; lf=$(logfile "$name")
+  : >"$lf"
+  setsid "$@" >>"$lf" 2>&1 </dev/null &
+  echo $! >"$(pidfile "$name")"
+}
+
+# stop_pid NAME: stop only the process group we started (pid file), TERM then KILL after 20 s.
+stop_pid() {
+  local name=$1 f pid i
+  f=$(pidfile "$name")
+  if [[ ! -f $f ]]; then log "$name: not started by us"; return 0; fi
+  pid=$(cat "$f")
+  if kill -0 "$pid" 2>/dev/null; then
+    log "$name: stopping pid $pid"
+    kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
+    for ((i = 0; i < 200; i++)); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+      log "$name: still alive after 20 s, sending KILL"
+      kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
+    fi
+  fi
+  rm -f "$f"
+}
+
+# wait_for NAME DEADLINE_SECONDS CHECK_CMD...: poll CHECK_CMD every 0.5 s with progress; on timeout or
+# if the process died, print the log tail and fail, pointing at the log.
+wait_for() {
+  local name=$1 deadline=$2; shift 2
+  local start=$SECONDS last=-1 lf; lf=$(logfile "$name")
+  while ! "$@" >/dev/null 2>&1; do
+    if ! is_running "$name"; then
+      tail -n 40 "$lf" >&2 || true
+      die "$name exited during start-up; full log: $lf"
+    fi
+    if ((SECONDS - start >= deadline)); then
+      tail -n 40 "$lf" >&2 || true
+      die "$name not ready after ${deadline}s; full log: $lf"
+    fi
+    if (((SECONDS - start) / 5 != last)); then
+      last=$(((SECONDS - start) / 5))
+      log "$name: waiting for readiness ($((SECONDS - start))s / ${deadline}s)"
+    fi
+    sleep 0.5
+  done
+  log "$name: ready after $((SECONDS - start))s"
+}
+
+# tcp_open PORT: true when something listens on 127.0.0.1:PORT.
+tcp_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
