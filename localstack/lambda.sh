@@ -36,7 +36,7 @@ START_TIMEOUT=${SLUICE_LAMBDA_START_TIMEOUT:-30}
 
 # A Kafka event with one good and one failing record, and the echo function's exact answer.
 PROBE_EVENT='{"eventSource":"SelfManagedKafka","records":{"probe-0":[{"topic":"probe","partition":0,"offset":1,"timestamp":0,"timestampType":"CREATE_TIME","value":"b2s=","headers":[]},{"topic":"probe","partition":0,"offset":2,"timestamp":0,"timestampType":"CREATE_TIME","value":"ZmFpbA==","headers":[]}]}}'
-PROBE_WANT='{"records":2,"batchItemFailures":[{"itemIdentifier":"probe-0:2"}],"echo":["ok","fail"]}'
+PROBE_WANT='{"records":2,"batchItemFailures":[{"itemIdentifier":{"partition":"probe-0","offset":2}}],"echo":["ok","fail"]}'
 
 command -v go >/dev/null || die "lambda: the Go toolchain is required (go install / go build)"
 

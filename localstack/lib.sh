@@ -28,10 +28,26 @@ die() { printf '[stack] error: %s\n' "$*" >&2; exit 1; }
 pidfile() { echo "$SLUICE_STACK_DIR/run/$1.pid"; }
 logfile() { echo "$SLUICE_STACK_DIR/log/$1.log"; }
 
-# is_running NAME: true when NAME's pid file names a live process.
+# proc_start PID: the process's start time in clock ticks since boot (field 22 of /proc/PID/stat),
+# which together with the pid names one process for good: a recycled pid has another start time.
+proc_start() {
+  local stat f
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  stat=${stat##*) }          # drop "pid (comm) ", comm may hold spaces
+  read -r -a f <<<"$stat"
+  echo "${f[19]}"            # field 22 overall = index 19 after pid and comm
+}
+
+# is_running NAME: true when NAME's pid file names a live process that is the one we started
+# (same start time), so a stale pid file never makes us signal a stranger.
 is_running() {
-  local f; f=$(pidfile "$1")
-  [[ -f $f ]] && kill -0 "$(cat "$f")" 2>/dev/null
+  local f pid want; f=$(pidfile "$1")
+  [[ -f $f ]] || return 1
+  pid=$(cat "$f")
+  kill -0 "$pid" 2>/dev/null || return 1
+  [[ -f $f.start ]] || return 0
+  want=$(cat "$f.start")
+  [[ $(proc_start "$pid") == "$want" ]]
 }
 
 # start_bg NAME CMD...: start CMD detached in its own session, output to NAME's log, pid to NAME's pid file.
@@ -41,6 +57,7 @@ start_bg() {
   : >"$lf"
   setsid "$@" >>"$lf" 2>&1 </dev/null &
   echo $! >"$(pidfile "$name")"
+  proc_start $! >"$(pidfile "$name").start" || rm -f "$(pidfile "$name").start"
 }
 
 # stop_pid NAME: stop only the process group we started (pid file), TERM then KILL after 20 s.
@@ -49,7 +66,7 @@ stop_pid() {
   f=$(pidfile "$name")
   if [[ ! -f $f ]]; then log "$name: not started by us"; return 0; fi
   pid=$(cat "$f")
-  if kill -0 "$pid" 2>/dev/null; then
+  if is_running "$name"; then
     log "$name: stopping pid $pid"
     kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
     for ((i = 0; i < 200; i++)); do
@@ -61,7 +78,7 @@ stop_pid() {
       kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
     fi
   fi
-  rm -f "$f"
+  rm -f "$f" "$f.start"
 }
 
 # wait_for NAME DEADLINE_SECONDS CHECK_CMD...: poll CHECK_CMD every 0.5 s with progress; on timeout or

@@ -48,7 +48,10 @@ func TestIntegrationLambdaInvokeRealHandler(t *testing.T) {
 		Records           int      `json:"records"`
 		Echo              []string `json:"echo"`
 		BatchItemFailures []struct {
-			ItemIdentifier string `json:"itemIdentifier"`
+			ItemIdentifier struct {
+				Partition string `json:"partition"`
+				Offset    int64  `json:"offset"`
+			} `json:"itemIdentifier"`
 		} `json:"batchItemFailures"`
 	}
 	if err := json.Unmarshal(out.Payload, &resp); err != nil {
@@ -57,7 +60,7 @@ func TestIntegrationLambdaInvokeRealHandler(t *testing.T) {
 	if resp.Records != 2 || len(resp.Echo) != 2 || resp.Echo[0] != "hello" {
 		t.Fatalf("response = %s, want 2 records echoed", out.Payload)
 	}
-	if len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != "orders-0:42" {
-		t.Fatalf("batchItemFailures = %+v, want exactly orders-0:42", resp.BatchItemFailures)
+	if len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier.Partition != "orders-0" || resp.BatchItemFailures[0].ItemIdentifier.Offset != 42 {
+		t.Fatalf("batchItemFailures = %+v, want exactly orders-0 offset 42", resp.BatchItemFailures)
 	}
 }

@@ -8,7 +8,7 @@
 // base64-encoded) and answers with
 //
 //	{"records": N,
-//	 "batchItemFailures": [{"itemIdentifier": "<topic>-<partition>:<offset>"}],
+//	 "batchItemFailures": [{"itemIdentifier": {"partition": "<topic>-<partition>", "offset": N}}],
 //	 "echo": ["<decoded value>", ...]}
 //
 // echo lists every record's decoded value, in topic-partition then offset
@@ -16,11 +16,10 @@
 // valid base64 (then it is left out of echo), is reported in
 // batchItemFailures, so a caller can exercise partial-batch retries.
 //
-// Note on the identifier: this is the string form Sluice's fetch service
-// expects. AWS's own helper libraries for Lambda's Kafka partial batch
-// response (Powertools, the Rust runtime) model it as an object,
-// {"partition": "<topic>-<partition>", "offset": N}; keep the two in step if
-// Sluice aims at byte-compatibility with Lambda's Kafka event sources.
+// The identifier is an object, as AWS's own libraries for Lambda's Kafka
+// partial batch response (Powertools) shape it, so Sluice's fetch service
+// parses exactly what functions written for Lambda's Kafka event sources
+// return.
 //
 // Build it as Lambda's provided.al2023 runtime expects:
 //
@@ -40,9 +39,17 @@ import (
 // FailValue is the decoded record value that the function reports as a failure.
 const FailValue = "fail"
 
-// BatchItemFailure is one failed record, named "<topic>-<partition>:<offset>".
+// KafkaItemIdentifier names one record of a Kafka batch.
+type KafkaItemIdentifier struct {
+	// Partition is the records map key: "<topic>-<partition>".
+	Partition string `json:"partition"`
+	// Offset is the record's offset.
+	Offset int64 `json:"offset"`
+}
+
+// BatchItemFailure is one failed record.
 type BatchItemFailure struct {
-	ItemIdentifier string `json:"itemIdentifier"`
+	ItemIdentifier KafkaItemIdentifier `json:"itemIdentifier"`
 }
 
 // Response is the function's answer.
@@ -72,7 +79,7 @@ func Handle(_ context.Context, ev events.KafkaEvent) (Response, error) {
 			}
 			if err != nil || string(v) == FailValue {
 				resp.BatchItemFailures = append(resp.BatchItemFailures, BatchItemFailure{
-					ItemIdentifier: partitionKey(key, r) + ":" + strconv.FormatInt(r.Offset, 10),
+					ItemIdentifier: KafkaItemIdentifier{Partition: partitionKey(key, r), Offset: r.Offset},
 				})
 			}
 		}

@@ -33,7 +33,7 @@ func TestHandleEchoesAndReportsFailures(t *testing.T) {
 	want := Response{
 		Records: 4,
 		BatchItemFailures: []BatchItemFailure{
-			{ItemIdentifier: "orders-0:12"},
+			{ItemIdentifier: KafkaItemIdentifier{Partition: "orders-0", Offset: 12}},
 		},
 		Echo: []string{"a", "b", "fail", "c"},
 	}
@@ -48,7 +48,7 @@ func TestHandleBadBase64IsAFailure(t *testing.T) {
 	}}
 	got, _ := Handle(context.Background(), ev)
 	if got.Records != 2 || len(got.BatchItemFailures) != 1 ||
-		got.BatchItemFailures[0].ItemIdentifier != "t-3:1" ||
+		got.BatchItemFailures[0].ItemIdentifier != (KafkaItemIdentifier{Partition: "t-3", Offset: 1}) ||
 		!reflect.DeepEqual(got.Echo, []string{""}) {
 		t.Fatalf("Handle = %+v", got)
 	}
@@ -74,7 +74,7 @@ func TestWireShape(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const want = `{"records":2,"batchItemFailures":[{"itemIdentifier":"logs-0:6"}],"echo":["hello","fail"]}`
+	const want = `{"records":2,"batchItemFailures":[{"itemIdentifier":{"partition":"logs-0","offset":6}}],"echo":["hello","fail"]}`
 	if string(out) != want {
 		t.Fatalf("response JSON\n got %s\nwant %s", out, want)
 	}
