@@ -1,0 +1,89 @@
+// Package cassandra is the bookkeeping store on Apache Cassandra (4.0+;
+// tested on 5.0), for deployments. It passes the conformance suite in
+// bookkeepingtest against a real node.
+//
+// # Layout (DESIGN.md §2.5)
+//
+//	group_members        ((group_id), member_id)             TTL = session timeout
+//	consumer_partitions  ((group_id, topic), partition_id)   lease + committed offset
+//	group_topics         ((group_id), topic)                  topics of a group, for listing
+//	producer_id_blocks   ((name))                             next unreserved producer id
+//	transactional_producers ((transactional_id))              producer id + epoch
+//	schema_version       ((version))                          applied migrations
+//
+// The lease (owner, epoch) and the committed offset of a partition live in
+// the same row, and every partition of one (group, topic) lives in the same
+// Cassandra partition. So a member's Commit of all its partitions of a topic
+// is ONE conditional batch — one `UPDATE … IF owner = ? AND epoch = ? AND
+// committed_offset <= ?` per partition, all on one partition key — which
+// Cassandra runs as one Paxos round, however many partitions it carries.
+// Nothing is per partition per unit of time: liveness is one TTL'd row per
+// member, rewritten by its Heartbeat.
+//
+// # Lightweight transactions
+//
+// LWTs (at the serial consistency, LOCAL_SERIAL by default) are used only
+// where a decision must be atomic: lease Acquire and Release, fenced commits
+// (and standalone commits/Reset, which are conditioned on the lease state they
+// read), and producer id/epoch allocation. Membership writes, group_topics and
+// every read except the serial reads of Acquire, standalone commits and
+// producer allocation are plain statements at the regular consistency
+// (LOCAL_QUORUM by default). A "renew" is never needed: a lease does not
+// expire by itself; its owner's membership row does.
+//
+// Invariants kept by the statements (never by the schema, which cannot):
+// every consumer_partitions row has non-null owner ("" = free), epoch and
+// committed_offset (-1 = nothing committed). Rows are created only by
+// INSERT … IF NOT EXISTS with every column set, and never deleted. That is
+// what lets the commit condition `committed_offset <= ?` work (a comparison
+// with null is false in CQL).
+//
+// An LWT that times out has an unknown outcome. Acquire and the producer id
+// calls settle it by a serial read (which completes any in-flight Paxos
+// round) and decide again; Commit and Release return the error — repeating
+// them is safe (an equal offset is accepted; a repeated Release reports
+// *FencedError once the first one applied).
+//
+// # Membership and TTL
+//
+// A member row is written with TTL = ceil(session timeout) + 1 s. Cassandra
+// counts TTLs in whole seconds from the write's second, so a row can expire
+// up to a second early; the extra second guarantees a member is live for at
+// least its session timeout, and it expires at most ~2 s after it. Liveness
+// is therefore eventually consistent, which is safe because it only decides
+// who may take a lease (see the bookkeeping package doc). Heartbeat reads the
+// row and rewrites it; a heartbeat racing its own expiry may revive the
+// member, which is equally safe.
+//
+// Join counts the group's members before writing (a read, not a CAS), so
+// concurrent joins can overshoot MaxGroupMembers by the number racing;
+// ListMembers reads at most 2×MaxGroupMembers rows.
+//
+// # Producer ids
+//
+// Ids are reserved in blocks (Config.ProducerIDBlock, default 1000) from the
+// counter row producer_id_blocks['producer'] with `UPDATE … SET next_id = n+B
+// IF next_id = n` after a serial read of n. Proof of uniqueness: the LWT
+// is linearizable and next_id only ever grows by a successful CAS from the
+// value it replaces, so the blocks [n, n+B) won by successful CASes are
+// disjoint, and a Store hands out only ids of blocks it won. A block whose
+// CAS outcome is unknown is never used (a gap, not a duplicate); ids unused
+// at shutdown are lost, so ids are unique but not dense. No clock or
+// timeuuid is involved.
+//
+// InitProducer of a transactional id bumps the epoch with `UPDATE … SET
+// epoch = e+1 IF producer_id = p AND epoch = e`, so concurrent calls each get
+// a distinct epoch.
+//
+// # Schema and migrations
+//
+// The schema is versioned CQL embedded in the binary: schema/v<N>/*.cql,
+// applied in version order and file-name order. Open applies the versions the
+// keyspace lacks and records each in schema_version; every statement is
+// idempotent (IF NOT EXISTS), so a migration interrupted half-way is simply
+// applied again. Migrations are forward-only; Open refuses a keyspace whose
+// schema is newer than the binary. Several processes may start at once, but
+// on a fresh multi-node cluster run migrations from one of them first
+// (Config.NoMigrate on the rest): concurrent CREATE TABLEs on different
+// coordinators can disagree on schema before Cassandra 5.1.
+package cassandra

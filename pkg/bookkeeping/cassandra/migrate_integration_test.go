@@ -1,0 +1,153 @@
+//go:build integration
+
+package cassandra
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	gocql "github.com/apache/cassandra-gocql-driver/v2"
+
+	"github.com/sluicemq/sluice/pkg/bookkeeping"
+)
+
+// session connects to cfg's keyspace (created if needed) outside any Store.
+func session(t *testing.T, cfg Config) *gocql.Session {
+	t.Helper()
+	cfg = cfg.withDefaults()
+	if err := createKeyspace(t.Context(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	s, err := cfg.clusterConfig(cfg.Keyspace).CreateSession()
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+type versionRow struct {
+	description string
+	appliedAt   time.Time
+}
+
+func appliedVersions(t *testing.T, s *gocql.Session) map[int]versionRow {
+	t.Helper()
+	got := map[int]versionRow{}
+	iter := s.Query(`SELECT version, description, applied_at FROM schema_version`).Iter()
+	var (
+		v int
+		r versionRow
+	)
+	for iter.Scan(&v, &r.description, &r.appliedAt) {
+		got[v] = r
+	}
+	if err := iter.Close(); err != nil {
+		t.Fatalf("read schema_version: %v", err)
+	}
+	return got
+}
+
+// TestIntegrationCassandraMigratesFromV1: a keyspace left at schema v1 by an
+// older binary, with data in it, is brought to the current version by Open;
+// the data survives and the v2 features work; opening again changes nothing.
+func TestIntegrationCassandraMigratesFromV1(t *testing.T) {
+	ctx := t.Context()
+	cfg := testConfig(t)
+	raw := session(t, cfg)
+	ms, err := loadMigrations(schemaFiles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := migrate(ctx, raw, gocql.LocalQuorum, ms, 1); err != nil || v != 1 {
+		t.Fatalf("migrate to v1: version %d, %v", v, err)
+	}
+	// What a v1 binary would have stored: a group's committed offset.
+	for _, stmt := range []string{
+		`INSERT INTO group_topics (group_id, topic) VALUES ('old-group', 'orders')`,
+		`INSERT INTO consumer_partitions (group_id, topic, partition_id, owner, epoch, committed_offset, metadata, commit_epoch) VALUES ('old-group', 'orders', 3, '', 5, 42, 'from v1', 5)`,
+	} {
+		if err := raw.Query(stmt).Exec(); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	if err := raw.Query(`SELECT next_id FROM producer_id_blocks`).Exec(); err == nil {
+		t.Fatal("producer_id_blocks exists at schema v1; the test would prove nothing")
+	}
+
+	s := openStore(t, cfg)
+	got := appliedVersions(t, raw)
+	if len(got) != 2 || got[1].description != "001_consumer_groups.cql" || got[2].description != "001_producer_ids.cql" {
+		t.Fatalf("schema_version after Open = %+v, want v1 and v2 with their files", got)
+	}
+	c, err := s.FetchOffset(ctx, "old-group", "orders", 3)
+	if err != nil || c != (bookkeeping.Committed{Offset: 42, Metadata: "from v1", Epoch: 5}) {
+		t.Fatalf("FetchOffset of v1 data = %+v, %v", c, err)
+	}
+	if p, err := s.InitProducer(ctx, "txn"); err != nil || p.Epoch != 0 {
+		t.Fatalf("InitProducer after migrating to v2 = %+v, %v", p, err)
+	}
+
+	// Idempotent: opening again applies nothing.
+	openStore(t, cfg)
+	again := appliedVersions(t, raw)
+	for v, r := range got {
+		if !again[v].appliedAt.Equal(r.appliedAt) {
+			t.Fatalf("schema v%d re-applied by a second Open (%v, then %v)", v, r.appliedAt, again[v].appliedAt)
+		}
+	}
+	// NoMigrate accepts a current schema.
+	noMigrate := cfg
+	noMigrate.NoMigrate = true
+	openStore(t, noMigrate)
+}
+
+func TestIntegrationCassandraNoMigrateNeedsCurrentSchema(t *testing.T) {
+	cfg := testConfig(t)
+	raw := session(t, cfg)
+	ms, err := loadMigrations(schemaFiles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := migrate(t.Context(), raw, gocql.LocalQuorum, ms, 1); err != nil {
+		t.Fatal(err)
+	}
+	cfg.NoMigrate = true
+	s, err := Open(t.Context(), cfg)
+	if err == nil {
+		s.Close()
+		t.Fatal("Open with NoMigrate accepted a v1 keyspace")
+	}
+	if !strings.Contains(err.Error(), "needs v2") {
+		t.Fatalf("Open with NoMigrate on v1: %v, want it to say the binary needs v2", err)
+	}
+	if _, ok := appliedVersions(t, raw)[2]; ok {
+		t.Fatal("Open with NoMigrate applied a migration")
+	}
+}
+
+func TestIntegrationCassandraRefusesNewerSchema(t *testing.T) {
+	cfg := testConfig(t)
+	openStore(t, cfg)
+	raw := session(t, cfg)
+	if err := raw.Query(insertSchemaVersion, 99, "from the future", time.Now()).Exec(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	s, err := Open(ctx, cfg)
+	if err == nil {
+		s.Close()
+		t.Fatal("Open accepted a keyspace with a newer schema")
+	}
+	if !strings.Contains(err.Error(), "newer than this binary") {
+		t.Fatalf("Open on a newer schema: %v", err)
+	}
+	var ve *bookkeeping.ValidationError
+	if errors.As(err, &ve) {
+		t.Fatalf("a newer schema is not a validation error: %v", err)
+	}
+}

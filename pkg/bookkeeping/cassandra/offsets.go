@@ -1,0 +1,268 @@
+package cassandra
+
+import (
+	"context"
+	"fmt"
+
+	gocql "github.com/apache/cassandra-gocql-driver/v2"
+
+	"github.com/sluicemq/sluice/pkg/bookkeeping"
+)
+
+const (
+	// fencedCommit is one partition of a member's commit. The whole commit
+	// is a batch of these on one (group, topic) partition key: one Paxos
+	// round that applies all of them or none.
+	fencedCommit = `UPDATE consumer_partitions SET committed_offset = ?, metadata = ?, commit_epoch = ? ` +
+		`WHERE group_id = ? AND topic = ? AND partition_id = ? IF owner = ? AND epoch = ? AND committed_offset <= ?`
+	// unownedCommit is one partition of a standalone commit or reset of an
+	// existing row: conditioned on the exact state read serially before, so
+	// any lease move or commit in between fails the batch. It clears the
+	// (non-live) owner.
+	unownedCommit = `UPDATE consumer_partitions SET committed_offset = ?, metadata = ?, commit_epoch = 0, owner = '' ` +
+		`WHERE group_id = ? AND topic = ? AND partition_id = ? IF owner = ? AND epoch = ? AND committed_offset = ?`
+	// unownedInsert is one partition of a standalone commit or reset where
+	// no row exists yet.
+	unownedInsert = `INSERT INTO consumer_partitions (group_id, topic, partition_id, owner, epoch, committed_offset, metadata, commit_epoch) ` +
+		`VALUES (?, ?, ?, '', 0, ?, ?, 0) IF NOT EXISTS`
+	selectPartitionsIn = `SELECT partition_id, owner, epoch, committed_offset FROM consumer_partitions WHERE group_id = ? AND topic = ? AND partition_id IN ?`
+	selectOffset       = `SELECT committed_offset, metadata, commit_epoch FROM consumer_partitions WHERE group_id = ? AND topic = ? AND partition_id = ?`
+	listTopicsFrom     = `SELECT topic FROM group_topics WHERE group_id = ? AND topic >= ?`
+	listOffsetsAll     = `SELECT partition_id, committed_offset, metadata, commit_epoch FROM consumer_partitions WHERE group_id = ? AND topic = ?`
+	listOffsetsAfter   = `SELECT partition_id, committed_offset, metadata, commit_epoch FROM consumer_partitions WHERE group_id = ? AND topic = ? AND partition_id > ?`
+)
+
+// Commit implements bookkeeping.Offsets.
+func (s *Store) Commit(ctx context.Context, c bookkeeping.Commit) error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	if c.Member == "" {
+		return s.commitUnowned(ctx, c, false)
+	}
+	b := s.lwtBatch()
+	for _, o := range c.Offsets {
+		b.Query(fencedCommit, o.Offset, o.Metadata, o.Epoch, c.Group, c.Topic, o.Partition, c.Member, o.Epoch, o.Offset)
+	}
+	rows, applied, err := execCAS(ctx, b)
+	if err != nil {
+		return fmt.Errorf("commit %s/%s: %w", c.Group, c.Topic, err)
+	}
+	if applied {
+		return nil
+	}
+	// Not applied: the rows say why. A partition with no row was never
+	// leased, so it is fenced too.
+	var fenced, regressed []int32
+	for _, o := range c.Offsets {
+		r, ok := rows[o.Partition]
+		switch {
+		case !ok || r.owner != c.Member || r.epoch != o.Epoch:
+			fenced = append(fenced, o.Partition)
+		case r.offset > o.Offset:
+			regressed = append(regressed, o.Partition)
+		}
+	}
+	if len(fenced) > 0 {
+		return bookkeeping.NewFencedError(c.Group, c.Topic, fenced)
+	}
+	if len(regressed) > 0 {
+		return bookkeeping.NewOffsetRegressionError(c.Group, c.Topic, regressed)
+	}
+	return fmt.Errorf("commit %s/%s: %w: batch not applied but no condition failed", c.Group, c.Topic, bookkeeping.ErrConflict)
+}
+
+// Reset implements bookkeeping.Offsets.
+func (s *Store) Reset(ctx context.Context, c bookkeeping.Commit) error {
+	if err := c.ValidateReset(); err != nil {
+		return err
+	}
+	return s.commitUnowned(ctx, c, true)
+}
+
+// commitUnowned is a standalone commit or a reset: allowed only while the
+// group has no live members; one conditional batch pinned to the state a
+// serial read saw.
+func (s *Store) commitUnowned(ctx context.Context, c bookkeeping.Commit, reset bool) error {
+	op := "commit"
+	if reset {
+		op = "reset"
+	}
+	wrap := func(err error) error { return fmt.Errorf("%s %s/%s: %w", op, c.Group, c.Topic, err) }
+	ids, err := s.memberIDs(ctx, c.Group, 1)
+	if err != nil {
+		return wrap(err)
+	}
+	if len(ids) > 0 {
+		return wrap(fmt.Errorf("%w: the group has live members; only they may commit", bookkeeping.ErrConflict))
+	}
+	if err := s.recordTopic(ctx, c.Group, c.Topic); err != nil {
+		return wrap(err)
+	}
+	parts := make([]int32, len(c.Offsets))
+	for i, o := range c.Offsets {
+		parts[i] = o.Partition
+	}
+	cur := make(map[int32]partitionRow, len(parts))
+	iter := s.serialRead(selectPartitionsIn, c.Group, c.Topic, parts).IterContext(ctx)
+	var (
+		p int32
+		r partitionRow
+	)
+	for iter.Scan(&p, &r.owner, &r.epoch, &r.offset) {
+		cur[p] = r
+	}
+	if err := iter.Close(); err != nil {
+		return wrap(err)
+	}
+	var regressed []int32
+	b := s.lwtBatch()
+	for _, o := range c.Offsets {
+		r, ok := cur[o.Partition]
+		if !ok {
+			b.Query(unownedInsert, c.Group, c.Topic, o.Partition, o.Offset, o.Metadata)
+			continue
+		}
+		if !reset && r.offset > o.Offset {
+			regressed = append(regressed, o.Partition)
+		}
+		b.Query(unownedCommit, o.Offset, o.Metadata, c.Group, c.Topic, o.Partition, r.owner, r.epoch, r.offset)
+	}
+	if len(regressed) > 0 {
+		return bookkeeping.NewOffsetRegressionError(c.Group, c.Topic, regressed)
+	}
+	_, applied, err := execCAS(ctx, b)
+	if err != nil {
+		return wrap(err)
+	}
+	if !applied {
+		return wrap(fmt.Errorf("%w: the partitions changed while committing; retry", bookkeeping.ErrConflict))
+	}
+	return nil
+}
+
+// partitionRow is the condition columns of a consumer_partitions row.
+type partitionRow struct {
+	owner  string
+	epoch  int64
+	offset int64
+}
+
+// execCAS runs a conditional batch. When it is not applied, Cassandra returns
+// the current values of the rows that exist; they come back keyed by
+// partition.
+func execCAS(ctx context.Context, b *gocql.Batch) (map[int32]partitionRow, bool, error) {
+	first := map[string]any{}
+	applied, iter, err := b.MapExecCASContext(ctx, first)
+	if err != nil {
+		if iter != nil {
+			_ = iter.Close()
+		}
+		return nil, false, err
+	}
+	if applied {
+		return nil, true, iter.Close()
+	}
+	rows := map[int32]partitionRow{}
+	for m := first; len(m) > 0 || iter.MapScan(m); m = map[string]any{} {
+		p, r, err := decodeCASRow(m)
+		if err != nil {
+			_ = iter.Close()
+			return nil, false, err
+		}
+		rows[p] = r
+	}
+	return rows, false, iter.Close()
+}
+
+// decodeCASRow reads the row of a failed conditional statement.
+func decodeCASRow(m map[string]any) (int32, partitionRow, error) {
+	p, ok1 := m["partition_id"].(int)
+	owner, ok2 := m["owner"].(string)
+	epoch, ok3 := m["epoch"].(int64)
+	offset, ok4 := m["committed_offset"].(int64)
+	if !ok1 || !ok2 || !ok3 || !ok4 {
+		return 0, partitionRow{}, fmt.Errorf("unexpected row from a failed conditional batch: %v", m)
+	}
+	return int32(p), partitionRow{owner: owner, epoch: epoch, offset: offset}, nil
+}
+
+// FetchOffset implements bookkeeping.Offsets.
+func (s *Store) FetchOffset(ctx context.Context, group, topic string, partition int32) (bookkeeping.Committed, error) {
+	if err := bookkeeping.ValidateName("group", group); err != nil {
+		return bookkeeping.Committed{}, err
+	}
+	if err := bookkeeping.ValidateName("topic", topic); err != nil {
+		return bookkeeping.Committed{}, err
+	}
+	if err := bookkeeping.ValidatePartition("partition", partition); err != nil {
+		return bookkeeping.Committed{}, err
+	}
+	var c bookkeeping.Committed
+	err := s.read(selectOffset, group, topic, partition).ScanContext(ctx, &c.Offset, &c.Metadata, &c.Epoch)
+	if err == gocql.ErrNotFound || (err == nil && c.Offset == bookkeeping.NoOffset) {
+		return bookkeeping.Committed{}, fmt.Errorf("fetch offset %s/%s/%d: %w: nothing committed", group, topic, partition, bookkeeping.ErrNotFound)
+	}
+	if err != nil {
+		return bookkeeping.Committed{}, fmt.Errorf("fetch offset %s/%s/%d: %w", group, topic, partition, err)
+	}
+	return c, nil
+}
+
+// ListOffsets implements bookkeeping.Offsets: the group's topics from
+// group_topics, then each topic's partition rows, skipping leases without a
+// commit, until limit+1 entries show whether there are more.
+func (s *Store) ListOffsets(ctx context.Context, group string, after bookkeeping.Cursor, limit int) ([]bookkeeping.GroupOffset, bool, error) {
+	if err := bookkeeping.ValidateName("group", group); err != nil {
+		return nil, false, err
+	}
+	if err := after.Validate(); err != nil {
+		return nil, false, err
+	}
+	if err := bookkeeping.ValidateListLimit(limit); err != nil {
+		return nil, false, err
+	}
+	wrap := func(err error) error { return fmt.Errorf("list offsets of group %q: %w", group, err) }
+	out := []bookkeeping.GroupOffset{}
+	topics := s.read(listTopicsFrom, group, after.Topic).IterContext(ctx)
+	var topic string
+	for topics.Scan(&topic) {
+		q := s.read(listOffsetsAll, group, topic)
+		if topic == after.Topic {
+			q = s.read(listOffsetsAfter, group, topic, after.Partition)
+		}
+		more, err := appendOffsets(ctx, q, topic, limit, &out)
+		if err != nil {
+			_ = topics.Close()
+			return nil, false, wrap(err)
+		}
+		if more {
+			if err := topics.Close(); err != nil {
+				return nil, false, wrap(err)
+			}
+			return out, true, nil
+		}
+	}
+	if err := topics.Close(); err != nil {
+		return nil, false, wrap(err)
+	}
+	return out, false, nil
+}
+
+// appendOffsets appends the committed offsets q returns to out until out
+// holds limit entries; more reports that q had another one.
+func appendOffsets(ctx context.Context, q *gocql.Query, topic string, limit int, out *[]bookkeeping.GroupOffset) (more bool, err error) {
+	iter := q.IterContext(ctx)
+	g := bookkeeping.GroupOffset{Topic: topic}
+	for iter.Scan(&g.Partition, &g.Offset, &g.Metadata, &g.Epoch) {
+		if g.Offset == bookkeeping.NoOffset {
+			continue // a lease without a commit
+		}
+		if len(*out) == limit {
+			more = true
+			break
+		}
+		*out = append(*out, g)
+	}
+	return more, iter.Close()
+}

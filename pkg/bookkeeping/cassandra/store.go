@@ -1,0 +1,145 @@
+package cassandra
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	gocql "github.com/apache/cassandra-gocql-driver/v2"
+
+	"github.com/sluicemq/sluice/pkg/bookkeeping"
+)
+
+// Store implements bookkeeping.Members, Leases, Offsets and Producers on a
+// Cassandra keyspace. It is safe for concurrent use; any number of Stores, in
+// any number of processes, may share a keyspace.
+type Store struct {
+	session *gocql.Session
+	cons    gocql.Consistency // regular reads and writes, LWT commit phase
+	serial  gocql.Consistency // LWTs and serial reads
+	ids     *idBlocks
+}
+
+var (
+	_ bookkeeping.Members   = (*Store)(nil)
+	_ bookkeeping.Leases    = (*Store)(nil)
+	_ bookkeeping.Offsets   = (*Store)(nil)
+	_ bookkeeping.Producers = (*Store)(nil)
+)
+
+// Open connects, creates the keyspace if needed and allowed, brings the schema
+// up to date (or checks it is, with NoMigrate) and returns the store.
+func Open(ctx context.Context, cfg Config) (*Store, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	ms, err := loadMigrations(schemaFiles)
+	if err != nil {
+		return nil, fmt.Errorf("cassandra bookkeeping: embedded schema: %w", err)
+	}
+	if !cfg.NoKeyspaceCreation {
+		if err := createKeyspace(ctx, cfg); err != nil {
+			return nil, err
+		}
+	}
+	session, err := cfg.clusterConfig(cfg.Keyspace).CreateSession()
+	if err != nil {
+		return nil, fmt.Errorf("cassandra bookkeeping: connect to keyspace %s: %w", cfg.Keyspace, err)
+	}
+	s := &Store{
+		session: session,
+		cons:    regularLevels[cfg.Consistency],
+		serial:  serialLevels[cfg.SerialConsistency],
+	}
+	s.ids = &idBlocks{store: s, size: cfg.ProducerIDBlock}
+	if err := s.ensureSchema(ctx, cfg, ms); err != nil {
+		session.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Store) ensureSchema(ctx context.Context, cfg Config, ms []migration) error {
+	latest := ms[len(ms)-1].version
+	if cfg.NoMigrate {
+		v, err := schemaVersion(ctx, s.session, s.cons)
+		if err != nil {
+			return fmt.Errorf("cassandra bookkeeping: %w", err)
+		}
+		if v != latest {
+			return fmt.Errorf("cassandra bookkeeping: keyspace %s has schema v%d, this binary needs v%d (NoMigrate is set: run the migrations first)", cfg.Keyspace, v, latest)
+		}
+		return nil
+	}
+	if _, err := migrate(ctx, s.session, s.cons, ms, latest); err != nil {
+		return fmt.Errorf("cassandra bookkeeping: keyspace %s: %w", cfg.Keyspace, err)
+	}
+	return nil
+}
+
+// createKeyspace creates cfg.Keyspace if it does not exist, from a short-lived
+// session without a keyspace (the main session needs the keyspace to exist).
+func createKeyspace(ctx context.Context, cfg Config) error {
+	session, err := cfg.clusterConfig("").CreateSession()
+	if err != nil {
+		return fmt.Errorf("cassandra bookkeeping: connect: %w", err)
+	}
+	defer session.Close()
+	// Keyspace and replication are validated identifiers and numbers, so
+	// formatting them into the statement is safe.
+	stmt := fmt.Sprintf("CREATE KEYSPACE IF NOT EXISTS %s WITH replication = %s", cfg.Keyspace, cfg.Replication.cql())
+	if err := session.Query(stmt).ExecContext(ctx); err != nil {
+		return fmt.Errorf("cassandra bookkeeping: create keyspace %s: %w", cfg.Keyspace, err)
+	}
+	return nil
+}
+
+// Close closes the session.
+func (s *Store) Close() { s.session.Close() }
+
+// write is a plain (non-LWT) statement at the regular consistency.
+func (s *Store) write(stmt string, args ...any) *gocql.Query {
+	return s.session.Query(stmt, args...).Consistency(s.cons)
+}
+
+// read is a read at the regular consistency. Reads are idempotent, so the
+// driver may retry them.
+func (s *Store) read(stmt string, args ...any) *gocql.Query {
+	return s.session.Query(stmt, args...).Consistency(s.cons).Idempotent(true)
+}
+
+// serialRead is a linearizable read: it runs at the serial consistency, which
+// also completes any Paxos round in flight on the partition, so what it
+// returns is the settled outcome of every earlier LWT.
+func (s *Store) serialRead(stmt string, args ...any) *gocql.Query {
+	return s.session.Query(stmt, args...).Consistency(s.serial).Idempotent(true)
+}
+
+// lwt is a conditional statement: Paxos at the serial consistency, commit at
+// the regular one.
+func (s *Store) lwt(stmt string, args ...any) *gocql.Query {
+	return s.session.Query(stmt, args...).Consistency(s.cons).SerialConsistency(s.serial)
+}
+
+// lwtBatch is a conditional batch. All its statements must be on one
+// partition key; Cassandra then runs it as one Paxos round.
+func (s *Store) lwtBatch() *gocql.Batch {
+	return s.session.Batch(gocql.LoggedBatch).Consistency(s.cons).SerialConsistency(s.serial)
+}
+
+// unknownOutcome reports whether an LWT failed in a way that may or may not
+// have applied it (a timeout after the proposal went out).
+func unknownOutcome(err error) bool {
+	var (
+		wt *gocql.RequestErrWriteTimeout
+		rt *gocql.RequestErrReadTimeout
+		cu *gocql.RequestErrCASWriteUnknown
+	)
+	return errors.As(err, &wt) || errors.As(err, &rt) || errors.As(err, &cu) || errors.Is(err, gocql.ErrTimeoutNoResponse)
+}
+
+// maxCASAttempts bounds the read-decide-CAS loops. Each failed attempt means
+// another caller's CAS succeeded, so with up to this many racers every caller
+// finishes.
+const maxCASAttempts = 32

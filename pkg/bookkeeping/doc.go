@@ -1,0 +1,94 @@
+// Package bookkeeping is the contract of Sluice's consumer-side metadata:
+// group membership, partition leases, committed offsets and producer ids.
+//
+// It is split into four small interfaces, one per aggregate, so a caller
+// depends only on what it uses: [Members], [Leases], [Offsets] and
+// [Producers]. Implementations live in sub-packages — cassandra (deployments)
+// and embedded (Pebble on local disk, for `sluice dev` and hermetic tests) —
+// and every one of them passes the conformance suite in bookkeepingtest.
+//
+// # Model
+//
+// A consumer group has members. A member Joins with a session timeout and
+// keeps itself live with Heartbeats; it stops being live when it Leaves or
+// when a session timeout passes without a heartbeat. Liveness is renewed per
+// member, never per partition (DESIGN.md §2.5): a member holding 500
+// partitions sends one heartbeat, not 500 lease renewals.
+//
+// Each (group, topic, partition) has one lease record holding the owner, the
+// lease epoch and the committed offset together. A lease is free when it has
+// no owner or its owner is no longer live, so leases of a member that leaves
+// or expires are free at once without any per-partition write. Acquire takes
+// a free lease and gives it an epoch one higher than any before it, so epochs
+// of one partition strictly increase with every change of owner. Release
+// gives a lease up early.
+//
+// A member commits the offsets of all its partitions of one topic in one
+// [Offsets.Commit] call. Each partition carries the epoch the member holds;
+// the commit is applied only if, for every partition, the lease is still
+// owned by that member at that epoch — otherwise the whole commit is rejected
+// with a [*FencedError] naming the partitions. This is what makes a zombie
+// (a member that lost its lease but keeps processing) unable to commit.
+// Committed offsets never move backwards through Commit (a lower offset is
+// rejected with an [*OffsetRegressionError]); only [Offsets.Reset] moves them
+// back.
+//
+// # Standalone commits and resets
+//
+// A commit with no member (Member "" and every epoch 0) is a standalone
+// commit, for tools and simple consumers that do not use a group session.
+// Standalone commits and Resets are accepted only while the group has no live
+// members; otherwise they fail with [ErrConflict]. They also clear the owner
+// of every partition they touch (those owners are not live anyway), so a
+// member that expired and later comes back must Acquire again and gets a new
+// epoch: it cannot commit over offsets an operator just set.
+//
+// A member whose session expired but whose leases nobody took yet may still
+// commit with its epoch: no other owner has existed since, so the commit is
+// not a zombie commit. The same holds for a member that left and Joins again
+// under the same id before anyone took its leases — member ids should
+// therefore be unique per process incarnation (for example include a random
+// suffix).
+//
+// # Consistency model
+//
+// Linearizable (compare-and-set on the lease record; Cassandra lightweight
+// transactions at SERIAL/LOCAL_SERIAL, the embedded store under one mutex):
+//   - Acquire and Release;
+//   - Commit (all partitions of the call in one conditional write), standalone
+//     commits and Reset;
+//   - producer id allocation and InitProducer epoch bumps.
+//
+// Read-your-acknowledged-writes (quorum reads on Cassandra): FetchOffset,
+// ListOffsets and ListLeases see every write acknowledged before they
+// started; a write still in flight may or may not be visible.
+//
+// Eventually consistent — membership liveness. A member's expiry is decided by
+// time (a TTL on Cassandra, the store's clock embedded), so whether a member
+// whose session timeout is just running out counts as live can differ between
+// observers for a short while (TTL granularity, clock skew between nodes), and
+// a Heartbeat racing its own expiry may revive the member. This is safe
+// because liveness only decides who MAY take a lease; correctness never rests
+// on it. Every change of owner goes through the linearizable lease record and
+// bumps the epoch, and every commit is checked against that epoch, so a
+// member wrongly thought dead loses its lease cleanly (its later commits are
+// fenced) and a member wrongly thought alive only delays a takeover. A member
+// is live for at least its session timeout after its last successful Join or
+// Heartbeat; backends may keep it live a little longer (Cassandra: up to
+// about two seconds, because TTLs count whole seconds).
+//
+// # Errors
+//
+// Methods return [ErrNotFound], [ErrLeaseHeld], [ErrConflict], a
+// [*FencedError] (errors.Is(err, ErrFenced)), an [*OffsetRegressionError]
+// (errors.Is(err, ErrConflict)) or a [*ValidationError] for bad input, wrapped
+// with context. Anything else is an operating error of the backend (a
+// timeout, a lost connection) whose outcome may be unknown; the calls are
+// safe to retry with the same arguments: a repeated Acquire returns the lease
+// the first one took, a repeated Commit of the same offsets is accepted.
+//
+// # Limits
+//
+// Every input is bounded (see limits.go) and validated before any I/O, so
+// callers get the same [*ValidationError] from every backend.
+package bookkeeping

@@ -1,0 +1,225 @@
+package embedded
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"math"
+	"time"
+
+	"github.com/sluicemq/sluice/pkg/bookkeeping"
+)
+
+// ErrCorrupt reports a stored value that fails its checksum or does not
+// decode. The store never uses such a value.
+var ErrCorrupt = errors.New("embedded bookkeeping: corrupt record")
+
+// Record kinds: the first byte of every value.
+const (
+	kindFormat    byte = 'F'
+	kindMember    byte = 'M'
+	kindPartition byte = 'P'
+	kindCounter   byte = 'N'
+	kindTxn       byte = 'T'
+)
+
+// recordVersion is the only format version of every record kind so far.
+const recordVersion byte = 1
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// encoder appends one record's fields; seal frames and checksums it.
+type encoder struct{ b []byte }
+
+func newEncoder(kind byte) *encoder { return &encoder{b: []byte{kind, recordVersion}} }
+
+func (e *encoder) int(v int64) { e.b = binary.AppendVarint(e.b, v) }
+
+func (e *encoder) str(s string) {
+	e.b = binary.AppendUvarint(e.b, uint64(len(s)))
+	e.b = append(e.b, s...)
+}
+
+func (e *encoder) seal() []byte {
+	return binary.LittleEndian.AppendUint32(e.b, crc32.Checksum(e.b, castagnoli))
+}
+
+// decoder reads the fields of one record; the first error sticks.
+type decoder struct {
+	b   []byte
+	err error
+}
+
+// open checks the frame of v — length, checksum, kind, version — and returns
+// a decoder over its fields.
+func open(v []byte, kind byte) *decoder {
+	if len(v) < 6 {
+		return &decoder{err: fmt.Errorf("%w: %d bytes is shorter than a frame", ErrCorrupt, len(v))}
+	}
+	body, sum := v[:len(v)-4], binary.LittleEndian.Uint32(v[len(v)-4:])
+	if got := crc32.Checksum(body, castagnoli); got != sum {
+		return &decoder{err: fmt.Errorf("%w: checksum %08x, stored %08x", ErrCorrupt, got, sum)}
+	}
+	if body[0] != kind {
+		return &decoder{err: fmt.Errorf("%w: record kind %q, want %q", ErrCorrupt, body[0], kind)}
+	}
+	if body[1] != recordVersion {
+		return &decoder{err: fmt.Errorf("%w: record %q has format version %d; this binary reads %d", ErrCorrupt, kind, body[1], recordVersion)}
+	}
+	return &decoder{b: body[2:]}
+}
+
+func (d *decoder) int() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.err = fmt.Errorf("%w: bad varint", ErrCorrupt)
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+// str reads a string of at most limit bytes.
+func (d *decoder) str(limit int) string {
+	if d.err != nil {
+		return ""
+	}
+	n, k := binary.Uvarint(d.b)
+	if k <= 0 || n > uint64(limit) || n > uint64(len(d.b)-k) {
+		d.err = fmt.Errorf("%w: bad string length", ErrCorrupt)
+		return ""
+	}
+	s := string(d.b[k : k+int(n)])
+	d.b = d.b[k+int(n):]
+	return s
+}
+
+// check records err unless a decode error came first.
+func (d *decoder) check(ok bool, format string, args ...any) {
+	if d.err == nil && !ok {
+		d.err = fmt.Errorf("%w: "+format, append([]any{ErrCorrupt}, args...)...)
+	}
+}
+
+// done returns the first error, or one for trailing bytes.
+func (d *decoder) done() error {
+	if d.err == nil && len(d.b) != 0 {
+		d.err = fmt.Errorf("%w: %d trailing bytes", ErrCorrupt, len(d.b))
+	}
+	return d.err
+}
+
+// formatRecord marks a directory as a bookkeeping store of this format.
+type formatRecord struct{ version int64 }
+
+const storeFormat = 1
+
+func (r formatRecord) encode() []byte {
+	e := newEncoder(kindFormat)
+	e.int(r.version)
+	return e.seal()
+}
+
+func decodeFormat(v []byte) (formatRecord, error) {
+	d := open(v, kindFormat)
+	r := formatRecord{version: d.int()}
+	return r, d.done()
+}
+
+// memberRecord is one member of a group.
+type memberRecord struct {
+	clientInfo     string
+	sessionTimeout int64 // nanoseconds
+	expiresAt      int64 // Unix nanoseconds of the store clock
+}
+
+func (r memberRecord) encode() []byte {
+	e := newEncoder(kindMember)
+	e.str(r.clientInfo)
+	e.int(r.sessionTimeout)
+	e.int(r.expiresAt)
+	return e.seal()
+}
+
+func decodeMember(v []byte) (memberRecord, error) {
+	d := open(v, kindMember)
+	r := memberRecord{clientInfo: d.str(bookkeeping.MaxClientInfoBytes), sessionTimeout: d.int(), expiresAt: d.int()}
+	d.check(bookkeeping.ValidateSessionTimeout("session timeout", time.Duration(r.sessionTimeout)) == nil,
+		"session timeout %d ns out of range", r.sessionTimeout)
+	return r, d.done()
+}
+
+// partitionRecord is the lease and committed offset of one partition.
+type partitionRecord struct {
+	owner       string // "" when released or never leased
+	epoch       int64  // epoch of the latest owner; 0 when never leased
+	offset      int64  // bookkeeping.NoOffset when nothing committed
+	metadata    string
+	commitEpoch int64 // lease epoch of the commit; 0 for standalone/reset
+}
+
+func (r partitionRecord) encode() []byte {
+	e := newEncoder(kindPartition)
+	e.str(r.owner)
+	e.int(r.epoch)
+	e.int(r.offset)
+	e.str(r.metadata)
+	e.int(r.commitEpoch)
+	return e.seal()
+}
+
+func decodePartition(v []byte) (partitionRecord, error) {
+	d := open(v, kindPartition)
+	r := partitionRecord{
+		owner:       d.str(bookkeeping.MaxNameBytes),
+		epoch:       d.int(),
+		offset:      d.int(),
+		metadata:    d.str(bookkeeping.MaxMetadataBytes),
+		commitEpoch: d.int(),
+	}
+	d.check(r.epoch >= 0 && r.commitEpoch >= 0 && r.commitEpoch <= r.epoch, "epochs %d/%d out of range", r.epoch, r.commitEpoch)
+	d.check(r.offset >= bookkeeping.NoOffset && r.offset <= bookkeeping.MaxOffset, "offset %d out of range", r.offset)
+	d.check(r.owner == "" || r.epoch >= 1, "owner %q at epoch 0", r.owner)
+	return r, d.done()
+}
+
+// counterRecord is the next producer id to hand out.
+type counterRecord struct{ next int64 }
+
+func (r counterRecord) encode() []byte {
+	e := newEncoder(kindCounter)
+	e.int(r.next)
+	return e.seal()
+}
+
+func decodeCounter(v []byte) (counterRecord, error) {
+	d := open(v, kindCounter)
+	r := counterRecord{next: d.int()}
+	d.check(r.next >= 1 && r.next < math.MaxInt64, "next producer id %d out of range", r.next)
+	return r, d.done()
+}
+
+// txnRecord is the producer registered for a transactional id.
+type txnRecord struct {
+	producerID int64
+	epoch      int64
+}
+
+func (r txnRecord) encode() []byte {
+	e := newEncoder(kindTxn)
+	e.int(r.producerID)
+	e.int(r.epoch)
+	return e.seal()
+}
+
+func decodeTxn(v []byte) (txnRecord, error) {
+	d := open(v, kindTxn)
+	r := txnRecord{producerID: d.int(), epoch: d.int()}
+	d.check(r.producerID >= 1, "producer id %d out of range", r.producerID)
+	d.check(r.epoch >= 0 && r.epoch <= bookkeeping.MaxProducerEpoch, "producer epoch %d out of range", r.epoch)
+	return r, d.done()
+}

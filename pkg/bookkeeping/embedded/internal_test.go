@@ -1,0 +1,180 @@
+package embedded
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/sluicemq/sluice/pkg/bookkeeping"
+)
+
+func openMem(t *testing.T, fs vfs.FS, opts ...Option) *Store {
+	t.Helper()
+	s, err := Open("/db", append([]Option{WithFS(fs)}, opts...)...)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// TestCorruptValuesAreRefused: a stored value with a flipped bit, a wrong
+// kind or garbage is reported as ErrCorrupt by every call that reads it —
+// never used, never silently replaced.
+func TestCorruptValuesAreRefused(t *testing.T) {
+	ctx := context.Background()
+	key := partitionKey("g", "t", 0)
+	good := partitionRecord{owner: "", epoch: 1, offset: 5}.encode()
+	flipped := bytes.Clone(good)
+	flipped[3] ^= 0x10
+	wrongKind := memberRecord{sessionTimeout: int64(time.Second)}.encode()
+	for name, v := range map[string][]byte{"flipped bit": flipped, "wrong kind": wrongKind, "garbage": []byte("garbage!"), "empty": {}} {
+		t.Run(name, func(t *testing.T) {
+			s := openMem(t, vfs.NewMem())
+			if err := s.db.Set(key, v, pebble.Sync); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Join(ctx, "g", bookkeeping.Member{ID: "m", SessionTimeout: time.Minute}); err != nil {
+				t.Fatal(err)
+			}
+			_, err := s.FetchOffset(ctx, "g", "t", 0)
+			wantCorrupt(t, "FetchOffset", err)
+			_, err = s.ListLeases(ctx, "g", "t")
+			wantCorrupt(t, "ListLeases", err)
+			_, _, err = s.ListOffsets(ctx, "g", bookkeeping.Cursor{}, 10)
+			wantCorrupt(t, "ListOffsets", err)
+			_, err = s.Acquire(ctx, "g", "t", 0, "m")
+			wantCorrupt(t, "Acquire", err)
+			err = s.Commit(ctx, bookkeeping.Commit{Group: "g", Topic: "t", Member: "m", Offsets: []bookkeeping.PartitionOffset{{Partition: 0, Offset: 9, Epoch: 1}}})
+			wantCorrupt(t, "Commit", err)
+			// The bad value is still there, untouched, for an operator.
+			if got, _ := s.get(key); !bytes.Equal(got, v) {
+				t.Fatal("a corrupt value was overwritten")
+			}
+		})
+	}
+}
+
+func wantCorrupt(t *testing.T, what string, err error) {
+	t.Helper()
+	if !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("%s over a corrupt value: %v, want ErrCorrupt", what, err)
+	}
+}
+
+func TestOpenRefusesOtherFormats(t *testing.T) {
+	fs := vfs.NewMem()
+	s := openMem(t, fs)
+	if err := s.db.Set(formatKey, formatRecord{version: storeFormat + 1}.encode(), pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s2, err := Open("/db", WithFS(fs)); err == nil || !strings.Contains(err.Error(), "store format 2") {
+		if s2 != nil {
+			s2.Close()
+		}
+		t.Fatalf("Open of a format-2 store: %v", err)
+	}
+}
+
+func TestOpenRefusesRecordsWithoutFormat(t *testing.T) {
+	fs := vfs.NewMem()
+	db, err := pebble.Open("/db", &pebble.Options{FS: fs, Logger: pebbleLogger{slog.New(slog.DiscardHandler)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Set([]byte("some other data"), []byte("x"), pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := Open("/db", WithFS(fs)); !errors.Is(err, ErrCorrupt) {
+		if s != nil {
+			s.Close()
+		}
+		t.Fatalf("Open of a foreign Pebble database: %v, want ErrCorrupt", err)
+	}
+}
+
+func TestProducerEpochExhausted(t *testing.T) {
+	ctx := context.Background()
+	s := openMem(t, vfs.NewMem())
+	first, err := s.InitProducer(ctx, "txn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := txnRecord{producerID: first.ID, epoch: bookkeeping.MaxProducerEpoch}
+	if err := s.db.Set(txnKey("txn"), rec.encode(), pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	next, err := s.InitProducer(ctx, "txn")
+	if err != nil || next.ID == first.ID || next.Epoch != 0 {
+		t.Fatalf("InitProducer at the highest epoch = %+v, %v; want a new id at epoch 0", next, err)
+	}
+}
+
+// TestPebbleChatterIsDebug: Pebble's routine messages ("Found 0 WALs") go to
+// the injected logger at Debug, never to stderr or at Info.
+func TestPebbleChatterIsDebug(t *testing.T) {
+	var buf bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	openMem(t, vfs.NewMem(), WithLogger(logger))
+	out := buf.String()
+	if !strings.Contains(out, "WALs") {
+		t.Fatalf("Pebble's open messages did not reach the injected logger:\n%s", out)
+	}
+	for line := range strings.Lines(out) {
+		if !strings.Contains(line, "level=DEBUG") {
+			t.Fatalf("Pebble message above Debug: %s", line)
+		}
+	}
+}
+
+// TestGroupSizeIsBounded: Join refuses a member past MaxGroupMembers, but a
+// member already in the group may join again, and expired members do not
+// count.
+func TestGroupSizeIsBounded(t *testing.T) {
+	ctx := context.Background()
+	now := time.Unix(1_000_000, 0)
+	s := openMem(t, vfs.NewMem(), WithClock(func() time.Time { return now }))
+	join := func(id string) error {
+		return s.Join(ctx, "g", bookkeeping.Member{ID: id, SessionTimeout: time.Minute})
+	}
+	// Fill the group directly in one batch: Joining 4096 members one by
+	// one is quadratic (each Join counts the group), too slow under -race.
+	b := s.db.NewBatch()
+	rec := memberRecord{sessionTimeout: int64(time.Minute), expiresAt: now.Add(time.Minute).UnixNano()}
+	for i := range bookkeeping.MaxGroupMembers {
+		if err := b.Set(memberKey("g", fmt.Sprintf("m%05d", i)), rec.encode(), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	if err := join("one-too-many"); !errors.Is(err, bookkeeping.ErrConflict) {
+		t.Fatalf("Join past the limit: %v, want ErrConflict", err)
+	}
+	if err := join("m00000"); err != nil {
+		t.Fatalf("re-Join of a member of a full group: %v", err)
+	}
+	now = now.Add(2 * time.Minute) // everyone expires
+	if err := join("one-too-many"); err != nil {
+		t.Fatalf("Join after the others expired: %v", err)
+	}
+	if ms, err := s.ListMembers(ctx, "g"); err != nil || len(ms) != 1 {
+		t.Fatalf("ListMembers = %d members, %v; want 1", len(ms), err)
+	}
+}

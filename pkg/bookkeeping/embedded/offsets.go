@@ -1,0 +1,187 @@
+package embedded
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+
+	"github.com/sluicemq/sluice/pkg/bookkeeping"
+)
+
+// Commit implements bookkeeping.Offsets.
+func (s *Store) Commit(ctx context.Context, c bookkeeping.Commit) error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	return s.commit(ctx, c, false)
+}
+
+// Reset implements bookkeeping.Offsets.
+func (s *Store) Reset(ctx context.Context, c bookkeeping.Commit) error {
+	if err := c.ValidateReset(); err != nil {
+		return err
+	}
+	return s.commit(ctx, c, true)
+}
+
+// commit checks every partition of c, then writes all of them in one synced
+// batch — or nothing.
+func (s *Store) commit(ctx context.Context, c bookkeeping.Commit, reset bool) error {
+	unlock, err := s.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	op := "commit"
+	if reset {
+		op = "reset"
+	}
+	wrap := func(err error) error { return fmt.Errorf("%s %s/%s: %w", op, c.Group, c.Topic, err) }
+
+	standalone := c.Member == ""
+	if standalone {
+		// Without a member nothing fences the write, so it is only safe
+		// while nobody may be consuming the group.
+		active, err := s.hasLiveMembers(c.Group)
+		if err != nil {
+			return wrap(err)
+		}
+		if active {
+			return wrap(fmt.Errorf("%w: the group has live members; only they may commit", bookkeeping.ErrConflict))
+		}
+	}
+	recs := make([]partitionRecord, len(c.Offsets))
+	var fenced, regressed []int32
+	for i, o := range c.Offsets {
+		r, _, err := s.partition(partitionKey(c.Group, c.Topic, o.Partition))
+		if err != nil {
+			return wrap(err)
+		}
+		if !standalone && (r.owner != c.Member || r.epoch != o.Epoch) {
+			fenced = append(fenced, o.Partition)
+		}
+		if !reset && o.Offset < r.offset {
+			regressed = append(regressed, o.Partition)
+		}
+		if standalone {
+			r.owner = "" // fence a non-live owner that might come back
+		}
+		r.offset, r.metadata, r.commitEpoch = o.Offset, o.Metadata, o.Epoch
+		recs[i] = r
+	}
+	if len(fenced) > 0 {
+		return bookkeeping.NewFencedError(c.Group, c.Topic, fenced)
+	}
+	if len(regressed) > 0 {
+		return bookkeeping.NewOffsetRegressionError(c.Group, c.Topic, regressed)
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	for i, o := range c.Offsets {
+		if err := b.Set(partitionKey(c.Group, c.Topic, o.Partition), recs[i].encode(), nil); err != nil {
+			return wrap(err)
+		}
+	}
+	if err := commit(b); err != nil {
+		return wrap(err)
+	}
+	return nil
+}
+
+// hasLiveMembers reports whether group has a live member. The caller holds mu.
+func (s *Store) hasLiveMembers(group string) (bool, error) {
+	now := s.now().UnixNano()
+	found := false
+	p := memberPrefix(group)
+	err := s.scan(p, prefixEnd(p), func(k, v []byte) (bool, error) {
+		r, err := decodeMember(v)
+		if err != nil {
+			return false, fmt.Errorf("member record %q: %w", k, err)
+		}
+		found = now < r.expiresAt
+		return !found, nil
+	})
+	return found, err
+}
+
+// FetchOffset implements bookkeeping.Offsets.
+func (s *Store) FetchOffset(ctx context.Context, group, topic string, partition int32) (bookkeeping.Committed, error) {
+	if err := bookkeeping.ValidateName("group", group); err != nil {
+		return bookkeeping.Committed{}, err
+	}
+	if err := bookkeeping.ValidateName("topic", topic); err != nil {
+		return bookkeeping.Committed{}, err
+	}
+	if err := bookkeeping.ValidatePartition("partition", partition); err != nil {
+		return bookkeeping.Committed{}, err
+	}
+	unlock, err := s.rlock(ctx)
+	if err != nil {
+		return bookkeeping.Committed{}, err
+	}
+	defer unlock()
+	r, _, err := s.partition(partitionKey(group, topic, partition))
+	if err != nil {
+		return bookkeeping.Committed{}, fmt.Errorf("fetch offset %s/%s/%d: %w", group, topic, partition, err)
+	}
+	if r.offset == bookkeeping.NoOffset {
+		return bookkeeping.Committed{}, fmt.Errorf("fetch offset %s/%s/%d: %w: nothing committed", group, topic, partition, bookkeeping.ErrNotFound)
+	}
+	return bookkeeping.Committed{Offset: r.offset, Metadata: r.metadata, Epoch: r.commitEpoch}, nil
+}
+
+// ListOffsets implements bookkeeping.Offsets.
+func (s *Store) ListOffsets(ctx context.Context, group string, after bookkeeping.Cursor, limit int) ([]bookkeeping.GroupOffset, bool, error) {
+	if err := bookkeeping.ValidateName("group", group); err != nil {
+		return nil, false, err
+	}
+	if err := after.Validate(); err != nil {
+		return nil, false, err
+	}
+	if err := bookkeeping.ValidateListLimit(limit); err != nil {
+		return nil, false, err
+	}
+	unlock, err := s.rlock(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	defer unlock()
+
+	p := groupPrefix(group)
+	lower := p
+	if after.Topic != "" {
+		// The first key after (topic, partition): partitions are 32-bit
+		// big-endian, so partition+1 (≤ MaxPartitions) still sorts inside
+		// the topic and before any later topic.
+		lower = partitionKey(group, after.Topic, after.Partition+1)
+	}
+	out := []bookkeeping.GroupOffset{}
+	more := false
+	err = s.scan(lower, prefixEnd(p), func(k, v []byte) (bool, error) {
+		if !bytes.HasPrefix(k, p) {
+			return false, fmt.Errorf("%w: key %q outside group prefix", ErrCorrupt, k)
+		}
+		topic, partition, err := splitPartitionKey(group, k)
+		if err != nil {
+			return false, err
+		}
+		r, err := decodePartition(v)
+		if err != nil {
+			return false, fmt.Errorf("partition record %q: %w", k, err)
+		}
+		if r.offset == bookkeeping.NoOffset {
+			return true, nil // a lease without a commit
+		}
+		if len(out) == limit {
+			more = true
+			return false, nil
+		}
+		out = append(out, bookkeeping.GroupOffset{Topic: topic, Partition: partition,
+			Committed: bookkeeping.Committed{Offset: r.offset, Metadata: r.metadata, Epoch: r.commitEpoch}})
+		return true, nil
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("list offsets of group %q: %w", group, err)
+	}
+	return out, more, nil
+}

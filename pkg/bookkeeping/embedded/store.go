@@ -1,0 +1,222 @@
+package embedded
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/sluicemq/sluice/pkg/bookkeeping"
+)
+
+// ErrClosed is returned by calls on a closed Store.
+var ErrClosed = errors.New("embedded bookkeeping: store is closed")
+
+// Store implements bookkeeping.Members, Leases, Offsets and Producers on one
+// Pebble database. It is safe for concurrent use; only one Store may have a
+// directory open at a time (Pebble locks it).
+type Store struct {
+	db  *pebble.DB
+	now func() time.Time
+
+	// mu serializes writers, so a compare-and-set's read, decision and
+	// synced write are one atomic step; readers share it so they never see
+	// half of a decision (e.g. a lease and its owner's liveness).
+	mu     sync.RWMutex
+	closed bool // guarded by mu
+}
+
+var (
+	_ bookkeeping.Members   = (*Store)(nil)
+	_ bookkeeping.Leases    = (*Store)(nil)
+	_ bookkeeping.Offsets   = (*Store)(nil)
+	_ bookkeeping.Producers = (*Store)(nil)
+)
+
+type options struct {
+	fs     vfs.FS
+	now    func() time.Time
+	logger *slog.Logger
+}
+
+// Option configures Open.
+type Option func(*options)
+
+// WithFS stores the database on fs instead of the OS filesystem (tests use
+// vfs.NewMem or vfs.NewCrashableMem).
+func WithFS(fs vfs.FS) Option { return func(o *options) { o.fs = fs } }
+
+// WithClock makes the store judge member expiry by now instead of time.Now.
+func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
+
+// WithLogger receives Pebble's messages: its chatter at Debug, its errors at
+// Error. Without it they are discarded.
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+
+// Open opens (creating if needed) the store in dir.
+func Open(dir string, opts ...Option) (*Store, error) {
+	o := options{fs: vfs.Default, now: time.Now, logger: slog.New(slog.DiscardHandler)}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	switch {
+	case dir == "":
+		return nil, &bookkeeping.ValidationError{Field: "dir", Reason: "must not be empty"}
+	case o.fs == nil:
+		return nil, &bookkeeping.ValidationError{Field: "fs", Reason: "must not be nil"}
+	case o.now == nil:
+		return nil, &bookkeeping.ValidationError{Field: "clock", Reason: "must not be nil"}
+	case o.logger == nil:
+		return nil, &bookkeeping.ValidationError{Field: "logger", Reason: "must not be nil"}
+	}
+	db, err := pebble.Open(dir, &pebble.Options{FS: o.fs, Logger: pebbleLogger{o.logger}})
+	if err != nil {
+		return nil, fmt.Errorf("embedded bookkeeping: open %s: %w", dir, err)
+	}
+	s := &Store{db: db, now: o.now}
+	if err := s.checkFormat(); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("embedded bookkeeping: open %s: %w", dir, err)
+	}
+	return s, nil
+}
+
+// checkFormat writes the format record into a new store and refuses a store
+// of another format.
+func (s *Store) checkFormat() error {
+	v, err := s.get(formatKey)
+	if err != nil {
+		return err
+	}
+	if v == nil {
+		empty, err := s.isEmpty()
+		if err != nil {
+			return err
+		}
+		if !empty {
+			return fmt.Errorf("%w: records without a format record", ErrCorrupt)
+		}
+		return s.db.Set(formatKey, formatRecord{version: storeFormat}.encode(), pebble.Sync)
+	}
+	r, err := decodeFormat(v)
+	if err != nil {
+		return err
+	}
+	if r.version != storeFormat {
+		return fmt.Errorf("store format %d, this binary reads format %d", r.version, storeFormat)
+	}
+	return nil
+}
+
+func (s *Store) isEmpty() (bool, error) {
+	it, err := s.db.NewIter(nil)
+	if err != nil {
+		return false, err
+	}
+	empty := !it.First()
+	return empty, errors.Join(it.Error(), it.Close())
+}
+
+// Close closes the database. Calls after Close return ErrClosed.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	return s.db.Close()
+}
+
+// lock takes the writer lock; the caller must call the returned unlock.
+func (s *Store) lock(ctx context.Context) (unlock func(), err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, ErrClosed
+	}
+	return s.mu.Unlock, nil
+}
+
+// rlock takes the reader lock; the caller must call the returned unlock.
+func (s *Store) rlock(ctx context.Context) (unlock func(), err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.RLock()
+	if s.closed {
+		s.mu.RUnlock()
+		return nil, ErrClosed
+	}
+	return s.mu.RUnlock, nil
+}
+
+// get returns a copy of the value at key, or nil when there is none.
+func (s *Store) get(key []byte) ([]byte, error) {
+	v, closer, err := s.db.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer closer.Close()
+	// Non-nil even when empty: an empty value is a (corrupt) value, not
+	// a missing key.
+	return append(make([]byte, 0, len(v)), v...), nil
+}
+
+// scan calls f with every key and value in [lower, upper) in order until f
+// returns false. k and v are only valid during the call.
+func (s *Store) scan(lower, upper []byte, f func(k, v []byte) (bool, error)) error {
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return err
+	}
+	for ok := it.First(); ok; ok = it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return errors.Join(err, it.Close())
+		}
+		more, err := f(it.Key(), v)
+		if err != nil || !more {
+			return errors.Join(err, it.Close())
+		}
+	}
+	return errors.Join(it.Error(), it.Close())
+}
+
+// commit applies b durably. The caller still closes b.
+func commit(b *pebble.Batch) error { return b.Commit(pebble.Sync) }
+
+// pebbleLogger sends Pebble's log lines to slog. Pebble prints routine
+// progress ("Found 0 WALs") through Infof, which would be noise in every
+// test and in `sluice dev`, so it goes to Debug.
+type pebbleLogger struct{ l *slog.Logger }
+
+func (p pebbleLogger) Infof(format string, args ...any) {
+	p.l.Debug("pebble", "msg", fmt.Sprintf(format, args...))
+}
+
+func (p pebbleLogger) Errorf(format string, args ...any) {
+	p.l.Error("pebble error", "msg", fmt.Sprintf(format, args...))
+}
+
+// Fatalf is called by Pebble on unrecoverable errors (e.g. corruption); it
+// must not return. Crashing is right: continuing could spread bad state.
+func (p pebbleLogger) Fatalf(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	p.l.Error("pebble fatal", "msg", msg)
+	panic("pebble: " + msg)
+}
+
+// syncWrite makes every single-key write durable before the call returns.
+var syncWrite = pebble.Sync

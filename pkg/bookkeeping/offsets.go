@@ -1,0 +1,152 @@
+package bookkeeping
+
+import (
+	"context"
+	"fmt"
+)
+
+// Commit is one member's commit of offsets on several partitions of one
+// topic — one call, applied atomically or not at all.
+type Commit struct {
+	Group, Topic string
+	// Member is the committing member, or "" for a standalone commit (see
+	// the package doc: allowed only while the group has no live members).
+	Member  string
+	Offsets []PartitionOffset
+}
+
+// PartitionOffset is the commit of one partition.
+type PartitionOffset struct {
+	Partition int32
+	// Offset is the next offset to consume (Kafka's convention), in
+	// [0, MaxOffset].
+	Offset int64
+	// Epoch is the lease epoch the member holds on the partition; 0 for a
+	// standalone commit and for Reset.
+	Epoch int64
+	// Metadata is free-form text stored with the offset, at most
+	// MaxMetadataBytes.
+	Metadata string
+}
+
+// Committed is the committed offset of one partition.
+type Committed struct {
+	Offset   int64
+	Metadata string
+	// Epoch is the lease epoch the offset was committed under; 0 for a
+	// standalone commit or Reset.
+	Epoch int64
+}
+
+// GroupOffset is a committed offset in a listing of a whole group.
+type GroupOffset struct {
+	Topic     string
+	Partition int32
+	Committed
+}
+
+// Cursor is a position in the (topic, partition) order of ListOffsets; a page
+// starts strictly after it. The zero Cursor starts at the beginning (no topic
+// is named "").
+type Cursor struct {
+	Topic     string
+	Partition int32
+}
+
+// Offsets stores committed offsets, fenced by the lease epochs of Leases.
+type Offsets interface {
+	// Commit applies c atomically. With a member, every partition must be
+	// leased to c.Member at the given epoch, else nothing changes and the
+	// error is a *FencedError naming the partitions that are not. An offset
+	// lower than the committed one fails the whole commit with an
+	// *OffsetRegressionError; an equal offset is accepted (retries are
+	// harmless) and replaces the metadata. Without a member (standalone)
+	// the group must have no live members, else ErrConflict; the touched
+	// leases lose their (non-live) owners. Errors: also *ValidationError.
+	Commit(ctx context.Context, c Commit) error
+
+	// Reset sets offsets like a standalone commit (c.Member "", epochs 0)
+	// but may move them backwards. Allowed only while the group has no live
+	// members, else ErrConflict. Errors: also *ValidationError.
+	Reset(ctx context.Context, c Commit) error
+
+	// FetchOffset returns the committed offset of a partition. Errors:
+	// ErrNotFound when nothing was committed; *ValidationError.
+	FetchOffset(ctx context.Context, group, topic string, partition int32) (Committed, error)
+
+	// ListOffsets returns up to limit committed offsets of group ordered by
+	// (topic, partition), starting strictly after the cursor after; more
+	// reports whether entries remain (continue from the last one returned).
+	// Errors: *ValidationError (limit in [1, MaxListLimit], after not
+	// valid).
+	ListOffsets(ctx context.Context, group string, after Cursor, limit int) (offsets []GroupOffset, more bool, err error)
+}
+
+// Validate checks c as a Commit: names, 1..MaxCommitPartitions distinct
+// partitions, offsets, metadata, and epochs — all ≥ 1 with a member, all 0
+// without one.
+func (c Commit) Validate() error { return c.validate(false) }
+
+// ValidateReset checks c as a Reset: like Validate, but c.Member must be "".
+func (c Commit) ValidateReset() error { return c.validate(true) }
+
+func (c Commit) validate(reset bool) error {
+	if err := ValidateName("group", c.Group); err != nil {
+		return err
+	}
+	if err := ValidateName("topic", c.Topic); err != nil {
+		return err
+	}
+	standalone := c.Member == ""
+	if reset && !standalone {
+		return invalid("member", "must be empty: a reset is not made by a group member")
+	}
+	if !standalone {
+		if err := ValidateName("member", c.Member); err != nil {
+			return err
+		}
+	}
+	if len(c.Offsets) == 0 {
+		return invalid("offsets", "must not be empty")
+	}
+	if len(c.Offsets) > MaxCommitPartitions {
+		return invalid("offsets", "has %d partitions, more than %d", len(c.Offsets), MaxCommitPartitions)
+	}
+	seen := make(map[int32]struct{}, len(c.Offsets))
+	for i, o := range c.Offsets {
+		field := func(name string) string { return fmt.Sprintf("offsets[%d].%s", i, name) }
+		if err := ValidatePartition(field("partition"), o.Partition); err != nil {
+			return err
+		}
+		if _, dup := seen[o.Partition]; dup {
+			return invalid(field("partition"), "partition %d appears more than once", o.Partition)
+		}
+		seen[o.Partition] = struct{}{}
+		if o.Offset < 0 || o.Offset > MaxOffset {
+			return invalid(field("offset"), "%d is outside [0, %d]", o.Offset, int64(MaxOffset))
+		}
+		if len(o.Metadata) > MaxMetadataBytes {
+			return invalid(field("metadata"), "is %d bytes, longer than %d", len(o.Metadata), MaxMetadataBytes)
+		}
+		if standalone {
+			if o.Epoch != 0 {
+				return invalid(field("epoch"), "must be 0 without a member, got %d", o.Epoch)
+			}
+		} else if err := ValidateEpoch(field("epoch"), o.Epoch); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Validate checks a ListOffsets cursor: the zero Cursor, or a valid topic
+// name with a valid partition.
+func (c Cursor) Validate() error {
+	if c == (Cursor{}) {
+		return nil
+	}
+	if err := ValidateName("after.topic", c.Topic); err != nil {
+		return err
+	}
+	return ValidatePartition("after.partition", c.Partition)
+}

@@ -1,0 +1,38 @@
+package bookkeeping
+
+import "context"
+
+// Producer identifies an idempotent or transactional producer session: the
+// partition writers deduplicate its batches by (ID, Epoch, sequence) and
+// reject batches of an older epoch of the same ID.
+type Producer struct {
+	ID    int64 // ≥ 1, unique across the deployment for its lifetime
+	Epoch int16 // in [0, MaxProducerEpoch]
+}
+
+// Producers hands out producer ids.
+type Producers interface {
+	// AllocateProducerID returns a producer id no other call — on any node,
+	// before or after restarts — ever returned. Ids are ≥ 1 and need not be
+	// dense: backends may reserve ranges and lose the unused rest on restart.
+	AllocateProducerID(ctx context.Context) (int64, error)
+
+	// InitProducer starts a producer session. With transactionalID "" it
+	// returns a fresh id with epoch 0. With a transactional id it returns the
+	// id registered for it with the epoch bumped by one (epoch 0 on first
+	// use), fencing every earlier session of that transactional id; when the
+	// epoch would pass MaxProducerEpoch it registers a new id with epoch 0.
+	// Concurrent calls for one transactional id each get a distinct epoch.
+	// Errors: *ValidationError; ErrConflict when the call kept losing races
+	// against other InitProducer calls for the same id (retry).
+	InitProducer(ctx context.Context, transactionalID string) (Producer, error)
+}
+
+// ValidateTransactionalID checks the argument of InitProducer: "" or a valid
+// name.
+func ValidateTransactionalID(id string) error {
+	if id == "" {
+		return nil
+	}
+	return ValidateName("transactional_id", id)
+}
