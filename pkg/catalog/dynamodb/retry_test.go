@@ -1,0 +1,174 @@
+package dynamodb
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/sluicemq/sluice/pkg/catalog"
+)
+
+// scripted answers GetItem from a list of errors (nil = success), counting
+// calls. Only the decorator is under test here; the catalog itself is
+// tested against a real endpoint.
+type scripted struct {
+	API
+	errs  []error
+	calls int
+}
+
+func (s *scripted) GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	err := s.errs[min(s.calls, len(s.errs)-1)]
+	s.calls++
+	if err != nil {
+		return nil, err
+	}
+	return &dynamodb.GetItemOutput{}, nil
+}
+
+func newTestRetrying(t *testing.T, next API, attempts int) (*Retrying, *[]time.Duration) {
+	r, err := NewRetrying(next, RetryPolicy{MaxAttempts: attempts, BaseDelay: time.Millisecond, MaxDelay: 4 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var slept []time.Duration
+	r.sleep = func(_ context.Context, d time.Duration) error { slept = append(slept, d); return nil }
+	return r, &slept
+}
+
+var (
+	throttled       = &types.ProvisionedThroughputExceededException{Message: aws.String("slow down")}
+	genericThrottle = &smithy.GenericAPIError{Code: "ThrottlingException"}
+	conditionFailed = &types.ConditionalCheckFailedException{Message: aws.String("no")}
+	serverError     = &smithy.GenericAPIError{Code: "InternalServerError"}
+)
+
+func TestRetryingRetriesThrottlingUntilSuccess(t *testing.T) {
+	api := &scripted{errs: []error{throttled, genericThrottle, &types.RequestLimitExceeded{}, nil}}
+	r, slept := newTestRetrying(t, api, 5)
+	if _, err := r.GetItem(context.Background(), &dynamodb.GetItemInput{}); err != nil {
+		t.Fatalf("GetItem: %v", err)
+	}
+	if api.calls != 4 || len(*slept) != 3 {
+		t.Fatalf("calls = %d, sleeps = %v; want 4 calls, 3 sleeps", api.calls, *slept)
+	}
+	for i, d := range *slept {
+		if d < 0 || d > 4*time.Millisecond {
+			t.Errorf("sleep %d = %v, outside the [0, MaxDelay] jitter range", i, d)
+		}
+	}
+}
+
+func TestRetryingIsBounded(t *testing.T) {
+	api := &scripted{errs: []error{throttled}}
+	r, _ := newTestRetrying(t, api, 3)
+	_, err := r.GetItem(context.Background(), &dynamodb.GetItemInput{})
+	var pte *types.ProvisionedThroughputExceededException
+	if !errors.As(err, &pte) || api.calls != 3 {
+		t.Fatalf("err = %v after %d calls; want the throttling error after 3", err, api.calls)
+	}
+}
+
+func TestRetryingLeavesOtherErrorsAlone(t *testing.T) {
+	for _, e := range []error{conditionFailed, serverError, errors.New("connection reset"), context.DeadlineExceeded} {
+		api := &scripted{errs: []error{e, nil}}
+		r, _ := newTestRetrying(t, api, 5)
+		if _, err := r.GetItem(context.Background(), &dynamodb.GetItemInput{}); !errors.Is(err, e) || api.calls != 1 {
+			t.Errorf("%v: err = %v after %d calls; want it returned after 1 (it may have been applied)", e, err, api.calls)
+		}
+	}
+}
+
+func TestRetryingStopsWhenTheContextEnds(t *testing.T) {
+	api := &scripted{errs: []error{throttled}}
+	r, err := NewRetrying(api, RetryPolicy{MaxAttempts: 20, BaseDelay: 10 * time.Second, MaxDelay: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := r.GetItem(ctx, &dynamodb.GetItemInput{}); !errors.Is(err, context.Canceled) || api.calls != 1 {
+		t.Fatalf("err = %v after %d calls; want context.Canceled after 1", err, api.calls)
+	}
+}
+
+func TestRetryPolicyValidation(t *testing.T) {
+	for _, p := range []RetryPolicy{{MaxAttempts: -1}, {MaxAttempts: 21}, {BaseDelay: -1}, {BaseDelay: 2 * time.Second, MaxDelay: time.Second}, {MaxDelay: time.Hour}} {
+		if _, err := NewRetrying(&scripted{}, p); err == nil {
+			t.Errorf("%+v accepted", p)
+		}
+	}
+	p, err := RetryPolicy{}.withDefaults()
+	if err != nil || p.MaxAttempts != 5 {
+		t.Fatalf("defaults = %+v, %v", p, err)
+	}
+}
+
+func canceled(codes ...string) error {
+	tc := &types.TransactionCanceledException{Message: aws.String("canceled")}
+	for _, c := range codes {
+		tc.CancellationReasons = append(tc.CancellationReasons, types.CancellationReason{Code: aws.String(c)})
+	}
+	return tc
+}
+
+func TestIsThrottleForTransactions(t *testing.T) {
+	cases := map[error]bool{
+		canceled("None", "ThrottlingError"):                           true,
+		canceled("ProvisionedThroughputExceeded", "None"):             true,
+		canceled("None", "ThrottlingError", "ConditionalCheckFailed"): false,
+		canceled("TransactionConflict"):                               false,
+		canceled("None", "None"):                                      false,
+		conditionFailed:                                               false,
+	}
+	for err, want := range cases {
+		if got := IsThrottle(err); got != want {
+			t.Errorf("IsThrottle(%v %v) = %v, want %v", err, reasonsOf(err), got, want)
+		}
+	}
+}
+
+func reasonsOf(err error) []string {
+	var tc *types.TransactionCanceledException
+	var out []string
+	if errors.As(err, &tc) {
+		for _, r := range tc.CancellationReasons {
+			out = append(out, aws.ToString(r.Code))
+		}
+	}
+	return out
+}
+
+// TestCancellationErrorMapsTheFailingItem: the first item whose condition
+// failed decides the typed error; a conflict is a lost race.
+func TestCancellationErrorMapsTheFailingItem(t *testing.T) {
+	onFail := []error{catalog.ErrNotFound, catalog.ErrOwnerExpired, catalog.ErrOwned, catalog.ErrVersionConflict}
+	cases := []struct {
+		err  error
+		want error
+	}{
+		{canceled("None", "None", "ConditionalCheckFailed", "None"), catalog.ErrOwned},
+		{canceled("None", "None", "None", "ConditionalCheckFailed"), catalog.ErrVersionConflict},
+		{canceled("ConditionalCheckFailed", "None", "ConditionalCheckFailed", "None"), catalog.ErrNotFound},
+		{canceled("None", "ConditionalCheckFailed", "None", "None"), catalog.ErrOwnerExpired},
+		{canceled("None", "TransactionConflict", "None", "None"), catalog.ErrVersionConflict},
+	}
+	for _, c := range cases {
+		if got := cancellationError(c.err, onFail); !errors.Is(got, c.want) {
+			t.Errorf("reasons %v: %v, want %v", reasonsOf(c.err), got, c.want)
+		}
+	}
+	other := canceled("None", "ValidationError")
+	if got := cancellationError(other, onFail); got != other {
+		t.Errorf("a validation cancellation became %v", got)
+	}
+	if got := cancellationError(nil, onFail); got != nil {
+		t.Errorf("nil became %v", got)
+	}
+}

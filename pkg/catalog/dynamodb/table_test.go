@@ -1,0 +1,104 @@
+package dynamodb
+
+import (
+	"os"
+	"regexp"
+	"slices"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+const terraformModule = "../../../infra/terraform/modules/sluice-storage/main.tf"
+
+// TestTableDefinitionMatchesTerraform keeps TableDefinition and the
+// sluice-storage Terraform module from drifting apart: same key names and
+// types, same billing mode. It reads the HCL with regular expressions — the
+// resource block is simple, and a full HCL parser is not worth a dependency.
+func TestTableDefinitionMatchesTerraform(t *testing.T) {
+	src, err := os.ReadFile(terraformModule)
+	if err != nil {
+		t.Fatalf("read the Terraform module: %v", err)
+	}
+	block := resourceBlock(t, string(src), "aws_dynamodb_table", "catalog")
+	attr := func(name string) string {
+		m := regexp.MustCompile(`(?m)^\s*` + name + `\s*=\s*"([^"]*)"`).FindStringSubmatch(block)
+		if m == nil {
+			t.Fatalf("the catalog table in %s has no %s", terraformModule, name)
+		}
+		return m[1]
+	}
+	def := TableDefinition("x")
+	var wantHash, wantRange string
+	for _, k := range def.KeySchema {
+		switch k.KeyType {
+		case types.KeyTypeHash:
+			wantHash = aws.ToString(k.AttributeName)
+		case types.KeyTypeRange:
+			wantRange = aws.ToString(k.AttributeName)
+		}
+	}
+	if got := attr("hash_key"); got != wantHash {
+		t.Errorf("Terraform hash_key = %q, Go = %q", got, wantHash)
+	}
+	if got := attr("range_key"); got != wantRange {
+		t.Errorf("Terraform range_key = %q, Go = %q", got, wantRange)
+	}
+	if got := attr("billing_mode"); got != string(def.BillingMode) {
+		t.Errorf("Terraform billing_mode = %q, Go = %q", got, def.BillingMode)
+	}
+
+	var tfAttrs, goAttrs []string
+	for _, m := range regexp.MustCompile(`attribute\s*\{\s*name\s*=\s*"([^"]+)"\s*type\s*=\s*"([^"]+)"\s*\}`).FindAllStringSubmatch(block, -1) {
+		tfAttrs = append(tfAttrs, m[1]+":"+m[2])
+	}
+	for _, a := range def.AttributeDefinitions {
+		goAttrs = append(goAttrs, aws.ToString(a.AttributeName)+":"+string(a.AttributeType))
+	}
+	slices.Sort(tfAttrs)
+	slices.Sort(goAttrs)
+	if !slices.Equal(tfAttrs, goAttrs) {
+		t.Errorf("attribute definitions: Terraform %v, Go %v", tfAttrs, goAttrs)
+	}
+	// Secondary indexes would need attribute definitions of their own; the
+	// Go side has none, so Terraform must have none either.
+	if regexp.MustCompile(`(global|local)_secondary_index`).MatchString(block) || len(def.GlobalSecondaryIndexes)+len(def.LocalSecondaryIndexes) > 0 {
+		t.Errorf("secondary indexes differ between Terraform and Go")
+	}
+}
+
+// resourceBlock returns the body of resource "typ" "name", matching braces.
+func resourceBlock(t *testing.T, src, typ, name string) string {
+	t.Helper()
+	loc := regexp.MustCompile(`resource\s+"` + typ + `"\s+"` + name + `"\s*\{`).FindStringIndex(src)
+	if loc == nil {
+		t.Fatalf("no resource %q %q in %s", typ, name, terraformModule)
+	}
+	depth := 0
+	for i := loc[1] - 1; i < len(src); i++ {
+		switch src[i] {
+		case '{':
+			depth++
+		case '}':
+			if depth--; depth == 0 {
+				return src[loc[1]:i]
+			}
+		}
+	}
+	t.Fatalf("resource %q %q in %s is not closed", typ, name, terraformModule)
+	return ""
+}
+
+func TestValidateTableName(t *testing.T) {
+	for _, ok := range []string{"sluice-catalog", "abc", "a.b_c-1"} {
+		if err := validateTableName(ok); err != nil {
+			t.Errorf("%q: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", "ab", "has space", "a/b"} {
+		if err := validateTableName(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
