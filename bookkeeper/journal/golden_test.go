@@ -1,0 +1,81 @@
+package journal
+
+import (
+	"bytes"
+	"encoding/hex"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+// The bytes of a tiny journal are pinned: a format change must show up here
+// (and come with a new format version). The journal: "hello" and "sluice"
+// in one group, checkpoint 1, then an empty record in a second group.
+func TestGolden(t *testing.T) {
+	fs := vfs.NewMem()
+	cfg := Config{
+		Dir:          testDir,
+		FS:           fs,
+		GroupBytes:   2*RecordHeaderSize + len("hello") + len("sluice"), // the two fill a group
+		MaxGroupWait: time.Second,                                       // so a group goes only when full, or at Close
+	}
+	j, _ := mustOpen(t, cfg)
+	var o outcome
+	mustAppend(t, j, []byte("hello"), o.done())
+	mustAppend(t, j, []byte("sluice"), o.done())
+	o.wg.Wait()
+	if err := j.Checkpoint(1); err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, j, nil, o.done())
+	mustClose(t, j)
+
+	journal, ckpt := readFile(t, fs, fileName(1)), readFile(t, fs, checkpointName)
+	got := "# " + fileName(1) + "\n" + hex.Dump(journal) + "# " + checkpointName + "\n" + hex.Dump(ckpt)
+	path := filepath.Join("testdata", "golden", "tiny.hex")
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Fatalf("journal bytes changed; if on purpose, bump formatVersion and run with -update.\ngot:\n%s\nwant:\n%s", got, want)
+	}
+
+	// The layout the package doc describes, checked field by field.
+	h, err := decodeFileHeader(journal)
+	if err != nil || h != (fileHeader{fileSeq: 1, firstSeq: 1}) {
+		t.Fatalf("file header %+v, %v", h, err)
+	}
+	want3 := []struct {
+		off, syncedTo int
+		rec           string
+	}{{32, 32, "hello"}, {61, 32, "sluice"}, {91, 91, ""}}
+	off := FileHeaderSize
+	for i, w := range want3 {
+		rh, p, n, err := decodeRecord(journal[off:])
+		if err != nil || off != w.off || rh.seq != uint64(i+1) || rh.syncedTo != uint64(w.syncedTo) || !bytes.Equal(p, []byte(w.rec)) {
+			t.Fatalf("record %d at %d: %+v %q %v", i, off, rh, p, err)
+		}
+		off += n
+	}
+	if off != len(journal) {
+		t.Fatalf("%d bytes after the last record", len(journal)-off)
+	}
+	if seq, err := decodeCheckpoint(ckpt); err != nil || seq != 1 {
+		t.Fatalf("checkpoint %d, %v", seq, err)
+	}
+}
