@@ -35,6 +35,33 @@ create_bucket() {
 
 create_bucket "$SEGMENTS_BUCKET"
 
-# DynamoDB: Sluice's tables will be created here, once their schemas exist in the code
-# (none is defined yet, so none is invented here). Keep them idempotent like the bucket above,
-# e.g. `aws dynamodb describe-table ... || aws dynamodb create-table ...`.
+# DynamoDB: the catalog table. Its definition is catalog-table.json beside this folder, which
+# a Go test (pkg/catalog/dynamodb) keeps equal to the catalog's own TableDefinition and to the
+# Terraform module, so the three never drift. Sluice can also create it at start-up (EnsureTable).
+HERE=$(cd "$(dirname "$0")/.." && pwd)
+TABLE_JSON=$HERE/catalog-table.json
+CATALOG_TABLE=$(sed -n 's/.*"TableName": *"\([^"]*\)".*/\1/p' "$TABLE_JSON")
+
+create_table() {
+  if command -v aws >/dev/null 2>&1; then
+    if ! aws --endpoint-url "$ENDPOINT" dynamodb describe-table --table-name "$CATALOG_TABLE" >/dev/null 2>&1; then
+      aws --endpoint-url "$ENDPOINT" dynamodb create-table --cli-input-json "file://$TABLE_JSON" >/dev/null
+    fi
+  else
+    # The JSON API by hand; emulators accept a syntactically valid, unverified signature.
+    auth="AWS4-HMAC-SHA256 Credential=$AWS_ACCESS_KEY_ID/20260101/$AWS_DEFAULT_REGION/dynamodb/aws4_request, SignedHeaders=host, Signature=0"
+    out=$(curl -s -w '\n%{http_code}' -X POST "$ENDPOINT/" \
+      -H 'Content-Type: application/x-amz-json-1.0' -H 'X-Amz-Target: DynamoDB_20120810.CreateTable' \
+      -H "Authorization: $auth" --data-binary "@$TABLE_JSON")
+    code=$(printf '%s' "$out" | tail -n 1)
+    case $code in
+      200) ;;
+      400) printf '%s' "$out" | grep -q ResourceInUseException || {
+        echo "sluice init: creating table $CATALOG_TABLE on $ENDPOINT failed: $out" >&2; exit 1; } ;;
+      *) echo "sluice init: creating table $CATALOG_TABLE on $ENDPOINT failed: HTTP $code" >&2; exit 1 ;;
+    esac
+  fi
+  echo "sluice init: table $CATALOG_TABLE ready on $ENDPOINT"
+}
+
+create_table

@@ -1,12 +1,15 @@
 package dynamodb
 
 import (
+	"encoding/json"
 	"os"
+	"reflect"
 	"regexp"
 	"slices"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
@@ -100,5 +103,34 @@ func TestValidateTableName(t *testing.T) {
 		if err := validateTableName(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
+	}
+}
+
+// TestTableDefinitionMatchesInitScript keeps the table the local init hook
+// (localstack/init/ready.d) creates from localstack/init/catalog-table.json
+// equal to TableDefinition: the JSON uses the DynamoDB API's field names,
+// which are also the SDK input struct's, so it decodes straight into it.
+func TestTableDefinitionMatchesInitScript(t *testing.T) {
+	const path = "../../../localstack/init/catalog-table.json"
+	src, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("read the init script's table definition: %v", err)
+	}
+	var got dynamodb.CreateTableInput
+	if err := json.Unmarshal(src, &got); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	want := TableDefinition(aws.ToString(got.TableName))
+	if aws.ToString(got.TableName) != "sluice-catalog" {
+		t.Errorf("%s: TableName = %q, want the default sluice-catalog", path, aws.ToString(got.TableName))
+	}
+	if got.BillingMode != want.BillingMode {
+		t.Errorf("%s: BillingMode = %q, Go = %q", path, got.BillingMode, want.BillingMode)
+	}
+	if !reflect.DeepEqual(got.AttributeDefinitions, want.AttributeDefinitions) {
+		t.Errorf("%s: AttributeDefinitions = %+v, Go = %+v", path, got.AttributeDefinitions, want.AttributeDefinitions)
+	}
+	if !reflect.DeepEqual(got.KeySchema, want.KeySchema) {
+		t.Errorf("%s: KeySchema = %+v, Go = %+v", path, got.KeySchema, want.KeySchema)
 	}
 }
