@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+
+	"github.com/sluicemq/sluice/bookkeeper/internal/durable"
 )
 
 // Checkpoint records that every record up to and including seq is durable
@@ -31,7 +33,7 @@ func (j *Journal) Checkpoint(seq uint64) error {
 	if d := j.durable.Load(); seq > d {
 		return fmt.Errorf("%w: checkpoint %d, durable %d", ErrCheckpointAhead, seq, d)
 	}
-	if err := writeFileAtomic(j.fs, j.cfg.Dir, checkpointName, encodeCheckpoint(seq)); err != nil {
+	if err := durable.WriteFileAtomic(j.fs, j.cfg.Dir, checkpointName, encodeCheckpoint(seq)); err != nil {
 		return fmt.Errorf("journal: persist checkpoint %d: %w", seq, err)
 	}
 	j.ckpt.Store(seq)

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/sluicemq/sluice/bookkeeper/internal/durable"
 )
 
 // DoneFunc is told the outcome of one Append: the record's sequence number
@@ -96,7 +98,7 @@ func Open(cfg Config, replay ReplayFunc) (*Journal, error) {
 	}
 	cfg = cfg.withDefaults()
 	fs := cfg.FS
-	if err := mkdirDurable(fs, cfg.Dir); err != nil {
+	if err := durable.MkdirAll(fs, cfg.Dir); err != nil {
 		return nil, fmt.Errorf("journal: create dir: %w", err)
 	}
 	lock, err := fs.Lock(fs.PathJoin(cfg.Dir, lockName))

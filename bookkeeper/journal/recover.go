@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/sluicemq/sluice/bookkeeper/internal/durable"
 )
 
 // RecoveryInfo describes what Open found.
@@ -214,7 +216,7 @@ func truncateFile(fs vfs.FS, dir, name string, r *fileReader, size int64) error 
 	for off := int64(0); off < size && err == nil; {
 		var b []byte
 		if b, err = r.at(off, int(min(readWindow, size-off))); err == nil {
-			err = writeFull(f, b)
+			err = durable.WriteFull(f, b)
 			off += int64(len(b))
 			r.invalidate() // a vfs.File may modify what it writes
 		}
@@ -228,5 +230,5 @@ func truncateFile(fs vfs.FS, dir, name string, r *fileReader, size int64) error 
 	if err := fs.Rename(tmp, path); err != nil {
 		return err
 	}
-	return syncDir(fs, dir)
+	return durable.SyncDir(fs, dir)
 }

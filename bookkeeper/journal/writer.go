@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/sluicemq/sluice/bookkeeper/internal/durable"
 )
 
 // writerState is owned by the writer goroutine (and read by Close after the
@@ -98,7 +100,7 @@ func (j *Journal) commit(b *batch) error {
 	info := GroupInfo{Records: len(b.dones), Bytes: len(b.buf), FirstSeq: b.firstSeq}
 	start := time.Now()
 	info.Wait = start.Sub(b.queuedAt)
-	err := writeFull(w.file, b.buf)
+	err := durable.WriteFull(w.file, b.buf)
 	info.WriteTime = time.Since(start)
 	if err == nil {
 		w.off += int64(len(b.buf))

@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/sluicemq/sluice/bookkeeper/internal/durable"
 )
 
 // CookieFile is the cookie's name in every data directory.
@@ -133,7 +135,7 @@ func ReadCookie(fs vfs.FS, dir string) (Cookie, error) {
 // WriteCookie writes dir's cookie atomically (temporary file, sync,
 // rename, directory sync).
 func WriteCookie(fs vfs.FS, dir string, c Cookie) error {
-	if err := writeFileAtomic(fs, dir, CookieFile, c.Encode()); err != nil {
+	if err := durable.WriteFileAtomic(fs, dir, CookieFile, c.Encode()); err != nil {
 		return fmt.Errorf("write cookie in %s: %w", dir, err)
 	}
 	return nil

@@ -8,6 +8,8 @@ import (
 	"sync"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/sluicemq/sluice/bookkeeper/internal/durable"
 )
 
 // writeChunk is how many frame bytes logWriter gathers before one Write.
@@ -99,7 +101,7 @@ func (w *logWriter) writeBuffered() error {
 	if len(w.buf) == 0 {
 		return nil
 	}
-	err := writeFull(w.f, w.buf)
+	err := durable.WriteFull(w.f, w.buf)
 	w.buf = w.buf[:0]
 	if cap(w.buf) > 4*writeChunk {
 		w.buf = nil // one huge entry passed; do not keep its buffer
@@ -229,7 +231,7 @@ func (c *fileCache) close() {
 func (c *fileCache) readFrame(ledger, entry int64, loc location) (frame, error) {
 	cf, err := c.acquire(loc.file)
 	if err != nil {
-		if isNotExist(err) {
+		if durable.IsNotExist(err) {
 			return frame{}, fmt.Errorf("%w: entry %d/%d is in entry log %d, which is missing: %w", ErrDataLoss, ledger, entry, loc.file, err)
 		}
 		return frame{}, fmt.Errorf("open entry log %d: %w", loc.file, err)

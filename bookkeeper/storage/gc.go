@@ -8,6 +8,8 @@ import (
 	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/sluicemq/sluice/bookkeeper/internal/durable"
 )
 
 // GCResult sums up one GC pass.
@@ -316,13 +318,13 @@ func (s *Storage) removeFile(id uint64) error {
 	s.cache.drop(id)
 	err := s.fs.Remove(s.fs.PathJoin(s.opts.Dir, logName(id)))
 	s.filesMu.Unlock()
-	if err != nil && !isNotExist(err) {
+	if err != nil && !durable.IsNotExist(err) {
 		return fmt.Errorf("remove entry log %d: %w", id, err)
 	}
 	s.mu.Lock()
 	delete(s.files, id)
 	s.mu.Unlock()
-	if err := syncDir(s.fs, s.opts.Dir); err != nil {
+	if err := durable.SyncDir(s.fs, s.opts.Dir); err != nil {
 		return fmt.Errorf("remove entry log %d: %w", id, err)
 	}
 	return nil

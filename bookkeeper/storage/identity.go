@@ -7,6 +7,8 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/sluicemq/sluice/bookkeeper/internal/durable"
 )
 
 // openIdentity checks the cookies of both directories against each other,
@@ -159,7 +161,7 @@ func openIndex(o Options, log *slog.Logger) (*pebble.DB, error) {
 		return nil, err
 	}
 	dir := fs.PathJoin(o.IndexDir, pebbleSubdir)
-	if _, err := fs.Stat(dir); isNotExist(err) {
+	if _, err := fs.Stat(dir); durable.IsNotExist(err) {
 		return nil, nil
 	} else if err != nil {
 		return nil, fmt.Errorf("index in %s: %w", o.IndexDir, err)
@@ -190,24 +192,24 @@ func createIndex(o Options, log *slog.Logger, id [storageIDSize]byte) error {
 	if err = errors.Join(err, db.Close()); err != nil {
 		return fmt.Errorf("create index in %s: %w", o.IndexDir, err)
 	}
-	if err := syncDir(fs, tmp); err != nil {
+	if err := durable.SyncDir(fs, tmp); err != nil {
 		return err
 	}
 	if err := fs.Rename(tmp, fs.PathJoin(o.IndexDir, pebbleSubdir)); err != nil {
 		return fmt.Errorf("create index in %s: %w", o.IndexDir, err)
 	}
-	return syncDir(fs, o.IndexDir)
+	return durable.SyncDir(fs, o.IndexDir)
 }
 
 func removeIfExists(fs vfs.FS, dir, name string) error {
 	p := fs.PathJoin(dir, name)
-	if _, err := fs.Stat(p); isNotExist(err) {
+	if _, err := fs.Stat(p); durable.IsNotExist(err) {
 		return nil
 	}
 	if err := fs.RemoveAll(p); err != nil {
 		return fmt.Errorf("remove %s: %w", p, err)
 	}
-	return syncDir(fs, dir)
+	return durable.SyncDir(fs, dir)
 }
 
 // readRoleCookie reads dir's cookie and checks it names this bookie and

@@ -11,6 +11,8 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/sluicemq/sluice/bookkeeper/internal/durable"
 )
 
 // Storage is a bookie's ledger storage: entry log, index, ledger metadata
@@ -86,7 +88,7 @@ func Open(o Options) (*Storage, error) {
 	o = o.withDefaults()
 	fs := o.FS
 	for _, d := range []string{o.Dir, o.IndexDir} {
-		if err := mkdirDurable(fs, d); err != nil {
+		if err := durable.MkdirAll(fs, d); err != nil {
 			return nil, fmt.Errorf("storage: create %s: %w", d, err)
 		}
 	}
@@ -182,7 +184,7 @@ func (s *Storage) loadFiles() error {
 		s.files[id] = true
 	}
 	if removed > 0 {
-		if err := syncDir(s.fs, s.opts.Dir); err != nil {
+		if err := durable.SyncDir(s.fs, s.opts.Dir); err != nil {
 			return err
 		}
 		s.log.Info("storage removed unreferenced entry logs", slog.Int("files", removed))
