@@ -90,7 +90,7 @@ func BenchmarkIntegrationDynamoDBOwnerHeartbeat(b *testing.B) {
 	for _, clients := range benchClients {
 		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
 			runClients(b, clients, e.meter, func(bc *benchClient) error {
-				_, err := c.HeartbeatOwner(ctx, ownerID("ingest", bc.id), ownerAddr(bc.id), liveTTL)
+				_, err := c.HeartbeatOwner(ctx, ownerID("ingest", bc.ID), ownerAddr(bc.ID), liveTTL)
 				return err
 			})
 		})
@@ -116,7 +116,7 @@ func BenchmarkIntegrationDynamoDBBookieHeartbeat(b *testing.B) {
 	for _, clients := range benchClients {
 		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
 			runClients(b, clients, e.meter, func(bc *benchClient) error {
-				_, err := c.HeartbeatBookie(ctx, bookie(bc.id, 2<<40-bc.rng.Int64N(1<<30)), liveTTL)
+				_, err := c.HeartbeatBookie(ctx, bookie(bc.ID, 2<<40-bc.Rand.Int64N(1<<30)), liveTTL)
 				return err
 			})
 		})
@@ -164,8 +164,8 @@ func BenchmarkIntegrationDynamoDBWriterMove(b *testing.B) {
 		for _, cl := range clients {
 			b.Run(fmt.Sprintf("handover/chain=%d/clients=%d", chain, cl), func(b *testing.B) {
 				runClients(b, cl, e.meter, func(bc *benchClient) error {
-					m := hand[bc.id]
-					if err := bc.time("release", func() error { return c.ReleaseWriter(ctx, m.lease) }); err != nil {
+					m := hand[bc.ID]
+					if err := bc.Time("release", func() error { return c.ReleaseWriter(ctx, m.lease) }); err != nil {
 						return err
 					}
 					return m.acquire(ctx, c, bc)
@@ -175,10 +175,10 @@ func BenchmarkIntegrationDynamoDBWriterMove(b *testing.B) {
 		for _, cl := range clients {
 			b.Run(fmt.Sprintf("takeover/chain=%d/clients=%d", chain, cl), func(b *testing.B) {
 				runClients(b, cl, e.meter, func(bc *benchClient) error {
-					m, tc := take[bc.id], takeCats[bc.id]
-					clocks[bc.id].Advance(takeoverTTL + time.Millisecond) // the holder's heartbeat expires
+					m, tc := take[bc.ID], takeCats[bc.ID]
+					clocks[bc.ID].Advance(takeoverTTL + time.Millisecond) // the holder's heartbeat expires
 					next := m.owners[1-m.holder]
-					err := bc.time("hb", func() error {
+					err := bc.Time("hb", func() error {
 						_, err := tc.HeartbeatOwner(ctx, next, "10.0.0.1:7420", takeoverTTL)
 						return err
 					})
@@ -203,7 +203,7 @@ type mover struct {
 // acquire moves the partition to the owner not holding it.
 func (m *mover) acquire(ctx context.Context, c *Catalog, bc *benchClient) error {
 	var p catalog.Partition
-	err := bc.time("acq", func() (err error) {
+	err := bc.Time("acq", func() (err error) {
 		p, err = c.AcquireWriter(ctx, m.topic, m.lease.Partition, m.owners[1-m.holder])
 		return err
 	})
@@ -262,7 +262,7 @@ func BenchmarkIntegrationDynamoDBRollOver(b *testing.B) {
 		}
 		for _, cl := range clients {
 			b.Run(fmt.Sprintf("chain=%d/clients=%d", chain, cl), func(b *testing.B) {
-				runClients(b, cl, e.meter, func(bc *benchClient) error { return ws[bc.id].roll(ctx, c, bc) })
+				runClients(b, cl, e.meter, func(bc *benchClient) error { return ws[bc.ID].roll(ctx, c, bc) })
 			})
 		}
 	}
@@ -282,18 +282,18 @@ func (w *writer) roll(ctx context.Context, c *Catalog, bc *benchClient) error {
 	closed.State = catalog.LedgerClosed
 	closed.LastEntry = 99
 	closed.LastOffset = closed.FirstOffset + 999
-	if err := bc.time("close", func() error { _, err := c.UpdateLedger(ctx, closed); return err }); err != nil {
+	if err := bc.Time("close", func() error { _, err := c.UpdateLedger(ctx, closed); return err }); err != nil {
 		return err
 	}
 	var next catalog.LedgerMetadata
-	err := bc.time("create", func() (err error) {
+	err := bc.Time("create", func() (err error) {
 		next, err = c.CreateLedger(ctx, ledgerSpec(w.lease, closed.LastOffset+1))
 		return err
 	})
 	if err != nil {
 		return err
 	}
-	err = bc.time("append", func() (err error) {
+	err = bc.Time("append", func() (err error) {
 		w.part, err = c.AppendLedger(ctx, w.lease, catalog.LedgerRef{ID: next.ID, FirstOffset: next.FirstOffset})
 		return err
 	})
@@ -303,7 +303,7 @@ func (w *writer) roll(ctx context.Context, c *Catalog, bc *benchClient) error {
 	w.tail = next
 	if excess := len(w.part.Ledgers) - w.chain; excess > 0 {
 		through := w.part.Ledgers[excess-1].ID
-		return bc.time("trim", func() (err error) {
+		return bc.Time("trim", func() (err error) {
 			w.part, err = c.TrimLedgers(ctx, w.lease.TopicID, w.lease.Partition, through, w.part.Version)
 			return err
 		})
@@ -354,9 +354,9 @@ func BenchmarkIntegrationDynamoDBUpdateLedger(b *testing.B) {
 	for _, clients := range benchClients {
 		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
 			runClients(b, clients, e.meter, func(bc *benchClient) error {
-				next := withBookies(ls[bc.id], bc.rng.IntN(2))
+				next := withBookies(ls[bc.ID], bc.Rand.IntN(2))
 				var err error
-				ls[bc.id], err = c.UpdateLedger(ctx, next)
+				ls[bc.ID], err = c.UpdateLedger(ctx, next)
 				return err
 			})
 		})
@@ -393,7 +393,7 @@ func BenchmarkIntegrationDynamoDBGetPartition(b *testing.B) {
 		for _, clients := range benchClients {
 			b.Run(fmt.Sprintf("partitions=%d/chain=%d/clients=%d", bigTopicPartitions, chain, clients), func(b *testing.B) {
 				runClients(b, clients, e.meter, func(bc *benchClient) error {
-					p, err := c.GetPartition(ctx, "big", bc.rng.IntN(bigTopicPartitions))
+					p, err := c.GetPartition(ctx, "big", bc.Rand.IntN(bigTopicPartitions))
 					if err == nil && len(p.Ledgers) != chain {
 						err = fmt.Errorf("partition %d has %d ledgers, want %d", p.Index, len(p.Ledgers), chain)
 					}

@@ -2,163 +2,46 @@
 
 package dynamodb
 
-// The benchmark runner and the request meter behind
-// bench_integration_test.go. pkg/catalog/embedded/benchrun_test.go has the
-// same runner (without the meter): keep the two in step.
+// The request meter behind bench_integration_test.go, and the runner that
+// reports it on top of internal/benchclients.
 
 import (
 	"context"
-	"maps"
-	"math"
-	"math/rand/v2"
-	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/sluicemq/sluice/internal/benchclients"
 )
 
 // benchClients are the client counts of the benchmarks where concurrency
 // means something.
 var benchClients = []int{1, 16}
 
-// warmupCalls is how many untimed calls each client makes before the timed
-// phase of every run, so the first connection and cold caches stay out of
-// a short run's p99.
-const warmupCalls = 2
+type benchClient = benchclients.Client
 
-// benchClient is one client goroutine: its index, its own random source,
-// and the latencies of the parts of a call it timed itself (time). (The
-// embedded runner also counts events; no benchmark here needs that.)
-type benchClient struct {
-	id    int
-	rng   *rand.Rand
-	parts map[string][]time.Duration
-}
-
-// time runs f and records its latency under part.
-func (bc *benchClient) time(part string, f func() error) error {
-	t0 := time.Now()
-	err := f()
-	bc.parts[part] = append(bc.parts[part], time.Since(t0))
-	return err
-}
-
-// runClients makes warmupCalls untimed calls of op per client, then b.N
-// timed calls spread over clients goroutines that take calls from a shared
-// counter, and reports:
+// runClients runs op as a benchmark over clients goroutines (see
+// benchclients.Run) and, with a meter, also reports per call:
 //
-//	ops/s             calls completed per second of wall time, all clients together
-//	p50-ms p99-ms     latency of one call (nearest rank)
-//	<part>-p50-ms …   latency of a part the call timed itself (bc.time)
-//	requests/op       DynamoDB requests per call                   (m != nil)
-//	rcu/op wcu/op     estimated capacity units per call, see meter (m != nil)
-//
-// ns/op is suppressed: with several clients it is 1/throughput, not
-// latency. op(bc) is only ever called from bc's goroutine, so state indexed
-// by bc.id needs no lock. Any error stops the benchmark: the calls here
-// never fail when the benchmark is right, and moto runs on this machine.
-// It returns ops/s, for metrics derived from it.
+//	requests/op       DynamoDB requests
+//	rcu/op wcu/op     estimated capacity units, see meter
 func runClients(b *testing.B, clients int, m *meter, op func(bc *benchClient) error) float64 {
 	b.Helper()
-	bcs := make([]*benchClient, clients)
-	for i := range bcs {
-		bcs[i] = &benchClient{id: i, rng: rand.New(rand.NewPCG(uint64(i), 42)), parts: map[string][]time.Duration{}}
+	if m == nil {
+		return benchclients.Run(b, clients, op)
 	}
-	callClients(b, bcs, clients*warmupCalls, op)
-	for _, bc := range bcs {
-		clear(bc.parts)
-	}
-	var before meterCounts
-	if m != nil {
-		before = m.counts()
-	}
-	b.ResetTimer()
-	elapsed, lat := callClients(b, bcs, b.N, op)
-	b.StopTimer()
-
-	ops := float64(b.N) / elapsed.Seconds()
-	b.ReportMetric(0, "ns/op")
-	b.ReportMetric(ops, "ops/s")
-	reportLatency(b, "", lat)
-	parts := map[string][]time.Duration{}
-	for _, bc := range bcs {
-		for name, ds := range bc.parts {
-			parts[name] = append(parts[name], ds...)
+	return benchclients.Run(b, clients, op, func() func(n int) {
+		before := m.counts()
+		return func(n int) {
+			d := m.counts().sub(before)
+			b.ReportMetric(float64(d.requests)/float64(n), "requests/op")
+			b.ReportMetric(float64(d.rcu)/float64(n), "rcu/op")
+			b.ReportMetric(float64(d.wcu)/float64(n), "wcu/op")
 		}
-	}
-	for _, name := range slices.Sorted(maps.Keys(parts)) {
-		reportLatency(b, name+"-", parts[name])
-	}
-	if m != nil {
-		d := m.counts().sub(before)
-		b.ReportMetric(float64(d.requests)/float64(b.N), "requests/op")
-		b.ReportMetric(float64(d.rcu)/float64(b.N), "rcu/op")
-		b.ReportMetric(float64(d.wcu)/float64(b.N), "wcu/op")
-	}
-	return ops
-}
-
-// callClients makes n calls of op over the clients and returns the wall
-// time and every call's latency. The first error stops all clients and
-// fails the benchmark.
-func callClients(b *testing.B, bcs []*benchClient, n int, op func(bc *benchClient) error) (time.Duration, []time.Duration) {
-	b.Helper()
-	var (
-		next     atomic.Int64
-		stop     atomic.Bool
-		mu       sync.Mutex
-		all      []time.Duration
-		firstErr error
-		wg       sync.WaitGroup
-	)
-	start := time.Now()
-	for _, bc := range bcs {
-		wg.Go(func() {
-			lat := make([]time.Duration, 0, n/len(bcs)+1)
-			for !stop.Load() && next.Add(1) <= int64(n) {
-				t0 := time.Now()
-				err := op(bc)
-				lat = append(lat, time.Since(t0))
-				if err != nil {
-					stop.Store(true)
-					mu.Lock()
-					if firstErr == nil {
-						firstErr = err
-					}
-					mu.Unlock()
-				}
-			}
-			mu.Lock()
-			all = append(all, lat...)
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	if firstErr != nil {
-		b.Fatal(firstErr)
-	}
-	return elapsed, all
-}
-
-// reportLatency reports the nearest-rank p50 and p99 of ds in milliseconds.
-func reportLatency(b *testing.B, prefix string, ds []time.Duration) {
-	if len(ds) == 0 {
-		return
-	}
-	slices.Sort(ds)
-	for _, q := range []struct {
-		name string
-		q    float64
-	}{{"p50", 0.50}, {"p99", 0.99}} {
-		i := max(int(math.Ceil(q.q*float64(len(ds))))-1, 0)
-		b.ReportMetric(float64(ds[i])/float64(time.Millisecond), prefix+q.name+"-ms")
-	}
+	})
 }
 
 // meter wraps the DynamoDB client, counting requests and estimating the

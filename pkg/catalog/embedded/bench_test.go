@@ -73,7 +73,7 @@ func BenchmarkEmbeddedOwnerHeartbeat(b *testing.B) {
 	for _, clients := range benchClients {
 		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
 			runClients(b, clients, func(bc *benchClient) error {
-				_, err := c.HeartbeatOwner(ctx, ownerID("ingest", bc.id), ownerAddr(bc.id), liveTTL)
+				_, err := c.HeartbeatOwner(ctx, ownerID("ingest", bc.ID), ownerAddr(bc.ID), liveTTL)
 				return err
 			})
 		})
@@ -97,7 +97,7 @@ func BenchmarkEmbeddedBookieHeartbeat(b *testing.B) {
 	for _, clients := range benchClients {
 		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
 			runClients(b, clients, func(bc *benchClient) error {
-				_, err := c.HeartbeatBookie(ctx, bookie(bc.id, 2<<40-bc.rng.Int64N(1<<30)), liveTTL)
+				_, err := c.HeartbeatBookie(ctx, bookie(bc.ID, 2<<40-bc.Rand.Int64N(1<<30)), liveTTL)
 				return err
 			})
 		})
@@ -125,8 +125,8 @@ func BenchmarkEmbeddedWriterMove(b *testing.B) {
 		for _, cl := range benchClients {
 			b.Run(fmt.Sprintf("handover/chain=%d/clients=%d", chain, cl), func(b *testing.B) {
 				runClients(b, cl, func(bc *benchClient) error {
-					m := hand[bc.id]
-					if err := bc.time("release", func() error { return c.ReleaseWriter(ctx, m.lease) }); err != nil {
+					m := hand[bc.ID]
+					if err := bc.Time("release", func() error { return c.ReleaseWriter(ctx, m.lease) }); err != nil {
 						return err
 					}
 					return m.acquire(ctx, c, bc)
@@ -137,7 +137,7 @@ func BenchmarkEmbeddedWriterMove(b *testing.B) {
 			runClients(b, 1, func(bc *benchClient) error {
 				clock.Advance(takeoverTTL + time.Millisecond) // the holder's heartbeat expires
 				next := take.owners[1-take.holder]
-				err := bc.time("hb", func() error {
+				err := bc.Time("hb", func() error {
 					_, err := tc.HeartbeatOwner(ctx, next, "10.0.0.1:7420", takeoverTTL)
 					return err
 				})
@@ -161,7 +161,7 @@ type mover struct {
 // acquire moves the partition to the owner not holding it.
 func (m *mover) acquire(ctx context.Context, c *Catalog, bc *benchClient) error {
 	var p catalog.Partition
-	err := bc.time("acq", func() (err error) {
+	err := bc.Time("acq", func() (err error) {
 		p, err = c.AcquireWriter(ctx, m.topic, m.lease.Partition, m.owners[1-m.holder])
 		return err
 	})
@@ -213,7 +213,7 @@ func BenchmarkEmbeddedRollOver(b *testing.B) {
 		}
 		for _, cl := range benchClients {
 			b.Run(fmt.Sprintf("chain=%d/clients=%d", chain, cl), func(b *testing.B) {
-				runClients(b, cl, func(bc *benchClient) error { return ws[bc.id].roll(ctx, c, bc) })
+				runClients(b, cl, func(bc *benchClient) error { return ws[bc.ID].roll(ctx, c, bc) })
 			})
 		}
 	}
@@ -233,18 +233,18 @@ func (w *writer) roll(ctx context.Context, c *Catalog, bc *benchClient) error {
 	closed.State = catalog.LedgerClosed
 	closed.LastEntry = 99
 	closed.LastOffset = closed.FirstOffset + 999
-	if err := bc.time("close", func() error { _, err := c.UpdateLedger(ctx, closed); return err }); err != nil {
+	if err := bc.Time("close", func() error { _, err := c.UpdateLedger(ctx, closed); return err }); err != nil {
 		return err
 	}
 	var next catalog.LedgerMetadata
-	err := bc.time("create", func() (err error) {
+	err := bc.Time("create", func() (err error) {
 		next, err = c.CreateLedger(ctx, ledgerSpec(w.lease, closed.LastOffset+1))
 		return err
 	})
 	if err != nil {
 		return err
 	}
-	err = bc.time("append", func() (err error) {
+	err = bc.Time("append", func() (err error) {
 		w.part, err = c.AppendLedger(ctx, w.lease, catalog.LedgerRef{ID: next.ID, FirstOffset: next.FirstOffset})
 		return err
 	})
@@ -254,7 +254,7 @@ func (w *writer) roll(ctx context.Context, c *Catalog, bc *benchClient) error {
 	w.tail = next
 	if excess := len(w.part.Ledgers) - w.chain; excess > 0 {
 		through := w.part.Ledgers[excess-1].ID
-		return bc.time("trim", func() (err error) {
+		return bc.Time("trim", func() (err error) {
 			w.part, err = c.TrimLedgers(ctx, w.lease.TopicID, w.lease.Partition, through, w.part.Version)
 			return err
 		})
@@ -301,7 +301,7 @@ func BenchmarkEmbeddedUpdateLedger(b *testing.B) {
 		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
 			runClients(b, clients, func(bc *benchClient) error {
 				var err error
-				ls[bc.id], err = c.UpdateLedger(ctx, withBookies(ls[bc.id], bc.rng.IntN(2)))
+				ls[bc.ID], err = c.UpdateLedger(ctx, withBookies(ls[bc.ID], bc.Rand.IntN(2)))
 				return err
 			})
 		})
@@ -314,11 +314,11 @@ func BenchmarkEmbeddedUpdateLedger(b *testing.B) {
 				if err != nil {
 					return err
 				}
-				_, err = c.UpdateLedger(ctx, withBookies(m, bc.rng.IntN(2)))
+				_, err = c.UpdateLedger(ctx, withBookies(m, bc.Rand.IntN(2)))
 				if !errors.Is(err, catalog.ErrVersionConflict) {
 					return err
 				}
-				bc.count("conflicts")
+				bc.Count("conflicts")
 			}
 		})
 	})
@@ -347,7 +347,7 @@ func BenchmarkEmbeddedGetPartition(b *testing.B) {
 		for _, clients := range benchClients {
 			b.Run(fmt.Sprintf("partitions=%d/chain=%d/clients=%d", bigTopicPartitions, chain, clients), func(b *testing.B) {
 				runClients(b, clients, func(bc *benchClient) error {
-					p, err := c.GetPartition(ctx, "big", bc.rng.IntN(bigTopicPartitions))
+					p, err := c.GetPartition(ctx, "big", bc.Rand.IntN(bigTopicPartitions))
 					if err == nil && len(p.Ledgers) != chain {
 						err = fmt.Errorf("partition %d has %d ledgers, want %d", p.Index, len(p.Ledgers), chain)
 					}
