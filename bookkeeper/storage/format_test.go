@@ -9,6 +9,8 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/sluicemq/sluice/internal/pebblelog"
 )
 
 // The on-disk bytes of version 1, pinned (checksums cross-checked with an
@@ -60,7 +62,7 @@ func TestUnknownVersionsRefused(t *testing.T) {
 
 	fs := vfs.NewMem()
 	withData(t, testOptions(fs))
-	db, err := pebble.Open(fs.PathJoin(testIndexDir, pebbleSubdir), &pebble.Options{FS: fs, Logger: pebbleLogger{discard()}})
+	db, err := pebble.Open(fs.PathJoin(testIndexDir, pebbleSubdir), &pebble.Options{FS: fs, Logger: pebblelog.New(discard())})
 	if err != nil {
 		t.Fatal(err)
 	}

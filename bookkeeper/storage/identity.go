@@ -9,6 +9,8 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/sluicemq/sluice/bookkeeper/internal/durable"
+
+	"github.com/sluicemq/sluice/internal/pebblelog"
 )
 
 // openIdentity checks the cookies of both directories against each other,
@@ -149,7 +151,7 @@ func format(o Options, log *slog.Logger, db *pebble.DB, want Cookie, id [storage
 const pebbleTmpSubdir = pebbleSubdir + tmpSuffix
 
 func pebbleOptions(o Options, log *slog.Logger) *pebble.Options {
-	return &pebble.Options{FS: o.FS, Logger: pebbleLogger{log}, ErrorIfNotExists: true}
+	return &pebble.Options{FS: o.FS, Logger: pebblelog.New(log), ErrorIfNotExists: true}
 }
 
 // openIndex opens the index, or returns nil if there is none. It never
@@ -264,23 +266,4 @@ func readFormatRecord(db *pebble.DB) (fr formatRecord, found, data bool, err err
 		}
 	}
 	return fr, found, data, errors.Join(it.Error(), it.Close())
-}
-
-// pebbleLogger routes Pebble's printf-style logging into slog with static
-// messages. Pebble's info chatter goes to Debug.
-type pebbleLogger struct{ l *slog.Logger }
-
-func (p pebbleLogger) Infof(format string, args ...any) {
-	p.l.Debug("pebble", "detail", fmt.Sprintf(format, args...))
-}
-
-func (p pebbleLogger) Errorf(format string, args ...any) {
-	p.l.Error("pebble error", "detail", fmt.Sprintf(format, args...))
-}
-
-// Fatalf must not return (Pebble's contract).
-func (p pebbleLogger) Fatalf(format string, args ...any) {
-	msg := fmt.Sprintf(format, args...)
-	p.l.Error("pebble fatal", "detail", msg)
-	panic("pebble: " + msg)
 }

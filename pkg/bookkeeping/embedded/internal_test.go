@@ -14,6 +14,8 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/sluicemq/sluice/pkg/bookkeeping"
+
+	"github.com/sluicemq/sluice/internal/pebblelog"
 )
 
 func openMem(t *testing.T, fs vfs.FS, opts ...Option) *Store {
@@ -89,7 +91,7 @@ func TestOpenRefusesOtherFormats(t *testing.T) {
 
 func TestOpenRefusesRecordsWithoutFormat(t *testing.T) {
 	fs := vfs.NewMem()
-	db, err := pebble.Open("/db", &pebble.Options{FS: fs, Logger: pebbleLogger{slog.New(slog.DiscardHandler)}})
+	db, err := pebble.Open("/db", &pebble.Options{FS: fs, Logger: pebblelog.New(slog.New(slog.DiscardHandler))})
 	if err != nil {
 		t.Fatal(err)
 	}

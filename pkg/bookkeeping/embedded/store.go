@@ -12,6 +12,8 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/sluicemq/sluice/pkg/bookkeeping"
+
+	"github.com/sluicemq/sluice/internal/pebblelog"
 )
 
 // ErrClosed is returned by calls on a closed Store.
@@ -74,7 +76,7 @@ func Open(dir string, opts ...Option) (*Store, error) {
 	case o.logger == nil:
 		return nil, &bookkeeping.ValidationError{Field: "logger", Reason: "must not be nil"}
 	}
-	db, err := pebble.Open(dir, &pebble.Options{FS: o.fs, Logger: pebbleLogger{o.logger}})
+	db, err := pebble.Open(dir, &pebble.Options{FS: o.fs, Logger: pebblelog.New(o.logger)})
 	if err != nil {
 		return nil, fmt.Errorf("embedded bookkeeping: open %s: %w", dir, err)
 	}
@@ -196,27 +198,6 @@ func (s *Store) scan(lower, upper []byte, f func(k, v []byte) (bool, error)) err
 
 // commit applies b durably. The caller still closes b.
 func commit(b *pebble.Batch) error { return b.Commit(pebble.Sync) }
-
-// pebbleLogger sends Pebble's log lines to slog. Pebble prints routine
-// progress ("Found 0 WALs") through Infof, which would be noise in every
-// test and in `sluice dev`, so it goes to Debug.
-type pebbleLogger struct{ l *slog.Logger }
-
-func (p pebbleLogger) Infof(format string, args ...any) {
-	p.l.Debug("pebble", "msg", fmt.Sprintf(format, args...))
-}
-
-func (p pebbleLogger) Errorf(format string, args ...any) {
-	p.l.Error("pebble error", "msg", fmt.Sprintf(format, args...))
-}
-
-// Fatalf is called by Pebble on unrecoverable errors (e.g. corruption); it
-// must not return. Crashing is right: continuing could spread bad state.
-func (p pebbleLogger) Fatalf(format string, args ...any) {
-	msg := fmt.Sprintf(format, args...)
-	p.l.Error("pebble fatal", "msg", msg)
-	panic("pebble: " + msg)
-}
 
 // syncWrite makes every single-key write durable before the call returns.
 var syncWrite = pebble.Sync

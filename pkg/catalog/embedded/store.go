@@ -12,6 +12,8 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/sluicemq/sluice/pkg/catalog"
+
+	"github.com/sluicemq/sluice/internal/pebblelog"
 )
 
 // storeFormat is written under formatKey when a store is created. A store
@@ -63,7 +65,7 @@ func Open(dir string, opts Options) (*Catalog, error) {
 	if opts.Clock == nil {
 		opts.Clock = catalog.SystemClock{}
 	}
-	db, err := pebble.Open(dir, &pebble.Options{FS: opts.FS, Logger: pebbleLogger{opts.Logger}})
+	db, err := pebble.Open(dir, &pebble.Options{FS: opts.FS, Logger: pebblelog.New(opts.Logger)})
 	if err != nil {
 		return nil, fmt.Errorf("open embedded catalog %s: %w", dir, err)
 	}
@@ -218,26 +220,6 @@ func decodeToken(prefix []byte, token string) ([]byte, error) {
 		return nil, catalog.Invalid("pageToken", "is not a token of this listing")
 	}
 	return key, nil
-}
-
-// pebbleLogger routes Pebble's printf-style logging into slog with static
-// messages. Pebble's info chatter ("Found 0 WALs") goes to Debug.
-type pebbleLogger struct{ l *slog.Logger }
-
-func (p pebbleLogger) Infof(format string, args ...any) {
-	p.l.Debug("pebble", "detail", fmt.Sprintf(format, args...))
-}
-
-func (p pebbleLogger) Errorf(format string, args ...any) {
-	p.l.Error("pebble error", "detail", fmt.Sprintf(format, args...))
-}
-
-// Fatalf must not return (Pebble's contract): the store is in a state
-// Pebble cannot continue from.
-func (p pebbleLogger) Fatalf(format string, args ...any) {
-	msg := fmt.Sprintf(format, args...)
-	p.l.Error("pebble fatal", "detail", msg)
-	panic("pebble: " + msg)
 }
 
 // notFound maps Pebble's not-found to the catalog's and wraps other errors.
