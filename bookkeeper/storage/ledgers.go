@@ -423,3 +423,26 @@ func (s *Storage) DeleteLedger(ledger int64) error {
 	}
 	return nil
 }
+
+// HasLedgers reports whether the storage holds anything of any ledger: an
+// entry, buffered or indexed, or a ledger's metadata (a fence or a deletion
+// mark included). The bookie asks it at start when its journal directory
+// has no cookie: adopting a fresh journal is safe only for a storage that
+// never took an add, since a wiped journal may have held acknowledged
+// entries the storage never flushed.
+func (s *Storage) HasLedgers() (bool, error) {
+	s.mu.Lock()
+	for _, st := range s.ledgers {
+		if st != nil && (st.deleted || st.masterKey != nil) {
+			s.mu.Unlock()
+			return true, nil
+		}
+	}
+	s.mu.Unlock()
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixEntry}, UpperBound: []byte{prefixMeta + 1}})
+	if err != nil {
+		return false, err
+	}
+	found := it.First()
+	return found, errors.Join(it.Error(), it.Close())
+}

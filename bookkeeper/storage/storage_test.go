@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -342,4 +343,42 @@ func TestClosedStorageRefuses(t *testing.T) {
 	wantErr(t, "Checkpoint after Close", s.Checkpoint(), ErrClosed)
 	_, err = s.GC(context.Background())
 	wantErr(t, "GC after Close", err, ErrClosed)
+}
+
+func TestHasLedgers(t *testing.T) {
+	fs := vfs.NewMem()
+	s := mustOpen(t, testOptions(fs))
+	check := func(want bool, when string) {
+		t.Helper()
+		got, err := s.HasLedgers()
+		if err != nil || got != want {
+			t.Fatalf("%s: HasLedgers = %v, %v; want %v", when, got, err, want)
+		}
+	}
+	check(false, "new storage")
+	if _, err := s.Ledger(7); !errors.Is(err, ErrNoSuchLedger) {
+		t.Fatalf("Ledger(7) = %v; want ErrNoSuchLedger", err)
+	}
+	check(false, "after looking up an unknown ledger")
+	mustAdd(t, s, 7, 0)
+	check(true, "with a buffered entry")
+	mustClose(t, s)
+
+	s = mustOpen(t, testOptions(fs))
+	check(true, "after reopening")
+	if err := s.DeleteLedger(7); err != nil {
+		t.Fatal(err)
+	}
+	mustClose(t, s)
+	s = mustOpen(t, testOptions(fs))
+	check(true, "with only a deletion mark")
+	mustClose(t, s)
+
+	fs2 := vfs.NewMem()
+	s = mustOpen(t, testOptions(fs2))
+	if _, err := s.Fence(3, keyOf(3)); err != nil {
+		t.Fatal(err)
+	}
+	check(true, "with only a fence")
+	mustClose(t, s)
 }

@@ -23,6 +23,7 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"dev", "run Sluice in one process with no dependencies (partial: see README status)", runDev},
+		{"bookie", "run a ledger storage node (bookie)", runBookie},
 		{"version", "print the version", runVersion},
 	}
 }

@@ -492,9 +492,9 @@ type ReadLacRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Ledger id.
 	LedgerId int64 `protobuf:"varint,1,opt,name=ledger_id,json=ledgerId,proto3" json:"ledger_id,omitempty"`
-	// Return as soon as the LAC is above this; -1 returns at once.
+	// Return as soon as the LAC is above this (-1 or more).
 	PreviousLac int64 `protobuf:"varint,2,opt,name=previous_lac,json=previousLac,proto3" json:"previous_lac,omitempty"`
-	// Longest wait in ms: 0..30,000.
+	// Longest wait in ms: 0..30,000; 0 answers at once.
 	TimeoutMs     int32 `protobuf:"varint,3,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

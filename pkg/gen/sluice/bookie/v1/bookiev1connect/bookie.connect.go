@@ -58,8 +58,10 @@ type BookieServiceClient interface {
 	// entry is fsynced in its journal (or failed), possibly out of order
 	// across ledgers but in order within a ledger.
 	AddEntries(context.Context) *connect.BidiStreamForClient[v1.AddEntriesRequest, v1.AddEntriesResponse]
-	// ReadEntries reads a range of entries of one ledger, up to the bookie's
-	// known LAC unless `allow_beyond_lac` (recovery) is set.
+	// ReadEntries reads a range of entries of one ledger. The bookie returns
+	// what it stores; the ledger client never asks beyond the LAC it learned
+	// (which may be ahead of this bookie's), as in BookKeeper. A recovery read
+	// (`fence_and_read`) fences the ledger first.
 	ReadEntries(context.Context, *connect.Request[v1.ReadEntriesRequest]) (*connect.Response[v1.ReadEntriesResponse], error)
 	// ReadLac returns the ledger's last add confirmed, long-polling until it
 	// exceeds `previous_lac` or the wait runs out.
@@ -185,8 +187,10 @@ type BookieServiceHandler interface {
 	// entry is fsynced in its journal (or failed), possibly out of order
 	// across ledgers but in order within a ledger.
 	AddEntries(context.Context, *connect.BidiStream[v1.AddEntriesRequest, v1.AddEntriesResponse]) error
-	// ReadEntries reads a range of entries of one ledger, up to the bookie's
-	// known LAC unless `allow_beyond_lac` (recovery) is set.
+	// ReadEntries reads a range of entries of one ledger. The bookie returns
+	// what it stores; the ledger client never asks beyond the LAC it learned
+	// (which may be ahead of this bookie's), as in BookKeeper. A recovery read
+	// (`fence_and_read`) fences the ledger first.
 	ReadEntries(context.Context, *connect.Request[v1.ReadEntriesRequest]) (*connect.Response[v1.ReadEntriesResponse], error)
 	// ReadLac returns the ledger's last add confirmed, long-polling until it
 	// exceeds `previous_lac` or the wait runs out.

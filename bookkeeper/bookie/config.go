@@ -1,0 +1,250 @@
+package bookie
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/sluicemq/sluice/bookkeeper/journal"
+	"github.com/sluicemq/sluice/bookkeeper/storage"
+)
+
+// Defaults for zero Config fields.
+const (
+	DefaultMaxEntryBytes      = 8 << 20  // the bookie protocol's entry limit
+	DefaultMaxReadBytes       = 16 << 20 // the bookie protocol's read response limit
+	DefaultMaxInFlightAdds    = 1024     // per AddEntries stream
+	DefaultMaxLacWait         = 30 * time.Second
+	DefaultMaxLacWaiters      = 10_000
+	DefaultAddQueueWait       = 50 * time.Millisecond
+	DefaultCheckpointInterval = 10 * time.Second
+	DefaultCheckpointBytes    = 256 << 20
+	DefaultGCInterval         = 10 * time.Minute
+	DefaultDiskCheckInterval  = 10 * time.Second
+	DefaultReadOnlyAt         = 0.95
+	DefaultWritableBelow      = 0.90
+	DefaultHeartbeatInterval  = 5 * time.Second
+	DefaultHeartbeatTTL       = 15 * time.Second
+)
+
+// Config configures a bookie. Zero fields take the documented defaults;
+// Validate reports every violation at once.
+type Config struct {
+	// ID is this bookie's id in the cluster (required): the name ensembles
+	// use, recorded in every cookie.
+	ID string
+	// InstanceID is the cluster's instance id (required), recorded in every
+	// cookie so a disk of another cluster is refused.
+	InstanceID string
+	// Dir is the bookie's data directory (required). The journal, the entry
+	// logs and the index live in its "journal", "ledgers" and "index"
+	// subdirectories unless JournalDir, LedgerDir or IndexDir name others
+	// (another disk each, as BookKeeper recommends for the journal).
+	Dir                             string
+	JournalDir, LedgerDir, IndexDir string
+	// RequireStorageID is the storage id this bookie recorded when it first
+	// joined the cluster; with it, a bookie whose every directory was wiped
+	// refuses to start instead of looking brand new. Empty skips the check.
+	RequireStorageID string
+	// FS is the filesystem; nil means vfs.Default.
+	FS vfs.FS
+	// Logger receives the bookie's events; nil discards them.
+	Logger *slog.Logger
+
+	// MaxEntryBytes bounds one entry's payload. Zero means
+	// DefaultMaxEntryBytes; at most storage.MaxEntrySizeLimit.
+	MaxEntryBytes int
+	// MaxReadBytes bounds one ReadEntries response's payload bytes. Zero
+	// means DefaultMaxReadBytes; at least MaxEntryBytes.
+	MaxReadBytes int
+	// MaxInFlightAdds bounds the adds one AddEntries stream has sent and not
+	// yet seen answered; the server stops reading the stream beyond it
+	// (flow control pushes back to the client). Zero means
+	// DefaultMaxInFlightAdds.
+	MaxInFlightAdds int
+	// MaxLacWait bounds a ReadLac long-poll. Zero means DefaultMaxLacWait.
+	MaxLacWait time.Duration
+	// MaxLacWaiters bounds the ReadLac calls waiting at once; beyond it
+	// ReadLac answers RESOURCE_EXHAUSTED. Zero means DefaultMaxLacWaiters.
+	MaxLacWaiters int
+	// AddQueueWait is how long an add waits for room in the storage's write
+	// buffer or the journal's queue before it is rejected (the client then
+	// treats the bookie as slow and may replace it). Zero means
+	// DefaultAddQueueWait.
+	AddQueueWait time.Duration
+
+	// CheckpointInterval and CheckpointBytes: Run checkpoints (flushes the
+	// storage, then trims the journal) after this long or this many
+	// journaled bytes, whichever comes first. Zero means the defaults.
+	CheckpointInterval time.Duration
+	CheckpointBytes    int64
+	// GCInterval is how often Run garbage-collects entry logs. Zero means
+	// DefaultGCInterval; negative disables GC.
+	GCInterval time.Duration
+	// DiskCheckInterval is how often Run checks disk usage. Zero means
+	// DefaultDiskCheckInterval.
+	DiskCheckInterval time.Duration
+	// ReadOnlyAt and WritableBelow are the disk usage fractions (used /
+	// total, the fuller of the journal and ledger disks) at which the bookie
+	// turns read-only and back writable: hysteresis, so it does not flap.
+	// Zero means the defaults; 0 < WritableBelow < ReadOnlyAt <= 1.
+	ReadOnlyAt, WritableBelow float64
+	// DiskUsage reports a directory's disk usage; nil means FS.GetDiskUsage.
+	// Tests inject a full disk here.
+	DiskUsage func(dir string) (vfs.DiskUsage, error)
+
+	// Journal tuning; see bookkeeper/journal.Config. Zero means the
+	// journal's defaults (MaxRecordSize is derived from MaxEntryBytes).
+	JournalGroupBytes   int
+	JournalMaxGroupWait time.Duration
+	JournalMaxFileSize  int64
+	JournalMaxQueue     int
+	// Storage tuning; see bookkeeper/storage.Options. Zero means the
+	// storage's defaults.
+	WriteBufferBytes int64
+	MaxLogFileSize   int64
+	GCThreshold      float64
+}
+
+func (c Config) withDefaults() Config {
+	if c.JournalDir == "" && c.Dir != "" {
+		c.JournalDir = filepath.Join(c.Dir, "journal")
+	}
+	if c.LedgerDir == "" && c.Dir != "" {
+		c.LedgerDir = filepath.Join(c.Dir, "ledgers")
+	}
+	if c.IndexDir == "" && c.Dir != "" {
+		c.IndexDir = filepath.Join(c.Dir, "index")
+	}
+	if c.FS == nil {
+		c.FS = vfs.Default
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&c.MaxEntryBytes, DefaultMaxEntryBytes)
+	def(&c.MaxReadBytes, DefaultMaxReadBytes)
+	def(&c.MaxInFlightAdds, DefaultMaxInFlightAdds)
+	def(&c.MaxLacWaiters, DefaultMaxLacWaiters)
+	defD := func(v *time.Duration, d time.Duration) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	defD(&c.MaxLacWait, DefaultMaxLacWait)
+	defD(&c.AddQueueWait, DefaultAddQueueWait)
+	defD(&c.CheckpointInterval, DefaultCheckpointInterval)
+	defD(&c.GCInterval, DefaultGCInterval)
+	defD(&c.DiskCheckInterval, DefaultDiskCheckInterval)
+	if c.CheckpointBytes == 0 {
+		c.CheckpointBytes = DefaultCheckpointBytes
+	}
+	if c.ReadOnlyAt == 0 {
+		c.ReadOnlyAt = DefaultReadOnlyAt
+	}
+	if c.WritableBelow == 0 {
+		c.WritableBelow = DefaultWritableBelow
+	}
+	if c.DiskUsage == nil {
+		fs := c.FS
+		c.DiskUsage = fs.GetDiskUsage
+	}
+	return c
+}
+
+// Validate reports every problem with c (after defaults), joined.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("bookie config: %s: %s", field, fmt.Sprintf(format, args...)))
+	}
+	if c.ID == "" {
+		bad("ID", "required")
+	}
+	if c.InstanceID == "" {
+		bad("InstanceID", "required")
+	}
+	if c.JournalDir == "" || c.LedgerDir == "" || c.IndexDir == "" {
+		bad("Dir", "required (or all of JournalDir, LedgerDir and IndexDir)")
+	}
+	if c.JournalDir != "" && (c.JournalDir == c.LedgerDir || c.JournalDir == c.IndexDir) {
+		bad("JournalDir", "%q must differ from the ledger and index dirs", c.JournalDir)
+	}
+	if c.MaxEntryBytes < 0 || c.MaxEntryBytes > storage.MaxEntrySizeLimit {
+		bad("MaxEntryBytes", "%d outside [1, %d]", c.MaxEntryBytes, storage.MaxEntrySizeLimit)
+	}
+	if c.MaxReadBytes < c.MaxEntryBytes {
+		bad("MaxReadBytes", "%d below MaxEntryBytes %d", c.MaxReadBytes, c.MaxEntryBytes)
+	}
+	if c.MaxInFlightAdds < 1 || c.MaxInFlightAdds > 1<<16 {
+		bad("MaxInFlightAdds", "%d outside [1, 65536]", c.MaxInFlightAdds)
+	}
+	if c.MaxLacWait < 0 || c.MaxLacWait > 5*time.Minute {
+		bad("MaxLacWait", "%v outside (0, 5m]", c.MaxLacWait)
+	}
+	if c.MaxLacWaiters < 1 {
+		bad("MaxLacWaiters", "%d must be positive", c.MaxLacWaiters)
+	}
+	if c.AddQueueWait < 0 || c.AddQueueWait > time.Minute {
+		bad("AddQueueWait", "%v outside (0, 1m]", c.AddQueueWait)
+	}
+	if c.CheckpointInterval < 0 {
+		bad("CheckpointInterval", "%v is negative", c.CheckpointInterval)
+	}
+	if c.CheckpointBytes < 0 {
+		bad("CheckpointBytes", "%d is negative", c.CheckpointBytes)
+	}
+	if c.DiskCheckInterval < 0 {
+		bad("DiskCheckInterval", "%v is negative", c.DiskCheckInterval)
+	}
+	if !(c.WritableBelow > 0 && c.WritableBelow < c.ReadOnlyAt && c.ReadOnlyAt <= 1) {
+		bad("ReadOnlyAt", "need 0 < WritableBelow (%v) < ReadOnlyAt (%v) <= 1", c.WritableBelow, c.ReadOnlyAt)
+	}
+	if err := c.journalConfig().Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.storageOptions().Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func (c Config) journalConfig() journal.Config {
+	return journal.Config{
+		Dir:           c.JournalDir,
+		FS:            c.FS,
+		Logger:        c.Logger.With(slog.String("component", "journal")),
+		MaxRecordSize: recordHeaderSize + storage.MaxMasterKeySize + c.MaxEntryBytes,
+		GroupBytes:    c.JournalGroupBytes,
+		MaxGroupWait:  c.JournalMaxGroupWait,
+		MaxFileSize:   c.JournalMaxFileSize,
+		MaxQueueBytes: c.JournalMaxQueue,
+	}
+}
+
+func (c Config) storageOptions() storage.Options {
+	return storage.Options{
+		Dir:                 c.LedgerDir,
+		IndexDir:            c.IndexDir,
+		FS:                  c.FS,
+		Logger:              c.Logger.With(slog.String("component", "storage")),
+		BookieID:            c.ID,
+		InstanceID:          c.InstanceID,
+		RequireStorageID:    c.RequireStorageID,
+		MaxEntrySize:        c.MaxEntryBytes,
+		MaxWriteBufferBytes: c.WriteBufferBytes,
+		MaxLogFileSize:      c.MaxLogFileSize,
+		MaxReadBytes:        c.MaxReadBytes,
+		GCThreshold:         c.GCThreshold,
+	}
+}

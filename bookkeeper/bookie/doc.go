@@ -1,0 +1,90 @@
+// Package bookie is the ledger storage node (Apache BookKeeper's Bookie):
+// bookkeeper/journal and bookkeeper/storage composed into one write path,
+// served as sluice.bookie.v1.BookieService, with checkpoints, garbage
+// collection, a disk watermark and a heartbeat in the catalog's bookie
+// registry. `sluice bookie --dir D --addr A` runs one.
+//
+// # Write path
+//
+// An add (AddEntries) is validated, then:
+//
+//  1. storage.AddEntry: master key and fence checked, checksum verified,
+//     entry put in the write buffer where reads see it at once;
+//  2. journal.Append of a record holding the whole add (record.go);
+//  3. the answer OK goes out once the journal's group holding the record
+//     is fsynced — never before.
+//
+// Adding to the storage first makes an entry readable before it is
+// acknowledged, and lets a fence count every add that will ever be
+// acknowledged (bookkeeper/storage, "Durability" and "Fencing"). An add
+// refused up front (fenced, wrong key, bad checksum, read-only, buffer or
+// journal queue full after Config.AddQueueWait) is answered at once with its
+// status and never journaled.
+//
+// One AddEntries stream has at most Config.MaxInFlightAdds adds unanswered;
+// the handler stops reading beyond that, so HTTP/2 flow control pushes back
+// on the client. Answers are sent in journal order, hence in order within a
+// ledger.
+//
+// # Checkpoints and restart
+//
+// Run checkpoints every Config.CheckpointInterval or Config.CheckpointBytes
+// of journaled records: mark := journal.Durable(); storage.Checkpoint();
+// journal.Checkpoint(mark). Open opens the storage, then the journal,
+// replaying every record after the checkpoint into storage.AddEntry (Replay
+// set: passes fences, dropped for deleted ledgers), then checkpoints once so
+// repeated crashes never replay more. Fences and deletions are not journaled:
+// the storage persists them synchronously before they are answered.
+//
+// # Identity
+//
+// Every directory has a cookie (bookkeeper/storage, "Cookies and identity");
+// the journal directory's is written by the bookie, naming the same storage
+// id. At start:
+//
+//   - journal cookie present: the storage must carry its storage id, so a
+//     wiped ledger or index disk is refused rather than served as empty;
+//   - journal files without a cookie: refused;
+//   - no journal cookie and no journal files: a new journal, adopted only if
+//     the storage never held a ledger (a wiped journal may have held
+//     acknowledged entries the storage had not flushed), else refused.
+//
+// Config.RequireStorageID (the id the cluster recorded) catches every
+// directory wiped at once. Because of these checks, NOT_FOUND from this
+// bookie means "never had it", which the ledger client's recovery relies on.
+//
+// # Failure
+//
+// A failed journal or storage write (or fsync) fails the bookie: every call
+// answers UNAVAILABLE and Run returns the error so the process restarts and
+// Open rebuilds from what is really on disk (no fsync retries: see
+// "fsyncgate" in bookkeeper/journal). A corrupt entry found by a read is
+// answered DATA_LOSS (the client reads another replica); found by garbage
+// collection, it stops GC and turns the bookie read-only for an operator.
+//
+// # Read-only mode
+//
+// When the fuller of the journal, ledger and index disks reaches
+// Config.ReadOnlyAt of its size the bookie refuses normal adds (REJECTED;
+// writers replace it in their ensembles) and advertises read-only in the
+// registry; below Config.WritableBelow it takes adds again. Recovery adds are
+// still taken so ledgers can be closed.
+//
+// # Goroutines and locks
+//
+// Open starts none of its own (the journal and storage start theirs). Run
+// is the owner of the background loop; each AddEntries call starts one sender
+// goroutine and waits for it. Heartbeat runs in the caller's goroutine.
+// Locks: lacWatch.mu only (never held while calling the journal or
+// storage); the journal's and storage's own lock orders apply below.
+//
+// # Files
+//
+//	doc.go       this overview
+//	config.go    Config, defaults, Validate
+//	record.go    the journal record format (version 1)
+//	bookie.go    Open (identity, replay), Add, Read, Fence, LACs, Status, Run, Close
+//	lac.go       ReadLAC long-poll wake-ups
+//	service.go   the RPC edge: BookieService, error and status mapping
+//	registry.go  the registry heartbeat
+package bookie

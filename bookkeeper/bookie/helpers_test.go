@@ -1,0 +1,96 @@
+package bookie
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"go.uber.org/goleak"
+
+	"github.com/sluicemq/sluice/bookkeeper/storage"
+	bookiev1 "github.com/sluicemq/sluice/pkg/gen/sluice/bookie/v1"
+	"github.com/sluicemq/sluice/pkg/gen/sluice/bookie/v1/bookiev1connect"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func testConfig(fs vfs.FS) Config {
+	return Config{
+		ID: "bookie-1", InstanceID: "test", Dir: "/data", FS: fs,
+		MaxEntryBytes: 64 << 10, MaxReadBytes: 256 << 10, MaxInFlightAdds: 64,
+		WriteBufferBytes: 1 << 20, MaxLogFileSize: 256 << 10, JournalMaxFileSize: 256 << 10, JournalGroupBytes: 64 << 10,
+		CheckpointInterval: time.Hour, DiskCheckInterval: time.Hour, GCInterval: -1,
+	}
+}
+
+func mustOpen(t testing.TB, cfg Config) *Bookie {
+	t.Helper()
+	b, err := Open(cfg)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	return b
+}
+
+func mustClose(t testing.TB, b *Bookie) {
+	t.Helper()
+	if err := b.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+}
+
+var testKey = []byte("master-key")
+
+func payload(ledger, entry int64) []byte {
+	return fmt.Appendf(nil, "ledger %d entry %d payload", ledger, entry)
+}
+
+func addReq(ledger, entry, lac int64) *bookiev1.AddEntriesRequest {
+	p := payload(ledger, entry)
+	return &bookiev1.AddEntriesRequest{
+		LedgerId: ledger, EntryId: entry, MasterKey: testKey, Lac: lac, Payload: p,
+		Crc32C: storage.EntryChecksum(ledger, entry, lac, p),
+	}
+}
+
+// addWait adds directly (no RPC) and waits for the journal.
+func addWait(t testing.TB, b *Bookie, ledger, entry, lac int64) {
+	t.Helper()
+	p := payload(ledger, entry)
+	done := make(chan error, 1)
+	err := b.Add(context.Background(), AddRequest{
+		Ledger: ledger, Entry: entry, LAC: lac, Payload: p, MasterKey: testKey,
+		Checksum: storage.EntryChecksum(ledger, entry, lac, p),
+	}, func(err error) { done <- err })
+	if err == nil {
+		err = <-done
+	}
+	if err != nil {
+		t.Fatalf("add %d/%d: %v", ledger, entry, err)
+	}
+}
+
+// serve runs b's handler on a loopback HTTP/2 (h2c) server and returns a
+// client using the gRPC protocol, as the ledger client does.
+func serve(t testing.TB, b *Bookie) bookiev1connect.BookieServiceClient {
+	t.Helper()
+	mux := http.NewServeMux()
+	mux.Handle(b.Handler())
+	srv := httptest.NewUnstartedServer(mux)
+	var p http.Protocols
+	p.SetHTTP1(true)
+	p.SetUnencryptedHTTP2(true)
+	srv.Config.Protocols = &p
+	srv.Start()
+	t.Cleanup(srv.Close)
+	var cp http.Protocols
+	cp.SetUnencryptedHTTP2(true)
+	tr := &http.Transport{Protocols: &cp}
+	t.Cleanup(tr.CloseIdleConnections)
+	return bookiev1connect.NewBookieServiceClient(&http.Client{Transport: tr}, srv.URL, connect.WithGRPC())
+}

@@ -1,0 +1,49 @@
+package bookie
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/sluicemq/sluice/pkg/catalog"
+)
+
+// Heartbeat registers the bookie in the catalog's bookie registry at
+// address and renews the record every interval (with ttl, so a bookie that
+// stops renewing drops out of ensemble selection after ttl), carrying its
+// free space and read-only flag. It returns when ctx ends, after removing
+// nothing: a stopped bookie's record simply expires, which is what writers
+// already handle. A failed renewal is logged and retried at the next tick;
+// writers only see the bookie vanish if renewals keep failing for ttl.
+func (b *Bookie) Heartbeat(ctx context.Context, reg catalog.Bookies, address string, interval, ttl time.Duration) error {
+	if interval <= 0 {
+		interval = DefaultHeartbeatInterval
+	}
+	if ttl <= 0 {
+		ttl = DefaultHeartbeatTTL
+	}
+	beat := func() {
+		st := b.Status()
+		rec := catalog.Bookie{
+			ID: b.cfg.ID, Address: address,
+			FreeBytes: max(st.FreeBytes, 0), TotalBytes: max(st.TotalBytes, st.FreeBytes, 0),
+			ReadOnly: st.ReadOnly || st.Failed != nil,
+		}
+		cctx, cancel := context.WithTimeout(ctx, interval)
+		defer cancel()
+		if _, err := reg.HeartbeatBookie(cctx, rec, ttl); err != nil && ctx.Err() == nil {
+			b.log.Warn("bookie heartbeat failed", slog.Any("err", err))
+		}
+	}
+	beat()
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			beat()
+		}
+	}
+}

@@ -1,0 +1,246 @@
+package bookie
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/sluicemq/sluice/bookkeeper/journal"
+	"github.com/sluicemq/sluice/bookkeeper/storage"
+	bookiev1 "github.com/sluicemq/sluice/pkg/gen/sluice/bookie/v1"
+	"github.com/sluicemq/sluice/pkg/gen/sluice/bookie/v1/bookiev1connect"
+)
+
+// Handler returns the path and handler of sluice.bookie.v1.BookieService.
+// Mount it on an HTTP/2-capable server (AddEntries is a bidi stream).
+func (b *Bookie) Handler(opts ...connect.HandlerOption) (string, http.Handler) {
+	return bookiev1connect.NewBookieServiceHandler(service{b}, opts...)
+}
+
+// service is the RPC edge: it validates requests, calls the Bookie, and maps
+// errors to connect codes (the only place that does).
+type service struct{ b *Bookie }
+
+var _ bookiev1connect.BookieServiceHandler = service{}
+
+// Default read size when a request leaves max_bytes zero.
+const defaultReadBytes = 4 << 20
+
+// AddEntries runs one pipelined add stream. Up to MaxInFlightAdds adds are
+// outstanding; beyond it the handler stops reading the stream, which pushes
+// back on the client through HTTP/2 flow control. Answers go out in
+// journal-completion order (sequence order), so in order within a ledger.
+//
+// Goroutines: the handler's own (reads requests, calls Add) and one sender it
+// starts and waits for. Completions (journal goroutine) and up-front
+// refusals (handler goroutine) put answers on out, whose capacity equals the
+// in-flight bound, so putting never blocks; the sender frees a slot per
+// answer sent. When the client half-closes, the handler waits until every
+// answer is sent, then returns.
+func (s service) AddEntries(ctx context.Context, stream *connect.BidiStream[bookiev1.AddEntriesRequest, bookiev1.AddEntriesResponse]) error {
+	b := s.b
+	slots := make(chan struct{}, b.cfg.MaxInFlightAdds)
+	out := make(chan *bookiev1.AddEntriesResponse, b.cfg.MaxInFlightAdds)
+	stop := make(chan struct{})
+	senderDone := make(chan error, 1)
+	go func() {
+		var sendErr error
+		for {
+			select {
+			case resp := <-out:
+				if sendErr == nil {
+					sendErr = stream.Send(resp)
+				}
+				<-slots
+			case <-stop:
+				senderDone <- sendErr
+				return
+			}
+		}
+	}()
+	finish := func(err error) error {
+		close(stop)
+		if serr := <-senderDone; err == nil && serr != nil {
+			err = serr
+		}
+		return err
+	}
+	for {
+		req, err := stream.Receive()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return finish(err)
+		}
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return finish(ctx.Err())
+		}
+		ledger, entry := req.GetLedgerId(), req.GetEntryId()
+		answer := func(st bookiev1.AddStatus) {
+			out <- &bookiev1.AddEntriesResponse{LedgerId: ledger, EntryId: entry, Status: st}
+		}
+		if err := validateAdd(req, b.cfg.MaxEntryBytes); err != nil {
+			b.log.Warn("add refused", slog.Int64("ledger", ledger), slog.Int64("entry", entry), slog.Any("err", err))
+			answer(bookiev1.AddStatus_ADD_STATUS_ERROR)
+			continue
+		}
+		err = b.Add(ctx, AddRequest{
+			Ledger: ledger, Entry: entry, LAC: req.GetLac(), Payload: req.GetPayload(),
+			Checksum: req.GetCrc32C(), MasterKey: req.GetMasterKey(), Recovery: req.GetRecovery(),
+		}, func(err error) {
+			if err != nil {
+				answer(bookiev1.AddStatus_ADD_STATUS_ERROR)
+				return
+			}
+			answer(bookiev1.AddStatus_ADD_STATUS_OK)
+		})
+		if err != nil {
+			answer(addStatus(err))
+		}
+	}
+	// Half-closed: wait for every outstanding answer to be sent.
+	for range cap(slots) {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return finish(ctx.Err())
+		}
+	}
+	return finish(nil)
+}
+
+func validateAdd(req *bookiev1.AddEntriesRequest, maxEntry int) error {
+	switch {
+	case req.GetLedgerId() < 0:
+		return fmt.Errorf("%w: ledger_id %d is negative", ErrInvalid, req.GetLedgerId())
+	case req.GetEntryId() < 0:
+		return fmt.Errorf("%w: entry_id %d is negative", ErrInvalid, req.GetEntryId())
+	case req.GetLac() < -1:
+		return fmt.Errorf("%w: lac %d is below -1", ErrInvalid, req.GetLac())
+	case len(req.GetMasterKey()) == 0 || len(req.GetMasterKey()) > storage.MaxMasterKeySize:
+		return fmt.Errorf("%w: master_key of %d bytes, want 1..%d", ErrInvalid, len(req.GetMasterKey()), storage.MaxMasterKeySize)
+	case len(req.GetPayload()) > maxEntry:
+		return fmt.Errorf("%w: payload of %d bytes exceeds %d", ErrInvalid, len(req.GetPayload()), maxEntry)
+	}
+	return nil
+}
+
+// addStatus maps an add refused up front to its protocol status.
+func addStatus(err error) bookiev1.AddStatus {
+	switch {
+	case errors.Is(err, storage.ErrFenced), errors.Is(err, storage.ErrLedgerDeleted):
+		// A deleted ledger was closed long ago: for its writer that is
+		// the same as fenced (stop for good).
+		return bookiev1.AddStatus_ADD_STATUS_FENCED
+	case errors.Is(err, storage.ErrUnauthorized):
+		return bookiev1.AddStatus_ADD_STATUS_UNAUTHORIZED
+	case errors.Is(err, storage.ErrBadChecksum):
+		return bookiev1.AddStatus_ADD_STATUS_BAD_CHECKSUM
+	case errors.Is(err, ErrReadOnly), errors.Is(err, storage.ErrBufferFull), errors.Is(err, journal.ErrQueueFull):
+		return bookiev1.AddStatus_ADD_STATUS_REJECTED
+	default:
+		return bookiev1.AddStatus_ADD_STATUS_ERROR
+	}
+}
+
+// code maps the bookie's, storage's and journal's errors to connect codes.
+func code(err error) error {
+	c := connect.CodeInternal
+	switch {
+	case errors.Is(err, ErrInvalid), errors.Is(err, storage.ErrInvalidArgument):
+		c = connect.CodeInvalidArgument
+	case errors.Is(err, storage.ErrNoSuchLedger), errors.Is(err, storage.ErrNoSuchEntry), errors.Is(err, storage.ErrLedgerDeleted):
+		c = connect.CodeNotFound
+	case errors.Is(err, storage.ErrFenced), errors.Is(err, storage.ErrUnauthorized):
+		c = connect.CodeFailedPrecondition
+	case errors.Is(err, storage.ErrCorrupt), errors.Is(err, storage.ErrDataLoss):
+		c = connect.CodeDataLoss
+	case errors.Is(err, ErrReadOnly), errors.Is(err, ErrBusy), errors.Is(err, storage.ErrBufferFull), errors.Is(err, journal.ErrQueueFull):
+		c = connect.CodeResourceExhausted
+	case errors.Is(err, ErrUnavailable), errors.Is(err, storage.ErrClosed), errors.Is(err, storage.ErrFailed),
+		errors.Is(err, journal.ErrClosed), errors.Is(err, journal.ErrFailed):
+		c = connect.CodeUnavailable
+	case errors.Is(err, context.Canceled):
+		c = connect.CodeCanceled
+	case errors.Is(err, context.DeadlineExceeded):
+		c = connect.CodeDeadlineExceeded
+	}
+	return connect.NewError(c, err)
+}
+
+func (s service) ReadEntries(_ context.Context, req *connect.Request[bookiev1.ReadEntriesRequest]) (*connect.Response[bookiev1.ReadEntriesResponse], error) {
+	m := req.Msg
+	maxBytes := int(m.GetMaxBytes())
+	switch {
+	case maxBytes < 0 || maxBytes > s.b.cfg.MaxReadBytes:
+		return nil, code(fmt.Errorf("%w: max_bytes %d outside [0, %d]", ErrInvalid, maxBytes, s.b.cfg.MaxReadBytes))
+	case maxBytes == 0:
+		maxBytes = min(defaultReadBytes, s.b.cfg.MaxReadBytes)
+	}
+	if m.GetFenceAndRead() && len(m.GetMasterKey()) == 0 {
+		return nil, code(fmt.Errorf("%w: master_key is required with fence_and_read", ErrInvalid))
+	}
+	ents, info, err := s.b.Read(m.GetLedgerId(), m.GetFirstEntry(), m.GetLastEntry(), maxBytes, m.GetFenceAndRead(), m.GetMasterKey())
+	if err != nil {
+		return nil, code(err)
+	}
+	resp := &bookiev1.ReadEntriesResponse{Lac: info.LAC, Fenced: info.Fenced, Entries: make([]*bookiev1.Entry, len(ents))}
+	for i, e := range ents {
+		resp.Entries[i] = &bookiev1.Entry{EntryId: e.Entry, Lac: e.LAC, Payload: e.Payload, Crc32C: e.Checksum}
+	}
+	return connect.NewResponse(resp), nil
+}
+
+func (s service) ReadLac(ctx context.Context, req *connect.Request[bookiev1.ReadLacRequest]) (*connect.Response[bookiev1.ReadLacResponse], error) {
+	m := req.Msg
+	wait := time.Duration(m.GetTimeoutMs()) * time.Millisecond
+	if wait < 0 || wait > s.b.cfg.MaxLacWait {
+		return nil, code(fmt.Errorf("%w: timeout_ms %d outside [0, %d]", ErrInvalid, m.GetTimeoutMs(), s.b.cfg.MaxLacWait.Milliseconds()))
+	}
+	lac, err := s.b.ReadLAC(ctx, m.GetLedgerId(), m.GetPreviousLac(), wait)
+	if err != nil {
+		return nil, code(err)
+	}
+	return connect.NewResponse(&bookiev1.ReadLacResponse{Lac: lac}), nil
+}
+
+func (s service) WriteLac(_ context.Context, req *connect.Request[bookiev1.WriteLacRequest]) (*connect.Response[bookiev1.WriteLacResponse], error) {
+	m := req.Msg
+	if err := s.b.WriteLAC(m.GetLedgerId(), m.GetMasterKey(), m.GetLac()); err != nil {
+		return nil, code(err)
+	}
+	return connect.NewResponse(&bookiev1.WriteLacResponse{}), nil
+}
+
+func (s service) Fence(_ context.Context, req *connect.Request[bookiev1.FenceRequest]) (*connect.Response[bookiev1.FenceResponse], error) {
+	m := req.Msg
+	info, err := s.b.Fence(m.GetLedgerId(), m.GetMasterKey())
+	if err != nil {
+		return nil, code(err)
+	}
+	return connect.NewResponse(&bookiev1.FenceResponse{Lac: info.LAC, LastEntry: info.LastEntry}), nil
+}
+
+func (s service) DeleteLedger(_ context.Context, req *connect.Request[bookiev1.DeleteLedgerRequest]) (*connect.Response[bookiev1.DeleteLedgerResponse], error) {
+	if err := s.b.DeleteLedger(req.Msg.GetLedgerId()); err != nil {
+		return nil, code(err)
+	}
+	return connect.NewResponse(&bookiev1.DeleteLedgerResponse{}), nil
+}
+
+func (s service) GetStatus(context.Context, *connect.Request[bookiev1.GetStatusRequest]) (*connect.Response[bookiev1.GetStatusResponse], error) {
+	st := s.b.Status()
+	return connect.NewResponse(&bookiev1.GetStatusResponse{
+		BookieId: st.Cookie.BookieID, InstanceId: st.Cookie.InstanceID,
+		FreeBytes: st.FreeBytes, TotalBytes: st.TotalBytes, ReadOnly: st.ReadOnly,
+	}), nil
+}

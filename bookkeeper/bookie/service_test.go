@@ -1,0 +1,202 @@
+package bookie
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"testing"
+
+	"connectrpc.com/connect"
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/sluicemq/sluice/bookkeeper/storage"
+	bookiev1 "github.com/sluicemq/sluice/pkg/gen/sluice/bookie/v1"
+)
+
+// The add stream answers every add, in order within a ledger, with the
+// status the protocol promises; reads return what was acknowledged.
+func TestServiceAddsAndReads(t *testing.T) {
+	b := mustOpen(t, testConfig(vfs.NewMem()))
+	defer mustClose(t, b)
+	c := serve(t, b)
+	ctx := context.Background()
+
+	stream := c.AddEntries(ctx)
+	const n = 200 // more than MaxInFlightAdds (64): the server pushes back
+	sent := make(chan error, 1)
+	go func() {
+		for e := int64(0); e < n; e++ {
+			if err := stream.Send(addReq(1, e, e-1)); err != nil {
+				sent <- err
+				return
+			}
+		}
+		sent <- stream.CloseRequest()
+	}()
+	next := int64(0)
+	for {
+		resp, err := stream.Receive()
+		if err != nil {
+			t.Fatalf("receive after %d answers: %v", next, err)
+		}
+		if resp.GetLedgerId() != 1 || resp.GetEntryId() != next || resp.GetStatus() != bookiev1.AddStatus_ADD_STATUS_OK {
+			t.Fatalf("answer %d = %v", next, resp)
+		}
+		if next++; next == n {
+			break
+		}
+	}
+	if err := <-sent; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Receive(); err == nil {
+		t.Fatal("stream did not end after the last answer")
+	}
+	if err := stream.CloseResponse(); err != nil {
+		t.Fatal(err)
+	}
+
+	resp, err := c.ReadEntries(ctx, connect.NewRequest(&bookiev1.ReadEntriesRequest{LedgerId: 1, FirstEntry: 10, LastEntry: 19}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Msg.GetEntries()) != 10 || resp.Msg.GetLac() != n-2 || resp.Msg.GetFenced() {
+		t.Fatalf("read: %d entries, lac %d, fenced %v", len(resp.Msg.GetEntries()), resp.Msg.GetLac(), resp.Msg.GetFenced())
+	}
+	for i, e := range resp.Msg.GetEntries() {
+		id := int64(10 + i)
+		if e.GetEntryId() != id || !bytes.Equal(e.GetPayload(), payload(1, id)) ||
+			e.GetCrc32C() != storage.EntryChecksum(1, id, e.GetLac(), e.GetPayload()) {
+			t.Fatalf("entry %d = %v", id, e)
+		}
+	}
+	lac, err := c.ReadLac(ctx, connect.NewRequest(&bookiev1.ReadLacRequest{LedgerId: 1, PreviousLac: -1}))
+	if err != nil || lac.Msg.GetLac() != n-2 {
+		t.Fatalf("ReadLac = %v, %v", lac, err)
+	}
+}
+
+// Each refusal gets its own status; the stream carries on after it.
+func TestServiceAddStatuses(t *testing.T) {
+	b := mustOpen(t, testConfig(vfs.NewMem()))
+	defer mustClose(t, b)
+	c := serve(t, b)
+	ctx := context.Background()
+	if _, err := c.Fence(ctx, connect.NewRequest(&bookiev1.FenceRequest{LedgerId: 2, MasterKey: testKey})); err != nil {
+		t.Fatal(err)
+	}
+	badSum := addReq(1, 1, 0)
+	badSum.Crc32C++
+	otherKey := addReq(1, 2, 0)
+	otherKey.MasterKey = []byte("another writer")
+	noKey := addReq(1, 3, 0)
+	noKey.MasterKey = nil
+	recovery := addReq(2, 0, -1)
+	recovery.Recovery = true
+	cases := []struct {
+		req  *bookiev1.AddEntriesRequest
+		want bookiev1.AddStatus
+	}{
+		{addReq(1, 0, -1), bookiev1.AddStatus_ADD_STATUS_OK},
+		{badSum, bookiev1.AddStatus_ADD_STATUS_BAD_CHECKSUM},
+		{otherKey, bookiev1.AddStatus_ADD_STATUS_UNAUTHORIZED},
+		{noKey, bookiev1.AddStatus_ADD_STATUS_ERROR},
+		{addReq(2, 0, -1), bookiev1.AddStatus_ADD_STATUS_FENCED},
+		{recovery, bookiev1.AddStatus_ADD_STATUS_OK},
+	}
+	stream := c.AddEntries(ctx)
+	for _, tc := range cases {
+		if err := stream.Send(tc.req); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := stream.Receive()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.GetStatus() != tc.want || resp.GetLedgerId() != tc.req.GetLedgerId() || resp.GetEntryId() != tc.req.GetEntryId() {
+			t.Errorf("add %d/%d: %v; want %v", tc.req.GetLedgerId(), tc.req.GetEntryId(), resp, tc.want)
+		}
+	}
+	b.SetReadOnly(true)
+	if err := stream.Send(addReq(1, 1, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := stream.Receive(); err != nil || resp.GetStatus() != bookiev1.AddStatus_ADD_STATUS_REJECTED {
+		t.Errorf("add when read-only: %v, %v; want REJECTED", resp, err)
+	}
+	st, err := c.GetStatus(ctx, connect.NewRequest(&bookiev1.GetStatusRequest{}))
+	if err != nil || !st.Msg.GetReadOnly() || st.Msg.GetBookieId() != "bookie-1" || st.Msg.GetInstanceId() != "test" {
+		t.Errorf("GetStatus = %v, %v", st, err)
+	}
+	if err := stream.CloseRequest(); err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.CloseResponse(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Recovery reads fence before reading (BookKeeper PR #2616): "no such
+// entry" from a fenced read means no normal add of it will be accepted.
+func TestServiceFencingReadAndErrors(t *testing.T) {
+	b := mustOpen(t, testConfig(vfs.NewMem()))
+	defer mustClose(t, b)
+	c := serve(t, b)
+	ctx := context.Background()
+	addWait(t, b, 4, 0, -1)
+
+	_, err := c.ReadEntries(ctx, connect.NewRequest(&bookiev1.ReadEntriesRequest{LedgerId: 4, FirstEntry: 1, LastEntry: 1, FenceAndRead: true, MasterKey: testKey}))
+	if connect.CodeOf(err) != connect.CodeNotFound {
+		t.Fatalf("fenced read of a missing entry: %v; want NotFound", err)
+	}
+	if err := b.Add(ctx, AddRequest{Ledger: 4, Entry: 1, LAC: 0, Payload: payload(4, 1), MasterKey: testKey,
+		Checksum: storage.EntryChecksum(4, 1, 0, payload(4, 1))}, func(error) {}); !errors.Is(err, storage.ErrFenced) {
+		t.Fatalf("add after the fenced read: %v; want ErrFenced", err)
+	}
+	fence, err := c.Fence(ctx, connect.NewRequest(&bookiev1.FenceRequest{LedgerId: 4, MasterKey: testKey}))
+	if err != nil || fence.Msg.GetLastEntry() != 0 {
+		t.Fatalf("Fence = %v, %v; want last entry 0", fence, err)
+	}
+
+	for name, tc := range map[string]struct {
+		call func() error
+		want connect.Code
+	}{
+		"fence_and_read without key": {func() error {
+			_, err := c.ReadEntries(ctx, connect.NewRequest(&bookiev1.ReadEntriesRequest{LedgerId: 4, FirstEntry: 0, LastEntry: 0, FenceAndRead: true}))
+			return err
+		}, connect.CodeInvalidArgument},
+		"reversed range": {func() error {
+			_, err := c.ReadEntries(ctx, connect.NewRequest(&bookiev1.ReadEntriesRequest{LedgerId: 4, FirstEntry: 3, LastEntry: 1}))
+			return err
+		}, connect.CodeInvalidArgument},
+		"max_bytes too large": {func() error {
+			_, err := c.ReadEntries(ctx, connect.NewRequest(&bookiev1.ReadEntriesRequest{LedgerId: 4, LastEntry: 1, MaxBytes: 1 << 30}))
+			return err
+		}, connect.CodeInvalidArgument},
+		"unknown ledger": {func() error {
+			_, err := c.ReadEntries(ctx, connect.NewRequest(&bookiev1.ReadEntriesRequest{LedgerId: 77, LastEntry: 1}))
+			return err
+		}, connect.CodeNotFound},
+		"write lac with wrong key": {func() error {
+			_, err := c.WriteLac(ctx, connect.NewRequest(&bookiev1.WriteLacRequest{LedgerId: 4, MasterKey: []byte("x"), Lac: 0}))
+			return err
+		}, connect.CodeFailedPrecondition},
+		"lac wait too long": {func() error {
+			_, err := c.ReadLac(ctx, connect.NewRequest(&bookiev1.ReadLacRequest{LedgerId: 4, TimeoutMs: 1 << 30}))
+			return err
+		}, connect.CodeInvalidArgument},
+	} {
+		if got := connect.CodeOf(tc.call()); got != tc.want {
+			t.Errorf("%s: code %v; want %v", name, got, tc.want)
+		}
+	}
+
+	if _, err := c.DeleteLedger(ctx, connect.NewRequest(&bookiev1.DeleteLedgerRequest{LedgerId: 4})); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.ReadEntries(ctx, connect.NewRequest(&bookiev1.ReadEntriesRequest{LedgerId: 4, LastEntry: 0}))
+	if connect.CodeOf(err) != connect.CodeNotFound {
+		t.Fatalf("read of a deleted ledger: %v; want NotFound", err)
+	}
+}
