@@ -18,7 +18,10 @@ const (
 	fileSuffix     = ".log"
 	checkpointName = "CHECKPOINT"
 	lockName       = "LOCK"
-	tmpSuffix      = durable.TmpSuffix
+	// cookieName is the bookie's identity cookie for this directory
+	// (written by bookkeeper/bookie; the journal only leaves it alone).
+	cookieName = "COOKIE"
+	tmpSuffix  = durable.TmpSuffix
 )
 
 // fileName is the name of journal file seq: 16 hex digits sort by sequence.

@@ -52,7 +52,7 @@ func recoverDir(fs vfs.FS, dir string, log *slog.Logger, replay ReplayFunc) (rec
 			if err := fs.Remove(fs.PathJoin(dir, name)); err != nil {
 				return rec, fmt.Errorf("remove leftover %s: %w", name, err)
 			}
-		case name == checkpointName || name == lockName:
+		case name == checkpointName || name == lockName || name == cookieName:
 		default:
 			log.Warn("journal dir holds an unknown file", slog.String("dir", dir), slog.String("name", name))
 		}
