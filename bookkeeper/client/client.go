@@ -1,0 +1,163 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+
+	"github.com/sluicemq/sluice/pkg/catalog"
+)
+
+// Client is the ledger client of one process: it creates ledgers and their
+// Writers, recovers ledgers, and opens Readers, over the bookies' RPCs and
+// the catalog. Safe for concurrent use. Close it when done.
+type Client struct {
+	cfg Config
+	log *slog.Logger
+
+	// ctx ends when Close is called (cause ErrClientClosed); every writer's
+	// lifetime and every call's context derive from it.
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	// wg counts writer loops (each waits for its own goroutines before it
+	// exits) and public calls in progress.
+	wg sync.WaitGroup
+
+	// transport is the default HTTP client's, closed by Close; nil when the
+	// caller supplied HTTPClient or Dial.
+	transport *http.Transport
+
+	bookies *registry
+
+	// mu guards closed. Leaf lock: never held while calling anything.
+	mu     sync.Mutex
+	closed bool
+
+	stats clientStats
+}
+
+// New returns a client. It starts no goroutine: writers start theirs.
+func New(cfg Config) (*Client, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	c := &Client{cfg: cfg, log: cfg.Logger}
+	dial := cfg.Dial
+	if dial == nil {
+		hc := cfg.HTTPClient
+		if hc == nil {
+			var h *http.Client
+			h, c.transport = defaultHTTPClient()
+			hc = h
+		}
+		dial = grpcDialer(hc, cfg.MaxEntryBytes+rpcOverhead)
+	}
+	c.bookies = newRegistry(cfg, dial, &c.stats)
+	c.ctx, c.cancel = context.WithCancelCause(context.Background())
+	return c, nil
+}
+
+// Close aborts every writer that is still open (their pending appends fail
+// with ErrClientClosed; the ledgers stay OPEN for recovery), waits for the
+// calls in progress to return and for every goroutine to exit, and closes
+// idle connections. Later calls fail with ErrClientClosed.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	c.mu.Unlock()
+	c.cancel(ErrClientClosed)
+	c.wg.Wait()
+	if c.transport != nil {
+		c.transport.CloseIdleConnections()
+	}
+	return nil
+}
+
+// enter registers a public call: it returns a context that also ends when
+// the client closes, and the function to call when the call returns.
+func (c *Client) enter(ctx context.Context) (context.Context, func(), error) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, nil, ErrClientClosed
+	}
+	c.wg.Add(1)
+	c.mu.Unlock()
+	cctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(c.ctx, func() { cancel(ErrClientClosed) })
+	return cctx, func() {
+		stop()
+		cancel(nil)
+		c.wg.Done()
+	}, nil
+}
+
+// ctxErr is ctx's error, naming ErrClientClosed when that is the cause.
+func ctxErr(ctx context.Context) error {
+	if cause := context.Cause(ctx); cause != nil && cause != ctx.Err() {
+		return fmt.Errorf("%w (%w)", cause, ctx.Err())
+	}
+	return ctx.Err()
+}
+
+// getLedger reads a ledger's metadata within CatalogTimeout.
+func (c *Client) getLedger(ctx context.Context, id catalog.LedgerID) (catalog.LedgerMetadata, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.CatalogTimeout)
+	defer cancel()
+	m, err := c.cfg.Ledgers.GetLedger(ctx, id)
+	if err != nil {
+		return catalog.LedgerMetadata{}, fmt.Errorf("read ledger %d metadata: %w", id, err)
+	}
+	return m, nil
+}
+
+// updateLedger stores m with compare-and-set within CatalogTimeout.
+func (c *Client) updateLedger(ctx context.Context, m catalog.LedgerMetadata) (catalog.LedgerMetadata, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.CatalogTimeout)
+	defer cancel()
+	out, err := c.cfg.Ledgers.UpdateLedger(ctx, m)
+	if err != nil {
+		return catalog.LedgerMetadata{}, fmt.Errorf("update ledger %d (%v, version %d): %w", m.ID, m.State, m.Version, err)
+	}
+	return out, nil
+}
+
+// Stats are the client's counters since New.
+type Stats struct {
+	AddsSent          int64 // AddEntries requests queued to bookies
+	AddFailures       int64 // adds answered with a failure or timed out
+	StreamsOpened     int64 // AddEntries streams opened
+	EnsembleChanges   int64 // ensemble changes stored in the catalog
+	LedgersCreated    int64
+	LedgersClosed     int64 // sealed by their writer
+	LedgersRecovered  int64 // sealed by a recovery of this client
+	ReadsSent         int64 // ReadEntries calls (regular and recovery)
+	SpeculativeReads  int64 // speculative timeouts that asked another replica
+	ChecksumFailures  int64 // entries read that failed verification
+	RegistryRefreshes int64 // bookie registry reads
+}
+
+type clientStats struct {
+	addsSent, addFailures, streamsOpened, ensembleChanges, ledgersCreated, ledgersClosed,
+	ledgersRecovered, readsSent, speculativeReads, checksumFailures, registryRefreshes atomic.Int64
+}
+
+// Stats returns the client's counters.
+func (c *Client) Stats() Stats {
+	s := &c.stats
+	return Stats{
+		AddsSent: s.addsSent.Load(), AddFailures: s.addFailures.Load(), StreamsOpened: s.streamsOpened.Load(),
+		EnsembleChanges: s.ensembleChanges.Load(), LedgersCreated: s.ledgersCreated.Load(),
+		LedgersClosed: s.ledgersClosed.Load(), LedgersRecovered: s.ledgersRecovered.Load(),
+		ReadsSent: s.readsSent.Load(), SpeculativeReads: s.speculativeReads.Load(),
+		ChecksumFailures: s.checksumFailures.Load(), RegistryRefreshes: s.registryRefreshes.Load(),
+	}
+}

@@ -1,0 +1,255 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/sluicemq/sluice/bookkeeper/ledger"
+	"github.com/sluicemq/sluice/pkg/catalog"
+	"github.com/sluicemq/sluice/pkg/gen/sluice/bookie/v1/bookiev1connect"
+)
+
+// Defaults for zero Config fields.
+const (
+	DefaultAddTimeout              = 5 * time.Second
+	DefaultReadTimeout             = 5 * time.Second
+	DefaultFenceTimeout            = 5 * time.Second
+	DefaultCatalogTimeout          = 10 * time.Second
+	DefaultSpeculativeReadTimeout  = 100 * time.Millisecond
+	DefaultTickInterval            = 5 * time.Millisecond
+	DefaultLacPollTimeout          = 2 * time.Second
+	DefaultMetadataRefreshInterval = 5 * time.Second
+	DefaultRegistryRefreshInterval = time.Second
+	DefaultRetryBackoff            = 50 * time.Millisecond
+	DefaultCASRetries              = 8
+	DefaultRecoveryAttempts        = 3
+	DefaultReadAhead               = 32
+	DefaultMaxReadBytes            = 4 << 20
+
+	// maxBackoffFactor caps every backoff at RetryBackoff times this.
+	maxBackoffFactor = 40
+	// maxTimeout bounds every timeout setting.
+	maxTimeout = 10 * time.Minute
+	// maxLacPoll is the bookie protocol's longest ReadLac wait.
+	maxLacPoll = 30 * time.Second
+	// rpcOverhead is what an RPC message may carry besides a payload
+	// (ids, master key, framing).
+	rpcOverhead = 64 << 10
+)
+
+// Config configures a Client. Zero fields take the documented defaults;
+// Validate reports every violation at once.
+type Config struct {
+	// Ledgers is the catalog's ledger metadata store (required).
+	Ledgers catalog.Ledgers
+	// Bookies is the catalog's bookie registry (required): ensembles are
+	// picked from its live, writable records, and bookie ids resolve to
+	// addresses through it.
+	Bookies catalog.Bookies
+	// Logger receives the client's events; nil discards them.
+	Logger *slog.Logger
+	// Now is read for add deadlines (checked every TickInterval) and for
+	// the registry and metadata refresh intervals; nil means time.Now.
+	// Tests move it to time adds out without waiting. (Timers — ticks,
+	// speculative reads, backoffs — run on the real clock.)
+	Now func() time.Time
+
+	// HTTPClient carries the RPCs to bookies; nil means a client of its own
+	// speaking cleartext HTTP/2 (h2c) only, which AddEntries needs (a bidi
+	// stream). Ignored when Dial is set.
+	HTTPClient connect.HTTPClient
+	// Dial returns the BookieService client for a bookie address
+	// ("host:port"); nil means the gRPC protocol over HTTPClient. Called
+	// once per address; the result is cached. Tests wrap it to inject
+	// faults.
+	Dial func(address string) bookiev1connect.BookieServiceClient
+
+	// AddTimeout bounds how long an add may stay unanswered before its
+	// bookie counts as failed (AddFailed{FailUnavailable}; the writer then
+	// replaces it). It also bounds one WriteLac. Zero means
+	// DefaultAddTimeout.
+	AddTimeout time.Duration
+	// ReadTimeout bounds one ReadEntries or immediate ReadLac call. Zero
+	// means DefaultReadTimeout.
+	ReadTimeout time.Duration
+	// FenceTimeout bounds one Fence call (and the GetStatus identity check
+	// made on a bookie's first use). Zero means DefaultFenceTimeout.
+	FenceTimeout time.Duration
+	// CatalogTimeout bounds one catalog call. Zero means
+	// DefaultCatalogTimeout.
+	CatalogTimeout time.Duration
+	// SpeculativeReadTimeout is how long a read waits for a replica before
+	// also asking the next one. Zero means DefaultSpeculativeReadTimeout.
+	SpeculativeReadTimeout time.Duration
+	// TickInterval is the writer's timer: an interval without adds pushes
+	// the LAC to the bookies (WriteLac), so tail readers see the last
+	// entries within about one interval; add deadlines are checked at each
+	// tick. Zero means DefaultTickInterval; within [100µs, 1s].
+	TickInterval time.Duration
+	// LacPollTimeout is one WaitLAC long-poll round (ReadLac's wait on the
+	// bookies); at most 30 s. Zero means DefaultLacPollTimeout.
+	LacPollTimeout time.Duration
+	// MetadataRefreshInterval: a WaitLAC that saw no progress re-reads the
+	// ledger's metadata from the catalog at most this often (to learn of a
+	// close or an ensemble change). Zero means
+	// DefaultMetadataRefreshInterval.
+	MetadataRefreshInterval time.Duration
+	// RegistryRefreshInterval: an unknown bookie id re-reads the bookie
+	// registry at most this often. Zero means
+	// DefaultRegistryRefreshInterval.
+	RegistryRefreshInterval time.Duration
+	// RetryBackoff is the first delay before retrying a failed ensemble
+	// change or recovery; it doubles per consecutive failure, up to 40
+	// times itself. Zero means DefaultRetryBackoff.
+	RetryBackoff time.Duration
+
+	// CASRetries bounds the re-reads after a lost compare-and-set
+	// (catalog.ErrVersionConflict) within one ensemble change, seal or
+	// recovery. Zero means DefaultCASRetries; at most 1000.
+	CASRetries int
+	// RecoveryAttempts bounds the runs of one Recover that end in
+	// ledger.ErrRecoveryFailed. Zero means DefaultRecoveryAttempts; at
+	// most 100.
+	RecoveryAttempts int
+
+	// The state machines' limits (bookkeeper/ledger.Config); zero means
+	// the ledger package's defaults and bounds apply.
+	MaxInFlight        int // unacknowledged appends per writer
+	MaxEntryBytes      int // one payload
+	MaxEnsembleChanges int // per writer, failed attempts included
+	RecoveryReadWindow int // entries a recovery reads in parallel
+
+	// ReadAhead is how many entries one Read reads in parallel. Zero means
+	// DefaultReadAhead; at most ledger.MaxMaxOutstanding.
+	ReadAhead int
+	// MaxReadBytes bounds the payload bytes one Read returns (it returns
+	// at least one entry). Zero means DefaultMaxReadBytes; at most 256 MiB.
+	MaxReadBytes int
+}
+
+func (c Config) withDefaults() Config {
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	defD := func(v *time.Duration, d time.Duration) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	defD(&c.AddTimeout, DefaultAddTimeout)
+	defD(&c.ReadTimeout, DefaultReadTimeout)
+	defD(&c.FenceTimeout, DefaultFenceTimeout)
+	defD(&c.CatalogTimeout, DefaultCatalogTimeout)
+	defD(&c.SpeculativeReadTimeout, DefaultSpeculativeReadTimeout)
+	defD(&c.TickInterval, DefaultTickInterval)
+	defD(&c.LacPollTimeout, DefaultLacPollTimeout)
+	defD(&c.MetadataRefreshInterval, DefaultMetadataRefreshInterval)
+	defD(&c.RegistryRefreshInterval, DefaultRegistryRefreshInterval)
+	defD(&c.RetryBackoff, DefaultRetryBackoff)
+	defI := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	defI(&c.CASRetries, DefaultCASRetries)
+	defI(&c.RecoveryAttempts, DefaultRecoveryAttempts)
+	defI(&c.MaxInFlight, ledger.DefaultMaxInFlight)
+	defI(&c.MaxEntryBytes, ledger.DefaultMaxEntryBytes)
+	defI(&c.MaxEnsembleChanges, ledger.DefaultMaxEnsembleChanges)
+	defI(&c.RecoveryReadWindow, ledger.DefaultRecoveryReadWindow)
+	defI(&c.ReadAhead, DefaultReadAhead)
+	defI(&c.MaxReadBytes, DefaultMaxReadBytes)
+	return c
+}
+
+// Validate reports every problem with c (after defaults), joined.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("ledger client config %s: %s", field, fmt.Sprintf(format, args...)))
+	}
+	if c.Ledgers == nil {
+		bad("Ledgers", "required")
+	}
+	if c.Bookies == nil {
+		bad("Bookies", "required")
+	}
+	for _, d := range []struct {
+		name     string
+		v        time.Duration
+		min, max time.Duration
+	}{
+		{"AddTimeout", c.AddTimeout, time.Millisecond, maxTimeout},
+		{"ReadTimeout", c.ReadTimeout, time.Millisecond, maxTimeout},
+		{"FenceTimeout", c.FenceTimeout, time.Millisecond, maxTimeout},
+		{"CatalogTimeout", c.CatalogTimeout, time.Millisecond, maxTimeout},
+		{"SpeculativeReadTimeout", c.SpeculativeReadTimeout, time.Microsecond, maxTimeout},
+		{"TickInterval", c.TickInterval, 100 * time.Microsecond, time.Second},
+		{"LacPollTimeout", c.LacPollTimeout, time.Millisecond, maxLacPoll},
+		{"MetadataRefreshInterval", c.MetadataRefreshInterval, time.Millisecond, maxTimeout},
+		{"RegistryRefreshInterval", c.RegistryRefreshInterval, time.Microsecond, maxTimeout},
+		{"RetryBackoff", c.RetryBackoff, time.Microsecond, time.Minute},
+	} {
+		if d.v < d.min || d.v > d.max {
+			bad(d.name, "%v is outside [%v, %v]", d.v, d.min, d.max)
+		}
+	}
+	if c.CASRetries < 1 || c.CASRetries > 1000 {
+		bad("CASRetries", "%d is outside [1, 1000]", c.CASRetries)
+	}
+	if c.RecoveryAttempts < 1 || c.RecoveryAttempts > 100 {
+		bad("RecoveryAttempts", "%d is outside [1, 100]", c.RecoveryAttempts)
+	}
+	if c.ReadAhead < 1 || c.ReadAhead > ledger.MaxMaxOutstanding {
+		bad("ReadAhead", "%d is outside [1, %d]", c.ReadAhead, ledger.MaxMaxOutstanding)
+	}
+	if c.MaxReadBytes < 1 || c.MaxReadBytes > 256<<20 {
+		bad("MaxReadBytes", "%d is outside [1, %d]", c.MaxReadBytes, 256<<20)
+	}
+	// The machines' own limits, checked by their own rules (any valid
+	// replication will do here).
+	lc := c.ledgerConfig(catalog.DefaultReplication)
+	if err := lc.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// ledgerConfig is the state machines' config for a ledger replicated r.
+func (c Config) ledgerConfig(r catalog.Replication) ledger.Config {
+	return ledger.Config{
+		Replication:         r,
+		MaxInFlight:         c.MaxInFlight,
+		MaxEntryBytes:       c.MaxEntryBytes,
+		MaxEnsembleChanges:  c.MaxEnsembleChanges,
+		RecoveryReadWindow:  c.RecoveryReadWindow,
+		MaxOutstandingReads: c.ReadAhead,
+	}
+}
+
+// backoff is the delay before retry n (0-based).
+func (c Config) backoff(n int) time.Duration {
+	d := c.RetryBackoff
+	for range min(n, 16) {
+		d *= 2
+	}
+	return min(d, c.RetryBackoff*maxBackoffFactor)
+}
+
+// defaultHTTPClient speaks cleartext HTTP/2 only: AddEntries is a bidi
+// stream, which HTTP/1.1 cannot carry.
+func defaultHTTPClient() (*http.Client, *http.Transport) {
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	tr := &http.Transport{Protocols: &p, MaxIdleConnsPerHost: 4, IdleConnTimeout: 90 * time.Second}
+	return &http.Client{Transport: tr}, tr
+}

@@ -1,0 +1,159 @@
+// Package client is the ledger client: the thin I/O wrapper that drives
+// bookkeeper/ledger's pure state machines (Writer, Recovery, Reader) over
+// the bookies' RPCs (sluice.bookie.v1.BookieService) and the catalog
+// (pkg/catalog Ledgers and Bookies). Ingest writes through it, fetch and
+// the compactor read through it (DESIGN.md §2.1–2.2).
+//
+//	c, _ := client.New(client.Config{Ledgers: cat, Bookies: cat})
+//	w, _ := c.CreateLedger(ctx, spec)           // ensemble picked from the registry
+//	w.AppendAsync(batch, func(entry int64, err error) {...})
+//	w.Close(ctx, lastOffset)                    // OPEN → CLOSED (CAS)
+//	m, _ := c.Recover(ctx, id, lastOffsetOf)    // fence, recover, IN_RECOVERY → CLOSED
+//	r, _ := c.OpenReader(ctx, id)
+//	lac, _ := r.WaitLAC(ctx, prev); ents, _ := r.Read(ctx, prev+1, lac)
+//
+// The protocol decisions — quorums, LAC, ensemble change, fencing, the
+// recovered end, what a reader may return — are the machines'; this package
+// only carries out their actions and reports exactly one answer per request
+// (an answer, a failure or a timeout). Read bookkeeper/ledger's doc first.
+//
+// # Goroutines
+//
+// Every goroutine has an owner that stops it and waits for it:
+//
+//   - Writer: one loop goroutine owns the ledger.Writer machine and calls
+//     Step serially. Appends come to it through a channel; it answers
+//     nothing directly. It owns, and waits for before it exits: per bookie
+//     an AddEntries sender and receiver (stream.go); at most one catalog
+//     operation (an ensemble change or the seal); one WriteLac pusher per
+//     bookie while there is an LAC to push; and the callback dispatcher,
+//     which runs append callbacks in entry order so a slow callback never
+//     stalls the protocol. The loop stops when the ledger is sealed, when
+//     the machine stops (fenced, too many ensemble changes), or when its
+//     context ends (Abort, Close's context, Client.Close). A writer that
+//     stopped on its own releases everything without Close; an open writer
+//     nobody closes lives until Client.Close.
+//   - Recover, Read, WaitLAC, Refresh run on the caller's goroutine, which
+//     owns the machine; the RPCs they start (one goroutine each, or a
+//     recovery's own add streams) all answer through channels, and the
+//     call waits for every one of them — cancelling those it no longer
+//     needs — before it returns. No goroutine outlives its call.
+//   - Client.Close cancels the client context (every writer's and call's
+//     context derives from it), then waits for every writer loop and every
+//     call in progress.
+//
+// Append callbacks must not call Close or Abort (Close waits for the
+// callbacks), nor block on something that does.
+//
+// # Master key
+//
+// Bookies check a ledger's master key on adds, WriteLac, Fence and
+// recovery reads. MasterKey derives it from the catalog record alone —
+// SHA-256 over a versioned domain, the ledger id, the writer's epoch and
+// owner, first 20 bytes — all fields catalog.NextLedger keeps immutable,
+// so a recovering client computes the same key as the writer. It guards
+// against confused ids and other incarnations, not against the old writer:
+// that is fencing's job, as in BookKeeper.
+//
+// # The wire
+//
+// Bookie answers map to machine events exactly as the table "Actions and
+// events on the wire" in bookkeeper/ledger says (wire.go, the only place
+// that reads connect codes): add status OK → AddAcked, FENCED →
+// FailFenced, UNAUTHORIZED → FailUnauthorized, anything else or a timeout
+// or a broken stream → FailUnavailable; a read's NOT_FOUND → ReadNoEntry,
+// its entry → ReadOK only after verifying storage.EntryChecksum (the CRC32C
+// the bookie stored) and the entry id, anything else → ReadFailed (a
+// mismatch is logged, counted in Stats.ChecksumFailures, and the read goes
+// to another replica). Adds carry the same checksum, computed here.
+//
+// The default transport is the gRPC protocol over cleartext HTTP/2: the
+// add path is a bidi stream, which needs HTTP/2, and gRPC is that stream's
+// native protocol (the bookie handler takes gRPC, gRPC-Web and Connect).
+// One AddEntries stream per bookie per writer (see addSet for why); the
+// HTTP/2 connection under them is shared per bookie address.
+//
+// On first use of a bookie at an address the client asks GetStatus and
+// refuses the server if it is another bookie (ErrBookieIdentity): a
+// NOT_FOUND from the wrong bookie could let recovery truncate a ledger.
+//
+// # Timeouts and bounds
+//
+// Every wait is bounded (Config documents defaults and limits):
+//
+//   - AddTimeout: an add unanswered this long breaks its stream, failing
+//     every add on it (FailUnavailable), so the writer replaces the
+//     bookie; checked every TickInterval against Config.Now. Also bounds
+//     one WriteLac.
+//   - TickInterval: the writer's timer. An interval without adds pushes
+//     the LAC (WriteLac), so tail readers see the last entries within about
+//     one interval. The ticker stops while the writer is idle.
+//   - ReadTimeout, FenceTimeout, CatalogTimeout: one read, fence (or
+//     identity check), catalog call.
+//   - SpeculativeReadTimeout: a read also asks the next replica after this
+//     long (and again after each further period).
+//   - LacPollTimeout, MetadataRefreshInterval: WaitLAC's long-poll round
+//     and how often an idle tail reader re-reads metadata.
+//   - RetryBackoff (doubling, capped at 40×): between ensemble change
+//     attempts (the failure is reported to the machine only after the
+//     delay, so MaxEnsembleChanges attempts span seconds, not ticks) and
+//     between recovery attempts.
+//   - Counts: MaxInFlight appends per writer (callbacks not yet run
+//     included; beyond it AppendAsync fails with ledger.ErrInFlightLimit
+//     and Append waits), MaxEnsembleChanges per writer, CASRetries lost
+//     races per operation, RecoveryAttempts per Recover, ReadAhead reads in
+//     flight and MaxReadBytes per Read. Every queue is bounded by one of
+//     these: a stream's send queue and the callback queue by MaxInFlight,
+//     a call's answer channel by its requests in flight.
+//
+// # Catalog writes
+//
+// Ensemble change (writer): pick replacements (live, writable, not in the
+// ensemble), then compare-and-set the ensembles per catalog.NextLedger —
+// replace the last segment when it starts at the change's first entry,
+// append one otherwise. A lost race re-reads: no longer OPEN → Stop with
+// ledger.ErrFenced; the proposed segment already stored (an earlier
+// attempt's answer was lost) → done; else retry. Seal: OPEN → CLOSED with
+// LastEntry and the caller's LastOffset (FirstOffset-1 when empty);
+// recovery: OPEN → IN_RECOVERY, then IN_RECOVERY → CLOSED, and a recovery
+// that loses re-reads and returns the winner's record.
+//
+// # Locks
+//
+// Every mutex is a leaf: none is held while another is taken (apart from
+// a Reader's mu, held across a call, under which the registry's is taken
+// briefly), nor across an RPC, a catalog call or a callback. Writer.mu
+// guards the append gate (state, outstanding count, the request channel,
+// whose capacity makes the send under it non-blocking); registry.mu the
+// address cache and placement counts; sendQueue.mu, callbackQueue.mu and
+// lacPusher.mu their own queues; Client.mu the closed flag; Reader.mu
+// serializes a reader's calls.
+//
+// # Files
+//
+//	doc.go        this overview
+//	config.go     Config, defaults, Validate; the default h2c HTTP client
+//	errors.go     the client's errors
+//	client.go     Client, New, Close, call registration, catalog helpers, Stats
+//	registry.go   bookie ids → RPC clients (cache, identity check), ensemble placement
+//	masterkey.go  MasterKey
+//	wire.go       the RPC edge: answers → machine events, checksums
+//	rpc.go        the unary RPCs (WriteLac, Fence, ReadEntries, ReadLac)
+//	stream.go     addSet: per-bookie AddEntries streams, pending adds, add timeouts
+//	writer.go     CreateLedger, Writer, its loop
+//	ensemble.go   the writer's catalog operations: ensemble change, seal
+//	callbacks.go  the callback dispatcher and the WriteLac pushers
+//	recover.go    Recover
+//	reader.go     Reader: Read, WaitLAC, Refresh; Client.ReadEntries
+//
+// # Tests
+//
+// The tests run real bookies (bookkeeper/bookie, on in-memory filesystems)
+// behind loopback h2c servers, registered in an embedded catalog, with
+// goleak: appends, striping, close, ensemble change on a killed bookie and
+// on an add timeout, no spare bookie, backpressure, recovery racing a live
+// writer, concurrent recoveries, recovery keeping an entry on Qa bookies
+// and working with a bookie down or failing without coverage, readers never
+// past the LAC, tail reading with WaitLAC, read byte bounds, checksum
+// mismatches, speculative reads.
+package client

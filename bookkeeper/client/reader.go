@@ -1,0 +1,424 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/sluicemq/sluice/bookkeeper/ledger"
+	"github.com/sluicemq/sluice/pkg/catalog"
+)
+
+// Entry is one entry read from a ledger.
+type Entry struct {
+	ID      int64
+	Payload []byte
+}
+
+// Reader reads one ledger with the rules of ledger.Reader: never beyond
+// the LAC of an open ledger (so never an entry that is not acknowledged),
+// never beyond the last entry of a closed one, from one replica of the
+// entry's write set with a speculative second replica after
+// SpeculativeReadTimeout, every entry's checksum verified.
+//
+// A Reader has no goroutines between calls: each call starts its RPCs and
+// waits for all of them (cancelling the ones it no longer needs) before it
+// returns, so every request's answer reaches the machine. Its methods are
+// safe for concurrent use but run one at a time (a WaitLAC holds up a
+// Read); use one Reader per tailing goroutine.
+type Reader struct {
+	c  *Client
+	id catalog.LedgerID
+
+	// mu serializes calls; it guards everything below. Leaf lock apart from
+	// the registry's, which calls under it take briefly.
+	mu          sync.Mutex
+	meta        catalog.LedgerMetadata
+	rd          *ledger.Reader
+	lastRefresh time.Time
+}
+
+// OpenReader reads the ledger's metadata and returns a reader of it.
+func (c *Client) OpenReader(ctx context.Context, id catalog.LedgerID) (*Reader, error) {
+	ctx, leave, err := c.enter(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer leave()
+	m, err := c.getLedger(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return c.newReader(m)
+}
+
+func (c *Client) newReader(m catalog.LedgerMetadata) (*Reader, error) {
+	rd, err := ledger.NewReader(c.cfg.ledgerConfig(m.Replication), m)
+	if err != nil {
+		return nil, fmt.Errorf("open reader of ledger %d: %w", m.ID, err)
+	}
+	return &Reader{c: c, id: m.ID, meta: m, rd: rd, lastRefresh: c.cfg.Now()}, nil
+}
+
+// ID is the ledger's id.
+func (r *Reader) ID() catalog.LedgerID { return r.id }
+
+// Metadata is the ledger's metadata as the reader last read it.
+func (r *Reader) Metadata() catalog.LedgerMetadata {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.meta
+}
+
+// LAC is the highest entry the reader may return now: the LAC it learned
+// on an open ledger (-1 before any), the last entry of a closed one.
+func (r *Reader) LAC() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.rd.LAC()
+}
+
+// Read returns entries first.. in order, up to last, the readable bound
+// (LAC) and MaxReadBytes of payload — at least one entry. When first is
+// beyond the LAC it asks the bookies for their LAC once; if first is still
+// not readable it fails with ledger.ErrNotReadable (use WaitLAC to wait).
+// When an entry cannot be read from any replica of an open ledger, the
+// reader re-reads the metadata (a newer ensemble segment may hold it) and
+// tries once more. An error after some entries were read returns those
+// entries and no error; the next Read meets the error.
+func (r *Reader) Read(ctx context.Context, first, last int64) ([]Entry, error) {
+	ctx, leave, err := r.c.enter(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer leave()
+	if first < 0 || last < first {
+		return nil, fmt.Errorf("read ledger %d: %w: entries %d..%d", r.id, ErrInvalidArgument, first, last)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.rd.Readable(first) && !r.meta.State.Sealed() {
+		r.pollLac(ctx, -1, 0)
+	}
+	if !r.rd.Readable(first) {
+		return nil, fmt.Errorf("read ledger %d entry %d: %w (readable up to %d)", r.id, first, ledger.ErrNotReadable, r.rd.LAC())
+	}
+	return r.readRange(ctx, first, min(last, r.rd.LAC()))
+}
+
+// WaitLAC returns the LAC once it is above previous (at once if the reader
+// already knows one). On an open ledger it long-polls the bookies of the
+// last ensemble segment (ReadLac; the first answer above previous wins) in
+// rounds of LacPollTimeout; a round without progress re-reads the metadata
+// (at most every MetadataRefreshInterval, or at once when no bookie
+// answered), to learn that the ledger was closed or its ensemble changed.
+// On a closed ledger whose last entry is not above previous it returns
+// ErrLedgerSealed. When ctx ends first it returns the LAC known and ctx's
+// error.
+func (r *Reader) WaitLAC(ctx context.Context, previous int64) (int64, error) {
+	ctx, leave, err := r.c.enter(ctx)
+	if err != nil {
+		return -1, err
+	}
+	defer leave()
+	if previous < -1 {
+		return -1, fmt.Errorf("wait for ledger %d LAC: %w: previous %d", r.id, ErrInvalidArgument, previous)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cfg := r.c.cfg
+	failures := 0
+	for {
+		if lac := r.rd.LAC(); lac > previous {
+			return lac, nil
+		}
+		if r.meta.State.Sealed() {
+			return r.rd.LAC(), fmt.Errorf("wait for ledger %d LAC above %d: %w at entry %d", r.id, previous, ErrLedgerSealed, r.rd.LAC())
+		}
+		wait := cfg.LacPollTimeout
+		if dl, ok := ctx.Deadline(); ok {
+			wait = max(min(wait, time.Until(dl)), 0)
+		}
+		allFailed := r.pollLac(ctx, previous, wait)
+		if err := ctx.Err(); err != nil {
+			return r.rd.LAC(), fmt.Errorf("wait for ledger %d LAC above %d: %w", r.id, previous, ctxErr(ctx))
+		}
+		if r.rd.LAC() > previous {
+			continue
+		}
+		if allFailed || cfg.Now().Sub(r.lastRefresh) >= cfg.MetadataRefreshInterval {
+			if err := r.refresh(ctx); err != nil && ctx.Err() == nil && !allFailed {
+				return r.rd.LAC(), err
+			}
+		}
+		if allFailed {
+			if err := sleep(ctx, cfg.backoff(failures)); err != nil {
+				return r.rd.LAC(), fmt.Errorf("wait for ledger %d LAC above %d: %w", r.id, previous, ctxErr(ctx))
+			}
+			failures++
+		} else {
+			failures = 0
+		}
+	}
+}
+
+// Refresh re-reads the ledger's metadata from the catalog (a close or an
+// ensemble change) and returns it.
+func (r *Reader) Refresh(ctx context.Context) (catalog.LedgerMetadata, error) {
+	ctx, leave, err := r.c.enter(ctx)
+	if err != nil {
+		return catalog.LedgerMetadata{}, err
+	}
+	defer leave()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	err = r.refresh(ctx)
+	return r.meta, err
+}
+
+func (r *Reader) refresh(ctx context.Context) error {
+	r.lastRefresh = r.c.cfg.Now()
+	m, err := r.c.getLedger(ctx, r.id)
+	if err != nil {
+		return err
+	}
+	if m.Version <= r.meta.Version {
+		return nil
+	}
+	if _, err := r.rd.Step(ledger.MetadataChanged{Ensembles: m.Ensembles, Closed: m.State.Sealed(), LastEntry: m.LastEntry}); err != nil {
+		return fmt.Errorf("ledger %d metadata version %d: %w", r.id, m.Version, err)
+	}
+	r.meta = m
+	return nil
+}
+
+// pollLac asks every bookie of the last segment for the LAC, waiting up to
+// wait for it to rise above previous; the first answer above previous
+// wins and the others are cancelled. It feeds the best answer to the
+// machine and reports whether no bookie answered at all.
+func (r *Reader) pollLac(ctx context.Context, previous int64, wait time.Duration) (allFailed bool) {
+	c := r.c
+	bookies := r.meta.Ensembles[len(r.meta.Ensembles)-1].Bookies
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type answer struct {
+		lac int64
+		err error
+	}
+	ch := make(chan answer, len(bookies))
+	var wg sync.WaitGroup
+	for _, b := range bookies {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cctx, cancel := context.WithTimeout(pctx, wait+c.cfg.ReadTimeout)
+			defer cancel()
+			lac, err := c.readLac(cctx, r.id, b, previous, wait.Milliseconds())
+			ch <- answer{lac, err}
+		}()
+	}
+	best, failures := int64(-1), 0
+	for range bookies {
+		a := <-ch
+		if a.err != nil {
+			failures++
+			continue
+		}
+		best = max(best, a.lac)
+		if best > previous {
+			break
+		}
+	}
+	cancel()
+	wg.Wait()
+	if best >= 0 {
+		r.step(ledger.LacLearned{LAC: best})
+	}
+	return failures == len(bookies)
+}
+
+// step feeds an answer or a timer event; the machine refuses none of
+// those, so a refusal is a bug here.
+func (r *Reader) step(ev ledger.Event) []ledger.Action {
+	acts, err := r.rd.Step(ev)
+	if err != nil {
+		panic(fmt.Sprintf("ledger client: reader of ledger %d refused %v: %v", r.id, ev, err))
+	}
+	return acts
+}
+
+// readRange reads entries first..last (all readable) with up to ReadAhead
+// reads in flight, delivering in order until MaxReadBytes. It returns only
+// after every RPC it started answered and was fed to the machine: the
+// ones not needed any more are cancelled, and replicas the machine asks for
+// meanwhile are answered ReadFailed without a call.
+func (r *Reader) readRange(ctx context.Context, first, last int64) ([]Entry, error) {
+	c, cfg := r.c, r.c.cfg
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	answers := make(chan readAnswer, cfg.ReadAhead*r.meta.Replication.WriteQuorum)
+	outstanding := 0
+	draining := false
+	got := map[int64][]byte{}
+	errs := map[int64]error{}
+	spec := map[int64]time.Time{} // entry → when to ask another replica
+	retried := map[int64]bool{}
+
+	var handle func([]ledger.Action)
+	feed := func(a readAnswer) {
+		if a.lac >= 0 {
+			handle(r.step(ledger.LacLearned{LAC: a.lac}))
+		}
+		handle(r.step(a.ev))
+	}
+	handle = func(acts []ledger.Action) {
+		for _, a := range acts {
+			switch a := a.(type) {
+			case ledger.SendRead:
+				if draining {
+					//lint:ignore S1016 an action and the failure event it may cause are different things that happen to share fields
+					feed(readAnswer{ev: ledger.ReadFailed{Bookie: a.Bookie, Entry: a.Entry}, lac: -1})
+					continue
+				}
+				outstanding++
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					answers <- c.readEntry(rctx, r.id, a.Bookie, a.Entry, false, nil) // capacity covers every request
+				}()
+			case ledger.Deliver:
+				got[a.Entry] = a.Payload
+				delete(spec, a.Entry)
+			case ledger.ReadError:
+				errs[a.Entry] = a.Err
+				delete(spec, a.Entry)
+			}
+		}
+	}
+	request := func(e int64) error {
+		acts, err := r.rd.Step(ledger.Read{Entry: e})
+		if err != nil {
+			return err
+		}
+		spec[e] = time.Now().Add(cfg.SpeculativeReadTimeout)
+		handle(acts)
+		return nil
+	}
+
+	var out []Entry
+	var failErr error
+	next, issued, size, full := first, first, 0, false
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		for !full && failErr == nil {
+			if p, ok := got[next]; ok {
+				if len(out) > 0 && size+len(p) > cfg.MaxReadBytes {
+					full = true
+					break
+				}
+				delete(got, next)
+				out = append(out, Entry{ID: next, Payload: p})
+				size += len(p)
+				next++
+				full = size >= cfg.MaxReadBytes
+				continue
+			}
+			if err, ok := errs[next]; ok {
+				delete(errs, next)
+				if !retried[next] && !r.meta.State.Sealed() && errors.Is(err, ledger.ErrEntryUnavailable) {
+					retried[next] = true
+					if ferr := r.refresh(ctx); ferr == nil {
+						if rerr := request(next); rerr == nil {
+							break
+						}
+					}
+				}
+				failErr = fmt.Errorf("read ledger %d: %w", r.id, err)
+			}
+			break
+		}
+		if next > last || full || failErr != nil {
+			break
+		}
+		for !full && failErr == nil && issued <= last && issued-next < int64(cfg.ReadAhead) {
+			if err := request(issued); err != nil {
+				failErr = err
+				break
+			}
+			issued++
+		}
+		if failErr != nil {
+			break
+		}
+		if outstanding == 0 {
+			panic(fmt.Sprintf("ledger client: reading ledger %d entry %d with no request in flight", r.id, next))
+		}
+		var earliest time.Time
+		for _, d := range spec {
+			if earliest.IsZero() || d.Before(earliest) {
+				earliest = d
+			}
+		}
+		var timerC <-chan time.Time
+		if !earliest.IsZero() {
+			timer.Reset(max(time.Until(earliest), 0))
+			timerC = timer.C
+		}
+		select {
+		case a := <-answers:
+			outstanding--
+			feed(a)
+		case <-timerC:
+			now := time.Now()
+			for e, d := range spec {
+				if !now.Before(d) {
+					spec[e] = now.Add(cfg.SpeculativeReadTimeout)
+					c.stats.speculativeReads.Add(1)
+					handle(r.step(ledger.SpeculativeTimeout{Entry: e}))
+				}
+			}
+		case <-ctx.Done():
+			failErr = fmt.Errorf("read ledger %d: %w", r.id, ctxErr(ctx))
+		}
+		timer.Stop() // Go 1.23+ timers: no stale tick after Stop or Reset
+	}
+	cancel()
+	draining = true
+	for outstanding > 0 {
+		a := <-answers
+		outstanding--
+		feed(a)
+	}
+	wg.Wait()
+	if len(out) > 0 {
+		return out, nil
+	}
+	return nil, failErr
+}
+
+// ReadEntries returns the payloads of entries first..last of a ledger —
+// all of them, or an error. For sealed ledgers (on an open one only
+// entries up to the LAC are readable); the caller bounds the range, since
+// everything is held in memory.
+func (c *Client) ReadEntries(ctx context.Context, id catalog.LedgerID, first, last int64) ([][]byte, error) {
+	r, err := c.OpenReader(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	var out [][]byte
+	for e := first; e <= last; {
+		ents, err := r.Read(ctx, e, last)
+		if err != nil {
+			return nil, err
+		}
+		for _, en := range ents {
+			out = append(out, en.Payload)
+		}
+		e = ents[len(ents)-1].ID + 1
+	}
+	return out, nil
+}

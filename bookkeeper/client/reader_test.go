@@ -1,0 +1,277 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/sluicemq/sluice/bookkeeper/ledger"
+	"github.com/sluicemq/sluice/pkg/catalog"
+	bookiev1 "github.com/sluicemq/sluice/pkg/gen/sluice/bookie/v1"
+	"github.com/sluicemq/sluice/pkg/gen/sluice/bookie/v1/bookiev1connect"
+)
+
+// An entry stored on every bookie but beyond the LAC (not acknowledged) is
+// never returned while the ledger is open; after recovery closes the ledger
+// past it, it is.
+func TestReaderNeverBeyondLAC(t *testing.T) {
+	cl := newCluster(t, 3)
+	c := cl.client(t)
+	w, err := c.CreateLedger(ctxT(t), spec(catalog.DefaultReplication, "b1", "b2", "b3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, w, 0, 4)
+	for _, b := range []string{"b1", "b2", "b3"} {
+		eventually(t, "LAC 4 pushed to "+b, func() bool { return rawLac(t, cl, b, w.ID()) == 4 })
+	}
+	m := w.Metadata()
+	w.Abort()
+	for _, b := range []string{"b1", "b2", "b3"} {
+		rawAdd(t, cl, b, m, 5, 4)
+	}
+	r, err := c.OpenReader(ctxT(t), w.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ents, err := r.Read(ctxT(t), 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ents) != 5 || ents[4].ID != 4 {
+		t.Fatalf("read %d entries, last %d; want 0..4", len(ents), ents[len(ents)-1].ID)
+	}
+	if _, err := r.Read(ctxT(t), 5, 5); !errors.Is(err, ledger.ErrNotReadable) {
+		t.Fatalf("read beyond the LAC: %v", err)
+	}
+	if _, err := c.Recover(ctxT(t), w.ID(), lastOffsetOf(100)); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := r.Refresh(ctxT(t)); err != nil || m.LastEntry != 5 {
+		t.Fatalf("refresh: %+v, %v", m, err)
+	}
+	if ents, err := r.Read(ctxT(t), 5, 100); err != nil || len(ents) != 1 || string(ents[0].Payload) != string(payload(5)) {
+		t.Fatalf("read after close: %v, %v", ents, err)
+	}
+	if lac, err := r.WaitLAC(ctxT(t), 5); !errors.Is(err, ErrLedgerSealed) || lac != 5 {
+		t.Fatalf("WaitLAC at the end of a closed ledger: %d, %v", lac, err)
+	}
+}
+
+// A tail reader follows a writer: WaitLAC wakes on new entries (the long
+// poll, not the poll round, which is far longer here), and nothing it reads
+// was not yet acknowledged.
+func TestTailReader(t *testing.T) {
+	cl := newCluster(t, 3)
+	c := cl.client(t, func(cfg *Config) { cfg.LacPollTimeout = 20 * time.Second; cfg.MetadataRefreshInterval = time.Minute })
+	w, err := c.CreateLedger(ctxT(t), spec(catalog.Replication{Ensemble: 3, WriteQuorum: 2, AckQuorum: 2}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.OpenReader(ctxT(t), w.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	woke := make(chan int64, 1)
+	go func() {
+		lac, err := r.WaitLAC(ctxT(t), -1)
+		if err != nil {
+			t.Error(err)
+		}
+		woke <- lac
+	}()
+	start := time.Now()
+	appendN(t, w, 0, 0)
+	if lac := <-woke; lac != 0 {
+		t.Fatalf("WaitLAC woke at %d", lac)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("WaitLAC took %v to see the first entry", d)
+	}
+
+	const n = 200
+	go func() {
+		for e := int64(1); e < n; e++ {
+			if _, err := w.Append(context.Background(), payload(e)); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	next := int64(0)
+	for next < n {
+		lac, err := r.WaitLAC(ctxT(t), next-1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ents, err := r.Read(ctxT(t), next, lac)
+		if err != nil {
+			t.Fatal(err)
+		}
+		acked := w.LAC() // read after: the writer acknowledged everything returned
+		for _, e := range ents {
+			if e.ID != next || string(e.Payload) != string(payload(e.ID)) {
+				t.Fatalf("read entry %d %q, want %d", e.ID, e.Payload, next)
+			}
+			if e.ID > acked {
+				t.Fatalf("read entry %d beyond the writer's acknowledged %d", e.ID, acked)
+			}
+			next++
+		}
+	}
+	if _, err := w.Close(ctxT(t), 100+n-1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Refresh(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.WaitLAC(ctxT(t), n-1); !errors.Is(err, ErrLedgerSealed) {
+		t.Fatalf("WaitLAC after close: %v", err)
+	}
+}
+
+// Read returns at most MaxReadBytes (at least one entry), in order.
+func TestReadBytesBound(t *testing.T) {
+	cl := newCluster(t, 3)
+	c := cl.client(t, func(cfg *Config) { cfg.MaxReadBytes = 100; cfg.ReadAhead = 4 })
+	w, err := c.CreateLedger(ctxT(t), spec(catalog.DefaultReplication))
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, w, 0, 19)
+	if _, err := w.Close(ctxT(t), 119); err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.OpenReader(ctxT(t), w.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ents, err := r.Read(ctxT(t), 0, 19)
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := 0
+	for i, e := range ents {
+		size += len(e.Payload)
+		if e.ID != int64(i) {
+			t.Fatalf("entry %d at %d", e.ID, i)
+		}
+	}
+	if size > 100 || len(ents) == 0 || len(ents) == 20 {
+		t.Fatalf("read %d entries, %d bytes", len(ents), size)
+	}
+	readAll(t, c, w.ID(), 19) // in several Reads
+}
+
+// A replica that returns corrupt entries is detected (checksum), counted,
+// and read around; with every replica corrupt the read fails.
+func TestChecksumMismatch(t *testing.T) {
+	cl := newCluster(t, 3)
+	wc := cl.client(t)
+	w, err := wc.CreateLedger(ctxT(t), spec(catalog.DefaultReplication, "b1", "b2", "b3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, w, 0, 29)
+	if _, err := w.Close(ctxT(t), 129); err != nil {
+		t.Fatal(err)
+	}
+
+	corrupt := map[string]*atomic.Bool{}
+	for _, b := range []string{"b1", "b2", "b3"} {
+		corrupt[cl.bookies[b].addr] = new(atomic.Bool)
+	}
+	corrupt[cl.bookies["b1"].addr].Store(true)
+	hc, tr := defaultHTTPClient()
+	t.Cleanup(tr.CloseIdleConnections)
+	rc := cl.client(t, func(cfg *Config) {
+		cfg.SpeculativeReadTimeout = time.Minute // every read waits for its first replica
+		cfg.Dial = func(addr string) bookiev1connect.BookieServiceClient {
+			return corrupting{BookieServiceClient: grpcDialer(hc, 8<<20)(addr), on: corrupt[addr]}
+		}
+	})
+	readAll(t, rc, w.ID(), 29)
+	if s := rc.Stats(); s.ChecksumFailures < 10 { // b1 is the first replica of every third entry
+		t.Fatalf("checksum failures %d", s.ChecksumFailures)
+	}
+	for _, on := range corrupt {
+		on.Store(true)
+	}
+	r, err := rc.OpenReader(ctxT(t), w.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Read(ctxT(t), 0, 0); !errors.Is(err, ledger.ErrEntryUnavailable) {
+		t.Fatalf("read with every replica corrupt: %v", err)
+	}
+}
+
+// corrupting flips a payload byte in every entry it reads while on.
+type corrupting struct {
+	bookiev1connect.BookieServiceClient
+	on *atomic.Bool
+}
+
+func (c corrupting) ReadEntries(ctx context.Context, req *connect.Request[bookiev1.ReadEntriesRequest]) (*connect.Response[bookiev1.ReadEntriesResponse], error) {
+	resp, err := c.BookieServiceClient.ReadEntries(ctx, req)
+	if err == nil && c.on.Load() {
+		for _, e := range resp.Msg.GetEntries() {
+			p := slices.Clone(e.GetPayload())
+			p[0] ^= 0x20
+			e.Payload = p
+		}
+	}
+	return resp, err
+}
+
+// A replica that does not answer reads is read around after
+// SpeculativeReadTimeout, without waiting for ReadTimeout.
+func TestSpeculativeRead(t *testing.T) {
+	cl := newCluster(t, 3)
+	wc := cl.client(t)
+	w, err := wc.CreateLedger(ctxT(t), spec(catalog.DefaultReplication, "b1", "b2", "b3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, w, 0, 8)
+	if _, err := w.Close(ctxT(t), 108); err != nil {
+		t.Fatal(err)
+	}
+	slow := cl.bookies["b2"].addr
+	hc, tr := defaultHTTPClient()
+	t.Cleanup(tr.CloseIdleConnections)
+	rc := cl.client(t, func(cfg *Config) {
+		cfg.ReadTimeout = time.Minute
+		cfg.SpeculativeReadTimeout = 10 * time.Millisecond
+		cfg.Dial = func(addr string) bookiev1connect.BookieServiceClient {
+			bc := grpcDialer(hc, 8<<20)(addr)
+			if addr == slow {
+				return hanging{bc}
+			}
+			return bc
+		}
+	})
+	start := time.Now()
+	readAll(t, rc, w.ID(), 8)
+	if d := time.Since(start); d > 20*time.Second {
+		t.Fatalf("reads took %v", d)
+	}
+	if s := rc.Stats(); s.SpeculativeReads < 3 {
+		t.Fatalf("speculative reads %d", s.SpeculativeReads)
+	}
+}
+
+// hanging never answers reads (until cancelled).
+type hanging struct {
+	bookiev1connect.BookieServiceClient
+}
+
+func (hanging) ReadEntries(ctx context.Context, _ *connect.Request[bookiev1.ReadEntriesRequest]) (*connect.Response[bookiev1.ReadEntriesResponse], error) {
+	<-ctx.Done()
+	return nil, connect.NewError(connect.CodeDeadlineExceeded, ctx.Err())
+}

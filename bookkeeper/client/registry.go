@@ -1,0 +1,201 @@
+package client
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/sluicemq/sluice/pkg/catalog"
+	bookiev1 "github.com/sluicemq/sluice/pkg/gen/sluice/bookie/v1"
+	"github.com/sluicemq/sluice/pkg/gen/sluice/bookie/v1/bookiev1connect"
+)
+
+// grpcDialer returns the default Dial: the gRPC protocol over hc. gRPC
+// rather than Connect's own protocol because the hot path is a bidi stream,
+// gRPC's home ground (binary framing, trailers, the same wire any gRPC
+// tool or server speaks); the bookie's handler takes all three protocols.
+func grpcDialer(hc connect.HTTPClient, maxMsg int) func(string) bookiev1connect.BookieServiceClient {
+	return func(address string) bookiev1connect.BookieServiceClient {
+		return bookiev1connect.NewBookieServiceClient(hc, "http://"+address,
+			connect.WithGRPC(), connect.WithReadMaxBytes(maxMsg), connect.WithSendMaxBytes(maxMsg))
+	}
+}
+
+// registry resolves bookie ids to RPC clients through the catalog's bookie
+// registry, and places ensembles.
+//
+// Addresses are cached; an unknown id re-reads the registry, at most once
+// per RegistryRefreshInterval. On a bookie's first use at an address the
+// client checks its identity with GetStatus: NOT_FOUND answers from the
+// wrong bookie would let recovery truncate a ledger.
+type registry struct {
+	cfg   Config
+	dial  func(string) bookiev1connect.BookieServiceClient
+	stats *clientStats
+
+	// mu guards the maps and lastRefresh. Leaf lock: never held across a
+	// catalog call or an RPC.
+	mu          sync.Mutex
+	addrs       map[string]string // bookie id → address
+	lastRefresh time.Time
+	dialed      map[string]bookiev1connect.BookieServiceClient // address → client
+	verified    map[string]string                              // bookie id → address whose identity was checked
+	placed      map[string]int                                 // bookie id → ledger ensembles this client put it in
+}
+
+func newRegistry(cfg Config, dial func(string) bookiev1connect.BookieServiceClient, stats *clientStats) *registry {
+	return &registry{
+		cfg: cfg, dial: dial, stats: stats,
+		addrs: map[string]string{}, dialed: map[string]bookiev1connect.BookieServiceClient{},
+		verified: map[string]string{}, placed: map[string]int{},
+	}
+}
+
+// list reads the live bookies and refreshes the address cache.
+func (r *registry) list(ctx context.Context) ([]catalog.Bookie, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.CatalogTimeout)
+	defer cancel()
+	r.stats.registryRefreshes.Add(1)
+	live, err := r.cfg.Bookies.ListLiveBookies(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list live bookies: %w", err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lastRefresh = r.cfg.Now()
+	seen := make(map[string]bool, len(live))
+	for _, b := range live {
+		seen[b.ID] = true
+		if old, ok := r.addrs[b.ID]; ok && old != b.Address {
+			delete(r.verified, b.ID)
+		}
+		r.addrs[b.ID] = b.Address
+	}
+	// Keep addresses of bookies that dropped out (older ensembles may name
+	// them; if they are really gone their RPCs fail), but bound the maps
+	// by the registry's own bound.
+	if len(r.addrs) > catalog.MaxBookies {
+		for id := range r.addrs {
+			if !seen[id] {
+				delete(r.addrs, id)
+				delete(r.verified, id)
+			}
+		}
+	}
+	for id := range r.placed {
+		if !seen[id] {
+			delete(r.placed, id)
+		}
+	}
+	if len(r.dialed) > catalog.MaxBookies {
+		clear(r.dialed)
+	}
+	return live, nil
+}
+
+// client returns the RPC client of bookie id, resolving its address and
+// checking its identity on first use.
+func (r *registry) client(ctx context.Context, id string) (bookiev1connect.BookieServiceClient, error) {
+	r.mu.Lock()
+	addr, ok := r.addrs[id]
+	stale := r.cfg.Now().Sub(r.lastRefresh) >= r.cfg.RegistryRefreshInterval
+	r.mu.Unlock()
+	if !ok && stale {
+		if _, err := r.list(ctx); err != nil {
+			return nil, err
+		}
+		r.mu.Lock()
+		addr, ok = r.addrs[id]
+		r.mu.Unlock()
+	}
+	if !ok {
+		return nil, fmt.Errorf("%w: %s", ErrUnknownBookie, id)
+	}
+	r.mu.Lock()
+	bc := r.dialed[addr]
+	checked := r.verified[id] == addr
+	r.mu.Unlock()
+	if bc == nil {
+		bc = r.dial(addr) // outside the lock: Dial is the caller's code
+		r.mu.Lock()
+		if prev := r.dialed[addr]; prev != nil {
+			bc = prev
+		} else {
+			r.dialed[addr] = bc
+		}
+		r.mu.Unlock()
+	}
+	if checked {
+		return bc, nil
+	}
+	sctx, cancel := context.WithTimeout(ctx, r.cfg.FenceTimeout)
+	defer cancel()
+	resp, err := bc.GetStatus(sctx, connect.NewRequest(&bookiev1.GetStatusRequest{}))
+	if err != nil {
+		if unavailable(err) {
+			r.forget(id, addr)
+		}
+		return nil, fmt.Errorf("bookie %s at %s: status: %w", id, addr, err)
+	}
+	if got := resp.Msg.GetBookieId(); got != id {
+		r.forget(id, addr)
+		return nil, fmt.Errorf("%w: the server at %s is bookie %q, not %q", ErrBookieIdentity, addr, got, id)
+	}
+	r.mu.Lock()
+	if r.addrs[id] == addr {
+		r.verified[id] = addr
+	}
+	r.mu.Unlock()
+	return bc, nil
+}
+
+// forget drops id's cached address if it is still addr, so the next use
+// reads the registry again (the bookie may have moved).
+func (r *registry) forget(id, addr string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.addrs[id] == addr {
+		delete(r.addrs, id)
+		delete(r.verified, id)
+	}
+}
+
+// pick chooses n live, writable bookies outside exclude: those this client
+// placed in the fewest ensembles first (spreading its ledgers), then those
+// with the most free bytes, ties broken at random. It counts the picks.
+func (r *registry) pick(ctx context.Context, n int, exclude []string) ([]string, error) {
+	live, err := r.list(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var cands []catalog.Bookie
+	for _, b := range live {
+		if !b.ReadOnly && !slices.Contains(exclude, b.ID) {
+			cands = append(cands, b)
+		}
+	}
+	if len(cands) < n {
+		return nil, fmt.Errorf("%w: need %d, have %d live and writable outside %v", ErrNotEnoughBookies, n, len(cands), exclude)
+	}
+	rand.Shuffle(len(cands), func(i, j int) { cands[i], cands[j] = cands[j], cands[i] })
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	slices.SortStableFunc(cands, func(a, b catalog.Bookie) int {
+		if c := cmp.Compare(r.placed[a.ID], r.placed[b.ID]); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.FreeBytes, a.FreeBytes)
+	})
+	out := make([]string, n)
+	for i := range out {
+		out[i] = cands[i].ID
+		r.placed[out[i]]++
+	}
+	return out, nil
+}

@@ -1,0 +1,91 @@
+package client
+
+import (
+	"context"
+	"log/slog"
+
+	"connectrpc.com/connect"
+
+	"github.com/sluicemq/sluice/bookkeeper/ledger"
+	"github.com/sluicemq/sluice/pkg/catalog"
+	bookiev1 "github.com/sluicemq/sluice/pkg/gen/sluice/bookie/v1"
+)
+
+// The unary RPCs, each bounded by its timeout. They return errors or
+// events; the callers own the goroutines they run on.
+
+// writeLac pushes an explicit LAC (SendWriteLac).
+func (c *Client) writeLac(ctx context.Context, id catalog.LedgerID, bookie string, key []byte, lac int64) error {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.AddTimeout)
+	defer cancel()
+	bc, err := c.bookies.client(ctx, bookie)
+	if err != nil {
+		return err
+	}
+	_, err = bc.WriteLac(ctx, connect.NewRequest(&bookiev1.WriteLacRequest{LedgerId: int64(id), MasterKey: key, Lac: lac}))
+	return err
+}
+
+// fence carries out SendFence: FenceResponse.lac → FenceOK, error or
+// timeout → FenceFailed.
+func (c *Client) fence(ctx context.Context, id catalog.LedgerID, bookie string, key []byte) ledger.Event {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.FenceTimeout)
+	defer cancel()
+	bc, err := c.bookies.client(ctx, bookie)
+	if err == nil {
+		var resp *connect.Response[bookiev1.FenceResponse]
+		resp, err = bc.Fence(ctx, connect.NewRequest(&bookiev1.FenceRequest{LedgerId: int64(id), MasterKey: key}))
+		if err == nil {
+			return ledger.FenceOK{Bookie: bookie, LAC: resp.Msg.GetLac()}
+		}
+	}
+	c.log.Warn("fence failed", slog.Int64("ledger", int64(id)), slog.String("bookie", bookie), slog.Any("err", err))
+	return ledger.FenceFailed{Bookie: bookie}
+}
+
+// readEntry carries out SendRead (fence false) or SendRecoveryRead (fence
+// true, with the master key): one entry, verified (see readEvent).
+func (c *Client) readEntry(ctx context.Context, id catalog.LedgerID, bookie string, entry int64, fence bool, key []byte) readAnswer {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.ReadTimeout)
+	defer cancel()
+	c.stats.readsSent.Add(1)
+	bc, err := c.bookies.client(ctx, bookie)
+	var resp *connect.Response[bookiev1.ReadEntriesResponse]
+	if err == nil {
+		req := &bookiev1.ReadEntriesRequest{LedgerId: int64(id), FirstEntry: entry, LastEntry: entry}
+		if fence {
+			req.FenceAndRead, req.MasterKey = true, key
+		}
+		resp, err = bc.ReadEntries(ctx, connect.NewRequest(req))
+	}
+	var msg *bookiev1.ReadEntriesResponse
+	if err == nil {
+		msg = resp.Msg
+	} else if unavailable(err) {
+		c.bookies.forgetAfterFailure(bookie)
+	}
+	a := readEvent(int64(id), bookie, entry, msg, err)
+	if a.checkErr != nil {
+		c.stats.checksumFailures.Add(1)
+		c.log.Error("entry failed verification; reading another replica", slog.Int64("ledger", int64(id)),
+			slog.Int64("entry", entry), slog.String("bookie", bookie), slog.Any("err", a.checkErr))
+	}
+	return a
+}
+
+// readLac asks bookie for the ledger's LAC, waiting up to wait for it to
+// rise above previous (0: answer at once).
+func (c *Client) readLac(ctx context.Context, id catalog.LedgerID, bookie string, previous int64, wait int64) (int64, error) {
+	bc, err := c.bookies.client(ctx, bookie)
+	if err != nil {
+		return -1, err
+	}
+	resp, err := bc.ReadLac(ctx, connect.NewRequest(&bookiev1.ReadLacRequest{LedgerId: int64(id), PreviousLac: previous, TimeoutMs: int32(wait)}))
+	if err != nil {
+		if unavailable(err) {
+			c.bookies.forgetAfterFailure(bookie)
+		}
+		return -1, err
+	}
+	return resp.Msg.GetLac(), nil
+}

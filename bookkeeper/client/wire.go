@@ -1,0 +1,84 @@
+package client
+
+import (
+	"fmt"
+
+	"connectrpc.com/connect"
+
+	"github.com/sluicemq/sluice/bookkeeper/ledger"
+	"github.com/sluicemq/sluice/bookkeeper/storage"
+	bookiev1 "github.com/sluicemq/sluice/pkg/gen/sluice/bookie/v1"
+)
+
+// The RPC edge: bookie answers become state machine events here, and only
+// here, following "Actions and events on the wire" in bookkeeper/ledger's
+// package doc. connect codes are read nowhere else.
+
+// addEvent maps one AddEntries answer: OK → AddAcked, FENCED →
+// FailFenced, UNAUTHORIZED → FailUnauthorized, anything else (REJECTED,
+// BAD_CHECKSUM, ERROR, unknown) → FailUnavailable.
+func addEvent(bookie string, entry int64, st bookiev1.AddStatus) ledger.Event {
+	switch st {
+	case bookiev1.AddStatus_ADD_STATUS_OK:
+		return ledger.AddAcked{Bookie: bookie, Entry: entry}
+	case bookiev1.AddStatus_ADD_STATUS_FENCED:
+		return ledger.AddFailed{Bookie: bookie, Entry: entry, Reason: ledger.FailFenced}
+	case bookiev1.AddStatus_ADD_STATUS_UNAUTHORIZED:
+		return ledger.AddFailed{Bookie: bookie, Entry: entry, Reason: ledger.FailUnauthorized}
+	default:
+		return ledger.AddFailed{Bookie: bookie, Entry: entry, Reason: ledger.FailUnavailable}
+	}
+}
+
+// addRequest builds the AddEntries request of a SendAdd, with its checksum
+// (storage.EntryChecksum: the one the bookie verifies and stores).
+func addRequest(ledgerID int64, key []byte, a ledger.SendAdd) *bookiev1.AddEntriesRequest {
+	return &bookiev1.AddEntriesRequest{
+		LedgerId: ledgerID, EntryId: a.Entry, MasterKey: key, Lac: a.LAC, Payload: a.Payload,
+		Crc32C: storage.EntryChecksum(ledgerID, a.Entry, a.LAC, a.Payload), Recovery: a.Recovery,
+	}
+}
+
+// readAnswer is a single-entry ReadEntries answer as the machines take it,
+// with the LACs it carried (bookie's and the entry's; -1 when none).
+type readAnswer struct {
+	ev       ledger.Event
+	lac      int64
+	checkErr error // the entry failed verification (ev is then ReadFailed)
+}
+
+// readEvent maps the answer to ReadEntries{entry, entry}: the entry,
+// verified → ReadOK; NOT_FOUND → ReadNoEntry (the bookie proves it never
+// had it); anything else — another error, an empty answer, another entry,
+// a checksum mismatch — → ReadFailed.
+func readEvent(ledgerID int64, bookie string, entry int64, resp *bookiev1.ReadEntriesResponse, err error) readAnswer {
+	failed := readAnswer{ev: ledger.ReadFailed{Bookie: bookie, Entry: entry}, lac: -1}
+	if err != nil {
+		if connect.CodeOf(err) == connect.CodeNotFound {
+			return readAnswer{ev: ledger.ReadNoEntry{Bookie: bookie, Entry: entry}, lac: -1}
+		}
+		return failed
+	}
+	lac := resp.GetLac()
+	ents := resp.GetEntries()
+	if len(ents) == 0 {
+		failed.lac = lac
+		return failed
+	}
+	e := ents[0]
+	if e.GetEntryId() != entry {
+		failed.checkErr = fmt.Errorf("%w: bookie %s answered entry %d/%d with entry %d", ErrChecksum, bookie, ledgerID, entry, e.GetEntryId())
+		return failed
+	}
+	if got := storage.EntryChecksum(ledgerID, entry, e.GetLac(), e.GetPayload()); got != e.GetCrc32C() {
+		failed.checkErr = fmt.Errorf("%w: bookie %s, entry %d/%d: stored %08x, computed %08x", ErrChecksum, bookie, ledgerID, entry, e.GetCrc32C(), got)
+		return failed
+	}
+	return readAnswer{ev: ledger.ReadOK{Bookie: bookie, Entry: entry, Payload: e.GetPayload()}, lac: max(lac, e.GetLac())}
+}
+
+// unavailable reports whether an RPC error suggests the bookie is not at
+// its address any more (so the cached address should be re-read).
+func unavailable(err error) bool {
+	return connect.CodeOf(err) == connect.CodeUnavailable
+}
