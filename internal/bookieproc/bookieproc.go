@@ -1,0 +1,162 @@
+// Package bookieproc starts `sluice bookie` processes on loopback for tests
+// and benchmarks that need real processes: kill -9 tests, the ledger
+// benchmark, the chaos harness. Every process it starts is owned by a Proc
+// that stops it (SIGTERM, then SIGKILL after a deadline) and waits for it.
+package bookieproc
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Build compiles the sluice binary into dir and returns its path.
+func Build(ctx context.Context, dir string) (string, error) {
+	bin := dir + "/sluice"
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/sluicemq/sluice/cmd/sluice")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build: %w\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// FreeAddr returns a loopback address that was free a moment ago.
+func FreeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// Proc is one bookie process (restartable on the same id, address and dir).
+type Proc struct {
+	ID, Addr, Dir string
+	Bin           string
+	Args          []string // extra `sluice bookie` flags
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	log    *bytes.Buffer
+	exited chan struct{}
+}
+
+// Start runs the process and waits until it listens (up to 30 s).
+func (p *Proc) Start() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	args := append([]string{"bookie", "--dir", p.Dir, "--addr", p.Addr, "--id", p.ID, "--instance", "sluice-test"}, p.Args...)
+	p.log = new(bytes.Buffer)
+	p.cmd = exec.Command(p.Bin, args...)
+	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
+	if err := p.cmd.Start(); err != nil {
+		return err
+	}
+	exited := make(chan struct{})
+	p.exited = exited
+	cmd := p.cmd
+	go func() { _ = cmd.Wait(); close(exited) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", p.Addr, 100*time.Millisecond)
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		select {
+		case <-exited:
+			return fmt.Errorf("bookie %s exited at start:\n%s", p.ID, p.log)
+		default:
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("bookie %s not listening on %s after 30s:\n%s", p.ID, p.Addr, p.log)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Kill sends SIGKILL and waits for the process to die.
+func (p *Proc) Kill() error { return p.signal(syscall.SIGKILL, time.Minute) }
+
+// Stop sends SIGTERM and waits (SIGKILL after 10 s). Safe to call when not
+// running.
+func (p *Proc) Stop() error { return p.signal(syscall.SIGTERM, 10*time.Second) }
+
+func (p *Proc) signal(sig syscall.Signal, wait time.Duration) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.cmd.Process == nil {
+		return nil
+	}
+	select {
+	case <-p.exited:
+		return nil
+	default:
+	}
+	if err := p.cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return err
+	}
+	select {
+	case <-p.exited:
+	case <-time.After(wait):
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+	}
+	return nil
+}
+
+// Pid is the running process's id (0 if none).
+func (p *Proc) Pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.cmd.Process == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
+// Log returns what the process printed so far.
+func (p *Proc) Log() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.log == nil {
+		return ""
+	}
+	return p.log.String()
+}
+
+// CPUSeconds returns the user+system CPU time a process used so far, from
+// /proc/<pid>/stat (fields 14 and 15, in clock ticks of 1/100 s on Linux).
+func CPUSeconds(pid int) (float64, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) is in parentheses and may hold spaces.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no command field", pid)
+	}
+	f := strings.Fields(s[i+1:])
+	// After ")" fields start at 3 (state); utime is 14, stime 15.
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
+	}
+	ut, err1 := strconv.ParseUint(f[11], 10, 64)
+	st, err2 := strconv.ParseUint(f[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+	}
+	return float64(ut+st) / 100, nil
+}
