@@ -6,10 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
-	"os"
 	"strings"
 
+	"github.com/sluicemq/sluice/internal/cluster"
 	"github.com/sluicemq/sluice/internal/rpcserver"
 	"github.com/sluicemq/sluice/internal/telemetry"
 )
@@ -49,23 +48,22 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	defer func() { _ = tel.Shutdown(context.Background()) }()
 
-	if err := os.MkdirAll(*dataDir, 0o755); err != nil {
-		return fmt.Errorf("data dir: %w", err)
-	}
 	var origins []string
 	if *cors != "" {
 		origins = strings.Split(*cors, ",")
 	}
-	srv, err := rpcserver.New(rpcserver.Config{AllowLocalhost: true, CORSOrigins: origins}, tel)
+	fmt.Fprintf(stdout, "sluice dev: opening 3 bookies, the catalog and ingest in %s ...\n", *dataDir)
+	c, err := cluster.New(cluster.Config{
+		Dir: *dataDir, Addr: *addr, Telemetry: tel,
+		Server: rpcserver.Config{AllowLocalhost: true, CORSOrigins: origins},
+	})
 	if err != nil {
+		if strings.Contains(err.Error(), "address already in use") {
+			return fmt.Errorf("%w (is another sluice dev running? pick another with --addr)", err)
+		}
 		return err
 	}
-	// The produce/consume/admin services register here as their issues land.
-	ln, err := net.Listen("tcp", *addr)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w (is another sluice dev running? pick another with --addr)", *addr, err)
-	}
-	fmt.Fprintf(stdout, "sluice dev listening on http://%s (data in %s)\n", ln.Addr(), *dataDir)
-	tel.Logger.Warn("dev mode is partial: only health, reflection and metrics are served so far; produce and consume are not implemented yet")
-	return srv.Serve(ctx, ln)
+	fmt.Fprintf(stdout, "sluice dev listening on http://%s (data in %s)\n", c.Addr(), *dataDir)
+	tel.Logger.Warn("dev mode is partial: topics and produce are served; consume (fetch) and the compactor are not implemented yet")
+	return c.Run(ctx)
 }

@@ -244,13 +244,32 @@ func (w *Writer) stoppedErr() error {
 // If ctx ends after the batch was accepted, Append returns ctx's error and
 // the batch may or may not be stored (an indeterminate outcome).
 func (w *Writer) Append(ctx context.Context, batch []byte) (Appended, error) {
-	wt, err := w.enqueue(ctx, batch)
+	p, err := w.Enqueue(ctx, batch)
 	if err != nil {
 		return Appended{}, err
 	}
+	return p.Wait(ctx)
+}
+
+// Pending is an accepted batch waiting for its entry to be acknowledged.
+type Pending struct{ wt *waiter }
+
+// Enqueue accepts a batch (giving it its offsets) and returns at once; Wait
+// then waits for durability. Batches enqueued one after the other by one
+// goroutine get increasing offsets in that order — what a pipelined stream
+// needs to keep a producer's order. ctx bounds only the wait for buffer
+// space.
+func (w *Writer) Enqueue(ctx context.Context, batch []byte) (Pending, error) {
+	wt, err := w.enqueue(ctx, batch)
+	return Pending{wt}, err
+}
+
+// Wait returns where the batch landed once it is durable, or why it will
+// not be acknowledged. If ctx ends first the outcome is unknown.
+func (p Pending) Wait(ctx context.Context) (Appended, error) {
 	select {
-	case <-wt.done:
-		return wt.res, wt.err
+	case <-p.wt.done:
+		return p.wt.res, p.wt.err
 	case <-ctx.Done():
 		return Appended{}, context.Cause(ctx)
 	}

@@ -1,0 +1,236 @@
+// Package cluster composes a whole Sluice in one process: bookies on local
+// directories, the embedded catalog, the ledger client, ingest and the admin
+// API, all public services on one rpcserver address. `sluice dev` runs it,
+// and end-to-end tests start it on temporary directories (STYLE.md: services
+// are libraries; an in-process cluster composes them).
+//
+// Shutdown order (Run's context ending): the public server drains; ingest
+// hands its partitions over (writers drain and seal their ledgers); the
+// ledger client closes; the bookies stop serving and close (a last
+// checkpoint each); the catalog closes.
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/sluicemq/sluice/bookkeeper/bookie"
+	"github.com/sluicemq/sluice/bookkeeper/client"
+	"github.com/sluicemq/sluice/internal/rpcserver"
+	"github.com/sluicemq/sluice/internal/telemetry"
+	"github.com/sluicemq/sluice/pkg/catalog"
+	"github.com/sluicemq/sluice/pkg/catalog/embedded"
+	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicemq/sluice/services/admin"
+	"github.com/sluicemq/sluice/services/ingest"
+	"github.com/sluicemq/sluice/services/ingest/partition"
+)
+
+// Config configures an in-process cluster.
+type Config struct {
+	// Dir holds everything: catalog/, bookie-N/ (required).
+	Dir string
+	// Addr is the public address (default 127.0.0.1:7420; ":0" picks one).
+	Addr string
+	// Bookies is the number of bookies (default 3; at least the topics'
+	// ensemble size).
+	Bookies int
+	// Server shapes the public RPC server (CORS, limits).
+	Server rpcserver.Config
+	// Ingest tunes the ingest service (OwnerID and Address are set here).
+	Ingest ingest.Config
+	// Telemetry is the observability set; nil discards.
+	Telemetry *telemetry.Telemetry
+}
+
+// Cluster is a running in-process Sluice.
+type Cluster struct {
+	cfg     Config
+	tel     *telemetry.Telemetry
+	log     *slog.Logger
+	Catalog *embedded.Catalog
+	Bookies []*bookie.Bookie
+	Ledgers *client.Client
+	Ingest  *ingest.Service
+	Admin   *admin.Service
+
+	bookieSrv []*http.Server
+	bookieLn  []net.Listener
+	public    *rpcserver.Server
+	publicLn  net.Listener
+}
+
+// New opens every part (replaying bookie journals, checking cookies) and
+// binds the listeners; Run serves.
+func New(cfg Config) (_ *Cluster, err error) {
+	if cfg.Dir == "" {
+		return nil, errors.New("cluster: Dir is required")
+	}
+	if cfg.Addr == "" {
+		cfg.Addr = "127.0.0.1:7420"
+	}
+	if cfg.Bookies == 0 {
+		cfg.Bookies = 3
+	}
+	tel := cfg.Telemetry
+	if tel == nil {
+		tel = telemetry.Discard()
+	}
+	c := &Cluster{cfg: cfg, tel: tel, log: tel.Logger}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, c.closeAll())
+		}
+	}()
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	if c.Catalog, err = embedded.Open(filepath.Join(cfg.Dir, "catalog"), embedded.Options{Logger: c.log}); err != nil {
+		return nil, fmt.Errorf("open catalog: %w", err)
+	}
+	for i := range cfg.Bookies {
+		id := fmt.Sprintf("bookie-%d", i+1)
+		b, err := bookie.Open(bookie.Config{
+			ID: id, InstanceID: "sluice-dev", Dir: filepath.Join(cfg.Dir, id),
+			Logger: c.log.With(slog.String("bookie", id)),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("open %s: %w", id, err)
+		}
+		c.Bookies = append(c.Bookies, b)
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		c.bookieLn = append(c.bookieLn, ln)
+		mux := http.NewServeMux()
+		mux.Handle(b.Handler())
+		var p http.Protocols
+		p.SetHTTP1(true)
+		p.SetUnencryptedHTTP2(true)
+		c.bookieSrv = append(c.bookieSrv, &http.Server{Handler: mux, Protocols: &p, ReadHeaderTimeout: 10 * time.Second})
+		// Register at once so writers can pick the bookie before Run's
+		// first heartbeat.
+		if _, err := c.Catalog.HeartbeatBookie(context.Background(), catalog.Bookie{ID: id, Address: ln.Addr().String()}, bookie.DefaultHeartbeatTTL); err != nil {
+			return nil, err
+		}
+	}
+	if c.Ledgers, err = client.New(client.Config{Ledgers: c.Catalog, Bookies: c.Catalog, Logger: c.log}); err != nil {
+		return nil, err
+	}
+	if c.public, err = rpcserver.New(cfg.Server, tel); err != nil {
+		return nil, err
+	}
+	if c.publicLn, err = net.Listen("tcp", cfg.Addr); err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+	}
+	icfg := cfg.Ingest
+	icfg.OwnerID, icfg.Address = "ingest-1", c.publicLn.Addr().String()
+	if icfg.Logger == nil {
+		icfg.Logger = c.log
+	}
+	if c.Ingest, err = ingest.New(icfg, ingest.Deps{Catalog: c.Catalog, Ledgers: ledgerAdapter{c.Ledgers}, Forward: forwardClient}); err != nil {
+		return nil, err
+	}
+	if c.Admin, err = admin.New(admin.Deps{Catalog: c.Catalog, EndOffset: c.Ingest.EndOffset}); err != nil {
+		return nil, err
+	}
+	c.public.Handle(c.Ingest.Handler(c.public.HandlerOptions()...))
+	c.public.Handle(c.Admin.Handler(c.public.HandlerOptions()...))
+	return c, nil
+}
+
+// Addr is the public address.
+func (c *Cluster) Addr() string { return c.publicLn.Addr().String() }
+
+// Run serves until ctx ends, then shuts down in order (see the package doc).
+func (c *Cluster) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, 3+3*len(c.Bookies))
+	bctx, stopBookies := context.WithCancel(context.Background())
+	for i, b := range c.Bookies {
+		srv, ln := c.bookieSrv[i], c.bookieLn[i]
+		wg.Add(3)
+		go func() {
+			defer wg.Done()
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errs <- err
+			}
+		}()
+		go func() { defer wg.Done(); errs <- b.Run(bctx) }()
+		go func() {
+			defer wg.Done()
+			errs <- b.Heartbeat(bctx, c.Catalog, ln.Addr().String(), bookie.DefaultHeartbeatInterval, bookie.DefaultHeartbeatTTL)
+		}()
+	}
+	ictx, stopIngest := context.WithCancel(context.Background())
+	ingestDone := make(chan error, 1)
+	go func() { ingestDone <- c.Ingest.Run(ictx) }()
+
+	serveErr := c.public.Serve(ctx, c.publicLn)
+	stopIngest()
+	var all []error
+	all = append(all, serveErr, <-ingestDone)
+	all = append(all, c.Ledgers.Close())
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, srv := range c.bookieSrv {
+		all = append(all, srv.Shutdown(sctx))
+	}
+	stopBookies()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		all = append(all, err)
+	}
+	for _, b := range c.Bookies {
+		all = append(all, b.Close())
+	}
+	all = append(all, c.Catalog.Close())
+	return errors.Join(all...)
+}
+
+// closeAll releases what New opened when New fails.
+func (c *Cluster) closeAll() error {
+	var errs []error
+	if c.Ledgers != nil {
+		errs = append(errs, c.Ledgers.Close())
+	}
+	for _, ln := range c.bookieLn {
+		_ = ln.Close()
+	}
+	if c.publicLn != nil {
+		_ = c.publicLn.Close()
+	}
+	for _, b := range c.Bookies {
+		errs = append(errs, b.Close())
+	}
+	if c.Catalog != nil {
+		errs = append(errs, c.Catalog.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// h2c is the HTTP client for calls between Sluice's own processes:
+// cleartext HTTP/2 (gRPC needs HTTP/2; loopback and private networks).
+var h2c = func() *http.Client {
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	return &http.Client{Transport: &http.Transport{Protocols: &p, MaxIdleConnsPerHost: 4}}
+}()
+
+func forwardClient(address string) sluicev1connect.ProducerServiceClient {
+	return sluicev1connect.NewProducerServiceClient(h2c, "http://"+address, connect.WithGRPC())
+}
+
+var _ partition.Ledgers = ledgerAdapter{}

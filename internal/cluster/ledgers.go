@@ -1,0 +1,52 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/sluicemq/sluice/bookkeeper/client"
+	"github.com/sluicemq/sluice/bookkeeper/ledger"
+	"github.com/sluicemq/sluice/pkg/catalog"
+	"github.com/sluicemq/sluice/services/ingest/partition"
+)
+
+// ledgerAdapter gives the partition writer the ledger client, translating
+// "another writer fenced this ledger" into partition.ErrFenced.
+type ledgerAdapter struct{ c *client.Client }
+
+func (a ledgerAdapter) CreateLedger(ctx context.Context, spec catalog.LedgerSpec) (partition.Ledger, error) {
+	w, err := a.c.CreateLedger(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	return ledgerWriter{w}, nil
+}
+
+func (a ledgerAdapter) Recover(ctx context.Context, id catalog.LedgerID, lastOffset func(int64, []byte) (int64, error)) (catalog.LedgerMetadata, error) {
+	return a.c.Recover(ctx, id, lastOffset)
+}
+
+func (a ledgerAdapter) ReadEntries(ctx context.Context, id catalog.LedgerID, first, last int64) ([][]byte, error) {
+	return a.c.ReadEntries(ctx, id, first, last)
+}
+
+type ledgerWriter struct{ w *client.Writer }
+
+func (l ledgerWriter) ID() catalog.LedgerID { return l.w.ID() }
+
+func (l ledgerWriter) AppendAsync(payload []byte, done func(int64, error)) error {
+	return fenced(l.w.AppendAsync(payload, func(entry int64, err error) { done(entry, fenced(err)) }))
+}
+
+func (l ledgerWriter) Close(ctx context.Context, lastOffset int64) (catalog.LedgerMetadata, error) {
+	m, err := l.w.Close(ctx, lastOffset)
+	return m, fenced(err)
+}
+
+func fenced(err error) error {
+	if err != nil && (errors.Is(err, ledger.ErrFenced) || errors.Is(err, ledger.ErrUnauthorized)) {
+		return fmt.Errorf("%w: %w", partition.ErrFenced, err)
+	}
+	return err
+}

@@ -1,0 +1,184 @@
+// Package admin serves sluice.v1.AdminService's topic RPCs over the catalog.
+// Ingest and fetch both mount it (DESIGN.md §3: any copy answers), so it is a
+// library with no state of its own beyond its dependencies. The group RPCs
+// (ListGroups, DescribeGroup) belong to the consumer side and answer
+// UNIMPLEMENTED until the fetch service provides them through Groups.
+package admin
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/sluicemq/sluice/internal/apierr"
+	"github.com/sluicemq/sluice/pkg/catalog"
+	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
+	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
+)
+
+// Catalog is what the admin RPCs read and change.
+type Catalog interface {
+	catalog.Topics
+	catalog.Partitions
+	catalog.Ledgers
+}
+
+// Deps are the service's dependencies.
+type Deps struct {
+	Catalog Catalog
+	// EndOffset, if set, reports a partition's end offset when the caller
+	// knows it better than the catalog (the ingest copy writing it).
+	EndOffset func(topic string, partition int) (int64, bool)
+	// Groups serves the group RPCs once a consumer side exists; nil answers
+	// UNIMPLEMENTED.
+	Groups GroupsHandler
+}
+
+// GroupsHandler is the consumer-group half of AdminService.
+type GroupsHandler interface {
+	ListGroups(context.Context, *connect.Request[sluicev1.ListGroupsRequest]) (*connect.Response[sluicev1.ListGroupsResponse], error)
+	DescribeGroup(context.Context, *connect.Request[sluicev1.DescribeGroupRequest]) (*connect.Response[sluicev1.DescribeGroupResponse], error)
+}
+
+// Service implements sluicev1connect.AdminServiceHandler.
+type Service struct{ d Deps }
+
+var _ sluicev1connect.AdminServiceHandler = (*Service)(nil)
+
+// New returns the admin service.
+func New(d Deps) (*Service, error) {
+	if d.Catalog == nil {
+		return nil, fmt.Errorf("admin: Deps.Catalog is required")
+	}
+	return &Service{d: d}, nil
+}
+
+// Handler returns the service's path and handler.
+func (s *Service) Handler(opts ...connect.HandlerOption) (string, http.Handler) {
+	return sluicev1connect.NewAdminServiceHandler(s, opts...)
+}
+
+// CreateTopic creates a topic. Config keys are Kafka's names (retention.ms,
+// cleanup.policy, max.message.bytes, ...); unknown keys are refused.
+func (s *Service) CreateTopic(ctx context.Context, req *connect.Request[sluicev1.CreateTopicRequest]) (*connect.Response[sluicev1.CreateTopicResponse], error) {
+	m := req.Msg
+	cfg, err := catalog.ParseTopicConfig(m.GetConfig())
+	if err != nil {
+		return nil, apierr.FromCatalog(err)
+	}
+	t, err := s.d.Catalog.CreateTopic(ctx, m.GetName(), int(m.GetPartitions()), cfg)
+	if err != nil {
+		return nil, apierr.FromCatalog(err)
+	}
+	info, err := s.describe(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&sluicev1.CreateTopicResponse{Topic: info}), nil
+}
+
+// DeleteTopic deletes a topic at once; the compactor reclaims its data.
+func (s *Service) DeleteTopic(ctx context.Context, req *connect.Request[sluicev1.DeleteTopicRequest]) (*connect.Response[sluicev1.DeleteTopicResponse], error) {
+	if _, err := s.d.Catalog.DeleteTopic(ctx, req.Msg.GetName()); err != nil {
+		return nil, apierr.FromCatalog(err)
+	}
+	return connect.NewResponse(&sluicev1.DeleteTopicResponse{}), nil
+}
+
+// DescribeTopic returns a topic with its partitions' owners and offsets.
+func (s *Service) DescribeTopic(ctx context.Context, req *connect.Request[sluicev1.DescribeTopicRequest]) (*connect.Response[sluicev1.DescribeTopicResponse], error) {
+	t, err := s.d.Catalog.GetTopic(ctx, req.Msg.GetName())
+	if err != nil {
+		return nil, apierr.FromCatalog(err)
+	}
+	info, err := s.describe(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&sluicev1.DescribeTopicResponse{Topic: info}), nil
+}
+
+// ListTopics lists topics in name order, without partition details.
+func (s *Service) ListTopics(ctx context.Context, req *connect.Request[sluicev1.ListTopicsRequest]) (*connect.Response[sluicev1.ListTopicsResponse], error) {
+	page, err := s.d.Catalog.ListTopics(ctx, req.Msg.GetPageToken(), int(req.Msg.GetPageSize()))
+	if err != nil {
+		return nil, apierr.FromCatalog(err)
+	}
+	resp := &sluicev1.ListTopicsResponse{NextPageToken: page.NextPageToken}
+	for _, t := range page.Items {
+		resp.Topics = append(resp.Topics, topicInfo(t))
+	}
+	return connect.NewResponse(resp), nil
+}
+
+// ListGroups is served by the consumer side.
+func (s *Service) ListGroups(ctx context.Context, req *connect.Request[sluicev1.ListGroupsRequest]) (*connect.Response[sluicev1.ListGroupsResponse], error) {
+	if s.d.Groups == nil {
+		return nil, connect.NewError(connect.CodeUnimplemented, fmt.Errorf("consumer groups are not served yet (the fetch service provides them)"))
+	}
+	return s.d.Groups.ListGroups(ctx, req)
+}
+
+// DescribeGroup is served by the consumer side.
+func (s *Service) DescribeGroup(ctx context.Context, req *connect.Request[sluicev1.DescribeGroupRequest]) (*connect.Response[sluicev1.DescribeGroupResponse], error) {
+	if s.d.Groups == nil {
+		return nil, connect.NewError(connect.CodeUnimplemented, fmt.Errorf("consumer groups are not served yet (the fetch service provides them)"))
+	}
+	return s.d.Groups.DescribeGroup(ctx, req)
+}
+
+func topicInfo(t catalog.Topic) *sluicev1.TopicInfo {
+	return &sluicev1.TopicInfo{Name: t.Name, Config: t.Config.Map(), CreatedAtMs: t.CreatedAt.UnixMilli()}
+}
+
+// describe adds each partition's owner, epoch and offsets. The end offset
+// is the writer's when known (EndOffset), else what the catalog says: the
+// tail ledger's end once sealed, its first offset while it is being written
+// (a lower bound; the fetch service's high watermark is exact).
+func (s *Service) describe(ctx context.Context, t catalog.Topic) (*sluicev1.TopicInfo, error) {
+	info := topicInfo(t)
+	token := ""
+	for {
+		page, err := s.d.Catalog.ListPartitions(ctx, t.Name, token, 0)
+		if err != nil {
+			return nil, apierr.FromCatalog(err)
+		}
+		for _, p := range page.Items {
+			pi := &sluicev1.PartitionInfo{Partition: int32(p.Index), Owner: p.Owner, Epoch: p.Epoch, StartOffset: p.LogStartOffset, EndOffset: p.LogStartOffset}
+			if end, ok := s.endOffset(ctx, t.Name, p); ok {
+				pi.EndOffset = end
+			}
+			info.Partitions = append(info.Partitions, pi)
+		}
+		if token = page.NextPageToken; token == "" {
+			break
+		}
+	}
+	return info, nil
+}
+
+func (s *Service) endOffset(ctx context.Context, topic string, p catalog.Partition) (int64, bool) {
+	if s.d.EndOffset != nil {
+		if end, ok := s.d.EndOffset(topic, p.Index); ok {
+			return end, true
+		}
+	}
+	n := len(p.Ledgers)
+	if n == 0 {
+		return 0, false
+	}
+	tail := p.Ledgers[n-1]
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	m, err := s.d.Catalog.GetLedger(ctx, tail.ID)
+	if err != nil {
+		return tail.FirstOffset, true
+	}
+	if m.State.Sealed() {
+		return m.LastOffset + 1, true
+	}
+	return tail.FirstOffset, true
+}

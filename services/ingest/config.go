@@ -1,0 +1,159 @@
+package ingest
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/sluicemq/sluice/pkg/catalog"
+	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicemq/sluice/pkg/record"
+	"github.com/sluicemq/sluice/services/ingest/partition"
+)
+
+// Defaults for zero Config fields.
+const (
+	DefaultOwnerTTL          = 10 * time.Second
+	DefaultHeartbeatInterval = 3 * time.Second
+	DefaultMaxRecords        = 10_000
+	DefaultMaxBatches        = 1_000
+	DefaultMaxStreamInFlight = 64
+	DefaultTopicCacheTTL     = 5 * time.Second
+	DefaultOpenTimeout       = 30 * time.Second
+	DefaultRetryAfter        = 100 * time.Millisecond
+	DefaultMaxWriters        = 100_000
+)
+
+// Config configures an ingest copy. Zero fields take the documented
+// defaults; Validate reports every violation at once.
+type Config struct {
+	// OwnerID names this copy in the catalog's owner registry (required,
+	// unique per copy; a restarted copy may reuse it — its partitions then
+	// get a new epoch).
+	OwnerID string
+	// Address is where other copies forward produce requests to this one
+	// (required; host:port).
+	Address string
+	// Writer bounds each partition writer (batching, buffers, roll-over).
+	Writer partition.Config
+	// OwnerTTL is how long the copy's heartbeat lives; a copy that stops
+	// heartbeating loses its partitions after it. HeartbeatInterval must be
+	// well below it. Zero means the defaults.
+	OwnerTTL          time.Duration
+	HeartbeatInterval time.Duration
+	// MaxRecords and MaxBatches bound one produce request. Zero means the
+	// defaults.
+	MaxRecords int
+	MaxBatches int
+	// MaxStreamInFlight bounds the unanswered requests of one ProduceStream;
+	// the server stops reading beyond it. Zero means the default.
+	MaxStreamInFlight int
+	// MaxWriters bounds the partitions this copy writes at once. Zero means
+	// DefaultMaxWriters.
+	MaxWriters int
+	// Limits bound record batches (sizes of keys, values, headers; records
+	// per batch; the decompression guard). The topic's max.message.bytes
+	// further bounds a batch. Zero fields take pkg/record's defaults.
+	Limits record.Limits
+	// TopicCacheTTL is how long topic metadata is cached. Zero means the
+	// default.
+	TopicCacheTTL time.Duration
+	// OpenTimeout bounds taking over a partition (recovering its previous
+	// ledger, opening a new one). Zero means the default.
+	OpenTimeout time.Duration
+	// RetryAfter is the delay RESOURCE_EXHAUSTED answers suggest. Zero
+	// means the default.
+	RetryAfter time.Duration
+	// Logger receives the service's events; nil discards them.
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	set := func(v *time.Duration, d time.Duration) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	set(&c.OwnerTTL, DefaultOwnerTTL)
+	set(&c.HeartbeatInterval, DefaultHeartbeatInterval)
+	set(&c.TopicCacheTTL, DefaultTopicCacheTTL)
+	set(&c.OpenTimeout, DefaultOpenTimeout)
+	set(&c.RetryAfter, DefaultRetryAfter)
+	seti := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	seti(&c.MaxRecords, DefaultMaxRecords)
+	seti(&c.MaxBatches, DefaultMaxBatches)
+	seti(&c.MaxStreamInFlight, DefaultMaxStreamInFlight)
+	seti(&c.MaxWriters, DefaultMaxWriters)
+	c.Limits = c.Limits.WithDefaults()
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Writer.Logger == nil {
+		c.Writer.Logger = c.Logger
+	}
+	return c
+}
+
+// Validate reports every problem with c (after defaults), joined.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("ingest config: %s: %s", field, fmt.Sprintf(format, args...)))
+	}
+	if err := catalog.ValidateID("OwnerID", c.OwnerID); err != nil {
+		errs = append(errs, err)
+	}
+	if err := catalog.ValidateAddress("Address", c.Address); err != nil {
+		errs = append(errs, err)
+	}
+	if c.HeartbeatInterval <= 0 || c.HeartbeatInterval*2 > c.OwnerTTL {
+		bad("HeartbeatInterval", "%v must be positive and at most half of OwnerTTL (%v)", c.HeartbeatInterval, c.OwnerTTL)
+	}
+	if err := catalog.ValidateTTL(c.OwnerTTL); err != nil {
+		errs = append(errs, err)
+	}
+	if c.MaxRecords < 1 || c.MaxRecords > 1_000_000 {
+		bad("MaxRecords", "%d outside [1, 1000000]", c.MaxRecords)
+	}
+	if c.MaxBatches < 1 || c.MaxBatches > 100_000 {
+		bad("MaxBatches", "%d outside [1, 100000]", c.MaxBatches)
+	}
+	if c.MaxStreamInFlight < 1 || c.MaxStreamInFlight > 10_000 {
+		bad("MaxStreamInFlight", "%d outside [1, 10000]", c.MaxStreamInFlight)
+	}
+	if c.MaxWriters < 1 {
+		bad("MaxWriters", "%d must be positive", c.MaxWriters)
+	}
+	if err := c.Limits.Check(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Writer.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// Catalog is what ingest reads and changes in the catalog.
+type Catalog interface {
+	catalog.Topics
+	catalog.Partitions
+	catalog.Writers
+	catalog.Owners
+	catalog.Ledgers
+}
+
+// Deps are an ingest copy's dependencies.
+type Deps struct {
+	Catalog Catalog
+	// Ledgers creates, recovers and reads ledgers (the ledger client).
+	Ledgers partition.Ledgers
+	// Forward returns a client for another copy's ProducerService at
+	// address (host:port).
+	Forward func(address string) sluicev1connect.ProducerServiceClient
+}

@@ -1,0 +1,335 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/sluicemq/sluice/pkg/catalog"
+	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
+	rpart "github.com/sluicemq/sluice/pkg/record/partition"
+	"github.com/sluicemq/sluice/services/ingest/partition"
+)
+
+// Service is one ingest copy: it owns partition writers under leases and
+// serves ProducerService. Create it with New, serve Handler, and call Run,
+// which heartbeats the copy's ownership and hands every partition over when
+// its context ends.
+type Service struct {
+	cfg Config
+	d   Deps
+	log *slog.Logger
+
+	mu      sync.Mutex
+	writers map[slotKey]*slot
+	topics  map[string]cachedTopic
+	owners  map[string]cachedOwner
+	closing bool
+	// live: the last heartbeat succeeded (AcquireWriter needs it).
+	heartbeatOK chan struct{}
+	beatOnce    sync.Once
+}
+
+type slotKey struct {
+	topic     catalog.TopicID
+	partition int
+}
+
+// slot is a partition writer being opened or open; ready is closed when
+// the open finished (w or err set).
+type slot struct {
+	ready chan struct{}
+	w     *partition.Writer
+	err   error
+}
+
+type cachedTopic struct {
+	t       catalog.Topic
+	part    *rpart.Partitioner
+	fetched time.Time
+}
+
+type cachedOwner struct {
+	o       catalog.Owner
+	fetched time.Time
+}
+
+// New returns an ingest copy.
+func New(cfg Config, d Deps) (*Service, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if d.Catalog == nil || d.Ledgers == nil || d.Forward == nil {
+		return nil, errors.New("ingest: Deps.Catalog, Deps.Ledgers and Deps.Forward are required")
+	}
+	cfg = cfg.withDefaults()
+	return &Service{
+		cfg: cfg, d: d, log: cfg.Logger,
+		writers:     make(map[slotKey]*slot),
+		topics:      make(map[string]cachedTopic),
+		owners:      make(map[string]cachedOwner),
+		heartbeatOK: make(chan struct{}),
+	}, nil
+}
+
+// Handler returns ProducerService's path and handler.
+func (s *Service) Handler(opts ...connect.HandlerOption) (string, http.Handler) {
+	return sluicev1connect.NewProducerServiceHandler(s, opts...)
+}
+
+// Run heartbeats the copy's owner record until ctx ends, then hands every
+// partition over: writers drain and seal their ledgers and release their
+// leases, and the owner record is removed so other copies take over at once
+// (DESIGN.md §2.3: immediate failover on graceful shutdown).
+func (s *Service) Run(ctx context.Context) error {
+	beat := func() {
+		cctx, cancel := context.WithTimeout(ctx, s.cfg.HeartbeatInterval)
+		defer cancel()
+		if _, err := s.d.Catalog.HeartbeatOwner(cctx, s.cfg.OwnerID, s.cfg.Address, s.cfg.OwnerTTL); err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("ingest heartbeat failed", slog.Any("err", err))
+			}
+			return
+		}
+		s.beatOnce.Do(func() { close(s.heartbeatOK) })
+	}
+	beat()
+	t := time.NewTicker(s.cfg.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return s.shutdown()
+		case <-t.C:
+			beat()
+		}
+	}
+}
+
+// shutdown closes every writer and removes the owner record.
+func (s *Service) shutdown() error {
+	s.mu.Lock()
+	s.closing = true
+	slots := make([]*slot, 0, len(s.writers))
+	for _, sl := range s.writers {
+		slots = append(slots, sl)
+	}
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.OpenTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make([]error, len(slots))
+	for i, sl := range slots {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case <-sl.ready:
+			case <-ctx.Done():
+				return
+			}
+			if sl.w != nil {
+				errs[i] = sl.w.Close(ctx)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := s.d.Catalog.RemoveOwner(ctx, s.cfg.OwnerID); err != nil && !errors.Is(err, catalog.ErrNotFound) {
+		errs = append(errs, fmt.Errorf("remove owner record: %w", err))
+	}
+	s.log.Info("ingest handed over its partitions", slog.Int("partitions", len(slots)))
+	return errors.Join(errs...)
+}
+
+// topic returns a live topic's metadata, cached for TopicCacheTTL.
+func (s *Service) topic(ctx context.Context, name string) (cachedTopic, error) {
+	s.mu.Lock()
+	ct, ok := s.topics[name]
+	s.mu.Unlock()
+	if ok && time.Since(ct.fetched) < s.cfg.TopicCacheTTL {
+		return ct, nil
+	}
+	t, err := s.d.Catalog.GetTopic(ctx, name)
+	if err != nil {
+		return cachedTopic{}, err
+	}
+	if ok && ct.t.ID == t.ID && ct.part != nil {
+		if err := ct.part.SetPartitions(int32(t.Partitions)); err != nil {
+			return cachedTopic{}, err
+		}
+	} else {
+		p, err := rpart.New(int32(t.Partitions), rand.NewPCG(rand.Uint64(), rand.Uint64()))
+		if err != nil {
+			return cachedTopic{}, err
+		}
+		ct.part = p
+	}
+	ct.t, ct.fetched = t, time.Now()
+	s.mu.Lock()
+	if len(s.topics) > 10_000 {
+		clear(s.topics)
+	}
+	s.topics[name] = ct
+	s.mu.Unlock()
+	return ct, nil
+}
+
+// route says where a partition's batches go: this copy's writer, or the
+// address of the live owner to forward to.
+type route struct {
+	w       *partition.Writer
+	forward string
+}
+
+// routeTo finds or takes the writer of partition p of t. A partition owned
+// by a live other copy is forwarded there; a free one, or one whose owner's
+// heartbeat expired, is taken over (fencing the old writer through ledger
+// recovery); one this copy writes is used directly.
+func (s *Service) routeTo(ctx context.Context, t catalog.Topic, p int, forwarded bool) (route, error) {
+	key := slotKey{t.ID, p}
+	for attempt := 0; attempt < 3; attempt++ {
+		s.mu.Lock()
+		if s.closing {
+			s.mu.Unlock()
+			return route{}, connect.NewError(connect.CodeUnavailable, errors.New("ingest copy is shutting down; retry (another copy takes over)"))
+		}
+		sl := s.writers[key]
+		if sl != nil {
+			s.mu.Unlock()
+			select {
+			case <-sl.ready:
+			case <-ctx.Done():
+				return route{}, context.Cause(ctx)
+			}
+			if sl.err == nil && sl.w.Err() == nil {
+				return route{w: sl.w}, nil
+			}
+			s.drop(key, sl)
+			if sl.err != nil && !errors.Is(sl.err, catalog.ErrOwned) {
+				return route{}, sl.err
+			}
+			continue
+		}
+		s.mu.Unlock()
+
+		part, err := s.d.Catalog.GetPartition(ctx, t.Name, p)
+		if err != nil {
+			return route{}, err
+		}
+		if part.Owner != "" && part.Owner != s.cfg.OwnerID {
+			if o, live := s.liveOwner(ctx, part.Owner); live {
+				if forwarded {
+					return route{}, connect.NewError(connect.CodeUnavailable, fmt.Errorf("%s/%d moved to %s; retry there", t.Name, p, o.Address))
+				}
+				return route{forward: o.Address}, nil
+			}
+		}
+		if err := s.open(ctx, t, p); err != nil && !errors.Is(err, catalog.ErrOwned) {
+			return route{}, err
+		}
+	}
+	return route{}, connect.NewError(connect.CodeUnavailable, fmt.Errorf("%s/%d: ownership is moving; retry", t.Name, p))
+}
+
+// open takes over partition p (one opener at a time per partition).
+func (s *Service) open(ctx context.Context, t catalog.Topic, p int) error {
+	key := slotKey{t.ID, p}
+	s.mu.Lock()
+	if s.writers[key] != nil {
+		s.mu.Unlock()
+		return nil
+	}
+	if len(s.writers) >= s.cfg.MaxWriters {
+		s.mu.Unlock()
+		return connect.NewError(connect.CodeResourceExhausted, fmt.Errorf("this ingest copy writes %d partitions, its limit", s.cfg.MaxWriters))
+	}
+	sl := &slot{ready: make(chan struct{})}
+	s.writers[key] = sl
+	s.mu.Unlock()
+	defer close(sl.ready)
+
+	octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.OpenTimeout)
+	defer cancel()
+	select {
+	case <-s.heartbeatOK:
+	case <-octx.Done():
+		sl.err = connect.NewError(connect.CodeUnavailable, errors.New("this ingest copy has not registered in the catalog yet; retry"))
+		return sl.err
+	}
+	part, err := s.d.Catalog.AcquireWriter(octx, t.Name, p, s.cfg.OwnerID)
+	if err != nil {
+		sl.err = err
+		return err
+	}
+	w, err := partition.Open(octx, s.cfg.Writer, s.d.Ledgers, s.d.Catalog, part, part.Lease(), t.Config.Replication)
+	if err != nil {
+		sl.err = fmt.Errorf("take over %s/%d: %w", t.Name, p, err)
+		s.log.Warn("ingest could not take over a partition", slog.String("topic", t.Name), slog.Int("partition", p), slog.Any("err", err))
+		return sl.err
+	}
+	sl.w = w
+	s.log.Info("ingest took over a partition", slog.String("topic", t.Name), slog.Int("partition", p), slog.Int64("epoch", part.Epoch), slog.Int64("next_offset", w.NextOffset()))
+	return nil
+}
+
+// drop forgets a failed or stopped writer slot (if it is still the one
+// registered).
+func (s *Service) drop(key slotKey, sl *slot) {
+	s.mu.Lock()
+	if s.writers[key] == sl {
+		delete(s.writers, key)
+	}
+	s.mu.Unlock()
+}
+
+// liveOwner returns an owner's record if its heartbeat is live (cached for
+// a heartbeat interval).
+func (s *Service) liveOwner(ctx context.Context, id string) (catalog.Owner, bool) {
+	s.mu.Lock()
+	co, ok := s.owners[id]
+	s.mu.Unlock()
+	if !ok || time.Since(co.fetched) > s.cfg.HeartbeatInterval {
+		o, err := s.d.Catalog.GetOwner(ctx, id)
+		if err != nil {
+			return catalog.Owner{}, false
+		}
+		co = cachedOwner{o, time.Now()}
+		s.mu.Lock()
+		if len(s.owners) > 10_000 {
+			clear(s.owners)
+		}
+		s.owners[id] = co
+		s.mu.Unlock()
+	}
+	return co.o, co.o.LiveAt(time.Now())
+}
+
+// EndOffset reports the end offset of a partition this copy writes.
+func (s *Service) EndOffset(topic string, p int) (int64, bool) {
+	s.mu.Lock()
+	ct, ok := s.topics[topic]
+	var sl *slot
+	if ok {
+		sl = s.writers[slotKey{ct.t.ID, p}]
+	}
+	s.mu.Unlock()
+	if sl == nil {
+		return 0, false
+	}
+	select {
+	case <-sl.ready:
+	default:
+		return 0, false
+	}
+	if sl.w == nil || sl.w.Err() != nil {
+		return 0, false
+	}
+	return sl.w.NextOffset(), true
+}

@@ -1,0 +1,389 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/sluicemq/sluice/internal/apierr"
+	"github.com/sluicemq/sluice/pkg/catalog"
+	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
+	"github.com/sluicemq/sluice/pkg/record"
+	"github.com/sluicemq/sluice/services/ingest/partition"
+)
+
+// forwardedHeader marks a produce forwarded by another copy, so it is never
+// forwarded twice (ownership moving under a forward answers UNAVAILABLE).
+const forwardedHeader = "Sluice-Forwarded"
+
+// plan is a validated produce request, cut into one batch per partition.
+type plan struct {
+	topic catalog.Topic
+	// parts holds, per target partition, the batches in request order.
+	parts map[int]*partPlan
+	// results says where each result comes from: a partition and the index
+	// of its batch there, plus the record's position within that batch.
+	results []resultRef
+}
+
+type partPlan struct {
+	batches [][]byte
+	// filled by start:
+	pending []partition.Pending
+	forward *forwardCall
+	done    []partition.Appended
+	dup     []bool
+	err     error
+}
+
+type resultRef struct {
+	partition int
+	batch     int
+	delta     int64 // record's offset within the batch (0 for batches)
+}
+
+type forwardCall struct {
+	done chan struct{}
+	resp *sluicev1.ProduceResponse
+	err  error
+}
+
+// Produce appends records and answers once they are durable.
+func (s *Service) Produce(ctx context.Context, req *connect.Request[sluicev1.ProduceRequest]) (*connect.Response[sluicev1.ProduceResponse], error) {
+	forwarded := req.Header().Get(forwardedHeader) != ""
+	pl, err := s.prepare(ctx, req.Msg)
+	if err != nil {
+		return nil, err
+	}
+	s.start(ctx, pl, forwarded)
+	resp, err := s.finish(ctx, pl)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(resp), nil
+}
+
+// prepare validates a request and builds its per-partition batches.
+func (s *Service) prepare(ctx context.Context, m *sluicev1.ProduceRequest) (*plan, error) {
+	if m.GetTopic() == "" {
+		return nil, apierr.Invalid("topic", "required")
+	}
+	recs, batches := m.GetRecords(), m.GetBatches()
+	switch {
+	case len(recs) == 0 && len(batches) == 0:
+		return nil, apierr.Invalid("records", "at least one record (or batch) is required")
+	case len(recs) > 0 && len(batches) > 0:
+		return nil, apierr.Invalid("batches", "records and batches are mutually exclusive")
+	case len(recs) > s.cfg.MaxRecords:
+		return nil, apierr.Invalid("records", "%d records exceed the limit of %d per request", len(recs), s.cfg.MaxRecords)
+	case len(batches) > s.cfg.MaxBatches:
+		return nil, apierr.Invalid("batches", "%d batches exceed the limit of %d per request", len(batches), s.cfg.MaxBatches)
+	case m.Partition != nil && len(batches) > 0:
+		return nil, apierr.Invalid("partition", "applies to records only; batches name their own partition")
+	}
+	ct, err := s.topic(ctx, m.GetTopic())
+	if err != nil {
+		return nil, apierr.FromCatalog(err)
+	}
+	t := ct.t
+	lim := s.cfg.Limits
+	lim.MaxBatchBytes = min(lim.MaxBatchBytes, t.Config.MaxMessageBytes)
+	pl := &plan{topic: t, parts: make(map[int]*partPlan)}
+	part := func(p int) *partPlan {
+		pp := pl.parts[p]
+		if pp == nil {
+			pp = &partPlan{}
+			pl.parts[p] = pp
+		}
+		return pp
+	}
+
+	if len(batches) > 0 {
+		for i, b := range batches {
+			p := int(b.GetPartition())
+			if p < 0 || p >= t.Partitions {
+				return nil, apierr.Invalid(fmt.Sprintf("batches[%d].partition", i), "%d outside [0, %d) of topic %q", p, t.Partitions, t.Name)
+			}
+			if err := record.Validate(b.GetData(), lim); err != nil {
+				return nil, batchError(fmt.Sprintf("batches[%d].data", i), err)
+			}
+			if record.Batch(b.GetData()).Attributes()&record.AttrTransactional != 0 {
+				return nil, apierr.Invalid(fmt.Sprintf("batches[%d].data", i), "transactional batches are not supported yet")
+			}
+			pp := part(p)
+			pl.results = append(pl.results, resultRef{partition: p, batch: len(pp.batches)})
+			pp.batches = append(pp.batches, b.GetData())
+		}
+		return pl, nil
+	}
+
+	// Plain records: choose partitions, then build one batch per partition.
+	explicit := int32(-1)
+	if m.Partition != nil {
+		explicit = m.GetPartition()
+		if explicit < 0 || int(explicit) >= t.Partitions {
+			return nil, apierr.Invalid("partition", "%d outside [0, %d) of topic %q", explicit, t.Partitions, t.Name)
+		}
+	}
+	builders := make(map[int]*record.Builder)
+	counts := make(map[int]int64)
+	now := time.Now().UnixMilli()
+	for i, r := range recs {
+		var key []byte
+		if len(r.GetKey()) > 0 {
+			key = r.GetKey()
+		}
+		p32, err := ct.part.Partition(key, explicit)
+		if err != nil {
+			return nil, apierr.Invalid(fmt.Sprintf("records[%d]", i), "%v", err)
+		}
+		p := int(p32)
+		b := builders[p]
+		if b == nil {
+			if b, err = record.NewBuilder(record.BuilderOptions{Limits: lim}); err != nil {
+				return nil, connect.NewError(connect.CodeInternal, err)
+			}
+			builders[p] = b
+		}
+		rec := &record.Record{Key: key, Value: r.GetValue(), Timestamp: r.GetTimestamp()}
+		if rec.Timestamp == 0 {
+			rec.Timestamp = now
+		}
+		if rec.Timestamp < 0 {
+			return nil, apierr.Invalid(fmt.Sprintf("records[%d].timestamp", i), "%d is negative", rec.Timestamp)
+		}
+		for _, h := range r.GetHeaders() {
+			rec.Headers = append(rec.Headers, record.Header{Key: h.GetKey(), Value: h.GetValue()})
+		}
+		if err := b.Append(rec); err != nil {
+			return nil, batchError(fmt.Sprintf("records[%d]", i), err)
+		}
+		pl.results = append(pl.results, resultRef{partition: p, delta: counts[p]})
+		counts[p]++
+	}
+	for p, b := range builders {
+		data, err := b.Build()
+		if err != nil {
+			return nil, batchError("records", err)
+		}
+		part(p).batches = [][]byte{data}
+		ct.part.BatchDone(int32(p))
+	}
+	return pl, nil
+}
+
+// batchError turns a record format error into InvalidArgument naming the
+// field (prefix + the batch's own field name).
+func batchError(prefix string, err error) error {
+	var fe *record.FormatError
+	if errors.As(err, &fe) {
+		return apierr.Invalid(prefix+"."+fe.Field, "%s", fe.Reason)
+	}
+	return apierr.Invalid(prefix, "%v", err)
+}
+
+// start routes each partition's batches: enqueued on this copy's writers in
+// request order (so pipelined requests keep their order), or forwarded to
+// the owner. It does not wait for durability.
+func (s *Service) start(ctx context.Context, pl *plan, forwarded bool) {
+	for p, pp := range pl.parts {
+		r, err := s.routeTo(ctx, pl.topic, p, forwarded)
+		if err != nil {
+			pp.err = err
+			continue
+		}
+		if r.w != nil {
+			for _, b := range pp.batches {
+				pend, err := r.w.Enqueue(ctx, b)
+				if err != nil {
+					pp.err = err
+					break
+				}
+				pp.pending = append(pp.pending, pend)
+			}
+			continue
+		}
+		pp.forward = s.forward(ctx, r.forward, pl.topic.Name, p, pp.batches)
+	}
+}
+
+// forward sends a partition's batches to the copy that owns it.
+func (s *Service) forward(ctx context.Context, address, topic string, p int, batches [][]byte) *forwardCall {
+	fc := &forwardCall{done: make(chan struct{})}
+	req := &sluicev1.ProduceRequest{Topic: topic}
+	for _, b := range batches {
+		req.Batches = append(req.Batches, &sluicev1.EncodedBatch{Partition: int32(p), Data: b})
+	}
+	creq := connect.NewRequest(req)
+	creq.Header().Set(forwardedHeader, "1")
+	go func() {
+		defer close(fc.done)
+		resp, err := s.d.Forward(address).Produce(ctx, creq)
+		if err != nil {
+			fc.err = err
+			return
+		}
+		fc.resp = resp.Msg
+	}()
+	return fc
+}
+
+// finish waits for every partition and assembles the answer in request
+// order. If any partition failed, the request fails with that error (other
+// partitions' records may be stored: a produce is not atomic across
+// partitions, as in Kafka).
+func (s *Service) finish(ctx context.Context, pl *plan) (*sluicev1.ProduceResponse, error) {
+	var firstErr error
+	for _, pp := range pl.parts {
+		if pp.err == nil && pp.forward != nil {
+			select {
+			case <-pp.forward.done:
+			case <-ctx.Done():
+				pp.err = context.Cause(ctx)
+			}
+			if pp.err == nil {
+				pp.err = pp.forward.err
+			}
+			if pp.err == nil {
+				res := pp.forward.resp.GetResults()
+				if len(res) != len(pp.batches) {
+					pp.err = connect.NewError(connect.CodeInternal, fmt.Errorf("owner answered %d results for %d batches", len(res), len(pp.batches)))
+				}
+				for _, r := range res {
+					pp.done = append(pp.done, partition.Appended{BaseOffset: r.GetOffset()})
+					pp.dup = append(pp.dup, r.GetDuplicate())
+				}
+			}
+		}
+		if pp.err == nil {
+			for _, pend := range pp.pending {
+				a, err := pend.Wait(ctx)
+				if err != nil {
+					pp.err = err
+					break
+				}
+				pp.done = append(pp.done, a)
+				pp.dup = append(pp.dup, false)
+			}
+		}
+		if pp.err != nil && firstErr == nil {
+			firstErr = pp.err
+		}
+	}
+	if firstErr != nil {
+		return nil, s.produceError(firstErr)
+	}
+	resp := &sluicev1.ProduceResponse{Results: make([]*sluicev1.ProduceResult, len(pl.results))}
+	for i, r := range pl.results {
+		pp := pl.parts[r.partition]
+		resp.Results[i] = &sluicev1.ProduceResult{
+			Partition: int32(r.partition),
+			Offset:    pp.done[r.batch].BaseOffset + r.delta,
+			Duplicate: pp.dup[r.batch],
+		}
+	}
+	return resp, nil
+}
+
+// produceError maps the write path's errors to codes.
+func (s *Service) produceError(err error) error {
+	var ce *connect.Error
+	var fe *record.FormatError
+	switch {
+	case errors.As(err, &ce):
+		return ce
+	case errors.Is(err, partition.ErrBusy):
+		return apierr.Exhausted(s.cfg.RetryAfter, err)
+	case errors.Is(err, partition.ErrUnavailable), errors.Is(err, partition.ErrFenced), errors.Is(err, partition.ErrClosed):
+		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("%w; retry", err))
+	case errors.As(err, &fe):
+		return apierr.Invalid(fe.Field, "%s", fe.Reason)
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return apierr.FromCatalog(err)
+	default:
+		return apierr.FromCatalog(err)
+	}
+}
+
+// ProduceStream pipelines produce requests on one stream: each request is
+// validated and enqueued in the order received (so a producer's order holds
+// across pipelined requests), and answered in that order once durable. At
+// most MaxStreamInFlight requests are unanswered; beyond that the server
+// stops reading. A failed request is answered with an error and the stream
+// goes on.
+func (s *Service) ProduceStream(ctx context.Context, stream *connect.BidiStream[sluicev1.ProduceStreamRequest, sluicev1.ProduceStreamResponse]) error {
+	forwarded := stream.RequestHeader().Get(forwardedHeader) != ""
+	type inflight struct {
+		id  uint64
+		pl  *plan
+		err error
+	}
+	queue := make(chan inflight, s.cfg.MaxStreamInFlight)
+	var wg sync.WaitGroup
+	var sendErr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for f := range queue {
+			out := &sluicev1.ProduceStreamResponse{CorrelationId: f.id}
+			err := f.err
+			if err == nil {
+				out.Response, err = s.finish(ctx, f.pl)
+			}
+			if err != nil {
+				out.Response = nil
+				out.Error = streamError(err)
+			}
+			if sendErr == nil {
+				sendErr = stream.Send(out)
+			}
+		}
+	}()
+	var recvErr error
+	for {
+		req, err := stream.Receive()
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				recvErr = err
+			}
+			break
+		}
+		f := inflight{id: req.GetCorrelationId()}
+		if req.GetRequest() == nil {
+			f.err = apierr.Invalid("request", "required")
+		} else if f.pl, f.err = s.prepare(ctx, req.GetRequest()); f.err == nil {
+			s.start(ctx, f.pl, forwarded)
+		}
+		select {
+		case queue <- f:
+		case <-ctx.Done():
+			recvErr = ctx.Err()
+		}
+		if recvErr != nil {
+			break
+		}
+	}
+	close(queue)
+	wg.Wait()
+	if recvErr != nil {
+		return recvErr
+	}
+	return sendErr
+}
+
+func streamError(err error) *sluicev1.ProduceError {
+	ce := new(connect.Error)
+	if !errors.As(err, &ce) {
+		ce = connect.NewError(connect.CodeUnknown, err)
+	}
+	pe := &sluicev1.ProduceError{Code: int32(ce.Code()), Message: ce.Message()}
+	if d, ok := apierr.RetryDelay(ce); ok {
+		pe.RetryAfterMs = int32(d.Milliseconds())
+	}
+	return pe
+}
