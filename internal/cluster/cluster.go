@@ -49,6 +49,10 @@ type Config struct {
 	Server rpcserver.Config
 	// Ingest tunes the ingest service (OwnerID and Address are set here).
 	Ingest ingest.Config
+	// ExtraIngest adds more ingest copies (ingest-2, ...), each serving
+	// ProducerService and AdminService on its own loopback address: for
+	// tests of forwarding, takeover and hand-over.
+	ExtraIngest int
 	// Telemetry is the observability set; nil discards.
 	Telemetry *telemetry.Telemetry
 }
@@ -63,6 +67,7 @@ type Cluster struct {
 	Ledgers *client.Client
 	Ingest  *ingest.Service
 	Admin   *admin.Service
+	Extra   []*Copy
 
 	bookieSrv []*http.Server
 	bookieLn  []net.Listener
@@ -147,7 +152,53 @@ func New(cfg Config) (_ *Cluster, err error) {
 	}
 	c.public.Handle(c.Ingest.Handler(c.public.HandlerOptions()...))
 	c.public.Handle(c.Admin.Handler(c.public.HandlerOptions()...))
+	for i := range cfg.ExtraIngest {
+		e := &Copy{}
+		if e.srv, err = rpcserver.New(cfg.Server, tel); err != nil {
+			return nil, err
+		}
+		if e.ln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+			return nil, err
+		}
+		c.Extra = append(c.Extra, e)
+		ec := cfg.Ingest
+		ec.OwnerID, ec.Address = fmt.Sprintf("ingest-%d", i+2), e.ln.Addr().String()
+		if ec.Logger == nil {
+			ec.Logger = c.log.With(slog.String("copy", ec.OwnerID))
+		}
+		if e.Ingest, err = ingest.New(ec, ingest.Deps{Catalog: c.Catalog, Ledgers: ledgerAdapter{c.Ledgers}, Forward: forwardClient}); err != nil {
+			return nil, err
+		}
+		ad, err := admin.New(admin.Deps{Catalog: c.Catalog, EndOffset: e.Ingest.EndOffset})
+		if err != nil {
+			return nil, err
+		}
+		e.srv.Handle(e.Ingest.Handler(e.srv.HandlerOptions()...))
+		e.srv.Handle(ad.Handler(e.srv.HandlerOptions()...))
+	}
 	return c, nil
+}
+
+// Copy is an extra ingest copy.
+type Copy struct {
+	Ingest *ingest.Service
+	srv    *rpcserver.Server
+	ln     net.Listener
+	stop   context.CancelFunc
+	done   chan error
+}
+
+// Addr is the copy's address.
+func (e *Copy) Addr() string { return e.ln.Addr().String() }
+
+// Stop shuts the copy down gracefully (hand-over) and waits for it.
+func (e *Copy) Stop() error {
+	if e.stop == nil {
+		return nil
+	}
+	e.stop()
+	e.stop = nil
+	return <-e.done
 }
 
 // Addr is the public address.
@@ -176,10 +227,25 @@ func (c *Cluster) Run(ctx context.Context) error {
 	ictx, stopIngest := context.WithCancel(context.Background())
 	ingestDone := make(chan error, 1)
 	go func() { ingestDone <- c.Ingest.Run(ictx) }()
+	for _, e := range c.Extra {
+		ectx, cancel := context.WithCancel(context.Background())
+		e.stop, e.done = cancel, make(chan error, 1)
+		go func() {
+			sctx, stopServe := context.WithCancel(context.Background())
+			served := make(chan error, 1)
+			go func() { served <- e.srv.Serve(sctx, e.ln) }()
+			err := e.Ingest.Run(ectx) // hands over first, then the server drains
+			stopServe()
+			e.done <- errors.Join(err, <-served)
+		}()
+	}
 
 	serveErr := c.public.Serve(ctx, c.publicLn)
-	stopIngest()
 	var all []error
+	for _, e := range c.Extra {
+		all = append(all, e.Stop())
+	}
+	stopIngest()
 	all = append(all, serveErr, <-ingestDone)
 	all = append(all, c.Ledgers.Close())
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -211,6 +277,11 @@ func (c *Cluster) closeAll() error {
 	}
 	if c.publicLn != nil {
 		_ = c.publicLn.Close()
+	}
+	for _, e := range c.Extra {
+		if e.ln != nil {
+			_ = e.ln.Close()
+		}
 	}
 	for _, b := range c.Bookies {
 		errs = append(errs, b.Close())

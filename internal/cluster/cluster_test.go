@@ -175,3 +175,150 @@ func TestProduceEndToEnd(t *testing.T) {
 func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
 
 func ptr[T any](v T) *T { return &v }
+
+// Any copy accepts any produce: a partition owned by another copy is
+// forwarded to it; a graceful stop hands the partition over at once (the
+// next copy takes it without waiting for the lease to expire) and offsets
+// continue where they were.
+func TestForwardingAndHandOver(t *testing.T) {
+	c, err := New(Config{Dir: t.TempDir(), Addr: "127.0.0.1:0", ExtraIngest: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	rctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(rctx) }()
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	admin, prod := clients(c, connect.WithGRPC())
+	prod2 := sluicev1connect.NewProducerServiceClient(h2c, "http://"+c.Extra[0].Addr(), connect.WithGRPC())
+	if _, err := admin.CreateTopic(ctx, connect.NewRequest(&sluicev1.CreateTopicRequest{Name: "fwd", Partitions: 2})); err != nil {
+		t.Fatal(err)
+	}
+	produce := func(p sluicev1connect.ProducerServiceClient, n int) []int64 {
+		t.Helper()
+		var recs []*sluicev1.Record
+		for i := range n {
+			recs = append(recs, &sluicev1.Record{Value: fmt.Appendf(nil, "r%d", i)})
+		}
+		var resp *connect.Response[sluicev1.ProduceResponse]
+		var err error
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			resp, err = p.Produce(ctx, connect.NewRequest(&sluicev1.ProduceRequest{Topic: "fwd", Partition: ptr(int32(0)), Records: recs}))
+			if connect.CodeOf(err) != connect.CodeUnavailable || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(10 * time.Millisecond) // ownership moving: retry, as clients do
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		var offs []int64
+		for _, r := range resp.Msg.GetResults() {
+			offs = append(offs, r.GetOffset())
+		}
+		return offs
+	}
+	// The extra copy takes partition 0 with the first produce it gets.
+	waitOwnerLive(t, c, "ingest-2")
+	if got := produce(prod2, 3); got[0] != 0 || got[2] != 2 {
+		t.Fatalf("offsets via the owner: %v", got)
+	}
+	// The main copy forwards to it.
+	if got := produce(prod, 2); got[0] != 3 || got[1] != 4 {
+		t.Fatalf("offsets via forwarding: %v", got)
+	}
+	p, err := c.Catalog.GetPartition(ctx, "fwd", 0)
+	if err != nil || p.Owner != "ingest-2" {
+		t.Fatalf("partition 0 owner %q (%v); want ingest-2", p.Owner, err)
+	}
+	// Graceful stop: hand-over, and the main copy takes over at once.
+	if err := c.Extra[0].Stop(); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if got := produce(prod, 1); got[0] != 5 {
+		t.Fatalf("offset after hand-over: %v; want 5", got)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("take-over after a graceful stop took %v", d)
+	}
+	p, err = c.Catalog.GetPartition(ctx, "fwd", 0)
+	if err != nil || p.Owner != "ingest-1" || p.Epoch != 2 {
+		t.Fatalf("partition 0 = owner %q epoch %d (%v); want ingest-1, epoch 2", p.Owner, p.Epoch, err)
+	}
+}
+
+func waitOwnerLive(t *testing.T, c *Cluster, id string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if o, err := c.Catalog.GetOwner(context.Background(), id); err == nil && o.LiveAt(time.Now()) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("owner %s not registered", id)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// ProduceStream pipelines: requests sent without waiting are answered in
+// order, each with its correlation id, with offsets in send order.
+func TestProduceStreamPipelines(t *testing.T) {
+	c, _ := start(t, t.TempDir())
+	admin, prod := clients(c, connect.WithGRPC())
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := admin.CreateTopic(ctx, connect.NewRequest(&sluicev1.CreateTopicRequest{Name: "s", Partitions: 1})); err != nil {
+		t.Fatal(err)
+	}
+	waitOwnerLive(t, c, "ingest-1")
+	stream := prod.ProduceStream(ctx)
+	const n = 200
+	go func() {
+		for i := range n {
+			req := &sluicev1.ProduceStreamRequest{CorrelationId: uint64(1000 + i), Request: &sluicev1.ProduceRequest{
+				Topic: "s", Records: []*sluicev1.Record{{Value: fmt.Appendf(nil, "m%d", i)}, {Value: []byte("second")}}}}
+			if i == 7 {
+				req.Request.Topic = "missing" // a failed request does not end the stream
+			}
+			if err := stream.Send(req); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+		_ = stream.CloseRequest()
+	}()
+	next := int64(0)
+	for i := range n {
+		resp, err := stream.Receive()
+		if err != nil {
+			t.Fatalf("receive %d: %v", i, err)
+		}
+		if resp.GetCorrelationId() != uint64(1000+i) {
+			t.Fatalf("answer %d has correlation id %d", i, resp.GetCorrelationId())
+		}
+		if i == 7 {
+			if resp.GetError().GetCode() != int32(connect.CodeNotFound) {
+				t.Fatalf("answer 7 = %v; want NOT_FOUND", resp)
+			}
+			continue
+		}
+		res := resp.GetResponse().GetResults()
+		if len(res) != 2 || res[0].GetOffset() != next || res[1].GetOffset() != next+1 {
+			t.Fatalf("answer %d = %v; want offsets %d, %d", i, resp, next, next+1)
+		}
+		next += 2
+	}
+	if err := stream.CloseResponse(); err != nil {
+		t.Fatal(err)
+	}
+}
