@@ -322,3 +322,64 @@ func TestProduceStreamPipelines(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// An idempotent producer's batches (encoded client-side, as the SDK does)
+// are deduplicated: a retry returns the original offset and is not written
+// again, also after the whole cluster restarted (the new writer rebuilds
+// the producer state from the ledgers); a sequence gap is refused.
+func TestIdempotentBatchesEndToEnd(t *testing.T) {
+	dir := t.TempDir()
+	c, stop := start(t, dir)
+	admin, prod := clients(c, connect.WithGRPC())
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := admin.CreateTopic(ctx, connect.NewRequest(&sluicev1.CreateTopicRequest{Name: "idem", Partitions: 1})); err != nil {
+		t.Fatal(err)
+	}
+	waitOwnerLive(t, c, "ingest-1")
+	batch := func(seq int32, n int) []byte {
+		b, err := record.NewBuilder(record.BuilderOptions{Codec: record.CodecZstd, Producer: &record.Producer{ID: 77, BaseSequence: seq}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range n {
+			if err := b.Append(&record.Record{Value: fmt.Appendf(nil, "value %d", int(seq)+i), Timestamp: 1}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		out, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	send := func(p sluicev1connect.ProducerServiceClient, data []byte) (*sluicev1.ProduceResult, error) {
+		resp, err := p.Produce(ctx, connect.NewRequest(&sluicev1.ProduceRequest{Topic: "idem", Batches: []*sluicev1.EncodedBatch{{Partition: 0, Data: data}}}))
+		if err != nil {
+			return nil, err
+		}
+		return resp.Msg.GetResults()[0], nil
+	}
+	if r, err := send(prod, batch(0, 4)); err != nil || r.GetOffset() != 0 || r.GetDuplicate() {
+		t.Fatalf("first batch: %v, %v", r, err)
+	}
+	if r, err := send(prod, batch(4, 2)); err != nil || r.GetOffset() != 4 {
+		t.Fatalf("second batch: %v, %v", r, err)
+	}
+	if r, err := send(prod, batch(4, 2)); err != nil || r.GetOffset() != 4 || !r.GetDuplicate() {
+		t.Fatalf("retry: %v, %v; want duplicate at 4", r, err)
+	}
+	if _, err := send(prod, batch(9, 1)); connect.CodeOf(err) != connect.CodeFailedPrecondition {
+		t.Fatalf("sequence gap: %v; want FailedPrecondition", err)
+	}
+	stop()
+	c, _ = start(t, dir)
+	_, prod = clients(c, connect.WithGRPC())
+	waitOwnerLive(t, c, "ingest-1")
+	if r, err := send(prod, batch(4, 2)); err != nil || r.GetOffset() != 4 || !r.GetDuplicate() {
+		t.Fatalf("retry after restart: %v, %v; want duplicate at 4", r, err)
+	}
+	if r, err := send(prod, batch(6, 1)); err != nil || r.GetOffset() != 6 || r.GetDuplicate() {
+		t.Fatalf("next batch after restart: %v, %v; want 6", r, err)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/sluicemq/sluice/pkg/catalog"
 	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
 	"github.com/sluicemq/sluice/pkg/record"
+	"github.com/sluicemq/sluice/services/ingest/dedup"
 	"github.com/sluicemq/sluice/services/ingest/partition"
 )
 
@@ -268,7 +269,7 @@ func (s *Service) finish(ctx context.Context, pl *plan) (*sluicev1.ProduceRespon
 					break
 				}
 				pp.done = append(pp.done, a)
-				pp.dup = append(pp.dup, false)
+				pp.dup = append(pp.dup, a.Duplicate)
 			}
 		}
 		if pp.err != nil && firstErr == nil {
@@ -297,8 +298,12 @@ func (s *Service) produceError(err error) error {
 	switch {
 	case errors.As(err, &ce):
 		return ce
-	case errors.Is(err, partition.ErrBusy):
+	case errors.Is(err, partition.ErrBusy), errors.Is(err, dedup.ErrTooManyInFlight), errors.Is(err, dedup.ErrTooManyProducers):
 		return apierr.Exhausted(s.cfg.RetryAfter, err)
+	case errors.Is(err, dedup.ErrProducerFenced), errors.Is(err, dedup.ErrOutOfOrderSequence), errors.Is(err, dedup.ErrUnknownProducer):
+		return connect.NewError(connect.CodeFailedPrecondition, err)
+	case errors.Is(err, dedup.ErrInvalidSequence):
+		return apierr.Invalid("batches.data.baseSequence", "%v", err)
 	case errors.Is(err, partition.ErrUnavailable), errors.Is(err, partition.ErrFenced), errors.Is(err, partition.ErrClosed):
 		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("%w; retry", err))
 	case errors.As(err, &fe):

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/sluicemq/sluice/services/ingest/dedup"
 )
 
 // Defaults for zero Config fields.
@@ -55,6 +57,9 @@ type Config struct {
 	RebuildEntries int
 	// CloseTimeout bounds a graceful Close. Zero means DefaultCloseTimeout.
 	CloseTimeout time.Duration
+	// Dedup bounds the idempotent producers' state (window, producers
+	// tracked, expiry); see services/ingest/dedup.
+	Dedup dedup.Config
 	// Logger receives the writer's events; nil discards them.
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
@@ -128,6 +133,9 @@ func (c Config) Validate() error {
 	}
 	if c.CloseTimeout < 0 {
 		bad("CloseTimeout", "%v is negative", c.CloseTimeout)
+	}
+	if err := c.Dedup.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

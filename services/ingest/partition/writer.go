@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicemq/sluice/pkg/catalog"
 	"github.com/sluicemq/sluice/pkg/record"
+	"github.com/sluicemq/sluice/services/ingest/dedup"
 )
 
 // Errors of the partition writer; the service maps them to codes.
@@ -64,6 +65,9 @@ type Chain interface {
 // Appended is where an appended batch landed.
 type Appended struct {
 	BaseOffset, LastOffset int64
+	// Duplicate: an idempotent producer's retry of a batch already
+	// accepted; the offsets are the original's and nothing was written.
+	Duplicate bool
 }
 
 // Writer is the single writer of one partition under one lease: it packs
@@ -104,6 +108,11 @@ type Writer struct {
 	err   error // why the writer stopped (stateFenced, stateClosed)
 	// lingerArmed: a linger timer is pending for the filling entry.
 	lingerArmed bool
+	// producers is the idempotent producers' state; byBase finds the
+	// waiter of a pending batch by its base offset (a retry of a batch in
+	// flight is attached to it).
+	producers *dedup.State
+	byBase    map[int64]*waiter
 
 	kick chan struct{} // wakes the maintenance goroutine
 	stop chan struct{}
@@ -134,6 +143,8 @@ type waiter struct {
 	done chan struct{}
 }
 
+// Appended.Duplicate marks a retry answered with the original offsets.
+
 // Open starts the writer of p under lease, which the caller just acquired
 // (AcquireWriter): it recovers the chain's tail ledger if its writer left it
 // open (fencing a previous writer still running), opens a new ledger at the
@@ -150,11 +161,16 @@ func Open(ctx context.Context, cfg Config, ledgers Ledgers, chain Chain, p catal
 			Topic: lease.Topic, TopicID: lease.TopicID, Partition: lease.Partition, Replication: repl,
 			WriterOwner: lease.Owner, WriterEpoch: lease.Epoch,
 		},
-		space: make(chan struct{}),
-		kick:  make(chan struct{}, 1),
-		stop:  make(chan struct{}),
-		done:  make(chan struct{}),
-		state: stateReplacing,
+		space:  make(chan struct{}),
+		kick:   make(chan struct{}, 1),
+		stop:   make(chan struct{}),
+		done:   make(chan struct{}),
+		state:  stateReplacing,
+		byBase: make(map[int64]*waiter),
+	}
+	var err error
+	if w.producers, err = dedup.New(cfg.Dedup); err != nil {
+		return nil, err
 	}
 	next := p.LogStartOffset
 	if n := len(p.Ledgers); n > 0 {
@@ -164,6 +180,9 @@ func Open(ctx context.Context, cfg Config, ledgers Ledgers, chain Chain, p catal
 			return nil, fmt.Errorf("recover tail ledger %d of %s/%d: %w", tail.ID, lease.Topic, lease.Partition, err)
 		}
 		next = m.LastOffset + 1
+		if err := w.rebuild(ctx, p.Ledgers); err != nil {
+			return nil, fmt.Errorf("rebuild producer state of %s/%d: %w", lease.Topic, lease.Partition, err)
+		}
 	}
 	w.next, w.lastSent = next, next-1
 	if err := w.openLedger(ctx); err != nil {
@@ -171,6 +190,53 @@ func Open(ctx context.Context, cfg Config, ledgers Ledgers, chain Chain, p catal
 	}
 	go w.maintain()
 	return w, nil
+}
+
+// rebuild feeds the idempotent producers' batches at the end of the chain
+// (the last RebuildEntries entries, across ledgers) to the dedup state, so
+// a producer's retry after a failover is still recognised.
+func (w *Writer) rebuild(ctx context.Context, chain []catalog.LedgerRef) error {
+	type span struct {
+		id          catalog.LedgerID
+		first, last int64
+	}
+	var spans []span
+	budget := int64(w.cfg.RebuildEntries)
+	for i := len(chain) - 1; i >= 0 && budget > 0; i-- {
+		m, err := w.ledgrs.Recover(ctx, chain[i].ID, lastOffsetOf) // sealed: returns its metadata
+		if err != nil {
+			return err
+		}
+		if m.LastEntry < 0 {
+			continue
+		}
+		first := max(0, m.LastEntry-budget+1)
+		spans = append(spans, span{chain[i].ID, first, m.LastEntry})
+		budget -= m.LastEntry - first + 1
+	}
+	now := w.cfg.Now()
+	for i := len(spans) - 1; i >= 0; i-- {
+		sp := spans[i]
+		ents, err := w.ledgrs.ReadEntries(ctx, sp.id, sp.first, sp.last)
+		if err != nil {
+			return err
+		}
+		for _, e := range ents {
+			for rest := e; len(rest) > 0; {
+				b, r, err := record.Split(rest)
+				if err != nil {
+					return err
+				}
+				if b.ProducerID() != record.NoProducerID {
+					if err := w.producers.Rebuild(dedup.HeaderOf(b), b.BaseOffset(), now); err != nil {
+						return err
+					}
+				}
+				rest = r
+			}
+		}
+	}
+	return nil
 }
 
 // lastOffsetOf is the offset of the last record in an entry's payload.
@@ -252,7 +318,10 @@ func (w *Writer) Append(ctx context.Context, batch []byte) (Appended, error) {
 }
 
 // Pending is an accepted batch waiting for its entry to be acknowledged.
-type Pending struct{ wt *waiter }
+type Pending struct {
+	wt  *waiter
+	dup bool // a retry attached to the original batch
+}
 
 // Enqueue accepts a batch (giving it its offsets) and returns at once; Wait
 // then waits for durability. Batches enqueued one after the other by one
@@ -260,8 +329,7 @@ type Pending struct{ wt *waiter }
 // needs to keep a producer's order. ctx bounds only the wait for buffer
 // space.
 func (w *Writer) Enqueue(ctx context.Context, batch []byte) (Pending, error) {
-	wt, err := w.enqueue(ctx, batch)
-	return Pending{wt}, err
+	return w.enqueue(ctx, batch)
 }
 
 // Wait returns where the batch landed once it is durable, or why it will
@@ -269,15 +337,17 @@ func (w *Writer) Enqueue(ctx context.Context, batch []byte) (Pending, error) {
 func (p Pending) Wait(ctx context.Context) (Appended, error) {
 	select {
 	case <-p.wt.done:
-		return p.wt.res, p.wt.err
+		res := p.wt.res
+		res.Duplicate = res.Duplicate || p.dup
+		return res, p.wt.err
 	case <-ctx.Done():
 		return Appended{}, context.Cause(ctx)
 	}
 }
 
-func (w *Writer) enqueue(ctx context.Context, batch []byte) (*waiter, error) {
+func (w *Writer) enqueue(ctx context.Context, batch []byte) (Pending, error) {
 	if len(batch) > MaxEntryBytesLimit {
-		return nil, fmt.Errorf("%w: batch of %d bytes exceeds the entry limit %d", record.ErrInvalid, len(batch), MaxEntryBytesLimit)
+		return Pending{}, fmt.Errorf("%w: batch of %d bytes exceeds the entry limit %d", record.ErrInvalid, len(batch), MaxEntryBytesLimit)
 	}
 	size := int64(len(batch))
 	var deadline <-chan time.Time
@@ -287,12 +357,12 @@ func (w *Writer) enqueue(ctx context.Context, batch []byte) (*waiter, error) {
 		case stateFenced, stateClosed:
 			err := w.stoppedErr()
 			w.mu.Unlock()
-			return nil, err
+			return Pending{}, err
 		case stateReplacing:
 			// Offsets after a failed ledger are known only once its
 			// recovery decided where it ends: refuse until then.
 			w.mu.Unlock()
-			return nil, fmt.Errorf("%w: %s/%d is replacing a failed ledger", ErrUnavailable, w.lease.Topic, w.lease.Partition)
+			return Pending{}, fmt.Errorf("%w: %s/%d is replacing a failed ledger", ErrUnavailable, w.lease.Topic, w.lease.Partition)
 		}
 		if w.buffered+size <= w.cfg.MaxBufferedBytes {
 			break
@@ -307,20 +377,42 @@ func (w *Writer) enqueue(ctx context.Context, batch []byte) (*waiter, error) {
 		select {
 		case <-space:
 		case <-deadline:
-			return nil, fmt.Errorf("%w: %d bytes buffered for %s/%d", ErrBusy, w.cfg.MaxBufferedBytes, w.lease.Topic, w.lease.Partition)
+			return Pending{}, fmt.Errorf("%w: %d bytes buffered for %s/%d", ErrBusy, w.cfg.MaxBufferedBytes, w.lease.Topic, w.lease.Partition)
 		case <-ctx.Done():
-			return nil, context.Cause(ctx)
+			return Pending{}, context.Cause(ctx)
 		}
 		w.mu.Lock()
 	}
 	defer w.mu.Unlock()
 	b := record.Batch(batch)
+	h := dedup.HeaderOf(b)
+	now := w.cfg.Now()
+	d, err := w.producers.Check(h, now)
+	if err != nil {
+		return Pending{}, err
+	}
+	switch d.Kind {
+	case dedup.Duplicate:
+		wt := &waiter{res: Appended{BaseOffset: d.BaseOffset, LastOffset: d.LastOffset, Duplicate: true}, done: make(chan struct{})}
+		close(wt.done)
+		return Pending{wt: wt}, nil
+	case dedup.DuplicateInFlight:
+		orig := w.byBase[d.BaseOffset]
+		if orig == nil {
+			return Pending{}, fmt.Errorf("%w: retry of a batch in flight at offset %d whose outcome is being decided", ErrUnavailable, d.BaseOffset)
+		}
+		return Pending{wt: orig, dup: true}, nil
+	}
 	base := w.next
 	record.SetBaseOffset(batch, base)
 	record.SetPartitionLeaderEpoch(batch, int32(w.lease.Epoch))
 	w.next = b.NextOffset()
 	w.buffered += size
 	wt := &waiter{res: Appended{BaseOffset: base, LastOffset: b.LastOffset()}, done: make(chan struct{})}
+	if h.ProducerID != dedup.NoProducerID {
+		w.producers.Pending(h, base, now)
+		w.byBase[base] = wt
+	}
 	e := w.fillingLocked(len(batch))
 	e.buf = append(e.buf, batch...)
 	e.waiters = append(e.waiters, wt)
@@ -329,7 +421,7 @@ func (w *Writer) enqueue(ctx context.Context, batch []byte) (*waiter, error) {
 		e.sealed = true
 	}
 	w.flushLocked(false)
-	return wt, nil
+	return Pending{wt: wt}, nil
 }
 
 // fillingLocked returns the entry to put n more bytes in: the last queued
@@ -400,7 +492,9 @@ func (w *Writer) settled(l Ledger, e *entry, err error) {
 		return
 	}
 	w.inflight = w.inflight[1:]
+	w.producers.Commit(e.last)
 	for _, wt := range e.waiters {
+		delete(w.byBase, wt.res.BaseOffset)
 		close(wt.done)
 	}
 	w.freeLocked(int64(len(e.buf)))
@@ -443,6 +537,9 @@ func (w *Writer) failLedgerLocked(l Ledger, cause error, also *entry) {
 		n += int64(len(e.buf))
 	}
 	w.inflight, w.queue = nil, nil
+	// The failed batches stay pending in the producers' state: recovery
+	// decides which were stored (Commit) and which not (Abort).
+	clear(w.byBase)
 	w.freeLocked(n)
 	w.log.Warn("partition writer ledger failed", slog.Int64("ledger", int64(l.ID())), slog.Int("entries_failed", len(failed)), slog.Any("err", cause))
 	if stop {
@@ -515,6 +612,10 @@ func (w *Writer) maintain() {
 					if m, err = w.ledgrs.Recover(ctx, l.ID(), lastOffsetOf); err == nil {
 						w.mu.Lock()
 						w.next, w.lastSent = m.LastOffset+1, m.LastOffset
+						// Batches up to the recovered end are stored; the
+						// rest never will be, so their retries are new.
+						w.producers.Commit(m.LastOffset)
+						w.producers.Abort(m.LastOffset + 1)
 						w.mu.Unlock()
 					}
 				}
