@@ -17,6 +17,8 @@ import (
 	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
 	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/pkg/record"
+	"github.com/sluicemq/sluice/services/ingest"
+	"github.com/sluicemq/sluice/services/ingest/quota"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -381,5 +383,100 @@ func TestIdempotentBatchesEndToEnd(t *testing.T) {
 	}
 	if r, err := send(prod, batch(6, 1)); err != nil || r.GetOffset() != 6 || r.GetDuplicate() {
 		t.Fatalf("next batch after restart: %v, %v; want 6", r, err)
+	}
+}
+
+// Two ingest copies split a topic's partitions evenly by balancing alone;
+// when one leaves, the other takes all of them.
+func TestIngestCopiesBalance(t *testing.T) {
+	c, err := New(Config{Dir: t.TempDir(), Addr: "127.0.0.1:0", ExtraIngest: 1, Ingest: ingest.Config{BalanceInterval: 100 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(rctx) }()
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	admin, _ := clients(c, connect.WithGRPC())
+	if _, err := admin.CreateTopic(ctx, connect.NewRequest(&sluicev1.CreateTopicRequest{Name: "bal", Partitions: 8})); err != nil {
+		t.Fatal(err)
+	}
+	owned := func() map[string]int {
+		page, err := c.Catalog.ListPartitions(ctx, "bal", "", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := map[string]int{}
+		for _, p := range page.Items {
+			n[p.Owner]++
+		}
+		return n
+	}
+	waitUntil(t, 20*time.Second, func() bool { n := owned(); return n["ingest-1"] == 4 && n["ingest-2"] == 4 })
+	if err := c.Extra[0].Stop(); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 20*time.Second, func() bool { return owned()["ingest-1"] == 8 })
+}
+
+// A client over its byte-rate quota is slowed, not refused: the answer
+// reports the throttle time and comes that much later.
+func TestProduceQuotaThrottles(t *testing.T) {
+	c, err := New(Config{Dir: t.TempDir(), Addr: "127.0.0.1:0", Ingest: ingest.Config{
+		Quota: quota.Config{Overrides: map[string]quota.Quota{"slow": {BytesPerSecond: 10_000, Burst: 10_000}}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(rctx) }()
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	admin, prod := clients(c, connect.WithGRPC())
+	if _, err := admin.CreateTopic(ctx, connect.NewRequest(&sluicev1.CreateTopicRequest{Name: "q", Partitions: 1})); err != nil {
+		t.Fatal(err)
+	}
+	waitOwnerLive(t, c, "ingest-1")
+	send := func(client string) (*sluicev1.ProduceResponse, time.Duration) {
+		req := connect.NewRequest(&sluicev1.ProduceRequest{Topic: "q", Records: []*sluicev1.Record{{Value: make([]byte, 15_000)}}})
+		req.Header().Set("Sluice-Client-Id", client)
+		start := time.Now()
+		resp, err := prod.Produce(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Msg, time.Since(start)
+	}
+	if r, _ := send("fast"); r.GetThrottleTimeMs() != 0 {
+		t.Fatalf("unthrottled client got throttle %d ms", r.GetThrottleTimeMs())
+	}
+	r, took := send("slow") // 15 kB against a 10 kB burst at 10 kB/s: 0.5 s in debt
+	if r.GetThrottleTimeMs() < 400 || r.GetThrottleTimeMs() > 600 || took < 400*time.Millisecond {
+		t.Fatalf("over-quota client: throttle %d ms, answered after %v; want about 500 ms", r.GetThrottleTimeMs(), took)
+	}
+}
+
+func waitUntil(t *testing.T, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not reached within %v", d)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -9,7 +9,9 @@ import (
 	"github.com/sluicemq/sluice/pkg/catalog"
 	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/pkg/record"
+	"github.com/sluicemq/sluice/services/ingest/balance"
 	"github.com/sluicemq/sluice/services/ingest/partition"
+	"github.com/sluicemq/sluice/services/ingest/quota"
 )
 
 // Defaults for zero Config fields.
@@ -23,6 +25,9 @@ const (
 	DefaultOpenTimeout       = 30 * time.Second
 	DefaultRetryAfter        = 100 * time.Millisecond
 	DefaultMaxWriters        = 100_000
+	DefaultBalanceInterval   = 5 * time.Second
+	// MaxClientIDLength bounds the Sluice-Client-Id header.
+	MaxClientIDLength = 255
 )
 
 // Config configures an ingest copy. Zero fields take the documented
@@ -65,6 +70,19 @@ type Config struct {
 	// RetryAfter is the delay RESOURCE_EXHAUSTED answers suggest. Zero
 	// means the default.
 	RetryAfter time.Duration
+	// BalanceInterval is how often the copy compares its share of partition
+	// leases with the other live copies' and acquires or releases (see
+	// services/ingest/balance). Zero means the default; negative disables
+	// balancing (partitions are then taken only on demand, by the first
+	// produce a copy receives for them).
+	BalanceInterval time.Duration
+	// Balance bounds one balancing round.
+	Balance balance.Config
+	// Quota sets byte-rate quotas per client id (the Sluice-Client-Id
+	// request header): a client over its quota has its answers delayed by
+	// the throttle time, which the answer reports (Kafka's quotas). The zero
+	// value is unlimited.
+	Quota quota.Config
 	// Logger receives the service's events; nil discards them.
 	Logger *slog.Logger
 }
@@ -80,6 +98,7 @@ func (c Config) withDefaults() Config {
 	set(&c.TopicCacheTTL, DefaultTopicCacheTTL)
 	set(&c.OpenTimeout, DefaultOpenTimeout)
 	set(&c.RetryAfter, DefaultRetryAfter)
+	set(&c.BalanceInterval, DefaultBalanceInterval)
 	seti := func(v *int, d int) {
 		if *v == 0 {
 			*v = d
@@ -134,6 +153,12 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	}
 	if err := c.Writer.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Balance.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Quota.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

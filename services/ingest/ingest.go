@@ -15,7 +15,9 @@ import (
 	"github.com/sluicemq/sluice/pkg/catalog"
 	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
 	rpart "github.com/sluicemq/sluice/pkg/record/partition"
+	"github.com/sluicemq/sluice/services/ingest/balance"
 	"github.com/sluicemq/sluice/services/ingest/partition"
+	"github.com/sluicemq/sluice/services/ingest/quota"
 )
 
 // Service is one ingest copy: it owns partition writers under leases and
@@ -32,6 +34,10 @@ type Service struct {
 	topics  map[string]cachedTopic
 	owners  map[string]cachedOwner
 	closing bool
+	// released: partitions this copy gave up by balancing, and when.
+	released map[slotKey]time.Time
+	balancer *balance.Balancer
+	quotas   *quota.Limiter
 	// live: the last heartbeat succeeded (AcquireWriter needs it).
 	heartbeatOK chan struct{}
 	beatOnce    sync.Once
@@ -70,8 +76,17 @@ func New(cfg Config, d Deps) (*Service, error) {
 		return nil, errors.New("ingest: Deps.Catalog, Deps.Ledgers and Deps.Forward are required")
 	}
 	cfg = cfg.withDefaults()
+	bal, err := balance.New(cfg.Balance)
+	if err != nil {
+		return nil, err
+	}
+	q, err := quota.New(cfg.Quota)
+	if err != nil {
+		return nil, err
+	}
 	return &Service{
-		cfg: cfg, d: d, log: cfg.Logger,
+		cfg: cfg, d: d, log: cfg.Logger, balancer: bal, quotas: q,
+		released:    make(map[slotKey]time.Time),
 		writers:     make(map[slotKey]*slot),
 		topics:      make(map[string]cachedTopic),
 		owners:      make(map[string]cachedOwner),
@@ -103,12 +118,22 @@ func (s *Service) Run(ctx context.Context) error {
 	beat()
 	t := time.NewTicker(s.cfg.HeartbeatInterval)
 	defer t.Stop()
+	var balanceC <-chan time.Time
+	if s.cfg.BalanceInterval > 0 {
+		bt := time.NewTicker(s.cfg.BalanceInterval)
+		defer bt.Stop()
+		balanceC = bt.C
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return s.shutdown()
 		case <-t.C:
 			beat()
+		case <-balanceC:
+			if err := s.balanceRound(ctx); err != nil && ctx.Err() == nil {
+				s.log.Warn("ingest balancing round failed", slog.Any("err", err))
+			}
 		}
 	}
 }
@@ -222,6 +247,12 @@ func (s *Service) routeTo(ctx context.Context, t catalog.Topic, p int, forwarded
 		part, err := s.d.Catalog.GetPartition(ctx, t.Name, p)
 		if err != nil {
 			return route{}, err
+		}
+		s.mu.Lock()
+		released := s.recentlyReleasedLocked(key)
+		s.mu.Unlock()
+		if released && (part.Owner == "" || part.Owner == s.cfg.OwnerID) {
+			return route{}, connect.NewError(connect.CodeUnavailable, fmt.Errorf("%s/%d is being handed to another ingest copy; retry", t.Name, p))
 		}
 		if part.Owner != "" && part.Owner != s.cfg.OwnerID {
 			if o, live := s.liveOwner(ctx, part.Owner); live {

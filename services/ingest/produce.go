@@ -30,6 +30,8 @@ type plan struct {
 	// results says where each result comes from: a partition and the index
 	// of its batch there, plus the record's position within that batch.
 	results []resultRef
+	// bytes is what the request counts against its client's quota.
+	bytes int
 }
 
 type partPlan struct {
@@ -57,6 +59,10 @@ type forwardCall struct {
 // Produce appends records and answers once they are durable.
 func (s *Service) Produce(ctx context.Context, req *connect.Request[sluicev1.ProduceRequest]) (*connect.Response[sluicev1.ProduceResponse], error) {
 	forwarded := req.Header().Get(forwardedHeader) != ""
+	client, err := clientID(req.Header().Get(clientIDHeader))
+	if err != nil {
+		return nil, err
+	}
 	pl, err := s.prepare(ctx, req.Msg)
 	if err != nil {
 		return nil, err
@@ -66,7 +72,39 @@ func (s *Service) Produce(ctx context.Context, req *connect.Request[sluicev1.Pro
 	if err != nil {
 		return nil, err
 	}
+	if err := s.throttle(ctx, client, pl, resp); err != nil {
+		return nil, err
+	}
 	return connect.NewResponse(resp), nil
+}
+
+// clientIDHeader names the client for quotas (Kafka's client.id).
+const clientIDHeader = "Sluice-Client-Id"
+
+func clientID(h string) (string, error) {
+	if len(h) > MaxClientIDLength {
+		return "", apierr.Invalid(clientIDHeader, "%d bytes exceed %d", len(h), MaxClientIDLength)
+	}
+	return h, nil
+}
+
+// throttle charges the request's bytes to the client's quota and, when it
+// is over, delays the answer by the throttle time and reports it (Kafka's
+// produce quotas: the client is slowed, its data is not refused).
+func (s *Service) throttle(ctx context.Context, client string, pl *plan, resp *sluicev1.ProduceResponse) error {
+	d := s.quotas.Record(client, pl.bytes, time.Now())
+	if d <= 0 {
+		return nil
+	}
+	resp.ThrottleTimeMs = int32(d.Milliseconds())
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return apierr.FromCatalog(context.Cause(ctx))
+	}
 }
 
 // prepare validates a request and builds its per-partition batches.
@@ -119,6 +157,7 @@ func (s *Service) prepare(ctx context.Context, m *sluicev1.ProduceRequest) (*pla
 			pp := part(p)
 			pl.results = append(pl.results, resultRef{partition: p, batch: len(pp.batches)})
 			pp.batches = append(pp.batches, b.GetData())
+			pl.bytes += len(b.GetData())
 		}
 		return pl, nil
 	}
@@ -166,6 +205,10 @@ func (s *Service) prepare(ctx context.Context, m *sluicev1.ProduceRequest) (*pla
 		}
 		pl.results = append(pl.results, resultRef{partition: p, delta: counts[p]})
 		counts[p]++
+		pl.bytes += len(rec.Key) + len(rec.Value)
+		for _, h := range rec.Headers {
+			pl.bytes += len(h.Key) + len(h.Value)
+		}
 	}
 	for p, b := range builders {
 		data, err := b.Build()
@@ -323,6 +366,10 @@ func (s *Service) produceError(err error) error {
 // goes on.
 func (s *Service) ProduceStream(ctx context.Context, stream *connect.BidiStream[sluicev1.ProduceStreamRequest, sluicev1.ProduceStreamResponse]) error {
 	forwarded := stream.RequestHeader().Get(forwardedHeader) != ""
+	client, err := clientID(stream.RequestHeader().Get(clientIDHeader))
+	if err != nil {
+		return err
+	}
 	type inflight struct {
 		id  uint64
 		pl  *plan
@@ -339,6 +386,9 @@ func (s *Service) ProduceStream(ctx context.Context, stream *connect.BidiStream[
 			err := f.err
 			if err == nil {
 				out.Response, err = s.finish(ctx, f.pl)
+			}
+			if err == nil {
+				err = s.throttle(ctx, client, f.pl, out.Response)
 			}
 			if err != nil {
 				out.Response = nil
