@@ -20,7 +20,6 @@ TEMPLATES=$STACK_REPO/localstack/cassandra
 JAR_DIR=$SLUICE_CACHE_DIR/cassandra
 LIB=$JAR_DIR/lib
 MARKER=$LIB/.complete-$CASSANDRA_VERSION
-M2_REPO=$SLUICE_CACHE_DIR/m2
 DATA=$SLUICE_STACK_DIR/data/cassandra
 CONF=$DATA/conf
 START_TIMEOUT=${SLUICE_CASSANDRA_START_TIMEOUT:-180}
@@ -58,14 +57,6 @@ exiting() {
 # alive: ours and not on its way out.
 alive() { ours && ! exiting; }
 
-# java_major JAVA: prints the feature version (8, 11, 17, 25...) of that java binary.
-java_major() {
-  local v
-  v=$("$1" -version 2>&1 | sed -n 's/.*version "\([^"]*\)".*/\1/p' | head -n 1)
-  v=${v#1.} # 1.8.0_x -> 8
-  echo "${v%%[.+-]*}"
-}
-
 # find_java: Cassandra 5.0 runs on Java 11 or 17 only (a newer default JDK, e.g. 25, fails), so
 # take the first suitable one of: $SLUICE_CASSANDRA_JAVA, $JAVA_HOME, PATH, /usr/lib/jvm/*.
 find_java() {
@@ -87,31 +78,10 @@ find_java() {
   die "cassandra: no Java 11 or 17 found (Debian: apt-get install openjdk-17-jre-headless; or set SLUICE_CASSANDRA_JAVA)"
 }
 
-# ensure_jars: copy cassandra-all's runtime classpath into $LIB once. Maven's local repository
-# lives in the cache dir too, so nothing lands in ~/.m2. The marker is written only after a
-# complete copy, and the copy goes to a temporary folder first, so an interrupted run retries.
+# ensure_jars: copy cassandra-all's runtime classpath (the release's lib/) into $LIB once.
 ensure_jars() {
-  if [[ -f $MARKER ]]; then return 0; fi
-  command -v mvn >/dev/null || die "cassandra: mvn not found (Debian: apt-get install maven)"
-  local t0=$SECONDS tmp=$JAR_DIR/lib.partial n
-  log "cassandra: downloading Cassandra $CASSANDRA_VERSION jars (first run only, ~1-3 min)..."
-  mkdir -p "$JAR_DIR"
-  rm -rf "$tmp"
-  # Run from a copy of the pom so Maven writes nothing inside the repository. Debian's Maven 3.8
-  # prints bare colour resets even with -B; sed drops them (pipefail keeps mvn's exit status).
-  cp "$TEMPLATES/pom.xml" "$JAR_DIR/pom.xml"
-  (cd "$JAR_DIR" && mvn -q -B -Dstyle.color=never \
-    -Dmaven.repo.local="$M2_REPO" \
-    -Dcassandra.version="$CASSANDRA_VERSION" \
-    dependency:copy-dependencies \
-    -DincludeScope=runtime -DoutputDirectory="$tmp" 2>&1 | sed $'s/\e\\[[0-9;]*m//g' >&2) ||
-    die "cassandra: Maven could not resolve cassandra-all $CASSANDRA_VERSION (see output above)"
-  [[ -f $tmp/cassandra-all-$CASSANDRA_VERSION.jar ]] || die "cassandra: cassandra-all jar missing after Maven run"
-  rm -rf "$LIB"
-  mv "$tmp" "$LIB"
-  n=$(find "$LIB" -name '*.jar' | wc -l)
-  touch "$MARKER"
-  log "cassandra: $n jars in $LIB ($((SECONDS - t0))s)"
+  maven_classpath cassandra "$TEMPLATES/pom.xml" "$LIB" "$MARKER" "cassandra-all-$CASSANDRA_VERSION.jar" \
+    "-Dcassandra.version=$CASSANDRA_VERSION"
 }
 
 # render TEMPLATE OUT KEY=VALUE...: copy TEMPLATE to OUT replacing each @KEY@ with VALUE (plain

@@ -106,3 +106,42 @@ wait_for() {
 
 # tcp_open PORT: true when something listens on 127.0.0.1:PORT.
 tcp_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# java_major JAVA: prints the feature version (8, 11, 17, 25...) of that java binary.
+java_major() {
+  local v
+  v=$("$1" -version 2>&1 | sed -n 's/.*version "\([^"]*\)".*/\1/p' | head -n 1)
+  v=${v#1.} # 1.8.0_x -> 8
+  echo "${v%%[.+-]*}"
+}
+
+# maven_classpath NAME POM LIB MARKER CHECK_JAR [MAVEN_ARG...]: copy the runtime closure of the
+# classpath-only project POM (Maven Central artifacts) into the folder LIB, once. Maven's local
+# repository lives in the cache dir too ($SLUICE_CACHE_DIR/m2), so nothing lands in ~/.m2. The
+# copy goes to LIB.partial first and MARKER is written only after a complete copy that holds
+# CHECK_JAR, so an interrupted run retries. Maven runs in a copy of POM beside LIB, so it writes
+# nothing inside the repository.
+maven_classpath() {
+  local name=$1 pom=$2 lib=$3 marker=$4 check=$5; shift 5
+  if [[ -f $marker ]]; then return 0; fi
+  command -v mvn >/dev/null || die "$name: mvn not found (Debian: apt-get install maven)"
+  local t0=$SECONDS dir tmp=$lib.partial n
+  dir=$(dirname "$lib")
+  log "$name: downloading jars from Maven Central (first run only, ~1-3 min)..."
+  mkdir -p "$dir"
+  rm -rf "$tmp"
+  cp "$pom" "$dir/pom.xml"
+  # Debian's Maven 3.8 prints bare colour resets even with -B; sed drops them (pipefail keeps
+  # mvn's exit status).
+  (cd "$dir" && mvn -q -B -Dstyle.color=never \
+    -Dmaven.repo.local="$SLUICE_CACHE_DIR/m2" "$@" \
+    dependency:copy-dependencies \
+    -DincludeScope=runtime -DoutputDirectory="$tmp" 2>&1 | sed $'s/\e\\[[0-9;]*m//g' >&2) ||
+    die "$name: Maven could not resolve $pom (see output above)"
+  [[ -f $tmp/$check ]] || die "$name: $check missing after the Maven run"
+  rm -rf "$lib"
+  mv "$tmp" "$lib"
+  n=$(find "$lib" -name '*.jar' | wc -l)
+  touch "$marker"
+  log "$name: $n jars in $lib ($((SECONDS - t0))s)"
+}

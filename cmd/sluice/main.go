@@ -24,7 +24,7 @@ func commands() []command {
 	return []command{
 		{"dev", "run Sluice in one process with no dependencies (partial: see README status)", runDev},
 		{"bookie", "run a ledger storage node (bookie)", runBookie},
-		{"bench-ledger", "benchmark the ledger tier: 3 bookie processes, E3/Qw3/Qa2, fsync before ack", runBenchLedger},
+		{"bench", "run a benchmark workload (Kafka; Sluice soon); 'sluice bench ledger' benchmarks the ledger tier", runBench},
 		{"version", "print the version", runVersion},
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"context"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -26,6 +27,9 @@ const (
 	EnvCassandra      = "SLUICE_TEST_CASSANDRA"       // host:port of the CQL native port
 	EnvAWSEndpoint    = "SLUICE_TEST_AWS_ENDPOINT"    // base URL of the S3/DynamoDB emulator
 	EnvLambdaEndpoint = "SLUICE_TEST_LAMBDA_ENDPOINT" // base URL of the Lambda Runtime Interface Emulator
+	// EnvKafka is set by `localstack/kafka.sh env`, not stack.sh: Kafka is
+	// the benchmarks' peer, started only for them.
+	EnvKafka = "SLUICE_TEST_KAFKA" // comma-separated host:port bootstrap list of the 3 local brokers
 )
 
 // InCI reports whether CI=true (any value strconv.ParseBool reads as true).
@@ -38,11 +42,17 @@ func InCI() bool {
 // service the test needs. Missing: t.Fatal under CI, t.Skip elsewhere.
 func Require(t testing.TB, name, service string) string {
 	t.Helper()
+	return require(t, name, service, "start the stack with `task stack:up` and run `task test:integration`")
+}
+
+// require is Require with the advice on how to provide the service.
+func require(t testing.TB, name, service, howTo string) string {
+	t.Helper()
 	v := os.Getenv(name)
 	if v != "" {
 		return v
 	}
-	msg := service + " is not available: " + name + " is unset; start the stack with `task stack:up` and run `task test:integration`"
+	msg := service + " is not available: " + name + " is unset; " + howTo
 	if InCI() {
 		t.Fatal("CI=true and " + msg)
 		return ""
@@ -59,6 +69,14 @@ func AWSEndpoint(t testing.TB) string { return Require(t, EnvAWSEndpoint, "the A
 
 // LambdaEndpoint returns the base URL of the Lambda Invoke API (the runtime interface emulator).
 func LambdaEndpoint(t testing.TB) string { return Require(t, EnvLambdaEndpoint, "the Lambda emulator") }
+
+// Kafka returns the bootstrap brokers of a real 3-broker Kafka cluster.
+func Kafka(t testing.TB) []string {
+	t.Helper()
+	v := require(t, EnvKafka, "Kafka",
+		"start it with `task kafka:up`, then `eval \"$(localstack/kafka.sh env)\"` (or run `task bench:kafka-smoke`)")
+	return strings.Split(v, ",")
+}
 
 // AWSConfig returns an AWS SDK config aimed at endpoint with the emulator's
 // dummy static credentials, so no real AWS account is ever touched.

@@ -1,6 +1,7 @@
 package testenv_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/sluicemq/sluice/internal/testenv"
@@ -38,5 +39,19 @@ func TestRequireReturnsValue(t *testing.T) {
 	t.Setenv("SLUICE_TEST_NOPE", "127.0.0.1:1")
 	if got := testenv.Require(t, "SLUICE_TEST_NOPE", "Nope"); got != "127.0.0.1:1" {
 		t.Fatalf("got %q", got)
+	}
+}
+
+func TestKafkaSplitsTheBrokerList(t *testing.T) {
+	t.Setenv("SLUICE_TEST_KAFKA", "127.0.0.1:9092,127.0.0.1:9093")
+	if got := testenv.Kafka(t); len(got) != 2 || got[1] != "127.0.0.1:9093" {
+		t.Fatalf("got %q", got)
+	}
+	t.Setenv("SLUICE_TEST_KAFKA", "")
+	t.Setenv("CI", "true")
+	r := &recorder{TB: t}
+	testenv.Kafka(r)
+	if r.fatal == "" || !strings.Contains(r.fatal, "task kafka:up") {
+		t.Fatalf("CI=true without Kafka: fatal=%q, want a failure saying how to start it", r.fatal)
 	}
 }

@@ -1,0 +1,807 @@
+package loadgen
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	mrand "math/rand/v2"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// Defaults of Options.
+const (
+	DefaultProgressInterval = 5 * time.Second
+	DefaultDrainTimeout     = 30 * time.Second
+	DefaultTopicPrefix      = "sluice-bench"
+
+	// sustainFraction is the fraction of the target rate a measured window
+	// must publish (and consume, per subscription) to count as sustained.
+	sustainFraction = 0.95
+	// maxEndLag is how far behind schedule producers may be at the end of a
+	// sustained window: more means the rate was not held, whatever the
+	// averages say.
+	maxEndLag = time.Second
+)
+
+// Options configure one run.
+type Options struct {
+	Driver   Driver   // required
+	Workload Workload // validated by Run
+	Label    string   // names the run in tables (default "<driver> <workload>")
+	// Servers are the processes of the system under test: their CPU during
+	// the measured window is the run's server cost. None: no cost figures.
+	Servers []ServerProcess
+	// Progress receives a status line every ProgressInterval (default 5 s)
+	// and a line at each phase change; nil for none.
+	Progress         io.Writer
+	ProgressInterval time.Duration
+	// DrainTimeout bounds how long after the measured window the run waits
+	// for sends, acknowledgements and deliveries of the window's messages
+	// (default 30 s). What is still missing then is reported, not waited for.
+	DrainTimeout time.Duration
+	// TopicPrefix starts every topic and subscription name (default
+	// "sluice-bench"); a random run id follows, so runs never share topics.
+	TopicPrefix string
+	// KeepTopics leaves the topics in place after the run (default: deleted).
+	KeepTopics bool
+}
+
+// plan is what producers do until the next plan replaces it: one fixed-rate
+// schedule. The runner publishes plans through an atomic pointer; each
+// producer picks up a new one before its next message.
+type plan struct {
+	gen      int
+	start    int64   // due time of the first message, run clock ns
+	rate     float64 // messages/s of each producer
+	end      int64   // no message due at or after end is sent under this plan
+	final    bool    // no plan follows: producers exit once they reach end
+	hardStop int64   // producers give up sending at this time (final plan only)
+}
+
+type producerState struct {
+	idx      int
+	prod     Producer
+	rec      *recorder
+	template []byte // a payload with this producer's random fill; the header is rewritten per message
+	keys     func() []byte
+	pool     sync.Pool    // *[]byte payload buffers, returned after done
+	nextDue  atomic.Int64 // due time of the next message; MaxInt64 while idle (for the lag)
+	notSent  int64        // window messages left unsent at the hard stop; written by the producer goroutine
+}
+
+// run is the state of one Run. Counters are atomics updated from driver
+// callbacks; "window" counters count messages whose intended send time is
+// inside the measured window, "in" counters count events that happened
+// inside it.
+type run struct {
+	opts Options
+	w    Workload
+	base time.Time // the run clock's origin; times are ns since base (monotonic)
+
+	plan     atomic.Pointer[plan]
+	winStart atomic.Int64 // MaxInt64 until the window is fixed
+	winEnd   atomic.Int64
+	stopping atomic.Bool // producers stop at their next message
+	drainEnd atomic.Int64
+
+	sent, acked, failed, received     atomic.Int64 // totals since the start
+	wSent, wAcked, wFailed, wReceived atomic.Int64
+	ackIn, recvIn                     atomic.Int64
+	foreign                           atomic.Int64
+
+	errMu    sync.Mutex
+	firstErr error
+
+	producers []*producerState
+	consRecs  []*recorder
+	phase     atomic.Pointer[string]
+	// progressMu serializes progress lines: the run and its progress
+	// ticker both write them, and the writer need not be safe for that.
+	progressMu sync.Mutex
+}
+
+func (r *run) now() int64 { return int64(time.Since(r.base)) }
+
+func (r *run) inWindow(t int64) bool { return t >= r.winStart.Load() && t < r.winEnd.Load() }
+
+func (r *run) setPhase(p string) { r.phase.Store(&p) }
+
+func (r *run) progressf(format string, args ...any) {
+	if r.opts.Progress != nil {
+		r.progressMu.Lock()
+		defer r.progressMu.Unlock()
+		fmt.Fprintf(r.opts.Progress, "[bench] "+format+"\n", args...)
+	}
+}
+
+func (r *run) noteErr(err error) {
+	r.errMu.Lock()
+	if r.firstErr == nil {
+		r.firstErr = err
+	}
+	r.errMu.Unlock()
+}
+
+// Run runs one workload against one driver: it creates the topics, starts
+// the consumers and producers, warms up (searching for the maximum rate if
+// the workload asks for it), measures for the test duration, drains, deletes
+// the topics and returns the result. Errors setting up (topics, clients) end
+// the run; failures of individual messages are counted in the result.
+func Run(ctx context.Context, opts Options) (*Result, error) {
+	if opts.Driver == nil {
+		return nil, errors.New("loadgen: no driver")
+	}
+	w := opts.Workload
+	if err := w.Normalize(); err != nil {
+		return nil, fmt.Errorf("workload: %w", err)
+	}
+	if opts.ProgressInterval <= 0 {
+		opts.ProgressInterval = DefaultProgressInterval
+	}
+	if opts.DrainTimeout <= 0 {
+		opts.DrainTimeout = DefaultDrainTimeout
+	}
+	if opts.TopicPrefix == "" {
+		opts.TopicPrefix = DefaultTopicPrefix
+	}
+	r := &run{opts: opts, w: w, base: time.Now()}
+	r.winStart.Store(math.MaxInt64)
+	r.winEnd.Store(math.MaxInt64)
+	r.drainEnd.Store(math.MaxInt64)
+	r.setPhase("setup")
+	res := &Result{
+		Label: opts.Label, Driver: opts.Driver.Name(), Workload: w, Started: time.Now().UTC(),
+		Host: Host{Cores: runtime.NumCPU(), GoVersion: runtime.Version(),
+			Kernel: readTrim("/proc/sys/kernel/osrelease"), LoadAvgFrom: loadAvg()},
+	}
+
+	// Topics.
+	runID := randomID()
+	topics := make([]string, w.Topics)
+	for i := range topics {
+		topics[i] = fmt.Sprintf("%s-%s-%s-%d", opts.TopicPrefix, slug(w.Name), runID, i)
+	}
+	r.progressf("creating %d topic(s) of %d partitions (%s-…-%s-*)", w.Topics, w.PartitionsPerTopic, opts.TopicPrefix, runID)
+	var created []string
+	defer func() {
+		if opts.KeepTopics || len(created) == 0 {
+			return
+		}
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		for _, t := range created {
+			if err := opts.Driver.DeleteTopic(dctx, t); err != nil {
+				r.progressf("warning: could not delete topic %s: %v", t, err)
+			}
+		}
+	}()
+	for _, t := range topics {
+		if err := opts.Driver.CreateTopic(ctx, t, w.PartitionsPerTopic); err != nil {
+			return nil, fmt.Errorf("create topic %s: %w", t, err)
+		}
+		created = append(created, t)
+	}
+	settings, err := opts.Driver.Describe(ctx, topics[0])
+	if err != nil {
+		return nil, fmt.Errorf("describe topic %s: %w", topics[0], err)
+	}
+	res.DriverSettings = settings
+
+	// Consumers first, so they are subscribed before the first message.
+	var consumers []Consumer
+	defer func() {
+		for _, c := range consumers {
+			if err := c.Close(); err != nil {
+				r.progressf("warning: closing a consumer: %v", err)
+			}
+		}
+	}()
+	for ti, t := range topics {
+		for s := range w.SubscriptionsPerTopic {
+			sub := fmt.Sprintf("%s-%s-t%d-s%d", opts.TopicPrefix, runID, ti, s)
+			for range w.ConsumerPerSubscription {
+				rec := newRecorder()
+				c, err := opts.Driver.NewConsumer(ctx, t, sub, r.deliverTo(rec))
+				if err != nil {
+					return nil, fmt.Errorf("consumer of %s in %s: %w", t, sub, err)
+				}
+				consumers = append(consumers, c)
+				r.consRecs = append(r.consRecs, rec)
+			}
+		}
+	}
+
+	// Producers.
+	defer func() {
+		for _, p := range r.producers {
+			if err := p.prod.Close(); err != nil {
+				r.progressf("warning: closing a producer: %v", err)
+			}
+		}
+	}()
+	for ti, t := range topics {
+		for range w.ProducersPerTopic {
+			prod, err := opts.Driver.NewProducer(ctx, t)
+			if err != nil {
+				return nil, fmt.Errorf("producer of %s: %w", t, err)
+			}
+			idx := len(r.producers)
+			p := &producerState{idx: idx, prod: prod, rec: newRecorder(),
+				template: randomPayload(w.MessageSize, uint64(idx)),
+				keys:     keyGen(w.KeyDistributor, w.PartitionsPerTopic, uint64(ti)<<32|uint64(idx))}
+			p.nextDue.Store(math.MaxInt64)
+			r.producers = append(r.producers, p)
+		}
+	}
+
+	if err := r.probe(ctx); err != nil {
+		return nil, err
+	}
+	return r.measure(ctx, res)
+}
+
+// ProbeTimeout bounds the wait for each producer's first acknowledgement.
+const ProbeTimeout = time.Minute
+
+// probeProducer marks probe messages in the header's producer field, so
+// consumers skip them.
+const probeProducer = math.MaxUint32
+
+// probe sends one message through every producer and waits for its
+// acknowledgement before the clock starts, as the OpenMessaging Benchmark
+// does: connecting, fetching metadata and (Kafka) getting a producer id
+// take seconds on a fresh client, and belong to no rate.
+func (r *run) probe(ctx context.Context) error {
+	r.progressf("probing %d producer(s)", len(r.producers))
+	ctx, cancel := context.WithTimeout(ctx, ProbeTimeout)
+	defer cancel()
+	errs := make(chan error, len(r.producers))
+	for _, p := range r.producers {
+		buf := append([]byte(nil), p.template...)
+		putHeader(buf, probeProducer, r.now())
+		p.prod.Send(ctx, p.keys(), buf, func(err error) { errs <- err })
+	}
+	for range r.producers {
+		select {
+		case err := <-errs:
+			if err != nil {
+				return fmt.Errorf("probe message: %w", err)
+			}
+		case <-ctx.Done():
+			return fmt.Errorf("probe message not acknowledged within %v: %w", ProbeTimeout, ctx.Err())
+		}
+	}
+	return nil
+}
+
+// measure runs the warm-up, the window and the drain, and fills res.
+func (r *run) measure(ctx context.Context, res *Result) (*Result, error) {
+	w, opts := r.w, r.opts
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	search := w.ProducerRate == 0
+	nProd := float64(len(r.producers))
+
+	t0 := r.now()
+	warmEnd := t0 + int64(w.WarmupDuration)
+	if search {
+		r.plan.Store(&plan{gen: 0, start: t0, rate: SearchStartRate / nProd, end: warmEnd})
+		r.setPhase("search")
+	} else {
+		r.fixWindow(warmEnd)
+		r.plan.Store(&plan{gen: 0, start: t0, rate: w.ProducerRate / nProd, end: r.winEnd.Load(),
+			final: true, hardStop: r.drainEnd.Load()})
+		r.setPhase("warm-up")
+		if w.WarmupDuration == 0 {
+			r.setPhase("measure")
+		}
+	}
+	if search {
+		r.progressf("searching for the maximum sustainable rate for %v, from %d msg/s", w.WarmupDuration, SearchStartRate)
+	} else {
+		r.progressf("producing %.0f msg/s: warm-up %v, then measuring %v", w.ProducerRate, w.WarmupDuration, w.TestDuration)
+	}
+
+	// Sends are cancelled at the hard stop, so a Send blocked on a full
+	// buffer cannot hold a producer past it.
+	sendCtx, cancelSends := context.WithCancel(ctx)
+	defer cancelSends()
+	var wg sync.WaitGroup
+	for _, p := range r.producers {
+		wg.Go(func() { r.produceLoop(sendCtx, p) })
+	}
+	// On every return (an early one when the caller cancels), the producer
+	// goroutines stop and are waited for before the producers are closed.
+	defer func() {
+		r.stopping.Store(true)
+		cancelSends()
+		wg.Wait()
+	}()
+	stopProgress := r.startProgress()
+	defer stopProgress()
+	// If the caller cancels, producers stop at once.
+	stopWatch := context.AfterFunc(ctx, func() { r.stopping.Store(true) })
+	defer stopWatch()
+
+	target := w.ProducerRate
+	if search {
+		rs := newRateSearch(SearchStartRate)
+		target = r.runSearch(ctx, rs, warmEnd)
+		res.RateSearch = rs.steps
+		// The window starts a little after the switch, so that no message of
+		// the search's schedule (due before the switch) falls into it.
+		r.fixWindow(r.now() + int64(planSwitchMargin))
+		r.plan.Store(&plan{gen: len(rs.steps) + 1, start: r.winStart.Load(), rate: target / nProd,
+			end: r.winEnd.Load(), final: true, hardStop: r.drainEnd.Load()})
+		r.progressf("search done: measuring at %.0f msg/s for %v", target, w.TestDuration)
+	}
+	res.TargetRate = target
+
+	// The window.
+	if err := r.sleepUntil(ctx, r.winStart.Load()); err != nil {
+		return nil, err
+	}
+	r.setPhase("measure")
+	r.progressf("measuring for %v at %.0f msg/s", w.TestDuration, target)
+	cpuA, cpuErrA := takeCPU(opts.Servers)
+	if err := r.sleepUntil(ctx, r.winEnd.Load()); err != nil {
+		return nil, err
+	}
+	cpuB, cpuErrB := takeCPU(opts.Servers)
+	endLag := r.lag(r.now())
+	res.LagAtEndMs = float64(endLag) / float64(time.Millisecond)
+	r.setPhase("drain")
+	r.progressf("window over; draining (at most %v)", opts.DrainTimeout)
+	res.Host.LoadAvgTo = loadAvg()
+
+	// Drain: producers finish the window's schedule (or give up at the hard
+	// stop), then acknowledgements and deliveries get until the same deadline.
+	stopSends := time.AfterFunc(time.Duration(r.drainEnd.Load()-r.now()), cancelSends)
+	wg.Wait()
+	stopSends.Stop()
+	for _, p := range r.producers {
+		fctx, fcancel := context.WithTimeout(ctx, max(time.Duration(r.drainEnd.Load()-r.now()), time.Second))
+		if err := p.prod.Flush(fctx); err != nil && ctx.Err() == nil {
+			r.progressf("flush: %v", err)
+		}
+		fcancel()
+	}
+	subs := int64(w.SubscriptionsPerTopic)
+	for r.wReceived.Load() < r.wAcked.Load()*subs && r.now() < r.drainEnd.Load() && ctx.Err() == nil {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	r.setPhase("done")
+	stopProgress()
+
+	r.fill(res, cpuA, cpuB, errors.Join(cpuErrA, cpuErrB))
+	return res, nil
+}
+
+// fixWindow sets the measured window to start at start.
+func (r *run) fixWindow(start int64) {
+	end := start + int64(r.w.TestDuration)
+	r.winEnd.Store(end)
+	r.winStart.Store(start)
+	r.drainEnd.Store(end + int64(r.opts.DrainTimeout))
+}
+
+// runSearch holds each rate for SearchInterval, judges it, and moves to the
+// next, until the warm-up ends; it returns the rate found.
+func (r *run) runSearch(ctx context.Context, rs *rateSearch, warmEnd int64) float64 {
+	nProd := float64(len(r.producers))
+	rate := float64(SearchStartRate)
+	for gen := 1; ; gen++ {
+		stepStart := r.now()
+		stepEnd := stepStart + int64(SearchInterval)
+		if stepEnd > warmEnd {
+			break
+		}
+		s0, a0, v0 := r.sent.Load(), r.acked.Load(), r.received.Load()
+		if r.sleepUntil(ctx, stepEnd) != nil {
+			break
+		}
+		now := r.now()
+		sample := SearchSample{Rate: rate, Seconds: float64(now-stepStart) / 1e9,
+			Sent: r.sent.Load() - s0, Acked: r.acked.Load() - a0, Received: r.received.Load() - v0,
+			Subs: r.w.SubscriptionsPerTopic, Lag: r.lag(now)}
+		next := rs.step(sample)
+		st := rs.steps[len(rs.steps)-1]
+		verdict := "kept up"
+		if !st.KeptUp {
+			verdict = "did not keep up: " + st.Why
+		}
+		r.progressf("search: %.0f msg/s %s; next %.0f msg/s", rate, verdict, next)
+		rate = next
+		r.plan.Store(&plan{gen: gen, start: r.now(), rate: rate / nProd, end: warmEnd})
+	}
+	return rs.result()
+}
+
+// lag is the worst producer's lag behind its schedule at now.
+func (r *run) lag(now int64) time.Duration {
+	var worst time.Duration
+	for _, p := range r.producers {
+		if d := now - p.nextDue.Load(); d > 0 && time.Duration(d) > worst {
+			worst = time.Duration(d)
+		}
+	}
+	return worst
+}
+
+func (r *run) sleepUntil(ctx context.Context, t int64) error {
+	d := time.Duration(t - r.now())
+	if d <= 0 {
+		return ctx.Err()
+	}
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-tm.C:
+		return nil
+	}
+}
+
+// planSwitchMargin separates the last search plan from the measured window:
+// longer than any producer takes to pick up a new plan (maxIdleSleep).
+const planSwitchMargin = 100 * time.Millisecond
+
+// maxIdleSleep bounds every sleep of a producer, so it notices a new plan
+// or a stop quickly even at low rates.
+const maxIdleSleep = 20 * time.Millisecond
+
+// produceLoop sends p's messages on the current plan's schedule until the
+// final plan ends, the hard stop passes, or the run stops.
+func (r *run) produceLoop(ctx context.Context, p *producerState) {
+	n := float64(len(r.producers))
+	var (
+		s   Schedule
+		pl  *plan
+		gen = -1
+	)
+	for !r.stopping.Load() {
+		if np := r.plan.Load(); np.gen != gen {
+			pl, gen = np, np.gen
+			// Producers are spread evenly over one interval, so that n
+			// producers at rate R/n look like one at R.
+			offset := int64(float64(p.idx) / n * float64(time.Second) / pl.rate)
+			s = NewSchedule(pl.start+offset, pl.rate)
+		}
+		due := s.Peek()
+		if due >= pl.end {
+			p.nextDue.Store(math.MaxInt64)
+			if pl.final {
+				return
+			}
+			time.Sleep(maxIdleSleep / 4) // wait for the next plan
+			continue
+		}
+		p.nextDue.Store(due)
+		now := r.now()
+		if now < due {
+			time.Sleep(min(time.Duration(due-now), maxIdleSleep))
+			continue
+		}
+		if pl.final && now >= pl.hardStop {
+			break
+		}
+		s.Advance()
+		r.send(ctx, p, due)
+	}
+	p.nextDue.Store(math.MaxInt64)
+	if pl != nil && pl.final {
+		first := max(s.Sent(), s.CountBefore(r.winStart.Load()))
+		p.notSent = max(s.CountBefore(pl.end)-first, 0)
+	}
+}
+
+// send sends one message due at due.
+func (r *run) send(ctx context.Context, p *producerState, due int64) {
+	bp, _ := p.pool.Get().(*[]byte)
+	if bp == nil {
+		b := make([]byte, len(p.template))
+		copy(b, p.template)
+		bp = &b
+	}
+	buf := *bp
+	putHeader(buf, uint32(p.idx), due)
+	in := r.inWindow(due)
+	r.sent.Add(1)
+	if in {
+		r.wSent.Add(1)
+	}
+	p.prod.Send(ctx, p.keys(), buf, func(err error) {
+		now := r.now()
+		switch {
+		case err == nil:
+			p.rec.record(time.Duration(now-due), in)
+			r.acked.Add(1)
+			if in {
+				r.wAcked.Add(1)
+			}
+			if r.inWindow(now) {
+				r.ackIn.Add(1)
+			}
+		case ctx.Err() != nil:
+			// Cancelled by the hard stop or the caller: unacknowledged, not failed.
+		default:
+			r.failed.Add(1)
+			if in {
+				r.wFailed.Add(1)
+			}
+			r.noteErr(err)
+		}
+		p.pool.Put(bp)
+	})
+}
+
+// deliverTo returns the consumer callback that records into rec.
+func (r *run) deliverTo(rec *recorder) func([]byte) {
+	return func(payload []byte) {
+		now := r.now()
+		prod, due, err := readHeader(payload)
+		if err != nil {
+			r.foreign.Add(1)
+			return
+		}
+		if prod == probeProducer {
+			return
+		}
+		in := r.inWindow(due)
+		rec.record(time.Duration(now-due), in)
+		r.received.Add(1)
+		if in {
+			r.wReceived.Add(1)
+		}
+		if r.inWindow(now) {
+			r.recvIn.Add(1)
+		}
+	}
+}
+
+// startProgress prints a status line every ProgressInterval until the
+// returned function is called (which waits for the printer to exit).
+func (r *run) startProgress() (stop func()) {
+	if r.opts.Progress == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tk := time.NewTicker(r.opts.ProgressInterval)
+		defer tk.Stop()
+		pub, e2e := newHist(), newHist()
+		last := r.now()
+		s0, a0, v0 := r.sent.Load(), r.acked.Load(), r.received.Load()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tk.C:
+			}
+			now := r.now()
+			secs := float64(now-last) / 1e9
+			s1, a1, v1 := r.sent.Load(), r.acked.Load(), r.received.Load()
+			pub.Reset()
+			e2e.Reset()
+			for _, p := range r.producers {
+				p.rec.takePeriod(pub)
+			}
+			for _, c := range r.consRecs {
+				c.takePeriod(e2e)
+			}
+			rate := 0.0
+			if pl := r.plan.Load(); pl != nil {
+				rate = pl.rate * float64(len(r.producers))
+			}
+			backlog := a1*int64(r.w.SubscriptionsPerTopic) - v1
+			r.progressf("%-7s %4.0fs  target %.0f/s | sent %.0f/s acked %.0f/s %.1f MiB/s recv %.0f/s | publish p50 %s p99 %s ms | e2e p50 %s p99 %s ms | backlog %d lag %v failed %d",
+				*r.phase.Load(), time.Duration(now).Seconds(), rate,
+				float64(s1-s0)/secs, float64(a1-a0)/secs, float64(a1-a0)*float64(r.w.MessageSize)/mib/secs,
+				float64(v1-v0)/secs, pctl(pub, 50), pctl(pub, 99), pctl(e2e, 50), pctl(e2e, 99),
+				backlog, r.lag(now).Round(time.Millisecond), r.failed.Load())
+			last, s0, a0, v0 = now, s1, a1, v1
+		}
+	})
+	var once sync.Once
+	return func() {
+		once.Do(func() { close(done) })
+		wg.Wait()
+	}
+}
+
+func pctl(h *hdrhistogram.Histogram, q float64) string {
+	if h.TotalCount() == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", float64(h.ValueAtQuantile(q))/1000)
+}
+
+// fill computes the result from the counters, histograms and CPU samples.
+func (r *run) fill(res *Result, cpuA, cpuB cpuSnapshot, cpuErr error) {
+	w := r.w
+	secs := w.TestDuration.D().Seconds()
+	res.WindowSeconds = secs
+	size := float64(w.MessageSize)
+	tp := func(n int64) Throughput {
+		return Throughput{Messages: n, MsgPerSec: float64(n) / secs, MiBPerSec: float64(n) * size / mib / secs}
+	}
+	res.Publish = tp(r.ackIn.Load())
+	res.Consume = tp(r.recvIn.Load())
+
+	pub, e2e := newHist(), newHist()
+	for _, p := range r.producers {
+		p.rec.mergeWindow(pub)
+	}
+	for _, c := range r.consRecs {
+		c.mergeWindow(e2e)
+	}
+	res.PublishLatency, res.EndToEndLatency = summarize(pub), summarize(e2e)
+
+	res.Sent = r.wSent.Load()
+	for _, p := range r.producers {
+		res.NotSent += p.notSent
+	}
+	res.Failed = r.wFailed.Load()
+	res.Unacked = max(res.Sent-r.wAcked.Load()-res.Failed, 0)
+	subs := int64(w.SubscriptionsPerTopic)
+	res.NotReceived = max(r.wAcked.Load()*subs-r.wReceived.Load(), 0)
+	r.errMu.Lock()
+	if r.firstErr != nil {
+		res.FirstError = r.firstErr.Error()
+	}
+	r.errMu.Unlock()
+
+	if len(r.opts.Servers) > 0 {
+		procs, err := cpuDelta(r.opts.Servers, cpuA, cpuB)
+		res.CPU.Servers = procs
+		for _, p := range procs {
+			res.CPU.ServerSeconds += p.CPUSeconds
+		}
+		if err := errors.Join(cpuErr, err); err != nil {
+			res.Notes = append(res.Notes, "server CPU is unreliable: "+err.Error())
+		}
+	}
+	res.CPU.LoadGeneratorSeconds = (cpuB.self - cpuA.self).Seconds()
+	gibs := float64(res.Publish.Messages) * size / gib
+	if res.CPU.ServerSeconds > 0 && gibs > 0 {
+		res.Cost.MiBPerServerCore = res.Publish.MiBPerSec / (res.CPU.ServerSeconds / secs)
+		res.Cost.ServerCPUSecondsPerGiB = res.CPU.ServerSeconds / gibs
+	}
+	if gibs > 0 {
+		res.Cost.LoadGeneratorCPUSecondsPerGiB = res.CPU.LoadGeneratorSeconds / gibs
+	}
+
+	// Did the run keep up with its target? If not, say how it fell short.
+	var notes []string
+	if len(res.RateSearch) > 0 {
+		notes = append(notes, fmt.Sprintf("target rate %.0f msg/s found by searching during the warm-up (%d steps; see rateSearch)", res.TargetRate, len(res.RateSearch)))
+	}
+	short := func(format string, args ...any) { notes = append(notes, fmt.Sprintf(format, args...)) }
+	sustained := true
+	if res.NotSent > 0 {
+		sustained = false
+		short("%d messages of the window were never sent: producers were still behind schedule %v after the window", res.NotSent, r.opts.DrainTimeout)
+	}
+	if res.Failed > 0 {
+		sustained = false
+		short("%d messages failed; first error: %s", res.Failed, res.FirstError)
+	}
+	if res.Unacked > 0 {
+		sustained = false
+		short("%d messages were not acknowledged within %v after the window", res.Unacked, r.opts.DrainTimeout)
+	}
+	if res.NotReceived > 0 {
+		sustained = false
+		short("%d acknowledged deliveries had not arrived %v after the window", res.NotReceived, r.opts.DrainTimeout)
+	}
+	if res.Publish.MsgPerSec < sustainFraction*res.TargetRate {
+		sustained = false
+		short("published %.0f msg/s, below %.0f%% of the target %.0f msg/s", res.Publish.MsgPerSec, sustainFraction*100, res.TargetRate)
+	}
+	if subs > 0 && res.Consume.MsgPerSec < sustainFraction*res.TargetRate*float64(subs) {
+		sustained = false
+		short("consumed %.0f msg/s, below %.0f%% of the target × %d subscription(s)", res.Consume.MsgPerSec, sustainFraction*100, subs)
+	}
+	if lag := time.Duration(res.LagAtEndMs * float64(time.Millisecond)); lag > maxEndLag {
+		sustained = false
+		short("producers were %v behind schedule at the end of the window (more than %v)", lag.Round(time.Millisecond), maxEndLag)
+	}
+	if n := r.foreign.Load(); n > 0 {
+		short("%d received messages were not written by this run", n)
+	}
+	res.Sustained = sustained
+	res.Notes = append(res.Notes, notes...)
+}
+
+// randomPayload returns a payload template of size bytes: header space, then
+// pseudo-random bytes (incompressible, reproducible per producer).
+func randomPayload(size int, seed uint64) []byte {
+	b := make([]byte, size)
+	rng := mrand.New(mrand.NewPCG(seed, 0x5eed))
+	for i := HeaderSize; i < size; i++ {
+		b[i] = byte(rng.Uint32())
+	}
+	return b
+}
+
+// keyGen returns a function giving each message's key under distributor.
+// The returned keys are never modified, so drivers may keep them.
+func keyGen(distributor string, partitions int, seed uint64) func() []byte {
+	switch distributor {
+	case KeyRoundRobin:
+		keys := make([][]byte, partitions)
+		for i := range keys {
+			keys[i] = fmt.Appendf(nil, "key-%d", i)
+		}
+		next := 0
+		return func() []byte {
+			k := keys[next]
+			next = (next + 1) % len(keys)
+			return k
+		}
+	case KeyRandom:
+		rng := mrand.New(mrand.NewPCG(seed, 0xcafe))
+		return func() []byte { return fmt.Appendf(nil, "%016x", rng.Uint64()) }
+	default:
+		return func() []byte { return nil }
+	}
+}
+
+// slug makes s safe in a topic name (Kafka's [a-zA-Z0-9._-], at most 40 here).
+func slug(s string) string {
+	var b strings.Builder
+	for _, c := range strings.ToLower(s) {
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9', c == '.', c == '_':
+			b.WriteRune(c)
+		default:
+			b.WriteByte('-')
+		}
+	}
+	out := strings.Trim(b.String(), "-")
+	if len(out) > 40 {
+		out = out[:40]
+	}
+	if out == "" {
+		out = "workload"
+	}
+	return out
+}
+
+func randomID() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on Linux
+	return hex.EncodeToString(b[:])
+}
+
+func readTrim(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func loadAvg() string {
+	f := strings.Fields(readTrim("/proc/loadavg"))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
+}
