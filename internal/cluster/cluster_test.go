@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"connectrpc.com/grpcreflect"
 	"go.uber.org/goleak"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
 	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
@@ -478,5 +480,52 @@ func waitUntil(t *testing.T, d time.Duration, cond func() bool) {
 			t.Fatalf("condition not reached within %v", d)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Every protocol a client may speak works on the one address: Connect
+// (binary and JSON), gRPC, gRPC-web; and gRPC reflection lists the public
+// services, so grpcurl and buf curl can call them without the protos.
+func TestProduceOverEveryProtocol(t *testing.T) {
+	c, _ := start(t, t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	admin, _ := clients(c)
+	if _, err := admin.CreateTopic(ctx, connect.NewRequest(&sluicev1.CreateTopicRequest{Name: "proto", Partitions: 1})); err != nil {
+		t.Fatal(err)
+	}
+	waitOwnerLive(t, c, "ingest-1")
+	for i, opts := range [][]connect.ClientOption{
+		{connect.WithGRPC()},
+		{connect.WithGRPCWeb()},
+		{}, // Connect, binary
+		{connect.WithProtoJSON()},
+		{connect.WithGRPCWeb(), connect.WithProtoJSON()},
+	} {
+		_, prod := clients(c, opts...)
+		resp, err := prod.Produce(ctx, connect.NewRequest(&sluicev1.ProduceRequest{Topic: "proto", Records: []*sluicev1.Record{{Value: []byte("x")}}}))
+		if err != nil {
+			t.Fatalf("protocol %d: %v", i, err)
+		}
+		if got := resp.Msg.GetResults()[0].GetOffset(); got != int64(i) {
+			t.Fatalf("protocol %d: offset %d", i, got)
+		}
+	}
+	stream := grpcreflect.NewClient(h2c, "http://"+c.Addr(), connect.WithGRPC()).NewStream(ctx)
+	names, err := stream.ListServices()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = stream.Close()
+	want := map[protoreflect.FullName]bool{"sluice.v1.ProducerService": false, "sluice.v1.AdminService": false}
+	for _, n := range names {
+		if _, ok := want[n]; ok {
+			want[n] = true
+		}
+	}
+	for n, found := range want {
+		if !found {
+			t.Errorf("reflection does not list %s (it lists %v)", n, names)
+		}
 	}
 }

@@ -26,6 +26,8 @@ const (
 	DefaultRetryAfter        = 100 * time.Millisecond
 	DefaultMaxWriters        = 100_000
 	DefaultBalanceInterval   = 5 * time.Second
+	DefaultMaxBufferedBytes  = 256 << 20
+	DefaultBufferWait        = 100 * time.Millisecond
 	// MaxClientIDLength bounds the Sluice-Client-Id header.
 	MaxClientIDLength = 255
 )
@@ -57,6 +59,13 @@ type Config struct {
 	// MaxWriters bounds the partitions this copy writes at once. Zero means
 	// DefaultMaxWriters.
 	MaxWriters int
+	// MaxBufferedBytes bounds the batch bytes of all requests this copy has
+	// accepted and not yet answered, over every partition (each partition
+	// writer has its own, smaller bound too). A request beyond it waits up
+	// to BufferWait, then gets RESOURCE_EXHAUSTED with a retry delay. Zero
+	// means DefaultMaxBufferedBytes.
+	MaxBufferedBytes int64
+	BufferWait       time.Duration
 	// Limits bound record batches (sizes of keys, values, headers; records
 	// per batch; the decompression guard). The topic's max.message.bytes
 	// further bounds a batch. Zero fields take pkg/record's defaults.
@@ -99,6 +108,10 @@ func (c Config) withDefaults() Config {
 	set(&c.OpenTimeout, DefaultOpenTimeout)
 	set(&c.RetryAfter, DefaultRetryAfter)
 	set(&c.BalanceInterval, DefaultBalanceInterval)
+	set(&c.BufferWait, DefaultBufferWait)
+	if c.MaxBufferedBytes == 0 {
+		c.MaxBufferedBytes = DefaultMaxBufferedBytes
+	}
 	seti := func(v *int, d int) {
 		if *v == 0 {
 			*v = d
@@ -148,6 +161,12 @@ func (c Config) Validate() error {
 	}
 	if c.MaxWriters < 1 {
 		bad("MaxWriters", "%d must be positive", c.MaxWriters)
+	}
+	if c.MaxBufferedBytes < int64(c.Limits.MaxBatchBytes) {
+		bad("MaxBufferedBytes", "%d below the largest batch (%d)", c.MaxBufferedBytes, c.Limits.MaxBatchBytes)
+	}
+	if c.BufferWait < 0 || c.BufferWait > time.Minute {
+		bad("BufferWait", "%v outside [0, 1m]", c.BufferWait)
 	}
 	if err := c.Limits.Check(); err != nil {
 		errs = append(errs, err)

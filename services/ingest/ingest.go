@@ -38,6 +38,7 @@ type Service struct {
 	released map[slotKey]time.Time
 	balancer *balance.Balancer
 	quotas   *quota.Limiter
+	buffered *budget
 	// live: the last heartbeat succeeded (AcquireWriter needs it).
 	heartbeatOK chan struct{}
 	beatOnce    sync.Once
@@ -85,7 +86,7 @@ func New(cfg Config, d Deps) (*Service, error) {
 		return nil, err
 	}
 	return &Service{
-		cfg: cfg, d: d, log: cfg.Logger, balancer: bal, quotas: q,
+		cfg: cfg, d: d, log: cfg.Logger, balancer: bal, quotas: q, buffered: newBudget(cfg.MaxBufferedBytes),
 		released:    make(map[slotKey]time.Time),
 		writers:     make(map[slotKey]*slot),
 		topics:      make(map[string]cachedTopic),

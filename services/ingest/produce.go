@@ -32,6 +32,35 @@ type plan struct {
 	results []resultRef
 	// bytes is what the request counts against its client's quota.
 	bytes int
+	// held is what the request holds of the copy's buffer budget.
+	held int64
+}
+
+// admit takes the plan's batch bytes from the copy's buffer budget, or
+// answers RESOURCE_EXHAUSTED with a retry delay after BufferWait.
+func (s *Service) admit(ctx context.Context, pl *plan) error {
+	var n int64
+	for _, pp := range pl.parts {
+		for _, b := range pp.batches {
+			n += int64(len(b))
+		}
+	}
+	if !s.buffered.acquire(ctx, n, s.cfg.BufferWait) {
+		if ctx.Err() != nil {
+			return apierr.FromCatalog(context.Cause(ctx))
+		}
+		return apierr.Exhausted(s.cfg.RetryAfter, fmt.Errorf("this ingest copy holds %d bytes of unanswered produce requests, its limit; retry later", s.cfg.MaxBufferedBytes))
+	}
+	pl.held = n
+	return nil
+}
+
+// done returns the plan's bytes to the budget.
+func (s *Service) done(pl *plan) {
+	if pl != nil && pl.held > 0 {
+		s.buffered.release(pl.held)
+		pl.held = 0
+	}
 }
 
 type partPlan struct {
@@ -67,8 +96,12 @@ func (s *Service) Produce(ctx context.Context, req *connect.Request[sluicev1.Pro
 	if err != nil {
 		return nil, err
 	}
+	if err := s.admit(ctx, pl); err != nil {
+		return nil, err
+	}
 	s.start(ctx, pl, forwarded)
 	resp, err := s.finish(ctx, pl)
+	s.done(pl)
 	if err != nil {
 		return nil, err
 	}
@@ -386,6 +419,7 @@ func (s *Service) ProduceStream(ctx context.Context, stream *connect.BidiStream[
 			err := f.err
 			if err == nil {
 				out.Response, err = s.finish(ctx, f.pl)
+				s.done(f.pl)
 			}
 			if err == nil {
 				err = s.throttle(ctx, client, f.pl, out.Response)
@@ -412,7 +446,9 @@ func (s *Service) ProduceStream(ctx context.Context, stream *connect.BidiStream[
 		if req.GetRequest() == nil {
 			f.err = apierr.Invalid("request", "required")
 		} else if f.pl, f.err = s.prepare(ctx, req.GetRequest()); f.err == nil {
-			s.start(ctx, f.pl, forwarded)
+			if f.err = s.admit(ctx, f.pl); f.err == nil {
+				s.start(ctx, f.pl, forwarded)
+			}
 		}
 		select {
 		case queue <- f:
