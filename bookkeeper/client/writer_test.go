@@ -124,7 +124,10 @@ func TestEnsembleChangeOnBookieFailure(t *testing.T) {
 	// Qa=2: the appends need not wait for the change, which lands soon.
 	eventually(t, "the ensemble change", func() bool { return len(w.Metadata().Ensembles) == 2 })
 	m := w.Metadata()
-	if len(m.Ensembles) != 2 || m.Ensembles[1].Bookies[1] != "b4" || m.Ensembles[1].FirstEntry > 50 {
+	// The new segment starts at the writer's LAC+1 when it noticed the
+	// failure: with Qa=2 some entries after the stop may already have been
+	// acknowledged by b1 and b3 alone, so anywhere in (0, 150).
+	if len(m.Ensembles) != 2 || m.Ensembles[1].Bookies[1] != "b4" || m.Ensembles[1].FirstEntry < 1 || m.Ensembles[1].FirstEntry > 149 {
 		t.Fatalf("ensembles after the change: %+v", m.Ensembles)
 	}
 	if s := c.Stats(); s.EnsembleChanges != 1 {

@@ -24,6 +24,7 @@ func commands() []command {
 	return []command{
 		{"dev", "run Sluice in one process with no dependencies (partial: see README status)", runDev},
 		{"bookie", "run a ledger storage node (bookie)", runBookie},
+		{"ingest", "run an ingest copy (the produce path) against a DynamoDB catalog", runIngest},
 		{"bench", "run a benchmark workload (Kafka; Sluice soon); 'sluice bench ledger' benchmarks the ledger tier", runBench},
 		{"version", "print the version", runVersion},
 	}

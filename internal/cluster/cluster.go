@@ -33,7 +33,6 @@ import (
 	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/services/admin"
 	"github.com/sluicemq/sluice/services/ingest"
-	"github.com/sluicemq/sluice/services/ingest/partition"
 )
 
 // Config configures an in-process cluster.
@@ -144,7 +143,7 @@ func New(cfg Config) (_ *Cluster, err error) {
 	if icfg.Logger == nil {
 		icfg.Logger = c.log
 	}
-	if c.Ingest, err = ingest.New(icfg, ingest.Deps{Catalog: c.Catalog, Ledgers: ledgerAdapter{c.Ledgers}, Forward: forwardClient}); err != nil {
+	if c.Ingest, err = ingest.New(icfg, ingest.Deps{Catalog: c.Catalog, Ledgers: ingest.LedgerClient(c.Ledgers), Forward: forwardClient}); err != nil {
 		return nil, err
 	}
 	if c.Admin, err = admin.New(admin.Deps{Catalog: c.Catalog, EndOffset: c.Ingest.EndOffset}); err != nil {
@@ -166,7 +165,7 @@ func New(cfg Config) (_ *Cluster, err error) {
 		if ec.Logger == nil {
 			ec.Logger = c.log.With(slog.String("copy", ec.OwnerID))
 		}
-		if e.Ingest, err = ingest.New(ec, ingest.Deps{Catalog: c.Catalog, Ledgers: ledgerAdapter{c.Ledgers}, Forward: forwardClient}); err != nil {
+		if e.Ingest, err = ingest.New(ec, ingest.Deps{Catalog: c.Catalog, Ledgers: ingest.LedgerClient(c.Ledgers), Forward: forwardClient}); err != nil {
 			return nil, err
 		}
 		ad, err := admin.New(admin.Deps{Catalog: c.Catalog, EndOffset: e.Ingest.EndOffset})
@@ -303,5 +302,3 @@ var h2c = func() *http.Client {
 func forwardClient(address string) sluicev1connect.ProducerServiceClient {
 	return sluicev1connect.NewProducerServiceClient(h2c, "http://"+address, connect.WithGRPC())
 }
-
-var _ partition.Ledgers = ledgerAdapter{}

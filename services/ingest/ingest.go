@@ -274,9 +274,18 @@ func (s *Service) routeTo(ctx context.Context, t catalog.Topic, p int, forwarded
 func (s *Service) open(ctx context.Context, t catalog.Topic, p int) error {
 	key := slotKey{t.ID, p}
 	s.mu.Lock()
-	if s.writers[key] != nil {
-		s.mu.Unlock()
-		return nil
+	if old := s.writers[key]; old != nil {
+		select {
+		case <-old.ready:
+			if old.err == nil && old.w.Err() == nil {
+				s.mu.Unlock()
+				return nil // already writing it
+			}
+			delete(s.writers, key) // a failed open or a stopped writer
+		default:
+			s.mu.Unlock()
+			return nil // another goroutine is opening it
+		}
 	}
 	if len(s.writers) >= s.cfg.MaxWriters {
 		s.mu.Unlock()
@@ -285,7 +294,12 @@ func (s *Service) open(ctx context.Context, t catalog.Topic, p int) error {
 	sl := &slot{ready: make(chan struct{})}
 	s.writers[key] = sl
 	s.mu.Unlock()
-	defer close(sl.ready)
+	defer func() {
+		close(sl.ready)
+		if sl.err != nil {
+			s.drop(key, sl) // never leave a failed slot behind to block a retry
+		}
+	}()
 
 	octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.OpenTimeout)
 	defer cancel()

@@ -1,4 +1,4 @@
-package cluster
+package ingest
 
 import (
 	"context"
@@ -11,8 +11,10 @@ import (
 	"github.com/sluicemq/sluice/services/ingest/partition"
 )
 
-// ledgerAdapter gives the partition writer the ledger client, translating
-// "another writer fenced this ledger" into partition.ErrFenced.
+// LedgerClient adapts the ledger client to what partition writers need,
+// translating "another writer fenced this ledger" into partition.ErrFenced.
+func LedgerClient(c *client.Client) partition.Ledgers { return ledgerAdapter{c} }
+
 type ledgerAdapter struct{ c *client.Client }
 
 func (a ledgerAdapter) CreateLedger(ctx context.Context, spec catalog.LedgerSpec) (partition.Ledger, error) {
