@@ -25,6 +25,8 @@ func commands() []command {
 		{"dev", "run Sluice in one process with no dependencies (partial: see README status)", runDev},
 		{"bookie", "run a ledger storage node (bookie)", runBookie},
 		{"ingest", "run an ingest copy (the produce path) against a DynamoDB catalog", runIngest},
+		{"topic", "create, describe, list or delete topics", runTopic},
+		{"produce", "produce records (arguments or stdin), or a load run with --count", runProduce},
 		{"bench", "run a benchmark workload (Kafka; Sluice soon); 'sluice bench ledger' benchmarks the ledger tier", runBench},
 		{"version", "print the version", runVersion},
 	}
