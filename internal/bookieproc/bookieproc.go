@@ -39,16 +39,42 @@ func FreeAddr() (string, error) {
 	return ln.Addr().String(), nil
 }
 
-// Proc is one bookie process (restartable on the same id, address and dir).
+// Proc is one sluice process (restartable on the same id, address and
+// dir): a bookie by default, or any other `sluice` command when Command is
+// set (then Args are all its flags, and Dir and ID are not passed).
 type Proc struct {
 	ID, Addr, Dir string
 	Bin           string
-	Args          []string // extra `sluice bookie` flags
+	Args          []string // extra `sluice bookie` flags, or Command's flags
+	Command       string   // "" = bookie
+	Env           []string // extra environment (KEY=value), added to the test's
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
-	log    *bytes.Buffer
+	log    *lockedBuffer
 	exited chan struct{}
+}
+
+// lockedBuffer collects a process's output (written by exec's copying
+// goroutine) so Log can read it meanwhile.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.buf.Len() > 4<<20 { // keep the last few MiB at most
+		b.buf.Next(b.buf.Len() - 2<<20)
+	}
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // Start runs the process and waits until it listens (up to 30 s).
@@ -56,8 +82,12 @@ func (p *Proc) Start() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	args := append([]string{"bookie", "--dir", p.Dir, "--addr", p.Addr, "--id", p.ID, "--instance", "sluice-test"}, p.Args...)
-	p.log = new(bytes.Buffer)
+	if p.Command != "" {
+		args = append([]string{p.Command}, p.Args...)
+	}
+	p.log = new(lockedBuffer)
 	p.cmd = exec.Command(p.Bin, args...)
+	p.cmd.Env = append(os.Environ(), p.Env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	if err := p.cmd.Start(); err != nil {
 		return err
@@ -75,11 +105,11 @@ func (p *Proc) Start() error {
 		}
 		select {
 		case <-exited:
-			return fmt.Errorf("bookie %s exited at start:\n%s", p.ID, p.log)
+			return fmt.Errorf("%s exited at start:\n%s", p.ID, p.log)
 		default:
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("bookie %s not listening on %s after 30s:\n%s", p.ID, p.Addr, p.log)
+			return fmt.Errorf("%s not listening on %s after 30s:\n%s", p.ID, p.Addr, p.log)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -286,14 +286,34 @@ func (d *Driver) Describe(ctx context.Context, topic string) (map[string]string,
 	res.ResourceName = topic
 	res.ConfigNames = describedConfigs
 	req.Resources = append(req.Resources, res)
-	resp, err := req.RequestWith(ctx, d.admin)
-	if err != nil {
-		return nil, err
-	}
-	for _, r := range resp.Resources {
-		if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
+	// A topic just created may not have reached the broker asked yet
+	// (UNKNOWN_TOPIC_OR_PARTITION, retriable): retry for a bounded time.
+	var resp *kmsg.DescribeConfigsResponse
+	for attempt := 0; ; attempt++ {
+		var err error
+		resp, err = req.RequestWith(ctx, d.admin)
+		if err != nil {
 			return nil, err
 		}
+		var rerr error
+		for _, r := range resp.Resources {
+			if rerr = kerr.ErrorForCode(r.ErrorCode); rerr != nil {
+				break
+			}
+		}
+		if rerr == nil {
+			break
+		}
+		if !kerr.IsRetriable(rerr) || attempt >= 50 {
+			return nil, rerr
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	for _, r := range resp.Resources {
 		for _, c := range r.Configs {
 			v := "null"
 			if c.Value != nil {
