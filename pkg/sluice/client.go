@@ -1,0 +1,161 @@
+package sluice
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+
+	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
+	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
+)
+
+// maxListPages bounds ListTopics (pages of 1,000 topics).
+const maxListPages = 10_000
+
+// Client is a connection to a Sluice cluster: the admin helpers, and the
+// factory of Producers. It is safe for concurrent use. Close it after the
+// producers made from it.
+type Client struct {
+	base     string
+	http     *http.Client
+	ownsHTTP bool
+	log      *slog.Logger
+	admin    sluicev1connect.AdminServiceClient
+	producer sluicev1connect.ProducerServiceClient
+}
+
+// NewClient returns a Client for the server at addr: "host:port",
+// "http://host:port" (cleartext HTTP/2) or "https://host:port". It does no
+// I/O; the first RPC connects.
+func NewClient(addr string, opts ...ClientOption) (*Client, error) {
+	base, err := baseURL(addr)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := newClientConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{base: base, http: cfg.http, log: cfg.logger}
+	if c.http == nil {
+		c.http, c.ownsHTTP = defaultHTTPClient(), true
+	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	var copts []connect.ClientOption
+	if cfg.protocol == ProtocolGRPC {
+		copts = append(copts, connect.WithGRPC())
+	}
+	c.admin = sluicev1connect.NewAdminServiceClient(c.http, base, copts...)
+	c.producer = sluicev1connect.NewProducerServiceClient(c.http, base, copts...)
+	return c, nil
+}
+
+// baseURL checks addr and returns the server's base URL.
+func baseURL(addr string) (string, error) {
+	bad := func(why string) (string, error) {
+		return "", fmt.Errorf("%w: address %q: %s", ErrInvalidOption, addr, why)
+	}
+	if addr == "" {
+		return bad("empty")
+	}
+	if !strings.Contains(addr, "://") {
+		addr = "http://" + addr
+	}
+	u, err := url.Parse(addr)
+	switch {
+	case err != nil:
+		return bad(err.Error())
+	case u.Scheme != "http" && u.Scheme != "https":
+		return bad("scheme must be http or https")
+	case u.Host == "" || u.Port() == "":
+		return bad("want host:port")
+	case u.Path != "" && u.Path != "/", u.RawQuery != "", u.Fragment != "", u.User != nil:
+		return bad("want only scheme://host:port")
+	}
+	if _, _, err := net.SplitHostPort(u.Host); err != nil {
+		return bad(err.Error())
+	}
+	return u.Scheme + "://" + u.Host, nil
+}
+
+// defaultHTTPClient speaks HTTP/2 only: cleartext (h2c) for http://, TLS for
+// https://. gRPC and bidirectional streams need HTTP/2. Idle connections are
+// pinged so a dead server (or a cut network) is noticed within about 30 s
+// even while a stream waits for answers.
+func defaultHTTPClient() *http.Client {
+	var p http.Protocols
+	p.SetHTTP2(true)
+	p.SetUnencryptedHTTP2(true)
+	return &http.Client{Transport: &http.Transport{
+		Protocols:           &p,
+		MaxIdleConnsPerHost: 4,
+		IdleConnTimeout:     90 * time.Second,
+		HTTP2:               &http.HTTP2Config{SendPingTimeout: 15 * time.Second, PingTimeout: 15 * time.Second},
+	}}
+}
+
+// Close releases the Client's idle connections (of the default HTTP client;
+// one passed with WithHTTPClient is the caller's). Close producers first.
+func (c *Client) Close() error {
+	if c.ownsHTTP {
+		c.http.CloseIdleConnections()
+	}
+	return nil
+}
+
+// CreateTopic creates a topic with the given number of partitions and
+// config (see sluice.v1.CreateTopicRequest for the keys; nil for defaults).
+func (c *Client) CreateTopic(ctx context.Context, name string, partitions int32, config map[string]string) (*sluicev1.TopicInfo, error) {
+	resp, err := c.admin.CreateTopic(ctx, connect.NewRequest(&sluicev1.CreateTopicRequest{Name: name, Partitions: partitions, Config: config}))
+	if err != nil {
+		return nil, fmt.Errorf("sluice: create topic %q: %w", name, err)
+	}
+	return resp.Msg.GetTopic(), nil
+}
+
+// DescribeTopic returns a topic's config and partitions. An unknown topic is
+// an error wrapping ErrUnknownTopic (and the server's NotFound).
+func (c *Client) DescribeTopic(ctx context.Context, name string) (*sluicev1.TopicInfo, error) {
+	resp, err := c.admin.DescribeTopic(ctx, connect.NewRequest(&sluicev1.DescribeTopicRequest{Name: name}))
+	if err != nil {
+		if connect.CodeOf(err) == connect.CodeNotFound {
+			return nil, fmt.Errorf("%w %q: %w", ErrUnknownTopic, name, err)
+		}
+		return nil, fmt.Errorf("sluice: describe topic %q: %w", name, err)
+	}
+	return resp.Msg.GetTopic(), nil
+}
+
+// DeleteTopic deletes a topic (its data is removed in the background).
+func (c *Client) DeleteTopic(ctx context.Context, name string) error {
+	if _, err := c.admin.DeleteTopic(ctx, connect.NewRequest(&sluicev1.DeleteTopicRequest{Name: name})); err != nil {
+		return fmt.Errorf("sluice: delete topic %q: %w", name, err)
+	}
+	return nil
+}
+
+// ListTopics returns every topic (without partitions), in name order.
+func (c *Client) ListTopics(ctx context.Context) ([]*sluicev1.TopicInfo, error) {
+	var out []*sluicev1.TopicInfo
+	token := ""
+	for range maxListPages {
+		resp, err := c.admin.ListTopics(ctx, connect.NewRequest(&sluicev1.ListTopicsRequest{PageSize: 1000, PageToken: token}))
+		if err != nil {
+			return nil, fmt.Errorf("sluice: list topics: %w", err)
+		}
+		out = append(out, resp.Msg.GetTopics()...)
+		if token = resp.Msg.GetNextPageToken(); token == "" {
+			return out, nil
+		}
+	}
+	return nil, fmt.Errorf("sluice: list topics: more than %d pages", maxListPages)
+}
