@@ -12,6 +12,7 @@ import (
 	"github.com/sluicemq/sluice/internal/loadgen"
 	"github.com/sluicemq/sluice/internal/loadgen/kafkadriver"
 	"github.com/sluicemq/sluice/internal/loadgen/memdriver"
+	"github.com/sluicemq/sluice/internal/loadgen/sluicedriver"
 )
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -20,8 +21,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	fs := flag.NewFlagSet("sluice bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	driver := fs.String("driver", "", "system to load: kafka, or mem (in-process loopback: measures the load generator itself) (required)")
+	driver := fs.String("driver", "", "system to load: kafka, sluice (produce-only workloads until fetch exists), or mem (in-process loopback: measures the load generator itself) (required)")
 	brokers := fs.String("brokers", "", "kafka: bootstrap brokers, host:port,host:port,... (required for kafka)")
+	sluiceAddr := fs.String("sluice-addr", "127.0.0.1:7420", "sluice: an ingest copy's or sluice dev's address")
 	workloadPath := fs.String("workload", "", "workload YAML file, e.g. bench/workloads/s1.yaml (required)")
 	out := fs.String("out", "", "directory for results.json and results.md (created; required)")
 	label := fs.String("label", "", "name of this run in the tables (default \"<driver> <workload name>\")")
@@ -113,8 +115,13 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	case "mem":
 		drv = memdriver.New()
+	case "sluice":
+		drv, err = sluicedriver.New(sluicedriver.Config{Addr: *sluiceAddr})
+		if err != nil {
+			return err
+		}
 	default:
-		return fmt.Errorf("--driver %q: must be kafka or mem (the sluice driver comes with the produce/consume path)", *driver)
+		return fmt.Errorf("--driver %q: must be kafka, sluice (produce-only workloads until fetch exists) or mem", *driver)
 	}
 	defer func() { _ = drv.Close() }()
 
