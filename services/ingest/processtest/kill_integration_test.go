@@ -124,7 +124,7 @@ func TestIntegrationKill9IngestUnderIdempotentLoad(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	prod, err := sc.NewProducer(sluice.WithLinger(2*time.Millisecond))
+	prod, err := sc.NewProducer(sluice.WithLinger(2 * time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
