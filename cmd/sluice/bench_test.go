@@ -33,7 +33,7 @@ func TestBenchRejectsBadInvocations(t *testing.T) {
 		want string
 	}{
 		{[]string{"bench"}, "--driver, --workload, --out required"},
-		{[]string{"bench", "--driver", "nats", "--workload", wl, "--out", t.TempDir()}, `--driver "nats": must be kafka or mem`},
+		{[]string{"bench", "--driver", "nats", "--workload", wl, "--out", t.TempDir()}, `--driver "nats": must be kafka, sluice`},
 		{[]string{"bench", "--driver", "kafka", "--workload", wl, "--out", t.TempDir()}, "--brokers is required"},
 		{[]string{"bench", "--driver", "mem", "--workload", wl, "--out", t.TempDir(), "--rate", "0"}, "warmupDuration:"},
 		{[]string{"bench", "--driver", "mem", "--workload", wl, "--out", t.TempDir(), "--server-pids", "x"}, `server pid "x"`},
