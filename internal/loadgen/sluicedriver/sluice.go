@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/internal/loadgen"
+	"github.com/sluicemq/sluice/pkg/record"
 	"github.com/sluicemq/sluice/pkg/sluice"
 )
 
@@ -70,6 +71,7 @@ func (d *Driver) Describe(ctx context.Context, topic string) (map[string]string,
 	out := map[string]string{
 		"client":             "pkg/sluice",
 		"client.idempotence": "true",
+		"client.compression": "none",
 		"client.linger":      d.cfg.Linger.String(),
 		"client.batchBytes":  strconv.Itoa(d.cfg.BatchBytes),
 		"server.ack":         "after fsync on the ack quorum of bookies",
@@ -83,7 +85,10 @@ func (d *Driver) Describe(ctx context.Context, topic string) (map[string]string,
 
 // NewProducer implements loadgen.Driver.
 func (d *Driver) NewProducer(_ context.Context, topic string) (loadgen.Producer, error) {
-	var opts []sluice.ProducerOption
+	// No compression, as the Kafka driver: the load generator reuses one
+	// random payload per producer, so batches of it compress far better
+	// than real data would, and the comparison would measure that.
+	opts := []sluice.ProducerOption{sluice.WithCompression(record.CodecNone)}
 	if d.cfg.Linger > 0 {
 		opts = append(opts, sluice.WithLinger(d.cfg.Linger))
 	}
