@@ -7,19 +7,15 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"strings"
 	"sync"
-	"time"
 
-	"connectrpc.com/connect"
 	"github.com/aws/aws-sdk-go-v2/config"
 
 	"github.com/sluicemq/sluice/bookkeeper/client"
 	"github.com/sluicemq/sluice/internal/rpcserver"
 	"github.com/sluicemq/sluice/internal/telemetry"
 	catdynamo "github.com/sluicemq/sluice/pkg/catalog/dynamodb"
-	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/services/admin"
 	"github.com/sluicemq/sluice/services/ingest"
 )
@@ -85,7 +81,7 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	svc, err := ingest.New(ingest.Config{
 		OwnerID: *id, Address: *advertise, OwnerTTL: *ownerTTL, HeartbeatInterval: *heartbeat,
 		BalanceInterval: *balanceEvery, Logger: tel.Logger,
-	}, ingest.Deps{Catalog: cat, Ledgers: ingest.LedgerClient(ledgers), Forward: forwardTo})
+	}, ingest.Deps{Catalog: cat, Ledgers: ingest.LedgerClient(ledgers), Forward: ingest.Forwarder(clientHTTP)})
 	if err != nil {
 		return err
 	}
@@ -136,15 +132,4 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 	}
 	return errors.Join(err, serveErr)
-}
-
-// forwardTo is the client other copies are reached with (gRPC over h2c).
-var forwardHTTP = func() *http.Client {
-	var p http.Protocols
-	p.SetUnencryptedHTTP2(true)
-	return &http.Client{Transport: &http.Transport{Protocols: &p, MaxIdleConnsPerHost: 4}, Timeout: 2 * time.Minute}
-}()
-
-func forwardTo(address string) sluicev1connect.ProducerServiceClient {
-	return sluicev1connect.NewProducerServiceClient(forwardHTTP, "http://"+address, connect.WithGRPC())
 }

@@ -22,15 +22,12 @@ import (
 	"sync"
 	"time"
 
-	"connectrpc.com/connect"
-
 	"github.com/sluicemq/sluice/bookkeeper/bookie"
 	"github.com/sluicemq/sluice/bookkeeper/client"
 	"github.com/sluicemq/sluice/internal/rpcserver"
 	"github.com/sluicemq/sluice/internal/telemetry"
 	"github.com/sluicemq/sluice/pkg/catalog"
 	"github.com/sluicemq/sluice/pkg/catalog/embedded"
-	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/services/admin"
 	"github.com/sluicemq/sluice/services/ingest"
 )
@@ -143,7 +140,7 @@ func New(cfg Config) (_ *Cluster, err error) {
 	if icfg.Logger == nil {
 		icfg.Logger = c.log
 	}
-	if c.Ingest, err = ingest.New(icfg, ingest.Deps{Catalog: c.Catalog, Ledgers: ingest.LedgerClient(c.Ledgers), Forward: forwardClient}); err != nil {
+	if c.Ingest, err = ingest.New(icfg, ingest.Deps{Catalog: c.Catalog, Ledgers: ingest.LedgerClient(c.Ledgers), Forward: ingest.Forwarder(h2c)}); err != nil {
 		return nil, err
 	}
 	if c.Admin, err = admin.New(admin.Deps{Catalog: c.Catalog, EndOffset: c.Ingest.EndOffset}); err != nil {
@@ -165,7 +162,7 @@ func New(cfg Config) (_ *Cluster, err error) {
 		if ec.Logger == nil {
 			ec.Logger = c.log.With(slog.String("copy", ec.OwnerID))
 		}
-		if e.Ingest, err = ingest.New(ec, ingest.Deps{Catalog: c.Catalog, Ledgers: ingest.LedgerClient(c.Ledgers), Forward: forwardClient}); err != nil {
+		if e.Ingest, err = ingest.New(ec, ingest.Deps{Catalog: c.Catalog, Ledgers: ingest.LedgerClient(c.Ledgers), Forward: ingest.Forwarder(h2c)}); err != nil {
 			return nil, err
 		}
 		ad, err := admin.New(admin.Deps{Catalog: c.Catalog, EndOffset: e.Ingest.EndOffset})
@@ -298,7 +295,3 @@ var h2c = func() *http.Client {
 	p.SetUnencryptedHTTP2(true)
 	return &http.Client{Transport: &http.Transport{Protocols: &p, MaxIdleConnsPerHost: 4}}
 }()
-
-func forwardClient(address string) sluicev1connect.ProducerServiceClient {
-	return sluicev1connect.NewProducerServiceClient(h2c, "http://"+address, connect.WithGRPC())
-}

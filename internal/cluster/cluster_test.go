@@ -28,7 +28,14 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // start runs a cluster on dir until the test ends (or stop is called).
 func start(t *testing.T, dir string) (c *Cluster, stop func()) {
 	t.Helper()
-	c, err := New(Config{Dir: dir, Addr: "127.0.0.1:0"})
+	return startWith(t, Config{Dir: dir, Addr: "127.0.0.1:0"})
+}
+
+// startWith runs a cluster configured by cfg until the test ends (or stop
+// is called).
+func startWith(t *testing.T, cfg Config) (c *Cluster, stop func()) {
+	t.Helper()
+	c, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,21 +192,9 @@ func ptr[T any](v T) *T { return &v }
 // next copy takes it without waiting for the lease to expire) and offsets
 // continue where they were.
 func TestForwardingAndHandOver(t *testing.T) {
-	c, err := New(Config{Dir: t.TempDir(), Addr: "127.0.0.1:0", ExtraIngest: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, _ := startWith(t, Config{Dir: t.TempDir(), Addr: "127.0.0.1:0", ExtraIngest: 1})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	rctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(rctx) }()
-	defer func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
 	admin, prod := clients(c, connect.WithGRPC())
 	prod2 := sluicev1connect.NewProducerServiceClient(h2c, "http://"+c.Extra[0].Addr(), connect.WithGRPC())
 	if _, err := admin.CreateTopic(ctx, connect.NewRequest(&sluicev1.CreateTopicRequest{Name: "fwd", Partitions: 2})); err != nil {
@@ -391,19 +386,7 @@ func TestIdempotentBatchesEndToEnd(t *testing.T) {
 // Two ingest copies split a topic's partitions evenly by balancing alone;
 // when one leaves, the other takes all of them.
 func TestIngestCopiesBalance(t *testing.T) {
-	c, err := New(Config{Dir: t.TempDir(), Addr: "127.0.0.1:0", ExtraIngest: 1, Ingest: ingest.Config{BalanceInterval: 100 * time.Millisecond}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(rctx) }()
-	defer func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
+	c, _ := startWith(t, Config{Dir: t.TempDir(), Addr: "127.0.0.1:0", ExtraIngest: 1, Ingest: ingest.Config{BalanceInterval: 100 * time.Millisecond}})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	admin, _ := clients(c, connect.WithGRPC())
@@ -431,21 +414,9 @@ func TestIngestCopiesBalance(t *testing.T) {
 // A client over its byte-rate quota is slowed, not refused: the answer
 // reports the throttle time and comes that much later.
 func TestProduceQuotaThrottles(t *testing.T) {
-	c, err := New(Config{Dir: t.TempDir(), Addr: "127.0.0.1:0", Ingest: ingest.Config{
+	c, _ := startWith(t, Config{Dir: t.TempDir(), Addr: "127.0.0.1:0", Ingest: ingest.Config{
 		Quota: quota.Config{Overrides: map[string]quota.Quota{"slow": {BytesPerSecond: 10_000, Burst: 10_000}}},
 	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(rctx) }()
-	defer func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	admin, prod := clients(c, connect.WithGRPC())

@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 
+	"connectrpc.com/connect"
+
 	"github.com/sluicemq/sluice/bookkeeper/client"
 	"github.com/sluicemq/sluice/bookkeeper/ledger"
 	"github.com/sluicemq/sluice/pkg/catalog"
+	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/services/ingest/partition"
 )
 
@@ -51,4 +54,13 @@ func fenced(err error) error {
 		return fmt.Errorf("%w: %w", partition.ErrFenced, err)
 	}
 	return err
+}
+
+// Forwarder returns a Deps.Forward that reaches other copies' ProducerService
+// with the gRPC protocol over hc, which must speak cleartext HTTP/2 (h2c)
+// for addresses given as host:port. Clients are cheap; hc pools connections.
+func Forwarder(hc connect.HTTPClient) func(address string) sluicev1connect.ProducerServiceClient {
+	return func(address string) sluicev1connect.ProducerServiceClient {
+		return sluicev1connect.NewProducerServiceClient(hc, "http://"+address, connect.WithGRPC())
+	}
 }
