@@ -41,6 +41,7 @@ type Deps struct {
 type GroupsHandler interface {
 	ListGroups(context.Context, *connect.Request[sluicev1.ListGroupsRequest]) (*connect.Response[sluicev1.ListGroupsResponse], error)
 	DescribeGroup(context.Context, *connect.Request[sluicev1.DescribeGroupRequest]) (*connect.Response[sluicev1.DescribeGroupResponse], error)
+	ResetGroupOffsets(context.Context, *connect.Request[sluicev1.ResetGroupOffsetsRequest]) (*connect.Response[sluicev1.ResetGroupOffsetsResponse], error)
 }
 
 // Service implements sluicev1connect.AdminServiceHandler.
@@ -128,6 +129,14 @@ func (s *Service) DescribeGroup(ctx context.Context, req *connect.Request[sluice
 		return nil, connect.NewError(connect.CodeUnimplemented, fmt.Errorf("consumer groups are not served yet (the fetch service provides them)"))
 	}
 	return s.d.Groups.DescribeGroup(ctx, req)
+}
+
+// ResetGroupOffsets is served by the consumer side.
+func (s *Service) ResetGroupOffsets(ctx context.Context, req *connect.Request[sluicev1.ResetGroupOffsetsRequest]) (*connect.Response[sluicev1.ResetGroupOffsetsResponse], error) {
+	if s.d.Groups == nil {
+		return nil, connect.NewError(connect.CodeUnimplemented, fmt.Errorf("consumer groups are not served yet (the fetch service provides them)"))
+	}
+	return s.d.Groups.ResetGroupOffsets(ctx, req)
 }
 
 func topicInfo(t catalog.Topic) *sluicev1.TopicInfo {

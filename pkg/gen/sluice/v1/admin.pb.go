@@ -959,11 +959,158 @@ func (x *GroupPartition) GetLag() int64 {
 	return 0
 }
 
+// ResetGroupOffsetsRequest names a group, a topic and where to move to.
+type ResetGroupOffsetsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Group name. Required.
+	Group string `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	// Topic name. Required.
+	Topic string `protobuf:"bytes,2,opt,name=topic,proto3" json:"topic,omitempty"`
+	// Partitions to reset; empty means all of the topic's partitions.
+	Partitions []int32 `protobuf:"varint,3,rep,packed,name=partitions,proto3" json:"partitions,omitempty"`
+	// Target: EARLIEST, LATEST, TIMESTAMP (with `timestamp_ms`), or
+	// UNSPECIFIED with `offset` (clamped to each partition's valid range).
+	Position StartPosition `protobuf:"varint,4,opt,name=position,proto3,enum=sluice.v1.StartPosition" json:"position,omitempty"`
+	// Target offset when `position` is UNSPECIFIED.
+	Offset int64 `protobuf:"varint,5,opt,name=offset,proto3" json:"offset,omitempty"`
+	// Target time (ms since the Unix epoch) with TIMESTAMP.
+	TimestampMs int64 `protobuf:"varint,6,opt,name=timestamp_ms,json=timestampMs,proto3" json:"timestamp_ms,omitempty"`
+	// Compute and return the new offsets without storing them.
+	DryRun        bool `protobuf:"varint,7,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResetGroupOffsetsRequest) Reset() {
+	*x = ResetGroupOffsetsRequest{}
+	mi := &file_sluice_v1_admin_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResetGroupOffsetsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResetGroupOffsetsRequest) ProtoMessage() {}
+
+func (x *ResetGroupOffsetsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_admin_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResetGroupOffsetsRequest.ProtoReflect.Descriptor instead.
+func (*ResetGroupOffsetsRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ResetGroupOffsetsRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *ResetGroupOffsetsRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *ResetGroupOffsetsRequest) GetPartitions() []int32 {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+func (x *ResetGroupOffsetsRequest) GetPosition() StartPosition {
+	if x != nil {
+		return x.Position
+	}
+	return StartPosition_START_POSITION_UNSPECIFIED
+}
+
+func (x *ResetGroupOffsetsRequest) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *ResetGroupOffsetsRequest) GetTimestampMs() int64 {
+	if x != nil {
+		return x.TimestampMs
+	}
+	return 0
+}
+
+func (x *ResetGroupOffsetsRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+// ResetGroupOffsetsResponse lists the offsets set.
+type ResetGroupOffsetsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One entry per partition reset.
+	Partitions    []*GroupPartition `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResetGroupOffsetsResponse) Reset() {
+	*x = ResetGroupOffsetsResponse{}
+	mi := &file_sluice_v1_admin_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResetGroupOffsetsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResetGroupOffsetsResponse) ProtoMessage() {}
+
+func (x *ResetGroupOffsetsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_admin_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResetGroupOffsetsResponse.ProtoReflect.Descriptor instead.
+func (*ResetGroupOffsetsResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ResetGroupOffsetsResponse) GetPartitions() []*GroupPartition {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
 var File_sluice_v1_admin_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x15sluice/v1/admin.proto\x12\tsluice.v1\"\xc6\x01\n" +
+	"\x15sluice/v1/admin.proto\x12\tsluice.v1\x1a\x18sluice/v1/consumer.proto\"\xc6\x01\n" +
 	"\x12CreateTopicRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
 	"\n" +
@@ -1033,7 +1180,21 @@ const file_sluice_v1_admin_proto_rawDesc = "" +
 	"\x10committed_offset\x18\x05 \x01(\x03R\x0fcommittedOffset\x12\x1d\n" +
 	"\n" +
 	"end_offset\x18\x06 \x01(\x03R\tendOffset\x12\x10\n" +
-	"\x03lag\x18\a \x01(\x03R\x03lag2\xf4\x03\n" +
+	"\x03lag\x18\a \x01(\x03R\x03lag\"\xf0\x01\n" +
+	"\x18ResetGroupOffsetsRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
+	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\x03 \x03(\x05R\n" +
+	"partitions\x124\n" +
+	"\bposition\x18\x04 \x01(\x0e2\x18.sluice.v1.StartPositionR\bposition\x12\x16\n" +
+	"\x06offset\x18\x05 \x01(\x03R\x06offset\x12!\n" +
+	"\ftimestamp_ms\x18\x06 \x01(\x03R\vtimestampMs\x12\x17\n" +
+	"\adry_run\x18\a \x01(\bR\x06dryRun\"V\n" +
+	"\x19ResetGroupOffsetsResponse\x129\n" +
+	"\n" +
+	"partitions\x18\x01 \x03(\v2\x19.sluice.v1.GroupPartitionR\n" +
+	"partitions2\xd6\x04\n" +
 	"\fAdminService\x12N\n" +
 	"\vCreateTopic\x12\x1d.sluice.v1.CreateTopicRequest\x1a\x1e.sluice.v1.CreateTopicResponse\"\x00\x12N\n" +
 	"\vDeleteTopic\x12\x1d.sluice.v1.DeleteTopicRequest\x1a\x1e.sluice.v1.DeleteTopicResponse\"\x00\x12T\n" +
@@ -1042,7 +1203,8 @@ const file_sluice_v1_admin_proto_rawDesc = "" +
 	"ListTopics\x12\x1c.sluice.v1.ListTopicsRequest\x1a\x1d.sluice.v1.ListTopicsResponse\"\x00\x12K\n" +
 	"\n" +
 	"ListGroups\x12\x1c.sluice.v1.ListGroupsRequest\x1a\x1d.sluice.v1.ListGroupsResponse\"\x00\x12T\n" +
-	"\rDescribeGroup\x12\x1f.sluice.v1.DescribeGroupRequest\x1a .sluice.v1.DescribeGroupResponse\"\x00B\x97\x01\n" +
+	"\rDescribeGroup\x12\x1f.sluice.v1.DescribeGroupRequest\x1a .sluice.v1.DescribeGroupResponse\"\x00\x12`\n" +
+	"\x11ResetGroupOffsets\x12#.sluice.v1.ResetGroupOffsetsRequest\x1a$.sluice.v1.ResetGroupOffsetsResponse\"\x00B\x97\x01\n" +
 	"\rcom.sluice.v1B\n" +
 	"AdminProtoP\x01Z5github.com/sluicemq/sluice/pkg/gen/sluice/v1;sluicev1\xa2\x02\x03SXX\xaa\x02\tSluice.V1\xca\x02\tSluice\\V1\xe2\x02\x15Sluice\\V1\\GPBMetadata\xea\x02\n" +
 	"Sluice::V1b\x06proto3"
@@ -1059,53 +1221,60 @@ func file_sluice_v1_admin_proto_rawDescGZIP() []byte {
 	return file_sluice_v1_admin_proto_rawDescData
 }
 
-var file_sluice_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_sluice_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_sluice_v1_admin_proto_goTypes = []any{
-	(*CreateTopicRequest)(nil),    // 0: sluice.v1.CreateTopicRequest
-	(*CreateTopicResponse)(nil),   // 1: sluice.v1.CreateTopicResponse
-	(*DeleteTopicRequest)(nil),    // 2: sluice.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),   // 3: sluice.v1.DeleteTopicResponse
-	(*DescribeTopicRequest)(nil),  // 4: sluice.v1.DescribeTopicRequest
-	(*DescribeTopicResponse)(nil), // 5: sluice.v1.DescribeTopicResponse
-	(*TopicInfo)(nil),             // 6: sluice.v1.TopicInfo
-	(*PartitionInfo)(nil),         // 7: sluice.v1.PartitionInfo
-	(*ListTopicsRequest)(nil),     // 8: sluice.v1.ListTopicsRequest
-	(*ListTopicsResponse)(nil),    // 9: sluice.v1.ListTopicsResponse
-	(*ListGroupsRequest)(nil),     // 10: sluice.v1.ListGroupsRequest
-	(*ListGroupsResponse)(nil),    // 11: sluice.v1.ListGroupsResponse
-	(*DescribeGroupRequest)(nil),  // 12: sluice.v1.DescribeGroupRequest
-	(*DescribeGroupResponse)(nil), // 13: sluice.v1.DescribeGroupResponse
-	(*GroupMember)(nil),           // 14: sluice.v1.GroupMember
-	(*GroupPartition)(nil),        // 15: sluice.v1.GroupPartition
-	nil,                           // 16: sluice.v1.CreateTopicRequest.ConfigEntry
-	nil,                           // 17: sluice.v1.TopicInfo.ConfigEntry
+	(*CreateTopicRequest)(nil),        // 0: sluice.v1.CreateTopicRequest
+	(*CreateTopicResponse)(nil),       // 1: sluice.v1.CreateTopicResponse
+	(*DeleteTopicRequest)(nil),        // 2: sluice.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),       // 3: sluice.v1.DeleteTopicResponse
+	(*DescribeTopicRequest)(nil),      // 4: sluice.v1.DescribeTopicRequest
+	(*DescribeTopicResponse)(nil),     // 5: sluice.v1.DescribeTopicResponse
+	(*TopicInfo)(nil),                 // 6: sluice.v1.TopicInfo
+	(*PartitionInfo)(nil),             // 7: sluice.v1.PartitionInfo
+	(*ListTopicsRequest)(nil),         // 8: sluice.v1.ListTopicsRequest
+	(*ListTopicsResponse)(nil),        // 9: sluice.v1.ListTopicsResponse
+	(*ListGroupsRequest)(nil),         // 10: sluice.v1.ListGroupsRequest
+	(*ListGroupsResponse)(nil),        // 11: sluice.v1.ListGroupsResponse
+	(*DescribeGroupRequest)(nil),      // 12: sluice.v1.DescribeGroupRequest
+	(*DescribeGroupResponse)(nil),     // 13: sluice.v1.DescribeGroupResponse
+	(*GroupMember)(nil),               // 14: sluice.v1.GroupMember
+	(*GroupPartition)(nil),            // 15: sluice.v1.GroupPartition
+	(*ResetGroupOffsetsRequest)(nil),  // 16: sluice.v1.ResetGroupOffsetsRequest
+	(*ResetGroupOffsetsResponse)(nil), // 17: sluice.v1.ResetGroupOffsetsResponse
+	nil,                               // 18: sluice.v1.CreateTopicRequest.ConfigEntry
+	nil,                               // 19: sluice.v1.TopicInfo.ConfigEntry
+	(StartPosition)(0),                // 20: sluice.v1.StartPosition
 }
 var file_sluice_v1_admin_proto_depIdxs = []int32{
-	16, // 0: sluice.v1.CreateTopicRequest.config:type_name -> sluice.v1.CreateTopicRequest.ConfigEntry
+	18, // 0: sluice.v1.CreateTopicRequest.config:type_name -> sluice.v1.CreateTopicRequest.ConfigEntry
 	6,  // 1: sluice.v1.CreateTopicResponse.topic:type_name -> sluice.v1.TopicInfo
 	6,  // 2: sluice.v1.DescribeTopicResponse.topic:type_name -> sluice.v1.TopicInfo
-	17, // 3: sluice.v1.TopicInfo.config:type_name -> sluice.v1.TopicInfo.ConfigEntry
+	19, // 3: sluice.v1.TopicInfo.config:type_name -> sluice.v1.TopicInfo.ConfigEntry
 	7,  // 4: sluice.v1.TopicInfo.partitions:type_name -> sluice.v1.PartitionInfo
 	6,  // 5: sluice.v1.ListTopicsResponse.topics:type_name -> sluice.v1.TopicInfo
 	14, // 6: sluice.v1.DescribeGroupResponse.members:type_name -> sluice.v1.GroupMember
 	15, // 7: sluice.v1.DescribeGroupResponse.partitions:type_name -> sluice.v1.GroupPartition
-	0,  // 8: sluice.v1.AdminService.CreateTopic:input_type -> sluice.v1.CreateTopicRequest
-	2,  // 9: sluice.v1.AdminService.DeleteTopic:input_type -> sluice.v1.DeleteTopicRequest
-	4,  // 10: sluice.v1.AdminService.DescribeTopic:input_type -> sluice.v1.DescribeTopicRequest
-	8,  // 11: sluice.v1.AdminService.ListTopics:input_type -> sluice.v1.ListTopicsRequest
-	10, // 12: sluice.v1.AdminService.ListGroups:input_type -> sluice.v1.ListGroupsRequest
-	12, // 13: sluice.v1.AdminService.DescribeGroup:input_type -> sluice.v1.DescribeGroupRequest
-	1,  // 14: sluice.v1.AdminService.CreateTopic:output_type -> sluice.v1.CreateTopicResponse
-	3,  // 15: sluice.v1.AdminService.DeleteTopic:output_type -> sluice.v1.DeleteTopicResponse
-	5,  // 16: sluice.v1.AdminService.DescribeTopic:output_type -> sluice.v1.DescribeTopicResponse
-	9,  // 17: sluice.v1.AdminService.ListTopics:output_type -> sluice.v1.ListTopicsResponse
-	11, // 18: sluice.v1.AdminService.ListGroups:output_type -> sluice.v1.ListGroupsResponse
-	13, // 19: sluice.v1.AdminService.DescribeGroup:output_type -> sluice.v1.DescribeGroupResponse
-	14, // [14:20] is the sub-list for method output_type
-	8,  // [8:14] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	20, // 8: sluice.v1.ResetGroupOffsetsRequest.position:type_name -> sluice.v1.StartPosition
+	15, // 9: sluice.v1.ResetGroupOffsetsResponse.partitions:type_name -> sluice.v1.GroupPartition
+	0,  // 10: sluice.v1.AdminService.CreateTopic:input_type -> sluice.v1.CreateTopicRequest
+	2,  // 11: sluice.v1.AdminService.DeleteTopic:input_type -> sluice.v1.DeleteTopicRequest
+	4,  // 12: sluice.v1.AdminService.DescribeTopic:input_type -> sluice.v1.DescribeTopicRequest
+	8,  // 13: sluice.v1.AdminService.ListTopics:input_type -> sluice.v1.ListTopicsRequest
+	10, // 14: sluice.v1.AdminService.ListGroups:input_type -> sluice.v1.ListGroupsRequest
+	12, // 15: sluice.v1.AdminService.DescribeGroup:input_type -> sluice.v1.DescribeGroupRequest
+	16, // 16: sluice.v1.AdminService.ResetGroupOffsets:input_type -> sluice.v1.ResetGroupOffsetsRequest
+	1,  // 17: sluice.v1.AdminService.CreateTopic:output_type -> sluice.v1.CreateTopicResponse
+	3,  // 18: sluice.v1.AdminService.DeleteTopic:output_type -> sluice.v1.DeleteTopicResponse
+	5,  // 19: sluice.v1.AdminService.DescribeTopic:output_type -> sluice.v1.DescribeTopicResponse
+	9,  // 20: sluice.v1.AdminService.ListTopics:output_type -> sluice.v1.ListTopicsResponse
+	11, // 21: sluice.v1.AdminService.ListGroups:output_type -> sluice.v1.ListGroupsResponse
+	13, // 22: sluice.v1.AdminService.DescribeGroup:output_type -> sluice.v1.DescribeGroupResponse
+	17, // 23: sluice.v1.AdminService.ResetGroupOffsets:output_type -> sluice.v1.ResetGroupOffsetsResponse
+	17, // [17:24] is the sub-list for method output_type
+	10, // [10:17] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_admin_proto_init() }
@@ -1113,13 +1282,14 @@ func file_sluice_v1_admin_proto_init() {
 	if File_sluice_v1_admin_proto != nil {
 		return
 	}
+	file_sluice_v1_consumer_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_admin_proto_rawDesc), len(file_sluice_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   18,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -289,6 +289,9 @@ type SubscribeRequest struct {
 	Start StartPosition `protobuf:"varint,5,opt,name=start,proto3,enum=sluice.v1.StartPosition" json:"start,omitempty"`
 	// Only records of committed transactions (later: transactions).
 	ReadCommitted bool `protobuf:"varint,6,opt,name=read_committed,json=readCommitted,proto3" json:"read_committed,omitempty"`
+	// Free-form description shown by DescribeGroup (host, SDK version); at
+	// most 1 KiB.
+	ClientInfo    string `protobuf:"bytes,7,opt,name=client_info,json=clientInfo,proto3" json:"client_info,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -363,6 +366,13 @@ func (x *SubscribeRequest) GetReadCommitted() bool {
 		return x.ReadCommitted
 	}
 	return false
+}
+
+func (x *SubscribeRequest) GetClientInfo() string {
+	if x != nil {
+		return x.ClientInfo
+	}
+	return ""
 }
 
 // Credits bound what the server may send on a session.
@@ -530,9 +540,13 @@ type SessionStarted struct {
 	// Member id, used in Commit and GrantCredits.
 	MemberId string `protobuf:"bytes,1,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
 	// Session id, used in GrantCredits.
-	SessionId     string `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	SessionId string `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// The session timeout in effect.
+	SessionTimeoutMs int32 `protobuf:"varint,3,opt,name=session_timeout_ms,json=sessionTimeoutMs,proto3" json:"session_timeout_ms,omitempty"`
+	// How often the client must call GrantCredits (or Commit) at the latest.
+	HeartbeatIntervalMs int32 `protobuf:"varint,4,opt,name=heartbeat_interval_ms,json=heartbeatIntervalMs,proto3" json:"heartbeat_interval_ms,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *SessionStarted) Reset() {
@@ -577,6 +591,20 @@ func (x *SessionStarted) GetSessionId() string {
 		return x.SessionId
 	}
 	return ""
+}
+
+func (x *SessionStarted) GetSessionTimeoutMs() int32 {
+	if x != nil {
+		return x.SessionTimeoutMs
+	}
+	return 0
+}
+
+func (x *SessionStarted) GetHeartbeatIntervalMs() int32 {
+	if x != nil {
+		return x.HeartbeatIntervalMs
+	}
+	return 0
 }
 
 // PartitionLease is a partition leased to a member, with its fencing epoch.
@@ -657,10 +685,19 @@ type AssignmentChanged struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Newly leased partitions.
 	Added []*PartitionLease `protobuf:"bytes,1,rep,name=added,proto3" json:"added,omitempty"`
-	// Partitions no longer leased; stop processing them and do not commit.
-	Revoked       []*PartitionLease `protobuf:"bytes,2,rep,name=revoked,proto3" json:"revoked,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Partitions being taken away. The server stops delivering them at once.
+	// When `lost` is false the lease is still held until the member commits
+	// the partition (a Commit naming it, with its epoch) or `revoke_timeout_ms`
+	// passes, so the member can commit what it processed (commit on revoke);
+	// then the lease is released. When `lost` is true the lease is already
+	// gone: stop processing and do not commit.
+	Revoked []*PartitionLease `protobuf:"bytes,2,rep,name=revoked,proto3" json:"revoked,omitempty"`
+	// The revoked leases are already lost (session expired, lease taken).
+	Lost bool `protobuf:"varint,3,opt,name=lost,proto3" json:"lost,omitempty"`
+	// How long the member has to commit revoked partitions.
+	RevokeTimeoutMs int32 `protobuf:"varint,4,opt,name=revoke_timeout_ms,json=revokeTimeoutMs,proto3" json:"revoke_timeout_ms,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *AssignmentChanged) Reset() {
@@ -705,6 +742,20 @@ func (x *AssignmentChanged) GetRevoked() []*PartitionLease {
 		return x.Revoked
 	}
 	return nil
+}
+
+func (x *AssignmentChanged) GetLost() bool {
+	if x != nil {
+		return x.Lost
+	}
+	return false
+}
+
+func (x *AssignmentChanged) GetRevokeTimeoutMs() int32 {
+	if x != nil {
+		return x.RevokeTimeoutMs
+	}
+	return 0
 }
 
 // RecordsDelivered carries records of one leased partition.
@@ -1095,14 +1146,16 @@ const file_sluice_v1_consumer_proto_rawDesc = "" +
 	"\x10log_start_offset\x18\x03 \x01(\x03R\x0elogStartOffset\x12\x1f\n" +
 	"\vnext_offset\x18\x04 \x01(\x03R\n" +
 	"nextOffset\x12(\n" +
-	"\x10throttle_time_ms\x18\x05 \x01(\x05R\x0ethrottleTimeMs\"\xf3\x01\n" +
+	"\x10throttle_time_ms\x18\x05 \x01(\x05R\x0ethrottleTimeMs\"\x94\x02\n" +
 	"\x10SubscribeRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x16\n" +
 	"\x06topics\x18\x02 \x03(\tR\x06topics\x12,\n" +
 	"\acredits\x18\x03 \x01(\v2\x12.sluice.v1.CreditsR\acredits\x12,\n" +
 	"\x12session_timeout_ms\x18\x04 \x01(\x05R\x10sessionTimeoutMs\x12.\n" +
 	"\x05start\x18\x05 \x01(\x0e2\x18.sluice.v1.StartPositionR\x05start\x12%\n" +
-	"\x0eread_committed\x18\x06 \x01(\bR\rreadCommitted\"9\n" +
+	"\x0eread_committed\x18\x06 \x01(\bR\rreadCommitted\x12\x1f\n" +
+	"\vclient_info\x18\a \x01(\tR\n" +
+	"clientInfo\"9\n" +
 	"\aCredits\x12\x18\n" +
 	"\arecords\x18\x01 \x01(\x03R\arecords\x12\x14\n" +
 	"\x05bytes\x18\x02 \x01(\x03R\x05bytes\"\xcc\x01\n" +
@@ -1112,19 +1165,23 @@ const file_sluice_v1_consumer_proto_rawDesc = "" +
 	"assignment\x18\x02 \x01(\v2\x1c.sluice.v1.AssignmentChangedH\x00R\n" +
 	"assignment\x127\n" +
 	"\arecords\x18\x03 \x01(\v2\x1b.sluice.v1.RecordsDeliveredH\x00R\arecordsB\a\n" +
-	"\x05event\"L\n" +
+	"\x05event\"\xae\x01\n" +
 	"\x0eSessionStarted\x12\x1b\n" +
 	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12\x1d\n" +
 	"\n" +
-	"session_id\x18\x02 \x01(\tR\tsessionId\"r\n" +
+	"session_id\x18\x02 \x01(\tR\tsessionId\x12,\n" +
+	"\x12session_timeout_ms\x18\x03 \x01(\x05R\x10sessionTimeoutMs\x122\n" +
+	"\x15heartbeat_interval_ms\x18\x04 \x01(\x05R\x13heartbeatIntervalMs\"r\n" +
 	"\x0ePartitionLease\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x14\n" +
 	"\x05epoch\x18\x03 \x01(\x03R\x05epoch\x12\x16\n" +
-	"\x06offset\x18\x04 \x01(\x03R\x06offset\"y\n" +
+	"\x06offset\x18\x04 \x01(\x03R\x06offset\"\xb9\x01\n" +
 	"\x11AssignmentChanged\x12/\n" +
 	"\x05added\x18\x01 \x03(\v2\x19.sluice.v1.PartitionLeaseR\x05added\x123\n" +
-	"\arevoked\x18\x02 \x03(\v2\x19.sluice.v1.PartitionLeaseR\arevoked\"\xb8\x01\n" +
+	"\arevoked\x18\x02 \x03(\v2\x19.sluice.v1.PartitionLeaseR\arevoked\x12\x12\n" +
+	"\x04lost\x18\x03 \x01(\bR\x04lost\x12*\n" +
+	"\x11revoke_timeout_ms\x18\x04 \x01(\x05R\x0frevokeTimeoutMs\"\xb8\x01\n" +
 	"\x10RecordsDelivered\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x14\n" +

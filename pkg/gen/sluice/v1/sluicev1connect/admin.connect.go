@@ -49,6 +49,9 @@ const (
 	// AdminServiceDescribeGroupProcedure is the fully-qualified name of the AdminService's
 	// DescribeGroup RPC.
 	AdminServiceDescribeGroupProcedure = "/sluice.v1.AdminService/DescribeGroup"
+	// AdminServiceResetGroupOffsetsProcedure is the fully-qualified name of the AdminService's
+	// ResetGroupOffsets RPC.
+	AdminServiceResetGroupOffsetsProcedure = "/sluice.v1.AdminService/ResetGroupOffsets"
 )
 
 // AdminServiceClient is a client for the sluice.v1.AdminService service.
@@ -65,6 +68,11 @@ type AdminServiceClient interface {
 	ListGroups(context.Context, *connect.Request[v1.ListGroupsRequest]) (*connect.Response[v1.ListGroupsResponse], error)
 	// DescribeGroup returns a group's members, leases, offsets and lag.
 	DescribeGroup(context.Context, *connect.Request[v1.DescribeGroupRequest]) (*connect.Response[v1.DescribeGroupResponse], error)
+	// ResetGroupOffsets moves a group's committed offsets of one topic (to
+	// the earliest or latest offset, to a timestamp, or to an offset),
+	// backwards too. Only while the group has no live members, else
+	// FAILED_PRECONDITION.
+	ResetGroupOffsets(context.Context, *connect.Request[v1.ResetGroupOffsetsRequest]) (*connect.Response[v1.ResetGroupOffsetsResponse], error)
 }
 
 // NewAdminServiceClient constructs a client for the sluice.v1.AdminService service. By default, it
@@ -114,17 +122,24 @@ func NewAdminServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(adminServiceMethods.ByName("DescribeGroup")),
 			connect.WithClientOptions(opts...),
 		),
+		resetGroupOffsets: connect.NewClient[v1.ResetGroupOffsetsRequest, v1.ResetGroupOffsetsResponse](
+			httpClient,
+			baseURL+AdminServiceResetGroupOffsetsProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("ResetGroupOffsets")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // adminServiceClient implements AdminServiceClient.
 type adminServiceClient struct {
-	createTopic   *connect.Client[v1.CreateTopicRequest, v1.CreateTopicResponse]
-	deleteTopic   *connect.Client[v1.DeleteTopicRequest, v1.DeleteTopicResponse]
-	describeTopic *connect.Client[v1.DescribeTopicRequest, v1.DescribeTopicResponse]
-	listTopics    *connect.Client[v1.ListTopicsRequest, v1.ListTopicsResponse]
-	listGroups    *connect.Client[v1.ListGroupsRequest, v1.ListGroupsResponse]
-	describeGroup *connect.Client[v1.DescribeGroupRequest, v1.DescribeGroupResponse]
+	createTopic       *connect.Client[v1.CreateTopicRequest, v1.CreateTopicResponse]
+	deleteTopic       *connect.Client[v1.DeleteTopicRequest, v1.DeleteTopicResponse]
+	describeTopic     *connect.Client[v1.DescribeTopicRequest, v1.DescribeTopicResponse]
+	listTopics        *connect.Client[v1.ListTopicsRequest, v1.ListTopicsResponse]
+	listGroups        *connect.Client[v1.ListGroupsRequest, v1.ListGroupsResponse]
+	describeGroup     *connect.Client[v1.DescribeGroupRequest, v1.DescribeGroupResponse]
+	resetGroupOffsets *connect.Client[v1.ResetGroupOffsetsRequest, v1.ResetGroupOffsetsResponse]
 }
 
 // CreateTopic calls sluice.v1.AdminService.CreateTopic.
@@ -157,6 +172,11 @@ func (c *adminServiceClient) DescribeGroup(ctx context.Context, req *connect.Req
 	return c.describeGroup.CallUnary(ctx, req)
 }
 
+// ResetGroupOffsets calls sluice.v1.AdminService.ResetGroupOffsets.
+func (c *adminServiceClient) ResetGroupOffsets(ctx context.Context, req *connect.Request[v1.ResetGroupOffsetsRequest]) (*connect.Response[v1.ResetGroupOffsetsResponse], error) {
+	return c.resetGroupOffsets.CallUnary(ctx, req)
+}
+
 // AdminServiceHandler is an implementation of the sluice.v1.AdminService service.
 type AdminServiceHandler interface {
 	// CreateTopic creates a topic with its partitions.
@@ -171,6 +191,11 @@ type AdminServiceHandler interface {
 	ListGroups(context.Context, *connect.Request[v1.ListGroupsRequest]) (*connect.Response[v1.ListGroupsResponse], error)
 	// DescribeGroup returns a group's members, leases, offsets and lag.
 	DescribeGroup(context.Context, *connect.Request[v1.DescribeGroupRequest]) (*connect.Response[v1.DescribeGroupResponse], error)
+	// ResetGroupOffsets moves a group's committed offsets of one topic (to
+	// the earliest or latest offset, to a timestamp, or to an offset),
+	// backwards too. Only while the group has no live members, else
+	// FAILED_PRECONDITION.
+	ResetGroupOffsets(context.Context, *connect.Request[v1.ResetGroupOffsetsRequest]) (*connect.Response[v1.ResetGroupOffsetsResponse], error)
 }
 
 // NewAdminServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -216,6 +241,12 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(adminServiceMethods.ByName("DescribeGroup")),
 		connect.WithHandlerOptions(opts...),
 	)
+	adminServiceResetGroupOffsetsHandler := connect.NewUnaryHandler(
+		AdminServiceResetGroupOffsetsProcedure,
+		svc.ResetGroupOffsets,
+		connect.WithSchema(adminServiceMethods.ByName("ResetGroupOffsets")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/sluice.v1.AdminService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case AdminServiceCreateTopicProcedure:
@@ -230,6 +261,8 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 			adminServiceListGroupsHandler.ServeHTTP(w, r)
 		case AdminServiceDescribeGroupProcedure:
 			adminServiceDescribeGroupHandler.ServeHTTP(w, r)
+		case AdminServiceResetGroupOffsetsProcedure:
+			adminServiceResetGroupOffsetsHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -261,4 +294,8 @@ func (UnimplementedAdminServiceHandler) ListGroups(context.Context, *connect.Req
 
 func (UnimplementedAdminServiceHandler) DescribeGroup(context.Context, *connect.Request[v1.DescribeGroupRequest]) (*connect.Response[v1.DescribeGroupResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.AdminService.DescribeGroup is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) ResetGroupOffsets(context.Context, *connect.Request[v1.ResetGroupOffsetsRequest]) (*connect.Response[v1.ResetGroupOffsetsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.AdminService.ResetGroupOffsets is not implemented"))
 }

@@ -55,7 +55,12 @@ type ConsumerServiceClient interface {
 	// more than the credits granted. Closing the stream leaves the group and
 	// releases the member's leases at once.
 	Subscribe(context.Context, *connect.Request[v1.SubscribeRequest]) (*connect.ServerStreamForClient[v1.SubscribeResponse], error)
-	// GrantCredits lets a session's server send more records.
+	// GrantCredits lets a session's server send more records. It is also the
+	// session's keepalive: a session with no GrantCredits (zero credits are
+	// allowed) or Commit call for `session_timeout_ms` ends — the stream fails
+	// with FAILED_PRECONDITION and the member's leases become free. Clients
+	// call it at least every `heartbeat_interval_ms` (SessionStarted). A member
+	// whose process is paused therefore loses its leases like a dead one.
 	GrantCredits(context.Context, *connect.Request[v1.GrantCreditsRequest]) (*connect.Response[v1.GrantCreditsResponse], error)
 	// Commit stores consumed offsets for a group. With a lease epoch the
 	// commit is fenced: it fails with FAILED_PRECONDITION if the lease moved.
@@ -138,7 +143,12 @@ type ConsumerServiceHandler interface {
 	// more than the credits granted. Closing the stream leaves the group and
 	// releases the member's leases at once.
 	Subscribe(context.Context, *connect.Request[v1.SubscribeRequest], *connect.ServerStream[v1.SubscribeResponse]) error
-	// GrantCredits lets a session's server send more records.
+	// GrantCredits lets a session's server send more records. It is also the
+	// session's keepalive: a session with no GrantCredits (zero credits are
+	// allowed) or Commit call for `session_timeout_ms` ends — the stream fails
+	// with FAILED_PRECONDITION and the member's leases become free. Clients
+	// call it at least every `heartbeat_interval_ms` (SessionStarted). A member
+	// whose process is paused therefore loses its leases like a dead one.
 	GrantCredits(context.Context, *connect.Request[v1.GrantCreditsRequest]) (*connect.Response[v1.GrantCreditsResponse], error)
 	// Commit stores consumed offsets for a group. With a lease epoch the
 	// commit is fenced: it fails with FAILED_PRECONDITION if the lease moved.
