@@ -233,6 +233,7 @@ func (c Config) ledgerConfig(r catalog.Replication) ledger.Config {
 		MaxEnsembleChanges:  c.MaxEnsembleChanges,
 		RecoveryReadWindow:  c.RecoveryReadWindow,
 		MaxOutstandingReads: c.ReadAhead,
+		EagerLac:            true,
 	}
 }
 

@@ -80,6 +80,38 @@ func (r *Reader) LAC() int64 {
 	return r.rd.LAC()
 }
 
+// LearnLAC tells the reader a LAC another reader of the same ledger
+// learned from a bookie (a tail watcher long-polling while this reader
+// serves reads), so Read need not ask the bookies again. A LAC is a fact
+// about the ledger, whoever learned it; a lower one than known is ignored.
+func (r *Reader) LearnLAC(lac int64) {
+	if lac < 0 {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.rd.LAC() < lac && !r.meta.State.Sealed() {
+		r.step(ledger.LacLearned{LAC: lac})
+	}
+}
+
+// PollLAC asks the bookies of an open ledger for their LAC once, without
+// waiting for it to move, and returns the LAC known (the last entry of a
+// sealed ledger).
+func (r *Reader) PollLAC(ctx context.Context) (int64, error) {
+	ctx, leave, err := r.c.enter(ctx)
+	if err != nil {
+		return -1, err
+	}
+	defer leave()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.meta.State.Sealed() {
+		r.pollLac(ctx, -1, 0)
+	}
+	return r.rd.LAC(), ctxErr(ctx)
+}
+
 // Read returns entries first.. in order, up to last, the readable bound
 // (LAC) and MaxReadBytes of payload — at least one entry. When first is
 // beyond the LAC it asks the bookies for their LAC once; if first is still

@@ -46,6 +46,12 @@ type Config struct {
 	// MaxOutstandingReads bounds a reader's reads in progress. Zero means
 	// DefaultMaxOutstandingReads; at most MaxMaxOutstanding.
 	MaxOutstandingReads int
+	// EagerLac makes an idle writer push its LAC to the bookies as soon as
+	// an entry is acknowledged (nothing else pending would carry it),
+	// instead of at the next quiet Tick. Tail readers then see an entry
+	// within a round trip of its acknowledgement. Off, the push waits for a
+	// Tick with no add in the interval before it.
+	EagerLac bool
 
 	// unsafe holds test-only switches that remove a safety measure, so tests
 	// can show the simulation catches the bug it prevents (export_test.go).

@@ -241,7 +241,24 @@ func (w *Writer) advance() {
 		w.pending[0] = nil
 		w.pending = w.pending[1:]
 	}
+	if w.cfg.EagerLac && len(w.pending) == 0 && w.lac > w.lacSent && w.state == writerOpen {
+		// Idle: no later add will carry this LAC soon, so push it now
+		// rather than at the next quiet tick; tail readers see the entry
+		// within a round trip of its acknowledgement. Under load the
+		// next add carries it and nothing extra is sent.
+		w.pushLac()
+	}
 	w.maybeClose()
+}
+
+// pushLac sends the LAC to every bookie of the last segment in service.
+func (w *Writer) pushLac() {
+	for i, b := range w.last().Bookies {
+		if !w.failed.has(i) {
+			w.emit(SendWriteLac{Bookie: b, LAC: w.lac})
+		}
+	}
+	w.lacSent = w.lac
 }
 
 func (w *Writer) addFailed(ev AddFailed) {
@@ -354,12 +371,7 @@ func (w *Writer) tick() {
 		return
 	}
 	if !w.busy && w.lac > w.lacSent {
-		for i, b := range w.last().Bookies {
-			if !w.failed.has(i) {
-				w.emit(SendWriteLac{Bookie: b, LAC: w.lac})
-			}
-		}
-		w.lacSent = w.lac
+		w.pushLac()
 	}
 	w.busy = false
 	w.requestChange() // retry one that failed

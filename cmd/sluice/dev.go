@@ -52,7 +52,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if *cors != "" {
 		origins = strings.Split(*cors, ",")
 	}
-	fmt.Fprintf(stdout, "sluice dev: opening 3 bookies, the catalog and ingest in %s ...\n", *dataDir)
+	fmt.Fprintf(stdout, "sluice dev: opening 3 bookies, the catalog, bookkeeping, ingest and fetch in %s ...\n", *dataDir)
 	c, err := cluster.New(cluster.Config{
 		Dir: *dataDir, Addr: *addr, Telemetry: tel,
 		Server: rpcserver.Config{AllowLocalhost: true, CORSOrigins: origins},
@@ -64,6 +64,6 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	fmt.Fprintf(stdout, "sluice dev listening on http://%s (data in %s)\n", c.Addr(), *dataDir)
-	tel.Logger.Warn("dev mode is partial: topics and produce are served; consume (fetch) and the compactor are not implemented yet")
+	tel.Logger.Warn("dev mode is partial: topics, produce and consume are served; the compactor (S3 offload) and function triggers are not implemented yet")
 	return c.Run(ctx)
 }

@@ -25,6 +25,7 @@ func commands() []command {
 		{"dev", "run Sluice in one process with no dependencies (partial: see README status)", runDev},
 		{"bookie", "run a ledger storage node (bookie)", runBookie},
 		{"ingest", "run an ingest copy (the produce path) against a DynamoDB catalog", runIngest},
+		{"fetch", "run a fetch copy (the consume path) against a DynamoDB catalog and Cassandra", runFetch},
 		{"topic", "create, describe, list or delete topics", runTopic},
 		{"produce", "produce records (arguments or stdin), or a load run with --count", runProduce},
 		{"bench", "run a benchmark workload (Kafka; Sluice soon); 'sluice bench ledger' benchmarks the ledger tier", runBench},

@@ -1,6 +1,6 @@
 // Package cluster composes a whole Sluice in one process: bookies on local
-// directories, the embedded catalog, the ledger client, ingest and the admin
-// API, all public services on one rpcserver address. `sluice dev` runs it,
+// directories, the embedded catalog and bookkeeping, the ledger client,
+// ingest, fetch and the admin API, all public services on one rpcserver address. `sluice dev` runs it,
 // and end-to-end tests start it on temporary directories (STYLE.md: services
 // are libraries; an in-process cluster composes them).
 //
@@ -26,9 +26,11 @@ import (
 	"github.com/sluicemq/sluice/bookkeeper/client"
 	"github.com/sluicemq/sluice/internal/rpcserver"
 	"github.com/sluicemq/sluice/internal/telemetry"
+	bkembedded "github.com/sluicemq/sluice/pkg/bookkeeping/embedded"
 	"github.com/sluicemq/sluice/pkg/catalog"
 	"github.com/sluicemq/sluice/pkg/catalog/embedded"
 	"github.com/sluicemq/sluice/services/admin"
+	"github.com/sluicemq/sluice/services/fetch"
 	"github.com/sluicemq/sluice/services/ingest"
 )
 
@@ -45,6 +47,8 @@ type Config struct {
 	Server rpcserver.Config
 	// Ingest tunes the ingest service (OwnerID and Address are set here).
 	Ingest ingest.Config
+	// Fetch tunes the fetch service.
+	Fetch fetch.Config
 	// ExtraIngest adds more ingest copies (ingest-2, ...), each serving
 	// ProducerService and AdminService on its own loopback address: for
 	// tests of forwarding, takeover and hand-over.
@@ -62,8 +66,11 @@ type Cluster struct {
 	Bookies []*bookie.Bookie
 	Ledgers *client.Client
 	Ingest  *ingest.Service
+	Fetch   *fetch.Service
 	Admin   *admin.Service
 	Extra   []*Copy
+	// Bookkeeping holds groups, leases and offsets (embedded, Pebble).
+	Bookkeeping *bkembedded.Store
 
 	bookieSrv []*http.Server
 	bookieLn  []net.Listener
@@ -129,6 +136,16 @@ func New(cfg Config) (_ *Cluster, err error) {
 	if c.Ledgers, err = client.New(client.Config{Ledgers: c.Catalog, Bookies: c.Catalog, Logger: c.log}); err != nil {
 		return nil, err
 	}
+	if c.Bookkeeping, err = bkembedded.Open(filepath.Join(cfg.Dir, "bookkeeping"), bkembedded.WithLogger(c.log)); err != nil {
+		return nil, fmt.Errorf("open bookkeeping: %w", err)
+	}
+	fcfg := cfg.Fetch
+	if fcfg.Logger == nil {
+		fcfg.Logger = c.log
+	}
+	if c.Fetch, err = fetch.New(fcfg, fetch.Deps{Catalog: c.Catalog, Ledgers: c.Ledgers, Bookkeeping: c.Bookkeeping}); err != nil {
+		return nil, err
+	}
 	if c.public, err = rpcserver.New(cfg.Server, tel); err != nil {
 		return nil, err
 	}
@@ -143,10 +160,11 @@ func New(cfg Config) (_ *Cluster, err error) {
 	if c.Ingest, err = ingest.New(icfg, ingest.Deps{Catalog: c.Catalog, Ledgers: ingest.LedgerClient(c.Ledgers), Forward: ingest.Forwarder(h2c)}); err != nil {
 		return nil, err
 	}
-	if c.Admin, err = admin.New(admin.Deps{Catalog: c.Catalog, EndOffset: c.Ingest.EndOffset}); err != nil {
+	if c.Admin, err = admin.New(admin.Deps{Catalog: c.Catalog, EndOffset: c.Ingest.EndOffset, Groups: c.Fetch.GroupAdmin()}); err != nil {
 		return nil, err
 	}
 	c.public.Handle(c.Ingest.Handler(c.public.HandlerOptions()...))
+	c.public.Handle(c.Fetch.Handler(c.public.HandlerOptions()...))
 	c.public.Handle(c.Admin.Handler(c.public.HandlerOptions()...))
 	for i := range cfg.ExtraIngest {
 		e := &Copy{}
@@ -165,7 +183,7 @@ func New(cfg Config) (_ *Cluster, err error) {
 		if e.Ingest, err = ingest.New(ec, ingest.Deps{Catalog: c.Catalog, Ledgers: ingest.LedgerClient(c.Ledgers), Forward: ingest.Forwarder(h2c)}); err != nil {
 			return nil, err
 		}
-		ad, err := admin.New(admin.Deps{Catalog: c.Catalog, EndOffset: e.Ingest.EndOffset})
+		ad, err := admin.New(admin.Deps{Catalog: c.Catalog, EndOffset: e.Ingest.EndOffset, Groups: c.Fetch.GroupAdmin()})
 		if err != nil {
 			return nil, err
 		}
@@ -223,6 +241,9 @@ func (c *Cluster) Run(ctx context.Context) error {
 	ictx, stopIngest := context.WithCancel(context.Background())
 	ingestDone := make(chan error, 1)
 	go func() { ingestDone <- c.Ingest.Run(ictx) }()
+	fctx, stopFetch := context.WithCancel(context.Background())
+	fetchDone := make(chan error, 1)
+	go func() { fetchDone <- c.Fetch.Run(fctx) }()
 	for _, e := range c.Extra {
 		ectx, cancel := context.WithCancel(context.Background())
 		e.stop, e.done = cancel, make(chan error, 1)
@@ -236,8 +257,12 @@ func (c *Cluster) Run(ctx context.Context) error {
 		}()
 	}
 
+	// Sessions end first so the server's drain does not wait for streams.
+	context.AfterFunc(ctx, stopFetch)
 	serveErr := c.public.Serve(ctx, c.publicLn)
+	stopFetch()
 	var all []error
+	all = append(all, <-fetchDone)
 	for _, e := range c.Extra {
 		all = append(all, e.Stop())
 	}
@@ -258,7 +283,7 @@ func (c *Cluster) Run(ctx context.Context) error {
 	for _, b := range c.Bookies {
 		all = append(all, b.Close())
 	}
-	all = append(all, c.Catalog.Close())
+	all = append(all, c.Bookkeeping.Close(), c.Catalog.Close())
 	return errors.Join(all...)
 }
 
@@ -267,6 +292,9 @@ func (c *Cluster) closeAll() error {
 	var errs []error
 	if c.Ledgers != nil {
 		errs = append(errs, c.Ledgers.Close())
+	}
+	if c.Bookkeeping != nil {
+		errs = append(errs, c.Bookkeeping.Close())
 	}
 	for _, ln := range c.bookieLn {
 		_ = ln.Close()

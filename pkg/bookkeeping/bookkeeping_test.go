@@ -74,4 +74,49 @@ func TestMemberValidate(t *testing.T) {
 	if err := m.Validate(); err == nil {
 		t.Fatal("Validate accepted a session timeout above the maximum")
 	}
+	m.SessionTimeout = bookkeeping.MaxSessionTimeout
+	m.LastHeartbeat = time.Unix(-1, 0) // set by stores, never checked
+	for i := range bookkeeping.MaxMemberTopics {
+		m.Topics = append(m.Topics, fmt.Sprintf("%0*d", bookkeeping.MaxNameBytes, i))
+	}
+	if err := m.Validate(); err != nil {
+		t.Fatalf("a member at every limit: %v", err)
+	}
+}
+
+func TestValidateTopics(t *testing.T) {
+	for _, ok := range [][]string{nil, {}, {"a"}, {"b", "a", "ü"}} {
+		if err := bookkeeping.ValidateTopics("f", ok); err != nil {
+			t.Errorf("ValidateTopics(%q): %v", ok, err)
+		}
+	}
+	tooMany := make([]string, bookkeeping.MaxMemberTopics+1)
+	for i := range tooMany {
+		tooMany[i] = fmt.Sprint(i)
+	}
+	for _, bad := range [][]string{tooMany, {""}, {"a", "a"}, {"a", "b\x00"}, {strings.Repeat("x", bookkeeping.MaxNameBytes+1)}, {"\xff"}} {
+		var ve *bookkeeping.ValidationError
+		if err := bookkeeping.ValidateTopics("f", bad); !errors.As(err, &ve) || ve.Field != "f" {
+			t.Errorf("ValidateTopics(%q) = %v, want a *ValidationError for f", bad, err)
+		}
+	}
+}
+
+func TestValidateListGroups(t *testing.T) {
+	if err := bookkeeping.ValidateListGroups("", 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := bookkeeping.ValidateListGroups("g", bookkeeping.MaxListLimit); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		after string
+		limit int
+		field string
+	}{{"", 0, "limit"}, {"g", bookkeeping.MaxListLimit + 1, "limit"}, {"g\x00", 1, "after"}, {strings.Repeat("g", bookkeeping.MaxNameBytes+1), 1, "after"}} {
+		var ve *bookkeeping.ValidationError
+		if err := bookkeeping.ValidateListGroups(c.after, c.limit); !errors.As(err, &ve) || ve.Field != c.field {
+			t.Errorf("ValidateListGroups(%q, %d) = %v, want a *ValidationError for %s", c.after, c.limit, err, c.field)
+		}
+	}
 }

@@ -1,8 +1,8 @@
 // Package bookkeeping is the contract of Sluice's consumer-side metadata:
 // group membership, partition leases, committed offsets and producer ids.
 //
-// It is split into four small interfaces, one per aggregate, so a caller
-// depends only on what it uses: [Members], [Leases], [Offsets] and
+// It is split into five small interfaces, one per aggregate, so a caller
+// depends only on what it uses: [Members], [Leases], [Offsets], [Groups] and
 // [Producers]. Implementations live in sub-packages — cassandra (deployments)
 // and embedded (Pebble on local disk, for `sluice dev` and hermetic tests) —
 // and every one of them passes the conformance suite in bookkeepingtest.
@@ -14,6 +14,13 @@
 // when a session timeout passes without a heartbeat. Liveness is renewed per
 // member, never per partition (DESIGN.md §2.5): a member holding 500
 // partitions sends one heartbeat, not 500 lease renewals.
+//
+// A member Joins with the topics it subscribes to ([Member.Topics]), which
+// the group planner reads back with ListMembers together with
+// [Member.LastHeartbeat], the time of its last Join or Heartbeat by the
+// store's clock. [Groups.ListGroups] pages through every group the store has
+// seen (a member Joined, or a standalone commit or Reset was made), in name
+// order, for the admin API and the planner; groups are never removed.
 //
 // Each (group, topic, partition) has one lease record holding the owner, the
 // lease epoch and the committed offset together. A lease is free when it has
@@ -60,8 +67,9 @@
 //   - producer id allocation and InitProducer epoch bumps.
 //
 // Read-your-acknowledged-writes (quorum reads on Cassandra): FetchOffset,
-// ListOffsets and ListLeases see every write acknowledged before they
-// started; a write still in flight may or may not be visible.
+// ListOffsets, ListLeases and ListGroups see every write acknowledged before
+// they started; a write still in flight may or may not be visible. A member's
+// topics and LastHeartbeat are read like its liveness (below).
 //
 // Eventually consistent — membership liveness. A member's expiry is decided by
 // time (a TTL on Cassandra, the store's clock embedded), so whether a member

@@ -18,6 +18,11 @@ const (
 	// joins with (host, version, …).
 	MaxClientInfoBytes = 1024
 
+	// MaxMemberTopics bounds the topics one member subscribes to. With
+	// MaxNameBytes it keeps a member's record under 26 KiB, which matters
+	// because Cassandra rewrites the whole record on every Heartbeat.
+	MaxMemberTopics = 100
+
 	// MinSessionTimeout and MaxSessionTimeout bound a member's session
 	// timeout. One second is the finest granularity Cassandra TTLs offer;
 	// 30 minutes matches Kafka's group.max.session.timeout.ms.
@@ -42,7 +47,7 @@ const (
 	// returns more than twice this.
 	MaxGroupMembers = 4096
 
-	// MaxListLimit bounds one page of ListOffsets.
+	// MaxListLimit bounds one page of ListOffsets and of ListGroups.
 	MaxListLimit = 10_000
 
 	// MaxProducerEpoch is the highest producer epoch (Kafka's record batch

@@ -1,6 +1,7 @@
 package bookkeeping
 
 import (
+	"fmt"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -11,18 +12,46 @@ import (
 // characters are refused so that names can never break keys or logs (the
 // embedded store separates key parts with NUL).
 func ValidateName(field, name string) error {
+	if reason := nameProblem(name); reason != "" {
+		return invalid(field, "%s", reason)
+	}
+	return nil
+}
+
+// nameProblem says what is wrong with name, or "" when it is a valid name.
+func nameProblem(name string) string {
 	switch {
 	case name == "":
-		return invalid(field, "must not be empty")
+		return "must not be empty"
 	case len(name) > MaxNameBytes:
-		return invalid(field, "is %d bytes, longer than %d", len(name), MaxNameBytes)
+		return fmt.Sprintf("is %d bytes, longer than %d", len(name), MaxNameBytes)
 	case !utf8.ValidString(name):
-		return invalid(field, "is not valid UTF-8")
+		return "is not valid UTF-8"
 	}
 	for i, r := range name {
 		if unicode.IsControl(r) {
-			return invalid(field, "has a control character at byte %d", i)
+			return fmt.Sprintf("has a control character at byte %d", i)
 		}
+	}
+	return ""
+}
+
+// ValidateTopics checks a member's topic list: at most MaxMemberTopics
+// distinct valid topic names. Every problem is reported for field itself,
+// the reason naming the index (the list is one field of the member).
+func ValidateTopics(field string, topics []string) error {
+	if len(topics) > MaxMemberTopics {
+		return invalid(field, "has %d topics, more than %d", len(topics), MaxMemberTopics)
+	}
+	seen := make(map[string]int, len(topics))
+	for i, t := range topics {
+		if reason := nameProblem(t); reason != "" {
+			return invalid(field, "topic %d %s", i, reason)
+		}
+		if j, dup := seen[t]; dup {
+			return invalid(field, "topic %d %q repeats topic %d", i, t, j)
+		}
+		seen[t] = i
 	}
 	return nil
 }

@@ -24,7 +24,7 @@ type env struct {
 func newEnv(t *testing.T, h Harness) *env {
 	t.Helper()
 	s := h.Open(t)
-	if s.Members == nil || s.Leases == nil || s.Offsets == nil || s.Producers == nil || s.Timing.Advance == nil {
+	if s.Members == nil || s.Leases == nil || s.Offsets == nil || s.Groups == nil || s.Producers == nil || s.Timing.Advance == nil {
 		t.Fatal("harness returned a Store with a nil field")
 	}
 	if s.Timing.PollInterval <= 0 {
@@ -38,8 +38,12 @@ func newEnv(t *testing.T, h Harness) *env {
 	}
 }
 
-// group returns a group name of this test's own.
-func (e *env) group(suffix string) string { return "g-" + e.id + "-" + suffix }
+// group returns a group name of this test's own. All of them start with
+// groupPrefix and sort after it.
+func (e *env) group(suffix string) string { return e.groupPrefix() + suffix }
+
+// groupPrefix is the prefix of every group name of this test.
+func (e *env) groupPrefix() string { return "g-" + e.id + "-" }
 
 // member joins a new member to group with the given session timeout and
 // returns its id.

@@ -19,6 +19,8 @@
 // A harness may hand every test the same store (one Cassandra keyspace per run
 // is much faster than one per test): the suite never assumes an empty store
 // and gives each test group names, topics and transactional ids of its own.
+// ListGroups sees every test's groups on a shared store; the group tests
+// look only at the range of names that starts with their own prefix.
 // Tests run in parallel (t.Parallel), so Open must be safe to call
 // concurrently.
 package bookkeepingtest
@@ -45,11 +47,12 @@ type HarnessFunc func(t *testing.T) Store
 func (f HarnessFunc) Open(t *testing.T) Store { return f(t) }
 
 // Store is one backend's implementations of the contract (usually one value
-// implementing all four) and how time passes for it.
+// implementing all five) and how time passes for it.
 type Store struct {
 	Members   bookkeeping.Members
 	Leases    bookkeeping.Leases
 	Offsets   bookkeeping.Offsets
+	Groups    bookkeeping.Groups
 	Producers bookkeeping.Producers
 	Timing    Timing
 }

@@ -1,6 +1,8 @@
 package bookkeepingtest
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +16,8 @@ var memberTests = []test{
 	{"HeartbeatExtendsThenExpiry", testHeartbeatExtendsThenExpiry},
 	{"UnknownMember", testUnknownMember},
 	{"GroupsAreIndependent", testGroupsAreIndependent},
+	{"Topics", testMemberTopics},
+	{"LastHeartbeat", testLastHeartbeat},
 	{"Validation", testMemberValidation},
 }
 
@@ -133,6 +137,12 @@ func testMemberValidation(t *testing.T, e *env) {
 		{"long client info", g, with(func(m *bookkeeping.Member) { m.ClientInfo = strings.Repeat("x", bookkeeping.MaxClientInfoBytes+1) }), "member.client_info"},
 		{"short timeout", g, with(func(m *bookkeeping.Member) { m.SessionTimeout = bookkeeping.MinSessionTimeout - 1 }), "member.session_timeout"},
 		{"long timeout", g, with(func(m *bookkeeping.Member) { m.SessionTimeout = bookkeeping.MaxSessionTimeout + 1 }), "member.session_timeout"},
+		{"too many topics", g, with(func(m *bookkeeping.Member) { m.Topics = topicNames(bookkeeping.MaxMemberTopics+1, 1) }), "member.topics"},
+		{"repeated topic", g, with(func(m *bookkeeping.Member) { m.Topics = []string{"a", "b", "a"} }), "member.topics"},
+		{"empty topic", g, with(func(m *bookkeeping.Member) { m.Topics = []string{"a", ""} }), "member.topics"},
+		{"long topic", g, with(func(m *bookkeeping.Member) { m.Topics = topicNames(1, bookkeeping.MaxNameBytes+1) }), "member.topics"},
+		{"control char in topic", g, with(func(m *bookkeeping.Member) { m.Topics = []string{"t\x1b"} }), "member.topics"},
+		{"invalid UTF-8 topic", g, with(func(m *bookkeeping.Member) { m.Topics = []string{"t\xc3"} }), "member.topics"},
 	}
 	for _, c := range cases {
 		wantValidation(t, "Join with "+c.name, e.Members.Join(e.ctx, c.group, c.m), c.field)
@@ -148,14 +158,127 @@ func testMemberValidation(t *testing.T, e *env) {
 	}
 }
 
+// equalMembers compares everything but LastHeartbeat, which the store sets
+// (testLastHeartbeat checks it). Topics nil and empty are equal.
 func equalMembers(got, want []bookkeeping.Member) bool {
-	if len(got) != len(want) {
-		return false
+	return slices.EqualFunc(got, want, func(g, w bookkeeping.Member) bool {
+		return g.ID == w.ID && g.ClientInfo == w.ClientInfo && g.SessionTimeout == w.SessionTimeout && slices.Equal(g.Topics, w.Topics)
+	})
+}
+
+// topicNames returns n distinct topic names of size bytes each (at least
+// 1 + the digits of n-1 bytes).
+func topicNames(n, size int) []string {
+	ts := make([]string, n)
+	for i := range ts {
+		ts[i] = fmt.Sprintf("t%0*d", size-1, i)
 	}
-	for i := range got {
-		if got[i] != want[i] {
-			return false
+	return ts
+}
+
+// testMemberTopics: topics are stored with the member, in the order given,
+// kept by Heartbeat and replaced by a Join of the live member.
+func testMemberTopics(t *testing.T, e *env) {
+	g := e.group("g")
+	topics := []string{"payments", "orders", "a.b/ü"}
+	m := bookkeeping.Member{ID: "m-" + e.id, ClientInfo: "with topics", SessionTimeout: longLived, Topics: slices.Clone(topics)}
+	if err := e.Members.Join(e.ctx, g, m); err != nil {
+		t.Fatalf("Join with topics: %v", err)
+	}
+	m.Topics[0] = "changed by the caller" // the store keeps its own copy
+	m.Topics = topics
+	n := bookkeeping.Member{ID: e.member(g, "n", longLived), ClientInfo: "conformance n", SessionTimeout: longLived}
+	check := func(what string, want ...bookkeeping.Member) {
+		t.Helper()
+		ms := e.listMembers(g)
+		if !equalMembers(ms, want) {
+			t.Fatalf("ListMembers %s = %+v, want %+v", what, ms, want)
+		}
+		for _, got := range ms {
+			if got.Topics != nil && len(got.Topics) == 0 {
+				t.Fatalf("ListMembers %s: member %q has an empty non-nil topic list, want nil", what, got.ID)
+			}
 		}
 	}
-	return true
+	check("after Join with topics", m, n)
+
+	if err := e.Members.Heartbeat(e.ctx, g, m.ID); err != nil {
+		t.Fatalf("Heartbeat: %v", err)
+	}
+	check("after Heartbeat", m, n)
+
+	for _, replace := range [][]string{{"orders"}, nil, topicNames(bookkeeping.MaxMemberTopics, bookkeeping.MaxNameBytes)} {
+		m.Topics = replace
+		if err := e.Members.Join(e.ctx, g, m); err != nil {
+			t.Fatalf("Join again with %d topics: %v", len(replace), err)
+		}
+		check(fmt.Sprintf("after Join again with %d topics", len(replace)), m, n)
+	}
+}
+
+// testLastHeartbeat: the store sets LastHeartbeat on Join and Heartbeat, by
+// its clock; the caller's value is ignored and reads do not change it.
+func testLastHeartbeat(t *testing.T, e *env) {
+	g := e.group("g")
+	step := e.Timing.SessionTimeout / 2
+	// Stores may keep LastHeartbeat to the millisecond only.
+	const precision = time.Millisecond
+	bogus := time.Date(2001, 2, 3, 4, 5, 6, 0, time.UTC)
+	id := "m-" + e.id
+	join := func() {
+		t.Helper()
+		if err := e.Members.Join(e.ctx, g, bookkeeping.Member{ID: id, SessionTimeout: longLived, LastHeartbeat: bogus}); err != nil {
+			t.Fatalf("Join: %v", err)
+		}
+	}
+	last := func(member string) time.Time {
+		t.Helper()
+		for _, m := range e.listMembers(g) {
+			if m.ID == member {
+				if m.LastHeartbeat.IsZero() {
+					t.Fatalf("member %q has no LastHeartbeat", member)
+				}
+				return m.LastHeartbeat
+			}
+		}
+		t.Fatalf("member %q is not live", member)
+		return time.Time{}
+	}
+	advanced := func(what string, before, after time.Time) {
+		t.Helper()
+		// At least the time that passed; at most that plus the time the
+		// calls took (nothing on a fake clock) — a minute is generous.
+		if d := after.Sub(before); d < step-precision || d > step+time.Minute {
+			t.Fatalf("%s moved LastHeartbeat by %v (%v → %v) after %v passed", what, d, before, after, step)
+		}
+	}
+
+	join()
+	// Joined right after, with a much longer session: LastHeartbeat is
+	// when the member was seen, not when it expires.
+	keep := e.member(g, "keep", bookkeeping.MaxSessionTimeout)
+	joined, keepJoined := last(id), last(keep)
+	if joined.Equal(bogus) {
+		t.Fatal("Join stored the caller's LastHeartbeat")
+	}
+	if d := keepJoined.Sub(joined); d < -precision || d > time.Minute {
+		t.Fatalf("members joined one after the other (session timeouts %v and %v) have LastHeartbeat %v apart", longLived, bookkeeping.MaxSessionTimeout, d)
+	}
+	if again := last(id); !again.Equal(joined) {
+		t.Fatalf("LastHeartbeat changed from %v to %v without a Heartbeat", joined, again)
+	}
+
+	e.Timing.Advance(step)
+	if err := e.Members.Heartbeat(e.ctx, g, id); err != nil {
+		t.Fatalf("Heartbeat: %v", err)
+	}
+	beat := last(id)
+	advanced("Heartbeat", joined, beat)
+	if got := last(keep); !got.Equal(keepJoined) {
+		t.Fatalf("a Heartbeat of %q moved the LastHeartbeat of %q from %v to %v", id, keep, keepJoined, got)
+	}
+
+	e.Timing.Advance(step)
+	join()
+	advanced("Join of a live member", beat, last(id))
 }

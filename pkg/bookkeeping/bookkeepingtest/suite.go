@@ -14,6 +14,7 @@ func Run(t *testing.T, h Harness) {
 		{"Members", memberTests},
 		{"Leases", leaseTests},
 		{"Offsets", offsetTests},
+		{"Groups", groupTests},
 		{"Producers", producerTests},
 	}
 	for _, g := range groups {

@@ -1,12 +1,13 @@
-// Package cassandra is the bookkeeping store on Apache Cassandra (4.0+;
-// tested on 5.0), for deployments. It passes the conformance suite in
+// Package cassandra is the bookkeeping store on Apache Cassandra (4.1+, for
+// ALTER TABLE … ADD IF NOT EXISTS in schema v3; tested on 5.0), for deployments. It passes the conformance suite in
 // bookkeepingtest against a real node.
 //
 // # Layout (DESIGN.md §2.5)
 //
-//	group_members        ((group_id), member_id)             TTL = session timeout
+//	group_members        ((group_id), member_id)             TTL = session timeout; topics, heartbeat_at
 //	consumer_partitions  ((group_id, topic), partition_id)   lease + committed offset
 //	group_topics         ((group_id), topic)                  topics of a group, for listing
+//	consumer_groups      ((bucket), group_id)                 every group, for ListGroups (bucket 0)
 //	producer_id_blocks   ((name))                             next unreserved producer id
 //	transactional_producers ((transactional_id))              producer id + epoch
 //	schema_version       ((version))                          applied migrations
@@ -52,8 +53,27 @@
 // least its session timeout, and it expires at most ~2 s after it. Liveness
 // is therefore eventually consistent, which is safe because it only decides
 // who may take a lease (see the bookkeeping package doc). Heartbeat reads the
-// row and rewrites it; a heartbeat racing its own expiry may revive the
-// member, which is equally safe.
+// row and rewrites it (every cell needs the new TTL, topics included); a
+// heartbeat racing its own expiry may revive the member, which is equally
+// safe. The rewrite is written at the read row's write timestamp + 1 µs
+// (USING TIMESTAMP), so it supersedes only what it read: a Join or Leave
+// issued after the read wins over it (clocks permitting, as every
+// last-write-wins write does).
+//
+// LastHeartbeat is the heartbeat_at column: the time of the process that
+// wrote the row (Join or Heartbeat), in milliseconds — not WRITETIME, which
+// Heartbeat pins as above. Rows written before schema v3 have none; their
+// WRITETIME stands in.
+//
+// # Groups
+//
+// consumer_groups holds one row per group in a single partition, written
+// (plain idempotent INSERT) by Join and by standalone Commit and Reset before
+// the member or offsets, so ListGroups is one ordered single-partition read of
+// limit+1 rows. Rows are never deleted; the partition grows with the number
+// of groups ever used — fine to a few hundred thousand groups (DESIGN.md), past
+// that spread it over more buckets. Schema v3 fills it from group_members
+// and group_topics when it is applied.
 //
 // Join counts the group's members before writing (a read, not a CAS), so
 // concurrent joins can overshoot MaxGroupMembers by the number racing;
@@ -81,7 +101,9 @@
 // applied in version order and file-name order. Open applies the versions the
 // keyspace lacks and records each in schema_version; every statement is
 // idempotent (IF NOT EXISTS), so a migration interrupted half-way is simply
-// applied again. Migrations are forward-only; Open refuses a keyspace whose
+// applied again. A version may also have a data step in Go (dataMigration:
+// v3 backfills consumer_groups), run after its statements and before it is
+// recorded, and idempotent too. Migrations are forward-only; Open refuses a keyspace whose
 // schema is newer than the binary. Several processes may start at once, but
 // on a fresh multi-node cluster run migrations from one of them first
 // (Config.NoMigrate on the rest): concurrent CREATE TABLEs on different

@@ -13,10 +13,12 @@ import (
 )
 
 const (
-	insertMember = `INSERT INTO group_members (group_id, member_id, client_info, session_timeout_ms) VALUES (?, ?, ?, ?) USING TTL ?`
-	selectMember = `SELECT client_info, session_timeout_ms FROM group_members WHERE group_id = ? AND member_id = ?`
+	insertMember = `INSERT INTO group_members (group_id, member_id, client_info, session_timeout_ms, topics, heartbeat_at) VALUES (?, ?, ?, ?, ?, ?) USING TTL ?`
+	// renewMember is insertMember at a given write timestamp (see Heartbeat).
+	renewMember  = insertMember + ` AND TIMESTAMP ?`
+	selectMember = `SELECT client_info, session_timeout_ms, topics, WRITETIME(session_timeout_ms) FROM group_members WHERE group_id = ? AND member_id = ?`
 	deleteMember = `DELETE FROM group_members WHERE group_id = ? AND member_id = ?`
-	listMembers  = `SELECT member_id, client_info, session_timeout_ms FROM group_members WHERE group_id = ? LIMIT ?`
+	listMembers  = `SELECT member_id, client_info, session_timeout_ms, topics, heartbeat_at, WRITETIME(session_timeout_ms) FROM group_members WHERE group_id = ? LIMIT ?`
 	listLiveIDs  = `SELECT member_id FROM group_members WHERE group_id = ? LIMIT ?`
 )
 
@@ -43,25 +45,42 @@ func (s *Store) Join(ctx context.Context, group string, m bookkeeping.Member) er
 	if len(ids) >= bookkeeping.MaxGroupMembers && !slices.Contains(ids, m.ID) {
 		return fmt.Errorf("join group %q: %w: the group has the maximum of %d members", group, bookkeeping.ErrConflict, bookkeeping.MaxGroupMembers)
 	}
-	if err := s.putMember(ctx, group, m); err != nil {
+	// Listed before the member exists, so a member never lacks its group.
+	if err := s.recordGroup(ctx, group); err != nil {
+		return fmt.Errorf("join group %q: %w", group, err)
+	}
+	m.LastHeartbeat = s.now()
+	if err := s.write(insertMember, memberArgs(group, m)...).Idempotent(true).ExecContext(ctx); err != nil {
 		return fmt.Errorf("join group %q: %w", group, err)
 	}
 	return nil
 }
 
-func (s *Store) putMember(ctx context.Context, group string, m bookkeeping.Member) error {
-	return s.write(insertMember, group, m.ID, m.ClientInfo, m.SessionTimeout.Milliseconds(), ttlSeconds(m.SessionTimeout)).
-		Idempotent(true).ExecContext(ctx)
+// memberArgs are the arguments of insertMember for m.
+func memberArgs(group string, m bookkeeping.Member) []any {
+	topics := m.Topics
+	if topics == nil {
+		topics = []string{} // an empty list, not null: null would write a tombstone
+	}
+	return []any{group, m.ID, m.ClientInfo, m.SessionTimeout.Milliseconds(), topics, m.LastHeartbeat, ttlSeconds(m.SessionTimeout)}
 }
 
-// Heartbeat implements bookkeeping.Members. It rewrites the whole row (a TTL
-// is per cell, so every cell needs the new one).
+// Heartbeat implements bookkeeping.Members. It rewrites the whole row with
+// what it read (a TTL is per cell, so every cell needs the new one) and a new
+// heartbeat_at.
+//
+// The rewrite carries the write timestamp of the row it read plus 1 µs, not
+// the current time, so it only wins over what it read: a Join that replaced
+// the member's topics, or a Leave, after the read keeps its effect instead of
+// being overwritten by the stale copy.
 func (s *Store) Heartbeat(ctx context.Context, group, memberID string) error {
-	m, err := s.liveMember(ctx, "heartbeat", group, memberID)
+	m, written, err := s.liveMember(ctx, "heartbeat", group, memberID)
 	if err != nil {
 		return err
 	}
-	if err := s.putMember(ctx, group, m); err != nil {
+	m.LastHeartbeat = s.now()
+	args := append(memberArgs(group, m), written+1)
+	if err := s.write(renewMember, args...).Idempotent(true).ExecContext(ctx); err != nil {
 		return fmt.Errorf("heartbeat %q of group %q: %w", memberID, group, err)
 	}
 	return nil
@@ -70,7 +89,7 @@ func (s *Store) Heartbeat(ctx context.Context, group, memberID string) error {
 // Leave implements bookkeeping.Members. Deleting the row is all it takes to
 // free the member's leases: a lease whose owner is not live is free.
 func (s *Store) Leave(ctx context.Context, group, memberID string) error {
-	if _, err := s.liveMember(ctx, "leave", group, memberID); err != nil {
+	if _, _, err := s.liveMember(ctx, "leave", group, memberID); err != nil {
 		return err
 	}
 	if err := s.write(deleteMember, group, memberID).Idempotent(true).ExecContext(ctx); err != nil {
@@ -79,46 +98,61 @@ func (s *Store) Leave(ctx context.Context, group, memberID string) error {
 	return nil
 }
 
-// liveMember reads a live member's row; ErrNotFound when there is none.
-func (s *Store) liveMember(ctx context.Context, op, group, memberID string) (bookkeeping.Member, error) {
+// liveMember reads a live member's row and its write timestamp (µs);
+// ErrNotFound when there is none.
+func (s *Store) liveMember(ctx context.Context, op, group, memberID string) (bookkeeping.Member, int64, error) {
 	if err := bookkeeping.ValidateName("group", group); err != nil {
-		return bookkeeping.Member{}, err
+		return bookkeeping.Member{}, 0, err
 	}
 	if err := bookkeeping.ValidateName("member", memberID); err != nil {
-		return bookkeeping.Member{}, err
+		return bookkeeping.Member{}, 0, err
 	}
 	m := bookkeeping.Member{ID: memberID}
-	var timeoutMS int64
-	err := s.read(selectMember, group, memberID).ScanContext(ctx, &m.ClientInfo, &timeoutMS)
+	var timeoutMS, written int64
+	err := s.read(selectMember, group, memberID).ScanContext(ctx, &m.ClientInfo, &timeoutMS, &m.Topics, &written)
 	if err == gocql.ErrNotFound {
-		return m, fmt.Errorf("%s %q of group %q: member %w (expired, left or never joined)", op, memberID, group, bookkeeping.ErrNotFound)
+		return m, 0, fmt.Errorf("%s %q of group %q: member %w (expired, left or never joined)", op, memberID, group, bookkeeping.ErrNotFound)
 	}
 	if err != nil {
-		return m, fmt.Errorf("%s %q of group %q: %w", op, memberID, group, err)
+		return m, 0, fmt.Errorf("%s %q of group %q: %w", op, memberID, group, err)
 	}
 	m.SessionTimeout = time.Duration(timeoutMS) * time.Millisecond
-	if err := m.Validate(); err != nil {
-		return m, fmt.Errorf("%s %q of group %q: stored member is invalid: %w", op, memberID, group, err)
+	if len(m.Topics) == 0 {
+		m.Topics = nil
 	}
-	return m, nil
+	if err := m.Validate(); err != nil {
+		return m, 0, fmt.Errorf("%s %q of group %q: stored member is invalid: %w", op, memberID, group, err)
+	}
+	return m, written, nil
 }
 
-// ListMembers implements bookkeeping.Members.
+// ListMembers implements bookkeeping.Members. A row written by a binary
+// older than schema v3 has no heartbeat_at; its write time stands in.
 func (s *Store) ListMembers(ctx context.Context, group string) ([]bookkeeping.Member, error) {
 	if err := bookkeeping.ValidateName("group", group); err != nil {
 		return nil, err
 	}
 	ms := []bookkeeping.Member{}
-	iter := s.read(listMembers, group, 2*bookkeeping.MaxGroupMembers).IterContext(ctx)
-	var (
-		m         bookkeeping.Member
-		timeoutMS int64
-	)
-	for iter.Scan(&m.ID, &m.ClientInfo, &timeoutMS) {
+	sc := s.read(listMembers, group, 2*bookkeeping.MaxGroupMembers).IterContext(ctx).Scanner()
+	for sc.Next() {
+		var (
+			m                  bookkeeping.Member
+			timeoutMS, written int64
+		)
+		if err := sc.Scan(&m.ID, &m.ClientInfo, &timeoutMS, &m.Topics, &m.LastHeartbeat, &written); err != nil {
+			_ = sc.Err() // releases the iterator
+			return nil, fmt.Errorf("list members of group %q: %w", group, err)
+		}
 		m.SessionTimeout = time.Duration(timeoutMS) * time.Millisecond
+		if len(m.Topics) == 0 {
+			m.Topics = nil
+		}
+		if m.LastHeartbeat.IsZero() {
+			m.LastHeartbeat = time.UnixMicro(written).UTC()
+		}
 		ms = append(ms, m)
 	}
-	if err := iter.Close(); err != nil {
+	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("list members of group %q: %w", group, err)
 	}
 	return ms, nil

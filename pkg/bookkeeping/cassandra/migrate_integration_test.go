@@ -5,6 +5,8 @@ package cassandra
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -53,7 +55,8 @@ func appliedVersions(t *testing.T, s *gocql.Session) map[int]versionRow {
 
 // TestIntegrationCassandraMigratesFromV1: a keyspace left at schema v1 by an
 // older binary, with data in it, is brought to the current version by Open;
-// the data survives and the v2 features work; opening again changes nothing.
+// the data survives, the groups it names are listed, and the v2 and v3
+// features work; opening again changes nothing.
 func TestIntegrationCassandraMigratesFromV1(t *testing.T) {
 	ctx := t.Context()
 	cfg := testConfig(t)
@@ -65,10 +68,13 @@ func TestIntegrationCassandraMigratesFromV1(t *testing.T) {
 	if v, err := migrate(ctx, raw, gocql.LocalQuorum, ms, 1); err != nil || v != 1 {
 		t.Fatalf("migrate to v1: version %d, %v", v, err)
 	}
-	// What a v1 binary would have stored: a group's committed offset.
+	// What a v1 binary would have stored: a group's committed offset, and
+	// a live member of another group (written a second ago).
+	written := time.Now().Add(-time.Second).Truncate(time.Microsecond)
 	for _, stmt := range []string{
 		`INSERT INTO group_topics (group_id, topic) VALUES ('old-group', 'orders')`,
 		`INSERT INTO consumer_partitions (group_id, topic, partition_id, owner, epoch, committed_offset, metadata, commit_epoch) VALUES ('old-group', 'orders', 3, '', 5, 42, 'from v1', 5)`,
+		fmt.Sprintf(`INSERT INTO group_members (group_id, member_id, client_info, session_timeout_ms) VALUES ('old-members', 'm', 'v1 client', 60000) USING TTL 600 AND TIMESTAMP %d`, written.UnixMicro()),
 	} {
 		if err := raw.Query(stmt).Exec(); err != nil {
 			t.Fatalf("%s: %v", stmt, err)
@@ -80,8 +86,23 @@ func TestIntegrationCassandraMigratesFromV1(t *testing.T) {
 
 	s := openStore(t, cfg)
 	got := appliedVersions(t, raw)
-	if len(got) != 2 || got[1].description != "001_consumer_groups.cql" || got[2].description != "001_producer_ids.cql" {
-		t.Fatalf("schema_version after Open = %+v, want v1 and v2 with their files", got)
+	if len(got) != 3 || got[1].description != "001_consumer_groups.cql" || got[2].description != "001_producer_ids.cql" ||
+		got[3].description != "001_groups_and_member_topics.cql" {
+		t.Fatalf("schema_version after Open = %+v, want v1, v2 and v3 with their files", got)
+	}
+	// v3 listed the groups v1 stored, and reads v1 members.
+	if gs, more, err := s.ListGroups(ctx, "", 10); err != nil || more || !slices.Equal(gs, []string{"old-group", "old-members"}) {
+		t.Fatalf("ListGroups after migrating to v3 = %q (more %v), %v; want [old-group old-members]", gs, more, err)
+	}
+	members, err := s.ListMembers(ctx, "old-members")
+	if err != nil || len(members) != 1 || members[0].ID != "m" || members[0].ClientInfo != "v1 client" || members[0].Topics != nil || !members[0].LastHeartbeat.Equal(written) {
+		t.Fatalf("ListMembers of a v1 member = %+v, %v; want m without topics, last heartbeat %v (its write time)", members, err, written)
+	}
+	if err := s.Heartbeat(ctx, "old-members", "m"); err != nil {
+		t.Fatalf("Heartbeat of a v1 member: %v", err)
+	}
+	if members, err := s.ListMembers(ctx, "old-members"); err != nil || len(members) != 1 || !members[0].LastHeartbeat.After(written) {
+		t.Fatalf("ListMembers after a Heartbeat of a v1 member = %+v, %v; want a last heartbeat after %v", members, err, written)
 	}
 	c, err := s.FetchOffset(ctx, "old-group", "orders", 3)
 	if err != nil || c != (bookkeeping.Committed{Offset: 42, Metadata: "from v1", Epoch: 5}) {
@@ -121,11 +142,12 @@ func TestIntegrationCassandraNoMigrateNeedsCurrentSchema(t *testing.T) {
 		s.Close()
 		t.Fatal("Open with NoMigrate accepted a v1 keyspace")
 	}
-	if !strings.Contains(err.Error(), "needs v2") {
-		t.Fatalf("Open with NoMigrate on v1: %v, want it to say the binary needs v2", err)
+	latest := ms[len(ms)-1].version
+	if !strings.Contains(err.Error(), fmt.Sprintf("needs v%d", latest)) {
+		t.Fatalf("Open with NoMigrate on v1: %v, want it to say the binary needs v%d", err, latest)
 	}
-	if _, ok := appliedVersions(t, raw)[2]; ok {
-		t.Fatal("Open with NoMigrate applied a migration")
+	if got := appliedVersions(t, raw); len(got) != 1 {
+		t.Fatalf("Open with NoMigrate applied a migration: %+v", got)
 	}
 }
 

@@ -96,7 +96,12 @@ func (s *Store) commitUnowned(ctx context.Context, c bookkeeping.Commit, reset b
 	if len(ids) > 0 {
 		return wrap(fmt.Errorf("%w: the group has live members; only they may commit", bookkeeping.ErrConflict))
 	}
+	// Both recorded before the offsets, so offsets are never unlisted; a
+	// commit that then fails leaves them recorded, which is harmless.
 	if err := s.recordTopic(ctx, c.Group, c.Topic); err != nil {
+		return wrap(err)
+	}
+	if err := s.recordGroup(ctx, c.Group); err != nil {
 		return wrap(err)
 	}
 	parts := make([]int32, len(c.Offsets))

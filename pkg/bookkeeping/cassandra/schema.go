@@ -129,6 +129,17 @@ func schemaVersion(ctx context.Context, s *gocql.Session, cons gocql.Consistency
 	return current, nil
 }
 
+// dataMigration returns the step in Go that a schema version runs after its
+// statements and before it is recorded as applied, or nil. Like the
+// statements, a step must be idempotent: it runs again when interrupted.
+func dataMigration(version int) func(ctx context.Context, s *gocql.Session, cons gocql.Consistency) error {
+	switch version {
+	case 3:
+		return backfillGroups
+	}
+	return nil
+}
+
 // migrate applies the versions after the keyspace's current one, up to and
 // including upTo, and returns the version the keyspace is at afterwards.
 func migrate(ctx context.Context, s *gocql.Session, cons gocql.Consistency, ms []migration, upTo int) (int, error) {
@@ -147,6 +158,11 @@ func migrate(ctx context.Context, s *gocql.Session, cons gocql.Consistency, ms [
 		for _, stmt := range m.statements {
 			if err := s.Query(stmt).ExecContext(ctx); err != nil {
 				return current, fmt.Errorf("migrate to schema v%d: %q: %w", m.version, stmt, err)
+			}
+		}
+		if step := dataMigration(m.version); step != nil {
+			if err := step(ctx, s, cons); err != nil {
+				return current, fmt.Errorf("migrate to schema v%d: %w", m.version, err)
 			}
 		}
 		err := s.Query(insertSchemaVersion, m.version, strings.Join(m.files, ","), time.Now()).Consistency(cons).ExecContext(ctx)

@@ -11,8 +11,8 @@ func TestEmbeddedSchema(t *testing.T) {
 	if err != nil {
 		t.Fatalf("embedded schema: %v", err)
 	}
-	if len(ms) != 2 {
-		t.Fatalf("%d schema versions, want 2", len(ms))
+	if len(ms) != 3 {
+		t.Fatalf("%d schema versions, want 3", len(ms))
 	}
 	tables := map[string]bool{}
 	for _, m := range ms {
@@ -26,7 +26,7 @@ func TestEmbeddedSchema(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"group_members", "consumer_partitions", "group_topics", "producer_id_blocks", "transactional_producers"} {
+	for _, want := range []string{"group_members", "consumer_partitions", "group_topics", "producer_id_blocks", "transactional_producers", "consumer_groups"} {
 		if !tables[want] {
 			t.Errorf("no migration creates table %s (have %v)", want, tables)
 		}

@@ -4,26 +4,29 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	gocql "github.com/apache/cassandra-gocql-driver/v2"
 
 	"github.com/sluicemq/sluice/pkg/bookkeeping"
 )
 
-// Store implements bookkeeping.Members, Leases, Offsets and Producers on a
-// Cassandra keyspace. It is safe for concurrent use; any number of Stores, in
+// Store implements bookkeeping.Members, Leases, Offsets, Groups and Producers
+// on a Cassandra keyspace. It is safe for concurrent use; any number of Stores, in
 // any number of processes, may share a keyspace.
 type Store struct {
 	session *gocql.Session
 	cons    gocql.Consistency // regular reads and writes, LWT commit phase
 	serial  gocql.Consistency // LWTs and serial reads
 	ids     *idBlocks
+	now     func() time.Time // heartbeat_at of members
 }
 
 var (
 	_ bookkeeping.Members   = (*Store)(nil)
 	_ bookkeeping.Leases    = (*Store)(nil)
 	_ bookkeeping.Offsets   = (*Store)(nil)
+	_ bookkeeping.Groups    = (*Store)(nil)
 	_ bookkeeping.Producers = (*Store)(nil)
 )
 
@@ -51,6 +54,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		session: session,
 		cons:    regularLevels[cfg.Consistency],
 		serial:  serialLevels[cfg.SerialConsistency],
+		now:     time.Now,
 	}
 	s.ids = &idBlocks{store: s, size: cfg.ProducerIDBlock}
 	if err := s.ensureSchema(ctx, cfg, ms); err != nil {

@@ -22,17 +22,26 @@ const (
 	kindPartition byte = 'P'
 	kindCounter   byte = 'N'
 	kindTxn       byte = 'T'
+	kindGroup     byte = 'G'
 )
 
-// recordVersion is the only format version of every record kind so far.
+// recordVersion is the first format version of every record kind, and the
+// only one of every kind but members.
 const recordVersion byte = 1
+
+// memberVersion is the format version member records are written in:
+// version 2 added the topics. Version 1 records (written by older binaries)
+// are still read, as members without topics.
+const memberVersion byte = 2
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // encoder appends one record's fields; seal frames and checksums it.
 type encoder struct{ b []byte }
 
-func newEncoder(kind byte) *encoder { return &encoder{b: []byte{kind, recordVersion}} }
+func newEncoder(kind byte) *encoder { return newEncoderVersion(kind, recordVersion) }
+
+func newEncoderVersion(kind, version byte) *encoder { return &encoder{b: []byte{kind, version}} }
 
 func (e *encoder) int(v int64) { e.b = binary.AppendVarint(e.b, v) }
 
@@ -47,13 +56,18 @@ func (e *encoder) seal() []byte {
 
 // decoder reads the fields of one record; the first error sticks.
 type decoder struct {
-	b   []byte
-	err error
+	b       []byte
+	version byte // format version of the record
+	err     error
 }
 
-// open checks the frame of v — length, checksum, kind, version — and returns
-// a decoder over its fields.
-func open(v []byte, kind byte) *decoder {
+// open checks the frame of v — length, checksum, kind, version 1 — and
+// returns a decoder over its fields.
+func open(v []byte, kind byte) *decoder { return openUpTo(v, kind, recordVersion) }
+
+// openUpTo is open for a kind with several format versions: it accepts
+// versions 1..latest, and the decoder's version says which one v is.
+func openUpTo(v []byte, kind, latest byte) *decoder {
 	if len(v) < 6 {
 		return &decoder{err: fmt.Errorf("%w: %d bytes is shorter than a frame", ErrCorrupt, len(v))}
 	}
@@ -64,10 +78,10 @@ func open(v []byte, kind byte) *decoder {
 	if body[0] != kind {
 		return &decoder{err: fmt.Errorf("%w: record kind %q, want %q", ErrCorrupt, body[0], kind)}
 	}
-	if body[1] != recordVersion {
-		return &decoder{err: fmt.Errorf("%w: record %q has format version %d; this binary reads %d", ErrCorrupt, kind, body[1], recordVersion)}
+	if body[1] < 1 || body[1] > latest {
+		return &decoder{err: fmt.Errorf("%w: record %q has format version %d; this binary reads 1 to %d", ErrCorrupt, kind, body[1], latest)}
 	}
-	return &decoder{b: body[2:]}
+	return &decoder{b: body[2:], version: body[1]}
 }
 
 func (d *decoder) int() int64 {
@@ -116,7 +130,9 @@ func (d *decoder) done() error {
 // formatRecord marks a directory as a bookkeeping store of this format.
 type formatRecord struct{ version int64 }
 
-const storeFormat = 1
+// storeFormat is the format this binary writes. Format 2 added the group
+// records; Open upgrades a format-1 store (see upgradeFromFormat1).
+const storeFormat = 2
 
 func (r formatRecord) encode() []byte {
 	e := newEncoder(kindFormat)
@@ -130,28 +146,59 @@ func decodeFormat(v []byte) (formatRecord, error) {
 	return r, d.done()
 }
 
-// memberRecord is one member of a group.
+// memberRecord is one member of a group. Its last Join or Heartbeat was at
+// expiresAt - sessionTimeout (both set from one clock reading), so that time
+// is not stored again.
 type memberRecord struct {
 	clientInfo     string
-	sessionTimeout int64 // nanoseconds
-	expiresAt      int64 // Unix nanoseconds of the store clock
+	sessionTimeout int64    // nanoseconds
+	expiresAt      int64    // Unix nanoseconds of the store clock
+	topics         []string // nil when none; since version 2
 }
 
+// encode writes the record in memberVersion: the version 1 fields, then
+// the number of topics and the topics.
 func (r memberRecord) encode() []byte {
-	e := newEncoder(kindMember)
+	e := newEncoderVersion(kindMember, memberVersion)
 	e.str(r.clientInfo)
 	e.int(r.sessionTimeout)
 	e.int(r.expiresAt)
+	e.int(int64(len(r.topics)))
+	for _, t := range r.topics {
+		e.str(t)
+	}
 	return e.seal()
 }
 
 func decodeMember(v []byte) (memberRecord, error) {
-	d := open(v, kindMember)
+	d := openUpTo(v, kindMember, memberVersion)
 	r := memberRecord{clientInfo: d.str(bookkeeping.MaxClientInfoBytes), sessionTimeout: d.int(), expiresAt: d.int()}
+	if d.version >= 2 {
+		n := d.int()
+		d.check(n >= 0 && n <= bookkeeping.MaxMemberTopics, "%d topics", n)
+		for i := int64(0); i < n && d.err == nil; i++ {
+			r.topics = append(r.topics, d.str(bookkeeping.MaxNameBytes))
+		}
+		d.check(bookkeeping.ValidateTopics("topics", r.topics) == nil, "invalid topics %q", r.topics)
+	}
 	d.check(bookkeeping.ValidateSessionTimeout("session timeout", time.Duration(r.sessionTimeout)) == nil,
 		"session timeout %d ns out of range", r.sessionTimeout)
+	d.check(r.expiresAt-r.sessionTimeout <= r.expiresAt, "expiry %d ns out of range", r.expiresAt)
 	return r, d.done()
 }
+
+// lastHeartbeat is the time of the member's last Join or Heartbeat.
+func (r memberRecord) lastHeartbeat() time.Time {
+	return time.Unix(0, r.expiresAt-r.sessionTimeout).UTC()
+}
+
+// groupRecord marks a group for ListGroups; it has no fields (the key is
+// the group name).
+type groupRecord struct{}
+
+func (groupRecord) encode() []byte { return newEncoder(kindGroup).seal() }
+
+func decodeGroup(v []byte) (groupRecord, error) { return groupRecord{}, open(v, kindGroup).done() }
 
 // partitionRecord is the lease and committed offset of one partition.
 type partitionRecord struct {

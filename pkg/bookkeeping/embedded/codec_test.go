@@ -3,6 +3,8 @@ package embedded
 import (
 	"bytes"
 	"errors"
+	"math"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -11,9 +13,16 @@ import (
 )
 
 func TestRecordsRoundTrip(t *testing.T) {
-	m := memberRecord{clientInfo: "host ✓", sessionTimeout: int64(90 * time.Second), expiresAt: -5}
-	if got, err := decodeMember(m.encode()); err != nil || got != m {
-		t.Fatalf("member round trip = %+v, %v", got, err)
+	for _, m := range []memberRecord{
+		{clientInfo: "host ✓", sessionTimeout: int64(90 * time.Second), expiresAt: -5},
+		{sessionTimeout: int64(time.Second), expiresAt: 1, topics: []string{"b", "a", "ü"}},
+	} {
+		if got, err := decodeMember(m.encode()); err != nil || !reflect.DeepEqual(got, m) {
+			t.Fatalf("member round trip = %+v, %v; want %+v", got, err, m)
+		}
+	}
+	if _, err := decodeGroup(groupRecord{}.encode()); err != nil {
+		t.Fatalf("group round trip: %v", err)
 	}
 	p := partitionRecord{owner: "m", epoch: 7, offset: bookkeeping.MaxOffset, metadata: strings.Repeat("x", bookkeeping.MaxMetadataBytes), commitEpoch: 7}
 	if got, err := decodePartition(p.encode()); err != nil || got != p {
@@ -43,6 +52,25 @@ func TestGoldenPartitionRecord(t *testing.T) {
 	}
 }
 
+// TestGoldenMemberRecord pins the layout of member records: version 2 as
+// written, and version 1 as older binaries wrote it, which is still read.
+func TestGoldenMemberRecord(t *testing.T) {
+	got := memberRecord{clientInfo: "c", sessionTimeout: 1e9, expiresAt: 3e9, topics: []string{"t", "u"}}.encode()
+	v1Fields := []byte{1, 'c', 0x80, 0xa8, 0xd6, 0xb9, 0x07, 0x80, 0xf8, 0x82, 0xad, 0x16}
+	want := append(append([]byte{'M', 2}, v1Fields...), 4, 1, 't', 1, 'u')
+	if !bytes.Equal(got[:len(got)-4], want) {
+		t.Fatalf("member record body = %v, want %v", got[:len(got)-4], want)
+	}
+	v1 := reseal('M', v1Fields)
+	r, err := decodeMember(v1)
+	if err != nil || !reflect.DeepEqual(r, memberRecord{clientInfo: "c", sessionTimeout: 1e9, expiresAt: 3e9}) {
+		t.Fatalf("version 1 member record = %+v, %v", r, err)
+	}
+	if hb := r.lastHeartbeat(); !hb.Equal(time.Unix(2, 0)) {
+		t.Fatalf("lastHeartbeat of a record expiring at 3 s with a 1 s timeout = %v, want 2 s", hb)
+	}
+}
+
 func TestDecodeRejectsInvalidRecords(t *testing.T) {
 	cases := map[string][]byte{
 		"trailing bytes":      reseal('P', []byte{0, 0, 1, 0, 0, 9}), // a free record, then a 9
@@ -57,8 +85,23 @@ func TestDecodeRejectsInvalidRecords(t *testing.T) {
 			t.Errorf("%s: decodePartition = %v, want ErrCorrupt", name, err)
 		}
 	}
-	if _, err := decodeMember(memberRecord{sessionTimeout: 1}.encode()); !errors.Is(err, ErrCorrupt) {
-		t.Errorf("member with a 1 ns session timeout: %v, want ErrCorrupt", err)
+	second := int64(time.Second)
+	for name, v := range map[string][]byte{
+		"1 ns session timeout": memberRecord{sessionTimeout: 1}.encode(),
+		"repeated topic":       memberRecord{sessionTimeout: second, topics: []string{"a", "a"}}.encode(),
+		"empty topic":          memberRecord{sessionTimeout: second, topics: []string{""}}.encode(),
+		"too many topics":      memberRecord{sessionTimeout: second, topics: make([]string, bookkeeping.MaxMemberTopics+1)}.encode(),
+		"negative topic count": resealVersion('M', 2, []byte{0, 0x80, 0xa8, 0xd6, 0xb9, 0x07, 0, 1}),
+		"topic past the end":   resealVersion('M', 2, []byte{0, 0x80, 0xa8, 0xd6, 0xb9, 0x07, 0, 4, 1, 'a'}),
+		"unknown version":      withVersion(memberRecord{sessionTimeout: second}.encode(), 3),
+		"expiry overflows":     memberRecord{sessionTimeout: second, expiresAt: math.MinInt64}.encode(),
+	} {
+		if _, err := decodeMember(v); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("member with %s: %v, want ErrCorrupt", name, err)
+		}
+	}
+	if _, err := decodeGroup(reseal('G', []byte{0})); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("group record with a field: %v, want ErrCorrupt", err)
 	}
 	if _, err := decodeTxn(txnRecord{producerID: 1, epoch: bookkeeping.MaxProducerEpoch + 1}.encode()); !errors.Is(err, ErrCorrupt) {
 		t.Errorf("txn with epoch past the maximum: %v, want ErrCorrupt", err)
@@ -67,8 +110,10 @@ func TestDecodeRejectsInvalidRecords(t *testing.T) {
 
 // reseal frames body (fields only) as a version-1 record of kind with a
 // valid checksum, so decoding reaches the field checks.
-func reseal(kind byte, body []byte) []byte {
-	e := newEncoder(kind)
+func reseal(kind byte, body []byte) []byte { return resealVersion(kind, recordVersion, body) }
+
+func resealVersion(kind, version byte, body []byte) []byte {
+	e := newEncoderVersion(kind, version)
 	e.b = append(e.b, body...)
 	return e.seal()
 }
@@ -86,6 +131,8 @@ func FuzzDecode(f *testing.F) {
 	for _, v := range [][]byte{
 		partitionRecord{owner: "m", epoch: 1, offset: 5, metadata: "x", commitEpoch: 1}.encode(),
 		memberRecord{clientInfo: "c", sessionTimeout: int64(time.Minute), expiresAt: 1}.encode(),
+		memberRecord{clientInfo: "c", sessionTimeout: int64(time.Minute), expiresAt: 1, topics: []string{"t"}}.encode(),
+		groupRecord{}.encode(),
 		counterRecord{next: 1}.encode(),
 		txnRecord{producerID: 1, epoch: 3}.encode(),
 		{},
@@ -96,16 +143,19 @@ func FuzzDecode(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, v []byte) {
-		for _, in := range [][]byte{v, reseal(kindPartition, v), reseal(kindMember, v), reseal(kindCounter, v), reseal(kindTxn, v)} {
+		for _, in := range [][]byte{v, reseal(kindPartition, v), reseal(kindMember, v), resealVersion(kindMember, memberVersion, v), reseal(kindCounter, v), reseal(kindTxn, v), reseal(kindGroup, v)} {
 			if r, err := decodePartition(in); err == nil {
 				if again, err := decodePartition(r.encode()); err != nil || again != r {
 					t.Fatalf("partition %+v: re-decoded as %+v, %v", r, again, err)
 				}
 			}
 			if r, err := decodeMember(in); err == nil {
-				if again, err := decodeMember(r.encode()); err != nil || again != r {
+				if again, err := decodeMember(r.encode()); err != nil || !reflect.DeepEqual(again, r) {
 					t.Fatalf("member %+v: re-decoded as %+v, %v", r, again, err)
 				}
+			}
+			if _, err := decodeGroup(in); err == nil && !bytes.Equal(in, groupRecord{}.encode()) {
+				t.Fatalf("group record %v decoded but is not the one encoding", in)
 			}
 			if r, err := decodeCounter(in); err == nil {
 				if again, err := decodeCounter(r.encode()); err != nil || again != r {

@@ -21,6 +21,7 @@
 // so NUL separates key parts, and byte order equals (name, number) order):
 //
 //	"f"                                       format record
+//	"g" group                                 group record (ListGroups)
 //	"m" group 0x00 member                     member record
 //	"p" group 0x00 topic 0x00 partition(BE32) partition record (lease + offset)
 //	"n"                                       next producer id
@@ -33,10 +34,22 @@
 //	| 1 B  | 1 B     | varints and strings      | of kind+version+fields   |
 //	+------+---------+--------------------------+--------------------------+
 //
-// kind names the record type ('F', 'M', 'P', 'N', 'T'); version is the
-// record's format version (1). Integers are zig-zag varints, strings a uvarint
-// length then bytes. A value that fails its checksum, has an unknown kind or
+// kind names the record type ('F', 'G', 'M', 'P', 'N', 'T'); version is the
+// record's format version: 1, except member records, written as version 2
+// (version 1 plus a topic count and the topics) and read as 1 or 2.
+// Integers are zig-zag varints, strings a uvarint length then bytes. A value that fails its checksum, has an unknown kind or
 // version, a bad length or trailing bytes is reported as ErrCorrupt and never
 // used. Formats change forward only: a new version gets a new decoder and the
 // old one stays.
+//
+// The format record holds the store format, 2. Open upgrades a format-1
+// store (no group records) by writing a group record for every group with a
+// member or partition record, with the new format record, in one synced
+// batch; a binary that only knows format 1 refuses a format-2 store.
+//
+// A member's LastHeartbeat is not stored: Join and Heartbeat set expiresAt to
+// now + session timeout from one clock reading, so it is expiresAt − session
+// timeout, exactly (for version-1 records too). A group record has no fields;
+// Join writes it in the member's batch, a standalone Commit or Reset in the
+// offsets' batch.
 package embedded

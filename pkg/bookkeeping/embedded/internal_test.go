@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -81,11 +83,11 @@ func TestOpenRefusesOtherFormats(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if s2, err := Open("/db", WithFS(fs)); err == nil || !strings.Contains(err.Error(), "store format 2") {
+	if s2, err := Open("/db", WithFS(fs)); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("store format %d", storeFormat+1)) {
 		if s2 != nil {
 			s2.Close()
 		}
-		t.Fatalf("Open of a format-2 store: %v", err)
+		t.Fatalf("Open of a format-%d store: %v", storeFormat+1, err)
 	}
 }
 
@@ -178,5 +180,84 @@ func TestGroupSizeIsBounded(t *testing.T) {
 	}
 	if ms, err := s.ListMembers(ctx, "g"); err != nil || len(ms) != 1 {
 		t.Fatalf("ListMembers = %d members, %v; want 1", len(ms), err)
+	}
+}
+
+// TestUpgradeFromFormat1: a store written by a format-1 binary (no group
+// records, version-1 member records) opens as format 2 with a group record
+// for every group that has members or partitions, and its members read as
+// members without topics.
+func TestUpgradeFromFormat1(t *testing.T) {
+	ctx := context.Background()
+	fs := vfs.NewMem()
+	now := time.Unix(1_000_000, 0)
+	db, err := pebble.Open("/db", &pebble.Options{FS: fs, Logger: pebblelog.New(slog.New(slog.DiscardHandler))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1Member := func(expires time.Time) []byte {
+		e := newEncoder(kindMember) // version 1: no topics
+		e.str("old client")
+		e.int(int64(time.Minute))
+		e.int(expires.UnixNano())
+		return e.seal()
+	}
+	free := partitionRecord{epoch: 1, offset: 7}.encode()
+	for _, kv := range []struct {
+		k, v []byte
+	}{
+		{formatKey, formatRecord{version: 1}.encode()},
+		{memberKey("a", "m1"), v1Member(now.Add(30 * time.Second))},
+		{memberKey("a", "m2"), v1Member(now.Add(-time.Hour))}, // expired: its group still counts
+		{memberKey("a b", "m"), v1Member(now.Add(time.Second))},
+		{partitionKey("a", "orders", 0), free},
+		{partitionKey("offsets-only", "t", 1), free},
+		{partitionKey("offsets-only", "u", 0), free},
+		{partitionKey("zz", "t", 0), free},
+	} {
+		if err := db.Set(kv.k, kv.v, pebble.Sync); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s := openMem(t, fs, WithClock(func() time.Time { return now }))
+	want := []string{"a", "a b", "offsets-only", "zz"}
+	if gs, more, err := s.ListGroups(ctx, "", 10); err != nil || more || !slices.Equal(gs, want) {
+		t.Fatalf("ListGroups after the upgrade = %q (more %v), %v; want %q", gs, more, err, want)
+	}
+	if v, _ := s.get(formatKey); !bytes.Equal(v, formatRecord{version: storeFormat}.encode()) {
+		t.Fatalf("format record after the upgrade: %v", v)
+	}
+	ms, err := s.ListMembers(ctx, "a")
+	want1 := bookkeeping.Member{ID: "m1", ClientInfo: "old client", SessionTimeout: time.Minute, LastHeartbeat: now.Add(-30 * time.Second).UTC()}
+	if err != nil || len(ms) != 1 || !reflect.DeepEqual(ms[0], want1) {
+		t.Fatalf("ListMembers of a version-1 member = %+v, %v; want [%+v]", ms, err, want1)
+	}
+	if err := s.Heartbeat(ctx, "a", "m1"); err != nil {
+		t.Fatalf("Heartbeat of a version-1 member: %v", err)
+	}
+	if v, _ := s.get(memberKey("a", "m1")); len(v) < 2 || v[1] != memberVersion {
+		t.Fatalf("member record after Heartbeat: %v, want version %d", v, memberVersion)
+	}
+}
+
+// TestCorruptGroupRecordIsRefused: ListGroups reports a bad group record
+// instead of listing it.
+func TestCorruptGroupRecordIsRefused(t *testing.T) {
+	ctx := context.Background()
+	s := openMem(t, vfs.NewMem())
+	if err := s.Join(ctx, "g", bookkeeping.Member{ID: "m", SessionTimeout: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.db.Set(groupKey("h"), []byte("garbage!"), pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := s.ListGroups(ctx, "", 10)
+	wantCorrupt(t, "ListGroups", err)
+	if v, _ := s.get(groupKey("h")); string(v) != "garbage!" {
+		t.Fatal("a corrupt group record was overwritten")
 	}
 }

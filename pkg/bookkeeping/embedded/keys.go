@@ -12,6 +12,7 @@ const (
 	prefixPartition = 'p'
 	prefixCounter   = 'n'
 	prefixTxn       = 't'
+	prefixGroup     = 'g'
 )
 
 var (
@@ -60,6 +61,9 @@ func splitPartitionKey(group string, k []byte) (topic string, partition int32, e
 	}
 	return string(rest[:len(rest)-5]), int32(binary.BigEndian.Uint32(rest[len(rest)-4:])), nil
 }
+
+// groupKey is the key of group's group record.
+func groupKey(group string) []byte { return append([]byte{prefixGroup}, group...) }
 
 func txnKey(id string) []byte { return append([]byte{prefixTxn}, id...) }
 

@@ -40,8 +40,11 @@ func (s *Store) Join(ctx context.Context, group string, m bookkeeping.Member) er
 	if !already && live >= bookkeeping.MaxGroupMembers {
 		return fmt.Errorf("join group %q: %w: the group has the maximum of %d members", group, bookkeeping.ErrConflict, bookkeeping.MaxGroupMembers)
 	}
-	rec := memberRecord{clientInfo: m.ClientInfo, sessionTimeout: int64(m.SessionTimeout), expiresAt: now.Add(m.SessionTimeout).UnixNano()}
+	rec := memberRecord{clientInfo: m.ClientInfo, sessionTimeout: int64(m.SessionTimeout), expiresAt: now.Add(m.SessionTimeout).UnixNano(), topics: m.Topics}
 	if err := b.Set(memberKey(group, m.ID), rec.encode(), nil); err != nil {
+		return err
+	}
+	if err := recordGroup(b, group); err != nil {
 		return err
 	}
 	if err := commit(b); err != nil {
@@ -50,7 +53,8 @@ func (s *Store) Join(ctx context.Context, group string, m bookkeeping.Member) er
 	return nil
 }
 
-// Heartbeat implements bookkeeping.Members.
+// Heartbeat implements bookkeeping.Members. The record keeps its topics
+// (and is rewritten in the current member format).
 func (s *Store) Heartbeat(ctx context.Context, group, memberID string) error {
 	return s.updateMember(ctx, "heartbeat", group, memberID, func(key []byte, r memberRecord, now time.Time) error {
 		r.expiresAt = now.Add(time.Duration(r.sessionTimeout)).UnixNano()
@@ -115,7 +119,8 @@ func (s *Store) ListMembers(ctx context.Context, group string) ([]bookkeeping.Me
 	ms := []bookkeeping.Member{}
 	err = s.scanMembers(group, func(id string, r memberRecord) error {
 		if now < r.expiresAt {
-			ms = append(ms, bookkeeping.Member{ID: id, ClientInfo: r.clientInfo, SessionTimeout: time.Duration(r.sessionTimeout)})
+			ms = append(ms, bookkeeping.Member{ID: id, ClientInfo: r.clientInfo, SessionTimeout: time.Duration(r.sessionTimeout),
+				Topics: r.topics, LastHeartbeat: r.lastHeartbeat()})
 		}
 		return nil
 	})

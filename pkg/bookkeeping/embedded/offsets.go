@@ -82,6 +82,12 @@ func (s *Store) commit(ctx context.Context, c bookkeeping.Commit, reset bool) er
 			return wrap(err)
 		}
 	}
+	if standalone {
+		// A member's commit needs no record: its Join made one.
+		if err := recordGroup(b, c.Group); err != nil {
+			return wrap(err)
+		}
+	}
 	if err := commit(b); err != nil {
 		return wrap(err)
 	}

@@ -3,6 +3,8 @@ package embedded_test
 import (
 	"context"
 	"errors"
+	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -27,7 +29,7 @@ func writeState(t *testing.T, s *embedded.Store) state {
 	ctx := t.Context()
 	var st state
 	var err error
-	if err = s.Join(ctx, "g", bookkeeping.Member{ID: "m", ClientInfo: "host-1", SessionTimeout: time.Minute}); err != nil {
+	if err = s.Join(ctx, "g", bookkeeping.Member{ID: "m", ClientInfo: "host-1", SessionTimeout: time.Minute, Topics: []string{"orders", "audit"}}); err != nil {
 		t.Fatal(err)
 	}
 	if st.epoch, err = s.Acquire(ctx, "g", "orders", 2, "m"); err != nil {
@@ -53,8 +55,12 @@ func checkState(t *testing.T, s *embedded.Store, st state) {
 	t.Helper()
 	ctx := t.Context()
 	ms, err := s.ListMembers(ctx, "g")
-	if err != nil || len(ms) != 1 || ms[0] != (bookkeeping.Member{ID: "m", ClientInfo: "host-1", SessionTimeout: time.Minute}) {
-		t.Fatalf("members after reopen = %+v, %v", ms, err)
+	wantMember := bookkeeping.Member{ID: "m", ClientInfo: "host-1", SessionTimeout: time.Minute, Topics: []string{"orders", "audit"}, LastHeartbeat: epoch}
+	if err != nil || len(ms) != 1 || !reflect.DeepEqual(ms[0], wantMember) {
+		t.Fatalf("members after reopen = %+v, %v; want [%+v]", ms, err, wantMember)
+	}
+	if gs, more, err := s.ListGroups(ctx, "", 10); err != nil || !slices.Equal(gs, []string{"g"}) || more {
+		t.Fatalf("groups after reopen = %q (more %v), %v; want [g]", gs, more, err)
 	}
 	ls, err := s.ListLeases(ctx, "g", "orders")
 	want := bookkeeping.Lease{Partition: 2, Owner: "m", Epoch: st.epoch, Offset: 77, Metadata: "meta"}

@@ -1,6 +1,7 @@
 package embedded
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -19,8 +20,8 @@ import (
 // ErrClosed is returned by calls on a closed Store.
 var ErrClosed = errors.New("embedded bookkeeping: store is closed")
 
-// Store implements bookkeeping.Members, Leases, Offsets and Producers on one
-// Pebble database. It is safe for concurrent use; only one Store may have a
+// Store implements bookkeeping.Members, Leases, Offsets, Groups and Producers
+// on one Pebble database. It is safe for concurrent use; only one Store may have a
 // directory open at a time (Pebble locks it).
 type Store struct {
 	db  *pebble.DB
@@ -37,6 +38,7 @@ var (
 	_ bookkeeping.Members   = (*Store)(nil)
 	_ bookkeeping.Leases    = (*Store)(nil)
 	_ bookkeeping.Offsets   = (*Store)(nil)
+	_ bookkeeping.Groups    = (*Store)(nil)
 	_ bookkeeping.Producers = (*Store)(nil)
 )
 
@@ -88,8 +90,8 @@ func Open(dir string, opts ...Option) (*Store, error) {
 	return s, nil
 }
 
-// checkFormat writes the format record into a new store and refuses a store
-// of another format.
+// checkFormat writes the format record into a new store, upgrades a store of
+// format 1 and refuses a store of another format.
 func (s *Store) checkFormat() error {
 	v, err := s.get(formatKey)
 	if err != nil {
@@ -109,10 +111,63 @@ func (s *Store) checkFormat() error {
 	if err != nil {
 		return err
 	}
+	if r.version == 1 {
+		return s.upgradeFromFormat1()
+	}
 	if r.version != storeFormat {
 		return fmt.Errorf("store format %d, this binary reads format %d", r.version, storeFormat)
 	}
 	return nil
+}
+
+// upgradeFromFormat1 brings a format-1 store (no group records) to format 2:
+// a group record for every group with a member record or a partition record,
+// and the new format record, in one synced batch — a crash leaves format 1,
+// upgraded again by the next Open, or format 2. A group whose members all
+// left before the upgrade and that has no partition records left no trace
+// to find, so ListGroups misses it until it is used again.
+func (s *Store) upgradeFromFormat1() error {
+	b := s.db.NewBatch()
+	defer b.Close()
+	for _, prefix := range []byte{prefixMember, prefixPartition} {
+		err := s.eachGroup(prefix, func(group string) error { return recordGroup(b, group) })
+		if err != nil {
+			return fmt.Errorf("upgrade from format 1: %w", err)
+		}
+	}
+	if err := b.Set(formatKey, formatRecord{version: storeFormat}.encode(), nil); err != nil {
+		return err
+	}
+	if err := commit(b); err != nil {
+		return fmt.Errorf("upgrade from format 1: %w", err)
+	}
+	return nil
+}
+
+// eachGroup calls f once with every group that has keys under prefix (member
+// or partition keys: prefix, group, NUL, …), in order, seeking past each
+// group's keys instead of reading them.
+func (s *Store) eachGroup(prefix byte, f func(group string) error) error {
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefix}, UpperBound: []byte{prefix + 1}})
+	if err != nil {
+		return err
+	}
+	for ok := it.First(); ok; {
+		k := it.Key()
+		end := bytes.IndexByte(k, 0)
+		if end < 2 {
+			return errors.Join(fmt.Errorf("%w: malformed key %q", ErrCorrupt, k), it.Close())
+		}
+		group := string(k[1:end])
+		if err := f(group); err != nil {
+			return errors.Join(err, it.Close())
+		}
+		// Every key of group starts with prefix, group, NUL; names hold no
+		// control characters, so prefix, group, 0x01 is past all of them
+		// and before the next group.
+		ok = it.SeekGE(append(append([]byte{prefix}, group...), 1))
+	}
+	return errors.Join(it.Error(), it.Close())
 }
 
 func (s *Store) isEmpty() (bool, error) {

@@ -1,0 +1,354 @@
+// Package fetch is the read path: ConsumerService (Fetch, Subscribe,
+// GrantCredits, Commit) and the consumer-group half of AdminService
+// (ListGroups, DescribeGroup, ResetGroupOffsets). See README.md.
+//
+// Reads go through services/fetch/partlog (offset → ledger → entry, the
+// shared entry cache, one tail watcher per followed partition). Groups are
+// leases in pkg/bookkeeping balanced by services/fetch/assign.
+package fetch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+
+	"github.com/sluicemq/sluice/bookkeeper/client"
+	"github.com/sluicemq/sluice/internal/apierr"
+	"github.com/sluicemq/sluice/pkg/catalog"
+	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
+	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicemq/sluice/pkg/record"
+	"github.com/sluicemq/sluice/services/fetch/partlog"
+	"github.com/sluicemq/sluice/services/ingest/quota"
+)
+
+// Deps are the fetch service's collaborators.
+type Deps struct {
+	Catalog     Catalog
+	Ledgers     *client.Client
+	Bookkeeping Bookkeeping
+}
+
+// Service is one fetch copy. Create it with New, serve Handler (and
+// GroupAdmin through the admin service), and call Run; Run's end closes
+// every session (members leave, leases free at once) and the tail
+// watchers.
+type Service struct {
+	cfg    Config
+	d      Deps
+	log    *slog.Logger
+	logs   *partlog.Logs
+	reads  chan struct{} // the read budget
+	quotas *quota.Limiter
+
+	mu       sync.Mutex
+	topics   map[string]cachedTopic
+	sessions map[string]*session
+	closing  bool
+	ctx      context.Context // ends when Run returns; sessions derive from it
+	stop     context.CancelFunc
+	wg       sync.WaitGroup
+}
+
+type cachedTopic struct {
+	t       catalog.Topic
+	fetched time.Time
+}
+
+// New returns a fetch copy.
+func New(cfg Config, d Deps) (*Service, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if d.Catalog == nil || d.Ledgers == nil || d.Bookkeeping == nil {
+		return nil, errors.New("fetch: Deps.Catalog, Deps.Ledgers and Deps.Bookkeeping are required")
+	}
+	cfg = cfg.withDefaults()
+	logs, err := partlog.New(cfg.Log, d.Catalog, d.Ledgers)
+	if err != nil {
+		return nil, err
+	}
+	q, err := quota.New(cfg.GroupQuota)
+	if err != nil {
+		return nil, err
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	return &Service{cfg: cfg, d: d, log: cfg.Logger, logs: logs, quotas: q,
+		reads:  make(chan struct{}, cfg.MaxReadsInFlight),
+		topics: make(map[string]cachedTopic), sessions: make(map[string]*session),
+		ctx: ctx, stop: stop}, nil
+}
+
+// Handler returns ConsumerService's path and handler.
+func (s *Service) Handler(opts ...connect.HandlerOption) (string, http.Handler) {
+	return sluicev1connect.NewConsumerServiceHandler(s, opts...)
+}
+
+// Logs exposes the partition logs (end offsets for the admin API).
+func (s *Service) Logs() *partlog.Logs { return s.logs }
+
+// Run serves until ctx ends, then ends every session (their members leave
+// the group, so their leases are free at once) and stops the tail
+// watchers.
+func (s *Service) Run(ctx context.Context) error {
+	<-ctx.Done()
+	s.mu.Lock()
+	s.closing = true
+	s.mu.Unlock()
+	s.stop()
+	s.wg.Wait()
+	s.logs.Close()
+	return nil
+}
+
+var _ sluicev1connect.ConsumerServiceHandler = (*Service)(nil)
+
+func (s *Service) topic(ctx context.Context, name string) (catalog.Topic, error) {
+	s.mu.Lock()
+	ct, ok := s.topics[name]
+	s.mu.Unlock()
+	if ok && time.Since(ct.fetched) < s.cfg.TopicCacheTTL {
+		return ct.t, nil
+	}
+	t, err := s.d.Catalog.GetTopic(ctx, name)
+	if err != nil {
+		return catalog.Topic{}, err
+	}
+	s.mu.Lock()
+	if len(s.topics) > 10_000 {
+		clear(s.topics)
+	}
+	s.topics[name] = cachedTopic{t, time.Now()}
+	s.mu.Unlock()
+	return t, nil
+}
+
+// partitionOf checks a topic and partition named by a request.
+func (s *Service) partitionOf(ctx context.Context, field, topic string, partition int32) (catalog.Topic, error) {
+	if err := catalog.ValidateTopicName(topic); err != nil {
+		return catalog.Topic{}, apierr.Invalid(field+"topic", "%v", err)
+	}
+	t, err := s.topic(ctx, topic)
+	if err != nil {
+		return catalog.Topic{}, apierr.FromCatalog(err)
+	}
+	if partition < 0 || int(partition) >= t.Partitions {
+		return catalog.Topic{}, apierr.Invalid(field+"partition", "%d is outside the topic's partitions 0..%d", partition, t.Partitions-1)
+	}
+	return t, nil
+}
+
+// acquireRead takes a slot of the read budget, waiting up to ReadWait.
+func (s *Service) acquireRead(ctx context.Context) (func(), error) {
+	select {
+	case s.reads <- struct{}{}:
+		return func() { <-s.reads }, nil
+	default:
+	}
+	t := time.NewTimer(s.cfg.ReadWait)
+	defer t.Stop()
+	select {
+	case s.reads <- struct{}{}:
+		return func() { <-s.reads }, nil
+	case <-t.C:
+		return nil, apierr.Exhausted(s.cfg.RetryAfter, fmt.Errorf("the fetch copy's read budget (%d reads in flight) is in use; retry later", s.cfg.MaxReadsInFlight))
+	case <-ctx.Done():
+		return nil, connect.NewError(connect.CodeCanceled, ctx.Err())
+	}
+}
+
+// read reads a partition within the read budget.
+func (s *Service) read(ctx context.Context, topic string, partition int, offset int64, lim partlog.Limits) (partlog.Result, error) {
+	release, err := s.acquireRead(ctx)
+	if err != nil {
+		return partlog.Result{}, err
+	}
+	defer release()
+	res, err := s.logs.Read(ctx, topic, partition, offset, lim)
+	if err != nil {
+		return res, readErr(err)
+	}
+	return res, nil
+}
+
+// readErr maps read errors to codes.
+func readErr(err error) error {
+	var oor *partlog.OutOfRangeError
+	var ce *connect.Error
+	switch {
+	case errors.As(err, &ce):
+		return ce
+	case errors.As(err, &oor):
+		return outOfRange(oor)
+	case errors.Is(err, partlog.ErrCorrupt):
+		return connect.NewError(connect.CodeDataLoss, err)
+	case errors.Is(err, catalog.ErrNotFound):
+		return connect.NewError(connect.CodeNotFound, err)
+	case errors.Is(err, context.Canceled):
+		return connect.NewError(connect.CodeCanceled, err)
+	case errors.Is(err, context.DeadlineExceeded):
+		return connect.NewError(connect.CodeDeadlineExceeded, err)
+	default:
+		return connect.NewError(connect.CodeUnavailable, err)
+	}
+}
+
+// ReasonOutOfRange is the google.rpc.ErrorInfo reason of OUT_OF_RANGE
+// answers; its metadata holds "log_start_offset" and "high_watermark".
+const ReasonOutOfRange = "OFFSET_OUT_OF_RANGE"
+
+// ErrorDomain is the ErrorInfo domain of Sluice's errors.
+const ErrorDomain = "sluice.dev"
+
+func outOfRange(e *partlog.OutOfRangeError) *connect.Error {
+	ce := connect.NewError(connect.CodeOutOfRange, e)
+	if d, err := connect.NewErrorDetail(&errdetails.ErrorInfo{Reason: ReasonOutOfRange, Domain: ErrorDomain, Metadata: map[string]string{
+		"log_start_offset": strconv.FormatInt(e.Start, 10),
+		"high_watermark":   strconv.FormatInt(e.End, 10),
+	}}); err == nil {
+		ce.AddDetail(d)
+	}
+	return ce
+}
+
+// startOffset resolves a symbolic start position.
+func (s *Service) startOffset(ctx context.Context, topic string, partition int, pos sluicev1.StartPosition, offset, ts int64) (int64, error) {
+	switch pos {
+	case sluicev1.StartPosition_START_POSITION_UNSPECIFIED:
+		return offset, nil
+	case sluicev1.StartPosition_START_POSITION_EARLIEST, sluicev1.StartPosition_START_POSITION_LATEST:
+		start, end, err := s.logs.Bounds(ctx, topic, partition)
+		if err != nil {
+			return 0, readErr(err)
+		}
+		if pos == sluicev1.StartPosition_START_POSITION_EARLIEST {
+			return start, nil
+		}
+		return end, nil
+	case sluicev1.StartPosition_START_POSITION_TIMESTAMP:
+		o, err := s.logs.OffsetForTime(ctx, topic, partition, ts)
+		if err != nil {
+			return 0, readErr(err)
+		}
+		return o, nil
+	default:
+		return 0, apierr.Invalid("start", "unknown start position %d", pos)
+	}
+}
+
+// Fetch reads a partition, long-polling up to max_wait_ms at its end.
+func (s *Service) Fetch(ctx context.Context, req *connect.Request[sluicev1.FetchRequest]) (*connect.Response[sluicev1.FetchResponse], error) {
+	m := req.Msg
+	if err := validateFetch(m); err != nil {
+		return nil, err
+	}
+	if _, err := s.partitionOf(ctx, "", m.Topic, m.Partition); err != nil {
+		return nil, err
+	}
+	p := int(m.Partition)
+	offset, err := s.startOffset(ctx, m.Topic, p, m.Start, m.Offset, m.StartTimestampMs)
+	if err != nil {
+		return nil, err
+	}
+	lim := partlog.Limits{MaxRecords: int(m.MaxRecords), MaxBytes: int(m.MaxBytes)}
+	if lim.MaxRecords == 0 {
+		lim.MaxRecords = DefaultMaxRecords
+	}
+	if lim.MaxBytes == 0 {
+		lim.MaxBytes = DefaultMaxBytes
+	}
+	wait := time.Duration(m.MaxWaitMs) * time.Millisecond
+	deadline := time.Now().Add(wait)
+	for {
+		res, err := s.read(ctx, m.Topic, p, offset, lim)
+		if err != nil {
+			return nil, err
+		}
+		if len(res.Records) > 0 || res.Next > offset || wait == 0 || !time.Now().Before(deadline) {
+			resp := connect.NewResponse(fetchResponse(res))
+			if d := s.throttle(req.Header().Get("Sluice-Client-Id"), res.Bytes); d > 0 {
+				resp.Msg.ThrottleTimeMs = int32(min(d, time.Minute).Milliseconds())
+				if err := sleepCtx(ctx, d); err != nil {
+					return nil, connect.NewError(connect.CodeCanceled, err)
+				}
+			}
+			return resp, nil
+		}
+		wctx, cancel := context.WithDeadline(ctx, deadline)
+		werr := s.logs.Wait(wctx, m.Topic, p, offset)
+		cancel()
+		if werr != nil && ctx.Err() != nil {
+			return nil, connect.NewError(connect.CodeCanceled, ctx.Err())
+		}
+		if werr != nil && !errors.Is(werr, context.DeadlineExceeded) {
+			return nil, connect.NewError(connect.CodeUnavailable, werr)
+		}
+	}
+}
+
+// throttle charges n bytes to a client id's quota; the delay to apply.
+func (s *Service) throttle(key string, n int) time.Duration {
+	if key == "" || n == 0 {
+		return 0
+	}
+	return s.quotas.Record(key, n, time.Now())
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func fetchResponse(res partlog.Result) *sluicev1.FetchResponse {
+	return &sluicev1.FetchResponse{Records: consumed(res.Records), HighWatermark: res.HighWatermark, LogStartOffset: res.LogStart, NextOffset: res.Next}
+}
+
+func consumed(recs []record.Record) []*sluicev1.ConsumedRecord {
+	out := make([]*sluicev1.ConsumedRecord, len(recs))
+	for i := range recs {
+		r := &recs[i]
+		c := &sluicev1.ConsumedRecord{Offset: r.Offset, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp}
+		if len(r.Headers) > 0 {
+			c.Headers = make([]*sluicev1.Header, len(r.Headers))
+			for j, h := range r.Headers {
+				c.Headers[j] = &sluicev1.Header{Key: h.Key, Value: h.Value}
+			}
+		}
+		out[i] = c
+	}
+	return out
+}
+
+func validateFetch(m *sluicev1.FetchRequest) error {
+	switch {
+	case m.Partition < 0:
+		return apierr.Invalid("partition", "%d is negative", m.Partition)
+	case m.Start == sluicev1.StartPosition_START_POSITION_UNSPECIFIED && m.Offset < 0:
+		return apierr.Invalid("offset", "%d is negative", m.Offset)
+	case m.MaxRecords < 0 || m.MaxRecords > MaxMaxRecords:
+		return apierr.Invalid("max_records", "%d is outside 0..%d", m.MaxRecords, MaxMaxRecords)
+	case m.MaxWaitMs < 0 || time.Duration(m.MaxWaitMs)*time.Millisecond > MaxWait:
+		return apierr.Invalid("max_wait_ms", "%d is outside 0..%d", m.MaxWaitMs, MaxWait.Milliseconds())
+	case m.MaxBytes < 0 || m.MaxBytes > MaxMaxBytes:
+		return apierr.Invalid("max_bytes", "%d is outside 0..%d", m.MaxBytes, MaxMaxBytes)
+	case m.Start < 0 || m.Start > sluicev1.StartPosition_START_POSITION_TIMESTAMP:
+		return apierr.Invalid("start", "unknown start position %d", m.Start)
+	case m.Start == sluicev1.StartPosition_START_POSITION_TIMESTAMP && m.StartTimestampMs < 0:
+		return apierr.Invalid("start_timestamp_ms", "%d is negative", m.StartTimestampMs)
+	}
+	return nil
+}

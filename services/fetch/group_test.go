@@ -1,0 +1,326 @@
+package fetch_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/sluicemq/sluice/internal/cluster"
+	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
+	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicemq/sluice/services/fetch"
+)
+
+// member is a test client of one Subscribe session.
+type member struct {
+	t      *testing.T
+	cons   sluicev1connect.ConsumerServiceClient
+	group  string
+	cancel context.CancelFunc
+	done   chan error
+
+	mu       sync.Mutex
+	id, sess string
+	leases   map[string]int64 // "topic/p" → epoch (held, not revoked)
+	next     map[string]int64 // "topic/p" → next offset processed
+	records  map[string]int   // "topic/p@offset" → deliveries
+	total    int
+	revoked  []*sluicev1.PartitionLease
+	changed  chan struct{}
+}
+
+func groupConfig() cluster.Config {
+	return cluster.Config{Fetch: fetch.Config{BalanceInterval: 50 * time.Millisecond, RevokeTimeout: 2 * time.Second}}
+}
+
+func subscribe(t *testing.T, cons sluicev1connect.ConsumerServiceClient, req *sluicev1.SubscribeRequest, commitOnRevoke bool) *member {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &member{t: t, cons: cons, group: req.Group, cancel: cancel, done: make(chan error, 1),
+		leases: map[string]int64{}, next: map[string]int64{}, records: map[string]int{}, changed: make(chan struct{}, 1)}
+	stream, err := cons.Subscribe(ctx, connect.NewRequest(req))
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	if !stream.Receive() {
+		cancel()
+		t.Fatalf("subscribe: %v", stream.Err())
+	}
+	st := stream.Msg().GetStarted()
+	if st == nil || st.MemberId == "" || st.SessionId == "" || st.HeartbeatIntervalMs <= 0 {
+		cancel()
+		t.Fatalf("first message is not a usable SessionStarted: %v", stream.Msg())
+	}
+	m.id, m.sess = st.MemberId, st.SessionId
+	go func() {
+		defer stream.Close()
+		for stream.Receive() {
+			m.handle(stream.Msg(), commitOnRevoke)
+		}
+		m.done <- stream.Err()
+	}()
+	// Keepalive, as the SDK does.
+	go func() {
+		tick := time.NewTicker(time.Duration(st.HeartbeatIntervalMs) * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				_, _ = cons.GrantCredits(ctx, connect.NewRequest(&sluicev1.GrantCreditsRequest{Group: m.group, SessionId: m.sess}))
+			}
+		}
+	}()
+	t.Cleanup(cancel)
+	return m
+}
+
+func key(topic string, p int32) string { return fmt.Sprintf("%s/%d", topic, p) }
+
+func (m *member) handle(msg *sluicev1.SubscribeResponse, commitOnRevoke bool) {
+	m.mu.Lock()
+	var commit []*sluicev1.CommitOffset
+	switch ev := msg.Event.(type) {
+	case *sluicev1.SubscribeResponse_Assignment:
+		for _, l := range ev.Assignment.Added {
+			m.leases[key(l.Topic, l.Partition)] = l.Epoch
+			if _, ok := m.next[key(l.Topic, l.Partition)]; !ok || l.Offset > m.next[key(l.Topic, l.Partition)] {
+				m.next[key(l.Topic, l.Partition)] = l.Offset
+			}
+		}
+		for _, l := range ev.Assignment.Revoked {
+			k := key(l.Topic, l.Partition)
+			if !ev.Assignment.Lost && commitOnRevoke {
+				commit = append(commit, &sluicev1.CommitOffset{Topic: l.Topic, Partition: l.Partition, Offset: m.next[k], LeaseEpoch: l.Epoch})
+			}
+			delete(m.leases, k)
+			m.revoked = append(m.revoked, l)
+		}
+	case *sluicev1.SubscribeResponse_Records:
+		r := ev.Records
+		k := key(r.Topic, r.Partition)
+		if m.leases[k] != r.Epoch {
+			m.t.Errorf("member %s got records of %s at epoch %d while holding %d", m.id, k, r.Epoch, m.leases[k])
+		}
+		for _, rec := range r.Records {
+			m.records[fmt.Sprintf("%s@%d", k, rec.Offset)]++
+			m.total++
+			m.next[k] = rec.Offset + 1
+		}
+	}
+	m.mu.Unlock()
+	select {
+	case m.changed <- struct{}{}:
+	default:
+	}
+	if len(commit) > 0 {
+		_, err := m.cons.Commit(context.Background(), connect.NewRequest(&sluicev1.CommitRequest{Group: m.group, MemberId: m.id, Offsets: commit}))
+		if err != nil {
+			m.t.Errorf("commit on revoke: %v", err)
+		}
+	}
+}
+
+func (m *member) held() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.leases)
+}
+
+func (m *member) count() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.total
+}
+
+// commitAll commits what the member processed on the partitions it holds.
+func (m *member) commitAll(t *testing.T) error {
+	m.mu.Lock()
+	var offs []*sluicev1.CommitOffset
+	for k, epoch := range m.leases {
+		var topic string
+		var p int32
+		fmt.Sscanf(k, "%s", &topic)
+		for i := len(k) - 1; i >= 0; i-- {
+			if k[i] == '/' {
+				topic = k[:i]
+				fmt.Sscanf(k[i+1:], "%d", &p)
+				break
+			}
+		}
+		offs = append(offs, &sluicev1.CommitOffset{Topic: topic, Partition: p, Offset: m.next[k], LeaseEpoch: epoch})
+	}
+	m.mu.Unlock()
+	if len(offs) == 0 {
+		return nil
+	}
+	_, err := m.cons.Commit(context.Background(), connect.NewRequest(&sluicev1.CommitRequest{Group: m.group, MemberId: m.id, Offsets: offs}))
+	return err
+}
+
+func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Two members share a topic's partitions fairly; a member joining takes
+// its share while the other keeps consuming (commit on revoke); every
+// record is delivered exactly once overall; a member leaving frees its
+// partitions at once; a zombie commit after the lease moved is refused.
+func TestGroupSharesPartitionsAndDeliversOnce(t *testing.T) {
+	e := startCluster(t, groupConfig())
+	const parts, per = 6, 40
+	e.createTopic(t, "g", parts)
+	for p := range int32(parts) {
+		e.produce(t, "g", p, 0, per, per)
+	}
+	credits := &sluicev1.Credits{Records: 1_000_000, Bytes: 1 << 40}
+	a := subscribe(t, e.cons, &sluicev1.SubscribeRequest{Group: "grp", Topics: []string{"g"}, Credits: credits}, true)
+	waitFor(t, "a to take all partitions and read everything", 10*time.Second, func() bool { return a.held() == parts && a.count() == parts*per })
+	if err := a.commitAll(t); err != nil {
+		t.Fatal(err)
+	}
+	b := subscribe(t, e.cons, &sluicev1.SubscribeRequest{Group: "grp", Topics: []string{"g"}, Credits: credits}, true)
+	waitFor(t, "a fair share each", 10*time.Second, func() bool { return a.held() == parts/2 && b.held() == parts/2 })
+	// New records go to whoever holds the partition, once.
+	for p := range int32(parts) {
+		e.produce(t, "g", p, per, 10, 10)
+	}
+	waitFor(t, "the new records", 10*time.Second, func() bool { return a.count()+b.count() == parts*(per+10) })
+	time.Sleep(200 * time.Millisecond)
+	seen := map[string]int{}
+	for _, m := range []*member{a, b} {
+		m.mu.Lock()
+		for k, n := range m.records {
+			seen[k] += n
+		}
+		m.mu.Unlock()
+	}
+	if len(seen) != parts*(per+10) {
+		t.Fatalf("%d distinct records delivered, want %d", len(seen), parts*(per+10))
+	}
+	for k, n := range seen {
+		if n != 1 {
+			t.Fatalf("record %s delivered %d times", k, n)
+		}
+	}
+	// A zombie commit: a's revoked lease epochs are stale now.
+	a.mu.Lock()
+	rv := a.revoked
+	a.mu.Unlock()
+	if len(rv) == 0 {
+		t.Fatal("a was never asked to give partitions up")
+	}
+	_, err := e.cons.Commit(context.Background(), connect.NewRequest(&sluicev1.CommitRequest{Group: "grp", MemberId: a.id,
+		Offsets: []*sluicev1.CommitOffset{{Topic: "g", Partition: rv[0].Partition, Offset: per + 10, LeaseEpoch: rv[0].Epoch}}}))
+	if connect.CodeOf(err) != connect.CodeFailedPrecondition {
+		t.Fatalf("zombie commit: want FAILED_PRECONDITION, got %v", err)
+	}
+	// b leaves: a gets everything back at once (no session timeout wait).
+	start := time.Now()
+	b.cancel()
+	waitFor(t, "a to take b's partitions", 5*time.Second, func() bool { return a.held() == parts })
+	t.Logf("partitions moved %v after b left", time.Since(start))
+	// DescribeGroup shows the member, its leases and zero lag.
+	if err := a.commitAll(t); err != nil {
+		t.Fatal(err)
+	}
+	d, err := e.admin.DescribeGroup(context.Background(), connect.NewRequest(&sluicev1.DescribeGroupRequest{Group: "grp"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Msg.Members) != 1 || d.Msg.Members[0].MemberId != a.id || len(d.Msg.Partitions) != parts {
+		t.Fatalf("describe: %v", d.Msg)
+	}
+	for _, gp := range d.Msg.Partitions {
+		if gp.Owner != a.id || gp.CommittedOffset != per+10 || gp.EndOffset != per+10 || gp.Lag != 0 {
+			t.Fatalf("describe partition: %v", gp)
+		}
+	}
+	l, err := e.admin.ListGroups(context.Background(), connect.NewRequest(&sluicev1.ListGroupsRequest{}))
+	if err != nil || len(l.Msg.Groups) != 1 || l.Msg.Groups[0] != "grp" {
+		t.Fatalf("list groups: %v %v", l, err)
+	}
+	// Reset needs the group empty.
+	_, err = e.admin.ResetGroupOffsets(context.Background(), connect.NewRequest(&sluicev1.ResetGroupOffsetsRequest{Group: "grp", Topic: "g", Position: sluicev1.StartPosition_START_POSITION_EARLIEST}))
+	if connect.CodeOf(err) != connect.CodeFailedPrecondition {
+		t.Fatalf("reset with a live member: want FAILED_PRECONDITION, got %v", err)
+	}
+	a.cancel()
+	<-a.done
+	waitFor(t, "the group to empty", 5*time.Second, func() bool {
+		d, err := e.admin.DescribeGroup(context.Background(), connect.NewRequest(&sluicev1.DescribeGroupRequest{Group: "grp"}))
+		return err == nil && len(d.Msg.Members) == 0
+	})
+	r, err := e.admin.ResetGroupOffsets(context.Background(), connect.NewRequest(&sluicev1.ResetGroupOffsetsRequest{Group: "grp", Topic: "g", Partitions: []int32{2}, Offset: 5}))
+	if err != nil || len(r.Msg.Partitions) != 1 || r.Msg.Partitions[0].CommittedOffset != 5 {
+		t.Fatalf("reset: %v %v", r, err)
+	}
+	// A new member starts partition 2 at the reset offset.
+	c := subscribe(t, e.cons, &sluicev1.SubscribeRequest{Group: "grp", Topics: []string{"g"}, Credits: credits}, true)
+	waitFor(t, "re-delivery from the reset offset", 10*time.Second, func() bool { return c.count() == per+10-5 })
+}
+
+// The server never sends beyond the credits granted, and resumes when
+// granted more; a session without keepalives expires.
+func TestGroupCreditsAndKeepalive(t *testing.T) {
+	e := startCluster(t, groupConfig())
+	e.createTopic(t, "c", 2)
+	e.produce(t, "c", 0, 0, 50, 50)
+	e.produce(t, "c", 1, 0, 50, 50)
+	m := subscribe(t, e.cons, &sluicev1.SubscribeRequest{Group: "cg", Topics: []string{"c"}, Credits: &sluicev1.Credits{Records: 7, Bytes: 1 << 20}}, true)
+	waitFor(t, "7 records", 5*time.Second, func() bool { return m.count() == 7 })
+	time.Sleep(300 * time.Millisecond)
+	if n := m.count(); n != 7 {
+		t.Fatalf("got %d records with 7 credits", n)
+	}
+	if _, err := e.cons.GrantCredits(context.Background(), connect.NewRequest(&sluicev1.GrantCreditsRequest{Group: "cg", SessionId: m.sess, Credits: &sluicev1.Credits{Records: 20, Bytes: 1 << 20}})); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "27 records", 5*time.Second, func() bool { return m.count() == 27 })
+	time.Sleep(300 * time.Millisecond)
+	if n := m.count(); n != 27 {
+		t.Fatalf("got %d records with 27 credits", n)
+	}
+	// Byte credits: records 0..9 are 4 bytes each (key k<i>, value v<i>):
+	// 4 bytes of credit buy exactly one record.
+	bm := subscribe(t, e.cons, &sluicev1.SubscribeRequest{Group: "bytes", Topics: []string{"c"}, Credits: &sluicev1.Credits{Records: 1000, Bytes: 4}}, true)
+	waitFor(t, "1 record", 5*time.Second, func() bool { return bm.count() == 1 })
+	time.Sleep(300 * time.Millisecond)
+	if n := bm.count(); n != 1 {
+		t.Fatalf("got %d records with 4 bytes of credit", n)
+	}
+
+	// A session whose client stops calling ends with FAILED_PRECONDITION.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stream, err := e.cons.Subscribe(ctx, connect.NewRequest(&sluicev1.SubscribeRequest{Group: "silent", Topics: []string{"c"}, SessionTimeoutMs: 1000}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	for stream.Receive() {
+	}
+	if connect.CodeOf(stream.Err()) != connect.CodeFailedPrecondition {
+		t.Fatalf("silent session: want FAILED_PRECONDITION, got %v", stream.Err())
+	}
+	if el := time.Since(start); el < 900*time.Millisecond || el > 5*time.Second {
+		t.Fatalf("silent session ended after %v (timeout 1 s)", el)
+	}
+	_, err = e.cons.GrantCredits(context.Background(), connect.NewRequest(&sluicev1.GrantCreditsRequest{Group: "cg", SessionId: "s-nope"}))
+	if connect.CodeOf(err) != connect.CodeNotFound {
+		t.Fatalf("unknown session: want NOT_FOUND, got %v", err)
+	}
+}

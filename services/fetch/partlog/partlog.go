@@ -1,0 +1,970 @@
+// Package partlog reads partitions: it maps an offset to a ledger of the
+// partition's chain (catalog) and to an entry of that ledger (binary search
+// over the entries' base offsets, O(log n) entry reads, remembered), reads
+// entries through the ledger client (never past the LAC of an open ledger),
+// decodes the record batches, and wakes waiting readers when the tail grows.
+//
+// # Tailing
+//
+// A partition read at its end gets a tail watcher: one goroutine per
+// partition that long-polls the LAC of the tail ledger (its own
+// client.Reader, so polls never hold up reads), reads the new entries into
+// the shared entry cache as soon as the LAC moves, raises the partition's
+// high watermark and wakes every waiting reader at once. However many
+// consumers follow a tail, the bookies see one long-poll and one read per
+// entry. A watcher stops after TailIdle without readers.
+//
+// A roll-over (the writer seals its ledger and appends a new one to the
+// chain) is learned from the catalog: a watcher whose long-poll round
+// (TailCheck) saw no new entry re-reads the chain, and a ledger followed by
+// another in the chain is sealed (a writer seals a ledger before it appends
+// the next; a new owner recovers it first), so the watcher re-reads its
+// metadata and moves on. TailCheck therefore bounds what a roll-over adds
+// to tail latency.
+//
+// # Reads
+//
+// Read(offset) finds the ledger whose range holds the offset (the last ref
+// with FirstOffset ≤ offset), then the entry: a cursor hint left by the
+// previous read that ended at this offset (the common case: a consumer
+// reading on), else a binary search over entry bounds (first and last
+// offset of each entry, decoded from its batches and kept per ledger).
+// Entries come from the shared LRU cache or the bookies; records before the
+// requested offset in the first batch are skipped. A read never crosses
+// into the next ledger: the next call continues there.
+//
+// Offsets below the partition's log start, or above its high watermark,
+// fail with *OutOfRangeError naming the valid range.
+package partlog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/sluicemq/sluice/bookkeeper/client"
+	"github.com/sluicemq/sluice/pkg/catalog"
+	"github.com/sluicemq/sluice/pkg/record"
+)
+
+// OutOfRangeError: the offset is below the log start or above the high
+// watermark.
+type OutOfRangeError struct {
+	Offset        int64
+	Start, End    int64 // valid offsets are Start..End (End is the high watermark: the next offset)
+	Topic         string
+	Partition     int
+	BelowLogStart bool
+}
+
+func (e *OutOfRangeError) Error() string {
+	return fmt.Sprintf("offset %d of %s/%d is out of range: valid offsets are %d..%d (log start..high watermark)", e.Offset, e.Topic, e.Partition, e.Start, e.End)
+}
+
+// ErrCorrupt: an entry's payload is not a valid sequence of record batches.
+// The read stops; it is never skipped.
+var ErrCorrupt = errors.New("partlog: corrupt entry")
+
+// Result is what one Read returns.
+type Result struct {
+	// Records in offset order, at or after the requested offset. Their
+	// byte slices are shared with the entry cache: read-only.
+	Records []record.Record
+	// Bytes is the size of the records (keys, values, header keys and values).
+	Bytes         int
+	HighWatermark int64
+	LogStart      int64
+	// Next is the offset to read next.
+	Next int64
+}
+
+// Limits bounds one Read.
+type Limits struct {
+	MaxRecords int
+	MaxBytes   int // at least one record is returned even if larger...
+	// HardMaxBytes, when set, bounds that first record too (credits: never
+	// send beyond them). A first record larger than it is not returned.
+	HardMaxBytes int
+}
+
+// Logs reads the partitions of every topic for one fetch copy. Close stops
+// its tail watchers.
+type Logs struct {
+	cfg   Config
+	parts catalog.Partitions
+	lc    *client.Client
+	cache *entryCache
+	log   *slog.Logger
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu   sync.Mutex
+	logs map[logKey]*Log
+}
+
+type logKey struct {
+	topic     string
+	partition int
+}
+
+// New returns the partition logs; lc reads ledgers, parts reads chains.
+func New(cfg Config, parts catalog.Partitions, lc *client.Client) (*Logs, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if parts == nil || lc == nil {
+		return nil, errors.New("partlog: a catalog and a ledger client are required")
+	}
+	cfg = cfg.withDefaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Logs{cfg: cfg, parts: parts, lc: lc, cache: newEntryCache(cfg.CacheBytes), log: cfg.Logger,
+		ctx: ctx, cancel: cancel, logs: make(map[logKey]*Log)}, nil
+}
+
+// Close stops the tail watchers and waits for them.
+func (ls *Logs) Close() {
+	ls.cancel()
+	ls.wg.Wait()
+}
+
+// Stats reports the cache and the watched partitions.
+type Stats struct {
+	CacheBytes         int64
+	CacheEntries       int
+	CacheHits, Misses  uint64
+	Partitions, Tailed int
+}
+
+// Stats returns counters.
+func (ls *Logs) Stats() Stats {
+	var s Stats
+	s.CacheBytes, s.CacheEntries, s.CacheHits, s.Misses = ls.cache.stats()
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	s.Partitions = len(ls.logs)
+	for _, lg := range ls.logs {
+		lg.mu.Lock()
+		if lg.watching {
+			s.Tailed++
+		}
+		lg.mu.Unlock()
+	}
+	return s
+}
+
+func (ls *Logs) get(topic string, partition int) *Log {
+	k := logKey{topic, partition}
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if lg, ok := ls.logs[k]; ok {
+		return lg
+	}
+	if len(ls.logs) >= ls.cfg.MaxLogs {
+		ls.evictLocked()
+	}
+	lg := &Log{ls: ls, key: k, hw: -1, notify: make(chan struct{}), ledgers: make(map[catalog.LedgerID]*ledgerState),
+		hints: make(map[int64]position), touched: ls.cfg.Now()}
+	ls.logs[k] = lg
+	return lg
+}
+
+// evictLocked drops the least recently read partition that has no watcher.
+func (ls *Logs) evictLocked() {
+	var oldest *Log
+	for _, lg := range ls.logs {
+		lg.mu.Lock()
+		if !lg.watching && len(lg.followers) == 0 && (oldest == nil || lg.touched.Before(oldest.touched)) {
+			oldest = lg
+		}
+		lg.mu.Unlock()
+	}
+	if oldest != nil {
+		delete(ls.logs, oldest.key)
+	}
+}
+
+// Log is one partition's read state.
+type Log struct {
+	ls  *Logs
+	key logKey
+
+	mu       sync.Mutex
+	part     catalog.Partition
+	partAt   time.Time
+	ledgers  map[catalog.LedgerID]*ledgerState
+	hw       int64 // highest high watermark seen; -1 unknown
+	notify   chan struct{}
+	watching bool
+	touched  time.Time
+	hints    map[int64]position // next offset → where it is
+	// followers are signalled (without blocking) when hw rises.
+	followers map[chan struct{}]int
+}
+
+type position struct {
+	ledger catalog.LedgerID
+	entry  int64
+}
+
+// ledgerState is a ledger as the log reads it.
+type ledgerState struct {
+	id catalog.LedgerID
+	rd *client.Reader // reads (and its LAC: what is readable)
+
+	mu     sync.Mutex
+	meta   catalog.LedgerMetadata
+	wr     *client.Reader // the tail watcher's long-polls
+	bounds map[int64]bounds
+}
+
+type bounds struct{ first, last, maxTS int64 }
+
+// readable is the last entry that may be read now and whether the ledger is
+// sealed.
+func (st *ledgerState) readable() (int64, bool) {
+	st.mu.Lock()
+	m := st.meta
+	st.mu.Unlock()
+	if m.State.Sealed() {
+		return m.LastEntry, true
+	}
+	return st.rd.LAC(), false
+}
+
+func (st *ledgerState) metadata() catalog.LedgerMetadata {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.meta
+}
+
+// refresh re-reads the metadata (a close, an ensemble change).
+func (st *ledgerState) refresh(ctx context.Context) (catalog.LedgerMetadata, error) {
+	m, err := st.rd.Refresh(ctx)
+	if err != nil {
+		return m, err
+	}
+	st.mu.Lock()
+	if m.Version > st.meta.Version {
+		st.meta = m
+	}
+	wr := st.wr
+	m = st.meta
+	st.mu.Unlock()
+	if wr != nil && m.State.Sealed() {
+		_, _ = wr.Refresh(ctx)
+	}
+	return m, nil
+}
+
+// chain returns the partition record, re-read when older than maxAge.
+func (lg *Log) chain(ctx context.Context, maxAge time.Duration) (catalog.Partition, error) {
+	now := lg.ls.cfg.Now()
+	lg.mu.Lock()
+	if !lg.partAt.IsZero() && now.Sub(lg.partAt) < maxAge {
+		p := lg.part
+		lg.mu.Unlock()
+		return p, nil
+	}
+	lg.mu.Unlock()
+	p, err := lg.ls.parts.GetPartition(ctx, lg.key.topic, lg.key.partition)
+	if err != nil {
+		return catalog.Partition{}, err
+	}
+	lg.mu.Lock()
+	defer lg.mu.Unlock()
+	if lg.part.TopicID != "" && p.TopicID != lg.part.TopicID {
+		// The topic was deleted and created again: nothing carries over.
+		lg.ledgers = make(map[catalog.LedgerID]*ledgerState)
+		lg.hints = make(map[int64]position)
+		lg.hw = -1
+	} else if p.Version < lg.part.Version {
+		return lg.part, nil // an older read finished late
+	}
+	lg.part, lg.partAt = p, now
+	keep := make(map[catalog.LedgerID]bool, len(p.Ledgers))
+	for _, r := range p.Ledgers {
+		keep[r.ID] = true
+	}
+	for id := range lg.ledgers {
+		if !keep[id] {
+			delete(lg.ledgers, id)
+		}
+	}
+	return p, nil
+}
+
+// ledger returns the read state of a ledger of the chain, opening it.
+func (lg *Log) ledger(ctx context.Context, id catalog.LedgerID) (*ledgerState, error) {
+	lg.mu.Lock()
+	st, ok := lg.ledgers[id]
+	lg.mu.Unlock()
+	if ok {
+		return st, nil
+	}
+	rd, err := lg.ls.lc.OpenReader(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("open ledger %d of %s/%d: %w", id, lg.key.topic, lg.key.partition, err)
+	}
+	st = &ledgerState{id: id, rd: rd, meta: rd.Metadata(), bounds: make(map[int64]bounds)}
+	lg.mu.Lock()
+	defer lg.mu.Unlock()
+	if cur, ok := lg.ledgers[id]; ok {
+		return cur, nil
+	}
+	lg.ledgers[id] = st
+	return st, nil
+}
+
+// raise records a high watermark and wakes waiters when it grew.
+func (lg *Log) raise(hw int64) {
+	lg.mu.Lock()
+	defer lg.mu.Unlock()
+	if hw > lg.hw {
+		lg.hw = hw
+		close(lg.notify)
+		lg.notify = make(chan struct{})
+		for ch := range lg.followers {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// startWatchLocked starts the tail watcher if it is not running; lg.mu is
+// held.
+func (lg *Log) startWatchLocked() {
+	ls := lg.ls
+	lg.touched = ls.cfg.Now()
+	if !lg.watching && ls.ctx.Err() == nil {
+		lg.watching = true
+		ls.wg.Add(1)
+		go lg.watch()
+	}
+}
+
+// Follow signals wake (without blocking; give it a buffer of 1) whenever
+// the partition's high watermark rises, and keeps its tail watcher running
+// until the returned function is called.
+func (ls *Logs) Follow(topic string, partition int, wake chan struct{}) (unfollow func()) {
+	lg := ls.get(topic, partition)
+	lg.mu.Lock()
+	if lg.followers == nil {
+		lg.followers = make(map[chan struct{}]int)
+	}
+	lg.followers[wake]++
+	lg.startWatchLocked()
+	lg.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			lg.mu.Lock()
+			defer lg.mu.Unlock()
+			if lg.followers[wake]--; lg.followers[wake] <= 0 {
+				delete(lg.followers, wake)
+			}
+			lg.touched = ls.cfg.Now()
+		})
+	}
+}
+
+// HighWatermark is the partition's high watermark as last learned (no
+// I/O), or -1 when not known yet.
+func (ls *Logs) HighWatermark(topic string, partition int) int64 {
+	lg := ls.get(topic, partition)
+	lg.mu.Lock()
+	defer lg.mu.Unlock()
+	return lg.hw
+}
+
+func (lg *Log) touch() {
+	lg.mu.Lock()
+	lg.touched = lg.ls.cfg.Now()
+	lg.mu.Unlock()
+}
+
+// entries returns entries first..last (all readable) in order from the
+// cache or the bookies, stopping once maxBytes are reached (at least one).
+func (ls *Logs) entries(ctx context.Context, st *ledgerState, first, last int64, maxBytes int) ([]client.Entry, error) {
+	var out []client.Entry
+	size := 0
+	for e := first; e <= last && (len(out) == 0 || size < maxBytes); {
+		if p, ok := ls.cache.get(entryKey{st.id, e}); ok {
+			out = append(out, client.Entry{ID: e, Payload: p})
+			size += len(p)
+			e++
+			continue
+		}
+		ents, err := st.rd.Read(ctx, e, last)
+		if err != nil {
+			if len(out) > 0 {
+				return out, nil
+			}
+			return nil, err
+		}
+		for _, en := range ents {
+			ls.cache.put(entryKey{st.id, en.ID}, en.Payload)
+			out = append(out, en)
+			size += len(en.Payload)
+		}
+		e = ents[len(ents)-1].ID + 1
+	}
+	return out, nil
+}
+
+// entryBounds returns the first and last offsets of an entry (and its
+// largest timestamp), reading it when not known.
+func (ls *Logs) entryBounds(ctx context.Context, st *ledgerState, e int64) (bounds, error) {
+	st.mu.Lock()
+	b, ok := st.bounds[e]
+	st.mu.Unlock()
+	if ok {
+		return b, nil
+	}
+	ents, err := ls.entries(ctx, st, e, e, 1)
+	if err != nil {
+		return bounds{}, err
+	}
+	return ls.learn(st, ents[0])
+}
+
+// learn decodes and remembers an entry's bounds.
+func (ls *Logs) learn(st *ledgerState, en client.Entry) (bounds, error) {
+	b, err := decodeBounds(en.Payload)
+	if err != nil {
+		return bounds{}, fmt.Errorf("%w: ledger %d entry %d: %w", ErrCorrupt, st.id, en.ID, err)
+	}
+	st.mu.Lock()
+	if len(st.bounds) >= DefaultMaxEntryBounds {
+		clear(st.bounds)
+	}
+	st.bounds[en.ID] = b
+	st.mu.Unlock()
+	return b, nil
+}
+
+func decodeBounds(payload []byte) (bounds, error) {
+	b := bounds{first: -1, maxTS: -1}
+	for rest := payload; len(rest) > 0; {
+		bt, r, err := record.Split(rest)
+		if err != nil {
+			return bounds{}, err
+		}
+		if b.first < 0 {
+			b.first = bt.BaseOffset()
+		}
+		b.last = bt.LastOffset()
+		b.maxTS = max(b.maxTS, bt.MaxTimestamp())
+		rest = r
+	}
+	if b.first < 0 {
+		return bounds{}, errors.New("entry holds no record batch")
+	}
+	return b, nil
+}
+
+// findEntry returns the first entry of st (0..last) whose last offset is at
+// or above offset: binary search narrowed by the bounds already known.
+func (ls *Logs) findEntry(ctx context.Context, st *ledgerState, offset, last int64) (int64, error) {
+	lo, hi := int64(0), last
+	st.mu.Lock()
+	for e, b := range st.bounds {
+		if e > last {
+			continue
+		}
+		switch {
+		case b.last < offset:
+			lo = max(lo, e+1)
+		case b.first > offset:
+			hi = min(hi, e)
+		default:
+			st.mu.Unlock()
+			return e, nil
+		}
+	}
+	st.mu.Unlock()
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		b, err := ls.entryBounds(ctx, st, mid)
+		if err != nil {
+			return 0, err
+		}
+		if b.last < offset {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	return lo, nil
+}
+
+// tailEnd is the high watermark a ledger gives: one past its last readable
+// record.
+func (ls *Logs) tailEnd(ctx context.Context, st *ledgerState) (int64, error) {
+	last, sealed := st.readable()
+	m := st.metadata()
+	if sealed {
+		return m.LastOffset + 1, nil
+	}
+	if last < 0 {
+		return m.FirstOffset, nil
+	}
+	b, err := ls.entryBounds(ctx, st, last)
+	if err != nil {
+		return 0, err
+	}
+	return b.last + 1, nil
+}
+
+// locate returns the index of the chain ref whose range holds offset (the
+// last with FirstOffset ≤ offset), or -1.
+func locate(chain []catalog.LedgerRef, offset int64) int {
+	i, _ := slices.BinarySearchFunc(chain, offset+1, func(r catalog.LedgerRef, t int64) int {
+		if r.FirstOffset < t {
+			return -1
+		}
+		return 1
+	})
+	return i - 1
+}
+
+// Read returns records of a partition from offset on, within lim. At the
+// end of the log it returns no records (use Wait to wait for more).
+func (ls *Logs) Read(ctx context.Context, topic string, partition int, offset int64, lim Limits) (Result, error) {
+	lg := ls.get(topic, partition)
+	lg.touch()
+	res, beyond, err := lg.read(ctx, offset, lim, readCached)
+	if err == nil && len(res.Records) == 0 && res.HighWatermark <= offset {
+		lg.mu.Lock()
+		watched := lg.watching
+		lg.mu.Unlock()
+		switch {
+		case beyond:
+			// Past the end as known: re-read the chain (a roll-over may
+			// have added a ledger) and the LAC before answering
+			// OUT_OF_RANGE. The writer pushes its LAC right after an
+			// acknowledgement, so an offset a producer was just given
+			// becomes readable within milliseconds: give it that long.
+			for _, d := range []time.Duration{0, 5 * time.Millisecond, 20 * time.Millisecond, 50 * time.Millisecond} {
+				if d > 0 {
+					t := time.NewTimer(d)
+					select {
+					case <-t.C:
+					case <-ctx.Done():
+						t.Stop()
+						return Result{}, ctx.Err()
+					}
+				}
+				res, _, err = lg.read(ctx, offset, lim, readFresh)
+				var oor *OutOfRangeError
+				if !errors.As(err, &oor) || oor.BelowLogStart {
+					break
+				}
+			}
+		case !watched:
+			// At the end with no tail watcher keeping the LAC fresh: ask
+			// the bookies once, so a fetch without wait sees what was
+			// just acknowledged.
+			res, _, err = lg.read(ctx, offset, lim, readPoll)
+		}
+	}
+	if err != nil {
+		return Result{}, err
+	}
+	lg.raise(res.HighWatermark)
+	return res, nil
+}
+
+// read modes: what may be stale.
+const (
+	readCached = iota // the chain up to ChainTTL old, the LAC as known
+	readPoll          // ... and the tail's LAC asked of the bookies
+	readFresh         // the chain re-read and the LAC asked; beyond the end is OUT_OF_RANGE
+)
+
+// read reads from offset. beyond reports an offset past the end as known
+// (an error only in readFresh mode).
+func (lg *Log) read(ctx context.Context, offset int64, lim Limits, mode int) (res Result, beyond bool, err error) {
+	ls := lg.ls
+	maxAge := ls.cfg.ChainTTL
+	if mode == readFresh {
+		maxAge = 0
+	}
+	p, err := lg.chain(ctx, maxAge)
+	if err != nil {
+		return Result{}, false, err
+	}
+	res = Result{LogStart: p.LogStartOffset, Next: offset}
+	outOfRange := func(end int64) error {
+		return &OutOfRangeError{Offset: offset, Start: p.LogStartOffset, End: end, Topic: lg.key.topic, Partition: lg.key.partition, BelowLogStart: offset < p.LogStartOffset}
+	}
+	if len(p.Ledgers) == 0 {
+		res.HighWatermark = p.LogStartOffset
+		switch {
+		case offset == p.LogStartOffset:
+			return res, false, nil
+		case offset > p.LogStartOffset && mode != readFresh:
+			return res, true, nil
+		}
+		return res, false, outOfRange(p.LogStartOffset)
+	}
+	if offset < p.LogStartOffset || offset < p.Ledgers[0].FirstOffset {
+		end, err := lg.hwOf(ctx, p)
+		if err != nil {
+			return res, false, err
+		}
+		return res, false, outOfRange(end)
+	}
+	for i := locate(p.Ledgers, offset); i < len(p.Ledgers); i++ {
+		ref := p.Ledgers[i]
+		st, err := lg.ledger(ctx, ref.ID)
+		if err != nil {
+			return res, false, err
+		}
+		if mode != readCached && i == len(p.Ledgers)-1 {
+			if _, sealed := st.readable(); !sealed {
+				if _, err := st.rd.PollLAC(ctx); err != nil && ctx.Err() != nil {
+					return res, false, err
+				}
+			}
+		}
+		last, sealed := st.readable()
+		if i < len(p.Ledgers)-1 && !sealed {
+			// A ledger followed by another is sealed: learn it.
+			if m, err := st.refresh(ctx); err != nil {
+				return res, false, err
+			} else if m.State.Sealed() {
+				last, sealed = m.LastEntry, true
+			}
+		}
+		m := st.metadata()
+		if sealed && offset > m.LastOffset {
+			continue
+		}
+		if last < 0 {
+			break // an open ledger with nothing readable yet
+		}
+		lastBounds, err := ls.entryBounds(ctx, st, last)
+		if err != nil {
+			return res, false, err
+		}
+		if offset > lastBounds.last {
+			break // beyond the readable end of the open tail
+		}
+		e, err := lg.entryFor(ctx, st, offset, last)
+		if err != nil {
+			return res, false, err
+		}
+		if err := lg.collect(ctx, st, e, last, offset, lim, &res); err != nil {
+			return res, false, err
+		}
+		if i == len(p.Ledgers)-1 {
+			if sealed {
+				res.HighWatermark = m.LastOffset + 1
+			} else {
+				res.HighWatermark = lastBounds.last + 1
+			}
+		} else if res.HighWatermark, err = lg.hwOf(ctx, p); err != nil {
+			return res, false, err
+		}
+		return res, false, nil
+	}
+	end, err := lg.hwOf(ctx, p)
+	if err != nil {
+		return res, false, err
+	}
+	res.HighWatermark = end
+	if offset > end {
+		if mode != readFresh {
+			return res, true, nil
+		}
+		return res, false, outOfRange(end)
+	}
+	return res, false, nil
+}
+
+// hwOf is the partition's high watermark as known now.
+func (lg *Log) hwOf(ctx context.Context, p catalog.Partition) (int64, error) {
+	if len(p.Ledgers) == 0 {
+		return p.LogStartOffset, nil
+	}
+	st, err := lg.ledger(ctx, p.Ledgers[len(p.Ledgers)-1].ID)
+	if err != nil {
+		return 0, err
+	}
+	return lg.ls.tailEnd(ctx, st)
+}
+
+// entryFor finds the entry holding offset, from a cursor hint or by search.
+func (lg *Log) entryFor(ctx context.Context, st *ledgerState, offset, last int64) (int64, error) {
+	lg.mu.Lock()
+	h, ok := lg.hints[offset]
+	lg.mu.Unlock()
+	if ok && h.ledger == st.id && h.entry <= last {
+		return h.entry, nil
+	}
+	return lg.ls.findEntry(ctx, st, offset, last)
+}
+
+// collect decodes entries first..last into res from offset on, within lim,
+// and leaves a cursor hint where it stopped.
+func (lg *Log) collect(ctx context.Context, st *ledgerState, first, last, offset int64, lim Limits, res *Result) error {
+	ls := lg.ls
+	// Read ahead enough entries for the limits, not the whole ledger.
+	ents, err := ls.entries(ctx, st, first, min(last, first+31), lim.MaxBytes)
+	if err != nil {
+		return err
+	}
+	it := record.NewIterator(ls.cfg.Limits)
+	next := offset
+	stopEntry := first
+	for _, en := range ents {
+		stopEntry = en.ID
+		b, err := ls.learn(st, en)
+		if err != nil {
+			return err
+		}
+		if b.last < next {
+			continue
+		}
+		full := false
+		for rest := en.Payload; len(rest) > 0 && !full; {
+			bt, r, err := record.Split(rest)
+			if err != nil {
+				return fmt.Errorf("%w: ledger %d entry %d: %w", ErrCorrupt, st.id, en.ID, err)
+			}
+			rest = r
+			if bt.LastOffset() < next {
+				continue
+			}
+			if bt.Attributes().Control() {
+				next = bt.NextOffset() // transaction markers are not records
+				continue
+			}
+			if err := it.Reset(bt); err != nil {
+				return fmt.Errorf("%w: ledger %d entry %d: %w", ErrCorrupt, st.id, en.ID, err)
+			}
+			copyOut := bt.Codec() != record.CodecNone // decompressed into the iterator's buffer
+			for it.Next() {
+				rec := it.Record()
+				if rec.Offset < next {
+					continue
+				}
+				size := recordSize(rec)
+				if len(res.Records) == 0 && lim.HardMaxBytes > 0 && size > lim.HardMaxBytes {
+					full = true
+					break
+				}
+				if len(res.Records) > 0 && (len(res.Records) >= lim.MaxRecords || res.Bytes+size > lim.MaxBytes) {
+					full = true
+					break
+				}
+				r := *rec
+				if copyOut {
+					r = cloneRecord(rec)
+				} else if len(rec.Headers) > 0 {
+					r.Headers = slices.Clone(rec.Headers)
+				}
+				res.Records = append(res.Records, r)
+				res.Bytes += size
+				next = rec.Offset + 1
+			}
+			if err := it.Err(); err != nil {
+				return fmt.Errorf("%w: ledger %d entry %d: %w", ErrCorrupt, st.id, en.ID, err)
+			}
+		}
+		if full {
+			break
+		}
+		next = max(next, b.last+1)
+		stopEntry = en.ID + 1
+	}
+	res.Next = next
+	lg.mu.Lock()
+	if len(lg.hints) >= DefaultMaxCursorHints {
+		clear(lg.hints)
+	}
+	lg.hints[next] = position{st.id, stopEntry}
+	lg.mu.Unlock()
+	return nil
+}
+
+func recordSize(r *record.Record) int {
+	n := len(r.Key) + len(r.Value)
+	for _, h := range r.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return n
+}
+
+// RecordSize is the size a record counts for in limits and credits: key,
+// value, header keys and values.
+func RecordSize(r *record.Record) int { return recordSize(r) }
+
+func cloneRecord(r *record.Record) record.Record {
+	c := record.Record{Offset: r.Offset, Timestamp: r.Timestamp, Key: cloneBytes(r.Key), Value: cloneBytes(r.Value)}
+	if len(r.Headers) > 0 {
+		c.Headers = make([]record.Header, len(r.Headers))
+		for i, h := range r.Headers {
+			c.Headers[i] = record.Header{Key: h.Key, Value: cloneBytes(h.Value)}
+		}
+	}
+	return c
+}
+
+func cloneBytes(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	return append(make([]byte, 0, len(b)), b...)
+}
+
+// Wait returns once the partition's high watermark is above offset, or
+// when ctx ends (with ctx's error). It starts the partition's tail watcher.
+func (ls *Logs) Wait(ctx context.Context, topic string, partition int, offset int64) error {
+	lg := ls.get(topic, partition)
+	for {
+		lg.mu.Lock()
+		ch, hw := lg.notify, lg.hw
+		lg.startWatchLocked()
+		lg.mu.Unlock()
+		if hw > offset {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ls.ctx.Done():
+			return errors.New("partlog: closed")
+		}
+	}
+}
+
+// Bounds returns the log start and a fresh high watermark (the bookies'
+// LAC asked now).
+func (ls *Logs) Bounds(ctx context.Context, topic string, partition int) (start, end int64, err error) {
+	lg := ls.get(topic, partition)
+	p, err := lg.chain(ctx, 0)
+	if err != nil {
+		return 0, 0, err
+	}
+	if len(p.Ledgers) > 0 {
+		st, err := lg.ledger(ctx, p.Ledgers[len(p.Ledgers)-1].ID)
+		if err != nil {
+			return 0, 0, err
+		}
+		if _, sealed := st.readable(); !sealed {
+			if _, err := st.rd.PollLAC(ctx); err != nil && ctx.Err() != nil {
+				return 0, 0, err
+			}
+		}
+	}
+	end, err = lg.hwOf(ctx, p)
+	if err != nil {
+		return 0, 0, err
+	}
+	lg.raise(end)
+	return p.LogStartOffset, end, nil
+}
+
+// OffsetForTime returns the first offset whose record timestamp is at or
+// after ts (ms), or the high watermark when there is none. Like Kafka's
+// time index it treats each entry's largest timestamp as a running
+// maximum: with timestamps that go backwards it returns an offset at or
+// before the first qualifying record, never after it.
+func (ls *Logs) OffsetForTime(ctx context.Context, topic string, partition int, ts int64) (int64, error) {
+	lg := ls.get(topic, partition)
+	p, err := lg.chain(ctx, 0)
+	if err != nil {
+		return 0, err
+	}
+	type span struct {
+		st   *ledgerState
+		last int64
+	}
+	spans := make([]span, 0, len(p.Ledgers))
+	for _, ref := range p.Ledgers {
+		st, err := lg.ledger(ctx, ref.ID)
+		if err != nil {
+			return 0, err
+		}
+		last, _ := st.readable()
+		if last >= 0 {
+			spans = append(spans, span{st, last})
+		}
+	}
+	maxTS := func(s span, e int64) (int64, error) {
+		b, err := ls.entryBounds(ctx, s.st, e)
+		return b.maxTS, err
+	}
+	// First ledger whose last entry reaches ts.
+	var ferr error
+	i, _ := slices.BinarySearchFunc(spans, ts, func(s span, t int64) int {
+		m, err := maxTS(s, s.last)
+		if err != nil {
+			ferr = err
+			return 1
+		}
+		if m < t {
+			return -1
+		}
+		return 1
+	})
+	if ferr != nil {
+		return 0, ferr
+	}
+	if i == len(spans) {
+		_, end, err := ls.Bounds(ctx, topic, partition)
+		return end, err
+	}
+	s := spans[i]
+	lo, hi := int64(0), s.last
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		m, err := maxTS(s, mid)
+		if err != nil {
+			return 0, err
+		}
+		if m < ts {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	ents, err := ls.entries(ctx, s.st, lo, lo, 1)
+	if err != nil {
+		return 0, err
+	}
+	it := record.NewIterator(ls.cfg.Limits)
+	for rest := ents[0].Payload; len(rest) > 0; {
+		bt, r, err := record.Split(rest)
+		if err != nil {
+			return 0, fmt.Errorf("%w: %w", ErrCorrupt, err)
+		}
+		rest = r
+		if bt.MaxTimestamp() < ts || bt.Attributes().Control() {
+			continue
+		}
+		if err := it.Reset(bt); err != nil {
+			return 0, fmt.Errorf("%w: %w", ErrCorrupt, err)
+		}
+		for it.Next() {
+			if it.Record().Timestamp >= ts {
+				return it.Record().Offset, nil
+			}
+		}
+		if err := it.Err(); err != nil {
+			return 0, fmt.Errorf("%w: %w", ErrCorrupt, err)
+		}
+	}
+	b, err := ls.entryBounds(ctx, s.st, lo)
+	return b.last + 1, err
+}

@@ -1,0 +1,692 @@
+package fetch
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/sluicemq/sluice/internal/apierr"
+	"github.com/sluicemq/sluice/pkg/bookkeeping"
+	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
+	"github.com/sluicemq/sluice/services/fetch/assign"
+	"github.com/sluicemq/sluice/services/fetch/partlog"
+)
+
+// A session is one Subscribe stream: one group member. Three parties share
+// it:
+//   - the Subscribe handler's goroutine, the delivery loop: it alone sends
+//     on the stream (queued assignment events first, then records within
+//     the credits, round-robin over the delivering partitions);
+//   - the coordinator goroutine (owned by the handler): keepalive check,
+//     the member's heartbeat in bookkeeping, and balancing rounds that
+//     acquire, revoke and release leases (services/fetch/assign);
+//   - unary calls: GrantCredits (credits + keepalive) and Commit (keepalive,
+//     and the release of leases being revoked once committed).
+//
+// mu guards the fields below it; no I/O runs under it.
+type session struct {
+	s       *Service
+	id      string
+	group   string
+	member  string
+	topics  []string
+	timeout time.Duration
+	start   sluicev1.StartPosition
+	info    string
+
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	wake   chan struct{} // buffered 1: credits, assignment, new data
+
+	mu         sync.Mutex
+	credRecs   int64
+	credBytes  int64
+	lastActive time.Time
+	leases     map[tp]*heldLease
+	events     []*sluicev1.SubscribeResponse
+}
+
+type tp struct {
+	topic     string
+	partition int32
+}
+
+// heldLease is a partition leased to the session's member.
+type heldLease struct {
+	epoch    int64
+	next     int64 // next offset to deliver
+	revoking bool  // revoked, kept until committed or the deadline
+	deadline time.Time
+	unfollow func()
+}
+
+const maxCredits = 1 << 50
+
+func newID(prefix string) string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+func (ss *session) signal() {
+	select {
+	case ss.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (ss *session) touch() {
+	ss.mu.Lock()
+	ss.lastActive = time.Now()
+	ss.mu.Unlock()
+}
+
+// errSessionExpired ends a session whose client went silent.
+var errSessionExpired = errors.New("session expired: no GrantCredits or Commit call within the session timeout; subscribe again")
+
+// Subscribe runs one group member session.
+func (s *Service) Subscribe(ctx context.Context, req *connect.Request[sluicev1.SubscribeRequest], stream *connect.ServerStream[sluicev1.SubscribeResponse]) error {
+	m := req.Msg
+	timeout, err := validateSubscribe(m)
+	if err != nil {
+		return err
+	}
+	topics := slices.Clone(m.Topics)
+	slices.Sort(topics)
+	for i, t := range topics {
+		if i > 0 && topics[i-1] == t {
+			return apierr.Invalid("topics", "topic %q is listed twice", t)
+		}
+		if _, err := s.topic(ctx, t); err != nil {
+			return apierr.FromCatalog(err)
+		}
+	}
+	sctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	ss := &session{s: s, id: newID("s-"), group: m.Group, member: newID("m-"), topics: topics, timeout: timeout,
+		start: m.Start, info: m.ClientInfo, ctx: sctx, cancel: cancel, wake: make(chan struct{}, 1),
+		lastActive: time.Now(), leases: make(map[tp]*heldLease)}
+	if c := m.Credits; c != nil {
+		if c.Records < 0 || c.Bytes < 0 {
+			return apierr.Invalid("credits", "records and bytes must not be negative")
+		}
+		ss.credRecs, ss.credBytes = min(c.Records, maxCredits), min(c.Bytes, maxCredits)
+	}
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return connect.NewError(connect.CodeUnavailable, errors.New("the fetch copy is shutting down; subscribe again"))
+	}
+	if len(s.sessions) >= s.cfg.MaxSessions {
+		s.mu.Unlock()
+		return apierr.Exhausted(s.cfg.RetryAfter, fmt.Errorf("the fetch copy serves its maximum of %d sessions", s.cfg.MaxSessions))
+	}
+	s.sessions[ss.id] = ss
+	s.wg.Add(1)
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.sessions, ss.id)
+		s.mu.Unlock()
+		s.wg.Done()
+	}()
+	// The service's end ends the session too.
+	stopOnClose := context.AfterFunc(s.ctx, func() {
+		cancel(connect.NewError(connect.CodeUnavailable, errors.New("the fetch copy is shutting down; subscribe again")))
+	})
+	defer stopOnClose()
+
+	if err := s.d.Bookkeeping.Join(ctx, ss.group, bookkeeping.Member{ID: ss.member, ClientInfo: ss.info, SessionTimeout: timeout, Topics: topics}); err != nil {
+		return bookkeepingErr(err)
+	}
+	defer ss.leave()
+	if err := stream.Send(&sluicev1.SubscribeResponse{Event: &sluicev1.SubscribeResponse_Started{Started: &sluicev1.SessionStarted{
+		MemberId: ss.member, SessionId: ss.id, SessionTimeoutMs: int32(timeout.Milliseconds()),
+		HeartbeatIntervalMs: int32((timeout / 3).Milliseconds()),
+	}}}); err != nil {
+		return err
+	}
+	s.log.Info("group session started", slog.String("group", ss.group), slog.String("member", ss.member), slog.Any("topics", topics))
+	coordDone := make(chan struct{})
+	go func() {
+		defer close(coordDone)
+		ss.coordinate()
+	}()
+	err = ss.deliver(stream)
+	cancel(err)
+	<-coordDone
+	cause := context.Cause(sctx)
+	s.log.Info("group session ended", slog.String("group", ss.group), slog.String("member", ss.member), slog.Any("cause", cause))
+	switch {
+	case errors.Is(cause, errSessionExpired):
+		return connect.NewError(connect.CodeFailedPrecondition, cause)
+	case ctx.Err() != nil:
+		return nil // the client went away
+	}
+	var ce *connect.Error
+	if errors.As(cause, &ce) {
+		return ce
+	}
+	if cause != nil && !errors.Is(cause, context.Canceled) {
+		return connect.NewError(connect.CodeUnavailable, cause)
+	}
+	return nil
+}
+
+// leave ends the membership so the member's leases are free at once.
+func (ss *session) leave() {
+	ss.mu.Lock()
+	for _, l := range ss.leases {
+		if l.unfollow != nil {
+			l.unfollow()
+		}
+	}
+	ss.leases = map[tp]*heldLease{}
+	ss.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := ss.s.d.Bookkeeping.Leave(ctx, ss.group, ss.member); err != nil && !errors.Is(err, bookkeeping.ErrNotFound) {
+		ss.s.log.Warn("group member could not leave; its leases free after its session timeout",
+			slog.String("group", ss.group), slog.String("member", ss.member), slog.Any("err", err))
+	}
+}
+
+// deliver is the delivery loop (see session).
+func (ss *session) deliver(stream *connect.ServerStream[sluicev1.SubscribeResponse]) error {
+	s := ss.s
+	var order []tp // round-robin order of delivering partitions
+	rr := 0
+	idle := time.NewTimer(time.Second)
+	defer idle.Stop()
+	for {
+		if err := ss.ctx.Err(); err != nil {
+			return context.Cause(ss.ctx)
+		}
+		ss.mu.Lock()
+		events := ss.events
+		ss.events = nil
+		order = order[:0]
+		for k, l := range ss.leases {
+			if !l.revoking {
+				order = append(order, k)
+			}
+		}
+		ss.mu.Unlock()
+		for _, ev := range events {
+			if err := stream.Send(ev); err != nil {
+				return err
+			}
+		}
+		slices.SortFunc(order, func(a, b tp) int {
+			if a.topic != b.topic {
+				if a.topic < b.topic {
+					return -1
+				}
+				return 1
+			}
+			return int(a.partition - b.partition)
+		})
+		sent := false
+		for i := range order {
+			k := order[(rr+i)%len(order)]
+			n, err := ss.deliverOne(stream, k)
+			if err != nil {
+				return err
+			}
+			if n > 0 {
+				sent = true
+			}
+		}
+		if len(order) > 0 {
+			rr = (rr + 1) % len(order)
+		}
+		if sent {
+			continue
+		}
+		idle.Reset(s.cfg.BalanceInterval)
+		select {
+		case <-ss.wake:
+		case <-idle.C:
+		case <-ss.ctx.Done():
+		}
+	}
+}
+
+// deliverOne reads and sends one batch of a partition within the credits;
+// it returns the records sent.
+func (ss *session) deliverOne(stream *connect.ServerStream[sluicev1.SubscribeResponse], k tp) (int, error) {
+	s := ss.s
+	ss.mu.Lock()
+	l, ok := ss.leases[k]
+	if !ok || l.revoking || ss.credRecs <= 0 || ss.credBytes <= 0 {
+		ss.mu.Unlock()
+		return 0, nil
+	}
+	epoch, next := l.epoch, l.next
+	recs, bytes := ss.credRecs, ss.credBytes
+	ss.mu.Unlock()
+	if hw := s.logs.HighWatermark(k.topic, int(k.partition)); hw >= 0 && hw <= next {
+		return 0, nil
+	}
+	lim := partlog.Limits{
+		MaxRecords:   int(min(recs, int64(s.cfg.SessionBatchRecords))),
+		MaxBytes:     int(min(bytes, int64(s.cfg.SessionBatchBytes))),
+		HardMaxBytes: int(min(bytes, MaxMaxBytes)),
+	}
+	res, err := s.read(ss.ctx, k.topic, int(k.partition), next, lim)
+	if err != nil {
+		var ce *connect.Error
+		switch {
+		case ss.ctx.Err() != nil:
+			return 0, nil
+		case errors.As(err, &ce) && ce.Code() == connect.CodeOutOfRange:
+			// The committed offset is gone (retention): start over at the
+			// log start, as Kafka's auto.offset.reset=earliest does.
+			start, _, berr := s.logs.Bounds(ss.ctx, k.topic, int(k.partition))
+			if berr == nil && start > next {
+				ss.mu.Lock()
+				if l, ok := ss.leases[k]; ok && l.epoch == epoch {
+					l.next = start
+				}
+				ss.mu.Unlock()
+				s.log.Warn("group partition offset out of range; continuing at the log start",
+					slog.String("group", ss.group), slog.String("topic", k.topic), slog.Int("partition", int(k.partition)),
+					slog.Int64("offset", next), slog.Int64("log_start", start))
+			}
+			return 0, nil
+		case errors.As(err, &ce) && ce.Code() == connect.CodeDataLoss:
+			return 0, err // never skip corrupt data
+		default:
+			s.log.Warn("group delivery read failed; retrying", slog.String("topic", k.topic), slog.Int("partition", int(k.partition)), slog.Any("err", err))
+			return 0, nil
+		}
+	}
+	if len(res.Records) == 0 {
+		if res.Next > next {
+			ss.mu.Lock()
+			if l, ok := ss.leases[k]; ok && l.epoch == epoch && l.next == next {
+				l.next = res.Next
+			}
+			ss.mu.Unlock()
+		}
+		return 0, nil
+	}
+	ss.mu.Lock()
+	l, ok = ss.leases[k]
+	if !ok || l.epoch != epoch || l.revoking || l.next != next {
+		ss.mu.Unlock()
+		return 0, nil
+	}
+	ss.credRecs -= int64(len(res.Records))
+	ss.credBytes -= int64(res.Bytes)
+	l.next = res.Next
+	ss.mu.Unlock()
+	if d := s.throttle("group:"+ss.group, res.Bytes); d > 0 {
+		if err := sleepCtx(ss.ctx, min(d, time.Minute)); err != nil {
+			return 0, nil
+		}
+	}
+	err = stream.Send(&sluicev1.SubscribeResponse{Event: &sluicev1.SubscribeResponse_Records{Records: &sluicev1.RecordsDelivered{
+		Topic: k.topic, Partition: k.partition, Epoch: epoch, Records: consumed(res.Records), HighWatermark: res.HighWatermark,
+	}}})
+	return len(res.Records), err
+}
+
+// coordinate runs the member's keepalive, heartbeat and balancing until the
+// session ends.
+func (ss *session) coordinate() {
+	s := ss.s
+	hb := ss.timeout / 3
+	lastBeat := time.Now()
+	t := time.NewTicker(s.cfg.BalanceInterval)
+	defer t.Stop()
+	for {
+		ss.mu.Lock()
+		silent := time.Since(ss.lastActive)
+		ss.mu.Unlock()
+		if silent > ss.timeout {
+			ss.cancel(errSessionExpired)
+			return
+		}
+		if time.Since(lastBeat) >= hb {
+			if err := ss.heartbeat(); err != nil {
+				if ss.ctx.Err() != nil {
+					return
+				}
+				s.log.Warn("group heartbeat failed", slog.String("group", ss.group), slog.String("member", ss.member), slog.Any("err", err))
+			} else {
+				lastBeat = time.Now()
+			}
+		}
+		if err := ss.balance(); err != nil && ss.ctx.Err() == nil {
+			s.log.Warn("group balancing round failed", slog.String("group", ss.group), slog.String("member", ss.member), slog.Any("err", err))
+		}
+		select {
+		case <-ss.ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// heartbeat keeps the member live; a member the store forgot (its
+// heartbeats failed past the timeout) joins again — its leases are checked
+// by the next balancing round.
+func (ss *session) heartbeat() error {
+	ctx, cancel := context.WithTimeout(ss.ctx, ss.timeout/3)
+	defer cancel()
+	err := ss.s.d.Bookkeeping.Heartbeat(ctx, ss.group, ss.member)
+	if errors.Is(err, bookkeeping.ErrNotFound) {
+		err = ss.s.d.Bookkeeping.Join(ctx, ss.group, bookkeeping.Member{ID: ss.member, ClientInfo: ss.info, SessionTimeout: ss.timeout, Topics: ss.topics})
+	}
+	return err
+}
+
+// balance is one balancing round over the session's topics.
+func (ss *session) balance() error {
+	s := ss.s
+	ctx, cancel := context.WithTimeout(ss.ctx, max(ss.timeout/2, time.Second))
+	defer cancel()
+	// Revoked leases whose commit never came are released now.
+	now := time.Now()
+	var expired []tp
+	ss.mu.Lock()
+	for k, l := range ss.leases {
+		if l.revoking && now.After(l.deadline) {
+			expired = append(expired, k)
+		}
+	}
+	ss.mu.Unlock()
+	for _, k := range expired {
+		ss.release(ctx, k)
+	}
+	members, err := s.d.Bookkeeping.ListMembers(ctx, ss.group)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, topic := range ss.topics {
+		if err := ss.balanceTopic(ctx, topic, members); err != nil {
+			errs = append(errs, fmt.Errorf("topic %s: %w", topic, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (ss *session) balanceTopic(ctx context.Context, topic string, members []bookkeeping.Member) error {
+	s := ss.s
+	t, err := s.topic(ctx, topic)
+	if err != nil {
+		return err
+	}
+	var ids []string
+	for _, m := range members {
+		if slices.Contains(m.Topics, topic) {
+			ids = append(ids, m.ID)
+		}
+	}
+	leases, err := s.d.Bookkeeping.ListLeases(ctx, ss.group, topic)
+	if err != nil {
+		return err
+	}
+	owners := make(map[int32]string, len(leases))
+	stored := make(map[int32]bookkeeping.Lease, len(leases))
+	for _, l := range leases {
+		if int(l.Partition) < t.Partitions {
+			owners[l.Partition] = l.Owner
+			stored[l.Partition] = l
+		}
+	}
+	// Leases this session holds that moved: lost.
+	var lost []*sluicev1.PartitionLease
+	ss.mu.Lock()
+	for k, l := range ss.leases {
+		if k.topic != topic {
+			continue
+		}
+		st := stored[k.partition]
+		if st.Owner != ss.member || st.Epoch != l.epoch {
+			lost = append(lost, &sluicev1.PartitionLease{Topic: topic, Partition: k.partition, Epoch: l.epoch, Offset: l.next})
+			if l.unfollow != nil {
+				l.unfollow()
+			}
+			delete(ss.leases, k)
+		}
+	}
+	if len(lost) > 0 {
+		ss.events = append(ss.events, assignment(nil, lost, true, 0))
+	}
+	ss.mu.Unlock()
+	if len(lost) > 0 {
+		ss.signal()
+	}
+	plan, err := assign.Decide(s.cfg.Assign, assign.Input{Me: ss.member, Members: ids, Partitions: int32(t.Partitions), Owners: owners})
+	if err != nil {
+		return err
+	}
+	var added, revoked []*sluicev1.PartitionLease
+	for _, p := range plan.Release {
+		k := tp{topic, p}
+		ss.mu.Lock()
+		if l, ok := ss.leases[k]; ok && !l.revoking {
+			l.revoking, l.deadline = true, time.Now().Add(s.cfg.RevokeTimeout)
+			if l.unfollow != nil {
+				l.unfollow()
+				l.unfollow = nil
+			}
+			revoked = append(revoked, &sluicev1.PartitionLease{Topic: topic, Partition: p, Epoch: l.epoch, Offset: l.next})
+		}
+		ss.mu.Unlock()
+	}
+	var errs []error
+	for _, p := range plan.Acquire {
+		epoch, err := s.d.Bookkeeping.Acquire(ctx, ss.group, topic, p, ss.member)
+		if err != nil {
+			if !errors.Is(err, bookkeeping.ErrLeaseHeld) {
+				errs = append(errs, err)
+			}
+			continue
+		}
+		next := bookkeeping.NoOffset
+		if st, ok := stored[p]; ok {
+			next = st.Offset
+		}
+		if next == bookkeeping.NoOffset {
+			next, err = s.startOffset(ctx, topic, int(p), startOf(ss.start), 0, 0)
+			if err != nil {
+				// Hold the lease but release it: another round retries.
+				_ = s.d.Bookkeeping.Release(ctx, ss.group, topic, p, ss.member, epoch)
+				errs = append(errs, err)
+				continue
+			}
+		}
+		added = append(added, &sluicev1.PartitionLease{Topic: topic, Partition: p, Epoch: epoch, Offset: next})
+	}
+	if len(added) > 0 || len(revoked) > 0 {
+		// The leases start delivering together with their event, so no
+		// record of a partition precedes the event that assigns it.
+		ss.mu.Lock()
+		for _, a := range added {
+			ss.leases[tp{topic, a.Partition}] = &heldLease{epoch: a.Epoch, next: a.Offset, unfollow: s.logs.Follow(topic, int(a.Partition), ss.wake)}
+		}
+		ss.events = append(ss.events, assignment(added, revoked, false, int32(s.cfg.RevokeTimeout.Milliseconds())))
+		ss.mu.Unlock()
+		ss.signal()
+		s.log.Info("group assignment changed", slog.String("group", ss.group), slog.String("member", ss.member),
+			slog.String("topic", topic), slog.Int("added", len(added)), slog.Int("revoked", len(revoked)))
+	}
+	return errors.Join(errs...)
+}
+
+// startOf maps the session's start position: unset means earliest.
+func startOf(p sluicev1.StartPosition) sluicev1.StartPosition {
+	if p == sluicev1.StartPosition_START_POSITION_UNSPECIFIED {
+		return sluicev1.StartPosition_START_POSITION_EARLIEST
+	}
+	return p
+}
+
+func assignment(added, revoked []*sluicev1.PartitionLease, lost bool, revokeMs int32) *sluicev1.SubscribeResponse {
+	return &sluicev1.SubscribeResponse{Event: &sluicev1.SubscribeResponse_Assignment{Assignment: &sluicev1.AssignmentChanged{
+		Added: added, Revoked: revoked, Lost: lost, RevokeTimeoutMs: revokeMs,
+	}}}
+}
+
+// release gives up a revoking lease.
+func (ss *session) release(ctx context.Context, k tp) {
+	ss.mu.Lock()
+	l, ok := ss.leases[k]
+	if !ok || !l.revoking {
+		ss.mu.Unlock()
+		return
+	}
+	delete(ss.leases, k)
+	ss.mu.Unlock()
+	err := ss.s.d.Bookkeeping.Release(ctx, ss.group, k.topic, k.partition, ss.member, l.epoch)
+	if err != nil && !errors.Is(err, bookkeeping.ErrFenced) {
+		ss.s.log.Warn("group lease release failed; it frees when the member leaves", slog.String("group", ss.group),
+			slog.String("topic", k.topic), slog.Int("partition", int(k.partition)), slog.Any("err", err))
+	}
+}
+
+// GrantCredits adds credits to a session (and keeps it alive).
+func (s *Service) GrantCredits(ctx context.Context, req *connect.Request[sluicev1.GrantCreditsRequest]) (*connect.Response[sluicev1.GrantCreditsResponse], error) {
+	m := req.Msg
+	if err := bookkeeping.ValidateName("group", m.Group); err != nil {
+		return nil, bookkeepingErr(err)
+	}
+	if m.SessionId == "" {
+		return nil, apierr.Invalid("session_id", "is required")
+	}
+	c := m.Credits
+	if c != nil && (c.Records < 0 || c.Bytes < 0) {
+		return nil, apierr.Invalid("credits", "records and bytes must not be negative")
+	}
+	s.mu.Lock()
+	ss, ok := s.sessions[m.SessionId]
+	s.mu.Unlock()
+	if !ok || ss.group != m.Group {
+		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("session %q of group %q is not open on this fetch copy (it ended, or the stream is served by another copy); subscribe again", m.SessionId, m.Group))
+	}
+	ss.mu.Lock()
+	ss.lastActive = time.Now()
+	if c != nil {
+		ss.credRecs = min(ss.credRecs+c.Records, maxCredits)
+		ss.credBytes = min(ss.credBytes+c.Bytes, maxCredits)
+	}
+	ss.mu.Unlock()
+	ss.signal()
+	return connect.NewResponse(&sluicev1.GrantCreditsResponse{}), nil
+}
+
+// Commit stores a group's offsets, one atomic commit per topic.
+func (s *Service) Commit(ctx context.Context, req *connect.Request[sluicev1.CommitRequest]) (*connect.Response[sluicev1.CommitResponse], error) {
+	m := req.Msg
+	if err := bookkeeping.ValidateName("group", m.Group); err != nil {
+		return nil, bookkeepingErr(err)
+	}
+	if len(m.Offsets) == 0 || len(m.Offsets) > MaxCommitOffsets {
+		return nil, apierr.Invalid("offsets", "has %d entries; want 1..%d", len(m.Offsets), MaxCommitOffsets)
+	}
+	byTopic := map[string][]bookkeeping.PartitionOffset{}
+	var order []string
+	for i, o := range m.Offsets {
+		if o == nil {
+			return nil, apierr.Invalid(fmt.Sprintf("offsets[%d]", i), "is empty")
+		}
+		if _, ok := byTopic[o.Topic]; !ok {
+			order = append(order, o.Topic)
+		}
+		byTopic[o.Topic] = append(byTopic[o.Topic], bookkeeping.PartitionOffset{Partition: o.Partition, Offset: o.Offset, Epoch: o.LeaseEpoch, Metadata: o.Metadata})
+	}
+	var ss *session
+	if m.MemberId != "" {
+		s.mu.Lock()
+		for _, cand := range s.sessions {
+			if cand.group == m.Group && cand.member == m.MemberId {
+				ss = cand
+				break
+			}
+		}
+		s.mu.Unlock()
+		if ss != nil {
+			ss.touch()
+		}
+	}
+	for _, topic := range order {
+		c := bookkeeping.Commit{Group: m.Group, Topic: topic, Member: m.MemberId, Offsets: byTopic[topic]}
+		if err := c.Validate(); err != nil {
+			return nil, bookkeepingErr(err)
+		}
+		if err := s.d.Bookkeeping.Commit(ctx, c); err != nil {
+			return nil, bookkeepingErr(err)
+		}
+		if ss != nil {
+			for _, o := range byTopic[topic] {
+				ss.release(ctx, tp{topic, o.Partition})
+			}
+		}
+	}
+	return connect.NewResponse(&sluicev1.CommitResponse{}), nil
+}
+
+// bookkeepingErr maps bookkeeping errors to codes.
+func bookkeepingErr(err error) error {
+	var ve *bookkeeping.ValidationError
+	var ce *connect.Error
+	switch {
+	case errors.As(err, &ce):
+		return ce
+	case errors.As(err, &ve):
+		return connect.NewError(connect.CodeInvalidArgument, err)
+	case errors.Is(err, bookkeeping.ErrFenced):
+		return connect.NewError(connect.CodeFailedPrecondition, err)
+	case errors.Is(err, bookkeeping.ErrConflict):
+		return connect.NewError(connect.CodeFailedPrecondition, err)
+	case errors.Is(err, bookkeeping.ErrNotFound):
+		return connect.NewError(connect.CodeNotFound, err)
+	case errors.Is(err, context.Canceled):
+		return connect.NewError(connect.CodeCanceled, err)
+	case errors.Is(err, context.DeadlineExceeded):
+		return connect.NewError(connect.CodeDeadlineExceeded, err)
+	default:
+		return connect.NewError(connect.CodeUnavailable, err)
+	}
+}
+
+func validateSubscribe(m *sluicev1.SubscribeRequest) (time.Duration, error) {
+	if err := bookkeeping.ValidateName("group", m.Group); err != nil {
+		return 0, bookkeepingErr(err)
+	}
+	if len(m.Topics) == 0 || len(m.Topics) > MaxTopicsPerSession {
+		return 0, apierr.Invalid("topics", "has %d names; want 1..%d", len(m.Topics), MaxTopicsPerSession)
+	}
+	timeout := DefaultSessionTimeout
+	if m.SessionTimeoutMs != 0 {
+		timeout = time.Duration(m.SessionTimeoutMs) * time.Millisecond
+		if timeout < MinSessionTimeout || timeout > MaxSessionTimeout {
+			return 0, apierr.Invalid("session_timeout_ms", "%d is outside %d..%d", m.SessionTimeoutMs, MinSessionTimeout.Milliseconds(), MaxSessionTimeout.Milliseconds())
+		}
+	}
+	if m.Start < 0 || m.Start > sluicev1.StartPosition_START_POSITION_TIMESTAMP {
+		return 0, apierr.Invalid("start", "unknown start position %d", m.Start)
+	}
+	if m.Start == sluicev1.StartPosition_START_POSITION_TIMESTAMP {
+		return 0, apierr.Invalid("start", "TIMESTAMP needs a timestamp; subscriptions take EARLIEST or LATEST")
+	}
+	if len(m.ClientInfo) > MaxClientInfoBytes {
+		return 0, apierr.Invalid("client_info", "is %d bytes; at most %d", len(m.ClientInfo), MaxClientInfoBytes)
+	}
+	if m.ReadCommitted {
+		return 0, apierr.Invalid("read_committed", "transactions are not supported yet")
+	}
+	return timeout, nil
+}
