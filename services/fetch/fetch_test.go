@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"os"
 	"strconv"
 	"sync"
 	"testing"
@@ -295,4 +297,68 @@ func TestFetchLongPollWakesOnProduce(t *testing.T) {
 	if el := time.Since(start); el < 250*time.Millisecond {
 		t.Fatalf("returned after %v, before max_wait_ms", el)
 	}
+}
+
+// A follower long-polling the tail keeps up across ledger roll-overs: every
+// record arrives, in order, and the wait a roll-over adds stays bounded by
+// the tail watcher's chain check.
+func TestFetchFollowsTailAcrossRollOvers(t *testing.T) {
+	cfg := smallLedgers()
+	cfg.Ingest.Writer.RollBytes, cfg.Ingest.Writer.MaxEntryBytes = 2<<10, 2<<10
+	if os.Getenv("FETCH_DEBUG") != "" {
+		cfg.Fetch.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	e := startCluster(t, cfg)
+	e.createTopic(t, "roll", 1)
+	const n = 400
+	got := make(chan int64, n)
+	errc := make(chan error, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		next := int64(0)
+		for next < n {
+			resp, err := e.cons.Fetch(ctx, connect.NewRequest(&sluicev1.FetchRequest{Topic: "roll", Offset: next, MaxWaitMs: 5000}))
+			if err != nil {
+				errc <- err
+				return
+			}
+			for _, r := range resp.Msg.Records {
+				if r.Offset != next || string(r.Value) != fmt.Sprintf("v%d", next) {
+					errc <- fmt.Errorf("at %d got offset %d value %q", next, r.Offset, r.Value)
+					return
+				}
+				got <- r.Offset
+				next++
+			}
+		}
+		errc <- nil
+	}()
+	var worst time.Duration
+	for i := range n {
+		start := time.Now()
+		e.produce(t, "roll", 0, i, 1, 1)
+		select {
+		case o := <-got:
+			if o != int64(i) {
+				t.Fatalf("got %d, want %d", o, i)
+			}
+		case err := <-errc:
+			t.Fatal(err)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("record %d not fetched within 5 s", i)
+		}
+		worst = max(worst, time.Since(start))
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	p, err := e.c.Catalog.GetPartition(context.Background(), "roll", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Ledgers) < 5 {
+		t.Fatalf("only %d ledgers: the test did not roll over", len(p.Ledgers))
+	}
+	t.Logf("%d records over %d ledgers; worst produce-to-fetch %v", n, len(p.Ledgers), worst)
 }

@@ -3,6 +3,7 @@ package fetch_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -322,5 +323,48 @@ func TestGroupCreditsAndKeepalive(t *testing.T) {
 	_, err = e.cons.GrantCredits(context.Background(), connect.NewRequest(&sluicev1.GrantCreditsRequest{Group: "cg", SessionId: "s-nope"}))
 	if connect.CodeOf(err) != connect.CodeNotFound {
 		t.Fatalf("unknown session: want NOT_FOUND, got %v", err)
+	}
+}
+
+// Browser-shaped clients: a group session over gRPC-web and over the
+// Connect protocol with JSON, as a browser would use them (server stream +
+// unary calls), with the credits respected over both.
+func TestGroupSessionFromBrowserProtocols(t *testing.T) {
+	e := startCluster(t, groupConfig())
+	e.createTopic(t, "web", 1)
+	e.produce(t, "web", 0, 0, 30, 30)
+	for _, tc := range []struct {
+		name string
+		opts []connect.ClientOption
+	}{
+		{"grpc-web", []connect.ClientOption{connect.WithGRPCWeb()}},
+		{"connect-json", []connect.ClientOption{connect.WithProtoJSON()}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// HTTP/1.1, as browsers' fetch commonly speaks to a server.
+			h1 := &http.Client{Transport: &http.Transport{}}
+			defer h1.CloseIdleConnections()
+			cons := sluicev1connect.NewConsumerServiceClient(h1, e.url, tc.opts...)
+			m := subscribe(t, cons, &sluicev1.SubscribeRequest{Group: "web-" + tc.name, Topics: []string{"web"}, Credits: &sluicev1.Credits{Records: 5, Bytes: 1 << 20}}, true)
+			waitFor(t, "5 records", 5*time.Second, func() bool { return m.count() == 5 })
+			time.Sleep(200 * time.Millisecond)
+			if n := m.count(); n != 5 {
+				t.Fatalf("%d records delivered with 5 credits", n)
+			}
+			if _, err := cons.GrantCredits(context.Background(), connect.NewRequest(&sluicev1.GrantCreditsRequest{Group: m.group, SessionId: m.sess, Credits: &sluicev1.Credits{Records: 100, Bytes: 1 << 20}})); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "the rest", 5*time.Second, func() bool { return m.count() == 30 })
+			if err := m.commitAll(t); err != nil {
+				t.Fatal(err)
+			}
+			m.mu.Lock()
+			for i := range 30 {
+				if m.records[fmt.Sprintf("web/0@%d", i)] != 1 {
+					t.Errorf("record %d delivered %d times", i, m.records[fmt.Sprintf("web/0@%d", i)])
+				}
+			}
+			m.mu.Unlock()
+		})
 	}
 }

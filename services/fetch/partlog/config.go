@@ -14,6 +14,7 @@ const (
 	DefaultCacheBytes      = 64 << 20
 	DefaultTailIdle        = 30 * time.Second
 	DefaultTailCheck       = 250 * time.Millisecond
+	DefaultBusyTailCheck   = 25 * time.Millisecond
 	DefaultChainTTL        = time.Second
 	DefaultMaxLogs         = 100_000
 	DefaultMaxEntryBounds  = 4096
@@ -35,6 +36,11 @@ type Config struct {
 	// a roll-over to a new ledger). It bounds the extra delay a roll-over
 	// adds to tail reads. Zero means the default.
 	TailCheck time.Duration
+	// BusyTailCheck replaces TailCheck while the tail moved within the last
+	// second: a pause in a busy partition is most likely a roll-over, so it
+	// is checked for sooner. It costs at most one catalog read per pause.
+	// Zero means the default.
+	BusyTailCheck time.Duration
 	// ChainTTL is how long a partition's ledger chain is cached for reads
 	// of old data. Zero means the default.
 	ChainTTL time.Duration
@@ -59,6 +65,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.TailCheck == 0 {
 		c.TailCheck = DefaultTailCheck
+	}
+	if c.BusyTailCheck == 0 {
+		c.BusyTailCheck = min(DefaultBusyTailCheck, c.TailCheck)
 	}
 	if c.ChainTTL == 0 {
 		c.ChainTTL = DefaultChainTTL
@@ -93,6 +102,7 @@ func (c Config) Validate() error {
 	}{
 		{"TailIdle", c.TailIdle, time.Millisecond, time.Hour},
 		{"TailCheck", c.TailCheck, time.Millisecond, time.Minute},
+		{"BusyTailCheck", c.BusyTailCheck, time.Millisecond, time.Minute},
 		{"ChainTTL", c.ChainTTL, time.Millisecond, time.Minute},
 	} {
 		if d.v != 0 && (d.v < d.lo || d.v > d.hi) {

@@ -16,10 +16,11 @@
 //
 // A roll-over (the writer seals its ledger and appends a new one to the
 // chain) is learned from the catalog: a watcher whose long-poll round
-// (TailCheck) saw no new entry re-reads the chain, and a ledger followed by
+// (TailCheck; BusyTailCheck while the tail moved within the last second)
+// saw no new entry re-reads the chain, and a ledger followed by
 // another in the chain is sealed (a writer seals a ledger before it appends
 // the next; a new owner recovers it first), so the watcher re-reads its
-// metadata and moves on. TailCheck therefore bounds what a roll-over adds
+// metadata and moves on. BusyTailCheck therefore bounds what a roll-over adds
 // to tail latency.
 //
 // # Reads
@@ -202,6 +203,7 @@ type Log struct {
 	notify   chan struct{}
 	watching bool
 	touched  time.Time
+	moved    time.Time          // when hw last rose
 	hints    map[int64]position // next offset → where it is
 	// followers are signalled (without blocking) when hw rises.
 	followers map[chan struct{}]int
@@ -327,6 +329,7 @@ func (lg *Log) raise(hw int64) {
 	defer lg.mu.Unlock()
 	if hw > lg.hw {
 		lg.hw = hw
+		lg.moved = lg.ls.cfg.Now()
 		close(lg.notify)
 		lg.notify = make(chan struct{})
 		for ch := range lg.followers {

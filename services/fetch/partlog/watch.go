@@ -44,7 +44,7 @@ func (lg *Log) watch() {
 			chainAge = 0 // nothing moved: look for a roll-over next round
 		case errors.Is(err, errNoTail):
 			chainAge = 0
-			if !pause(ls.cfg.TailCheck) {
+			if !pause(lg.quiet()) {
 				continue
 			}
 		default:
@@ -78,14 +78,23 @@ func (lg *Log) watchRound(ctx context.Context, chainAge time.Duration) error {
 		lg.raise(p.LogStartOffset)
 		return errNoTail
 	}
-	// Ledgers before the tail are sealed; learn it so their readers end.
+	// Ledgers before the tail are sealed; learn it so their readers end,
+	// and raise the high watermark to their end: a roll-over seals the
+	// last entries of a ledger without a LAC push, so only the sealed
+	// metadata tells that they are readable.
 	for _, ref := range p.Ledgers[max(0, len(p.Ledgers)-3) : len(p.Ledgers)-1] {
-		if st, err := lg.ledger(ctx, ref.ID); err == nil {
-			if _, sealed := st.readable(); !sealed {
-				if _, err := st.refresh(ctx); err != nil {
-					return err
-				}
+		st, err := lg.ledger(ctx, ref.ID)
+		if err != nil {
+			return err
+		}
+		m := st.metadata()
+		if !m.State.Sealed() {
+			if m, err = st.refresh(ctx); err != nil {
+				return err
 			}
+		}
+		if m.State.Sealed() {
+			lg.raise(m.LastOffset + 1)
 		}
 	}
 	st, err := lg.ledger(ctx, p.Ledgers[len(p.Ledgers)-1].ID)
@@ -105,7 +114,7 @@ func (lg *Log) watchRound(ctx context.Context, chainAge time.Duration) error {
 	if err != nil {
 		return err
 	}
-	wctx, cancel := context.WithTimeout(ctx, ls.cfg.TailCheck)
+	wctx, cancel := context.WithTimeout(ctx, lg.quiet())
 	lac, werr := wr.WaitLAC(wctx, prev)
 	cancel()
 	switch {
@@ -162,4 +171,17 @@ func (st *ledgerState) watcher(ctx context.Context, lc *client.Client) (*client.
 		st.wr = wr
 	}
 	return st.wr, nil
+}
+
+// quiet is how long the tail may stay still before the watcher looks for a
+// roll-over: BusyTailCheck if it moved within the last second, else
+// TailCheck.
+func (lg *Log) quiet() time.Duration {
+	ls := lg.ls
+	lg.mu.Lock()
+	defer lg.mu.Unlock()
+	if ls.cfg.Now().Sub(lg.moved) < time.Second {
+		return ls.cfg.BusyTailCheck
+	}
+	return ls.cfg.TailCheck
 }
