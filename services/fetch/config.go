@@ -58,12 +58,13 @@ type Config struct {
 	RevokeTimeout time.Duration
 	// TopicCacheTTL is how long topic metadata is cached.
 	TopicCacheTTL time.Duration
-	// MaxReadsInFlight is the read budget: partition reads running at once
-	// for this copy (fetches and session deliveries). A read beyond it waits
-	// up to ReadWait, then Fetch answers RESOURCE_EXHAUSTED and sessions
-	// retry. Tail reads (served from the cache the tail watcher fills) are
-	// cheap; the budget keeps catch-up reads from starving them and the
-	// bookies' write path.
+	// MaxReadsInFlight is the read budget: bookie reads running at once for
+	// readers of this copy (fetches and session deliveries) that missed the
+	// entry cache — catch-up reads. A read beyond it waits up to ReadWait,
+	// then Fetch answers RESOURCE_EXHAUSTED and sessions retry. Tail reads
+	// are served from the cache the tail watchers fill and never take the
+	// budget, so catch-up readers cannot starve them, and the bookies see
+	// a bounded read load next to their write path.
 	MaxReadsInFlight int
 	ReadWait         time.Duration
 	// RetryAfter is the delay RESOURCE_EXHAUSTED answers suggest.

@@ -72,7 +72,12 @@ func New(cfg Config, d Deps) (*Service, error) {
 		return nil, errors.New("fetch: Deps.Catalog, Deps.Ledgers and Deps.Bookkeeping are required")
 	}
 	cfg = cfg.withDefaults()
-	logs, err := partlog.New(cfg.Log, d.Catalog, d.Ledgers)
+	s := &Service{cfg: cfg, d: d, log: cfg.Logger,
+		reads:  make(chan struct{}, cfg.MaxReadsInFlight),
+		topics: make(map[string]cachedTopic), sessions: make(map[string]*session)}
+	lcfg := cfg.Log
+	lcfg.ReadGate = s.acquireRead
+	logs, err := partlog.New(lcfg, d.Catalog, d.Ledgers)
 	if err != nil {
 		return nil, err
 	}
@@ -80,11 +85,9 @@ func New(cfg Config, d Deps) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	ctx, stop := context.WithCancel(context.Background())
-	return &Service{cfg: cfg, d: d, log: cfg.Logger, logs: logs, quotas: q,
-		reads:  make(chan struct{}, cfg.MaxReadsInFlight),
-		topics: make(map[string]cachedTopic), sessions: make(map[string]*session),
-		ctx: ctx, stop: stop}, nil
+	s.logs, s.quotas = logs, q
+	s.ctx, s.stop = context.WithCancel(context.Background())
+	return s, nil
 }
 
 // Handler returns ConsumerService's path and handler.
@@ -146,7 +149,8 @@ func (s *Service) partitionOf(ctx context.Context, field, topic string, partitio
 	return t, nil
 }
 
-// acquireRead takes a slot of the read budget, waiting up to ReadWait.
+// acquireRead takes a slot of the read budget (bookie reads of catch-up
+// readers), waiting up to ReadWait.
 func (s *Service) acquireRead(ctx context.Context) (func(), error) {
 	select {
 	case s.reads <- struct{}{}:
@@ -165,13 +169,9 @@ func (s *Service) acquireRead(ctx context.Context) (func(), error) {
 	}
 }
 
-// read reads a partition within the read budget.
+// read reads a partition; its reads that miss the cache (catch-up reads)
+// take the read budget (acquireRead, through partlog's ReadGate).
 func (s *Service) read(ctx context.Context, topic string, partition int, offset int64, lim partlog.Limits) (partlog.Result, error) {
-	release, err := s.acquireRead(ctx)
-	if err != nil {
-		return partlog.Result{}, err
-	}
-	defer release()
 	res, err := s.logs.Read(ctx, topic, partition, offset, lim)
 	if err != nil {
 		return res, readErr(err)

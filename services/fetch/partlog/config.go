@@ -1,6 +1,7 @@
 package partlog
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -50,6 +51,12 @@ type Config struct {
 	// Limits bound the record batches decoded (decompression guard). Zero
 	// fields take pkg/record's defaults.
 	Limits record.Limits
+	// ReadGate, if set, is called before every read that goes to the
+	// bookies on behalf of a reader (a cache miss: catch-up reads), and its
+	// release after it. The tail watchers' reads skip it, so tail readers,
+	// served from the cache the watchers fill, never wait behind catch-up
+	// reads. An error fails the read.
+	ReadGate func(ctx context.Context) (release func(), err error)
 	// Logger receives events; nil discards them.
 	Logger *slog.Logger
 	// Now is the clock (tests); nil means time.Now.

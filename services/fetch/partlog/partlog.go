@@ -123,7 +123,7 @@ func New(cfg Config, parts catalog.Partitions, lc *client.Client) (*Logs, error)
 		return nil, errors.New("partlog: a catalog and a ledger client are required")
 	}
 	cfg = cfg.withDefaults()
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), ungated{}, true))
 	return &Logs{cfg: cfg, parts: parts, lc: lc, cache: newEntryCache(cfg.CacheBytes), log: cfg.Logger,
 		ctx: ctx, cancel: cancel, logs: make(map[logKey]*Log)}, nil
 }
@@ -405,7 +405,7 @@ func (ls *Logs) entries(ctx context.Context, st *ledgerState, first, last int64,
 			e++
 			continue
 		}
-		ents, err := st.rd.Read(ctx, e, last)
+		ents, err := ls.readGated(ctx, st, e, last)
 		if err != nil {
 			if len(out) > 0 {
 				return out, nil
@@ -420,6 +420,22 @@ func (ls *Logs) entries(ctx context.Context, st *ledgerState, first, last int64,
 		e = ents[len(ents)-1].ID + 1
 	}
 	return out, nil
+}
+
+// ungated marks the tail watcher's context: its reads skip ReadGate.
+type ungated struct{}
+
+// readGated reads entries from the bookies, within ReadGate unless ctx is
+// the tail watcher's.
+func (ls *Logs) readGated(ctx context.Context, st *ledgerState, first, last int64) ([]client.Entry, error) {
+	if ls.cfg.ReadGate != nil && ctx.Value(ungated{}) == nil {
+		release, err := ls.cfg.ReadGate(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+	}
+	return st.rd.Read(ctx, first, last)
 }
 
 // entryBounds returns the first and last offsets of an entry (and its
