@@ -73,10 +73,14 @@ type Config struct {
 	// message (also bounded by the session's credits).
 	SessionBatchRecords int
 	SessionBatchBytes   int
-	// GroupQuota sets byte-rate quotas per consumer group (Subscribe
-	// deliveries) and per Sluice-Client-Id header (Fetch): over it, answers
-	// are delayed (Kafka's consumer quotas). The zero value is unlimited.
+	// GroupQuota sets byte-rate quotas per consumer group (keyed by group
+	// name; Subscribe deliveries): a group over it has its deliveries
+	// delayed (Kafka's consumer quotas). The zero value is unlimited.
 	GroupQuota quota.Config
+	// ClientQuota sets byte-rate quotas per Sluice-Client-Id header on
+	// Fetch: answers are delayed by the throttle time, which they report.
+	// The zero value is unlimited.
+	ClientQuota quota.Config
 	// Logger receives the service's events; nil discards them.
 	Logger *slog.Logger
 }

@@ -47,7 +47,8 @@ type Service struct {
 	log    *slog.Logger
 	logs   *partlog.Logs
 	reads  chan struct{} // the read budget
-	quotas *quota.Limiter
+	groupQ *quota.Limiter
+	fetchQ *quota.Limiter
 
 	mu       sync.Mutex
 	topics   map[string]cachedTopic
@@ -81,11 +82,13 @@ func New(cfg Config, d Deps) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	q, err := quota.New(cfg.GroupQuota)
-	if err != nil {
+	if s.groupQ, err = quota.New(cfg.GroupQuota); err != nil {
 		return nil, err
 	}
-	s.logs, s.quotas = logs, q
+	if s.fetchQ, err = quota.New(cfg.ClientQuota); err != nil {
+		return nil, err
+	}
+	s.logs = logs
 	s.ctx, s.stop = context.WithCancel(context.Background())
 	return s, nil
 }
@@ -274,7 +277,7 @@ func (s *Service) Fetch(ctx context.Context, req *connect.Request[sluicev1.Fetch
 		}
 		if len(res.Records) > 0 || res.Next > offset || wait == 0 || !time.Now().Before(deadline) {
 			resp := connect.NewResponse(fetchResponse(res))
-			if d := s.throttle(req.Header().Get("Sluice-Client-Id"), res.Bytes); d > 0 {
+			if d := throttle(s.fetchQ, req.Header().Get("Sluice-Client-Id"), res.Bytes); d > 0 {
 				resp.Msg.ThrottleTimeMs = int32(min(d, time.Minute).Milliseconds())
 				if err := sleepCtx(ctx, d); err != nil {
 					return nil, connect.NewError(connect.CodeCanceled, err)
@@ -294,12 +297,12 @@ func (s *Service) Fetch(ctx context.Context, req *connect.Request[sluicev1.Fetch
 	}
 }
 
-// throttle charges n bytes to a client id's quota; the delay to apply.
-func (s *Service) throttle(key string, n int) time.Duration {
+// throttle charges n bytes to a key's quota; the delay to apply.
+func throttle(q *quota.Limiter, key string, n int) time.Duration {
 	if key == "" || n == 0 {
 		return 0
 	}
-	return s.quotas.Record(key, n, time.Now())
+	return q.Record(key, n, time.Now())
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {

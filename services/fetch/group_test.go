@@ -14,6 +14,7 @@ import (
 	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
 	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/services/fetch"
+	"github.com/sluicemq/sluice/services/ingest/quota"
 )
 
 // member is a test client of one Subscribe session.
@@ -366,5 +367,47 @@ func TestGroupSessionFromBrowserProtocols(t *testing.T) {
 			}
 			m.mu.Unlock()
 		})
+	}
+}
+
+// A group over its byte-rate quota has its deliveries spread out; Fetch
+// answers for a client id over its quota report the throttle time.
+func TestConsumerQuotas(t *testing.T) {
+	cfg := groupConfig()
+	cfg.Fetch.GroupQuota = quota.Config{Overrides: map[string]quota.Quota{"slow": {BytesPerSecond: 20 << 10}}}
+	cfg.Fetch.ClientQuota = quota.Config{Default: quota.Quota{BytesPerSecond: 10 << 10}}
+	e := startCluster(t, cfg)
+	e.createTopic(t, "q", 1)
+	p := int32(0)
+	var recs []*sluicev1.Record
+	for range 60 {
+		recs = append(recs, &sluicev1.Record{Value: make([]byte, 1024)})
+	}
+	if _, err := e.prod.Produce(context.Background(), connect.NewRequest(&sluicev1.ProduceRequest{Topic: "q", Partition: &p, Records: recs})); err != nil {
+		t.Fatal(err)
+	}
+	credits := &sluicev1.Credits{Records: 1000, Bytes: 1 << 30}
+	start := time.Now()
+	fast := subscribe(t, e.cons, &sluicev1.SubscribeRequest{Group: "fast", Topics: []string{"q"}, Credits: credits}, true)
+	waitFor(t, "the unthrottled group", 10*time.Second, func() bool { return fast.count() == 60 })
+	fastTook := time.Since(start)
+	start = time.Now()
+	slow := subscribe(t, e.cons, &sluicev1.SubscribeRequest{Group: "slow", Topics: []string{"q"}, Credits: credits}, true)
+	waitFor(t, "the throttled group", 20*time.Second, func() bool { return slow.count() == 60 })
+	slowTook := time.Since(start)
+	// 60 KiB at 20 KiB/s with a 20 KiB burst: at least ~2 s.
+	if slowTook < 1500*time.Millisecond {
+		t.Fatalf("the throttled group read 60 KiB in %v (unthrottled: %v)", slowTook, fastTook)
+	}
+	t.Logf("unthrottled %v, throttled %v", fastTook, slowTook)
+
+	req := connect.NewRequest(&sluicev1.FetchRequest{Topic: "q", MaxRecords: 30})
+	req.Header().Set("Sluice-Client-Id", "reader-1")
+	resp, err := e.cons.Fetch(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Msg.ThrottleTimeMs <= 0 {
+		t.Fatalf("30 KiB over a 10 KiB/s quota reported no throttle time")
 	}
 }

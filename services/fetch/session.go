@@ -329,7 +329,7 @@ func (ss *session) deliverOne(stream *connect.ServerStream[sluicev1.SubscribeRes
 	ss.credBytes -= int64(res.Bytes)
 	l.next = res.Next
 	ss.mu.Unlock()
-	if d := s.throttle("group:"+ss.group, res.Bytes); d > 0 {
+	if d := throttle(s.groupQ, ss.group, res.Bytes); d > 0 {
 		if err := sleepCtx(ss.ctx, min(d, time.Minute)); err != nil {
 			return 0, nil
 		}
