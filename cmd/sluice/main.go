@@ -28,6 +28,8 @@ func commands() []command {
 		{"fetch", "run a fetch copy (the consume path) against a DynamoDB catalog and Cassandra", runFetch},
 		{"topic", "create, describe, list or delete topics", runTopic},
 		{"produce", "produce records (arguments or stdin), or a load run with --count", runProduce},
+		{"consume", "print a topic's records, directly or as a member of a consumer group", runConsume},
+		{"group", "list, describe or reset consumer groups", runGroup},
 		{"bench", "run a benchmark workload (Kafka; Sluice soon); 'sluice bench ledger' benchmarks the ledger tier", runBench},
 		{"version", "print the version", runVersion},
 	}

@@ -29,6 +29,7 @@ type Client struct {
 	log      *slog.Logger
 	admin    sluicev1connect.AdminServiceClient
 	producer sluicev1connect.ProducerServiceClient
+	consumer sluicev1connect.ConsumerServiceClient
 }
 
 // NewClient returns a Client for the server at addr: "host:port",
@@ -56,6 +57,7 @@ func NewClient(addr string, opts ...ClientOption) (*Client, error) {
 	}
 	c.admin = sluicev1connect.NewAdminServiceClient(c.http, base, copts...)
 	c.producer = sluicev1connect.NewProducerServiceClient(c.http, base, copts...)
+	c.consumer = sluicev1connect.NewConsumerServiceClient(c.http, base, copts...)
 	return c, nil
 }
 

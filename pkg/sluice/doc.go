@@ -1,6 +1,7 @@
-// Package sluice is the Go client SDK for Sluice: topic administration and
-// an idempotent, batching, asynchronous producer (DESIGN.md §2.4, §2.7, §2.8,
-// §3). It depends only on the generated API (pkg/gen), the record-batch
+// Package sluice is the Go client SDK for Sluice: topic and group
+// administration, an idempotent, batching, asynchronous producer
+// (DESIGN.md §2.4, §2.7, §2.8, §3), a partition Reader and a consumer-group
+// Consumer (see "Consuming"). It depends only on the generated API (pkg/gen), the record-batch
 // format (pkg/record) and Connect; a test keeps it that way.
 //
 // # Usage
@@ -115,6 +116,104 @@
 // stream) to the address given to NewClient; the server forwards batches
 // of partitions another ingest copy owns (DescribeTopic's owner field is an
 // owner id, not an address, so the SDK does not route to owners itself).
+//
+// # Consuming
+//
+// A Reader reads one partition with Fetch, outside any group; the
+// application keeps the position:
+//
+//	r, err := c.NewReader("orders", 3, sluice.StartAt(sluice.Earliest()))
+//	for {
+//		rec, err := r.Next(ctx) // or r.Poll(ctx) for a batch
+//		...
+//	}
+//
+// Poll is one Fetch (a long poll of WithFetchMaxWait at the end of the
+// partition); the Reader then asks for the server's next_offset, which
+// skips compacted gaps. UNAVAILABLE, RESOURCE_EXHAUSTED (after its
+// RetryInfo delay) and broken connections are retried with backoff
+// (WithReadBackoff) for up to WithReadRetryTimeout, then the error wraps
+// ErrRetriesExhausted. OUT_OF_RANGE is an *OffsetOutOfRangeError carrying
+// the valid range (from the answer's google.rpc.ErrorInfo, reason
+// OFFSET_OUT_OF_RANGE); Seek to recover.
+//
+// A Consumer is a member of a consumer group:
+//
+//	k, err := c.NewConsumer("billing", []string{"orders"})
+//	defer k.Close(ctx) // commits what Poll returned, leaves the group
+//	for {
+//		recs, err := k.Poll(ctx)
+//		if err != nil { ... }
+//		for _, r := range recs { handle(r) }
+//	}
+//
+// One Subscribe stream is one member session. The server leases
+// partitions to members (AssignmentChanged) and sends records of the
+// leased partitions on the stream, never beyond the credits granted. The
+// Consumer grants a window (WithCreditWindow: records and bytes, bytes
+// counted as key + value + header keys and values) when it subscribes and
+// grants again as Poll hands records out, once half a window is free, so
+// what it buffers stays within the window. GrantCredits is also the
+// session's keepalive: the Consumer calls it at least every heartbeat
+// interval the server gave (with zero credits if none are free), from its
+// own goroutine, whether or not the application polls. A process paused
+// for longer than the session timeout loses its leases like a dead one.
+//
+// Processed offsets and at-least-once. A record counts as processed once
+// Poll is called again after the Poll that returned it: the loop above
+// calls Poll only after handling the previous records. Auto-commit (every
+// WithAutoCommit interval, default 5 s) and commit on revoke commit
+// processed offsets, so a crash, a revocation or a fenced lease makes
+// records be consumed again, never skipped. Commit, CommitOffsets and
+// Close (with auto-commit) are called by the application after handling
+// and commit everything Poll returned (Close: then leaves the group). With
+// WithAutoCommit(0) only Commit and CommitOffsets commit.
+//
+// Rebalancing. When a partition is revoked and not lost, the lease is held
+// until the member commits it or the server's revoke timeout passes; the
+// Consumer commits it at once in the background (its processed offset; with
+// auto-commit off, the offset it last committed or started at, which
+// releases the lease without moving past what the application committed)
+// with the lease's epoch, and drops its buffered records. Lost partitions (lost=true, or a session that ended) are
+// dropped without a commit. A commit answered FAILED_PRECONDITION means a
+// lease moved (fencing): the Consumer finds the fenced partitions (from
+// the answer's ErrorInfo LEASE_FENCED when it names them, else by
+// splitting the commit in halves until each stands alone), drops them,
+// and Commit returns a *FencedError naming them. OnAssigned and OnRevoked callbacks run inside Poll, before the
+// records that follow the change. A failed stream (or one the server
+// ends, e.g. on session expiry) is replaced by a new session, a new member
+// id, after a backoff; WithReadRetryTimeout without a session fails the
+// Consumer, and so do errors a new session cannot help (unknown topic,
+// invalid group).
+//
+// Known limits of the API (raised with the server side): credits are
+// additive, so a GrantCredits whose answer is lost cannot be retried
+// safely; the Consumer counts it as not granted, and the server may then
+// send up to that grant beyond the window. A byte window smaller than a
+// record stalls the partition (the server sends no record beyond the
+// credits); keep the window above the topics' max.message.bytes.
+//
+// Design of the Consumer. Goroutines, each with an owner, a stop signal
+// and a waiter:
+//   - run (owned by the Consumer; stopped by Close cancelling runCtx,
+//     waited on runDone): opens sessions one after the other, and within a
+//     session calls GrantCredits (keepalive and credits).
+//   - the receiver, one per session (owned by run; stopped by cancelling
+//     the session's context; waited before run opens the next session):
+//     reads the stream and applies assignments and records.
+//   - committer (owned by the Consumer; stopped by runCtx after Close's
+//     final commit, waited on commitDone): runs every commit, one at a
+//     time, so commits of a partition are stored in order: Commit,
+//     CommitOffsets, Close's, auto-commit ticks, commit on revoke (first).
+//
+// Locks: Consumer.mu guards the session, the leased partitions, their
+// buffers and offsets, the credit accounting and the callback events; it
+// is never held across an RPC or user code. pollMu serializes Poll (and
+// the callbacks it runs) and is taken before mu. Files: consume.go
+// (records, positions, errors), consume_options.go (Reader and Consumer
+// options), reader.go, consumer.go (Poll, state), consumer_session.go
+// (sessions, credits, keepalive), consumer_commit.go (commits, fencing),
+// groups.go (group admin).
 //
 // # Design
 //

@@ -17,9 +17,10 @@ import (
 // (wrapped with the topic and partition): use connect.CodeOf for their code,
 // and IsRetriable to decide whether producing again may succeed.
 var (
-	// ErrClosed: the Producer (or the Client) is closed, or Close gave up
-	// waiting for the record (its context ended first).
-	ErrClosed = errors.New("sluice: producer closed")
+	// ErrClosed: the Producer, Reader or Consumer (or the Client) is
+	// closed, or a Producer's Close gave up waiting for the record (its
+	// context ended first).
+	ErrClosed = errors.New("sluice: closed")
 	// ErrBufferFull: the record waited for buffer space (WithMaxBufferedBytes)
 	// until its Produce context ended. The error also wraps the context's
 	// error.

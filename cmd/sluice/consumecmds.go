@@ -1,0 +1,579 @@
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"connectrpc.com/connect"
+
+	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
+	"github.com/sluicemq/sluice/pkg/sluice"
+)
+
+// maxFollowPartitions bounds `sluice consume --follow` without --group and
+// --partition: one long poll per partition.
+const maxFollowPartitions = 256
+
+// groupStartWait bounds how long `sluice consume --group` without --follow
+// waits for its first lease.
+const groupStartWait = 15 * time.Second
+
+// pollSlice bounds one Poll of `sluice consume --group`, so that it checks
+// --idle and commits while nothing comes.
+const pollSlice = 250 * time.Millisecond
+
+// cliCommitInterval is how often `sluice consume --group` commits what it
+// printed.
+const cliCommitInterval = 5 * time.Second
+
+// consumeFlags are `sluice consume`'s parsed arguments.
+type consumeFlags struct {
+	addr      string
+	topic     string
+	group     string
+	partition int // -1: every partition
+	from      sluice.Position
+	follow    bool
+	count     int // 0: no limit
+	format    string
+	idle      time.Duration
+}
+
+// parseInterspersed parses flags that may come before or after the
+// positional arguments (`sluice consume TOPIC --follow` and
+// `sluice consume --follow TOPIC` alike).
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		pos, args = append(pos, args[0]), args[1:]
+	}
+}
+
+// parseConsume parses and checks `sluice consume`'s arguments. It returns
+// flag.ErrHelp after printing the usage for -h.
+func parseConsume(args []string, stderr io.Writer) (consumeFlags, error) {
+	var f consumeFlags
+	fs := flag.NewFlagSet("sluice consume", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&f.addr, "addr", devDefaultAddr, "Sluice address (sluice dev's default)")
+	fs.StringVar(&f.group, "group", "", "consume as a member of this consumer group (leases, committed offsets)")
+	fs.IntVar(&f.partition, "partition", -1, "read only this partition (without --group; -1: every partition)")
+	from := fs.String("from", "earliest", "where to start: earliest, latest, an OFFSET, or a TIME (RFC 3339, e.g. 2026-12-01T10:00:00Z); with --group only earliest or latest, for partitions without a committed offset")
+	fs.BoolVar(&f.follow, "follow", false, "keep waiting for new records (until Ctrl-C or --count)")
+	fs.IntVar(&f.count, "count", 0, "stop after this many records (0: no limit)")
+	fs.StringVar(&f.format, "format", "text", "output: text (partition, offset, key, value; tab-separated, Go-quoted when not printable) or json (one object per line; bytes that are not UTF-8 as key_base64/value_base64)")
+	fs.DurationVar(&f.idle, "idle", 2*time.Second, "with --group and without --follow: stop once no record came for this long")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: sluice consume TOPIC [--partition N] [--from earliest|latest|OFFSET|TIME] [--follow] [--count N] [--format text|json]")
+		fmt.Fprintln(stderr, "       sluice consume TOPIC --group G [--from earliest|latest] [--follow] [--count N] [--format text|json]")
+		fmt.Fprintln(stderr)
+		fmt.Fprintln(stderr, "Prints records. Without --group it reads the partitions directly (nothing is committed) and,")
+		fmt.Fprintln(stderr, "without --follow, stops at the end each partition had when reading began. With --group it joins")
+		fmt.Fprintln(stderr, "the group, reads the partitions leased to it from the group's committed offsets, and commits")
+		fmt.Fprintln(stderr, "what it printed (every 5 s and at exit); without --follow it stops once idle for --idle.")
+		fmt.Fprintln(stderr)
+		fs.PrintDefaults()
+	}
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return f, err
+	}
+	switch {
+	case len(pos) == 0:
+		return f, errors.New("give the topic to read: sluice consume TOPIC; see 'sluice consume -h'")
+	case len(pos) > 1:
+		return f, fmt.Errorf("one topic at a time (got %q); see 'sluice consume -h'", pos)
+	}
+	f.topic = pos[0]
+	if f.from, err = sluice.ParsePosition(*from); err != nil {
+		return f, fmt.Errorf("--from: %w", err)
+	}
+	switch {
+	case f.format != "text" && f.format != "json":
+		return f, fmt.Errorf("--format %q: want text or json", f.format)
+	case f.count < 0:
+		return f, fmt.Errorf("--count %d: want 0 (no limit) or more", f.count)
+	case f.partition < -1:
+		return f, fmt.Errorf("--partition %d: partitions are numbered from 0", f.partition)
+	case f.group != "" && f.partition >= 0:
+		return f, errors.New("--partition reads one partition outside any group; with --group the group decides the partitions: drop one of them")
+	case f.group != "" && *from != "earliest" && *from != "latest":
+		return f, fmt.Errorf("with --group, --from is earliest or latest (it applies only to partitions the group has no committed offset for); to move the group's offsets run 'sluice group reset %s --topic %s --to %s' while no member runs", f.group, f.topic, *from)
+	case f.idle <= 0:
+		return f, fmt.Errorf("--idle %v: want a positive duration", f.idle)
+	}
+	return f, nil
+}
+
+// runConsume is `sluice consume`.
+func runConsume(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f, err := parseConsume(args, stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	c, err := sluice.NewClient(f.addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	out := &recordPrinter{w: stdout, json: f.format == "json", limit: f.count}
+	if f.group != "" {
+		err = consumeGroup(ctx, c, f, out)
+	} else {
+		err = consumePartitions(ctx, c, f, out)
+	}
+	if ctx.Err() != nil {
+		return out.failed() // Ctrl-C: a normal way to stop
+	}
+	return explain(err, f.addr)
+}
+
+// recordPrinter prints records, at most limit (0: no limit), from any
+// goroutine.
+type recordPrinter struct {
+	w     io.Writer
+	json  bool
+	limit int
+
+	mu  sync.Mutex
+	n   int
+	err error
+}
+
+// print prints r unless the limit was reached; it reports whether the
+// record was printed and whether more may be.
+func (p *recordPrinter) print(r *sluice.ConsumedRecord) (printed, more bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.err != nil || (p.limit > 0 && p.n >= p.limit) {
+		return false, false
+	}
+	if p.json {
+		p.err = json.NewEncoder(p.w).Encode(jsonRecord(r))
+	} else {
+		_, p.err = fmt.Fprintf(p.w, "%d\t%d\t%s\t%s\n", r.Partition, r.Offset, text(r.Key), text(r.Value))
+	}
+	p.n++
+	return p.err == nil, p.err == nil && (p.limit == 0 || p.n < p.limit)
+}
+
+func (p *recordPrinter) done() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.err != nil || (p.limit > 0 && p.n >= p.limit)
+}
+
+func (p *recordPrinter) failed() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.err
+}
+
+// text prints b as is when it is printable UTF-8 without tabs or line
+// breaks, else Go-quoted.
+func text(b []byte) string {
+	if utf8.Valid(b) && !strings.ContainsFunc(string(b), func(r rune) bool { return !unicode.IsPrint(r) || r == '\t' }) {
+		return string(b)
+	}
+	return strconv.Quote(string(b))
+}
+
+// jsonRecord is a record for --format json.
+func jsonRecord(r *sluice.ConsumedRecord) map[string]any {
+	m := map[string]any{
+		"topic": r.Topic, "partition": r.Partition, "offset": r.Offset,
+		"timestamp": r.Timestamp.UTC().Format(time.RFC3339Nano),
+	}
+	putBytes(m, "key", r.Key)
+	putBytes(m, "value", r.Value)
+	if len(r.Headers) > 0 {
+		hs := make([]map[string]any, len(r.Headers))
+		for i, h := range r.Headers {
+			hs[i] = map[string]any{"key": h.Key}
+			putBytes(hs[i], "value", h.Value)
+		}
+		m["headers"] = hs
+	}
+	return m
+}
+
+// putBytes sets name to b as a string when it is UTF-8, else name_base64;
+// nothing for nil.
+func putBytes(m map[string]any, name string, b []byte) {
+	switch {
+	case b == nil:
+	case utf8.Valid(b):
+		m[name] = string(b)
+	default:
+		m[name+"_base64"] = base64.StdEncoding.EncodeToString(b)
+	}
+}
+
+// consumePartitions reads partitions with Readers: one after the other up
+// to the end they had at the start, or all at once with --follow.
+func consumePartitions(ctx context.Context, c *sluice.Client, f consumeFlags, out *recordPrinter) error {
+	info, err := c.DescribeTopic(ctx, f.topic)
+	if err != nil {
+		return err
+	}
+	n := len(info.GetPartitions())
+	parts := make([]int32, 0, n)
+	if f.partition >= 0 {
+		if f.partition >= n {
+			return fmt.Errorf("topic %s has %d partitions (0..%d); --partition %d does not exist", f.topic, n, n-1, f.partition)
+		}
+		parts = append(parts, int32(f.partition))
+	} else {
+		for p := range n {
+			parts = append(parts, int32(p))
+		}
+	}
+	if !f.follow {
+		for _, p := range parts {
+			if err := readToEnd(ctx, c, f, p, out); err != nil || out.done() {
+				return errors.Join(err, out.failed())
+			}
+		}
+		return out.failed()
+	}
+	if len(parts) > maxFollowPartitions {
+		return fmt.Errorf("topic %s has %d partitions; --follow reads at most %d at once without a group: use --group G (the group spreads them) or --partition N", f.topic, len(parts), maxFollowPartitions)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make(chan error, len(parts))
+	for _, p := range parts {
+		go func() {
+			err := follow(ctx, c, f, p, out)
+			if out.done() {
+				cancel()
+			}
+			errs <- err
+		}()
+	}
+	var all []error
+	for range parts {
+		if err := <-errs; err != nil && !errors.Is(err, context.Canceled) {
+			all = append(all, err)
+			cancel()
+		}
+	}
+	return errors.Join(append(all, out.failed())...)
+}
+
+// readToEnd prints partition p from f.from up to the high watermark of
+// the first answer.
+func readToEnd(ctx context.Context, c *sluice.Client, f consumeFlags, p int32, out *recordPrinter) error {
+	r, err := c.NewReader(f.topic, p, sluice.StartAt(f.from), sluice.WithFetchMaxWait(0))
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	end := int64(-1)
+	for {
+		recs, err := r.Poll(ctx)
+		if err != nil {
+			return err
+		}
+		if end < 0 {
+			end = r.HighWatermark()
+		}
+		for i := range recs {
+			if recs[i].Offset >= end {
+				return nil
+			}
+			if _, more := out.print(&recs[i]); !more {
+				return nil
+			}
+		}
+		if r.Offset() >= end {
+			return nil
+		}
+	}
+}
+
+// follow prints partition p until ctx ends or the printer is done.
+func follow(ctx context.Context, c *sluice.Client, f consumeFlags, p int32, out *recordPrinter) error {
+	r, err := c.NewReader(f.topic, p, sluice.StartAt(f.from))
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	for !out.done() {
+		recs, err := r.Poll(ctx)
+		if err != nil {
+			return err
+		}
+		for i := range recs {
+			if _, more := out.print(&recs[i]); !more {
+				return nil
+			}
+		}
+	}
+	return nil
+}
+
+// consumeGroup consumes as a group member. It commits exactly what it
+// printed (auto-commit would also count records a Poll returned beyond
+// --count), every cliCommitInterval and when it stops.
+func consumeGroup(ctx context.Context, c *sluice.Client, f consumeFlags, out *recordPrinter) (err error) {
+	k, err := c.NewConsumer(f.group, []string{f.topic}, sluice.StartAt(f.from), sluice.WithAutoCommit(0),
+		sluice.WithClientInfo("sluice consume"))
+	if err != nil {
+		return err
+	}
+	printed := make(map[sluice.TopicPartition]int64)
+	commit := func(ctx context.Context) error {
+		offsets := make(map[sluice.TopicPartition]int64)
+		for _, tp := range k.Assignment() {
+			if o, ok := printed[tp]; ok {
+				offsets[tp] = o
+			}
+		}
+		clear(printed)
+		if len(offsets) == 0 {
+			return nil
+		}
+		return k.CommitOffsets(ctx, offsets)
+	}
+	defer func() {
+		// Commit and leave even after Ctrl-C.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		err = errors.Join(err, commit(cctx), k.Close(cctx))
+	}()
+	start, lastCommit := time.Now(), time.Now()
+	var active time.Time // the last record, or the first lease
+	for !out.done() {
+		// Poll in short slices so that idleness and the commit interval
+		// are checked while nothing comes.
+		pctx, cancel := context.WithTimeout(ctx, pollSlice)
+		recs, err := k.Poll(pctx)
+		cancel()
+		switch {
+		case err == nil:
+		case ctx.Err() != nil:
+			return nil // Ctrl-C
+		case !errors.Is(err, context.DeadlineExceeded):
+			return err
+		}
+		now := time.Now()
+		if len(recs) > 0 || (active.IsZero() && len(k.Assignment()) > 0) {
+			active = now
+		}
+		for i := range recs {
+			if ok, _ := out.print(&recs[i]); !ok {
+				break
+			}
+			printed[sluice.TopicPartition{Topic: recs[i].Topic, Partition: recs[i].Partition}] = recs[i].Offset + 1
+		}
+		if now.Sub(lastCommit) >= cliCommitInterval {
+			lastCommit = now
+			if err := commit(ctx); err != nil && !errors.Is(err, sluice.ErrFenced) {
+				return err
+			}
+		}
+		if f.follow {
+			continue
+		}
+		if active.IsZero() && now.Sub(start) >= groupStartWait {
+			return fmt.Errorf("no partition of %s was leased to this member within %v: other members of group %s may hold them all ('sluice group describe %s')", f.topic, groupStartWait, f.group, f.group)
+		}
+		if !active.IsZero() && now.Sub(active) >= f.idle {
+			return out.failed() // idle: done
+		}
+	}
+	return out.failed()
+}
+
+// runGroup is `sluice group list|describe|reset`.
+func runGroup(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	usage := func() {
+		fmt.Fprintln(stderr, "Usage: sluice group list [--addr A]")
+		fmt.Fprintln(stderr, "       sluice group describe GROUP [--addr A]")
+		fmt.Fprintln(stderr, "       sluice group reset GROUP --topic T --to earliest|latest|OFFSET|TIME [--partitions 0,1,...] [--dry-run] [--addr A]")
+		fmt.Fprintln(stderr)
+		fmt.Fprintln(stderr, "reset moves the group's committed offsets of one topic (backwards too); OFFSET is clamped to each")
+		fmt.Fprintln(stderr, "partition's valid range, TIME is RFC 3339. The group must have no live members.")
+	}
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
+		usage()
+		return nil
+	}
+	verb := args[0]
+	fs := flag.NewFlagSet("sluice group "+verb, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", devDefaultAddr, "Sluice address (sluice dev's default)")
+	topic := fs.String("topic", "", "topic whose offsets to reset (reset)")
+	to := fs.String("to", "", "target: earliest, latest, OFFSET or TIME (reset)")
+	partitions := fs.String("partitions", "", "comma-separated partitions to reset (reset; default all)")
+	dryRun := fs.Bool("dry-run", false, "show the new offsets without storing them (reset)")
+	fs.Usage = func() { usage(); fmt.Fprintln(stderr); fs.PrintDefaults() }
+	pos, err := parseInterspersed(fs, args[1:])
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	c, err := sluice.NewClient(*addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	group := func() (string, error) {
+		if len(pos) != 1 {
+			usage()
+			return "", fmt.Errorf("group %s needs one group name", verb)
+		}
+		return pos[0], nil
+	}
+	switch verb {
+	case "list":
+		groups, err := c.ListGroups(ctx)
+		if err != nil {
+			return explain(err, *addr)
+		}
+		for _, g := range groups {
+			fmt.Fprintln(stdout, g)
+		}
+	case "describe":
+		g, err := group()
+		if err != nil {
+			return err
+		}
+		d, err := c.DescribeGroup(ctx, g)
+		if err != nil {
+			return explainGroup(err, *addr, g)
+		}
+		printGroup(stdout, d)
+	case "reset":
+		g, err := group()
+		if err != nil {
+			return err
+		}
+		req, err := parseReset(*topic, *to, *partitions)
+		if err != nil {
+			return err
+		}
+		parts, err := c.ResetGroupOffsets(ctx, g, *topic, req.to, sluice.ResetOptions{Partitions: req.partitions, DryRun: *dryRun})
+		if err != nil {
+			return explainGroup(err, *addr, g)
+		}
+		printPartitions(stdout, parts)
+		if *dryRun {
+			fmt.Fprintln(stdout, "dry run: nothing stored; run again without --dry-run to store these offsets")
+		} else {
+			fmt.Fprintf(stdout, "reset %d partitions of %s for group %s\n", len(parts), *topic, g)
+		}
+	default:
+		usage()
+		return fmt.Errorf("unknown group command %q", verb)
+	}
+	return nil
+}
+
+type resetArgs struct {
+	to         sluice.Position
+	partitions []int32
+}
+
+// parseReset checks `sluice group reset`'s flags.
+func parseReset(topic, to, partitions string) (resetArgs, error) {
+	var r resetArgs
+	if topic == "" {
+		return r, errors.New("group reset needs --topic T (one topic at a time)")
+	}
+	if to == "" {
+		return r, errors.New("group reset needs --to earliest|latest|OFFSET|TIME")
+	}
+	var err error
+	if r.to, err = sluice.ParsePosition(to); err != nil {
+		return r, fmt.Errorf("--to: %w", err)
+	}
+	if partitions != "" {
+		for _, s := range strings.Split(partitions, ",") {
+			p, err := strconv.ParseInt(strings.TrimSpace(s), 10, 32)
+			if err != nil || p < 0 {
+				return r, fmt.Errorf("--partitions: %q is not a partition number", s)
+			}
+			r.partitions = append(r.partitions, int32(p))
+		}
+	}
+	return r, nil
+}
+
+func printGroup(w io.Writer, d *sluicev1.DescribeGroupResponse) {
+	fmt.Fprintf(w, "group %s: %d live members\n", d.GetGroup(), len(d.GetMembers()))
+	if len(d.GetMembers()) > 0 {
+		fmt.Fprintf(w, "%-36s %-24s %s\n", "MEMBER", "LAST HEARTBEAT", "CLIENT")
+		for _, m := range d.GetMembers() {
+			fmt.Fprintf(w, "%-36s %-24s %s\n", m.GetMemberId(), time.UnixMilli(m.GetLastHeartbeatMs()).UTC().Format(time.RFC3339), m.GetClient())
+		}
+	}
+	printPartitions(w, d.GetPartitions())
+}
+
+func printPartitions(w io.Writer, parts []*sluicev1.GroupPartition) {
+	fmt.Fprintf(w, "%-24s %-10s %-36s %-6s %-12s %-12s %s\n", "TOPIC", "PARTITION", "OWNER", "EPOCH", "COMMITTED", "END", "LAG")
+	for _, p := range parts {
+		owner, committed := p.GetOwner(), strconv.FormatInt(p.GetCommittedOffset(), 10)
+		if owner == "" {
+			owner = "-"
+		}
+		if p.GetCommittedOffset() < 0 {
+			committed = "-"
+		}
+		fmt.Fprintf(w, "%-24s %-10d %-36s %-6d %-12s %-12d %d\n", p.GetTopic(), p.GetPartition(), owner, p.GetEpoch(), committed, p.GetEndOffset(), p.GetLag())
+	}
+}
+
+// explain adds what to do to errors a user can act on.
+func explain(err error, addr string) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return fmt.Errorf("cannot reach Sluice at %s: is 'sluice dev' running? (--addr sets the address): %w", addr, err)
+	case errors.Is(err, sluice.ErrUnknownTopic):
+		return fmt.Errorf("%w (create it with 'sluice topic create NAME'; 'sluice topic list' lists topics)", err)
+	case connect.CodeOf(err) == connect.CodeUnimplemented:
+		return fmt.Errorf("the server at %s does not serve consuming (no fetch service): %w", addr, err)
+	case errors.Is(err, sluice.ErrOffsetOutOfRange):
+		return fmt.Errorf("%w (start within the range: --from earliest, latest or an offset in it)", err)
+	}
+	return err
+}
+
+// explainGroup is explain for the group admin commands.
+func explainGroup(err error, addr, group string) error {
+	switch connect.CodeOf(err) {
+	case connect.CodeNotFound:
+		return fmt.Errorf("%w ('sluice group list' lists the groups; 'sluice topic list' the topics)", err)
+	case connect.CodeFailedPrecondition:
+		return fmt.Errorf("%w ('sluice group describe %s' lists the live members)", err, group)
+	}
+	return explain(err, addr)
+}
