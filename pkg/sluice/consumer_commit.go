@@ -306,7 +306,7 @@ func (k *Consumer) send(ctx context.Context, member string, entries []commitEntr
 // reasonLeaseFenced is the google.rpc.ErrorInfo reason (domain sluice.dev)
 // of a Commit refused because leases moved; its metadata names them:
 // "topic" and "partitions" (comma-separated numbers), one ErrorInfo per
-// topic. (Asked of the server side; until it sends it, the SDK bisects.)
+// topic. A server that does not send it is handled by bisecting.
 const reasonLeaseFenced = "LEASE_FENCED"
 
 // fencedPartitions reads the partitions a FAILED_PRECONDITION names, and

@@ -2,6 +2,7 @@ package fetch_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 
 	"github.com/sluicemq/sluice/internal/cluster"
 	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
@@ -230,6 +232,28 @@ func TestGroupSharesPartitionsAndDeliversOnce(t *testing.T) {
 	if connect.CodeOf(err) != connect.CodeFailedPrecondition {
 		t.Fatalf("zombie commit: want FAILED_PRECONDITION, got %v", err)
 	}
+	if info := errorInfo(err); info == nil || info.Reason != fetch.ReasonLeaseFenced || info.Metadata["topic"] != "g" ||
+		info.Metadata["partitions"] != fmt.Sprint(rv[0].Partition) {
+		t.Fatalf("zombie commit: ErrorInfo %v does not name the fenced partition %d", info, rv[0].Partition)
+	}
+	// An offset lower than the committed one is refused, named as such.
+	b.mu.Lock()
+	var bp int32 = -1
+	var be int64
+	for k, ep := range b.leases {
+		fmt.Sscanf(k[len("g/"):], "%d", &bp)
+		be = ep
+		break
+	}
+	b.mu.Unlock()
+	if err := b.commitAll(t); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.cons.Commit(context.Background(), connect.NewRequest(&sluicev1.CommitRequest{Group: "grp", MemberId: b.id,
+		Offsets: []*sluicev1.CommitOffset{{Topic: "g", Partition: bp, Offset: 1, LeaseEpoch: be}}}))
+	if info := errorInfo(err); connect.CodeOf(err) != connect.CodeFailedPrecondition || info == nil || info.Reason != fetch.ReasonOffsetRegression {
+		t.Fatalf("backwards commit: want FAILED_PRECONDITION OFFSET_REGRESSION, got %v (%v)", err, info)
+	}
 	// b leaves: a gets everything back at once (no session timeout wait).
 	start := time.Now()
 	b.cancel()
@@ -410,4 +434,19 @@ func TestConsumerQuotas(t *testing.T) {
 	if resp.Msg.ThrottleTimeMs <= 0 {
 		t.Fatalf("30 KiB over a 10 KiB/s quota reported no throttle time")
 	}
+}
+
+func errorInfo(err error) *errdetails.ErrorInfo {
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return nil
+	}
+	for _, d := range ce.Details() {
+		if v, derr := d.Value(); derr == nil {
+			if ei, ok := v.(*errdetails.ErrorInfo); ok {
+				return ei
+			}
+		}
+	}
+	return nil
 }

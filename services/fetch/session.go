@@ -8,10 +8,13 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 
 	"github.com/sluicemq/sluice/internal/apierr"
 	"github.com/sluicemq/sluice/pkg/bookkeeping"
@@ -627,7 +630,7 @@ func (s *Service) Commit(ctx context.Context, req *connect.Request[sluicev1.Comm
 			return nil, bookkeepingErr(err)
 		}
 		if err := s.d.Bookkeeping.Commit(ctx, c); err != nil {
-			return nil, bookkeepingErr(err)
+			return nil, commitErr(err, c)
 		}
 		if ss != nil {
 			for _, o := range byTopic[topic] {
@@ -636,6 +639,53 @@ func (s *Service) Commit(ctx context.Context, req *connect.Request[sluicev1.Comm
 		}
 	}
 	return connect.NewResponse(&sluicev1.CommitResponse{}), nil
+}
+
+// ErrorInfo reasons of Commit errors (domain ErrorDomain; metadata "topic"
+// and "partitions", comma-separated).
+const (
+	// ReasonLeaseFenced: FAILED_PRECONDITION; the leases of the named
+	// partitions moved (stale epoch): stop processing them, do not retry.
+	ReasonLeaseFenced = "LEASE_FENCED"
+	// ReasonOffsetRegression: FAILED_PRECONDITION; an offset is lower than
+	// the committed one (only ResetGroupOffsets moves offsets back).
+	ReasonOffsetRegression = "OFFSET_REGRESSION"
+	// ReasonGroupHasMembers: FAILED_PRECONDITION; a standalone commit
+	// (no member id) while the group has live members.
+	ReasonGroupHasMembers = "GROUP_HAS_MEMBERS"
+)
+
+// commitErr maps a commit's error, naming the partitions in ErrorInfo. A
+// member's commit that lost a race answers ABORTED (retry).
+func commitErr(err error, c bookkeeping.Commit) error {
+	var fe *bookkeeping.FencedError
+	var re *bookkeeping.OffsetRegressionError
+	info := func(code connect.Code, reason string, parts []int32) error {
+		ce := connect.NewError(code, err)
+		md := map[string]string{"topic": c.Topic}
+		if len(parts) > 0 {
+			ps := make([]string, len(parts))
+			for i, p := range parts {
+				ps[i] = strconv.Itoa(int(p))
+			}
+			md["partitions"] = strings.Join(ps, ",")
+		}
+		if d, derr := connect.NewErrorDetail(&errdetails.ErrorInfo{Reason: reason, Domain: ErrorDomain, Metadata: md}); derr == nil {
+			ce.AddDetail(d)
+		}
+		return ce
+	}
+	switch {
+	case errors.As(err, &fe):
+		return info(connect.CodeFailedPrecondition, ReasonLeaseFenced, fe.Partitions)
+	case errors.As(err, &re):
+		return info(connect.CodeFailedPrecondition, ReasonOffsetRegression, re.Partitions)
+	case errors.Is(err, bookkeeping.ErrConflict) && c.Member == "":
+		return info(connect.CodeFailedPrecondition, ReasonGroupHasMembers, nil)
+	case errors.Is(err, bookkeeping.ErrConflict):
+		return connect.NewError(connect.CodeAborted, err)
+	}
+	return bookkeepingErr(err)
 }
 
 // bookkeepingErr maps bookkeeping errors to codes.

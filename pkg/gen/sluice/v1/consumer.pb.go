@@ -281,8 +281,9 @@ type SubscribeRequest struct {
 	Topics []string `protobuf:"bytes,2,rep,name=topics,proto3" json:"topics,omitempty"`
 	// Initial credits. Zero means no records until GrantCredits.
 	Credits *Credits `protobuf:"bytes,3,opt,name=credits,proto3" json:"credits,omitempty"`
-	// How long the member may be silent (no open stream) before its leases
-	// are free: 1,000..300,000 ms; 0 means 10,000.
+	// How long the member may be silent (no GrantCredits or Commit call)
+	// before its session ends and its leases are free: 1,000..300,000 ms; 0
+	// means 10,000. Sessions are not resumed: subscribe again.
 	SessionTimeoutMs int32 `protobuf:"varint,4,opt,name=session_timeout_ms,json=sessionTimeoutMs,proto3" json:"session_timeout_ms,omitempty"`
 	// Where to start on partitions without a committed offset; unset means
 	// earliest.
@@ -380,7 +381,10 @@ type Credits struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Records the server may send.
 	Records int64 `protobuf:"varint,1,opt,name=records,proto3" json:"records,omitempty"`
-	// Record bytes (key + value + headers) the server may send.
+	// Record bytes (key + value + header keys and values) the server may
+	// send. Strict: a record larger than the bytes left waits until more are
+	// granted, so grant at least the largest record size (the topic's
+	// max.message.bytes) at a time.
 	Bytes         int64 `protobuf:"varint,2,opt,name=bytes,proto3" json:"bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -64,6 +64,13 @@ type ConsumerServiceClient interface {
 	GrantCredits(context.Context, *connect.Request[v1.GrantCreditsRequest]) (*connect.Response[v1.GrantCreditsResponse], error)
 	// Commit stores consumed offsets for a group. With a lease epoch the
 	// commit is fenced: it fails with FAILED_PRECONDITION if the lease moved.
+	// The offsets of each topic are applied atomically, topic by topic in
+	// request order, stopping at the first topic that fails. Failures carry
+	// google.rpc.ErrorInfo (domain "sluice.dev", metadata "topic" and
+	// "partitions"): LEASE_FENCED (leases moved: stop those partitions),
+	// OFFSET_REGRESSION (lower than committed), GROUP_HAS_MEMBERS
+	// (standalone commit while members are live); ABORTED means a race was
+	// lost: retry.
 	Commit(context.Context, *connect.Request[v1.CommitRequest]) (*connect.Response[v1.CommitResponse], error)
 }
 
@@ -152,6 +159,13 @@ type ConsumerServiceHandler interface {
 	GrantCredits(context.Context, *connect.Request[v1.GrantCreditsRequest]) (*connect.Response[v1.GrantCreditsResponse], error)
 	// Commit stores consumed offsets for a group. With a lease epoch the
 	// commit is fenced: it fails with FAILED_PRECONDITION if the lease moved.
+	// The offsets of each topic are applied atomically, topic by topic in
+	// request order, stopping at the first topic that fails. Failures carry
+	// google.rpc.ErrorInfo (domain "sluice.dev", metadata "topic" and
+	// "partitions"): LEASE_FENCED (leases moved: stop those partitions),
+	// OFFSET_REGRESSION (lower than committed), GROUP_HAS_MEMBERS
+	// (standalone commit while members are live); ABORTED means a race was
+	// lost: retry.
 	Commit(context.Context, *connect.Request[v1.CommitRequest]) (*connect.Response[v1.CommitResponse], error)
 }
 
