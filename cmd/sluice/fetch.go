@@ -25,6 +25,7 @@ func runFetch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := flag.NewFlagSet("sluice fetch", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", "127.0.0.1:7422", "address to serve ConsumerService and AdminService on (Connect, gRPC, gRPC-web; h2c)")
+	advertise := fs.String("advertise", "", "address other fetch copies forward a session's calls to (default --addr)")
 	table := fs.String("catalog-table", "", "DynamoDB catalog table (endpoint and credentials from the AWS environment) (required)")
 	cassandra := fs.String("cassandra", "", "comma-separated Cassandra contact points host[:port] for groups, leases and offsets (required)")
 	keyspace := fs.String("keyspace", "sluice", "Cassandra keyspace (created and migrated at start-up)")
@@ -36,8 +37,9 @@ func runFetch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintln(stderr, "Usage: sluice fetch --catalog-table TABLE --cassandra HOSTS [flags]")
 		fmt.Fprintln(stderr)
 		fmt.Fprintln(stderr, "Runs one fetch copy: the consume path (Fetch, group sessions with Subscribe, commits)")
-		fmt.Fprintln(stderr, "and the group half of the admin API. Copies are stateless apart from their sessions:")
-		fmt.Fprintln(stderr, "a session's GrantCredits calls must reach the copy that serves its Subscribe stream.")
+		fmt.Fprintln(stderr, "and the group half of the admin API. Copies are stateless apart from their sessions; a")
+		fmt.Fprintln(stderr, "session's GrantCredits and Commit calls that reach another copy are forwarded to the copy")
+		fmt.Fprintln(stderr, "serving its Subscribe stream (its --advertise address).")
 		fmt.Fprintln(stderr)
 		fs.PrintDefaults()
 	}
@@ -76,9 +78,12 @@ func runFetch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer ledgers.Close()
-	fcfg := fetch.Config{BalanceInterval: *balance, Logger: tel.Logger}
+	if *advertise == "" {
+		*advertise = *addr
+	}
+	fcfg := fetch.Config{Address: *advertise, BalanceInterval: *balance, Logger: tel.Logger}
 	fcfg.Log.CacheBytes = *cacheMiB << 20
-	svc, err := fetch.New(fcfg, fetch.Deps{Catalog: cat, Ledgers: ledgers, Bookkeeping: bk})
+	svc, err := fetch.New(fcfg, fetch.Deps{Catalog: cat, Ledgers: ledgers, Bookkeeping: bk, Forward: fetch.Forwarder(clientHTTP)})
 	if err != nil {
 		return err
 	}

@@ -139,18 +139,22 @@ func New(cfg Config) (_ *Cluster, err error) {
 	if c.Bookkeeping, err = bkembedded.Open(filepath.Join(cfg.Dir, "bookkeeping"), bkembedded.WithLogger(c.log)); err != nil {
 		return nil, fmt.Errorf("open bookkeeping: %w", err)
 	}
-	fcfg := cfg.Fetch
-	if fcfg.Logger == nil {
-		fcfg.Logger = c.log
-	}
-	if c.Fetch, err = fetch.New(fcfg, fetch.Deps{Catalog: c.Catalog, Ledgers: c.Ledgers, Bookkeeping: c.Bookkeeping}); err != nil {
-		return nil, err
-	}
+
 	if c.public, err = rpcserver.New(cfg.Server, tel); err != nil {
 		return nil, err
 	}
 	if c.publicLn, err = net.Listen("tcp", cfg.Addr); err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+	}
+	fcfg := cfg.Fetch
+	if fcfg.Logger == nil {
+		fcfg.Logger = c.log
+	}
+	if fcfg.Address == "" {
+		fcfg.Address = c.publicLn.Addr().String()
+	}
+	if c.Fetch, err = fetch.New(fcfg, fetch.Deps{Catalog: c.Catalog, Ledgers: c.Ledgers, Bookkeeping: c.Bookkeeping, Forward: fetch.Forwarder(h2c)}); err != nil {
+		return nil, err
 	}
 	icfg := cfg.Ingest
 	icfg.OwnerID, icfg.Address = "ingest-1", c.publicLn.Addr().String()

@@ -41,6 +41,11 @@ const (
 
 // Config configures a fetch copy. Zero fields take the defaults.
 type Config struct {
+	// Address is where other fetch copies reach this one (host:port). With
+	// it, session and member ids name this copy, so GrantCredits and Commit
+	// calls that reach another copy are forwarded here (route.go). Empty
+	// for a single copy.
+	Address string
 	// Log bounds partition reads (cache, tail watchers).
 	Log partlog.Config
 	// MaxSessions bounds the group sessions (Subscribe streams) this copy

@@ -35,6 +35,9 @@ type Deps struct {
 	Catalog     Catalog
 	Ledgers     *client.Client
 	Bookkeeping Bookkeeping
+	// Forward reaches another fetch copy (session routing, route.go); nil
+	// serves only this copy's sessions. Forwarder builds one.
+	Forward func(address string) sluicev1connect.ConsumerServiceClient
 }
 
 // Service is one fetch copy. Create it with New, serve Handler (and

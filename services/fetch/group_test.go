@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"sync"
 	"testing"
@@ -13,6 +14,8 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 
 	"github.com/sluicemq/sluice/internal/cluster"
+	"github.com/sluicemq/sluice/internal/rpcserver"
+	"github.com/sluicemq/sluice/internal/telemetry"
 	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
 	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/services/fetch"
@@ -449,4 +452,100 @@ func errorInfo(err error) *errdetails.ErrorInfo {
 		}
 	}
 	return nil
+}
+
+// Two fetch copies behind one "load balancer": a session's GrantCredits
+// and Commit calls that reach the other copy are forwarded to the copy
+// holding its stream — credits arrive, the keepalive holds, the commit is
+// applied.
+func TestSessionCallsRoutedAcrossCopies(t *testing.T) {
+	e := startCluster(t, groupConfig())
+	e.createTopic(t, "r", 1)
+	e.produce(t, "r", 0, 0, 20, 20)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := fetch.New(fetch.Config{Address: ln.Addr().String()}, fetch.Deps{
+		Catalog: e.c.Catalog, Ledgers: e.c.Ledgers, Bookkeeping: e.c.Bookkeeping, Forward: fetch.Forwarder(h2c)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := rpcserver.New(rpcserver.Config{}, telemetry.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Handle(other.Handler(srv.HandlerOptions()...))
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx, ln) }()
+	ran := make(chan error, 1)
+	go func() { ran <- other.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-served; <-ran })
+	via := sluicev1connect.NewConsumerServiceClient(h2c, "http://"+ln.Addr().String(), connect.WithGRPC())
+
+	// The session lives on the cluster's copy; its client talks to the
+	// other copy only (a 1 s session timeout, kept alive through it).
+	sctx, scancel := context.WithCancel(context.Background())
+	defer scancel()
+	stream, err := e.cons.Subscribe(sctx, connect.NewRequest(&sluicev1.SubscribeRequest{Group: "routed", Topics: []string{"r"}, SessionTimeoutMs: 1000}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !stream.Receive() {
+		t.Fatal(stream.Err())
+	}
+	st := stream.Msg().GetStarted()
+	got := make(chan *sluicev1.SubscribeResponse, 100)
+	go func() {
+		for stream.Receive() {
+			got <- stream.Msg()
+		}
+		close(got)
+	}()
+	grant := func(n int64) {
+		t.Helper()
+		if _, err := via.GrantCredits(context.Background(), connect.NewRequest(&sluicev1.GrantCreditsRequest{Group: "routed", SessionId: st.SessionId, Credits: &sluicev1.Credits{Records: n, Bytes: 1 << 20}})); err != nil {
+			t.Fatalf("grant through the other copy: %v", err)
+		}
+	}
+	grant(20)
+	var epoch int64
+	n := 0
+	deadline := time.After(10 * time.Second)
+	for n < 20 {
+		select {
+		case msg, ok := <-got:
+			if !ok {
+				t.Fatal("stream ended")
+			}
+			if a := msg.GetAssignment(); a != nil && len(a.Added) == 1 {
+				epoch = a.Added[0].Epoch
+			}
+			n += len(msg.GetRecords().GetRecords())
+		case <-deadline:
+			t.Fatalf("%d of 20 records with credits granted through the other copy", n)
+		}
+	}
+	// Keepalives through the other copy hold the session past its timeout.
+	for range 6 {
+		time.Sleep(300 * time.Millisecond)
+		grant(0)
+	}
+	select {
+	case _, ok := <-got:
+		if !ok {
+			t.Fatal("the session expired although its keepalives went through the other copy")
+		}
+	default:
+	}
+	// A commit through the other copy is applied (and counts as keepalive).
+	if _, err := via.Commit(context.Background(), connect.NewRequest(&sluicev1.CommitRequest{Group: "routed", MemberId: st.MemberId,
+		Offsets: []*sluicev1.CommitOffset{{Topic: "r", Partition: 0, Offset: 20, LeaseEpoch: epoch}}})); err != nil {
+		t.Fatal(err)
+	}
+	d, err := e.admin.DescribeGroup(context.Background(), connect.NewRequest(&sluicev1.DescribeGroupRequest{Group: "routed"}))
+	if err != nil || len(d.Msg.Partitions) != 1 || d.Msg.Partitions[0].CommittedOffset != 20 {
+		t.Fatalf("describe after a routed commit: %v %v", d, err)
+	}
 }

@@ -114,7 +114,7 @@ func (s *Service) Subscribe(ctx context.Context, req *connect.Request[sluicev1.S
 	}
 	sctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	ss := &session{s: s, id: newID("s-"), group: m.Group, member: newID("m-"), topics: topics, timeout: timeout,
+	ss := &session{s: s, id: s.routedID("s-"), group: m.Group, member: s.routedID("m-"), topics: topics, timeout: timeout,
 		start: m.Start, info: m.ClientInfo, ctx: sctx, cancel: cancel, wake: make(chan struct{}, 1),
 		lastActive: time.Now(), leases: make(map[tp]*heldLease)}
 	if c := m.Credits; c != nil {
@@ -576,6 +576,9 @@ func (s *Service) GrantCredits(ctx context.Context, req *connect.Request[sluicev
 	s.mu.Lock()
 	ss, ok := s.sessions[m.SessionId]
 	s.mu.Unlock()
+	if addr := s.forwardTo(m.SessionId, req.Header(), ok); addr != "" {
+		return s.forwardGrant(ctx, addr, req)
+	}
 	if !ok || ss.group != m.Group {
 		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("session %q of group %q is not open on this fetch copy (it ended, or the stream is served by another copy); subscribe again", m.SessionId, m.Group))
 	}
@@ -622,6 +625,12 @@ func (s *Service) Commit(ctx context.Context, req *connect.Request[sluicev1.Comm
 		s.mu.Unlock()
 		if ss != nil {
 			ss.touch()
+		} else if addr := s.forwardTo(m.MemberId, req.Header(), false); addr != "" {
+			if resp, ok, err := s.forwardCommit(ctx, addr, req); ok {
+				return resp, err
+			}
+			s.log.Warn("the fetch copy of a member's session is unreachable; applying its commit here (fenced by its lease epochs)",
+				slog.String("group", m.Group), slog.String("member", m.MemberId), slog.String("copy", addr))
 		}
 	}
 	for _, topic := range order {
