@@ -111,7 +111,7 @@ func runTopic(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		fmt.Fprintf(stdout, "%-10s %-24s %-6s %-12s %s\n", "PARTITION", "OWNER", "EPOCH", "START", "END")
 		for _, p := range t.GetPartitions() {
-			owner := p.GetOwner()
+			owner := p.GetOwnerId()
 			if owner == "" {
 				owner = "-"
 			}

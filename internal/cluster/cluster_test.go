@@ -122,7 +122,7 @@ func TestProduceEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p := desc.Msg.GetTopic().GetPartitions()[0]; p.GetOwner() != "ingest-1" || p.GetEndOffset() != 6 {
+	if p := desc.Msg.GetTopic().GetPartitions()[0]; p.GetOwnerId() != "ingest-1" || p.GetOwner() != c.Addr() || p.GetEndOffset() != 6 {
 		t.Fatalf("partition 0 described as %v", p)
 	}
 

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"connectrpc.com/connect"
+
 	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
 )
 
@@ -269,8 +271,8 @@ func (k *Consumer) MemberID() string {
 
 // Close leaves the group: with auto-commit on, it first commits the offsets
 // of every record Poll returned (the application is done with them); then
-// it ends the session stream, which releases the member's leases at once,
-// and waits for the Consumer's goroutines. Poll and Commit return ErrClosed
+// it leaves the group (the member's leases are free when Close returns) and
+// ends the session stream, and waits for the Consumer's goroutines. Poll and Commit return ErrClosed
 // from its start. If ctx ends before the commit is answered, Close still
 // leaves and returns ctx's error. It returns the final commit's error, if
 // any. Later calls return the first one's result.
@@ -288,6 +290,15 @@ func (k *Consumer) close(ctx context.Context) error {
 	var err error
 	if k.cfg.autoCommit > 0 {
 		err = k.requestCommit(ctx, commitReq{mode: commitPolled})
+	}
+	// Leave before ending the stream, so the member's leases are free when
+	// Close returns (ending the stream alone frees them a moment later).
+	if member := k.MemberID(); member != "" {
+		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		if _, lerr := k.client.consumer.Leave(lctx, connect.NewRequest(&sluicev1.LeaveRequest{Group: k.group, MemberId: member})); lerr != nil {
+			k.log.Debug("sluice: leave failed; the stream's end frees the leases", slog.String("group", k.group), slog.Any("err", lerr))
+		}
+		cancel()
 	}
 	k.cancelRun()
 	<-k.runDone

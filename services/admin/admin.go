@@ -23,6 +23,8 @@ import (
 type Catalog interface {
 	catalog.Topics
 	catalog.Partitions
+	// ListLiveOwners gives the owners' addresses (catalog.Owners).
+	ListLiveOwners(ctx context.Context) ([]catalog.Owner, error)
 	catalog.Ledgers
 }
 
@@ -149,6 +151,14 @@ func topicInfo(t catalog.Topic) *sluicev1.TopicInfo {
 // (a lower bound; the fetch service's high watermark is exact).
 func (s *Service) describe(ctx context.Context, t catalog.Topic) (*sluicev1.TopicInfo, error) {
 	info := topicInfo(t)
+	owners, err := s.d.Catalog.ListLiveOwners(ctx)
+	if err != nil {
+		return nil, apierr.FromCatalog(err)
+	}
+	addr := make(map[string]string, len(owners))
+	for _, o := range owners {
+		addr[o.ID] = o.Address
+	}
 	token := ""
 	for {
 		page, err := s.d.Catalog.ListPartitions(ctx, t.Name, token, 0)
@@ -156,7 +166,12 @@ func (s *Service) describe(ctx context.Context, t catalog.Topic) (*sluicev1.Topi
 			return nil, apierr.FromCatalog(err)
 		}
 		for _, p := range page.Items {
-			pi := &sluicev1.PartitionInfo{Partition: int32(p.Index), Owner: p.Owner, Epoch: p.Epoch, StartOffset: p.LogStartOffset, EndOffset: p.LogStartOffset}
+			pi := &sluicev1.PartitionInfo{Partition: int32(p.Index), Epoch: p.Epoch, StartOffset: p.LogStartOffset, EndOffset: p.LogStartOffset}
+			if a, live := addr[p.Owner]; live && p.Owner != "" {
+				// An owner whose heartbeat expired owns nothing: the
+				// partition is free (the next produce takes it).
+				pi.Owner, pi.OwnerId = a, p.Owner
+			}
 			if end, ok := s.endOffset(ctx, t.Name, p); ok {
 				pi.EndOffset = end
 			}

@@ -287,12 +287,20 @@ func TestGroupSharesPartitionsAndDeliversOnce(t *testing.T) {
 	if connect.CodeOf(err) != connect.CodeFailedPrecondition {
 		t.Fatalf("reset with a live member: want FAILED_PRECONDITION, got %v", err)
 	}
-	a.cancel()
-	<-a.done
-	waitFor(t, "the group to empty", 5*time.Second, func() bool {
-		d, err := e.admin.DescribeGroup(context.Background(), connect.NewRequest(&sluicev1.DescribeGroupRequest{Group: "grp"}))
-		return err == nil && len(d.Msg.Members) == 0
-	})
+	// Leave answers once the member is gone: the group is empty at once.
+	if _, err := e.cons.Leave(context.Background(), connect.NewRequest(&sluicev1.LeaveRequest{Group: "grp", MemberId: a.id})); err != nil {
+		t.Fatal(err)
+	}
+	d, err = e.admin.DescribeGroup(context.Background(), connect.NewRequest(&sluicev1.DescribeGroupRequest{Group: "grp"}))
+	if err != nil || len(d.Msg.Members) != 0 {
+		t.Fatalf("after Leave: %v %v", d, err)
+	}
+	if err := <-a.done; err != nil {
+		t.Fatalf("the left member's stream ended with %v", err)
+	}
+	if _, err := e.cons.Leave(context.Background(), connect.NewRequest(&sluicev1.LeaveRequest{Group: "grp", MemberId: a.id})); err != nil {
+		t.Fatalf("leaving twice: %v", err)
+	}
 	r, err := e.admin.ResetGroupOffsets(context.Background(), connect.NewRequest(&sluicev1.ResetGroupOffsetsRequest{Group: "grp", Topic: "g", Partitions: []int32{2}, Offset: 5}))
 	if err != nil || len(r.Msg.Partitions) != 1 || r.Msg.Partitions[0].CommittedOffset != 5 {
 		t.Fatalf("reset: %v %v", r, err)

@@ -154,7 +154,7 @@ func (g *GroupAdmin) ResetGroupOffsets(ctx context.Context, req *connect.Request
 	if err != nil {
 		return nil, bookkeepingErr(err)
 	}
-	if len(members) > 0 {
+	if len(members) > 0 && !m.DryRun {
 		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("group %q has %d live members; stop its consumers before resetting offsets", m.Group, len(members)))
 	}
 	c := bookkeeping.Commit{Group: m.Group, Topic: m.Topic}

@@ -48,6 +48,8 @@ type session struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	wake   chan struct{} // buffered 1: credits, assignment, new data
+	left   chan struct{} // closed once the member left the group (or never joined)
+	leftMu sync.Once
 
 	mu         sync.Mutex
 	credRecs   int64
@@ -92,6 +94,9 @@ func (ss *session) touch() {
 	ss.mu.Unlock()
 }
 
+// errLeft ends a session whose member called Leave.
+var errLeft = errors.New("the member left the group")
+
 // errSessionExpired ends a session whose client went silent.
 var errSessionExpired = errors.New("session expired: no GrantCredits or Commit call within the session timeout; subscribe again")
 
@@ -115,7 +120,7 @@ func (s *Service) Subscribe(ctx context.Context, req *connect.Request[sluicev1.S
 	sctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	ss := &session{s: s, id: s.routedID("s-"), group: m.Group, member: s.routedID("m-"), topics: topics, timeout: timeout,
-		start: m.Start, info: m.ClientInfo, ctx: sctx, cancel: cancel, wake: make(chan struct{}, 1),
+		start: m.Start, info: m.ClientInfo, ctx: sctx, cancel: cancel, wake: make(chan struct{}, 1), left: make(chan struct{}),
 		lastActive: time.Now(), leases: make(map[tp]*heldLease)}
 	if c := m.Credits; c != nil {
 		if c.Records < 0 || c.Bytes < 0 {
@@ -139,6 +144,7 @@ func (s *Service) Subscribe(ctx context.Context, req *connect.Request[sluicev1.S
 		s.mu.Lock()
 		delete(s.sessions, ss.id)
 		s.mu.Unlock()
+		ss.markLeft()
 		s.wg.Done()
 	}()
 	// The service's end ends the session too.
@@ -171,6 +177,8 @@ func (s *Service) Subscribe(ctx context.Context, req *connect.Request[sluicev1.S
 	switch {
 	case errors.Is(cause, errSessionExpired):
 		return connect.NewError(connect.CodeFailedPrecondition, cause)
+	case errors.Is(cause, errLeft):
+		return nil
 	case ctx.Err() != nil:
 		return nil // the client went away
 	}
@@ -186,6 +194,7 @@ func (s *Service) Subscribe(ctx context.Context, req *connect.Request[sluicev1.S
 
 // leave ends the membership so the member's leases are free at once.
 func (ss *session) leave() {
+	defer ss.markLeft()
 	ss.mu.Lock()
 	for _, l := range ss.leases {
 		if l.unfollow != nil {
@@ -201,6 +210,8 @@ func (ss *session) leave() {
 			slog.String("group", ss.group), slog.String("member", ss.member), slog.Any("err", err))
 	}
 }
+
+func (ss *session) markLeft() { ss.leftMu.Do(func() { close(ss.left) }) }
 
 // deliver is the delivery loop (see session).
 func (ss *session) deliver(stream *connect.ServerStream[sluicev1.SubscribeResponse]) error {
@@ -593,6 +604,54 @@ func (s *Service) GrantCredits(ctx context.Context, req *connect.Request[sluicev
 	return connect.NewResponse(&sluicev1.GrantCreditsResponse{}), nil
 }
 
+// Leave ends a member's session and leaves the group, then answers.
+func (s *Service) Leave(ctx context.Context, req *connect.Request[sluicev1.LeaveRequest]) (*connect.Response[sluicev1.LeaveResponse], error) {
+	m := req.Msg
+	if err := bookkeeping.ValidateName("group", m.Group); err != nil {
+		return nil, bookkeepingErr(err)
+	}
+	if err := bookkeeping.ValidateName("member_id", m.MemberId); err != nil {
+		return nil, bookkeepingErr(err)
+	}
+	ss := s.sessionOf(m.Group, m.MemberId)
+	if ss == nil {
+		if addr := s.forwardTo(m.MemberId, req.Header(), false); addr != "" {
+			fwd := connect.NewRequest(m)
+			fwd.Header().Set(forwardedHeader, "1")
+			if _, err := s.d.Forward(addr).Leave(ctx, fwd); err == nil || connect.CodeOf(err) != connect.CodeUnavailable {
+				if err != nil {
+					return nil, forwardErr(addr, err)
+				}
+				return connect.NewResponse(&sluicev1.LeaveResponse{}), nil
+			}
+		}
+		// No session here (it ended, or its copy is gone): leave directly.
+		if err := s.d.Bookkeeping.Leave(ctx, m.Group, m.MemberId); err != nil && !errors.Is(err, bookkeeping.ErrNotFound) {
+			return nil, bookkeepingErr(err)
+		}
+		return connect.NewResponse(&sluicev1.LeaveResponse{}), nil
+	}
+	ss.cancel(errLeft)
+	select {
+	case <-ss.left:
+	case <-ctx.Done():
+		return nil, connect.NewError(connect.CodeCanceled, ctx.Err())
+	}
+	return connect.NewResponse(&sluicev1.LeaveResponse{}), nil
+}
+
+// sessionOf returns this copy's session of a member, or nil.
+func (s *Service) sessionOf(group, member string) *session {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ss := range s.sessions {
+		if ss.group == group && ss.member == member {
+			return ss
+		}
+	}
+	return nil
+}
+
 // Commit stores a group's offsets, one atomic commit per topic.
 func (s *Service) Commit(ctx context.Context, req *connect.Request[sluicev1.CommitRequest]) (*connect.Response[sluicev1.CommitResponse], error) {
 	m := req.Msg
@@ -615,14 +674,7 @@ func (s *Service) Commit(ctx context.Context, req *connect.Request[sluicev1.Comm
 	}
 	var ss *session
 	if m.MemberId != "" {
-		s.mu.Lock()
-		for _, cand := range s.sessions {
-			if cand.group == m.Group && cand.member == m.MemberId {
-				ss = cand
-				break
-			}
-		}
-		s.mu.Unlock()
+		ss = s.sessionOf(m.Group, m.MemberId)
 		if ss != nil {
 			ss.touch()
 		} else if addr := s.forwardTo(m.MemberId, req.Header(), false); addr != "" {

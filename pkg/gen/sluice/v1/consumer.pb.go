@@ -1129,6 +1129,98 @@ func (*CommitResponse) Descriptor() ([]byte, []int) {
 	return file_sluice_v1_consumer_proto_rawDescGZIP(), []int{13}
 }
 
+// LeaveRequest names the member leaving.
+type LeaveRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Group name. Required.
+	Group string `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	// Member id from SessionStarted. Required.
+	MemberId      string `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaveRequest) Reset() {
+	*x = LeaveRequest{}
+	mi := &file_sluice_v1_consumer_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaveRequest) ProtoMessage() {}
+
+func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_consumer_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaveRequest.ProtoReflect.Descriptor instead.
+func (*LeaveRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_consumer_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *LeaveRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *LeaveRequest) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+// LeaveResponse is empty on success.
+type LeaveResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaveResponse) Reset() {
+	*x = LeaveResponse{}
+	mi := &file_sluice_v1_consumer_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaveResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaveResponse) ProtoMessage() {}
+
+func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_consumer_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaveResponse.ProtoReflect.Descriptor instead.
+func (*LeaveResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_consumer_proto_rawDescGZIP(), []int{15}
+}
+
 var File_sluice_v1_consumer_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_consumer_proto_rawDesc = "" +
@@ -1209,17 +1301,22 @@ const file_sluice_v1_consumer_proto_rawDesc = "" +
 	"\vlease_epoch\x18\x04 \x01(\x03R\n" +
 	"leaseEpoch\x12\x1a\n" +
 	"\bmetadata\x18\x05 \x01(\tR\bmetadata\"\x10\n" +
-	"\x0eCommitResponse*\x85\x01\n" +
+	"\x0eCommitResponse\"A\n" +
+	"\fLeaveRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1b\n" +
+	"\tmember_id\x18\x02 \x01(\tR\bmemberId\"\x0f\n" +
+	"\rLeaveResponse*\x85\x01\n" +
 	"\rStartPosition\x12\x1e\n" +
 	"\x1aSTART_POSITION_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17START_POSITION_EARLIEST\x10\x01\x12\x19\n" +
 	"\x15START_POSITION_LATEST\x10\x02\x12\x1c\n" +
-	"\x18START_POSITION_TIMESTAMP\x10\x032\xaf\x02\n" +
+	"\x18START_POSITION_TIMESTAMP\x10\x032\xed\x02\n" +
 	"\x0fConsumerService\x12<\n" +
 	"\x05Fetch\x12\x17.sluice.v1.FetchRequest\x1a\x18.sluice.v1.FetchResponse\"\x00\x12J\n" +
 	"\tSubscribe\x12\x1b.sluice.v1.SubscribeRequest\x1a\x1c.sluice.v1.SubscribeResponse\"\x000\x01\x12Q\n" +
 	"\fGrantCredits\x12\x1e.sluice.v1.GrantCreditsRequest\x1a\x1f.sluice.v1.GrantCreditsResponse\"\x00\x12?\n" +
-	"\x06Commit\x12\x18.sluice.v1.CommitRequest\x1a\x19.sluice.v1.CommitResponse\"\x00B\x9a\x01\n" +
+	"\x06Commit\x12\x18.sluice.v1.CommitRequest\x1a\x19.sluice.v1.CommitResponse\"\x00\x12<\n" +
+	"\x05Leave\x12\x17.sluice.v1.LeaveRequest\x1a\x18.sluice.v1.LeaveResponse\"\x00B\x9a\x01\n" +
 	"\rcom.sluice.v1B\rConsumerProtoP\x01Z5github.com/sluicemq/sluice/pkg/gen/sluice/v1;sluicev1\xa2\x02\x03SXX\xaa\x02\tSluice.V1\xca\x02\tSluice\\V1\xe2\x02\x15Sluice\\V1\\GPBMetadata\xea\x02\n" +
 	"Sluice::V1b\x06proto3"
 
@@ -1236,7 +1333,7 @@ func file_sluice_v1_consumer_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_v1_consumer_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sluice_v1_consumer_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_sluice_v1_consumer_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_sluice_v1_consumer_proto_goTypes = []any{
 	(StartPosition)(0),           // 0: sluice.v1.StartPosition
 	(*FetchRequest)(nil),         // 1: sluice.v1.FetchRequest
@@ -1253,11 +1350,13 @@ var file_sluice_v1_consumer_proto_goTypes = []any{
 	(*CommitRequest)(nil),        // 12: sluice.v1.CommitRequest
 	(*CommitOffset)(nil),         // 13: sluice.v1.CommitOffset
 	(*CommitResponse)(nil),       // 14: sluice.v1.CommitResponse
-	(*ConsumedRecord)(nil),       // 15: sluice.v1.ConsumedRecord
+	(*LeaveRequest)(nil),         // 15: sluice.v1.LeaveRequest
+	(*LeaveResponse)(nil),        // 16: sluice.v1.LeaveResponse
+	(*ConsumedRecord)(nil),       // 17: sluice.v1.ConsumedRecord
 }
 var file_sluice_v1_consumer_proto_depIdxs = []int32{
 	0,  // 0: sluice.v1.FetchRequest.start:type_name -> sluice.v1.StartPosition
-	15, // 1: sluice.v1.FetchResponse.records:type_name -> sluice.v1.ConsumedRecord
+	17, // 1: sluice.v1.FetchResponse.records:type_name -> sluice.v1.ConsumedRecord
 	4,  // 2: sluice.v1.SubscribeRequest.credits:type_name -> sluice.v1.Credits
 	0,  // 3: sluice.v1.SubscribeRequest.start:type_name -> sluice.v1.StartPosition
 	6,  // 4: sluice.v1.SubscribeResponse.started:type_name -> sluice.v1.SessionStarted
@@ -1265,19 +1364,21 @@ var file_sluice_v1_consumer_proto_depIdxs = []int32{
 	9,  // 6: sluice.v1.SubscribeResponse.records:type_name -> sluice.v1.RecordsDelivered
 	7,  // 7: sluice.v1.AssignmentChanged.added:type_name -> sluice.v1.PartitionLease
 	7,  // 8: sluice.v1.AssignmentChanged.revoked:type_name -> sluice.v1.PartitionLease
-	15, // 9: sluice.v1.RecordsDelivered.records:type_name -> sluice.v1.ConsumedRecord
+	17, // 9: sluice.v1.RecordsDelivered.records:type_name -> sluice.v1.ConsumedRecord
 	4,  // 10: sluice.v1.GrantCreditsRequest.credits:type_name -> sluice.v1.Credits
 	13, // 11: sluice.v1.CommitRequest.offsets:type_name -> sluice.v1.CommitOffset
 	1,  // 12: sluice.v1.ConsumerService.Fetch:input_type -> sluice.v1.FetchRequest
 	3,  // 13: sluice.v1.ConsumerService.Subscribe:input_type -> sluice.v1.SubscribeRequest
 	10, // 14: sluice.v1.ConsumerService.GrantCredits:input_type -> sluice.v1.GrantCreditsRequest
 	12, // 15: sluice.v1.ConsumerService.Commit:input_type -> sluice.v1.CommitRequest
-	2,  // 16: sluice.v1.ConsumerService.Fetch:output_type -> sluice.v1.FetchResponse
-	5,  // 17: sluice.v1.ConsumerService.Subscribe:output_type -> sluice.v1.SubscribeResponse
-	11, // 18: sluice.v1.ConsumerService.GrantCredits:output_type -> sluice.v1.GrantCreditsResponse
-	14, // 19: sluice.v1.ConsumerService.Commit:output_type -> sluice.v1.CommitResponse
-	16, // [16:20] is the sub-list for method output_type
-	12, // [12:16] is the sub-list for method input_type
+	15, // 16: sluice.v1.ConsumerService.Leave:input_type -> sluice.v1.LeaveRequest
+	2,  // 17: sluice.v1.ConsumerService.Fetch:output_type -> sluice.v1.FetchResponse
+	5,  // 18: sluice.v1.ConsumerService.Subscribe:output_type -> sluice.v1.SubscribeResponse
+	11, // 19: sluice.v1.ConsumerService.GrantCredits:output_type -> sluice.v1.GrantCreditsResponse
+	14, // 20: sluice.v1.ConsumerService.Commit:output_type -> sluice.v1.CommitResponse
+	16, // 21: sluice.v1.ConsumerService.Leave:output_type -> sluice.v1.LeaveResponse
+	17, // [17:22] is the sub-list for method output_type
+	12, // [12:17] is the sub-list for method input_type
 	12, // [12:12] is the sub-list for extension type_name
 	12, // [12:12] is the sub-list for extension extendee
 	0,  // [0:12] is the sub-list for field type_name
@@ -1300,7 +1401,7 @@ func file_sluice_v1_consumer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_consumer_proto_rawDesc), len(file_sluice_v1_consumer_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   14,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

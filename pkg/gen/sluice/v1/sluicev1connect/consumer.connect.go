@@ -43,6 +43,8 @@ const (
 	ConsumerServiceGrantCreditsProcedure = "/sluice.v1.ConsumerService/GrantCredits"
 	// ConsumerServiceCommitProcedure is the fully-qualified name of the ConsumerService's Commit RPC.
 	ConsumerServiceCommitProcedure = "/sluice.v1.ConsumerService/Commit"
+	// ConsumerServiceLeaveProcedure is the fully-qualified name of the ConsumerService's Leave RPC.
+	ConsumerServiceLeaveProcedure = "/sluice.v1.ConsumerService/Leave"
 )
 
 // ConsumerServiceClient is a client for the sluice.v1.ConsumerService service.
@@ -72,6 +74,11 @@ type ConsumerServiceClient interface {
 	// (standalone commit while members are live); ABORTED means a race was
 	// lost: retry.
 	Commit(context.Context, *connect.Request[v1.CommitRequest]) (*connect.Response[v1.CommitResponse], error)
+	// Leave ends a member's session and leaves the group before it answers:
+	// the member's leases are free when it returns (closing the stream does
+	// the same, but the client cannot tell when the server has noticed).
+	// Leaving a member that is not live is not an error.
+	Leave(context.Context, *connect.Request[v1.LeaveRequest]) (*connect.Response[v1.LeaveResponse], error)
 }
 
 // NewConsumerServiceClient constructs a client for the sluice.v1.ConsumerService service. By
@@ -109,6 +116,12 @@ func NewConsumerServiceClient(httpClient connect.HTTPClient, baseURL string, opt
 			connect.WithSchema(consumerServiceMethods.ByName("Commit")),
 			connect.WithClientOptions(opts...),
 		),
+		leave: connect.NewClient[v1.LeaveRequest, v1.LeaveResponse](
+			httpClient,
+			baseURL+ConsumerServiceLeaveProcedure,
+			connect.WithSchema(consumerServiceMethods.ByName("Leave")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -118,6 +131,7 @@ type consumerServiceClient struct {
 	subscribe    *connect.Client[v1.SubscribeRequest, v1.SubscribeResponse]
 	grantCredits *connect.Client[v1.GrantCreditsRequest, v1.GrantCreditsResponse]
 	commit       *connect.Client[v1.CommitRequest, v1.CommitResponse]
+	leave        *connect.Client[v1.LeaveRequest, v1.LeaveResponse]
 }
 
 // Fetch calls sluice.v1.ConsumerService.Fetch.
@@ -138,6 +152,11 @@ func (c *consumerServiceClient) GrantCredits(ctx context.Context, req *connect.R
 // Commit calls sluice.v1.ConsumerService.Commit.
 func (c *consumerServiceClient) Commit(ctx context.Context, req *connect.Request[v1.CommitRequest]) (*connect.Response[v1.CommitResponse], error) {
 	return c.commit.CallUnary(ctx, req)
+}
+
+// Leave calls sluice.v1.ConsumerService.Leave.
+func (c *consumerServiceClient) Leave(ctx context.Context, req *connect.Request[v1.LeaveRequest]) (*connect.Response[v1.LeaveResponse], error) {
+	return c.leave.CallUnary(ctx, req)
 }
 
 // ConsumerServiceHandler is an implementation of the sluice.v1.ConsumerService service.
@@ -167,6 +186,11 @@ type ConsumerServiceHandler interface {
 	// (standalone commit while members are live); ABORTED means a race was
 	// lost: retry.
 	Commit(context.Context, *connect.Request[v1.CommitRequest]) (*connect.Response[v1.CommitResponse], error)
+	// Leave ends a member's session and leaves the group before it answers:
+	// the member's leases are free when it returns (closing the stream does
+	// the same, but the client cannot tell when the server has noticed).
+	// Leaving a member that is not live is not an error.
+	Leave(context.Context, *connect.Request[v1.LeaveRequest]) (*connect.Response[v1.LeaveResponse], error)
 }
 
 // NewConsumerServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -200,6 +224,12 @@ func NewConsumerServiceHandler(svc ConsumerServiceHandler, opts ...connect.Handl
 		connect.WithSchema(consumerServiceMethods.ByName("Commit")),
 		connect.WithHandlerOptions(opts...),
 	)
+	consumerServiceLeaveHandler := connect.NewUnaryHandler(
+		ConsumerServiceLeaveProcedure,
+		svc.Leave,
+		connect.WithSchema(consumerServiceMethods.ByName("Leave")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/sluice.v1.ConsumerService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case ConsumerServiceFetchProcedure:
@@ -210,6 +240,8 @@ func NewConsumerServiceHandler(svc ConsumerServiceHandler, opts ...connect.Handl
 			consumerServiceGrantCreditsHandler.ServeHTTP(w, r)
 		case ConsumerServiceCommitProcedure:
 			consumerServiceCommitHandler.ServeHTTP(w, r)
+		case ConsumerServiceLeaveProcedure:
+			consumerServiceLeaveHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -233,4 +265,8 @@ func (UnimplementedConsumerServiceHandler) GrantCredits(context.Context, *connec
 
 func (UnimplementedConsumerServiceHandler) Commit(context.Context, *connect.Request[v1.CommitRequest]) (*connect.Response[v1.CommitResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.ConsumerService.Commit is not implemented"))
+}
+
+func (UnimplementedConsumerServiceHandler) Leave(context.Context, *connect.Request[v1.LeaveRequest]) (*connect.Response[v1.LeaveResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.ConsumerService.Leave is not implemented"))
 }
