@@ -21,9 +21,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	fs := flag.NewFlagSet("sluice bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	driver := fs.String("driver", "", "system to load: kafka, sluice (produce-only workloads until fetch exists), or mem (in-process loopback: measures the load generator itself) (required)")
+	driver := fs.String("driver", "", "system to load: kafka, sluice (sluice dev or ingest/fetch copies behind one address), or mem (in-process loopback: measures the load generator itself) (required)")
 	brokers := fs.String("brokers", "", "kafka: bootstrap brokers, host:port,host:port,... (required for kafka)")
-	sluiceAddr := fs.String("sluice-addr", "127.0.0.1:7420", "sluice: an ingest copy's or sluice dev's address")
+	sluiceAddr := fs.String("sluice-addr", "127.0.0.1:7420", "sluice: sluice dev's address, or one serving ProducerService, AdminService and ConsumerService")
 	workloadPath := fs.String("workload", "", "workload YAML file, e.g. bench/workloads/s1.yaml (required)")
 	out := fs.String("out", "", "directory for results.json and results.md (created; required)")
 	label := fs.String("label", "", "name of this run in the tables (default \"<driver> <workload name>\")")
@@ -121,7 +121,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 	default:
-		return fmt.Errorf("--driver %q: must be kafka, sluice (produce-only workloads until fetch exists) or mem", *driver)
+		return fmt.Errorf("--driver %q: must be kafka, sluice or mem", *driver)
 	}
 	defer func() { _ = drv.Close() }()
 

@@ -3,12 +3,17 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/internal/cluster"
+	"github.com/sluicemq/sluice/internal/loadgen"
 )
 
 func TestBenchHelp(t *testing.T) {
@@ -71,6 +76,47 @@ func TestBenchMemWritesResults(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "[bench] measure") || !strings.Contains(stderr.String(), "wrote "+out) {
 		t.Errorf("stderr lacks progress:\n%s", stderr.String())
+	}
+}
+
+// The consume smoke workload through `sluice bench --driver sluice`
+// against an in-process Sluice: the command's path end to end (producers,
+// a consumer group session, results). Completeness only, not performance.
+func TestBenchSluiceConsumeSmoke(t *testing.T) {
+	c, err := cluster.New(cluster.Config{Dir: t.TempDir(), Addr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- c.Run(rctx) }()
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("cluster Run: %v", err)
+		}
+	}()
+	out := filepath.Join(t.TempDir(), "out")
+	var stdout, stderr bytes.Buffer
+	code := run(ctx, []string{"bench", "--driver", "sluice", "--sluice-addr", c.Addr(),
+		"--workload", "../../bench/workloads/csmoke.yaml", "--out", out, "--progress", "1s", "--drain-timeout", "30s"}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", code, stderr.String())
+	}
+	b, err := os.ReadFile(filepath.Join(out, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rs []loadgen.Result
+	if err := json.Unmarshal(b, &rs); err != nil || len(rs) != 1 {
+		t.Fatalf("results.json: %v (%d results)", err, len(rs))
+	}
+	r := rs[0]
+	if r.Driver != "sluice" || r.Sent == 0 || r.NotReceived+r.Failed+r.Unacked != 0 || r.EndToEndLatency.Count != r.Sent {
+		t.Errorf("driver %s sent %d not received %d failed %d unacked %d end-to-end latencies %d\n%s",
+			r.Driver, r.Sent, r.NotReceived, r.Failed, r.Unacked, r.EndToEndLatency.Count, stderr.String())
 	}
 }
 

@@ -5,8 +5,9 @@
 // plus what OMB leaves out: the CPU the servers and the load generator spent,
 // as MiB/s per server core and server CPU seconds per GiB. `sluice bench`
 // is its command line; the drivers are in kafkadriver (Apache Kafka, via
-// franz-go), memdriver (in-process loopback) and, when the produce and
-// consume path lands, a Sluice driver over the Go SDK.
+// franz-go), memdriver (in-process loopback) and sluicedriver (Sluice:
+// producers through the Go SDK, consumers as group sessions over the
+// generated ConsumerService client).
 //
 // # A run
 //
@@ -30,6 +31,23 @@
 //     and deliveries of the window's messages get until DrainTimeout after
 //     the window. What is still missing is reported, never waited for
 //     without bound. Topics are deleted.
+//
+// # Catch-up runs
+//
+// A workload with backlogDuration measures how fast consumers drain a
+// backlog (the [fetch] and [bench] issues' catch-up scenario). The
+// producers start on their fixed schedule with no consumer; after
+// backlogDuration the consumers start, from the start of the topic, the
+// measured window begins, and production goes on at the same rate. The
+// runner samples the backlog (acknowledged messages × subscriptions minus
+// deliveries) every 10 ms until it is at most 100 ms of production or 1%
+// of the starting backlog, whichever is larger — then the consumers have
+// caught up — or until the window ends. Result.CatchUp reports the backlog,
+// the time to the first delivery (joining the group), the time to catch up
+// from the consumers' start, and the read rate: deliveries over the time
+// from the first delivery until caught up, as msg/s and as a multiple of
+// the produce rate. End-to-end latencies of the window then include the
+// wait behind the backlog, by design.
 //
 // # Counting, and why latency is honest
 //

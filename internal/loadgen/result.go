@@ -52,6 +52,10 @@ type Result struct {
 	LagAtEndMs float64 `json:"lagAtEndMs"`
 	FirstError string  `json:"firstError,omitempty"`
 
+	// CatchUp is the catch-up test's result (workloads with
+	// backlogDuration); nil otherwise.
+	CatchUp *CatchUp `json:"catchUp,omitempty"`
+
 	CPU  CPUCost `json:"cpu"`
 	Cost Cost    `json:"cost"`
 
@@ -59,6 +63,38 @@ type Result struct {
 	// Notes): its latencies then measure an overloaded system.
 	Sustained bool     `json:"sustained"`
 	Notes     []string `json:"notes,omitempty"`
+}
+
+// CatchUp is how consumers started behind a backlog caught up, while the
+// producers went on at the same rate. Times run from the consumers' start
+// (the window's start); see the package doc.
+type CatchUp struct {
+	// BacklogSeconds is how long the producers ran with no consumer.
+	BacklogSeconds float64 `json:"backlogSeconds"`
+	// BacklogMessages is the acknowledged messages × subscriptions waiting
+	// when the consumers started.
+	BacklogMessages int64 `json:"backlogMessages"`
+	// SlackMessages is the backlog at or below which the consumers count as
+	// caught up.
+	SlackMessages int64 `json:"slackMessages"`
+	// FirstDeliveryMs is the time from the consumers' start (joining their
+	// groups included) to the first delivery.
+	FirstDeliveryMs float64 `json:"firstDeliveryMs"`
+	// CaughtUp reports that the backlog fell to SlackMessages within the
+	// window; CatchUpSeconds is when (or the window's length if not).
+	CaughtUp       bool    `json:"caughtUp"`
+	CatchUpSeconds float64 `json:"catchUpSeconds"`
+	// Delivered is the deliveries from the consumers' start until then.
+	Delivered int64 `json:"delivered"`
+	// ReadMsgPerSec and ReadMiBPerSec are the consumers' read rate while
+	// catching up: Delivered over the time from the first delivery until
+	// caught up (group joining left out).
+	ReadMsgPerSec float64 `json:"readMsgPerSec"`
+	ReadMiBPerSec float64 `json:"readMibPerSec"`
+	// ProduceMsgPerSec is the producers' rate meanwhile (all producers).
+	ProduceMsgPerSec float64 `json:"produceMsgPerSec"`
+	// ReadRatio is ReadMsgPerSec over ProduceMsgPerSec × subscriptions.
+	ReadRatio float64 `json:"readRatio"`
 }
 
 // Host describes the machine a run ran on.
@@ -145,6 +181,29 @@ func WriteMarkdown(w io.Writer, rs ...*Result) {
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", runLabel(r),
 			ms(p.Count, p.P50Ms), ms(p.Count, p.P99Ms), ms(p.Count, p.P999Ms), ms(p.Count, p.MaxMs),
 			ms(e.Count, e.P50Ms), ms(e.Count, e.P99Ms), ms(e.Count, e.P999Ms), ms(e.Count, e.MaxMs))
+	}
+	catchUps := false
+	for _, r := range rs {
+		catchUps = catchUps || r.CatchUp != nil
+	}
+	if catchUps {
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "Catch-up: consumers start behind a backlog while production goes on; the read rate counts from their first delivery until caught up.")
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "| run | backlog s | backlog msgs | first delivery ms | caught up after s | read msg/s | read MiB/s | produce msg/s | read / produce |")
+		fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+		for _, r := range rs {
+			c := r.CatchUp
+			if c == nil {
+				continue
+			}
+			after := fmt.Sprintf("%.1f", c.CatchUpSeconds)
+			if !c.CaughtUp {
+				after = fmt.Sprintf("**not within %.0f**", c.CatchUpSeconds)
+			}
+			fmt.Fprintf(w, "| %s | %.0f | %d | %.0f | %s | %.0f | %.1f | %.0f | %.2f× |\n", runLabel(r),
+				c.BacklogSeconds, c.BacklogMessages, c.FirstDeliveryMs, after, c.ReadMsgPerSec, c.ReadMiBPerSec, c.ProduceMsgPerSec, c.ReadRatio)
+		}
 	}
 	for _, r := range rs {
 		if len(r.Notes) == 0 {

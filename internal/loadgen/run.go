@@ -104,7 +104,16 @@ type run struct {
 	firstErr error
 
 	producers []*producerState
+	// consRecs are the consumers' recorders, made up front (one per
+	// consumer of the workload, in topic, subscription, consumer order) so
+	// consumers started late (catch-up runs) never change the slice under
+	// the progress printer.
 	consRecs  []*recorder
+	topics    []string
+	runID     string
+	consumers []Consumer // started so far; the Run goroutine's
+	// firstRecv is the run time of the first delivery (MaxInt64 before).
+	firstRecv atomic.Int64
 	phase     atomic.Pointer[string]
 	// progressMu serializes progress lines: the run and its progress
 	// ticker both write them, and the writer need not be safe for that.
@@ -156,6 +165,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		opts.TopicPrefix = DefaultTopicPrefix
 	}
 	r := &run{opts: opts, w: w, base: time.Now()}
+	r.firstRecv.Store(math.MaxInt64)
 	r.winStart.Store(math.MaxInt64)
 	r.winEnd.Store(math.MaxInt64)
 	r.drainEnd.Store(math.MaxInt64)
@@ -198,27 +208,22 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	}
 	res.DriverSettings = settings
 
-	// Consumers first, so they are subscribed before the first message.
-	var consumers []Consumer
+	// Consumers first, so they are subscribed before the first message;
+	// in a catch-up run, once the backlog is built (measure).
+	r.topics, r.runID = topics, runID
+	for range w.Consumers() {
+		r.consRecs = append(r.consRecs, newRecorder())
+	}
 	defer func() {
-		for _, c := range consumers {
+		for _, c := range r.consumers {
 			if err := c.Close(); err != nil {
 				r.progressf("warning: closing a consumer: %v", err)
 			}
 		}
 	}()
-	for ti, t := range topics {
-		for s := range w.SubscriptionsPerTopic {
-			sub := fmt.Sprintf("%s-%s-t%d-s%d", opts.TopicPrefix, runID, ti, s)
-			for range w.ConsumerPerSubscription {
-				rec := newRecorder()
-				c, err := opts.Driver.NewConsumer(ctx, t, sub, r.deliverTo(rec))
-				if err != nil {
-					return nil, fmt.Errorf("consumer of %s in %s: %w", t, sub, err)
-				}
-				consumers = append(consumers, c)
-				r.consRecs = append(r.consRecs, rec)
-			}
+	if w.BacklogDuration == 0 {
+		if err := r.startConsumers(ctx); err != nil {
+			return nil, err
 		}
 	}
 
@@ -249,6 +254,26 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		return nil, err
 	}
 	return r.measure(ctx, res)
+}
+
+// startConsumers creates the workload's consumers: one consumer group per
+// subscription, each reading from the start of its topic.
+func (r *run) startConsumers(ctx context.Context) error {
+	w, i := r.w, 0
+	for ti, t := range r.topics {
+		for s := range w.SubscriptionsPerTopic {
+			sub := fmt.Sprintf("%s-%s-t%d-s%d", r.opts.TopicPrefix, r.runID, ti, s)
+			for range w.ConsumerPerSubscription {
+				c, err := r.opts.Driver.NewConsumer(ctx, t, sub, r.deliverTo(r.consRecs[i]))
+				if err != nil {
+					return fmt.Errorf("consumer of %s in %s: %w", t, sub, err)
+				}
+				r.consumers = append(r.consumers, c)
+				i++
+			}
+		}
+	}
+	return nil
 }
 
 // ProbeTimeout bounds the wait for each producer's first acknowledgement.
@@ -294,7 +319,8 @@ func (r *run) measure(ctx context.Context, res *Result) (*Result, error) {
 	nProd := float64(len(r.producers))
 
 	t0 := r.now()
-	warmEnd := t0 + int64(w.WarmupDuration)
+	backlog := w.BacklogDuration > 0
+	warmEnd := t0 + int64(w.WarmupDuration) + int64(w.BacklogDuration)
 	if search {
 		r.plan.Store(&plan{gen: 0, start: t0, rate: SearchStartRate / nProd, end: warmEnd})
 		r.setPhase("search")
@@ -303,13 +329,18 @@ func (r *run) measure(ctx context.Context, res *Result) (*Result, error) {
 		r.plan.Store(&plan{gen: 0, start: t0, rate: w.ProducerRate / nProd, end: r.winEnd.Load(),
 			final: true, hardStop: r.drainEnd.Load()})
 		r.setPhase("warm-up")
-		if w.WarmupDuration == 0 {
+		if backlog {
+			r.setPhase("backlog")
+		} else if w.WarmupDuration == 0 {
 			r.setPhase("measure")
 		}
 	}
-	if search {
+	switch {
+	case search:
 		r.progressf("searching for the maximum sustainable rate for %v, from %d msg/s", w.WarmupDuration, SearchStartRate)
-	} else {
+	case backlog:
+		r.progressf("producing %.0f msg/s: building a backlog for %v with no consumer, then starting the consumers and measuring %v", w.ProducerRate, w.BacklogDuration, w.TestDuration)
+	default:
 		r.progressf("producing %.0f msg/s: warm-up %v, then measuring %v", w.ProducerRate, w.WarmupDuration, w.TestDuration)
 	}
 
@@ -355,6 +386,13 @@ func (r *run) measure(ctx context.Context, res *Result) (*Result, error) {
 	r.setPhase("measure")
 	r.progressf("measuring for %v at %.0f msg/s", w.TestDuration, target)
 	cpuA, cpuErrA := takeCPU(opts.Servers)
+	if backlog {
+		cu, err := r.catchUp(ctx)
+		if err != nil {
+			return nil, err
+		}
+		res.CatchUp = cu
+	}
 	if err := r.sleepUntil(ctx, r.winEnd.Load()); err != nil {
 		return nil, err
 	}
@@ -389,6 +427,67 @@ func (r *run) measure(ctx context.Context, res *Result) (*Result, error) {
 
 	r.fill(res, cpuA, cpuB, errors.Join(cpuErrA, cpuErrB))
 	return res, nil
+}
+
+// Catch-up: consumers count as caught up once the backlog (acknowledged
+// messages × subscriptions, minus deliveries) is at most catchUpSlack of
+// production, or 1% of the backlog they started with, whichever is larger
+// (what is in flight in a healthy pipeline is not backlog). The backlog is
+// sampled every catchUpPoll.
+const (
+	catchUpSlack = 100 * time.Millisecond
+	catchUpPoll  = 10 * time.Millisecond
+)
+
+// catchUp starts the consumers of a catch-up run at the window's start and
+// follows the backlog until they caught up or the window ended.
+func (r *run) catchUp(ctx context.Context) (*CatchUp, error) {
+	w := r.w
+	subs := int64(w.SubscriptionsPerTopic)
+	start := r.now()
+	cu := &CatchUp{BacklogSeconds: w.BacklogDuration.D().Seconds(), BacklogMessages: r.acked.Load() * subs,
+		ProduceMsgPerSec: w.ProducerRate}
+	cu.SlackMessages = max(int64(w.ProducerRate*float64(subs)*catchUpSlack.Seconds()), cu.BacklogMessages/100, 1)
+	r.setPhase("catch-up")
+	r.progressf("starting %d consumer(s) with a backlog of %d messages", w.Consumers(), cu.BacklogMessages)
+	if err := r.startConsumers(ctx); err != nil {
+		return nil, err
+	}
+	tk := time.NewTicker(catchUpPoll)
+	defer tk.Stop()
+	end := r.winEnd.Load()
+	var now, recv int64
+	for {
+		now, recv = r.now(), r.received.Load()
+		if recv > 0 && r.acked.Load()*subs-recv <= cu.SlackMessages {
+			cu.CaughtUp = true
+			break
+		}
+		if now >= end {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-tk.C:
+		}
+	}
+	cu.CatchUpSeconds = float64(now-start) / 1e9
+	cu.Delivered = recv
+	if first := r.firstRecv.Load(); first != math.MaxInt64 && first < now {
+		cu.FirstDeliveryMs = float64(first-start) / 1e6
+		secs := float64(now-first) / 1e9
+		cu.ReadMsgPerSec = float64(recv) / secs
+		cu.ReadMiBPerSec = float64(recv) * float64(w.MessageSize) / mib / secs
+		cu.ReadRatio = cu.ReadMsgPerSec / (w.ProducerRate * float64(subs))
+	}
+	if cu.CaughtUp {
+		r.progressf("caught up after %.1fs: read %.0f msg/s, %.1f× the produce rate", cu.CatchUpSeconds, cu.ReadMsgPerSec, cu.ReadRatio)
+	} else {
+		r.progressf("consumers had not caught up when the window ended (%d messages behind)", r.acked.Load()*subs-recv)
+	}
+	r.setPhase("measure")
+	return cu, nil
 }
 
 // fixWindow sets the measured window to start at start.
@@ -564,6 +663,9 @@ func (r *run) deliverTo(rec *recorder) func([]byte) {
 		}
 		in := r.inWindow(due)
 		rec.record(time.Duration(now-due), in)
+		if r.firstRecv.Load() == math.MaxInt64 {
+			r.firstRecv.CompareAndSwap(math.MaxInt64, now)
+		}
 		r.received.Add(1)
 		if in {
 			r.wReceived.Add(1)
@@ -721,6 +823,10 @@ func (r *run) fill(res *Result, cpuA, cpuB cpuSnapshot, cpuErr error) {
 	if lag := time.Duration(res.LagAtEndMs * float64(time.Millisecond)); lag > maxEndLag {
 		sustained = false
 		short("producers were %v behind schedule at the end of the window (more than %v)", lag.Round(time.Millisecond), maxEndLag)
+	}
+	if cu := res.CatchUp; cu != nil && !cu.CaughtUp {
+		sustained = false
+		short("consumers had not caught up with the %.0f s backlog when the %v window ended", cu.BacklogSeconds, w.TestDuration)
 	}
 	if n := r.foreign.Load(); n > 0 {
 		short("%d received messages were not written by this run", n)

@@ -75,6 +75,14 @@ type Workload struct {
 
 	WarmupDuration Duration `yaml:"warmupDuration,omitempty" json:"warmupDuration"`
 	TestDuration   Duration `yaml:"testDuration,omitempty" json:"testDuration"`
+	// BacklogDuration makes the run a catch-up test (not in OMB): the
+	// producers run at producerRate for this long with no consumer, then
+	// the consumers start, from the start of the topic, while production
+	// goes on; the measured window starts with them, and the result's
+	// catchUp says how fast they drained the backlog. It needs a fixed
+	// producerRate and subscriptions, and takes the warm-up's place
+	// (warmupDuration must be 0: the backlog phase warms the producers up).
+	BacklogDuration Duration `yaml:"backlogDuration,omitempty" json:"backlogDuration,omitempty"`
 	// OMB's forms of the same; normalized into the two above.
 	WarmupDurationMinutes float64 `yaml:"warmupDurationMinutes,omitempty" json:"-"`
 	TestDurationMinutes   float64 `yaml:"testDurationMinutes,omitempty" json:"-"`
@@ -239,6 +247,19 @@ func (w Workload) Validate() error {
 		bad("warmupDuration", "must be between 0 and %v, got %v", MaxWarmupDuration, w.WarmupDuration)
 	} else if w.ProducerRate == 0 && w.WarmupDuration.D() < MinSearchWarmup {
 		bad("warmupDuration", "must be at least %v when producerRate is 0: the search for the maximum rate runs during the warm-up", MinSearchWarmup)
+	}
+	if w.BacklogDuration != 0 {
+		switch {
+		case w.BacklogDuration < 0 || w.BacklogDuration.D() > MaxWarmupDuration:
+			bad("backlogDuration", "must be between 0 and %v, got %v", MaxWarmupDuration, w.BacklogDuration)
+		case w.ProducerRate == 0:
+			bad("backlogDuration", "needs a fixed producerRate (the backlog is built at that rate)")
+		case w.SubscriptionsPerTopic == 0:
+			bad("backlogDuration", "needs subscriptions: consumers drain the backlog")
+		}
+		if w.WarmupDuration != 0 {
+			bad("warmupDuration", "must be 0 with backlogDuration: the backlog phase is the warm-up")
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -1,18 +1,26 @@
 // Package sluicedriver is the load generator's Sluice driver: topics through
 // AdminService, producers through the Go SDK (pkg/sluice: idempotent,
-// batching, one ProduceStream per producer). Consumers are not available
-// until the fetch service exists; workloads for Sluice are produce-only
-// (subscriptionsPerTopic: 0) until then.
+// batching, one ProduceStream per producer), and consumers as consumer
+// group members over the generated ConsumerService client (Subscribe with
+// credits, GrantCredits keepalive, Commit with lease epochs, reconnect; see
+// consumer.go). The consumers speak the protocol directly rather than
+// through an SDK consumer, so the benchmark measures the service and a
+// minimal client, and the driver does not move with the SDK's API.
 package sluicedriver
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
+	"connectrpc.com/connect"
+
 	"github.com/sluicemq/sluice/internal/loadgen"
+	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/pkg/record"
 	"github.com/sluicemq/sluice/pkg/sluice"
 )
@@ -25,26 +33,108 @@ type Config struct {
 	// (zero: the SDK's defaults).
 	Linger     time.Duration
 	BatchBytes int
+
+	// CreditRecords and CreditBytes are each consumer's credit window: how
+	// far the server may send ahead of what the consumer has delivered.
+	// Zero means DefaultCreditRecords, DefaultCreditBytes.
+	CreditRecords int64
+	CreditBytes   int64
+	// CommitInterval is how often consumers commit their delivered offsets
+	// (zero: DefaultCommitInterval).
+	CommitInterval time.Duration
+	// SessionTimeout is the consumers' group session timeout (zero: the
+	// server's default).
+	SessionTimeout time.Duration
+}
+
+// Consumer defaults and limits.
+const (
+	DefaultCreditRecords  = 10_000
+	DefaultCreditBytes    = 64 << 20
+	DefaultCommitInterval = time.Second
+	MaxCreditRecords      = 1_000_000
+	MaxCreditBytes        = 1 << 30
+)
+
+func (c Config) withDefaults() Config {
+	if c.CreditRecords == 0 {
+		c.CreditRecords = DefaultCreditRecords
+	}
+	if c.CreditBytes == 0 {
+		c.CreditBytes = DefaultCreditBytes
+	}
+	if c.CommitInterval == 0 {
+		c.CommitInterval = DefaultCommitInterval
+	}
+	return c
+}
+
+// Validate reports every field out of range.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Addr == "" {
+		errs = append(errs, errors.New("sluice driver: Addr is required"))
+	}
+	if c.CreditRecords < 0 || c.CreditRecords > MaxCreditRecords {
+		errs = append(errs, fmt.Errorf("sluice driver: CreditRecords %d is outside [0, %d]", c.CreditRecords, MaxCreditRecords))
+	}
+	if c.CreditBytes < 0 || c.CreditBytes > MaxCreditBytes {
+		errs = append(errs, fmt.Errorf("sluice driver: CreditBytes %d is outside [0, %d]", c.CreditBytes, MaxCreditBytes))
+	}
+	if c.CommitInterval < 0 || c.CommitInterval > time.Minute {
+		errs = append(errs, fmt.Errorf("sluice driver: CommitInterval %v is outside [0, 1m]", c.CommitInterval))
+	}
+	if c.SessionTimeout != 0 && (c.SessionTimeout < time.Second || c.SessionTimeout > 300*time.Second) {
+		errs = append(errs, fmt.Errorf("sluice driver: SessionTimeout %v is outside [1s, 300s]", c.SessionTimeout))
+	}
+	return errors.Join(errs...)
 }
 
 // Driver implements loadgen.Driver.
 type Driver struct {
-	cfg Config
-	c   *sluice.Client
+	cfg  Config
+	c    *sluice.Client
+	http *http.Client // the consumers'
+	cons sluicev1connect.ConsumerServiceClient
 }
 
 var _ loadgen.Driver = (*Driver)(nil)
 
 // New connects to addr.
 func New(cfg Config) (*Driver, error) {
-	if cfg.Addr == "" {
-		return nil, errors.New("sluice driver: Addr is required")
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
+	cfg = cfg.withDefaults()
 	c, err := sluice.NewClient(cfg.Addr)
 	if err != nil {
 		return nil, err
 	}
-	return &Driver{cfg: cfg, c: c}, nil
+	base := cfg.Addr
+	if !strings.Contains(base, "://") {
+		base = "http://" + base
+	}
+	hc := h2cClient()
+	return &Driver{cfg: cfg, c: c, http: hc,
+		cons: sluicev1connect.NewConsumerServiceClient(hc, base, connect.WithGRPC(), connect.WithReadMaxBytes(maxFrameBytes),
+			// No gzip: the producers send uncompressed (as the Kafka
+			// driver's), and gzip of the load generator's random payloads
+			// costs the server CPU for nothing.
+			connect.WithAcceptCompression("gzip", nil, nil))}, nil
+}
+
+// h2cClient speaks cleartext HTTP/2 (gRPC needs HTTP/2), as the SDK's
+// default client does; every consumer of the driver shares its connection.
+func h2cClient() *http.Client {
+	var p http.Protocols
+	p.SetHTTP2(true)
+	p.SetUnencryptedHTTP2(true)
+	return &http.Client{Transport: &http.Transport{
+		Protocols:           &p,
+		MaxIdleConnsPerHost: 4,
+		IdleConnTimeout:     90 * time.Second,
+		HTTP2:               &http.HTTP2Config{SendPingTimeout: 15 * time.Second, PingTimeout: 15 * time.Second},
+	}}
 }
 
 // Name implements loadgen.Driver.
@@ -75,6 +165,9 @@ func (d *Driver) Describe(ctx context.Context, topic string) (map[string]string,
 		"client.linger":      d.cfg.Linger.String(),
 		"client.batchBytes":  strconv.Itoa(d.cfg.BatchBytes),
 		"server.ack":         "after fsync on the ack quorum of bookies",
+		"consumer":           "ConsumerService.Subscribe group session (generated Connect client, gRPC)",
+		"consumer.credits":   fmt.Sprintf("%d records / %d bytes, returned at half", d.cfg.CreditRecords, d.cfg.CreditBytes),
+		"consumer.commit":    "every " + d.cfg.CommitInterval.String() + ", with lease epochs",
 		"topic.partitions":   strconv.Itoa(len(t.GetPartitions())),
 	}
 	for k, v := range t.GetConfig() {
@@ -102,13 +195,23 @@ func (d *Driver) NewProducer(_ context.Context, topic string) (loadgen.Producer,
 	return &producer{p: p, topic: topic}, nil
 }
 
-// NewConsumer implements loadgen.Driver: not available yet.
-func (d *Driver) NewConsumer(context.Context, string, string, func([]byte)) (loadgen.Consumer, error) {
-	return nil, fmt.Errorf("sluice driver: consuming needs the fetch service, which is not built yet; use a produce-only workload (subscriptionsPerTopic: 0)")
+// NewConsumer implements loadgen.Driver: a member of consumer group
+// subscription, starting at the earliest offset where the group has no
+// commit. It returns once the session is open (SessionStarted); records
+// follow as the server assigns partitions.
+func (d *Driver) NewConsumer(ctx context.Context, topic, subscription string, deliver func([]byte)) (loadgen.Consumer, error) {
+	c := newConsumer(d.cfg, d.cons, topic, subscription, deliver)
+	if err := c.start(ctx); err != nil {
+		return nil, fmt.Errorf("sluice driver: %w", err)
+	}
+	return c, nil
 }
 
-// Close implements loadgen.Driver.
-func (d *Driver) Close() error { return d.c.Close() }
+// Close implements loadgen.Driver. Close the consumers first.
+func (d *Driver) Close() error {
+	d.http.CloseIdleConnections()
+	return d.c.Close()
+}
 
 type producer struct {
 	p     *sluice.Producer

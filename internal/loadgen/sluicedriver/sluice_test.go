@@ -48,7 +48,7 @@ func TestSluiceDriverSmoke(t *testing.T) {
 	if res.PublishLatency.Count == 0 {
 		t.Fatalf("no publish latencies: %+v", res.PublishLatency)
 	}
-	if _, err := drv.NewConsumer(ctx, "x", "y", func([]byte) {}); err == nil {
-		t.Fatal("consumer created without a fetch service")
+	if _, err := drv.NewConsumer(ctx, "no-such-topic", "g", func([]byte) {}); err == nil {
+		t.Fatal("consumer of a topic that does not exist")
 	}
 }

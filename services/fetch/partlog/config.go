@@ -37,10 +37,12 @@ type Config struct {
 	// a roll-over to a new ledger). It bounds the extra delay a roll-over
 	// adds to tail reads. Zero means the default.
 	TailCheck time.Duration
-	// BusyTailCheck replaces TailCheck while the tail moved within the last
-	// second: a pause in a busy partition is most likely a roll-over, so it
-	// is checked for sooner. It costs at most one catalog read per pause.
-	// Zero means the default.
+	// BusyTailCheck is the shortest pause after which a busy tail (one that
+	// moved within the last second) is checked for a roll-over: the watcher
+	// waits 4 × the partition's usual gap between advances, clamped to
+	// [BusyTailCheck, TailCheck]. A pause in a busy partition is most likely
+	// a roll-over, so it is checked for sooner; each check costs one catalog
+	// read. Zero means the default.
 	BusyTailCheck time.Duration
 	// ChainTTL is how long a partition's ledger chain is cached for reads
 	// of old data. Zero means the default.

@@ -16,12 +16,13 @@
 //
 // A roll-over (the writer seals its ledger and appends a new one to the
 // chain) is learned from the catalog: a watcher whose long-poll round
-// (TailCheck; BusyTailCheck while the tail moved within the last second)
+// (TailCheck; while the tail moved within the last second, 4 × its usual
+// gap between advances, at least BusyTailCheck)
 // saw no new entry re-reads the chain, and a ledger followed by
 // another in the chain is sealed (a writer seals a ledger before it appends
 // the next; a new owner recovers it first), so the watcher re-reads its
-// metadata and moves on. BusyTailCheck therefore bounds what a roll-over adds
-// to tail latency.
+// metadata and moves on. That pause therefore bounds what a roll-over adds
+// to tail latency on a busy partition.
 //
 // # Reads
 //
