@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"gocloud.dev/blob"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 
 	"github.com/sluicemq/sluice/bookkeeper/client"
@@ -38,6 +39,9 @@ type Deps struct {
 	// Forward reaches another fetch copy (session routing, route.go); nil
 	// serves only this copy's sessions. Forwarder builds one.
 	Forward func(address string) sluicev1connect.ConsumerServiceClient
+	// Objects is the object store the compactor offloads ledgers to
+	// (pkg/objstore); nil when none is configured.
+	Objects *blob.Bucket
 }
 
 // Service is one fetch copy. Create it with New, serve Handler (and
