@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -34,9 +35,10 @@ const groupStartWait = 15 * time.Second
 // --idle and commits while nothing comes.
 const pollSlice = 250 * time.Millisecond
 
-// cliCommitInterval is how often `sluice consume --group` commits what it
-// printed.
-const cliCommitInterval = 5 * time.Second
+// defaultCLICommitInterval is how often `sluice consume --group` commits
+// what it printed unless --commit-interval says otherwise: short, since a
+// member that dies re-prints (at least once) what it printed since.
+const defaultCLICommitInterval = time.Second
 
 // consumeFlags are `sluice consume`'s parsed arguments.
 type consumeFlags struct {
@@ -49,6 +51,10 @@ type consumeFlags struct {
 	count     int // 0: no limit
 	format    string
 	idle      time.Duration
+	// Group members only.
+	commitInterval time.Duration
+	sessionTimeout time.Duration // 0: the server's
+	stderr         io.Writer     // warnings (failed commits)
 }
 
 // parseInterspersed parses flags that may come before or after the
@@ -82,6 +88,8 @@ func parseConsume(args []string, stderr io.Writer) (consumeFlags, error) {
 	fs.IntVar(&f.count, "count", 0, "stop after this many records (0: no limit)")
 	fs.StringVar(&f.format, "format", "text", "output: text (partition, offset, key, value; tab-separated, Go-quoted when not printable) or json (one object per line; bytes that are not UTF-8 as key_base64/value_base64)")
 	fs.DurationVar(&f.idle, "idle", 2*time.Second, "with --group and without --follow: stop once no record came for this long")
+	fs.DurationVar(&f.commitInterval, "commit-interval", defaultCLICommitInterval, "with --group: how often to commit what was printed (and always at exit)")
+	fs.DurationVar(&f.sessionTimeout, "session-timeout", 0, "with --group: how long the group waits for this member when it goes silent before its partitions move (0: the server's, 10s)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: sluice consume TOPIC [--partition N] [--from earliest|latest|OFFSET|TIME] [--follow] [--count N] [--format text|json]")
 		fmt.Fprintln(stderr, "       sluice consume TOPIC --group G [--from earliest|latest] [--follow] [--count N] [--format text|json]")
@@ -89,7 +97,7 @@ func parseConsume(args []string, stderr io.Writer) (consumeFlags, error) {
 		fmt.Fprintln(stderr, "Prints records. Without --group it reads the partitions directly (nothing is committed) and,")
 		fmt.Fprintln(stderr, "without --follow, stops at the end each partition had when reading began. With --group it joins")
 		fmt.Fprintln(stderr, "the group, reads the partitions leased to it from the group's committed offsets, and commits")
-		fmt.Fprintln(stderr, "what it printed (every 5 s and at exit); without --follow it stops once idle for --idle.")
+		fmt.Fprintln(stderr, "what it printed (every --commit-interval and at exit); without --follow it stops once idle for --idle.")
 		fmt.Fprintln(stderr)
 		fs.PrintDefaults()
 	}
@@ -120,7 +128,12 @@ func parseConsume(args []string, stderr io.Writer) (consumeFlags, error) {
 		return f, fmt.Errorf("with --group, --from is earliest or latest (it applies only to partitions the group has no committed offset for); to move the group's offsets run 'sluice group reset %s --topic %s --to %s' while no member runs", f.group, f.topic, *from)
 	case f.idle <= 0:
 		return f, fmt.Errorf("--idle %v: want a positive duration", f.idle)
+	case f.commitInterval <= 0:
+		return f, fmt.Errorf("--commit-interval %v: want a positive duration", f.commitInterval)
+	case f.sessionTimeout < 0:
+		return f, fmt.Errorf("--session-timeout %v: want 0 (the server's) or a positive duration", f.sessionTimeout)
 	}
+	f.stderr = stderr
 	return f, nil
 }
 
@@ -337,10 +350,15 @@ func follow(ctx context.Context, c *sluice.Client, f consumeFlags, p int32, out 
 
 // consumeGroup consumes as a group member. It commits exactly what it
 // printed (auto-commit would also count records a Poll returned beyond
-// --count), every cliCommitInterval and when it stops.
+// --count), every --commit-interval and when it stops. A commit fenced
+// because the partition moved to another member is reported on stderr and
+// consuming goes on (the new owner resumes from the last commit that
+// counted).
 func consumeGroup(ctx context.Context, c *sluice.Client, f consumeFlags, out *recordPrinter) (err error) {
+	host, _ := os.Hostname()
 	k, err := c.NewConsumer(f.group, []string{f.topic}, sluice.StartAt(f.from), sluice.WithAutoCommit(0),
-		sluice.WithClientInfo("sluice consume"))
+		sluice.WithSessionTimeout(f.sessionTimeout),
+		sluice.WithClientInfo(fmt.Sprintf("sluice consume host=%s pid=%d", host, os.Getpid())))
 	if err != nil {
 		return err
 	}
@@ -356,7 +374,12 @@ func consumeGroup(ctx context.Context, c *sluice.Client, f consumeFlags, out *re
 		if len(offsets) == 0 {
 			return nil
 		}
-		return k.CommitOffsets(ctx, offsets)
+		err := k.CommitOffsets(ctx, offsets)
+		if errors.Is(err, sluice.ErrFenced) {
+			fmt.Fprintf(f.stderr, "sluice consume: commit failed, the partitions moved to another member (their records may be printed again there): %v\n", err)
+			return nil
+		}
+		return err
 	}
 	defer func() {
 		// Commit and leave even after Ctrl-C.
@@ -389,9 +412,9 @@ func consumeGroup(ctx context.Context, c *sluice.Client, f consumeFlags, out *re
 			}
 			printed[sluice.TopicPartition{Topic: recs[i].Topic, Partition: recs[i].Partition}] = recs[i].Offset + 1
 		}
-		if now.Sub(lastCommit) >= cliCommitInterval {
+		if now.Sub(lastCommit) >= f.commitInterval {
 			lastCommit = now
-			if err := commit(ctx); err != nil && !errors.Is(err, sluice.ErrFenced) {
+			if err := commit(ctx); err != nil {
 				return err
 			}
 		}

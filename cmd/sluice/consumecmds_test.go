@@ -47,6 +47,8 @@ func TestConsumeFlags(t *testing.T) {
 		{[]string{"t", "--group", "g", "--partition", "1"}, "drop one of them"},
 		{[]string{"t", "--group", "g", "--from", "42"}, "sluice group reset g --topic t --to 42"},
 		{[]string{"t", "--idle", "0s"}, "--idle"},
+		{[]string{"t", "--group", "g", "--commit-interval", "0s"}, "--commit-interval"},
+		{[]string{"t", "--group", "g", "--session-timeout", "-1s"}, "--session-timeout"},
 		{[]string{"t", "--nope"}, "flag provided but not defined"},
 	} {
 		_, err := parseConsume(tc.args, io.Discard)

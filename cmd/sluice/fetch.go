@@ -29,6 +29,7 @@ func runFetch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	table := fs.String("catalog-table", "", "DynamoDB catalog table (endpoint and credentials from the AWS environment) (required)")
 	cassandra := fs.String("cassandra", "", "comma-separated Cassandra contact points host[:port] for groups, leases and offsets (required)")
 	keyspace := fs.String("keyspace", "sluice", "Cassandra keyspace (created and migrated at start-up)")
+	rf := fs.Int("replication-factor", 3, "replication factor of the keyspace when this copy creates it (per data center; 1 for a single-node Cassandra)")
 	cacheMiB := fs.Int64("cache-mib", 64, "entry cache size in MiB (shared read-ahead of tails and recent reads)")
 	balance := fs.Duration("balance-interval", fetch.DefaultBalanceInterval, "how often each group session evens out its partition leases")
 	cors := fs.String("cors-origins", "", "comma-separated browser origins allowed to call")
@@ -68,7 +69,8 @@ func runFetch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	bk, err := bkcassandra.Open(ctx, bkcassandra.Config{Hosts: strings.Split(*cassandra, ","), Keyspace: *keyspace, Logger: tel.Logger})
+	bk, err := bkcassandra.Open(ctx, bkcassandra.Config{Hosts: strings.Split(*cassandra, ","), Keyspace: *keyspace,
+		Replication: bkcassandra.Replication{Factor: *rf}, Logger: tel.Logger})
 	if err != nil {
 		return fmt.Errorf("open Cassandra bookkeeping at %s: %w (is Cassandra up? localstack/stack.sh up cassandra)", *cassandra, err)
 	}
