@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	"connectrpc.com/connect"
 
@@ -54,6 +55,10 @@ func (g *GroupAdmin) ListGroups(ctx context.Context, req *connect.Request[sluice
 	return connect.NewResponse(resp), nil
 }
 
+// describeParallelism bounds the end-offset lookups DescribeGroup runs at
+// once.
+const describeParallelism = 16
+
 // DescribeGroup returns a group's live members and, for every partition of
 // every topic the group has a lease or an offset on, the owner, epoch,
 // committed offset, end offset and lag. An unknown group is described as
@@ -96,6 +101,11 @@ func (g *GroupAdmin) DescribeGroup(ctx context.Context, req *connect.Request[slu
 		names = append(names, t)
 	}
 	slices.Sort(names)
+	type bound struct {
+		gp    *sluicev1.GroupPartition
+		topic string
+	}
+	var bounds []bound
 	for _, topic := range names {
 		leases, err := s.d.Bookkeeping.ListLeases(ctx, group, topic)
 		if err != nil {
@@ -105,18 +115,33 @@ func (g *GroupAdmin) DescribeGroup(ctx context.Context, req *connect.Request[slu
 		for _, l := range leases {
 			gp := &sluicev1.GroupPartition{Topic: topic, Partition: l.Partition, Owner: l.Owner, Epoch: l.Epoch, CommittedOffset: l.Offset, EndOffset: -1, Lag: -1}
 			if terr == nil && int(l.Partition) < t.Partitions {
-				if start, end, err := s.logs.Bounds(ctx, topic, int(l.Partition)); err == nil {
-					gp.EndOffset = end
-					from := l.Offset
-					if from < 0 {
-						from = start
-					}
-					gp.Lag = max(end-from, 0)
-				}
+				bounds = append(bounds, bound{gp, topic})
 			}
 			resp.Partitions = append(resp.Partitions, gp)
 		}
 	}
+	// End offsets: each may cost a catalog read and a LAC poll, so they
+	// are looked up describeParallelism at a time rather than one by one
+	// (a group over hundreds of partitions answered in seconds).
+	sem := make(chan struct{}, describeParallelism)
+	var wg sync.WaitGroup
+	for _, b := range bounds {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			start, end, err := s.logs.Bounds(ctx, b.topic, int(b.gp.Partition))
+			if err != nil {
+				return // end offset and lag stay unknown (-1)
+			}
+			b.gp.EndOffset = end
+			from := b.gp.CommittedOffset
+			if from < 0 {
+				from = start
+			}
+			b.gp.Lag = max(end-from, 0)
+		})
+	}
+	wg.Wait()
 	return connect.NewResponse(resp), nil
 }
 
