@@ -23,7 +23,11 @@ import (
 func grpcDialer(hc connect.HTTPClient, maxMsg int) func(string) bookiev1connect.BookieServiceClient {
 	return func(address string) bookiev1connect.BookieServiceClient {
 		return bookiev1connect.NewBookieServiceClient(hc, "http://"+address,
-			connect.WithGRPC(), connect.WithReadMaxBytes(maxMsg), connect.WithSendMaxBytes(maxMsg))
+			connect.WithGRPC(), connect.WithReadMaxBytes(maxMsg), connect.WithSendMaxBytes(maxMsg),
+			// No gzip: entries are record batches the producer compressed
+			// already, and gzip of the answers cost ~15% of a sluice dev's
+			// CPU at 10k records/s (bench/results/2026-11-30-consume).
+			connect.WithAcceptCompression("gzip", nil, nil))
 	}
 }
 

@@ -66,4 +66,3 @@ func FileURL(dir string) (string, error) {
 func IsNotFound(err error) bool {
 	return err != nil && gcerrors.Code(err) == gcerrors.NotFound
 }
-

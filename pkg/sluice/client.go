@@ -51,7 +51,11 @@ func NewClient(addr string, opts ...ClientOption) (*Client, error) {
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
-	var copts []connect.ClientOption
+	// No gzip on the wire: record batches are compressed by the producer
+	// (WithCompression), and gzip of fetched batches cost the server more
+	// CPU than the network it saved on one machine. Kafka's protocol has no
+	// transport compression either.
+	copts := []connect.ClientOption{connect.WithAcceptCompression("gzip", nil, nil)}
 	if cfg.protocol == ProtocolGRPC {
 		copts = append(copts, connect.WithGRPC())
 	}

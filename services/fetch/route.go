@@ -31,7 +31,10 @@ const forwardedHeader = "Sluice-Forwarded"
 // with the gRPC protocol over hc (cleartext HTTP/2 for host:port).
 func Forwarder(hc connect.HTTPClient) func(address string) sluicev1connect.ConsumerServiceClient {
 	return func(address string) sluicev1connect.ConsumerServiceClient {
-		return sluicev1connect.NewConsumerServiceClient(hc, "http://"+address, connect.WithGRPC())
+		// No gzip between copies: the payloads are record batches
+		// compressed by their producers, or small.
+		return sluicev1connect.NewConsumerServiceClient(hc, "http://"+address, connect.WithGRPC(),
+			connect.WithAcceptCompression("gzip", nil, nil))
 	}
 }
 

@@ -61,6 +61,9 @@ func fenced(err error) error {
 // for addresses given as host:port. Clients are cheap; hc pools connections.
 func Forwarder(hc connect.HTTPClient) func(address string) sluicev1connect.ProducerServiceClient {
 	return func(address string) sluicev1connect.ProducerServiceClient {
-		return sluicev1connect.NewProducerServiceClient(hc, "http://"+address, connect.WithGRPC())
+		// No gzip between copies: the payloads are record batches
+		// compressed by their producers.
+		return sluicev1connect.NewProducerServiceClient(hc, "http://"+address, connect.WithGRPC(),
+			connect.WithAcceptCompression("gzip", nil, nil))
 	}
 }
