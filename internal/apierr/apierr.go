@@ -77,3 +77,35 @@ func FromCatalog(err error) *connect.Error {
 		return connect.NewError(connect.CodeUnavailable, err)
 	}
 }
+
+// Domain is the google.rpc.ErrorInfo domain of Sluice's error reasons.
+const Domain = "sluice.dev"
+
+// WithReason attaches a google.rpc.ErrorInfo with reason (an
+// UPPER_SNAKE_CASE constant clients match on, never the message) and
+// optional metadata to ce, and returns ce.
+func WithReason(ce *connect.Error, reason string, md map[string]string) *connect.Error {
+	if d, err := connect.NewErrorDetail(&errdetails.ErrorInfo{Reason: reason, Domain: Domain, Metadata: md}); err == nil {
+		ce.AddDetail(d)
+	}
+	return ce
+}
+
+// Reason returns the reason of the first google.rpc.ErrorInfo of domain
+// Domain that err carries, or "".
+func Reason(err error) string {
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return ""
+	}
+	for _, d := range ce.Details() {
+		msg, derr := d.Value()
+		if derr != nil {
+			continue
+		}
+		if info, ok := msg.(*errdetails.ErrorInfo); ok && info.GetDomain() == Domain {
+			return info.GetReason()
+		}
+	}
+	return ""
+}

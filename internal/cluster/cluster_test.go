@@ -16,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/sluicemq/sluice/internal/apierr"
 	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
 	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/pkg/record"
@@ -368,8 +369,8 @@ func TestIdempotentBatchesEndToEnd(t *testing.T) {
 	if r, err := send(prod, batch(4, 2)); err != nil || r.GetOffset() != 4 || !r.GetDuplicate() {
 		t.Fatalf("retry: %v, %v; want duplicate at 4", r, err)
 	}
-	if _, err := send(prod, batch(9, 1)); connect.CodeOf(err) != connect.CodeFailedPrecondition {
-		t.Fatalf("sequence gap: %v; want FailedPrecondition", err)
+	if _, err := send(prod, batch(9, 1)); connect.CodeOf(err) != connect.CodeFailedPrecondition || apierr.Reason(err) != ingest.ReasonOutOfOrderSequence {
+		t.Fatalf("sequence gap: %v (reason %q); want FailedPrecondition, reason %s", err, apierr.Reason(err), ingest.ReasonOutOfOrderSequence)
 	}
 	stop()
 	c, _ = start(t, dir)

@@ -3,7 +3,6 @@ package sluice
 import (
 	"context"
 	"errors"
-	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -62,12 +61,12 @@ const (
 	classFenced
 )
 
-// The server's FailedPrecondition messages for idempotence (they carry no
-// machine-readable reason yet; see services/ingest/dedup's error texts).
+// The google.rpc.ErrorInfo reasons (domain errorDomain) of the server's
+// FailedPrecondition answers for idempotence (services/ingest).
 const (
-	msgOutOfOrder      = "out of order sequence"
-	msgUnknownProducer = "unknown producer id"
-	msgFenced          = "producer fenced"
+	reasonOutOfOrder      = "OUT_OF_ORDER_SEQUENCE"
+	reasonUnknownProducer = "UNKNOWN_PRODUCER_ID"
+	reasonFenced          = "PRODUCER_FENCED"
 )
 
 // classify is the SDK's one retryability classifier: every error a record or
@@ -100,13 +99,12 @@ func classify(err error) (errClass, time.Duration) {
 		// shutting down); our own cancellations never reach classify.
 		return classRetriable, retryDelay(ce)
 	case connect.CodeFailedPrecondition:
-		msg := ce.Message()
-		switch {
-		case strings.Contains(msg, msgOutOfOrder):
+		switch errorReason(ce) {
+		case reasonOutOfOrder:
 			return classOutOfOrder, 0
-		case strings.Contains(msg, msgUnknownProducer):
+		case reasonUnknownProducer:
 			return classUnknownProducer, 0
-		case strings.Contains(msg, msgFenced):
+		case reasonFenced:
 			return classFenced, 0
 		}
 	}
@@ -121,6 +119,21 @@ func classify(err error) (errClass, time.Duration) {
 func IsRetriable(err error) bool {
 	c, _ := classify(err)
 	return c == classRetriable
+}
+
+// errorReason is the reason of ce's first google.rpc.ErrorInfo of Sluice's
+// domain, or "".
+func errorReason(ce *connect.Error) string {
+	for _, d := range ce.Details() {
+		msg, err := d.Value()
+		if err != nil {
+			continue
+		}
+		if info, ok := msg.(*errdetails.ErrorInfo); ok && info.GetDomain() == errorDomain {
+			return info.GetReason()
+		}
+	}
+	return ""
 }
 
 // retryDelay is the google.rpc.RetryInfo delay of a Connect error.
@@ -140,7 +153,7 @@ func retryDelay(ce *connect.Error) time.Duration {
 // streamError turns a per-request failure answered on ProduceStream into a
 // *connect.Error like the unary API's, RetryInfo included, so classify has
 // one input.
-func streamError(code int32, msg string, retryAfterMs int32) *connect.Error {
+func streamError(code int32, msg string, retryAfterMs int32, reason string) *connect.Error {
 	c := connect.Code(code)
 	if c == 0 || c > connect.CodeUnauthenticated {
 		c = connect.CodeUnknown
@@ -148,6 +161,11 @@ func streamError(code int32, msg string, retryAfterMs int32) *connect.Error {
 	ce := connect.NewError(c, errors.New(msg))
 	if retryAfterMs > 0 {
 		if d, err := connect.NewErrorDetail(&errdetails.RetryInfo{RetryDelay: durationpb.New(time.Duration(retryAfterMs) * time.Millisecond)}); err == nil {
+			ce.AddDetail(d)
+		}
+	}
+	if reason != "" {
+		if d, err := connect.NewErrorDetail(&errdetails.ErrorInfo{Reason: reason, Domain: errorDomain}); err == nil {
 			ce.AddDetail(d)
 		}
 	}

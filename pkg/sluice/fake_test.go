@@ -150,7 +150,7 @@ func (s *slowServer) ProduceStream(ctx context.Context, st *connect.BidiStream[s
 		s.epochs.Store(b.ProducerEpoch(), true)
 		out := &sluicev1.ProduceStreamResponse{CorrelationId: req.GetCorrelationId()}
 		if b.BaseSequence() != s.nextSeq.Load() {
-			out.Error = &sluicev1.ProduceError{Code: int32(connect.CodeFailedPrecondition), Message: "dedup: out of order sequence"}
+			out.Error = &sluicev1.ProduceError{Code: int32(connect.CodeFailedPrecondition), Message: "dedup: out of order sequence", Reason: "OUT_OF_ORDER_SEQUENCE"}
 		} else {
 			s.nextSeq.Add(b.RecordCount())
 			s.mu.Lock()

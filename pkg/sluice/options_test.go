@@ -99,7 +99,7 @@ func TestNewClientChecksAddressAndOptions(t *testing.T) {
 
 // The one classifier: what the producer retries, and what IsRetriable says.
 func TestClassify(t *testing.T) {
-	exhausted := streamError(int32(connect.CodeResourceExhausted), "busy", 250)
+	exhausted := streamError(int32(connect.CodeResourceExhausted), "busy", 250, "")
 	for _, tc := range []struct {
 		err   error
 		class errClass
@@ -107,14 +107,17 @@ func TestClassify(t *testing.T) {
 	}{
 		{connect.NewError(connect.CodeUnavailable, errors.New("partition moving")), classRetriable, 0},
 		{exhausted, classRetriable, 250 * time.Millisecond},
-		{streamError(int32(connect.CodeFailedPrecondition), "dedup: out of order sequence: producer 7 epoch 0: sequence 9, expected 6", 0), classOutOfOrder, 0},
-		{streamError(int32(connect.CodeFailedPrecondition), "dedup: unknown producer id: producer 7", 0), classUnknownProducer, 0},
-		{streamError(int32(connect.CodeFailedPrecondition), "dedup: producer fenced by a newer epoch: producer 7", 0), classFenced, 0},
-		{streamError(int32(connect.CodeFailedPrecondition), "catalog: version conflict", 0), classFatal, 0},
+		{streamError(int32(connect.CodeFailedPrecondition), "dedup: out of order sequence: producer 7 epoch 0: sequence 9, expected 6", 0, reasonOutOfOrder), classOutOfOrder, 0},
+		{streamError(int32(connect.CodeFailedPrecondition), "dedup: unknown producer id: producer 7", 0, reasonUnknownProducer), classUnknownProducer, 0},
+		{streamError(int32(connect.CodeFailedPrecondition), "dedup: producer fenced by a newer epoch: producer 7", 0, reasonFenced), classFenced, 0},
+		// The reason decides, not the message.
+		{streamError(int32(connect.CodeFailedPrecondition), "dedup: out of order sequence", 0, ""), classFatal, 0},
+		{streamError(int32(connect.CodeFailedPrecondition), "text that changed", 0, reasonOutOfOrder), classOutOfOrder, 0},
+		{streamError(int32(connect.CodeFailedPrecondition), "catalog: version conflict", 0, ""), classFatal, 0},
 		{connect.NewError(connect.CodeInvalidArgument, errors.New("batches[0].data.records[0].value: too long")), classFatal, 0},
 		{connect.NewError(connect.CodeNotFound, errors.New("topic")), classFatal, 0},
 		{connect.NewError(connect.CodeInternal, errors.New("bug")), classFatal, 0},
-		{streamError(99, "from the future", 0), classRetriable, 0}, // unknown codes are Unknown
+		{streamError(99, "from the future", 0, ""), classRetriable, 0}, // unknown codes are Unknown
 		{ErrClosed, classFatal, 0},
 		{ErrDeliveryTimeout, classRetriable, 0},
 		{ErrBufferFull, classRetriable, 0},

@@ -294,7 +294,7 @@ func (p *Producer) onResponse(s *session, resp *sluicev1.ProduceStreamResponse) 
 	b.state, b.sess = stQueued, nil
 	ps.inflight--
 	if e := resp.GetError(); e != nil {
-		p.onBatchError(ps, b, streamError(e.GetCode(), e.GetMessage(), e.GetRetryAfterMs()), now)
+		p.onBatchError(ps, b, streamError(e.GetCode(), e.GetMessage(), e.GetRetryAfterMs(), e.GetReason()), now)
 	} else if res := resp.GetResponse().GetResults(); len(res) != 1 {
 		p.onBatchError(ps, b, connect.NewError(connect.CodeInternal, fmt.Errorf("server answered %d results for one batch", len(res))), now)
 	} else {

@@ -367,6 +367,15 @@ func (s *Service) finish(ctx context.Context, pl *plan) (*sluicev1.ProduceRespon
 	return resp, nil
 }
 
+// The google.rpc.ErrorInfo reasons (domain apierr.Domain) of an idempotent
+// producer's FAILED_PRECONDITION answers; ProduceStream carries them in
+// ProduceError.reason.
+const (
+	ReasonOutOfOrderSequence = "OUT_OF_ORDER_SEQUENCE"
+	ReasonUnknownProducer    = "UNKNOWN_PRODUCER_ID"
+	ReasonProducerFenced     = "PRODUCER_FENCED"
+)
+
 // produceError maps the write path's errors to codes.
 func (s *Service) produceError(err error) error {
 	var ce *connect.Error
@@ -376,8 +385,12 @@ func (s *Service) produceError(err error) error {
 		return ce
 	case errors.Is(err, partition.ErrBusy), errors.Is(err, dedup.ErrTooManyInFlight), errors.Is(err, dedup.ErrTooManyProducers):
 		return apierr.Exhausted(s.cfg.RetryAfter, err)
-	case errors.Is(err, dedup.ErrProducerFenced), errors.Is(err, dedup.ErrOutOfOrderSequence), errors.Is(err, dedup.ErrUnknownProducer):
-		return connect.NewError(connect.CodeFailedPrecondition, err)
+	case errors.Is(err, dedup.ErrProducerFenced):
+		return apierr.WithReason(connect.NewError(connect.CodeFailedPrecondition, err), ReasonProducerFenced, nil)
+	case errors.Is(err, dedup.ErrOutOfOrderSequence):
+		return apierr.WithReason(connect.NewError(connect.CodeFailedPrecondition, err), ReasonOutOfOrderSequence, nil)
+	case errors.Is(err, dedup.ErrUnknownProducer):
+		return apierr.WithReason(connect.NewError(connect.CodeFailedPrecondition, err), ReasonUnknownProducer, nil)
 	case errors.Is(err, dedup.ErrInvalidSequence):
 		return apierr.Invalid("batches.data.baseSequence", "%v", err)
 	case errors.Is(err, partition.ErrUnavailable), errors.Is(err, partition.ErrFenced), errors.Is(err, partition.ErrClosed):
@@ -472,7 +485,7 @@ func streamError(err error) *sluicev1.ProduceError {
 	if !errors.As(err, &ce) {
 		ce = connect.NewError(connect.CodeUnknown, err)
 	}
-	pe := &sluicev1.ProduceError{Code: int32(ce.Code()), Message: ce.Message()}
+	pe := &sluicev1.ProduceError{Code: int32(ce.Code()), Message: ce.Message(), Reason: apierr.Reason(ce)}
 	if d, ok := apierr.RetryDelay(ce); ok {
 		pe.RetryAfterMs = int32(d.Milliseconds())
 	}

@@ -441,7 +441,15 @@ type ProduceError struct {
 	// Human-readable message saying what to do.
 	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
 	// Suggested delay before retrying, in milliseconds (0 if none).
-	RetryAfterMs  int32 `protobuf:"varint,3,opt,name=retry_after_ms,json=retryAfterMs,proto3" json:"retry_after_ms,omitempty"`
+	RetryAfterMs int32 `protobuf:"varint,3,opt,name=retry_after_ms,json=retryAfterMs,proto3" json:"retry_after_ms,omitempty"`
+	// The google.rpc.ErrorInfo reason (domain "sluice.dev") the unary call
+	// would carry, when there is one; clients match on it, never on message.
+	// FAILED_PRECONDITION answers of idempotent producers have one of:
+	// OUT_OF_ORDER_SEQUENCE (a gap before this batch: resend from the first
+	// unacknowledged one), UNKNOWN_PRODUCER_ID (the server lost the
+	// producer's state: start a new sequence), PRODUCER_FENCED (a newer epoch
+	// of the producer id exists).
+	Reason        string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -497,6 +505,13 @@ func (x *ProduceError) GetRetryAfterMs() int32 {
 	return 0
 }
 
+func (x *ProduceError) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 var File_sluice_v1_producer_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_producer_proto_rawDesc = "" +
@@ -534,11 +549,12 @@ const file_sluice_v1_producer_proto_rawDesc = "" +
 	"\x15ProduceStreamResponse\x12%\n" +
 	"\x0ecorrelation_id\x18\x01 \x01(\x04R\rcorrelationId\x126\n" +
 	"\bresponse\x18\x02 \x01(\v2\x1a.sluice.v1.ProduceResponseR\bresponse\x12-\n" +
-	"\x05error\x18\x03 \x01(\v2\x17.sluice.v1.ProduceErrorR\x05error\"b\n" +
+	"\x05error\x18\x03 \x01(\v2\x17.sluice.v1.ProduceErrorR\x05error\"z\n" +
 	"\fProduceError\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12$\n" +
-	"\x0eretry_after_ms\x18\x03 \x01(\x05R\fretryAfterMs2\xaf\x01\n" +
+	"\x0eretry_after_ms\x18\x03 \x01(\x05R\fretryAfterMs\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason2\xaf\x01\n" +
 	"\x0fProducerService\x12B\n" +
 	"\aProduce\x12\x19.sluice.v1.ProduceRequest\x1a\x1a.sluice.v1.ProduceResponse\"\x00\x12X\n" +
 	"\rProduceStream\x12\x1f.sluice.v1.ProduceStreamRequest\x1a .sluice.v1.ProduceStreamResponse\"\x00(\x010\x01B\x9a\x01\n" +
