@@ -256,6 +256,45 @@ func TestForwardingAndHandOver(t *testing.T) {
 	}
 }
 
+// A copy that shuts down ends its open ProduceStreams with UNAVAILABLE
+// after answering what they hold, instead of waiting for the producer to
+// hang up (the server's shutdown would wait its whole timeout).
+func TestShutdownEndsProduceStreams(t *testing.T) {
+	const ingestShutdownWait = 10 * time.Second // rpcserver's default ShutdownTimeout
+	c, _ := startWith(t, Config{Dir: t.TempDir(), Addr: "127.0.0.1:0", ExtraIngest: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	admin, _ := clients(c, connect.WithGRPC())
+	if _, err := admin.CreateTopic(ctx, connect.NewRequest(&sluicev1.CreateTopicRequest{Name: "drain", Partitions: 1})); err != nil {
+		t.Fatal(err)
+	}
+	waitOwnerLive(t, c, "ingest-2")
+	prod2 := sluicev1connect.NewProducerServiceClient(h2c, "http://"+c.Extra[0].Addr(), connect.WithGRPC())
+	stream := prod2.ProduceStream(ctx)
+	defer stream.CloseResponse()
+	req := &sluicev1.ProduceStreamRequest{CorrelationId: 1, Request: &sluicev1.ProduceRequest{Topic: "drain", Records: []*sluicev1.Record{{Value: []byte("v")}}}}
+	if err := stream.Send(req); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := stream.Receive(); err != nil || resp.GetError() != nil {
+		t.Fatalf("first answer: %v, %v", resp, err)
+	}
+	stopped := make(chan error, 1)
+	start := time.Now()
+	go func() { stopped <- c.Extra[0].Stop() }()
+	// The producer keeps its stream open; the copy ends it.
+	_, err := stream.Receive()
+	if connect.CodeOf(err) != connect.CodeUnavailable {
+		t.Fatalf("stream after the copy's shutdown: %v; want UNAVAILABLE", err)
+	}
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d >= ingestShutdownWait {
+		t.Fatalf("the copy took %v to stop with a producer connected; the stream held it for the server's shutdown timeout", d)
+	}
+}
+
 func waitOwnerLive(t *testing.T, c *Cluster, id string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)

@@ -42,6 +42,11 @@ type Service struct {
 	// live: the last heartbeat succeeded (AcquireWriter needs it).
 	heartbeatOK chan struct{}
 	beatOnce    sync.Once
+	// draining is closed when shutdown starts: open ProduceStreams stop
+	// taking requests, answer what they hold and end with UNAVAILABLE, so a
+	// connected producer moves on at once and the server's shutdown does
+	// not wait for it.
+	draining chan struct{}
 }
 
 type slotKey struct {
@@ -92,6 +97,7 @@ func New(cfg Config, d Deps) (*Service, error) {
 		topics:      make(map[string]cachedTopic),
 		owners:      make(map[string]cachedOwner),
 		heartbeatOK: make(chan struct{}),
+		draining:    make(chan struct{}),
 	}, nil
 }
 
@@ -142,6 +148,9 @@ func (s *Service) Run(ctx context.Context) error {
 // shutdown closes every writer and removes the owner record.
 func (s *Service) shutdown() error {
 	s.mu.Lock()
+	if !s.closing {
+		close(s.draining)
+	}
 	s.closing = true
 	slots := make([]*slot, 0, len(s.writers))
 	for _, sl := range s.writers {

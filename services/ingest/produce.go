@@ -409,7 +409,8 @@ func (s *Service) produceError(err error) error {
 // across pipelined requests), and answered in that order once durable. At
 // most MaxStreamInFlight requests are unanswered; beyond that the server
 // stops reading. A failed request is answered with an error and the stream
-// goes on.
+// goes on. When the copy shuts down, the stream stops taking requests,
+// answers those it took and ends with UNAVAILABLE.
 func (s *Service) ProduceStream(ctx context.Context, stream *connect.BidiStream[sluicev1.ProduceStreamRequest, sluicev1.ProduceStreamResponse]) error {
 	forwarded := stream.RequestHeader().Get(forwardedHeader) != ""
 	client, err := clientID(stream.RequestHeader().Get(clientIDHeader))
@@ -446,15 +447,49 @@ func (s *Service) ProduceStream(ctx context.Context, stream *connect.BidiStream[
 			}
 		}
 	}()
+	// Requests are received by their own goroutine so that the loop below
+	// can also stop when the copy drains. It ends with the stream: once
+	// this handler returns, the server closes the request body and a
+	// blocked Receive returns.
+	type received struct {
+		req *sluicev1.ProduceStreamRequest
+		err error
+	}
+	reqs := make(chan received)
+	rctx, stopRecv := context.WithCancel(ctx)
+	defer stopRecv()
+	go func() {
+		for {
+			req, err := stream.Receive()
+			select {
+			case reqs <- received{req, err}:
+			case <-rctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
 	var recvErr error
-	for {
-		req, err := stream.Receive()
-		if err != nil {
-			if !errors.Is(err, io.EOF) {
-				recvErr = err
+	for recvErr == nil {
+		var r received
+		select {
+		case r = <-reqs:
+		case <-s.draining:
+			recvErr = connect.NewError(connect.CodeUnavailable, errors.New("ingest copy shutting down: reconnect and resend the requests not answered"))
+			continue
+		case <-ctx.Done():
+			recvErr = ctx.Err()
+			continue
+		}
+		if r.err != nil {
+			if !errors.Is(r.err, io.EOF) {
+				recvErr = r.err
 			}
 			break
 		}
+		req := r.req
 		f := inflight{id: req.GetCorrelationId()}
 		if req.GetRequest() == nil {
 			f.err = apierr.Invalid("request", "required")
@@ -467,9 +502,6 @@ func (s *Service) ProduceStream(ctx context.Context, stream *connect.BidiStream[
 		case queue <- f:
 		case <-ctx.Done():
 			recvErr = ctx.Err()
-		}
-		if recvErr != nil {
-			break
 		}
 	}
 	close(queue)
