@@ -125,6 +125,40 @@ type ProcessCPU struct {
 	Comm       string  `json:"comm"`
 	CPUSeconds float64 `json:"cpuSeconds"`
 	RSSBytes   int64   `json:"rssBytes"` // at the end of the window
+	// PeakRSSBytes is the process's peak resident set size since it
+	// started (VmHWM of /proc/<pid>/status) at the end of the window: the
+	// memory bound under overload, warm-up included.
+	PeakRSSBytes int64 `json:"peakRssBytes,omitempty"`
+}
+
+// ReadPeakRSS returns VmHWM of /proc/<pid>/status in bytes.
+func ReadPeakRSS(pid int) (int64, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, err
+	}
+	return ParsePeakRSS(string(b))
+}
+
+// ParsePeakRSS parses the VmHWM line ("VmHWM:   123456 kB") of a
+// /proc/<pid>/status.
+func ParsePeakRSS(status string) (int64, error) {
+	for line := range strings.SplitSeq(status, "\n") {
+		rest, ok := strings.CutPrefix(line, "VmHWM:")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(rest)
+		if len(f) != 2 || f[1] != "kB" {
+			return 0, fmt.Errorf("proc status: VmHWM line %q: want \"<n> kB\"", line)
+		}
+		kb, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("proc status: VmHWM: %w", err)
+		}
+		return kb << 10, nil
+	}
+	return 0, errors.New("proc status: no VmHWM line")
 }
 
 // cpuSnapshot is the CPU state of the servers and of this process at one
@@ -165,6 +199,9 @@ func cpuDelta(servers []ServerProcess, a, b cpuSnapshot) ([]ProcessCPU, error) {
 		}
 		out[i] = ProcessCPU{ServerProcess: p, Comm: sb.Comm,
 			CPUSeconds: (sb.CPU() - sa.CPU()).Seconds(), RSSBytes: sb.RSSPages * pageSize}
+		if peak, err := ReadPeakRSS(p.PID); err == nil {
+			out[i].PeakRSSBytes = peak
+		}
 	}
 	return out, errors.Join(errs...)
 }

@@ -77,3 +77,18 @@ func TestCPUDeltaDetectsARestartedServer(t *testing.T) {
 		t.Fatalf("a: %+v", procs[0])
 	}
 }
+
+func TestParsePeakRSS(t *testing.T) {
+	got, err := ParsePeakRSS("Name:\tsluice\nVmPeak:\t  900 kB\nVmHWM:\t   12345 kB\nVmRSS:\t 100 kB\n")
+	if err != nil || got != 12345<<10 {
+		t.Fatalf("ParsePeakRSS = %d, %v; want %d", got, err, 12345<<10)
+	}
+	for _, bad := range []string{"Name:\tx\n", "VmHWM:\t12 MB\n", "VmHWM:\tx kB\n"} {
+		if _, err := ParsePeakRSS(bad); err == nil {
+			t.Errorf("ParsePeakRSS(%q) succeeded; want an error", bad)
+		}
+	}
+	if self, err := ReadPeakRSS(os.Getpid()); err != nil || self <= 0 {
+		t.Fatalf("ReadPeakRSS(self) = %d, %v", self, err)
+	}
+}

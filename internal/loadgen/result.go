@@ -182,6 +182,22 @@ func WriteMarkdown(w io.Writer, rs ...*Result) {
 			ms(p.Count, p.P50Ms), ms(p.Count, p.P99Ms), ms(p.Count, p.P999Ms), ms(p.Count, p.MaxMs),
 			ms(e.Count, e.P50Ms), ms(e.Count, e.P99Ms), ms(e.Count, e.P999Ms), ms(e.Count, e.MaxMs))
 	}
+	mem := false
+	for _, r := range rs {
+		for _, sp := range r.CPU.Servers {
+			mem = mem || sp.PeakRSSBytes > 0
+		}
+	}
+	if mem {
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "| run | server process | peak RSS MiB (since start) | RSS MiB at the end |")
+		fmt.Fprintln(w, "|---|---|---:|---:|")
+		for _, r := range rs {
+			for _, sp := range r.CPU.Servers {
+				fmt.Fprintf(w, "| %s | %s | %.0f | %.0f |\n", runLabel(r), sp.Name, float64(sp.PeakRSSBytes)/(1<<20), float64(sp.RSSBytes)/(1<<20))
+			}
+		}
+	}
 	catchUps := false
 	for _, r := range rs {
 		catchUps = catchUps || r.CatchUp != nil
