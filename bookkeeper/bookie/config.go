@@ -20,7 +20,7 @@ const (
 	DefaultMaxInFlightAdds    = 1024     // per AddEntries stream
 	DefaultMaxLacWait         = 30 * time.Second
 	DefaultMaxLacWaiters      = 10_000
-	DefaultAddQueueWait       = 50 * time.Millisecond
+	DefaultAddQueueWait       = 2 * time.Second
 	DefaultCheckpointInterval = 10 * time.Second
 	DefaultCheckpointBytes    = 256 << 20
 	DefaultGCInterval         = 10 * time.Minute
@@ -73,8 +73,13 @@ type Config struct {
 	MaxLacWaiters int
 	// AddQueueWait is how long an add waits for room in the storage's write
 	// buffer or the journal's queue before it is rejected (the client then
-	// treats the bookie as slow and may replace it). Zero means
-	// DefaultAddQueueWait.
+	// treats the bookie as failed and replaces it). While it waits, the
+	// stream is not read: HTTP/2 flow control slows the writer down, which
+	// is the answer to overload. So it is long enough to ride out fsync
+	// stalls and bursts (at 50 ms, a 2× overload had every bookie of a
+	// 3-bookie cluster rejected within seconds and no ensemble change
+	// possible), and shorter than the ledger client's AddTimeout (5 s).
+	// Zero means DefaultAddQueueWait.
 	AddQueueWait time.Duration
 
 	// CheckpointInterval and CheckpointBytes: Run checkpoints (flushes the

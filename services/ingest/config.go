@@ -26,7 +26,7 @@ const (
 	DefaultRetryAfter        = 100 * time.Millisecond
 	DefaultMaxWriters        = 100_000
 	DefaultBalanceInterval   = 5 * time.Second
-	DefaultMaxBufferedBytes  = 256 << 20
+	DefaultMaxBufferedBytes  = 64 << 20
 	DefaultBufferWait        = 100 * time.Millisecond
 	// MaxClientIDLength bounds the Sluice-Client-Id header.
 	MaxClientIDLength = 255
@@ -64,6 +64,13 @@ type Config struct {
 	// writer has its own, smaller bound too). A request beyond it waits up
 	// to BufferWait, then gets RESOURCE_EXHAUSTED with a retry delay. Zero
 	// means DefaultMaxBufferedBytes.
+	//
+	// Accepted bytes drain at the bookies' durable write rate (about
+	// 50–100 MB/s on one disk), so this bound is also a bound on queueing
+	// time, and it must stay well under the ledger client's AddTimeout (5 s):
+	// at 256 MiB, a 2× overload queued adds past it, the client took
+	// healthy bookies for failed and asked for ensemble changes that a
+	// 3-bookie cluster cannot make (bench/workloads/o1.yaml).
 	MaxBufferedBytes int64
 	BufferWait       time.Duration
 	// Limits bound record batches (sizes of keys, values, headers; records

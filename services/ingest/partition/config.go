@@ -13,7 +13,7 @@ import (
 const (
 	DefaultMaxEntryBytes      = 1 << 20
 	DefaultMaxInFlightEntries = 32
-	DefaultMaxBufferedBytes   = 32 << 20
+	DefaultMaxBufferedBytes   = 16 << 20
 	DefaultQueueWait          = 100 * time.Millisecond
 	DefaultRollBytes          = 512 << 20
 	DefaultRollAge            = time.Hour
