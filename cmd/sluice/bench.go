@@ -23,7 +23,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.SetOutput(stderr)
 	driver := fs.String("driver", "", "system to load: kafka, sluice (sluice dev or ingest/fetch copies behind one address), or mem (in-process loopback: measures the load generator itself) (required)")
 	brokers := fs.String("brokers", "", "kafka: bootstrap brokers, host:port,host:port,... (required for kafka)")
-	sluiceAddr := fs.String("sluice-addr", "127.0.0.1:7420", "sluice: sluice dev's address, or one serving ProducerService, AdminService and ConsumerService")
+	sluiceAddr := fs.String("sluice-addr", "127.0.0.1:7420", "sluice: sluice dev's address, or an ingest copy's (ProducerService and the topic admin RPCs)")
+	sluiceFetchAddr := fs.String("sluice-fetch-addr", "", "sluice: a fetch copy's address for the consumers (default --sluice-addr)")
 	workloadPath := fs.String("workload", "", "workload YAML file, e.g. bench/workloads/s1.yaml (required)")
 	out := fs.String("out", "", "directory for results.json and results.md (created; required)")
 	label := fs.String("label", "", "name of this run in the tables (default \"<driver> <workload name>\")")
@@ -116,7 +117,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	case "mem":
 		drv = memdriver.New()
 	case "sluice":
-		drv, err = sluicedriver.New(sluicedriver.Config{Addr: *sluiceAddr})
+		drv, err = sluicedriver.New(sluicedriver.Config{Addr: *sluiceAddr, FetchAddr: *sluiceFetchAddr})
 		if err != nil {
 			return err
 		}

@@ -27,6 +27,7 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	advertise := fs.String("advertise", "", "address other ingest copies forward to (default --addr)")
 	id := fs.String("id", "", "this copy's owner id in the catalog (default the advertised address)")
 	table := fs.String("catalog-table", "", "DynamoDB catalog table (endpoint and credentials from the AWS environment) (required)")
+	createTable := fs.Bool("create-table", false, "create the catalog table if it does not exist (development and benchmarks; deployments provision it with Terraform)")
 	ownerTTL := fs.Duration("owner-ttl", ingest.DefaultOwnerTTL, "how long this copy's partitions stay its own after its last heartbeat")
 	heartbeat := fs.Duration("heartbeat", ingest.DefaultHeartbeatInterval, "owner heartbeat interval (at most half of --owner-ttl)")
 	balanceEvery := fs.Duration("balance-interval", ingest.DefaultBalanceInterval, "how often to even out partitions with the other copies (negative: never)")
@@ -72,6 +73,11 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	cat, err := catdynamo.New(catdynamo.NewClient(awsCfg), catdynamo.Options{Table: *table})
 	if err != nil {
 		return err
+	}
+	if *createTable {
+		if err := cat.EnsureTable(ctx); err != nil {
+			return fmt.Errorf("create catalog table %s: %w", *table, err)
+		}
 	}
 	ledgers, err := client.New(client.Config{Ledgers: cat, Bookies: cat, Logger: tel.Logger})
 	if err != nil {

@@ -27,8 +27,12 @@ import (
 
 // Config configures the driver.
 type Config struct {
-	// Addr is an ingest copy's (or sluice dev's) address.
+	// Addr is an ingest copy's (or sluice dev's) address: producers and
+	// topic administration.
 	Addr string
+	// FetchAddr is a fetch copy's address for the consumers (empty: Addr,
+	// as with sluice dev, which serves everything on one address).
+	FetchAddr string
 	// Linger and BatchBytes are the SDK producer's batching settings
 	// (zero: the SDK's defaults).
 	Linger     time.Duration
@@ -111,6 +115,9 @@ func New(cfg Config) (*Driver, error) {
 		return nil, err
 	}
 	base := cfg.Addr
+	if cfg.FetchAddr != "" {
+		base = cfg.FetchAddr
+	}
 	if !strings.Contains(base, "://") {
 		base = "http://" + base
 	}

@@ -1,0 +1,196 @@
+#!/usr/bin/env bash
+# bench/compare.sh — issue 7's side-by-side run (`task bench:compare`).
+#
+# Systems, one at a time, never together, A-B-A-B (REPS repetitions of the whole list):
+#   kafka        Apache Kafka 4.4, 3 KRaft brokers on 127.0.0.1 (localstack/kafka.sh), RF 3,
+#                min.insync.replicas 2, acks=all, idempotent producers; Kafka's default flush
+#                policy (acknowledged before fsync)
+#   kafka-fsync  the same brokers, topics with flush.messages=1 (fsync before ack, as Sluice)
+#   sluice       3 `sluice bookie` processes (E3/Qw3/Qa2, journal fsync before ack), one
+#                `sluice ingest`, one `sluice fetch`; catalog on the AWS emulator (DynamoDB),
+#                groups on Cassandra (localstack/stack.sh)
+# Scenarios (bench/workloads): s1 (max durable produce, 1 KiB, 16 partitions, rate searched),
+# s2 (end-to-end latency at 10k msg/s, and at 50% of Kafka's S1 rate), s3 (catch-up), s4 (256
+# and 1024 partitions), s5 (150% of the system's own S1 rate: loss, throttling, peak RSS).
+# Every run writes OUT/<system>-<workload>-r<rep>/results.{json,md}; bench/report.py then
+# writes OUT/results.json, OUT/README.md (absolute numbers and Sluice/Kafka ratios) and the
+# PNG charts.
+#
+# Usage: bench/compare.sh [OUT_DIR]          (default bench/results/<UTC date>-compare)
+#   REPS=2                 repetitions (A-B-A-B)
+#   SYSTEMS="kafka kafka-fsync sluice"
+#   SCENARIOS="s1 s2 s3 s4 s5"
+#   FSYNC_SCENARIOS="s1 s2"  what kafka-fsync runs (the durability difference shows in throughput
+#                          and latency; the rest would not fit the 45-minute budget)
+#   QUICK=1                short windows, one repetition, s4 at 256 only: proves the harness
+#                          end to end in a few minutes; the numbers are not results
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-bench/results/$(date -u +%F)-compare}
+reps=${REPS:-2}
+systems=${SYSTEMS:-kafka kafka-fsync sluice}
+scenarios=${SCENARIOS:-s1 s2 s3 s4 s5}
+fsync_scenarios=${FSYNC_SCENARIOS:-s1 s2}
+quick=${QUICK:-0}
+bin=.cache/sluice-bench
+logs=.cache/bench-compare-logs   # server logs: large, not results
+mkdir -p "$out" "$logs"
+
+say() { echo "[compare $(date -u +%T)] $*" >&2; }
+die() { say "error: $*"; exit 1; }
+
+extra=()
+s4=(s4-256 s4-1024)
+if [ "$quick" = 1 ]; then
+  reps=1
+  s4=(s4-256)
+  extra=(--warmup-duration 12s --test-duration 8s --drain-timeout 15s)
+fi
+
+say "building sluice"
+go build -o "$bin" ./cmd/sluice
+
+# --- the servers ---------------------------------------------------------------------------
+
+pids=()        # processes this script started (sluice)
+sluice_pids="" # name=pid,... for --server-pids
+data=""
+stop_sluice() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  pids=()
+  sluice_pids=""
+  if [ -n "$data" ]; then rm -rf "$data"; data=""; fi
+}
+kafka_up=0
+stop_kafka() { if [ "$kafka_up" = 1 ]; then bash localstack/kafka.sh down >/dev/null 2>&1 || true; kafka_up=0; fi; }
+trap 'stop_sluice; stop_kafka' EXIT
+
+healthy() { # ADDR: the gRPC health check answers SERVING (Connect protocol, JSON)
+  curl -sf -m 2 -X POST -H 'Content-Type: application/json' -d '{}' "http://$1/grpc.health.v1.Health/Check" 2>/dev/null | grep -q SERVING
+}
+wait_healthy() { # NAME ADDR LOG
+  for _ in $(seq 120); do
+    if healthy "$2"; then return 0; fi
+    sleep 0.5
+  done
+  die "$1 did not become healthy on $2; see $3"
+}
+
+ingest_addr=127.0.0.1:17521
+fetch_addr=127.0.0.1:17522
+start_sluice() {
+  bash localstack/stack.sh up cassandra moto >&2
+  eval "$(bash localstack/stack.sh env)"
+  export AWS_ENDPOINT_URL=$SLUICE_TEST_AWS_ENDPOINT
+  local ts table keyspace
+  ts=$(date +%s)
+  table=sluice-bench-$ts
+  keyspace=sluice_bench_$ts
+  data=$(mktemp -d -p "$PWD/.cache" bench-sluice.XXXXXX) # the repo's disk, like Kafka's logs
+  "$bin" ingest --addr "$ingest_addr" --id ingest-1 --catalog-table "$table" --create-table \
+    > "$logs/ingest.log" 2>&1 &
+  pids+=($!); sluice_pids="ingest=$!"
+  wait_healthy ingest "$ingest_addr" "$logs/ingest.log"
+  for i in 1 2 3; do
+    "$bin" bookie --id "bookie-$i" --dir "$data/bookie-$i" --addr "127.0.0.1:1753$i" --catalog-table "$table" \
+      > "$logs/bookie-$i.log" 2>&1 &
+    pids+=($!); sluice_pids+=",bookie-$i=$!"
+  done
+  "$bin" fetch --addr "$fetch_addr" --catalog-table "$table" --cassandra "$SLUICE_TEST_CASSANDRA" \
+    --keyspace "$keyspace" --replication-factor 1 > "$logs/fetch.log" 2>&1 &
+  pids+=($!); sluice_pids+=",fetch=$!"
+  for i in 1 2 3; do wait_healthy "bookie-$i" "127.0.0.1:1753$i" "$logs/bookie-$i.log"; done
+  wait_healthy fetch "$fetch_addr" "$logs/fetch.log"
+  sleep 2 # bookies' first registry heartbeats
+  say "sluice up: ingest $ingest_addr, fetch $fetch_addr, 3 bookies, catalog table $table"
+}
+
+start_kafka() {
+  bash localstack/kafka.sh up >&2
+  kafka_up=1
+}
+
+# --- one run -----------------------------------------------------------------------------------
+
+# run SYSTEM WORKLOAD REP [bench flags...]: one workload against the running SYSTEM.
+run() {
+  local sys=$1 w=$2 rep=$3
+  shift 3
+  local dir="$out/$sys-$w-r$rep"
+  local args=(--workload "bench/workloads/$w.yaml" --out "$dir" --label "$sys $w r$rep" "${extra[@]}" "$@")
+  case $sys in
+    kafka) args+=(--driver kafka --brokers "$(bash localstack/kafka.sh brokers)" --server-pids "$(bash localstack/kafka.sh pids)") ;;
+    kafka-fsync) args+=(--driver kafka --brokers "$(bash localstack/kafka.sh brokers)" --server-pids "$(bash localstack/kafka.sh pids)"
+      --kafka-topic-config flush.messages=1) ;;
+    sluice) args+=(--driver sluice --sluice-addr "$ingest_addr" --sluice-fetch-addr "$fetch_addr" --server-pids "$sluice_pids") ;;
+  esac
+  say "$sys $w (rep $rep)"
+  echo "$(date -u +%FT%TZ) $sys $w r$rep: load $(cut -d' ' -f1-3 /proc/loadavg)" >> "$out/load.txt"
+  if ! "$bin" bench "${args[@]}" > "$logs/$sys-$w-r$rep.out" 2>&1; then
+    say "$sys $w (rep $rep) failed; see $logs/$sys-$w-r$rep.out"
+    tail -5 "$logs/$sys-$w-r$rep.out" >&2
+    return 0 # the report shows the missing run; the others still run
+  fi
+}
+
+# rate_of DIR: the publish rate a finished run held (0 when it did not finish).
+rate_of() {
+  python3 - "$1/results.json" <<'EOF'
+import json, sys
+try:
+    r = json.load(open(sys.argv[1]))
+    r = r[0] if isinstance(r, list) else r
+    print(int(r["publish"]["msgPerSec"]))
+except Exception:
+    print(0)
+EOF
+}
+
+scenario() { # SYSTEM SCENARIO REP
+  local sys=$1 s=$2 rep=$3
+  case $s in
+    s1) run "$sys" s1 "$rep" ;;
+    s2)
+      run "$sys" s2 "$rep"
+      local k
+      k=$(rate_of "$out/kafka-s1-r$rep")
+      if [ "$k" -gt 0 ]; then
+        run "$sys" s2 "$rep-half" --rate $((k / 2)) --label "$sys s2 at 50% of Kafka S1 ($((k / 2)) msg/s) r$rep"
+      else
+        say "no Kafka S1 result in rep $rep: skipping S2 at 50% of Kafka's S1 rate"
+      fi ;;
+    s3) run "$sys" s3 "$rep" ;;
+    s4) for w in "${s4[@]}"; do run "$sys" "$w" "$rep"; done ;;
+    s5)
+      local own
+      own=$(rate_of "$out/$sys-s1-r$rep")
+      if [ "$own" -gt 0 ]; then
+        run "$sys" s5 "$rep" --rate $((own * 3 / 2)) --label "$sys s5 at 150% of its S1 ($((own * 3 / 2)) msg/s) r$rep"
+      else
+        say "no $sys S1 result in rep $rep: skipping S5 (150% of S1)"
+      fi ;;
+    *) die "unknown scenario $s (want s1..s5)" ;;
+  esac
+}
+
+start=$(date +%s)
+for rep in $(seq "$reps"); do
+  for sys in $systems; do
+    case $sys in
+      kafka | kafka-fsync) if [ "$kafka_up" = 0 ]; then stop_sluice; start_kafka; fi ;;
+      sluice) stop_kafka; stop_sluice; start_sluice ;;
+      *) die "unknown system $sys (want kafka, kafka-fsync, sluice)" ;;
+    esac
+    list=$scenarios
+    if [ "$sys" = kafka-fsync ]; then
+      list=""
+      for s in $scenarios; do if [[ " $fsync_scenarios " == *" $s "* ]]; then list+=" $s"; fi; done
+    fi
+    for s in $list; do scenario "$sys" "$s" "$rep"; done
+  done
+  stop_kafka
+  stop_sluice
+done
+say "all runs done in $(( ($(date +%s) - start) / 60 )) min; writing the report"
+bash bench/report.sh "$out"
