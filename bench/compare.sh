@@ -160,13 +160,14 @@ scenario() { # SYSTEM SCENARIO REP
       else
         say "no Kafka S1 result in rep $rep: skipping S2 at 50% of Kafka's S1 rate"
       fi ;;
-    s3) run "$sys" s3 "$rep" ;;
+    s3) run "$sys" s3 "$rep" --warmup-duration 0s ;; # its backlog phase is the warm-up
     s4) for w in "${s4[@]}"; do run "$sys" "$w" "$rep"; done ;;
     s5)
       local own
       own=$(rate_of "$out/$sys-s1-r$rep")
       if [ "$own" -gt 0 ]; then
-        run "$sys" s5 "$rep" --rate $((own * 3 / 2)) --label "$sys s5 at 150% of its S1 ($((own * 3 / 2)) msg/s) r$rep"
+        run "$sys" s5 "$rep" --rate $((own * 3 / 2)) --recovery-rate $((own / 2)) \
+          --label "$sys s5 at 150% of its S1 ($((own * 3 / 2)) msg/s), then 50% r$rep"
       else
         say "no $sys S1 result in rep $rep: skipping S5 (150% of S1)"
       fi ;;

@@ -30,6 +30,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	label := fs.String("label", "", "name of this run in the tables (default \"<driver> <workload name>\")")
 	serverPIDs := fs.String("server-pids", "", "server processes to charge CPU to: pid,pid,... or name=pid,...\n(e.g. \"$(localstack/kafka.sh pids)\"); without them no CPU cost is reported")
 	rate := fs.Float64("rate", -1, "override the workload's producerRate, messages/s (0: search for the maximum)")
+	recoveryRate := fs.Float64("recovery-rate", 0, "override the workload's recoveryRate, messages/s (workloads with a recovery phase)")
 	testDur := fs.Duration("test-duration", 0, "override the workload's test duration")
 	warmupDur := fs.Duration("warmup-duration", -1, "override the workload's warm-up duration")
 	progress := fs.Duration("progress", loadgen.DefaultProgressInterval, "interval of progress lines on stderr")
@@ -83,6 +84,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if *rate >= 0 {
 		w.ProducerRate = *rate
+	}
+	if *recoveryRate > 0 {
+		w.RecoveryRate = *recoveryRate
 	}
 	if *testDur > 0 {
 		w.TestDuration = loadgen.Duration(*testDur)

@@ -55,6 +55,8 @@ type Result struct {
 	// CatchUp is the catch-up test's result (workloads with
 	// backlogDuration); nil otherwise.
 	CatchUp *CatchUp `json:"catchUp,omitempty"`
+	// Recovery is set by runs with a recovery phase (overload tests).
+	Recovery *Recovery `json:"recovery,omitempty"`
 
 	CPU  CPUCost `json:"cpu"`
 	Cost Cost    `json:"cost"`
@@ -219,6 +221,28 @@ func WriteMarkdown(w io.Writer, rs ...*Result) {
 			}
 			fmt.Fprintf(w, "| %s | %.0f | %d | %.0f | %s | %.0f | %.1f | %.0f | %.2f× |\n", runLabel(r),
 				c.BacklogSeconds, c.BacklogMessages, c.FirstDeliveryMs, after, c.ReadMsgPerSec, c.ReadMiBPerSec, c.ProduceMsgPerSec, c.ReadRatio)
+		}
+	}
+	recs := false
+	for _, r := range rs {
+		recs = recs || r.Recovery != nil
+	}
+	if recs {
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "Recovery: after the window the producers drop their unsent backlog and go on at the recovery rate; recovered = the first whole second whose messages were all acknowledged within the bound.")
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "| run | recovery msg/s | bound ms | recovered after s | sent | acked | failed |")
+		fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|")
+		for _, r := range rs {
+			c := r.Recovery
+			if c == nil {
+				continue
+			}
+			after := fmt.Sprintf("%.1f", c.Seconds)
+			if !c.Recovered {
+				after = fmt.Sprintf("**not within %.0f**", c.Seconds)
+			}
+			fmt.Fprintf(w, "| %s | %.0f | %.0f | %s | %d | %d | %d |\n", runLabel(r), c.Rate, c.LatencyBoundMs, after, c.Sent, c.Acked, c.Failed)
 		}
 	}
 	for _, r := range rs {

@@ -66,6 +66,7 @@ type plan struct {
 	rate     float64 // messages/s of each producer
 	end      int64   // no message due at or after end is sent under this plan
 	final    bool    // no plan follows: producers exit once they reach end
+	window   bool    // the measured window's plan (its unsent messages count as notSent)
 	hardStop int64   // producers give up sending at this time (final plan only)
 }
 
@@ -114,6 +115,8 @@ type run struct {
 	consumers []Consumer // started so far; the Run goroutine's
 	// firstRecv is the run time of the first delivery (MaxInt64 before).
 	firstRecv atomic.Int64
+	// recovery tracks the recovery phase's messages (nil before it).
+	recovery atomic.Pointer[recoveryTracker]
 	phase     atomic.Pointer[string]
 	// progressMu serializes progress lines: the run and its progress
 	// ticker both write them, and the writer need not be safe for that.
@@ -320,6 +323,7 @@ func (r *run) measure(ctx context.Context, res *Result) (*Result, error) {
 
 	t0 := r.now()
 	backlog := w.BacklogDuration > 0
+	recovering := w.RecoveryDuration > 0
 	warmEnd := t0 + int64(w.WarmupDuration) + int64(w.BacklogDuration)
 	if search {
 		r.plan.Store(&plan{gen: 0, start: t0, rate: SearchStartRate / nProd, end: warmEnd})
@@ -327,7 +331,7 @@ func (r *run) measure(ctx context.Context, res *Result) (*Result, error) {
 	} else {
 		r.fixWindow(warmEnd)
 		r.plan.Store(&plan{gen: 0, start: t0, rate: w.ProducerRate / nProd, end: r.winEnd.Load(),
-			final: true, hardStop: r.drainEnd.Load()})
+			final: !recovering, window: true, hardStop: r.drainEnd.Load()})
 		r.setPhase("warm-up")
 		if backlog {
 			r.setPhase("backlog")
@@ -374,7 +378,7 @@ func (r *run) measure(ctx context.Context, res *Result) (*Result, error) {
 		// the search's schedule (due before the switch) falls into it.
 		r.fixWindow(r.now() + int64(planSwitchMargin))
 		r.plan.Store(&plan{gen: len(rs.steps) + 1, start: r.winStart.Load(), rate: target / nProd,
-			end: r.winEnd.Load(), final: true, hardStop: r.drainEnd.Load()})
+			end: r.winEnd.Load(), final: !recovering, window: true, hardStop: r.drainEnd.Load()})
 		r.progressf("search done: measuring at %.0f msg/s for %v", target, w.TestDuration)
 	}
 	res.TargetRate = target
@@ -399,6 +403,20 @@ func (r *run) measure(ctx context.Context, res *Result) (*Result, error) {
 	cpuB, cpuErrB := takeCPU(opts.Servers)
 	endLag := r.lag(r.now())
 	res.LagAtEndMs = float64(endLag) / float64(time.Millisecond)
+	if recovering {
+		// The producers drop what they have not sent of the window and go
+		// on at the recovery rate.
+		start := r.now()
+		end := start + int64(w.RecoveryDuration)
+		r.recovery.Store(newRecoveryTracker(start, w.RecoveryDuration.D(), w.RecoveryLatency.D()))
+		r.plan.Store(&plan{gen: r.plan.Load().gen + 1, start: start, rate: w.RecoveryRate / nProd, end: end,
+			final: true, hardStop: r.drainEnd.Load()})
+		r.setPhase("recovery")
+		r.progressf("window over; recovery at %.0f msg/s for %v", w.RecoveryRate, w.RecoveryDuration)
+		if err := r.sleepUntil(ctx, end); err != nil {
+			return nil, err
+		}
+	}
 	r.setPhase("drain")
 	r.progressf("window over; draining (at most %v)", opts.DrainTimeout)
 	res.Host.LoadAvgTo = loadAvg()
@@ -424,6 +442,9 @@ func (r *run) measure(ctx context.Context, res *Result) (*Result, error) {
 	}
 	r.setPhase("done")
 	stopProgress()
+	if rt := r.recovery.Load(); rt != nil {
+		res.Recovery = rt.result(w.RecoveryRate)
+	}
 
 	r.fill(res, cpuA, cpuB, errors.Join(cpuErrA, cpuErrB))
 	return res, nil
@@ -495,7 +516,7 @@ func (r *run) fixWindow(start int64) {
 	end := start + int64(r.w.TestDuration)
 	r.winEnd.Store(end)
 	r.winStart.Store(start)
-	r.drainEnd.Store(end + int64(r.opts.DrainTimeout))
+	r.drainEnd.Store(end + int64(r.w.RecoveryDuration) + int64(r.opts.DrainTimeout))
 }
 
 // runSearch holds each rate for SearchInterval, judges it, and moves to the
@@ -575,6 +596,9 @@ func (r *run) produceLoop(ctx context.Context, p *producerState) {
 	)
 	for !r.stopping.Load() {
 		if np := r.plan.Load(); np.gen != gen {
+			if pl != nil && pl.window {
+				p.notSent = r.windowNotSent(&s, pl)
+			}
 			pl, gen = np, np.gen
 			// Producers are spread evenly over one interval, so that n
 			// producers at rate R/n look like one at R.
@@ -603,10 +627,16 @@ func (r *run) produceLoop(ctx context.Context, p *producerState) {
 		r.send(ctx, p, due)
 	}
 	p.nextDue.Store(math.MaxInt64)
-	if pl != nil && pl.final {
-		first := max(s.Sent(), s.CountBefore(r.winStart.Load()))
-		p.notSent = max(s.CountBefore(pl.end)-first, 0)
+	if pl != nil && pl.final && pl.window {
+		p.notSent = r.windowNotSent(&s, pl)
 	}
+}
+
+// windowNotSent counts the window's messages of schedule s (the window
+// plan pl's) that were not sent.
+func (r *run) windowNotSent(s *Schedule, pl *plan) int64 {
+	first := max(s.Sent(), s.CountBefore(r.winStart.Load()))
+	return max(s.CountBefore(pl.end)-first, 0)
 }
 
 // send sends one message due at due.
@@ -624,10 +654,17 @@ func (r *run) send(ctx context.Context, p *producerState, due int64) {
 	if in {
 		r.wSent.Add(1)
 	}
+	rt := r.recovery.Load()
+	if rt != nil {
+		rt.onSend(due)
+	}
 	p.prod.Send(ctx, p.keys(), buf, func(err error) {
 		now := r.now()
 		switch {
 		case err == nil:
+			if rt != nil {
+				rt.onAck(due, time.Duration(now-due))
+			}
 			p.rec.record(time.Duration(now-due), in)
 			r.acked.Add(1)
 			if in {
@@ -639,6 +676,9 @@ func (r *run) send(ctx context.Context, p *producerState, due int64) {
 		case ctx.Err() != nil:
 			// Cancelled by the hard stop or the caller: unacknowledged, not failed.
 		default:
+			if rt != nil {
+				rt.onFail(due)
+			}
 			r.failed.Add(1)
 			if in {
 				r.wFailed.Add(1)

@@ -35,6 +35,12 @@ const (
 	// search for the sustainable rate runs during the warm-up, in steps of
 	// SearchInterval, and needs several of them.
 	MinSearchWarmup = 10 * time.Second
+
+	// MaxRecoveryDuration bounds a recovery phase (and the per-100 ms
+	// buckets that follow it); DefaultRecoveryLatency is the latency under
+	// which a second of messages counts as recovered.
+	MaxRecoveryDuration    = 10 * time.Minute
+	DefaultRecoveryLatency = 100 * time.Millisecond
 )
 
 // Key distributors: how producers choose message keys (the OpenMessaging
@@ -83,6 +89,17 @@ type Workload struct {
 	// producerRate and subscriptions, and takes the warm-up's place
 	// (warmupDuration must be 0: the backlog phase warms the producers up).
 	BacklogDuration Duration `yaml:"backlogDuration,omitempty" json:"backlogDuration,omitempty"`
+	// RecoveryRate and RecoveryDuration add a recovery phase after the
+	// measured window (not in OMB), for overload tests: at the window's end
+	// the producers drop whatever of the window's schedule they have not
+	// sent yet and go on at RecoveryRate for RecoveryDuration. The result's
+	// recovery says how long after the switch the system took to answer
+	// every message within RecoveryLatency (default 100 ms) for a whole
+	// second. Messages of the recovery phase are not in the window's
+	// numbers.
+	RecoveryRate     float64  `yaml:"recoveryRate,omitempty" json:"recoveryRate,omitempty"`
+	RecoveryDuration Duration `yaml:"recoveryDuration,omitempty" json:"recoveryDuration,omitempty"`
+	RecoveryLatency  Duration `yaml:"recoveryLatency,omitempty" json:"recoveryLatency,omitempty"`
 	// OMB's forms of the same; normalized into the two above.
 	WarmupDurationMinutes float64 `yaml:"warmupDurationMinutes,omitempty" json:"-"`
 	TestDurationMinutes   float64 `yaml:"testDurationMinutes,omitempty" json:"-"`
@@ -187,6 +204,9 @@ func (w *Workload) Normalize() error {
 	if w.KeyDistributor == "" {
 		w.KeyDistributor = KeyNone
 	}
+	if w.RecoveryDuration > 0 && w.RecoveryLatency == 0 {
+		w.RecoveryLatency = Duration(DefaultRecoveryLatency)
+	}
 	if w.SubscriptionsPerTopic > 0 && w.ConsumerPerSubscription == 0 {
 		w.ConsumerPerSubscription = 1
 	}
@@ -259,6 +279,19 @@ func (w Workload) Validate() error {
 		}
 		if w.WarmupDuration != 0 {
 			bad("warmupDuration", "must be 0 with backlogDuration: the backlog phase is the warm-up")
+		}
+	}
+	if w.RecoveryDuration != 0 || w.RecoveryRate != 0 {
+		switch {
+		case w.RecoveryDuration.D() < time.Second || w.RecoveryDuration.D() > MaxRecoveryDuration:
+			bad("recoveryDuration", "must be between 1s and %v with recoveryRate, got %v", MaxRecoveryDuration, w.RecoveryDuration)
+		case math.IsNaN(w.RecoveryRate) || w.RecoveryRate <= 0 || w.RecoveryRate > MaxProducerRate:
+			bad("recoveryRate", "must be between 1 and %d messages/s with recoveryDuration, got %v", MaxProducerRate, w.RecoveryRate)
+		case w.BacklogDuration != 0:
+			bad("recoveryDuration", "cannot be combined with backlogDuration")
+		}
+		if w.RecoveryLatency < 0 || w.RecoveryLatency.D() > time.Minute {
+			bad("recoveryLatency", "must be between 0 (the default, %v) and 1m, got %v", DefaultRecoveryLatency, w.RecoveryLatency)
 		}
 	}
 	return errors.Join(errs...)
