@@ -49,6 +49,18 @@
 // the produce rate. End-to-end latencies of the window then include the
 // wait behind the backlog, by design.
 //
+// # Recovery phases
+//
+// A workload with recoveryRate and recoveryDuration (overload tests, the
+// [bench] issue's S5) goes on after the window: the producers drop what
+// they had not sent of the window's schedule (it counts as not sent) and
+// produce at recoveryRate for recoveryDuration. Its messages are counted
+// per 100 ms of intended send time (recovery.go), and Result.Recovery
+// reports when the first whole second began whose messages were all
+// acknowledged within recoveryLatency (100 ms by default): the time the
+// system, client buffers included, took to work off the overload. The
+// window's numbers and the CPU window do not include the phase.
+//
 // # Counting, and why latency is honest
 //
 // Producers send on a fixed-rate Schedule: message k is due at
