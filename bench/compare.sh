@@ -88,12 +88,12 @@ start_sluice() {
   table=sluice-bench-$ts
   keyspace=sluice_bench_$ts
   data=$(mktemp -d -p "$PWD/.cache" bench-sluice.XXXXXX) # the repo's disk, like Kafka's logs
-  "$bin" ingest --addr "$ingest_addr" --id ingest-1 --catalog-table "$table" --create-table \
+  "$bin" ingest --addr "$ingest_addr" --id ingest-1 --catalog-table "$table" --create-table --pprof \
     > "$logs/ingest.log" 2>&1 &
   pids+=($!); sluice_pids="ingest=$!"
   wait_healthy ingest "$ingest_addr" "$logs/ingest.log"
   for i in 1 2 3; do
-    "$bin" bookie --id "bookie-$i" --dir "$data/bookie-$i" --addr "127.0.0.1:1753$i" --catalog-table "$table" \
+    "$bin" bookie --id "bookie-$i" --dir "$data/bookie-$i" --addr "127.0.0.1:1753$i" --catalog-table "$table" --pprof \
       > "$logs/bookie-$i.log" 2>&1 &
     pids+=($!); sluice_pids+=",bookie-$i=$!"
   done
@@ -126,12 +126,34 @@ run() {
     sluice) args+=(--driver sluice --sluice-addr "$ingest_addr" --sluice-fetch-addr "$fetch_addr" --server-pids "$sluice_pids") ;;
   esac
   say "$sys $w (rep $rep)"
+  profile "$sys" "$w" "$rep"
   echo "$(date -u +%FT%TZ) $sys $w r$rep: load $(cut -d' ' -f1-3 /proc/loadavg)" >> "$out/load.txt"
   if ! "$bin" bench "${args[@]}" > "$logs/$sys-$w-r$rep.out" 2>&1; then
     say "$sys $w (rep $rep) failed; see $logs/$sys-$w-r$rep.out"
     tail -5 "$logs/$sys-$w-r$rep.out" >&2
     return 0 # the report shows the missing run; the others still run
   fi
+}
+
+# profile SYSTEM WORKLOAD REP: for Sluice's S1 and S2, a 20 s CPU profile of the ingest copy
+# and of one bookie taken inside the measured window (after the warm-up), saved with a
+# `go tool pprof -top` summary under OUT/profiles: where the time goes when a target is missed.
+profile() {
+  local sys=$1 w=$2 rep=$3 delay
+  [ "$sys" = sluice ] && [ "$quick" != 1 ] || return 0
+  case $w in s1) delay=50 ;; s2) delay=35 ;; *) return 0 ;; esac
+  mkdir -p "$out/profiles"
+  (
+    sleep "$delay"
+    for target in "ingest=$ingest_addr" "bookie-1=127.0.0.1:17531"; do
+      f="$out/profiles/$sys-$w-r$rep-${target%%=*}.pprof"
+      curl -sf -m 40 -o "$f" "http://${target#*=}/debug/pprof/profile?seconds=20" &
+    done
+    wait
+    for f in "$out/profiles/$sys-$w-r$rep"-*.pprof; do
+      [ -s "$f" ] && go tool pprof -top -nodecount 25 "$bin" "$f" > "${f%.pprof}.top.txt" 2>/dev/null || true
+    done
+  ) &
 }
 
 # rate_of DIR: the publish rate a finished run held (0 when it did not finish).

@@ -33,6 +33,7 @@ func runBookie(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	groupWait := fs.Duration("journal-max-group-wait", 0, "how long an idle journal waits to fill a group commit (0: write at once)")
 	ckpt := fs.Duration("checkpoint-interval", bookie.DefaultCheckpointInterval, "checkpoint interval (storage flush, journal trim)")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
+	pprofOn := fs.Bool("pprof", false, "serve Go's runtime profiles under /debug/pprof/ (benchmarks, diagnosis)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: sluice bookie --dir DIR [flags]")
 		fmt.Fprintln(stderr)
@@ -81,7 +82,7 @@ func runBookie(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 	}()
 
-	srv, err := rpcserver.New(rpcserver.Config{MaxRequestBytes: bookie.DefaultMaxEntryBytes + 64<<10}, tel)
+	srv, err := rpcserver.New(rpcserver.Config{MaxRequestBytes: bookie.DefaultMaxEntryBytes + 64<<10, Pprof: *pprofOn}, tel)
 	if err != nil {
 		return err
 	}

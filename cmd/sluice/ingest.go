@@ -33,6 +33,7 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	balanceEvery := fs.Duration("balance-interval", ingest.DefaultBalanceInterval, "how often to even out partitions with the other copies (negative: never)")
 	cors := fs.String("cors-origins", "", "comma-separated browser origins allowed to call")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
+	pprofOn := fs.Bool("pprof", false, "serve Go's runtime profiles under /debug/pprof/ (benchmarks, diagnosis)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: sluice ingest --catalog-table TABLE [flags]")
 		fmt.Fprintln(stderr)
@@ -99,7 +100,7 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if *cors != "" {
 		origins = strings.Split(*cors, ",")
 	}
-	srv, err := rpcserver.New(rpcserver.Config{CORSOrigins: origins}, tel)
+	srv, err := rpcserver.New(rpcserver.Config{CORSOrigins: origins, Pprof: *pprofOn}, tel)
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"net/url"
 	"slices"
 	"strings"
@@ -50,6 +51,10 @@ type Config struct {
 	// AllowLocalhost lets any http(s)://localhost or 127.0.0.1 origin call
 	// (dev mode).
 	AllowLocalhost bool
+	// Pprof serves Go's runtime profiles under /debug/pprof/ (off by
+	// default: a CPU profile costs CPU, and heap profiles show data). For
+	// benchmarks and for finding out where a server's time goes.
+	Pprof bool
 }
 
 const (
@@ -132,6 +137,13 @@ func New(cfg Config, tel *telemetry.Telemetry) (*Server, error) {
 		},
 	}
 	s.mux.Handle("/metrics", tel.MetricsHandler())
+	if cfg.Pprof {
+		s.mux.HandleFunc("/debug/pprof/", pprof.Index)
+		s.mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		s.mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		s.mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		s.mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	return s, nil
 }
 

@@ -190,3 +190,19 @@ func TestConfigValidateReportsAll(t *testing.T) {
 		}
 	}
 }
+
+func TestPprofOnlyWhenAsked(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		base, _ := start(t, rpcserver.Config{Pprof: on})
+		resp, err := http.Get(base + "/debug/pprof/goroutine?debug=1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		served := resp.StatusCode == http.StatusOK && strings.Contains(string(body), "goroutine profile")
+		if served != on {
+			t.Errorf("Pprof %v: GET /debug/pprof/goroutine = %d (profile served: %v)", on, resp.StatusCode, served)
+		}
+	}
+}

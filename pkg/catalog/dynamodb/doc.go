@@ -50,11 +50,13 @@
 // # Retries
 //
 // Build the client with NewClient (the SDK's retries off). New wraps it in
-// Retrying, which retries throttling errors only, with bounded jittered
-// backoff: a throttled request was not applied, so resending it is safe.
-// Timeouts and 5xx are returned, because a conditional write may have been
-// applied before the error and a blind resend would then fail its own
-// condition — the caller re-reads and decides.
+// Retrying, which retries writes on throttling errors only, with bounded
+// jittered backoff: a throttled request was not applied, so resending it
+// is safe. A write's timeouts and 5xx are returned, because a conditional
+// write may have been applied before the error and a blind resend would
+// then fail its own condition — the caller re-reads and decides. Reads
+// also retry transient failures (5xx, dropped connections, unreadable
+// responses): they change nothing.
 //
 // # Not yet
 //

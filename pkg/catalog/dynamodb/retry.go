@@ -4,13 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net"
+	"syscall"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 )
 
 // RetryPolicy bounds the throttling retries. The zero value means the defaults.
@@ -66,9 +70,12 @@ func sleep(ctx context.Context, d time.Duration) error {
 // build the client with NewClient (SDK retries off) and retry nothing
 // above it.
 //
-// Only throttling is retried because only throttling is known not to have
-// been applied, so a retried conditional write cannot trip over its own
-// first attempt. Timeouts, 5xx and network errors are returned.
+// Writes retry only throttling, because only throttling is known not to
+// have been applied, so a retried conditional write cannot trip over its
+// own first attempt; their timeouts, 5xx and network errors are returned.
+// Reads (GetItem, Query, BatchGetItem, DescribeTable) change nothing, so
+// they also retry transient failures (IsTransient): a dropped connection
+// or a 5xx must not fail a lookup the next attempt would answer.
 type Retrying struct {
 	next   API
 	policy RetryPolicy
@@ -114,12 +121,47 @@ func IsThrottle(err error) bool {
 	return false
 }
 
+// IsTransient reports whether err is a failure of the transport or of the
+// service rather than an answer: a 5xx, a connection refused, reset or
+// closed, a response that could not be read. A write that failed so may
+// or may not have been applied; a read may simply be sent again.
+func IsTransient(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var re *smithyhttp.ResponseError
+	if errors.As(err, &re) && re.HTTPStatusCode() >= 500 {
+		return true
+	}
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		switch ae.ErrorCode() {
+		case "InternalServerError", "ServiceUnavailable":
+			return true
+		}
+		return false
+	}
+	var de *smithy.DeserializationError
+	var ne net.Error
+	return errors.As(err, &de) || errors.As(err, &ne) || errors.Is(err, net.ErrClosed) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED)
+}
+
 func do[T any](ctx context.Context, r *Retrying, call func() (T, error)) (T, error) {
+	return retry(ctx, r, IsThrottle, call)
+}
+
+// doRead is do for reads: transient failures are retried too.
+func doRead[T any](ctx context.Context, r *Retrying, call func() (T, error)) (T, error) {
+	return retry(ctx, r, func(err error) bool { return IsThrottle(err) || IsTransient(err) }, call)
+}
+
+func retry[T any](ctx context.Context, r *Retrying, retriable func(error) bool, call func() (T, error)) (T, error) {
 	for attempt := 1; ; attempt++ {
 		out, err := call()
-		if err == nil || !IsThrottle(err) || attempt >= r.policy.MaxAttempts {
-			if err != nil && IsThrottle(err) {
-				err = fmt.Errorf("still throttled after %d attempts: %w", attempt, err)
+		if err == nil || !retriable(err) || attempt >= r.policy.MaxAttempts {
+			if err != nil && retriable(err) {
+				err = fmt.Errorf("still failing after %d attempts: %w", attempt, err)
 			}
 			return out, err
 		}
@@ -132,7 +174,7 @@ func do[T any](ctx context.Context, r *Retrying, call func() (T, error)) (T, err
 
 // GetItem implements API.
 func (r *Retrying) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	return do(ctx, r, func() (*dynamodb.GetItemOutput, error) { return r.next.GetItem(ctx, in, o...) })
+	return doRead(ctx, r, func() (*dynamodb.GetItemOutput, error) { return r.next.GetItem(ctx, in, o...) })
 }
 
 // PutItem implements API.
@@ -152,12 +194,12 @@ func (r *Retrying) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput,
 
 // Query implements API.
 func (r *Retrying) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
-	return do(ctx, r, func() (*dynamodb.QueryOutput, error) { return r.next.Query(ctx, in, o...) })
+	return doRead(ctx, r, func() (*dynamodb.QueryOutput, error) { return r.next.Query(ctx, in, o...) })
 }
 
 // BatchGetItem implements API.
 func (r *Retrying) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
-	return do(ctx, r, func() (*dynamodb.BatchGetItemOutput, error) { return r.next.BatchGetItem(ctx, in, o...) })
+	return doRead(ctx, r, func() (*dynamodb.BatchGetItemOutput, error) { return r.next.BatchGetItem(ctx, in, o...) })
 }
 
 // BatchWriteItem implements API.
@@ -177,5 +219,5 @@ func (r *Retrying) CreateTable(ctx context.Context, in *dynamodb.CreateTableInpu
 
 // DescribeTable implements API.
 func (r *Retrying) DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, o ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
-	return do(ctx, r, func() (*dynamodb.DescribeTableOutput, error) { return r.next.DescribeTable(ctx, in, o...) })
+	return doRead(ctx, r, func() (*dynamodb.DescribeTableOutput, error) { return r.next.DescribeTable(ctx, in, o...) })
 }

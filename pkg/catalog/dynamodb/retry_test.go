@@ -3,6 +3,10 @@ package dynamodb
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"net"
+	"syscall"
 	"testing"
 	"time"
 
@@ -30,6 +34,15 @@ func (s *scripted) GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dyn
 		return nil, err
 	}
 	return &dynamodb.GetItemOutput{}, nil
+}
+
+func (s *scripted) PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	err := s.errs[min(s.calls, len(s.errs)-1)]
+	s.calls++
+	if err != nil {
+		return nil, err
+	}
+	return &dynamodb.PutItemOutput{}, nil
 }
 
 func newTestRetrying(t *testing.T, next API, attempts int) (*Retrying, *[]time.Duration) {
@@ -75,12 +88,31 @@ func TestRetryingIsBounded(t *testing.T) {
 	}
 }
 
-func TestRetryingLeavesOtherErrorsAlone(t *testing.T) {
-	for _, e := range []error{conditionFailed, serverError, errors.New("connection reset"), context.DeadlineExceeded} {
+func TestRetryingLeavesOtherWriteErrorsAlone(t *testing.T) {
+	for _, e := range []error{conditionFailed, serverError, syscall.ECONNRESET, net.ErrClosed, context.DeadlineExceeded} {
+		api := &scripted{errs: []error{e, nil}}
+		r, _ := newTestRetrying(t, api, 5)
+		if _, err := r.PutItem(context.Background(), &dynamodb.PutItemInput{}); !errors.Is(err, e) || api.calls != 1 {
+			t.Errorf("%v: err = %v after %d calls; want it returned after 1 (it may have been applied)", e, err, api.calls)
+		}
+	}
+}
+
+func TestRetryingRetriesTransientReadFailures(t *testing.T) {
+	deser := &smithy.DeserializationError{Err: fmt.Errorf("read tcp: %w", net.ErrClosed)}
+	for _, e := range []error{serverError, syscall.ECONNRESET, net.ErrClosed, deser, io.ErrUnexpectedEOF} {
+		api := &scripted{errs: []error{e, e, nil}}
+		r, _ := newTestRetrying(t, api, 5)
+		if _, err := r.GetItem(context.Background(), &dynamodb.GetItemInput{}); err != nil || api.calls != 3 {
+			t.Errorf("%v: err = %v after %d calls; want success on the 3rd (a read may be sent again)", e, err, api.calls)
+		}
+	}
+	// Answers are not transient, nor is the caller's own deadline.
+	for _, e := range []error{conditionFailed, context.DeadlineExceeded, errors.New("something else")} {
 		api := &scripted{errs: []error{e, nil}}
 		r, _ := newTestRetrying(t, api, 5)
 		if _, err := r.GetItem(context.Background(), &dynamodb.GetItemInput{}); !errors.Is(err, e) || api.calls != 1 {
-			t.Errorf("%v: err = %v after %d calls; want it returned after 1 (it may have been applied)", e, err, api.calls)
+			t.Errorf("%v: err = %v after %d calls; want it returned after 1", e, err, api.calls)
 		}
 	}
 }
