@@ -21,6 +21,7 @@ const (
 	DefaultFenceTimeout            = 5 * time.Second
 	DefaultCatalogTimeout          = 10 * time.Second
 	DefaultSpeculativeReadTimeout  = 100 * time.Millisecond
+	DefaultSpeculativeLacTimeout   = 20 * time.Millisecond
 	DefaultTickInterval            = 5 * time.Millisecond
 	DefaultLacPollTimeout          = 2 * time.Second
 	DefaultMetadataRefreshInterval = 5 * time.Second
@@ -86,6 +87,13 @@ type Config struct {
 	// SpeculativeReadTimeout is how long a read waits for a replica before
 	// also asking the next one. Zero means DefaultSpeculativeReadTimeout.
 	SpeculativeReadTimeout time.Duration
+	// SpeculativeLacTimeout: WaitLAC long-polls one bookie of the ensemble
+	// (the one that answered first last time) and asks the next one only
+	// when this long passed without a new LAC, or at once when a poll
+	// fails. A busy tail advances more often than this, so each advance
+	// costs one ReadLac instead of one per bookie; a stalled bookie costs
+	// this much latency, once. Zero means DefaultSpeculativeLacTimeout.
+	SpeculativeLacTimeout time.Duration
 	// TickInterval is the writer's timer: an interval without adds pushes
 	// the LAC to the bookies (WriteLac), so tail readers see the last
 	// entries within about one interval; add deadlines are checked at each
@@ -149,6 +157,7 @@ func (c Config) withDefaults() Config {
 	defD(&c.FenceTimeout, DefaultFenceTimeout)
 	defD(&c.CatalogTimeout, DefaultCatalogTimeout)
 	defD(&c.SpeculativeReadTimeout, DefaultSpeculativeReadTimeout)
+	defD(&c.SpeculativeLacTimeout, DefaultSpeculativeLacTimeout)
 	defD(&c.TickInterval, DefaultTickInterval)
 	defD(&c.LacPollTimeout, DefaultLacPollTimeout)
 	defD(&c.MetadataRefreshInterval, DefaultMetadataRefreshInterval)
@@ -193,6 +202,7 @@ func (c Config) Validate() error {
 		{"FenceTimeout", c.FenceTimeout, time.Millisecond, maxTimeout},
 		{"CatalogTimeout", c.CatalogTimeout, time.Millisecond, maxTimeout},
 		{"SpeculativeReadTimeout", c.SpeculativeReadTimeout, time.Microsecond, maxTimeout},
+		{"SpeculativeLacTimeout", c.SpeculativeLacTimeout, time.Microsecond, maxTimeout},
 		{"TickInterval", c.TickInterval, 100 * time.Microsecond, time.Second},
 		{"LacPollTimeout", c.LacPollTimeout, time.Millisecond, maxLacPoll},
 		{"MetadataRefreshInterval", c.MetadataRefreshInterval, time.Millisecond, maxTimeout},

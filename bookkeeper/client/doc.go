@@ -94,6 +94,10 @@
 //     long (and again after each further period).
 //   - LacPollTimeout, MetadataRefreshInterval: WaitLAC's long-poll round
 //     and how often an idle tail reader re-reads metadata.
+//   - SpeculativeLacTimeout: WaitLAC long-polls one bookie (the one whose
+//     answer won last time) and adds the next one after this long without
+//     a new LAC, or at once when a poll fails: a busy tail costs one
+//     ReadLac per advance, a stalled bookie this much latency once.
 //   - RetryBackoff (doubling, capped at 40×): between ensemble change
 //     attempts (the failure is reported to the machine only after the
 //     delay, so MaxEnsembleChanges attempts span seconds, not ticks) and

@@ -38,6 +38,9 @@ type Reader struct {
 	meta        catalog.LedgerMetadata
 	rd          *ledger.Reader
 	lastRefresh time.Time
+	// lacFirst is the index in the last ensemble of the bookie WaitLAC
+	// polls first: the one whose answer won last time.
+	lacFirst int
 }
 
 // OpenReader reads the ledger's metadata and returns a reader of it.
@@ -226,41 +229,64 @@ func (r *Reader) refresh(ctx context.Context) error {
 	return nil
 }
 
-// pollLac asks every bookie of the last segment for the LAC, waiting up to
-// wait for it to rise above previous; the first answer above previous
-// wins and the others are cancelled. It feeds the best answer to the
-// machine and reports whether no bookie answered at all.
+// pollLac long-polls the bookies of the last segment for a LAC above
+// previous, waiting up to wait: first the one that answered first last
+// time, then one more each SpeculativeLacTimeout without progress (or at
+// once when a poll fails). The first answer above previous wins and the
+// others are cancelled; every poll's wait ends at the same deadline. It
+// feeds the best answer to the machine and reports whether every bookie
+// was asked and none answered.
 func (r *Reader) pollLac(ctx context.Context, previous int64, wait time.Duration) (allFailed bool) {
 	c := r.c
 	bookies := r.meta.Ensembles[len(r.meta.Ensembles)-1].Bookies
+	n := len(bookies)
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type answer struct {
+		i   int
 		lac int64
 		err error
 	}
-	ch := make(chan answer, len(bookies))
+	ch := make(chan answer, n)
 	var wg sync.WaitGroup
-	for _, b := range bookies {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			cctx, cancel := context.WithTimeout(pctx, wait+c.cfg.ReadTimeout)
+	deadline := time.Now().Add(wait)
+	launched := 0
+	launch := func() {
+		i := (r.lacFirst + launched) % n
+		launched++
+		left := max(time.Until(deadline), 0)
+		wg.Go(func() {
+			cctx, cancel := context.WithTimeout(pctx, left+c.cfg.ReadTimeout)
 			defer cancel()
-			lac, err := c.readLac(cctx, r.id, b, previous, wait.Milliseconds())
-			ch <- answer{lac, err}
-		}()
+			lac, err := c.readLac(cctx, r.id, bookies[i], previous, left.Milliseconds())
+			ch <- answer{i, lac, err}
+		})
 	}
+	launch()
+	spec := time.NewTimer(c.cfg.SpeculativeLacTimeout)
+	defer spec.Stop()
 	best, failures := int64(-1), 0
-	for range bookies {
-		a := <-ch
-		if a.err != nil {
-			failures++
-			continue
-		}
-		best = max(best, a.lac)
-		if best > previous {
-			break
+	for answered := 0; answered < launched; {
+		select {
+		case a := <-ch:
+			answered++
+			if a.err != nil {
+				failures++
+				if launched < n {
+					launch()
+				}
+				continue
+			}
+			best = max(best, a.lac)
+			if a.lac > previous {
+				r.lacFirst = a.i
+				answered = launched // done
+			}
+		case <-spec.C:
+			if launched < n {
+				launch()
+				spec.Reset(c.cfg.SpeculativeLacTimeout)
+			}
 		}
 	}
 	cancel()
@@ -268,7 +294,7 @@ func (r *Reader) pollLac(ctx context.Context, previous int64, wait time.Duration
 	if best >= 0 {
 		r.step(ledger.LacLearned{LAC: best})
 	}
-	return failures == len(bookies)
+	return launched == n && failures == n
 }
 
 // step feeds an answer or a timer event; the machine refuses none of

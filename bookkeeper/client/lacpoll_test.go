@@ -1,0 +1,126 @@
+package client
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/sluicemq/sluice/pkg/catalog"
+	"github.com/sluicemq/sluice/pkg/gen/sluice/bookie/v1/bookiev1connect"
+)
+
+// lacSpy counts ReadLac calls per bookie address and can stall one
+// address's ReadLac (as a paused bookie would: no answer until cancelled).
+type lacSpy struct {
+	mu      sync.Mutex
+	calls   map[string]int
+	stalled string
+}
+
+func (s *lacSpy) dial(t testing.TB) func(string) bookiev1connect.BookieServiceClient {
+	hc, tr := defaultHTTPClient()
+	t.Cleanup(tr.CloseIdleConnections)
+	return func(addr string) bookiev1connect.BookieServiceClient {
+		spy := connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
+			return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+				if strings.HasSuffix(req.Spec().Procedure, "/ReadLac") {
+					s.mu.Lock()
+					s.calls[addr]++
+					stalled := s.stalled == addr
+					s.mu.Unlock()
+					if stalled {
+						<-ctx.Done()
+						return nil, connect.NewError(connect.CodeDeadlineExceeded, ctx.Err())
+					}
+				}
+				return next(ctx, req)
+			}
+		})
+		return bookiev1connect.NewBookieServiceClient(hc, "http://"+addr, connect.WithGRPC(), connect.WithInterceptors(spy))
+	}
+}
+
+func (s *lacSpy) total() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, c := range s.calls {
+		n += c
+	}
+	return n
+}
+
+// WaitLAC long-polls one bookie at a time: a tail that advances often costs
+// one ReadLac per advance, not one per bookie; and when the bookie it asks
+// stops answering, the next one is asked after SpeculativeLacTimeout, so
+// the reader still wakes promptly (and asks that one first from then on).
+func TestWaitLACAsksOneBookieAtATime(t *testing.T) {
+	cl := newCluster(t, 3)
+	wc := cl.client(t)
+	spy := &lacSpy{calls: map[string]int{}}
+	rc := cl.client(t, func(cfg *Config) {
+		cfg.Dial = spy.dial(t)
+		cfg.LacPollTimeout = 20 * time.Second // far beyond the test's waits
+		cfg.SpeculativeLacTimeout = 300 * time.Millisecond
+		cfg.MetadataRefreshInterval = time.Minute
+	})
+	w, err := wc.CreateLedger(ctxT(t), spec(catalog.Replication{Ensemble: 3, WriteQuorum: 3, AckQuorum: 2}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := rc.OpenReader(ctxT(t), w.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 40
+	for e := int64(0); e < n; e++ {
+		woke := make(chan error, 1)
+		go func() {
+			_, err := r.WaitLAC(ctxT(t), e-1)
+			woke <- err
+		}()
+		appendN(t, w, e, e)
+		if err := <-woke; err != nil {
+			t.Fatal(err)
+		}
+	}
+	// One poll per advance; a few more if an append took longer than the
+	// speculative timeout on a loaded machine. Asking every bookie would be
+	// 3 per advance.
+	if got := spy.total(); got > n+n/2 {
+		t.Fatalf("%d ReadLac calls for %d advances; want about one each", got, n)
+	}
+
+	// Stall the bookie asked first: the next one answers.
+	r.mu.Lock()
+	first := r.meta.Ensembles[0].Bookies[r.lacFirst]
+	r.mu.Unlock()
+	cl.mu.Lock()
+	spy.mu.Lock()
+	spy.stalled = cl.bookies[first].addr
+	spy.mu.Unlock()
+	cl.mu.Unlock()
+	woke := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		_, err := r.WaitLAC(ctxT(t), n-1)
+		woke <- err
+	}()
+	appendN(t, w, n, n)
+	if err := <-woke; err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("WaitLAC took %v with its first bookie stalled; want about the speculative timeout", d)
+	}
+	r.mu.Lock()
+	now := r.meta.Ensembles[0].Bookies[r.lacFirst]
+	r.mu.Unlock()
+	if now == first {
+		t.Fatalf("the stalled bookie %s is still asked first", first)
+	}
+}
