@@ -110,9 +110,14 @@ func (rs *rateSearch) step(s SearchSample) float64 {
 		// go below what was achieved, still in the fast phase.
 		rs.rate = achieved * searchBackoff
 	default:
+		// Back off from what was achieved, but not far below the latest
+		// rate that kept up: one bad step (a consumer's rebalance, a
+		// neighbour's burst) must not throw away the climb. If the system
+		// really slowed down, the next steps fail too and the rate keeps
+		// falling by searchBackoff each time.
 		rs.refining = true
 		rs.growth = searchRefine
-		rs.rate = achieved * searchBackoff
+		rs.rate = max(achieved, rs.lastGood*searchBackoff) * searchBackoff
 	}
 	rs.rate = min(max(rs.rate, SearchMinRate), MaxProducerRate)
 	rs.steps = append(rs.steps, SearchStep{

@@ -106,3 +106,20 @@ func TestRateSearchWithoutAnyGoodStep(t *testing.T) {
 		t.Fatalf("result %v, want the floor %d", got, SearchMinRate)
 	}
 }
+
+// One step whose consumers stalled (a rebalance) after the search had
+// climbed must not send it back to the floor: it backs off from the latest
+// rate that kept up, and climbs again.
+func TestRateSearchSurvivesOneStalledStep(t *testing.T) {
+	rs := newRateSearch(1000)
+	rate := 1000.0
+	for range 4 { // 1000, 1500, 2250, 3375: all kept up
+		rate = stepAgainst(rs, rate, 100_000)
+	}
+	good := rs.lastGood
+	next := rs.step(SearchSample{Rate: rate, Seconds: 2, Sent: int64(rate * 2), Acked: int64(rate * 2),
+		Received: 200, Subs: 1}) // consumers received 100/s for one step
+	if next < 0.8*good {
+		t.Fatalf("after one stalled step at %.0f the search goes to %.0f; want at least 80%% of the last good %.0f", rate, next, good)
+	}
+}
