@@ -13,8 +13,9 @@ import (
 // stops renewing drops out of ensemble selection after ttl), carrying its
 // free space and read-only flag. It returns when ctx ends, after removing
 // nothing: a stopped bookie's record simply expires, which is what writers
-// already handle. A failed renewal is logged and retried at the next tick;
-// writers only see the bookie vanish if renewals keep failing for ttl.
+// already handle. A failed renewal is resent within the interval
+// (catalog.RetryHeartbeat), then logged; writers only see the bookie vanish
+// if renewals keep failing for ttl.
 func (b *Bookie) Heartbeat(ctx context.Context, reg catalog.Bookies, address string, interval, ttl time.Duration) error {
 	if interval <= 0 {
 		interval = DefaultHeartbeatInterval
@@ -31,7 +32,11 @@ func (b *Bookie) Heartbeat(ctx context.Context, reg catalog.Bookies, address str
 		}
 		cctx, cancel := context.WithTimeout(ctx, interval)
 		defer cancel()
-		if _, err := reg.HeartbeatBookie(cctx, rec, ttl); err != nil && ctx.Err() == nil {
+		err := catalog.RetryHeartbeat(cctx, func(ctx context.Context) error {
+			_, err := reg.HeartbeatBookie(ctx, rec, ttl)
+			return err
+		})
+		if err != nil && ctx.Err() == nil {
 			b.log.Warn("bookie heartbeat failed", slog.Any("err", err))
 		}
 	}

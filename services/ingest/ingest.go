@@ -114,7 +114,11 @@ func (s *Service) Run(ctx context.Context) error {
 	beat := func() {
 		cctx, cancel := context.WithTimeout(ctx, s.cfg.HeartbeatInterval)
 		defer cancel()
-		if _, err := s.d.Catalog.HeartbeatOwner(cctx, s.cfg.OwnerID, s.cfg.Address, s.cfg.OwnerTTL); err != nil {
+		err := catalog.RetryHeartbeat(cctx, func(ctx context.Context) error {
+			_, err := s.d.Catalog.HeartbeatOwner(ctx, s.cfg.OwnerID, s.cfg.Address, s.cfg.OwnerTTL)
+			return err
+		})
+		if err != nil {
 			if ctx.Err() == nil {
 				s.log.Warn("ingest heartbeat failed", slog.Any("err", err))
 			}
