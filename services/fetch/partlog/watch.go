@@ -53,7 +53,14 @@ func (lg *Log) watch() {
 			if ctx.Err() != nil {
 				continue
 			}
-			ls.log.Warn("tail watcher failed; retrying", slog.String("topic", lg.key.topic), slog.Int("partition", lg.key.partition),
+			// NOT_FOUND is a deleted topic (its readers get NOT_FOUND
+			// themselves, and the watcher stops after TailIdle without
+			// them), not a failure worth a warning per backoff step.
+			level := slog.LevelWarn
+			if errors.Is(err, catalog.ErrNotFound) {
+				level = slog.LevelDebug
+			}
+			ls.log.Log(ctx, level, "tail watcher failed; retrying", slog.String("topic", lg.key.topic), slog.Int("partition", lg.key.partition),
 				slog.Any("err", err), slog.Duration("backoff", backoff))
 			chainAge = 0
 			pause(backoff)
