@@ -117,7 +117,7 @@ type run struct {
 	firstRecv atomic.Int64
 	// recovery tracks the recovery phase's messages (nil before it).
 	recovery atomic.Pointer[recoveryTracker]
-	phase     atomic.Pointer[string]
+	phase    atomic.Pointer[string]
 	// progressMu serializes progress lines: the run and its progress
 	// ticker both write them, and the writer need not be safe for that.
 	progressMu sync.Mutex
