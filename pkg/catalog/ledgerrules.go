@@ -7,13 +7,14 @@ import (
 )
 
 // legalTransitions is the ledger state machine. Same-state updates are legal
-// only while the ledger is unsealed (ensemble changes); DELETED is terminal
-// and is left only by DeleteLedgerMetadata.
+// while the ledger is unsealed (ensemble changes) and for OFFLOADED (key
+// compaction swaps the segment object: a new Location, nothing else);
+// DELETED is terminal and is left only by DeleteLedgerMetadata.
 var legalTransitions = map[LedgerState][]LedgerState{
 	LedgerOpen:       {LedgerOpen, LedgerInRecovery, LedgerClosed},
 	LedgerInRecovery: {LedgerInRecovery, LedgerClosed},
 	LedgerClosed:     {LedgerOffloaded, LedgerDeleted},
-	LedgerOffloaded:  {LedgerDeleted},
+	LedgerOffloaded:  {LedgerOffloaded, LedgerDeleted},
 	LedgerDeleted:    nil,
 }
 
@@ -205,10 +206,11 @@ func checkEnd(p LedgerMetadata) error {
 }
 
 // checkLocation: the object location is written exactly when the ledger
-// becomes OFFLOADED and kept from then on.
+// becomes OFFLOADED, may be replaced while it stays OFFLOADED (a compacted
+// segment swapped in), and is kept from then on.
 func checkLocation(old, p LedgerMetadata) error {
 	switch {
-	case old.State == LedgerClosed && p.State == LedgerOffloaded:
+	case (old.State == LedgerClosed || old.State == LedgerOffloaded) && p.State == LedgerOffloaded:
 		if p.Location == "" {
 			return Invalid("location", "ledger %d: OFFLOADED needs the object location", old.ID)
 		}

@@ -20,6 +20,7 @@ func TestLedgerTransitions(t *testing.T) {
 		{catalog.LedgerInRecovery, catalog.LedgerClosed}:     true,
 		{catalog.LedgerClosed, catalog.LedgerOffloaded}:      true,
 		{catalog.LedgerClosed, catalog.LedgerDeleted}:        true,
+		{catalog.LedgerOffloaded, catalog.LedgerOffloaded}:   true,
 		{catalog.LedgerOffloaded, catalog.LedgerDeleted}:     true,
 	}
 	for _, from := range states {

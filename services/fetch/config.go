@@ -46,7 +46,9 @@ type Config struct {
 	// calls that reach another copy are forwarded here (route.go). Empty
 	// for a single copy.
 	Address string
-	// Log bounds partition reads (cache, tail watchers).
+	// Log bounds partition reads (cache, tail watchers) and, in
+	// Log.Segments, reads of offloaded ledgers from Deps.Objects (index
+	// cache, bytes per ranged GET). Its ReadGate and Objects are set by New.
 	Log partlog.Config
 	// MaxSessions bounds the group sessions (Subscribe streams) this copy
 	// serves at once; beyond it Subscribe answers RESOURCE_EXHAUSTED.
@@ -65,7 +67,9 @@ type Config struct {
 	TopicCacheTTL time.Duration
 	// MaxReadsInFlight is the read budget: bookie reads running at once for
 	// readers of this copy (fetches and session deliveries) that missed the
-	// entry cache — catch-up reads. A read beyond it waits up to ReadWait,
+	// entry cache — catch-up reads, from the bookies or, for offloaded
+	// ledgers, the object store (index opens and ranged GETs). A read
+	// beyond it waits up to ReadWait,
 	// then Fetch answers RESOURCE_EXHAUSTED and sessions retry. Tail reads
 	// are served from the cache the tail watchers fill and never take the
 	// budget, so catch-up readers cannot starve them, and the bookies see

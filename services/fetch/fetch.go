@@ -3,7 +3,8 @@
 // (ListGroups, DescribeGroup, ResetGroupOffsets). See README.md.
 //
 // Reads go through services/fetch/partlog (offset → ledger → entry, the
-// shared entry cache, one tail watcher per followed partition). Groups are
+// shared entry cache, one tail watcher per followed partition; offloaded
+// ledgers from their segment objects in Deps.Objects). Groups are
 // leases in pkg/bookkeeping balanced by services/fetch/assign.
 package fetch
 
@@ -85,6 +86,7 @@ func New(cfg Config, d Deps) (*Service, error) {
 		topics: make(map[string]cachedTopic), sessions: make(map[string]*session)}
 	lcfg := cfg.Log
 	lcfg.ReadGate = s.acquireRead
+	lcfg.Objects = d.Objects
 	logs, err := partlog.New(lcfg, d.Catalog, d.Ledgers)
 	if err != nil {
 		return nil, err
@@ -200,6 +202,10 @@ func readErr(err error) error {
 		return outOfRange(oor)
 	case errors.Is(err, partlog.ErrCorrupt):
 		return connect.NewError(connect.CodeDataLoss, err)
+	case errors.Is(err, partlog.ErrObjectMissing), errors.Is(err, partlog.ErrNoObjectStore):
+		// Before NotFound: the topic exists, a ledger's data cannot be
+		// reached from this copy.
+		return connect.NewError(connect.CodeUnavailable, err)
 	case errors.Is(err, catalog.ErrNotFound):
 		return connect.NewError(connect.CodeNotFound, err)
 	case errors.Is(err, context.Canceled):

@@ -41,7 +41,7 @@ type env struct {
 	url   string
 }
 
-func startCluster(t *testing.T, cfg cluster.Config) *env {
+func startCluster(t testing.TB, cfg cluster.Config) *env {
 	t.Helper()
 	cfg.Dir, cfg.Addr = t.TempDir(), "127.0.0.1:0"
 	c, err := cluster.New(cfg)
@@ -70,7 +70,7 @@ func smallLedgers() cluster.Config {
 	return cluster.Config{Ingest: ingest.Config{Writer: partition.Config{RollBytes: 16 << 10, MaxEntryBytes: 16 << 10}}}
 }
 
-func (e *env) createTopic(t *testing.T, name string, partitions int32) {
+func (e *env) createTopic(t testing.TB, name string, partitions int32) {
 	t.Helper()
 	if _, err := e.admin.CreateTopic(context.Background(), connect.NewRequest(&sluicev1.CreateTopicRequest{Name: name, Partitions: partitions})); err != nil {
 		t.Fatal(err)
@@ -79,7 +79,7 @@ func (e *env) createTopic(t *testing.T, name string, partitions int32) {
 
 // produce writes n records "v<i>" (i from first) to a partition in
 // requests of batch records and returns their offsets.
-func (e *env) produce(t *testing.T, topic string, partition int32, first, n, batch int) []int64 {
+func (e *env) produce(t testing.TB, topic string, partition int32, first, n, batch int) []int64 {
 	t.Helper()
 	var offs []int64
 	for i := first; i < first+n; i += batch {

@@ -7,10 +7,14 @@ import (
 	"github.com/sluicemq/sluice/pkg/catalog"
 )
 
-// entryKey names one ledger entry.
+// entryKey names one ledger entry, or one index interval of an offloaded
+// ledger's segment object (entry is then the interval's position in the
+// object, and object the object's key: a ledger rewritten to a new object
+// never meets the old one's intervals).
 type entryKey struct {
 	ledger catalog.LedgerID
 	entry  int64
+	object string
 }
 
 // entryCache is an LRU of entry payloads bounded in bytes, shared by every
@@ -47,6 +51,14 @@ func (c *entryCache) get(k entryKey) ([]byte, bool) {
 	c.hits++
 	c.order.MoveToFront(el)
 	return el.Value.(*cacheItem).payload, true
+}
+
+// has reports whether k is cached, without counting a hit or a miss.
+func (c *entryCache) has(k entryKey) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.items[k]
+	return ok
 }
 
 // put adds an entry; one larger than the whole cache is not kept.

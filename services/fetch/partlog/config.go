@@ -7,7 +7,10 @@ import (
 	"log/slog"
 	"time"
 
+	"gocloud.dev/blob"
+
 	"github.com/sluicemq/sluice/pkg/record"
+	"github.com/sluicemq/sluice/pkg/segment"
 )
 
 // Defaults for zero Config fields.
@@ -21,6 +24,11 @@ const (
 	DefaultMaxEntryBounds  = 4096
 	DefaultMaxCursorHints  = 64
 	DefaultOpenLedgerLimit = 4
+
+	DefaultIndexCacheBytes = 32 << 20
+	DefaultMaxIndexes      = 1024
+	DefaultObjectReadBytes = 1 << 20
+	DefaultObjectTimeout   = 10 * time.Second
 )
 
 // Config bounds the partition logs of one fetch copy.
@@ -59,6 +67,13 @@ type Config struct {
 	// served from the cache the watchers fill, never wait behind catch-up
 	// reads. An error fails the read.
 	ReadGate func(ctx context.Context) (release func(), err error)
+	// Objects is the object store offloaded ledgers are read from (segment
+	// objects, pkg/segment; the ledger's catalog Location is the key); nil
+	// when there is none, and then offloaded ledgers are read from the
+	// bookies for as long as they still hold them.
+	Objects *blob.Bucket
+	// Segments bounds reads of offloaded ledgers.
+	Segments SegmentConfig
 	// Logger receives events; nil discards them.
 	Logger *slog.Logger
 	// Now is the clock (tests); nil means time.Now.
@@ -91,7 +106,71 @@ func (c Config) withDefaults() Config {
 		c.Now = time.Now
 	}
 	c.Limits = c.Limits.WithDefaults()
+	c.Segments = c.Segments.withDefaults()
 	return c
+}
+
+// SegmentConfig bounds reads of offloaded ledgers (objects.go). Zero fields
+// take the defaults.
+type SegmentConfig struct {
+	// IndexCacheBytes bounds the memory of the cached segment indexes (the
+	// footer, offset index and time index of each object read, LRU over
+	// all partitions). An index larger than the whole cache is used for
+	// its read and not kept. Zero means DefaultIndexCacheBytes (32 MiB:
+	// the indexes of ~100 segments of 512 MiB at the default interval).
+	IndexCacheBytes int64
+	// MaxIndexes bounds the number of cached indexes. Zero means
+	// DefaultMaxIndexes.
+	MaxIndexes int
+	// ReadBytes bounds one ranged GET of batches: a read takes the index
+	// intervals from the one holding the offset on while they fit in it
+	// (always at least that one interval). Zero means
+	// DefaultObjectReadBytes (1 MiB).
+	ReadBytes int
+	// Timeout bounds one request to the object store (the HEAD and tail
+	// GET of an index open, one ranged GET of batches), which otherwise
+	// only the reader's context bounds — a session's lives as long as the
+	// session — while it holds a slot of the read budget. Zero means
+	// DefaultObjectTimeout.
+	Timeout time.Duration
+	// Reader bounds what opening a segment accepts and allocates
+	// (MaxSegmentBytes, MaxIndexEntries, TailReadBytes); zero fields take
+	// pkg/segment's defaults.
+	Reader segment.ReaderOptions
+}
+
+func (c SegmentConfig) withDefaults() SegmentConfig {
+	if c.IndexCacheBytes == 0 {
+		c.IndexCacheBytes = DefaultIndexCacheBytes
+	}
+	if c.MaxIndexes == 0 {
+		c.MaxIndexes = DefaultMaxIndexes
+	}
+	if c.ReadBytes == 0 {
+		c.ReadBytes = DefaultObjectReadBytes
+	}
+	if c.Timeout == 0 {
+		c.Timeout = DefaultObjectTimeout
+	}
+	return c
+}
+
+func (c SegmentConfig) validate(bad func(field, format string, args ...any)) {
+	if c.IndexCacheBytes < 0 || c.IndexCacheBytes > 16<<30 {
+		bad("Segments.IndexCacheBytes", "%d is outside [0, 16 GiB]", c.IndexCacheBytes)
+	}
+	if c.MaxIndexes < 0 || c.MaxIndexes > 1_000_000 {
+		bad("Segments.MaxIndexes", "%d is outside [0, 1,000,000]", c.MaxIndexes)
+	}
+	if c.ReadBytes < 0 || c.ReadBytes > 64<<20 {
+		bad("Segments.ReadBytes", "%d is outside [0, 64 MiB]", c.ReadBytes)
+	}
+	if c.Timeout != 0 && (c.Timeout < time.Millisecond || c.Timeout > 5*time.Minute) {
+		bad("Segments.Timeout", "%v is outside [1ms, 5m]", c.Timeout)
+	}
+	if err := c.Reader.Validate(); err != nil {
+		bad("Segments.Reader", "%v", err)
+	}
 }
 
 // Validate reports every field out of range.
@@ -121,5 +200,6 @@ func (c Config) Validate() error {
 	if c.MaxLogs < 0 || c.MaxLogs > 10_000_000 {
 		bad("MaxLogs", "%d is outside [0, 10,000,000]", c.MaxLogs)
 	}
+	c.Segments.validate(bad)
 	return errors.Join(errs...)
 }

@@ -37,6 +37,19 @@
 //
 // Offsets below the partition's log start, or above its high watermark,
 // fail with *OutOfRangeError naming the valid range.
+//
+// # Offloaded ledgers
+//
+// An OFFLOADED ledger is read from its segment object (objects.go) when
+// Config.Objects is set: the object's index replaces the entry search and
+// its index intervals stand in for entries in the cache, so Read,
+// OffsetForTime and the cursor logic above do not change. A read that
+// fails because a ledger is gone — its bookies answer no replica, its
+// metadata or object is not found — re-reads the chain and the ledger's
+// metadata and retries (Log.recover): a ledger offloaded meanwhile is
+// switched to its object, one trimmed by retention (no longer in the
+// chain) answers OUT_OF_RANGE with the new log start. A cached chain hides
+// a trim for at most ChainTTL.
 package partlog
 
 import (
@@ -67,9 +80,11 @@ func (e *OutOfRangeError) Error() string {
 	return fmt.Sprintf("offset %d of %s/%d is out of range: valid offsets are %d..%d (log start..high watermark)", e.Offset, e.Topic, e.Partition, e.Start, e.End)
 }
 
-// ErrCorrupt: an entry's payload is not a valid sequence of record batches.
-// The read stops; it is never skipped.
-var ErrCorrupt = errors.New("partlog: corrupt entry")
+// ErrCorrupt: an entry's payload is not a valid sequence of record batches,
+// or an offloaded ledger's segment object fails its checks (a checksum,
+// its framing, or it holds another ledger). The read stops; it is never
+// skipped.
+var ErrCorrupt = errors.New("partlog: corrupt data")
 
 // Result is what one Read returns.
 type Result struct {
@@ -101,6 +116,8 @@ type Logs struct {
 	lc    *client.Client
 	cache *entryCache
 	log   *slog.Logger
+	// objects reads offloaded ledgers; nil without an object store.
+	objects *objects
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -125,8 +142,12 @@ func New(cfg Config, parts catalog.Partitions, lc *client.Client) (*Logs, error)
 	}
 	cfg = cfg.withDefaults()
 	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), ungated{}, true))
-	return &Logs{cfg: cfg, parts: parts, lc: lc, cache: newEntryCache(cfg.CacheBytes), log: cfg.Logger,
-		ctx: ctx, cancel: cancel, logs: make(map[logKey]*Log)}, nil
+	ls := &Logs{cfg: cfg, parts: parts, lc: lc, cache: newEntryCache(cfg.CacheBytes), log: cfg.Logger,
+		ctx: ctx, cancel: cancel, logs: make(map[logKey]*Log)}
+	if cfg.Objects != nil {
+		ls.objects = newObjects(cfg.Objects, cfg.Segments)
+	}
+	return ls, nil
 }
 
 // Close stops the tail watchers and waits for them.
@@ -135,18 +156,27 @@ func (ls *Logs) Close() {
 	ls.wg.Wait()
 }
 
-// Stats reports the cache and the watched partitions.
+// Stats reports the caches and the watched partitions.
 type Stats struct {
 	CacheBytes         int64
 	CacheEntries       int
 	CacheHits, Misses  uint64
 	Partitions, Tailed int
+	// Offloaded ledgers: the cached segment indexes (bytes as estimated,
+	// count), index opens and ranged GETs of batches.
+	IndexBytes             int64
+	Indexes                int
+	IndexOpens, ObjectGets uint64
 }
 
 // Stats returns counters.
 func (ls *Logs) Stats() Stats {
 	var s Stats
 	s.CacheBytes, s.CacheEntries, s.CacheHits, s.Misses = ls.cache.stats()
+	if o := ls.objects; o != nil {
+		s.IndexBytes, s.Indexes, _, _ = o.idx.stats()
+		s.IndexOpens, s.ObjectGets = o.opens.Load(), o.gets.Load()
+	}
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	s.Partitions = len(ls.logs)
@@ -218,7 +248,11 @@ type position struct {
 // ledgerState is a ledger as the log reads it.
 type ledgerState struct {
 	id catalog.LedgerID
-	rd *client.Reader // reads (and its LAC: what is readable)
+	rd *client.Reader // reads (and its LAC: what is readable); metadata only when object
+	// object: the ledger is read from its segment object (meta.Location),
+	// not the bookies. Fixed for the life of the state: switching a
+	// ledger to its object replaces the state (Log.recover).
+	object bool
 
 	mu     sync.Mutex
 	meta   catalog.LedgerMetadata
@@ -314,7 +348,9 @@ func (lg *Log) ledger(ctx context.Context, id catalog.LedgerID) (*ledgerState, e
 	if err != nil {
 		return nil, fmt.Errorf("open ledger %d of %s/%d: %w", id, lg.key.topic, lg.key.partition, err)
 	}
-	st = &ledgerState{id: id, rd: rd, meta: rd.Metadata(), bounds: make(map[int64]bounds)}
+	m := rd.Metadata()
+	st = &ledgerState{id: id, rd: rd, meta: m, bounds: make(map[int64]bounds),
+		object: m.State == catalog.LedgerOffloaded && lg.ls.objects != nil}
 	lg.mu.Lock()
 	defer lg.mu.Unlock()
 	if cur, ok := lg.ledgers[id]; ok {
@@ -400,7 +436,7 @@ func (ls *Logs) entries(ctx context.Context, st *ledgerState, first, last int64,
 	var out []client.Entry
 	size := 0
 	for e := first; e <= last && (len(out) == 0 || size < maxBytes); {
-		if p, ok := ls.cache.get(entryKey{st.id, e}); ok {
+		if p, ok := ls.cache.get(entryKey{ledger: st.id, entry: e}); ok {
 			out = append(out, client.Entry{ID: e, Payload: p})
 			size += len(p)
 			e++
@@ -414,7 +450,7 @@ func (ls *Logs) entries(ctx context.Context, st *ledgerState, first, last int64,
 			return nil, err
 		}
 		for _, en := range ents {
-			ls.cache.put(entryKey{st.id, en.ID}, en.Payload)
+			ls.cache.put(entryKey{ledger: st.id, entry: en.ID}, en.Payload)
 			out = append(out, en)
 			size += len(en.Payload)
 		}
@@ -429,14 +465,21 @@ type ungated struct{}
 // readGated reads entries from the bookies, within ReadGate unless ctx is
 // the tail watcher's.
 func (ls *Logs) readGated(ctx context.Context, st *ledgerState, first, last int64) ([]client.Entry, error) {
-	if ls.cfg.ReadGate != nil && ctx.Value(ungated{}) == nil {
-		release, err := ls.cfg.ReadGate(ctx)
-		if err != nil {
-			return nil, err
-		}
-		defer release()
+	release, err := ls.gate(ctx)
+	if err != nil {
+		return nil, err
 	}
+	defer release()
 	return st.rd.Read(ctx, first, last)
+}
+
+// gate takes a slot of the read budget (Config.ReadGate) unless ctx is the
+// tail watcher's; release it after the read.
+func (ls *Logs) gate(ctx context.Context) (release func(), err error) {
+	if ls.cfg.ReadGate == nil || ctx.Value(ungated{}) != nil {
+		return func() {}, nil
+	}
+	return ls.cfg.ReadGate(ctx)
 }
 
 // entryBounds returns the first and last offsets of an entry (and its
@@ -610,8 +653,17 @@ const (
 )
 
 // read reads from offset. beyond reports an offset past the end as known
-// (an error only in readFresh mode).
+// (an error only in readFresh mode). A read that fails because a ledger is
+// gone is retried after Log.recover.
 func (lg *Log) read(ctx context.Context, offset int64, lim Limits, mode int) (res Result, beyond bool, err error) {
+	err = lg.withRecovery(ctx, func() error {
+		res, beyond, err = lg.readOnce(ctx, offset, lim, mode)
+		return err
+	})
+	return res, beyond, err
+}
+
+func (lg *Log) readOnce(ctx context.Context, offset int64, lim Limits, mode int) (res Result, beyond bool, err error) {
 	ls := lg.ls
 	maxAge := ls.cfg.ChainTTL
 	if mode == readFresh {
@@ -646,7 +698,7 @@ func (lg *Log) read(ctx context.Context, offset int64, lim Limits, mode int) (re
 		ref := p.Ledgers[i]
 		st, err := lg.ledger(ctx, ref.ID)
 		if err != nil {
-			return res, false, err
+			return res, false, &ledgerErr{ref.ID, err}
 		}
 		if mode != readCached && i == len(p.Ledgers)-1 {
 			if _, sealed := st.readable(); !sealed {
@@ -659,7 +711,7 @@ func (lg *Log) read(ctx context.Context, offset int64, lim Limits, mode int) (re
 		if i < len(p.Ledgers)-1 && !sealed {
 			// A ledger followed by another is sealed: learn it.
 			if m, err := st.refresh(ctx); err != nil {
-				return res, false, err
+				return res, false, &ledgerErr{ref.ID, err}
 			} else if m.State.Sealed() {
 				last, sealed = m.LastEntry, true
 			}
@@ -668,22 +720,33 @@ func (lg *Log) read(ctx context.Context, offset int64, lim Limits, mode int) (re
 		if sealed && offset > m.LastOffset {
 			continue
 		}
+		if st.object {
+			if err := lg.collectObject(ctx, st, offset, lim, &res); err != nil {
+				return res, false, &ledgerErr{ref.ID, err}
+			}
+			if i == len(p.Ledgers)-1 {
+				res.HighWatermark = m.LastOffset + 1
+			} else if res.HighWatermark, err = lg.hwOf(ctx, p); err != nil {
+				return res, false, err
+			}
+			return res, false, nil
+		}
 		if last < 0 {
 			break // an open ledger with nothing readable yet
 		}
 		lastBounds, err := ls.entryBounds(ctx, st, last)
 		if err != nil {
-			return res, false, err
+			return res, false, &ledgerErr{ref.ID, err}
 		}
 		if offset > lastBounds.last {
 			break // beyond the readable end of the open tail
 		}
 		e, err := lg.entryFor(ctx, st, offset, last)
 		if err != nil {
-			return res, false, err
+			return res, false, &ledgerErr{ref.ID, err}
 		}
 		if err := lg.collect(ctx, st, e, last, offset, lim, &res); err != nil {
-			return res, false, err
+			return res, false, &ledgerErr{ref.ID, err}
 		}
 		if i == len(p.Ledgers)-1 {
 			if sealed {
@@ -715,11 +778,16 @@ func (lg *Log) hwOf(ctx context.Context, p catalog.Partition) (int64, error) {
 	if len(p.Ledgers) == 0 {
 		return p.LogStartOffset, nil
 	}
-	st, err := lg.ledger(ctx, p.Ledgers[len(p.Ledgers)-1].ID)
+	id := p.Ledgers[len(p.Ledgers)-1].ID
+	st, err := lg.ledger(ctx, id)
 	if err != nil {
-		return 0, err
+		return 0, &ledgerErr{id, err}
 	}
-	return lg.ls.tailEnd(ctx, st)
+	end, err := lg.ls.tailEnd(ctx, st)
+	if err != nil {
+		return 0, &ledgerErr{id, err}
+	}
+	return end, nil
 }
 
 // entryFor finds the entry holding offset, from a cursor hint or by search.
@@ -754,51 +822,9 @@ func (lg *Log) collect(ctx context.Context, st *ledgerState, first, last, offset
 		if b.last < next {
 			continue
 		}
-		full := false
-		for rest := en.Payload; len(rest) > 0 && !full; {
-			bt, r, err := record.Split(rest)
-			if err != nil {
-				return fmt.Errorf("%w: ledger %d entry %d: %w", ErrCorrupt, st.id, en.ID, err)
-			}
-			rest = r
-			if bt.LastOffset() < next {
-				continue
-			}
-			if bt.Attributes().Control() {
-				next = bt.NextOffset() // transaction markers are not records
-				continue
-			}
-			if err := it.Reset(bt); err != nil {
-				return fmt.Errorf("%w: ledger %d entry %d: %w", ErrCorrupt, st.id, en.ID, err)
-			}
-			copyOut := bt.Codec() != record.CodecNone // decompressed into the iterator's buffer
-			for it.Next() {
-				rec := it.Record()
-				if rec.Offset < next {
-					continue
-				}
-				size := recordSize(rec)
-				if len(res.Records) == 0 && lim.HardMaxBytes > 0 && size > lim.HardMaxBytes {
-					full = true
-					break
-				}
-				if len(res.Records) > 0 && (len(res.Records) >= lim.MaxRecords || res.Bytes+size > lim.MaxBytes) {
-					full = true
-					break
-				}
-				r := *rec
-				if copyOut {
-					r = cloneRecord(rec)
-				} else if len(rec.Headers) > 0 {
-					r.Headers = slices.Clone(rec.Headers)
-				}
-				res.Records = append(res.Records, r)
-				res.Bytes += size
-				next = rec.Offset + 1
-			}
-			if err := it.Err(); err != nil {
-				return fmt.Errorf("%w: ledger %d entry %d: %w", ErrCorrupt, st.id, en.ID, err)
-			}
+		full, err := appendRecords(it, en.Payload, &next, lim, res)
+		if err != nil {
+			return fmt.Errorf("%w: ledger %d entry %d: %w", ErrCorrupt, st.id, en.ID, err)
 		}
 		if full {
 			break
@@ -814,6 +840,59 @@ func (lg *Log) collect(ctx context.Context, st *ledgerState, first, last, offset
 	lg.hints[next] = position{st.id, stopEntry}
 	lg.mu.Unlock()
 	return nil
+}
+
+// appendRecords decodes the records of payload (record batches: an entry,
+// or an interval of a segment) from *next on into res, within lim, moving
+// *next past each record taken and each control batch. full: a limit
+// stopped it. An error is a batch that does not decode: corruption.
+func appendRecords(it *record.Iterator, payload []byte, next *int64, lim Limits, res *Result) (full bool, err error) {
+	for rest := payload; len(rest) > 0 && !full; {
+		bt, r, err := record.Split(rest)
+		if err != nil {
+			return false, err
+		}
+		rest = r
+		if bt.LastOffset() < *next {
+			continue
+		}
+		if bt.Attributes().Control() {
+			*next = bt.NextOffset() // transaction markers are not records
+			continue
+		}
+		if err := it.Reset(bt); err != nil {
+			return false, err
+		}
+		copyOut := bt.Codec() != record.CodecNone // decompressed into the iterator's buffer
+		for it.Next() {
+			rec := it.Record()
+			if rec.Offset < *next {
+				continue
+			}
+			size := recordSize(rec)
+			if len(res.Records) == 0 && lim.HardMaxBytes > 0 && size > lim.HardMaxBytes {
+				full = true
+				break
+			}
+			if len(res.Records) > 0 && (len(res.Records) >= lim.MaxRecords || res.Bytes+size > lim.MaxBytes) {
+				full = true
+				break
+			}
+			r := *rec
+			if copyOut {
+				r = cloneRecord(rec)
+			} else if len(rec.Headers) > 0 {
+				r.Headers = slices.Clone(rec.Headers)
+			}
+			res.Records = append(res.Records, r)
+			res.Bytes += size
+			*next = rec.Offset + 1
+		}
+		if err := it.Err(); err != nil {
+			return false, err
+		}
+	}
+	return full, nil
 }
 
 func recordSize(r *record.Record) int {
@@ -899,9 +978,20 @@ func (ls *Logs) Bounds(ctx context.Context, topic string, partition int) (start,
 // after ts (ms), or the high watermark when there is none. Like Kafka's
 // time index it treats each entry's largest timestamp as a running
 // maximum: with timestamps that go backwards it returns an offset at or
-// before the first qualifying record, never after it.
+// before the first qualifying record, never after it. In an offloaded
+// ledger the segment's time index finds the interval (same semantics).
 func (ls *Logs) OffsetForTime(ctx context.Context, topic string, partition int, ts int64) (int64, error) {
 	lg := ls.get(topic, partition)
+	var off int64
+	err := lg.withRecovery(ctx, func() (err error) {
+		off, err = lg.offsetForTime(ctx, ts)
+		return err
+	})
+	return off, err
+}
+
+func (lg *Log) offsetForTime(ctx context.Context, ts int64) (int64, error) {
+	ls := lg.ls
 	p, err := lg.chain(ctx, 0)
 	if err != nil {
 		return 0, err
@@ -914,7 +1004,7 @@ func (ls *Logs) OffsetForTime(ctx context.Context, topic string, partition int, 
 	for _, ref := range p.Ledgers {
 		st, err := lg.ledger(ctx, ref.ID)
 		if err != nil {
-			return 0, err
+			return 0, &ledgerErr{ref.ID, err}
 		}
 		last, _ := st.readable()
 		if last >= 0 {
@@ -922,8 +1012,18 @@ func (ls *Logs) OffsetForTime(ctx context.Context, topic string, partition int, 
 		}
 	}
 	maxTS := func(s span, e int64) (int64, error) {
+		if s.st.object {
+			r, err := ls.index(ctx, s.st.metadata())
+			if err != nil {
+				return 0, &ledgerErr{s.st.id, err}
+			}
+			return r.Info().MaxTimestamp, nil
+		}
 		b, err := ls.entryBounds(ctx, s.st, e)
-		return b.maxTS, err
+		if err != nil {
+			return 0, &ledgerErr{s.st.id, err}
+		}
+		return b.maxTS, nil
 	}
 	// First ledger whose last entry reaches ts.
 	var ferr error
@@ -942,10 +1042,17 @@ func (ls *Logs) OffsetForTime(ctx context.Context, topic string, partition int, 
 		return 0, ferr
 	}
 	if i == len(spans) {
-		_, end, err := ls.Bounds(ctx, topic, partition)
+		_, end, err := ls.Bounds(ctx, lg.key.topic, lg.key.partition)
 		return end, err
 	}
 	s := spans[i]
+	if s.st.object {
+		off, err := lg.objectOffsetForTime(ctx, s.st, ts)
+		if err != nil {
+			return 0, &ledgerErr{s.st.id, err}
+		}
+		return off, nil
+	}
 	lo, hi := int64(0), s.last
 	for lo < hi {
 		mid := lo + (hi-lo)/2
@@ -961,30 +1068,45 @@ func (ls *Logs) OffsetForTime(ctx context.Context, topic string, partition int, 
 	}
 	ents, err := ls.entries(ctx, s.st, lo, lo, 1)
 	if err != nil {
-		return 0, err
+		return 0, &ledgerErr{s.st.id, err}
 	}
+	if off, ok, err := ls.firstAtOrAfter(ents[0].Payload, ts); err != nil || ok {
+		if err != nil {
+			err = fmt.Errorf("%w: ledger %d entry %d: %w", ErrCorrupt, s.st.id, lo, err)
+		}
+		return off, err
+	}
+	b, err := ls.entryBounds(ctx, s.st, lo)
+	if err != nil {
+		return 0, &ledgerErr{s.st.id, err}
+	}
+	return b.last + 1, nil
+}
+
+// firstAtOrAfter returns the offset of the first record of payload (record
+// batches) with a timestamp at or after ts, and whether there is one.
+func (ls *Logs) firstAtOrAfter(payload []byte, ts int64) (int64, bool, error) {
 	it := record.NewIterator(ls.cfg.Limits)
-	for rest := ents[0].Payload; len(rest) > 0; {
+	for rest := payload; len(rest) > 0; {
 		bt, r, err := record.Split(rest)
 		if err != nil {
-			return 0, fmt.Errorf("%w: %w", ErrCorrupt, err)
+			return 0, false, err
 		}
 		rest = r
 		if bt.MaxTimestamp() < ts || bt.Attributes().Control() {
 			continue
 		}
 		if err := it.Reset(bt); err != nil {
-			return 0, fmt.Errorf("%w: %w", ErrCorrupt, err)
+			return 0, false, err
 		}
 		for it.Next() {
 			if it.Record().Timestamp >= ts {
-				return it.Record().Offset, nil
+				return it.Record().Offset, true, nil
 			}
 		}
 		if err := it.Err(); err != nil {
-			return 0, fmt.Errorf("%w: %w", ErrCorrupt, err)
+			return 0, false, err
 		}
 	}
-	b, err := ls.entryBounds(ctx, s.st, lo)
-	return b.last + 1, err
+	return 0, false, nil
 }
