@@ -176,6 +176,10 @@ func (c *Client) recoverEnd(ctx context.Context, m catalog.LedgerMetadata) (int6
 				adds.send(a)
 			case ledger.CloseLedger:
 				c.log.Debug("recovery decided the end", slog.Int64("ledger", int64(m.ID)), slog.Int64("last_entry", a.LastEntry))
+				// Every write-back reached Qa; give the rest of the write
+				// set a moment to answer too, so a healthy bookie is not
+				// left without its copy by the cancellation below.
+				drainWriteBacks(ctx, adds, recoveryDrainWait)
 				return a.LastEntry, a.LastPayload, nil
 			case ledger.RecoveryFailed:
 				return 0, nil, a.Err
@@ -204,6 +208,28 @@ func (c *Client) recoverEnd(ctx context.Context, m catalog.LedgerMetadata) (int6
 			}
 		case <-ctx.Done():
 			return 0, nil, ctxErr(ctx)
+		}
+	}
+}
+
+// recoveryDrainWait bounds how long a finished recovery waits for the
+// write-backs beyond the ack quorum (a slow bookie's copy is then left to
+// re-replication, as in BookKeeper).
+const recoveryDrainWait = time.Second
+
+// drainWriteBacks takes the answers of the adds still outstanding until
+// none is left, wait passes or ctx ends.
+func drainWriteBacks(ctx context.Context, adds *addSet, wait time.Duration) {
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	for adds.busy() {
+		select {
+		case se := <-adds.events:
+			adds.answer(se)
+		case <-t.C:
+			return
+		case <-ctx.Done():
+			return
 		}
 	}
 }
