@@ -42,11 +42,11 @@ type Service struct {
 	// live: the last heartbeat succeeded (AcquireWriter needs it).
 	heartbeatOK chan struct{}
 	beatOnce    sync.Once
-	// draining is closed when shutdown starts: open ProduceStreams stop
-	// taking requests, answer what they hold and end with UNAVAILABLE, so a
-	// connected producer moves on at once and the server's shutdown does
-	// not wait for it.
-	draining chan struct{}
+	// streams are the open ProduceStreams' request bodies: shutdown closes
+	// them, so the streams stop taking requests, answer what they hold and
+	// end with UNAVAILABLE; a connected producer moves on at once and the
+	// server's shutdown does not wait for it (drain.go).
+	streams drainSet
 }
 
 type slotKey struct {
@@ -97,13 +97,13 @@ func New(cfg Config, d Deps) (*Service, error) {
 		topics:      make(map[string]cachedTopic),
 		owners:      make(map[string]cachedOwner),
 		heartbeatOK: make(chan struct{}),
-		draining:    make(chan struct{}),
 	}, nil
 }
 
 // Handler returns ProducerService's path and handler.
 func (s *Service) Handler(opts ...connect.HandlerOption) (string, http.Handler) {
-	return sluicev1connect.NewProducerServiceHandler(s, opts...)
+	path, h := sluicev1connect.NewProducerServiceHandler(s, opts...)
+	return path, s.trackStreams(h)
 }
 
 // Run heartbeats the copy's owner record until ctx ends, then hands every
@@ -152,10 +152,8 @@ func (s *Service) Run(ctx context.Context) error {
 // shutdown closes every writer and removes the owner record.
 func (s *Service) shutdown() error {
 	s.mu.Lock()
-	if !s.closing {
-		close(s.draining)
-	}
 	s.closing = true
+	s.streams.drain()
 	slots := make([]*slot, 0, len(s.writers))
 	for _, sl := range s.writers {
 		slots = append(slots, sl)

@@ -447,49 +447,20 @@ func (s *Service) ProduceStream(ctx context.Context, stream *connect.BidiStream[
 			}
 		}
 	}()
-	// Requests are received by their own goroutine so that the loop below
-	// can also stop when the copy drains. It ends with the stream: once
-	// this handler returns, the server closes the request body and a
-	// blocked Receive returns.
-	type received struct {
-		req *sluicev1.ProduceStreamRequest
-		err error
-	}
-	reqs := make(chan received)
-	rctx, stopRecv := context.WithCancel(ctx)
-	defer stopRecv()
-	go func() {
-		for {
-			req, err := stream.Receive()
-			select {
-			case reqs <- received{req, err}:
-			case <-rctx.Done():
-				return
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
 	var recvErr error
-	for recvErr == nil {
-		var r received
-		select {
-		case r = <-reqs:
-		case <-s.draining:
-			recvErr = connect.NewError(connect.CodeUnavailable, errors.New("ingest copy shutting down: reconnect and resend the requests not answered"))
-			continue
-		case <-ctx.Done():
-			recvErr = ctx.Err()
-			continue
-		}
-		if r.err != nil {
-			if !errors.Is(r.err, io.EOF) {
-				recvErr = r.err
+	for {
+		req, err := stream.Receive()
+		if err != nil {
+			switch {
+			case s.isDraining():
+				// Shutdown closed the request body (drain.go): the
+				// requests received so far are answered below.
+				recvErr = connect.NewError(connect.CodeUnavailable, errors.New("ingest copy shutting down: reconnect and resend the requests not answered"))
+			case !errors.Is(err, io.EOF):
+				recvErr = err
 			}
 			break
 		}
-		req := r.req
 		f := inflight{id: req.GetCorrelationId()}
 		if req.GetRequest() == nil {
 			f.err = apierr.Invalid("request", "required")
@@ -502,6 +473,9 @@ func (s *Service) ProduceStream(ctx context.Context, stream *connect.BidiStream[
 		case queue <- f:
 		case <-ctx.Done():
 			recvErr = ctx.Err()
+		}
+		if recvErr != nil {
+			break
 		}
 	}
 	close(queue)
