@@ -149,6 +149,7 @@
 //	callbacks.go  the callback dispatcher and the WriteLac pushers
 //	recover.go    Recover
 //	reader.go     Reader: Read, WaitLAC, Refresh; Client.ReadEntries
+//	delete.go     DeleteLedger: drop a sealed ledger from its bookies (the compactor)
 //
 // # Tests
 //

@@ -11,6 +11,7 @@ import (
 	"github.com/sluicemq/sluice/internal/cluster"
 	"github.com/sluicemq/sluice/internal/rpcserver"
 	"github.com/sluicemq/sluice/internal/telemetry"
+	"github.com/sluicemq/sluice/services/compactor"
 )
 
 // devDefaultAddr is the fixed default address scripts and the client
@@ -23,6 +24,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	addr := fs.String("addr", devDefaultAddr, "address to serve every public service on (Connect, gRPC, gRPC-web; HTTP/1.1 and h2c)")
 	dataDir := fs.String("data-dir", "./sluice-data", "where dev mode keeps its data")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
+	offloadAge := fs.Duration("offload-age", compactor.DefaultOffloadAge, "the compactor moves a sealed ledger to the object store (DATA-DIR/objects) this long after it was sealed")
 	cors := fs.String("cors-origins", "", "comma-separated extra browser origins allowed to call (localhost origins are always allowed in dev)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: sluice dev [flags]")
@@ -52,10 +54,11 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if *cors != "" {
 		origins = strings.Split(*cors, ",")
 	}
-	fmt.Fprintf(stdout, "sluice dev: opening 3 bookies, the catalog, bookkeeping, ingest and fetch in %s ...\n", *dataDir)
+	fmt.Fprintf(stdout, "sluice dev: opening 3 bookies, the catalog, bookkeeping, ingest, fetch and the compactor in %s ...\n", *dataDir)
 	c, err := cluster.New(cluster.Config{
 		Dir: *dataDir, Addr: *addr, Telemetry: tel,
-		Server: rpcserver.Config{AllowLocalhost: true, CORSOrigins: origins},
+		Server:    rpcserver.Config{AllowLocalhost: true, CORSOrigins: origins},
+		Compactor: compactor.Config{OffloadAge: *offloadAge},
 	})
 	if err != nil {
 		if strings.Contains(err.Error(), "address already in use") {
@@ -64,6 +67,6 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	fmt.Fprintf(stdout, "sluice dev listening on http://%s (data in %s)\n", c.Addr(), *dataDir)
-	tel.Logger.Warn("dev mode is partial: topics, produce and consume are served; the compactor (S3 offload) and function triggers are not implemented yet")
+	tel.Logger.Warn("dev mode is partial: topics, produce, consume and the compactor (offload to DATA-DIR/objects, retention) run; function triggers are not implemented yet")
 	return c.Run(ctx)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/sluicemq/sluice/internal/telemetry"
 	bkcassandra "github.com/sluicemq/sluice/pkg/bookkeeping/cassandra"
 	catdynamo "github.com/sluicemq/sluice/pkg/catalog/dynamodb"
+	"github.com/sluicemq/sluice/pkg/objstore"
 	"github.com/sluicemq/sluice/services/admin"
 	"github.com/sluicemq/sluice/services/fetch"
 )
@@ -30,6 +31,7 @@ func runFetch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cassandra := fs.String("cassandra", "", "comma-separated Cassandra contact points host[:port] for groups, leases and offsets (required)")
 	keyspace := fs.String("keyspace", "sluice", "Cassandra keyspace (created and migrated at start-up)")
 	rf := fs.Int("replication-factor", 3, "replication factor of the keyspace when this copy creates it (per data center; 1 for a single-node Cassandra)")
+	objects := fs.String("objects", "", "object store the compactor offloads to (s3://BUCKET?region=R[&endpoint=URL&use_path_style=true] or file:///DIR); empty: offloaded ledgers cannot be read")
 	cacheMiB := fs.Int64("cache-mib", 64, "entry cache size in MiB (shared read-ahead of tails and recent reads)")
 	balance := fs.Duration("balance-interval", fetch.DefaultBalanceInterval, "how often each group session evens out its partition leases")
 	cors := fs.String("cors-origins", "", "comma-separated browser origins allowed to call")
@@ -80,12 +82,19 @@ func runFetch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer ledgers.Close()
+	deps := fetch.Deps{Catalog: cat, Ledgers: ledgers, Bookkeeping: bk, Forward: fetch.Forwarder(clientHTTP)}
+	if *objects != "" {
+		if deps.Objects, err = objstore.Open(ctx, *objects); err != nil {
+			return err
+		}
+		defer deps.Objects.Close()
+	}
 	if *advertise == "" {
 		*advertise = *addr
 	}
 	fcfg := fetch.Config{Address: *advertise, BalanceInterval: *balance, Logger: tel.Logger}
 	fcfg.Log.CacheBytes = *cacheMiB << 20
-	svc, err := fetch.New(fcfg, fetch.Deps{Catalog: cat, Ledgers: ledgers, Bookkeeping: bk, Forward: fetch.Forwarder(clientHTTP)})
+	svc, err := fetch.New(fcfg, deps)
 	if err != nil {
 		return err
 	}

@@ -26,6 +26,7 @@ func commands() []command {
 		{"bookie", "run a ledger storage node (bookie)", runBookie},
 		{"ingest", "run an ingest copy (the produce path) against a DynamoDB catalog", runIngest},
 		{"fetch", "run a fetch copy (the consume path) against a DynamoDB catalog and Cassandra", runFetch},
+		{"compactor", "run the compactor (offload to object storage, retention) against a DynamoDB catalog", runCompactor},
 		{"topic", "create, describe, list or delete topics", runTopic},
 		{"produce", "produce records (arguments or stdin), or a load run with --count", runProduce},
 		{"consume", "print a topic's records, directly or as a member of a consumer group", runConsume},

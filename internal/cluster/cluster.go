@@ -4,7 +4,9 @@
 // and end-to-end tests start it on temporary directories (STYLE.md: services
 // are libraries; an in-process cluster composes them).
 //
-// Shutdown order (Run's context ending): the public server drains; ingest
+// Shutdown order (Run's context ending): the public server drains; fetch
+// sessions end and the compactor stops (a pass in progress is cancelled;
+// the next start repairs whatever it left); ingest
 // hands its partitions over (writers drain and seal their ledgers); the
 // ledger client closes; the bookies stop serving and close (a last
 // checkpoint each); the catalog closes.
@@ -22,6 +24,8 @@ import (
 	"sync"
 	"time"
 
+	"gocloud.dev/blob"
+
 	"github.com/sluicemq/sluice/bookkeeper/bookie"
 	"github.com/sluicemq/sluice/bookkeeper/client"
 	"github.com/sluicemq/sluice/internal/rpcserver"
@@ -29,14 +33,16 @@ import (
 	bkembedded "github.com/sluicemq/sluice/pkg/bookkeeping/embedded"
 	"github.com/sluicemq/sluice/pkg/catalog"
 	"github.com/sluicemq/sluice/pkg/catalog/embedded"
+	"github.com/sluicemq/sluice/pkg/objstore"
 	"github.com/sluicemq/sluice/services/admin"
+	"github.com/sluicemq/sluice/services/compactor"
 	"github.com/sluicemq/sluice/services/fetch"
 	"github.com/sluicemq/sluice/services/ingest"
 )
 
 // Config configures an in-process cluster.
 type Config struct {
-	// Dir holds everything: catalog/, bookie-N/ (required).
+	// Dir holds everything: catalog/, bookie-N/, objects/ (required).
 	Dir string
 	// Addr is the public address (default 127.0.0.1:7420; ":0" picks one).
 	Addr string
@@ -49,6 +55,12 @@ type Config struct {
 	Ingest ingest.Config
 	// Fetch tunes the fetch service.
 	Fetch fetch.Config
+	// Compactor tunes the compactor (its defaults are conservative:
+	// ledgers are offloaded minutes after they are sealed).
+	Compactor compactor.Config
+	// Objects is the object store URL of offloaded segments (pkg/objstore);
+	// default file://<Dir>/objects.
+	Objects string
 	// ExtraIngest adds more ingest copies (ingest-2, ...), each serving
 	// ProducerService and AdminService on its own loopback address: for
 	// tests of forwarding, takeover and hand-over.
@@ -68,7 +80,10 @@ type Cluster struct {
 	Ingest  *ingest.Service
 	Fetch   *fetch.Service
 	Admin   *admin.Service
-	Extra   []*Copy
+	// Objects holds the compactor's segments; fetch reads them.
+	Objects   *blob.Bucket
+	Compactor *compactor.Compactor
+	Extra     []*Copy
 	// Bookkeeping holds groups, leases and offsets (embedded, Pebble).
 	Bookkeeping *bkembedded.Store
 
@@ -140,6 +155,23 @@ func New(cfg Config) (_ *Cluster, err error) {
 		return nil, fmt.Errorf("open bookkeeping: %w", err)
 	}
 
+	objURL := cfg.Objects
+	if objURL == "" {
+		if objURL, err = objstore.FileURL(filepath.Join(cfg.Dir, "objects")); err != nil {
+			return nil, err
+		}
+	}
+	if c.Objects, err = objstore.Open(context.Background(), objURL); err != nil {
+		return nil, fmt.Errorf("open object store: %w", err)
+	}
+	ccfg := cfg.Compactor
+	if ccfg.Logger == nil {
+		ccfg.Logger = c.log.With(slog.String("service", "compactor"))
+	}
+	if c.Compactor, err = compactor.New(ccfg, compactor.Deps{Catalog: c.Catalog, Ledgers: c.Ledgers, Objects: c.Objects, Meters: tel.MeterProvider}); err != nil {
+		return nil, err
+	}
+
 	if c.public, err = rpcserver.New(cfg.Server, tel); err != nil {
 		return nil, err
 	}
@@ -153,7 +185,7 @@ func New(cfg Config) (_ *Cluster, err error) {
 	if fcfg.Address == "" {
 		fcfg.Address = c.publicLn.Addr().String()
 	}
-	if c.Fetch, err = fetch.New(fcfg, fetch.Deps{Catalog: c.Catalog, Ledgers: c.Ledgers, Bookkeeping: c.Bookkeeping, Forward: fetch.Forwarder(h2c)}); err != nil {
+	if c.Fetch, err = fetch.New(fcfg, fetch.Deps{Catalog: c.Catalog, Ledgers: c.Ledgers, Bookkeeping: c.Bookkeeping, Forward: fetch.Forwarder(h2c), Objects: c.Objects}); err != nil {
 		return nil, err
 	}
 	icfg := cfg.Ingest
@@ -248,6 +280,9 @@ func (c *Cluster) Run(ctx context.Context) error {
 	fctx, stopFetch := context.WithCancel(context.Background())
 	fetchDone := make(chan error, 1)
 	go func() { fetchDone <- c.Fetch.Run(fctx) }()
+	cctx, stopCompactor := context.WithCancel(context.Background())
+	compactorDone := make(chan error, 1)
+	go func() { compactorDone <- c.Compactor.Run(cctx) }()
 	for _, e := range c.Extra {
 		ectx, cancel := context.WithCancel(context.Background())
 		e.stop, e.done = cancel, make(chan error, 1)
@@ -265,8 +300,9 @@ func (c *Cluster) Run(ctx context.Context) error {
 	context.AfterFunc(ctx, stopFetch)
 	serveErr := c.public.Serve(ctx, c.publicLn)
 	stopFetch()
+	stopCompactor()
 	var all []error
-	all = append(all, <-fetchDone)
+	all = append(all, <-fetchDone, <-compactorDone)
 	for _, e := range c.Extra {
 		all = append(all, e.Stop())
 	}
@@ -287,7 +323,7 @@ func (c *Cluster) Run(ctx context.Context) error {
 	for _, b := range c.Bookies {
 		all = append(all, b.Close())
 	}
-	all = append(all, c.Bookkeeping.Close(), c.Catalog.Close())
+	all = append(all, c.Bookkeeping.Close(), c.Objects.Close(), c.Catalog.Close())
 	return errors.Join(all...)
 }
 
@@ -299,6 +335,9 @@ func (c *Cluster) closeAll() error {
 	}
 	if c.Bookkeeping != nil {
 		errs = append(errs, c.Bookkeeping.Close())
+	}
+	if c.Objects != nil {
+		errs = append(errs, c.Objects.Close())
 	}
 	for _, ln := range c.bookieLn {
 		_ = ln.Close()

@@ -1,0 +1,87 @@
+// Command lambda is the compactor as an AWS Lambda function: the same
+// library as `sluice compactor`, one bounded pass (compactor.Pass) per
+// invocation, invoked on a schedule by an EventBridge rule (the payload is
+// an events.CloudWatchEvent, "Scheduled Event"; its content is not used).
+// It answers the pass's compactor.Report as JSON, or the pass's error (a
+// later invocation retries whatever failed).
+//
+// Configuration is the environment (compactor.ConfigFromEnv):
+// SLUICE_CATALOG_TABLE (DynamoDB catalog), SLUICE_OBJECTS (object store
+// URL, e.g. s3://bucket?region=eu-west-1), SLUICE_COMPACTOR_* limits; AWS
+// credentials, region and endpoint the usual way (AWS_REGION,
+// AWS_ENDPOINT_URL, the function's role). The function must reach the
+// bookies at the addresses they register in the catalog (run it in their
+// VPC). Give it a reserved concurrency of 1: passes of two instances at
+// once are safe (every catalog change is a compare-and-set) but do
+// duplicate work.
+//
+// Build it as Lambda's provided.al2023 runtime expects:
+//
+//	CGO_ENABLED=0 go build -tags lambda.norpc -o bootstrap ./services/compactor/lambda
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/config"
+
+	"github.com/sluicemq/sluice/bookkeeper/client"
+	catdynamo "github.com/sluicemq/sluice/pkg/catalog/dynamodb"
+	"github.com/sluicemq/sluice/pkg/objstore"
+	"github.com/sluicemq/sluice/services/compactor"
+)
+
+func main() {
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	// Opened once per execution environment and reused by its invocations;
+	// an environment that fails to start answers every invocation with the
+	// reason instead of crashing in a loop.
+	c, err := open(context.Background(), log)
+	if err != nil {
+		log.Error("compactor function cannot start", slog.Any("err", err))
+	}
+	lambda.Start(func(ctx context.Context, ev events.CloudWatchEvent) (compactor.Report, error) {
+		if err != nil {
+			return compactor.Report{}, fmt.Errorf("compactor function cannot start: %w", err)
+		}
+		log.Info("scheduled pass", slog.String("event", ev.ID), slog.String("source", ev.Source), slog.Time("time", ev.Time))
+		return c.Pass(ctx)
+	})
+}
+
+// open builds the compactor from the environment.
+func open(ctx context.Context, log *slog.Logger) (*compactor.Compactor, error) {
+	cfg, err := compactor.ConfigFromEnv(os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Logger = log
+	table, objects := os.Getenv(compactor.EnvCatalogTable), os.Getenv(compactor.EnvObjects)
+	if table == "" || objects == "" {
+		return nil, errors.New(compactor.EnvCatalogTable + " and " + compactor.EnvObjects + " must be set")
+	}
+	awsCfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("AWS config for the catalog: %w", err)
+	}
+	cat, err := catdynamo.New(catdynamo.NewClient(awsCfg), catdynamo.Options{Table: table})
+	if err != nil {
+		return nil, err
+	}
+	bucket, err := objstore.Open(ctx, objects)
+	if err != nil {
+		return nil, err
+	}
+	ledgers, err := client.New(client.Config{Ledgers: cat, Bookies: cat, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	// The bucket and client live as long as the execution environment.
+	return compactor.New(cfg, compactor.Deps{Catalog: cat, Ledgers: ledgers, Objects: bucket})
+}
