@@ -196,11 +196,10 @@ func TestChecksumMismatch(t *testing.T) {
 		}
 	})
 	readAll(t, rc, w.ID(), 29)
-	// b1 is the first replica of every third entry (10 of 30), but a read
-	// of b1 still in flight when a Read call ends is answered as failed
-	// without its checksum being seen, and the next call goes to the next
-	// replica: the count is 8-10 (1 run in ~15 saw 8 or 9). What matters is
-	// that corruption is seen, counted and read around.
+	// b1 is the first replica of every third entry (10 of 30), yet about 1
+	// run in 15 counts only 8 or 9 (also before session 4; cause not pinned
+	// down, see NOTES.md — likely reads abandoned between Read calls). What
+	// matters here is that corruption is seen, counted and read around.
 	if s := rc.Stats(); s.ChecksumFailures < 5 {
 		t.Fatalf("checksum failures %d; want most of the 10 entries b1 serves first", s.ChecksumFailures)
 	}
