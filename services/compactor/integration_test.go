@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	gocql "github.com/apache/cassandra-gocql-driver/v2"
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awslambda "github.com/aws/aws-sdk-go-v2/service/lambda"
@@ -37,6 +38,8 @@ import (
 	catdynamo "github.com/sluicemq/sluice/pkg/catalog/dynamodb"
 	bookiev1 "github.com/sluicemq/sluice/pkg/gen/sluice/bookie/v1"
 	"github.com/sluicemq/sluice/pkg/gen/sluice/bookie/v1/bookiev1connect"
+	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
+	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/pkg/objstore"
 	"github.com/sluicemq/sluice/pkg/segment"
 )
@@ -240,7 +243,9 @@ func (s *realStack) checkOffloaded(ctx context.Context, ms []catalog.LedgerMetad
 
 // Produce, roll, offload with `sluice compactor` as a process against the
 // DynamoDB catalog, S3 and real bookie processes: the objects exist and
-// decode to the batches written, the bookies no longer hold the ledgers.
+// decode to the batches written, the bookies no longer hold the ledgers,
+// and a `sluice fetch` process reading from S3 returns every record from
+// offset 0, identical and in order.
 func TestIntegrationCompactorProcessOffloadsToS3(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -260,6 +265,67 @@ func TestIntegrationCompactorProcessOffloadsToS3(t *testing.T) {
 		t.Fatalf("report %s (%v)\n%s", out, err, stderr.String())
 	}
 	s.checkOffloaded(ctx, ms)
+	s.consumeAll(ctx, 3*20*10)
+}
+
+// consumeAll starts a `sluice fetch` process over the catalog, Cassandra
+// and the bucket, and fetches offsets 0..n-1 of orders/0 from it: every
+// record must be the one batch() wrote at its offset.
+func (s *realStack) consumeAll(ctx context.Context, n int64) {
+	t := s.t
+	t.Helper()
+	cassandra := testenv.Cassandra(t)
+	addr, err := bookieproc.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyspace := fmt.Sprintf("compactor_it_%d", time.Now().UnixNano())
+	fp := &bookieproc.Proc{ID: "fetch", Addr: addr, Bin: s.bin, Env: s.env, Command: "fetch",
+		Args: []string{"--addr", addr, "--catalog-table", s.table, "--cassandra", cassandra, "--keyspace", keyspace,
+			"--replication-factor", "1", "--objects", s.objects}}
+	t.Cleanup(func() {
+		_ = fp.Stop()
+		dropKeyspace(t, cassandra, keyspace)
+	})
+	if err := fp.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var protocols http.Protocols
+	protocols.SetUnencryptedHTTP2(true)
+	hc := &http.Client{Transport: &http.Transport{Protocols: &protocols}}
+	defer hc.CloseIdleConnections()
+	cons := sluicev1connect.NewConsumerServiceClient(hc, "http://"+addr, connect.WithGRPC())
+	next := int64(0)
+	for next < n {
+		resp, err := cons.Fetch(ctx, connect.NewRequest(&sluicev1.FetchRequest{Topic: "orders", Partition: 0, Offset: next, MaxRecords: 1000, MaxWaitMs: 200}))
+		if err != nil {
+			t.Fatalf("fetch from %d: %v\n%s", next, err, fp.Log())
+		}
+		for _, r := range resp.Msg.GetRecords() {
+			if r.GetOffset() != next || string(r.GetValue()) != fmt.Sprintf("orders-%d", next) || string(r.GetKey()) != fmt.Sprintf("k%d", next%7) {
+				t.Fatalf("record at %d: offset %d key %q value %q; want the one written at %d", next, r.GetOffset(), r.GetKey(), r.GetValue(), next)
+			}
+			next++
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("fetched %d of %d records before the deadline", next, n)
+		}
+	}
+}
+
+// dropKeyspace removes a test keyspace (best effort: a failure is logged).
+func dropKeyspace(t *testing.T, host, keyspace string) {
+	c := gocql.NewCluster(host)
+	c.Timeout = 30 * time.Second
+	sess, err := c.CreateSession()
+	if err != nil {
+		t.Logf("drop keyspace %s: %v", keyspace, err)
+		return
+	}
+	defer sess.Close()
+	if err := sess.Query("DROP KEYSPACE IF EXISTS " + keyspace).Exec(); err != nil {
+		t.Logf("drop keyspace %s: %v", keyspace, err)
+	}
 }
 
 // The Lambda main under AWS's Runtime Interface Emulator: built as Lambda
