@@ -318,6 +318,9 @@ func (b *Bookie) Fence(ledger int64, masterKey []byte) (storage.LedgerInfo, erro
 	if errors.Is(err, storage.ErrFailed) {
 		b.fail(err)
 	}
+	if err == nil {
+		b.lacs.fence(ledger)
+	}
 	return info, err
 }
 
@@ -334,22 +337,23 @@ func (b *Bookie) WriteLAC(ledger int64, masterKey []byte, lac int64) error {
 	return nil
 }
 
-// ReadLAC returns the ledger's LAC once it exceeds previous, or when wait
-// runs out (then whatever it is: -1 for a ledger this bookie has not seen).
-func (b *Bookie) ReadLAC(ctx context.Context, ledger, previous int64, wait time.Duration) (int64, error) {
+// ReadLAC returns the ledger's LAC once it exceeds previous or the ledger
+// is fenced (reported too), or when wait runs out (then whatever it is: -1
+// for a ledger this bookie has not seen).
+func (b *Bookie) ReadLAC(ctx context.Context, ledger, previous int64, wait time.Duration) (lac int64, fenced bool, err error) {
 	if err := b.err(); err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	if ledger < 0 || previous < -1 {
-		return 0, fmt.Errorf("%w: ledger %d previous lac %d", ErrInvalid, ledger, previous)
+		return 0, false, fmt.Errorf("%w: ledger %d previous lac %d", ErrInvalid, ledger, previous)
 	}
 	wait = min(max(wait, 0), b.cfg.MaxLacWait)
-	return b.lacs.wait(ctx, ledger, previous, wait, func() (int64, error) {
+	return b.lacs.wait(ctx, ledger, previous, wait, func() (int64, bool, error) {
 		info, err := b.st.Ledger(ledger)
 		if errors.Is(err, storage.ErrNoSuchLedger) {
-			return -1, nil
+			return -1, false, nil
 		}
-		return info.LAC, err
+		return info.LAC, info.Fenced, err
 	})
 }
 

@@ -170,17 +170,17 @@ func TestReadLACLongPoll(t *testing.T) {
 	b := mustOpen(t, testConfig(vfs.NewMem()))
 	defer mustClose(t, b)
 	ctx := context.Background()
-	if lac, err := b.ReadLAC(ctx, 9, -1, 0); err != nil || lac != -1 {
+	if lac, _, err := b.ReadLAC(ctx, 9, -1, 0); err != nil || lac != -1 {
 		t.Fatalf("unknown ledger: ReadLAC = %d, %v; want -1", lac, err)
 	}
 	addWait(t, b, 9, 0, -1)
 	addWait(t, b, 9, 1, 0)
-	if lac, err := b.ReadLAC(ctx, 9, -1, time.Minute); err != nil || lac != 0 {
+	if lac, _, err := b.ReadLAC(ctx, 9, -1, time.Minute); err != nil || lac != 0 {
 		t.Fatalf("ReadLAC = %d, %v; want 0 at once", lac, err)
 	}
 	got := make(chan int64, 1)
 	go func() {
-		lac, err := b.ReadLAC(ctx, 9, 0, time.Minute)
+		lac, _, err := b.ReadLAC(ctx, 9, 0, time.Minute)
 		if err != nil {
 			t.Error(err)
 		}
@@ -194,8 +194,29 @@ func TestReadLACLongPoll(t *testing.T) {
 		t.Fatalf("woken ReadLAC = %d; want 1", lac)
 	}
 	start := time.Now()
-	if lac, err := b.ReadLAC(ctx, 9, 1, 20*time.Millisecond); err != nil || lac != 1 || time.Since(start) < 20*time.Millisecond {
-		t.Fatalf("timed-out ReadLAC = %d, %v after %v; want 1 after the wait", lac, err, time.Since(start))
+	if lac, fenced, err := b.ReadLAC(ctx, 9, 1, 20*time.Millisecond); err != nil || lac != 1 || fenced || time.Since(start) < 20*time.Millisecond {
+		t.Fatalf("timed-out ReadLAC = %d, fenced %v, %v after %v; want 1 after the wait", lac, fenced, err, time.Since(start))
+	}
+
+	// Fencing wakes a waiting ReadLAC at once, and later ones answer at
+	// once: the LAC will not rise any more.
+	fenced := make(chan bool, 1)
+	go func() {
+		_, f, err := b.ReadLAC(ctx, 9, 1, time.Minute)
+		if err != nil {
+			t.Error(err)
+		}
+		fenced <- f
+	}()
+	waitFor(t, func() bool { b.lacs.mu.Lock(); defer b.lacs.mu.Unlock(); return b.lacs.waiters == 1 })
+	if _, err := b.Fence(9, testKey); err != nil {
+		t.Fatal(err)
+	}
+	if !<-fenced {
+		t.Fatal("a ReadLAC waiting when the ledger was fenced answered without fenced")
+	}
+	if lac, f, err := b.ReadLAC(ctx, 9, 1, time.Minute); err != nil || lac != 1 || !f {
+		t.Fatalf("ReadLAC of a fenced ledger = %d, fenced %v, %v; want 1, fenced, at once", lac, f, err)
 	}
 }
 

@@ -18,9 +18,10 @@ type lacWatch struct {
 }
 
 type lacWaiters struct {
-	lac   int64         // highest LAC seen since the first waiter came
-	woken chan struct{} // closed (and replaced) when lac rises
-	n     int
+	lac    int64         // highest LAC seen since the first waiter came
+	fenced bool          // the ledger was fenced since the first waiter came
+	woken  chan struct{} // closed (and replaced) when lac rises or the ledger is fenced
+	n      int
 }
 
 func newLacWatch(max int) *lacWatch {
@@ -38,17 +39,29 @@ func (w *lacWatch) update(ledger, lac int64) {
 	w.mu.Unlock()
 }
 
+// fence records that ledger was fenced: its waiters answer at once.
+func (w *lacWatch) fence(ledger int64) {
+	w.mu.Lock()
+	if e := w.ledgers[ledger]; e != nil && !e.fenced {
+		e.fenced = true
+		close(e.woken)
+		e.woken = make(chan struct{})
+	}
+	w.mu.Unlock()
+}
+
 // errTooManyWaiters: MaxLacWaiters calls are already waiting.
 var errTooManyWaiters = fmt.Errorf("%w: too many ReadLac calls waiting", ErrBusy)
 
-// wait returns the LAC once it is above previous, or whatever it is when
-// timeout passes or ctx ends. current reads the stored LAC; it is read after
-// the waiter is registered, so an update between the two is not lost.
-func (w *lacWatch) wait(ctx context.Context, ledger, previous int64, timeout time.Duration, current func() (int64, error)) (int64, error) {
+// wait returns the LAC once it is above previous or the ledger is fenced,
+// or whatever it is when timeout passes or ctx ends. current reads the
+// stored LAC and fenced flag; it is read after the waiter is registered,
+// so an update between the two is not lost.
+func (w *lacWatch) wait(ctx context.Context, ledger, previous int64, timeout time.Duration, current func() (int64, bool, error)) (int64, bool, error) {
 	w.mu.Lock()
 	if w.waiters >= w.max {
 		w.mu.Unlock()
-		return 0, errTooManyWaiters
+		return 0, false, errTooManyWaiters
 	}
 	e := w.ledgers[ledger]
 	if e == nil {
@@ -68,9 +81,9 @@ func (w *lacWatch) wait(ctx context.Context, ledger, previous int64, timeout tim
 		w.mu.Unlock()
 	}()
 
-	stored, err := current()
+	stored, storedFenced, err := current()
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	var timer <-chan time.Time
 	if timeout > 0 {
@@ -80,17 +93,17 @@ func (w *lacWatch) wait(ctx context.Context, ledger, previous int64, timeout tim
 	}
 	for {
 		w.mu.Lock()
-		lac, woken := max(e.lac, stored), e.woken
+		lac, fenced, woken := max(e.lac, stored), e.fenced || storedFenced, e.woken
 		w.mu.Unlock()
-		if lac > previous || timer == nil {
-			return lac, nil
+		if lac > previous || fenced || timer == nil {
+			return lac, fenced, nil
 		}
 		select {
 		case <-woken:
 		case <-timer:
 			timer = nil
 		case <-ctx.Done():
-			return lac, nil
+			return lac, fenced, nil
 		}
 	}
 }

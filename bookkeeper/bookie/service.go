@@ -206,11 +206,11 @@ func (s service) ReadLac(ctx context.Context, req *connect.Request[bookiev1.Read
 	if wait < 0 || wait > s.b.cfg.MaxLacWait {
 		return nil, code(fmt.Errorf("%w: timeout_ms %d outside [0, %d]", ErrInvalid, m.GetTimeoutMs(), s.b.cfg.MaxLacWait.Milliseconds()))
 	}
-	lac, err := s.b.ReadLAC(ctx, m.GetLedgerId(), m.GetPreviousLac(), wait)
+	lac, fenced, err := s.b.ReadLAC(ctx, m.GetLedgerId(), m.GetPreviousLac(), wait)
 	if err != nil {
 		return nil, code(err)
 	}
-	return connect.NewResponse(&bookiev1.ReadLacResponse{Lac: lac}), nil
+	return connect.NewResponse(&bookiev1.ReadLacResponse{Lac: lac, Fenced: fenced}), nil
 }
 
 func (s service) WriteLac(_ context.Context, req *connect.Request[bookiev1.WriteLacRequest]) (*connect.Response[bookiev1.WriteLacResponse], error) {

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -123,4 +124,47 @@ func TestWaitLACAsksOneBookieAtATime(t *testing.T) {
 	if now == first {
 		t.Fatalf("the stalled bookie %s is still asked first", first)
 	}
+}
+
+// A writer that closes its ledger says so to the bookies (it fences them):
+// a reader long-polling the tail learns of the close at once, not after its
+// poll round or its next metadata refresh.
+func TestWaitLACLearnsOfACloseAtOnce(t *testing.T) {
+	cl := newCluster(t, 3)
+	wc := cl.client(t)
+	rc := cl.client(t, func(cfg *Config) {
+		cfg.LacPollTimeout = 20 * time.Second
+		cfg.MetadataRefreshInterval = time.Minute
+	})
+	w, err := wc.CreateLedger(ctxT(t), spec(catalog.Replication{Ensemble: 3, WriteQuorum: 3, AckQuorum: 2}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, w, 0, 4)
+	r, err := rc.OpenReader(ctxT(t), w.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lac, err := r.WaitLAC(ctxT(t), -1); err != nil || lac < 3 {
+		t.Fatalf("WaitLAC = %d, %v", lac, err)
+	}
+	woke := make(chan error, 1)
+	go func() {
+		_, err := r.WaitLAC(ctxT(t), 4)
+		woke <- err
+	}()
+	time.Sleep(50 * time.Millisecond) // the long-poll is waiting
+	start := time.Now()
+	if _, err := w.Close(ctxT(t), 104); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-woke:
+		if !errors.Is(err, ErrLedgerSealed) {
+			t.Fatalf("WaitLAC after the close: %v; want ErrLedgerSealed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("WaitLAC did not learn of the close within 10 s (its poll round is 20 s, its refresh 1 min)")
+	}
+	t.Logf("WaitLAC learned of the close %v after Close returned", time.Since(start))
 }

@@ -110,7 +110,7 @@ func (r *Reader) PollLAC(ctx context.Context) (int64, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.meta.State.Sealed() {
-		r.pollLac(ctx, -1, 0)
+		_, _ = r.pollLac(ctx, -1, 0)
 	}
 	return r.rd.LAC(), ctxErr(ctx)
 }
@@ -176,17 +176,28 @@ func (r *Reader) WaitLAC(ctx context.Context, previous int64) (int64, error) {
 		if dl, ok := ctx.Deadline(); ok {
 			wait = max(min(wait, time.Until(dl)), 0)
 		}
-		allFailed := r.pollLac(ctx, previous, wait)
+		allFailed, fenced := r.pollLac(ctx, previous, wait)
 		if err := ctx.Err(); err != nil {
 			return r.rd.LAC(), fmt.Errorf("wait for ledger %d LAC above %d: %w", r.id, previous, ctxErr(ctx))
 		}
 		if r.rd.LAC() > previous {
 			continue
 		}
-		if allFailed || cfg.Now().Sub(r.lastRefresh) >= cfg.MetadataRefreshInterval {
+		if fenced || allFailed || cfg.Now().Sub(r.lastRefresh) >= cfg.MetadataRefreshInterval {
+			// A fenced bookie means the writer closed the ledger (and said
+			// so) or a recovery began: the catalog has, or soon will have,
+			// its end.
 			if err := r.refresh(ctx); err != nil && ctx.Err() == nil && !allFailed {
 				return r.rd.LAC(), err
 			}
+		}
+		if fenced && !r.meta.State.Sealed() {
+			// Fenced but not closed yet (a recovery under way): look again
+			// shortly rather than spinning on answers that come at once.
+			if err := sleep(ctx, fencedRecheck); err != nil {
+				return r.rd.LAC(), fmt.Errorf("wait for ledger %d LAC above %d: %w", r.id, previous, ctxErr(ctx))
+			}
+			continue
 		}
 		if allFailed {
 			if err := sleep(ctx, cfg.backoff(failures)); err != nil {
@@ -235,17 +246,19 @@ func (r *Reader) refresh(ctx context.Context) error {
 // once when a poll fails). The first answer above previous wins and the
 // others are cancelled; every poll's wait ends at the same deadline. It
 // feeds the best answer to the machine and reports whether every bookie
-// was asked and none answered.
-func (r *Reader) pollLac(ctx context.Context, previous int64, wait time.Duration) (allFailed bool) {
+// was asked and none answered, and whether one said the ledger is fenced
+// (then it stops too: the LAC will not rise any more).
+func (r *Reader) pollLac(ctx context.Context, previous int64, wait time.Duration) (allFailed, fenced bool) {
 	c := r.c
 	bookies := r.meta.Ensembles[len(r.meta.Ensembles)-1].Bookies
 	n := len(bookies)
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type answer struct {
-		i   int
-		lac int64
-		err error
+		i      int
+		lac    int64
+		fenced bool
+		err    error
 	}
 	ch := make(chan answer, n)
 	var wg sync.WaitGroup
@@ -258,8 +271,8 @@ func (r *Reader) pollLac(ctx context.Context, previous int64, wait time.Duration
 		wg.Go(func() {
 			cctx, cancel := context.WithTimeout(pctx, left+c.cfg.ReadTimeout)
 			defer cancel()
-			lac, err := c.readLac(cctx, r.id, bookies[i], previous, left.Milliseconds())
-			ch <- answer{i, lac, err}
+			lac, fenced, err := c.readLac(cctx, r.id, bookies[i], previous, left.Milliseconds())
+			ch <- answer{i, lac, fenced, err}
 		})
 	}
 	launch()
@@ -282,6 +295,10 @@ func (r *Reader) pollLac(ctx context.Context, previous int64, wait time.Duration
 				r.lacFirst = a.i
 				answered = launched // done
 			}
+			if a.fenced {
+				fenced = true
+				answered = launched // done
+			}
 		case <-spec.C:
 			if launched < n {
 				launch()
@@ -294,8 +311,12 @@ func (r *Reader) pollLac(ctx context.Context, previous int64, wait time.Duration
 	if best >= 0 {
 		r.step(ledger.LacLearned{LAC: best})
 	}
-	return launched == n && failures == n
+	return launched == n && failures == n, fenced
 }
+
+// fencedRecheck is how often WaitLAC re-reads the metadata of a ledger its
+// bookies say is fenced while the catalog does not show it closed yet.
+const fencedRecheck = 20 * time.Millisecond
 
 // step feeds an answer or a timer event; the machine refuses none of
 // those, so a refusal is a bug here.

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"log/slog"
+	"sync"
 
 	"connectrpc.com/connect"
 
@@ -43,6 +44,34 @@ func (c *Client) fence(ctx context.Context, id catalog.LedgerID, bookie string, 
 	return ledger.FenceFailed{Bookie: bookie}
 }
 
+// announceClose fences a ledger its writer has just closed on the bookies
+// of its last ensemble segment: their LAC long-polls then answer at once
+// with "fenced", so tail readers learn of the close (a roll-over, a
+// hand-over) without polling the catalog. Best effort and bounded by
+// FenceTimeout: a bookie that misses it only makes its readers learn of
+// the close from the catalog, later.
+func (c *Client) announceClose(ctx context.Context, m catalog.LedgerMetadata) {
+	if ctx.Err() != nil || len(m.Ensembles) == 0 {
+		return
+	}
+	key := MasterKey(m)
+	var wg sync.WaitGroup
+	for _, b := range m.Ensembles[len(m.Ensembles)-1].Bookies {
+		wg.Go(func() {
+			fctx, cancel := context.WithTimeout(ctx, c.cfg.FenceTimeout)
+			defer cancel()
+			bc, err := c.bookies.client(fctx, b)
+			if err == nil {
+				_, err = bc.Fence(fctx, connect.NewRequest(&bookiev1.FenceRequest{LedgerId: int64(m.ID), MasterKey: key}))
+			}
+			if err != nil {
+				c.log.Debug("announcing a closed ledger failed", slog.Int64("ledger", int64(m.ID)), slog.String("bookie", b), slog.Any("err", err))
+			}
+		})
+	}
+	wg.Wait()
+}
+
 // readEntry carries out SendRead (fence false) or SendRecoveryRead (fence
 // true, with the master key): one entry, verified (see readEvent).
 func (c *Client) readEntry(ctx context.Context, id catalog.LedgerID, bookie string, entry int64, fence bool, key []byte) readAnswer {
@@ -75,17 +104,17 @@ func (c *Client) readEntry(ctx context.Context, id catalog.LedgerID, bookie stri
 
 // readLac asks bookie for the ledger's LAC, waiting up to wait for it to
 // rise above previous (0: answer at once).
-func (c *Client) readLac(ctx context.Context, id catalog.LedgerID, bookie string, previous int64, wait int64) (int64, error) {
+func (c *Client) readLac(ctx context.Context, id catalog.LedgerID, bookie string, previous int64, wait int64) (lac int64, fenced bool, err error) {
 	bc, err := c.bookies.client(ctx, bookie)
 	if err != nil {
-		return -1, err
+		return -1, false, err
 	}
 	resp, err := bc.ReadLac(ctx, connect.NewRequest(&bookiev1.ReadLacRequest{LedgerId: int64(id), PreviousLac: previous, TimeoutMs: int32(wait)}))
 	if err != nil {
 		if unavailable(err) {
 			c.bookies.forgetAfterFailure(bookie)
 		}
-		return -1, err
+		return -1, false, err
 	}
-	return resp.Msg.GetLac(), nil
+	return resp.Msg.GetLac(), resp.Msg.GetFenced(), nil
 }

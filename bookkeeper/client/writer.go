@@ -58,6 +58,8 @@ type Writer struct {
 	outstanding int
 	// space is closed and replaced when outstanding drops.
 	space chan struct{}
+	// announce makes the close known to the bookies once (announceClose).
+	announce sync.Once
 	// reqs carries appends and the close request to the loop, in order.
 	// Capacity maxInFlight+1.
 	reqs chan writerReq
@@ -256,6 +258,9 @@ func (w *Writer) Close(ctx context.Context, lastOffset int64) (catalog.LedgerMet
 	case <-ctx.Done():
 		w.cancel(fmt.Errorf("close ledger %d: %w", w.id, ctx.Err()))
 		<-w.finished
+	}
+	if w.result.err == nil && w.result.meta.State.Sealed() {
+		w.announce.Do(func() { w.c.announceClose(ctx, w.result.meta) })
 	}
 	return w.result.meta, w.result.err
 }

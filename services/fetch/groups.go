@@ -129,7 +129,7 @@ func (g *GroupAdmin) DescribeGroup(ctx context.Context, req *connect.Request[slu
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			start, end, err := s.logs.Bounds(ctx, b.topic, int(b.gp.Partition))
+			start, end, err := s.logs.BoundsForLag(ctx, b.topic, int(b.gp.Partition))
 			if err != nil {
 				return // end offset and lag stay unknown (-1)
 			}

@@ -15,14 +15,15 @@
 // entry. A watcher stops after TailIdle without readers.
 //
 // A roll-over (the writer seals its ledger and appends a new one to the
-// chain) is learned from the catalog: a watcher whose long-poll round
-// (TailCheck; while the tail moved within the last second, 4 × its usual
-// gap between advances, at least BusyTailCheck)
-// saw no new entry re-reads the chain, and a ledger followed by
-// another in the chain is sealed (a writer seals a ledger before it appends
-// the next; a new owner recovers it first), so the watcher re-reads its
-// metadata and moves on. That pause therefore bounds what a roll-over adds
-// to tail latency on a busy partition.
+// chain) announces itself: the writer fences its closed ledger on its
+// bookies (bookkeeper/client, announceClose), the watcher's LAC long-poll
+// answers "fenced" at once, and the watcher re-reads the ledger's metadata
+// and the chain and moves on to the next ledger (a writer seals a ledger
+// before it appends the next; a new owner recovers, and so fences, it
+// first). Quiet rounds (TailCheck; while the tail moved within the last
+// second, 4 × its usual gap between advances, at least BusyTailCheck)
+// re-read the chain only when it is 5 s old (watchChainAge): the fallback for an
+// announcement a bookie missed.
 //
 // # Reads
 //
@@ -947,11 +948,23 @@ func (ls *Logs) Wait(ctx context.Context, topic string, partition int, offset in
 	}
 }
 
-// Bounds returns the log start and a fresh high watermark (the bookies'
-// LAC asked now).
+// Bounds returns the log start and a fresh high watermark (the chain
+// re-read and the bookies' LAC asked now): for start positions and offset
+// resets, which must not miss a recent roll-over.
 func (ls *Logs) Bounds(ctx context.Context, topic string, partition int) (start, end int64, err error) {
+	return ls.bounds(ctx, topic, partition, 0)
+}
+
+// BoundsForLag is Bounds with the chain up to ChainTTL old (the LAC is
+// still asked now): for reporting lag (DescribeGroup), where a catalog
+// read per partition and call would cost more than the report is worth.
+func (ls *Logs) BoundsForLag(ctx context.Context, topic string, partition int) (start, end int64, err error) {
+	return ls.bounds(ctx, topic, partition, ls.cfg.ChainTTL)
+}
+
+func (ls *Logs) bounds(ctx context.Context, topic string, partition int, chainAge time.Duration) (start, end int64, err error) {
 	lg := ls.get(topic, partition)
-	p, err := lg.chain(ctx, 0)
+	p, err := lg.chain(ctx, chainAge)
 	if err != nil {
 		return 0, 0, err
 	}

@@ -41,9 +41,19 @@ func (lg *Log) watch() {
 		err := lg.watchRound(ctx, chainAge, &ws)
 		switch {
 		case err == nil:
-			chainAge, backoff = ls.cfg.TailCheck, 10*time.Millisecond
+			// Advanced. Roll-overs announce themselves (errSealed), so
+			// the chain is re-read only as a fallback (see errQuiet).
+			chainAge, backoff = watchChainAge(ls.cfg), 10*time.Millisecond
 		case errors.Is(err, errQuiet):
-			chainAge = 0 // nothing moved: look for a roll-over next round
+			// Nothing moved. A roll-over announces itself (the writer
+			// fences its closed ledger, and the LAC long-poll answers
+			// "fenced": errSealed below), so the chain is re-read only
+			// when watchChainAge old: a fallback for an announcement every
+			// polled bookie missed, instead of a catalog read per quiet
+			// round and partition (up to 40/s each on a busy partition).
+			chainAge = watchChainAge(ls.cfg)
+		case errors.Is(err, errSealed):
+			chainAge = 0 // the tail ledger was closed: find the next one
 		case errors.Is(err, errNoTail):
 			chainAge = 0
 			if !pause(lg.quiet(ws.gap)) {
@@ -69,8 +79,14 @@ func (lg *Log) watch() {
 	}
 }
 
+// watchChainAge is how old a tail watcher lets the partition's chain get
+// before it re-reads it, though no roll-over was announced: 5 s, or
+// ChainTTL if longer: one catalog read per followed partition every 5 s.
+func watchChainAge(cfg Config) time.Duration { return max(cfg.ChainTTL, 5*time.Second) }
+
 var (
 	errQuiet  = errors.New("no new entries")
+	errSealed = errors.New("the tail ledger was closed")
 	errNoTail = errors.New("no open tail ledger")
 )
 
@@ -179,7 +195,7 @@ func (lg *Log) watchRound(ctx context.Context, chainAge time.Duration, ws *watch
 			return err
 		}
 		lg.raise(end)
-		return errQuiet
+		return errSealed
 	case werr != nil && ctx.Err() == nil && errors.Is(werr, context.DeadlineExceeded):
 		return errQuiet
 	default:

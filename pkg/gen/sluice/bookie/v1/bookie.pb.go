@@ -555,7 +555,12 @@ func (x *ReadLacRequest) GetTimeoutMs() int32 {
 type ReadLacResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Bookie's LAC for the ledger; -1 when nothing is confirmed.
-	Lac           int64 `protobuf:"varint,1,opt,name=lac,proto3" json:"lac,omitempty"`
+	Lac int64 `protobuf:"varint,1,opt,name=lac,proto3" json:"lac,omitempty"`
+	// The ledger is fenced on this bookie: a recovery began, or its writer
+	// closed it and said so (it fences its own ledger after the close). Its
+	// LAC will not rise through normal adds any more; a long-poll answers at
+	// once, so tail readers learn of a roll-over without polling the catalog.
+	Fenced        bool `protobuf:"varint,2,opt,name=fenced,proto3" json:"fenced,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -595,6 +600,13 @@ func (x *ReadLacResponse) GetLac() int64 {
 		return x.Lac
 	}
 	return 0
+}
+
+func (x *ReadLacResponse) GetFenced() bool {
+	if x != nil {
+		return x.Fenced
+	}
+	return false
 }
 
 // WriteLacRequest pushes an explicit LAC.
@@ -1051,9 +1063,10 @@ const file_sluice_bookie_v1_bookie_proto_rawDesc = "" +
 	"\tledger_id\x18\x01 \x01(\x03R\bledgerId\x12!\n" +
 	"\fprevious_lac\x18\x02 \x01(\x03R\vpreviousLac\x12\x1d\n" +
 	"\n" +
-	"timeout_ms\x18\x03 \x01(\x05R\ttimeoutMs\"#\n" +
+	"timeout_ms\x18\x03 \x01(\x05R\ttimeoutMs\";\n" +
 	"\x0fReadLacResponse\x12\x10\n" +
-	"\x03lac\x18\x01 \x01(\x03R\x03lac\"_\n" +
+	"\x03lac\x18\x01 \x01(\x03R\x03lac\x12\x16\n" +
+	"\x06fenced\x18\x02 \x01(\bR\x06fenced\"_\n" +
 	"\x0fWriteLacRequest\x12\x1b\n" +
 	"\tledger_id\x18\x01 \x01(\x03R\bledgerId\x12\x1d\n" +
 	"\n" +
