@@ -24,6 +24,8 @@
 #                          and latency; the rest would not fit the 45-minute budget)
 #   QUICK=1                short windows, one repetition, s4 at 256 only: proves the harness
 #                          end to end in a few minutes; the numbers are not results
+#   LEDGER=1               at the end, also the ledger tier vs Apache BookKeeper
+#                          (bench/ledger-compare.sh, into OUT/ledger; QUICK applies)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-bench/results/$(date -u +%F)-compare}
@@ -215,5 +217,9 @@ for rep in $(seq "$reps"); do
   stop_kafka
   stop_sluice
 done
+if [ "${LEDGER:-0}" = 1 ]; then
+  say "ledger tier vs BookKeeper: bench/ledger-compare.sh $out/ledger"
+  QUICK=$quick bash bench/ledger-compare.sh "$out/ledger" || say "ledger-compare failed; see its output above"
+fi
 say "all runs done in $(( ($(date +%s) - start) / 60 )) min; writing the report"
 bash bench/report.sh "$out"
