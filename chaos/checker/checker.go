@@ -191,6 +191,7 @@ type hist struct {
 	drains   map[tpID]drainOp   // the highest end per partition
 	nLeases  int
 	nResets  int
+	nFaults  int
 }
 
 func newHist(h history.Header) *hist {
@@ -303,6 +304,10 @@ func (h *hist) add(line int, op *history.Op) error {
 		if d, ok := h.drains[tp]; !ok || op.Offset > d.end {
 			h.drains[tp] = drainOp{line: line, end: op.Offset}
 		}
+	case history.Fault:
+		// Faults are context for the report: the checker judges only what
+		// clients observed, whatever the harness did to the servers.
+		h.nFaults++
 	default:
 		// The Reader validates kinds; a new kind without a case here is a
 		// programmer error.
@@ -341,6 +346,7 @@ func (c *check) run() Result {
 		Consumed:          len(c.consumes),
 		Leases:            c.nLeases,
 		Resets:            c.nResets,
+		Faults:            c.nFaults,
 		DrainedPartitions: len(c.drains),
 	}
 	r := c.checkReads()

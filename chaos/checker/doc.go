@@ -12,6 +12,10 @@
 //	res.Report(os.Stdout)          // counts, one row per check, first anomalies
 //	if !res.OK() { os.Exit(1) }
 //
+// Fault ops (what the harness did to the servers) are counted in
+// Result.Faults and otherwise ignored: the verdict rests on what clients
+// observed alone.
+//
 // # Model and vocabulary
 //
 // A position is a (topic, partition, offset). An acknowledgement is a

@@ -127,6 +127,8 @@ type Result struct {
 	Resets               int
 	// DrainedPartitions counts partitions with a drain op.
 	DrainedPartitions int
+	// Faults counts fault ops (faults the harness injected or healed).
+	Faults int
 
 	// Anomalies counts every anomaly found, per kind (kinds with none are
 	// absent).
@@ -166,7 +168,7 @@ func (r *Result) Report(w io.Writer) error {
 		r.Failed, r.Anomalies[FailedWriteRead], r.Indeterminate, r.IndeterminateRead, r.IndeterminateUnread)
 	ew.printf("consume  %d records, %d distinct values\n", r.Consumed, r.ValuesRead)
 	ew.printf("commit   %d: accepted %d, rejected %d, indeterminate %d\n", r.Commits, r.CommitsAccepted, r.CommitsRejected, r.CommitsIndeterminate)
-	ew.printf("leases %d, resets %d, drained partitions %d\n\n", r.Leases, r.Resets, r.DrainedPartitions)
+	ew.printf("leases %d, resets %d, drained partitions %d, faults %d\n\n", r.Leases, r.Resets, r.DrainedPartitions, r.Faults)
 
 	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "check\tanomalies\tmeaning\n")

@@ -8,12 +8,12 @@
 // The history holds only what clients observed, never server state: the
 // checker's verdicts rest on what a user of Sluice could see.
 //
-// # Format (version 1)
+// # Format (version 2; version 1 is version 2 without fault ops)
 //
 // A history is UTF-8 text, one JSON object per line ("JSON lines"). The
 // first line is the header:
 //
-//	{"format":"sluice-history","version":1,"start":"2026-12-01T10:00:00Z","scenario":"kill-bookies","seed":42}
+//	{"format":"sluice-history","version":2,"start":"2026-12-01T10:00:00Z","scenario":"kill-bookies","seed":42}
 //
 // "start" is the wall-clock time of time zero; "scenario" (optional) and
 // "seed" say how to reproduce the run. Every later line is an op, named by
@@ -25,6 +25,7 @@
 //	{"op":"lease","time":900,"topic":"t","partition":0,"group":"g","member":"c1","lease_epoch":2}
 //	{"op":"reset","time":9000,"invoke":8800,"topic":"t","partition":0,"offset":0,"group":"g"}
 //	{"op":"drain","time":9900,"topic":"t","partition":0,"offset":40,"member":"drainer"}
+//	{"op":"fault","time":3000,"fault":"kill","target":"bookie-2"}
 //
 // Times ("time", "invoke") are integer nanoseconds since "start", from a
 // monotonic clock: wall-clock steps cannot reorder a history. "time" is the
@@ -36,22 +37,23 @@
 //
 // Fields per op (R required, O optional, - must be absent):
 //
-//	field            produce  consume  commit  lease  reset  drain
-//	time             R        R        R       R      R      R
-//	invoke           R        -        R       -      R      -
-//	producer         R        -        -       -      -      -
+//	field            produce  consume  commit  lease  reset  drain  fault
+//	time             R        R        R       R      R      R      R
+//	invoke           R        -        R       -      R      -      -
+//	producer         R        -        -       -      -      -      -
 //	producer_id,
 //	producer_epoch,
 //	sequence         O (all three or none: the producer is idempotent)
-//	topic            R        R        R       R      R      R
-//	partition        R        R        R       R      R      R
-//	offset           ok only  R        R       -      R      R
-//	value            R        R        -       -      -      -
-//	outcome          R        -        R       -      -      -
-//	error            O        -        O       -      -      -
-//	group            -        O        R       R      R      O
-//	member           -        R        O       R      -      O
-//	lease_epoch      -        O        R       R      -      -
+//	topic            R        R        R       R      R      R      -
+//	partition        R        R        R       R      R      R      -
+//	offset           ok only  R        R       -      R      R      -
+//	value            R        R        -       -      -      -      -
+//	outcome          R        -        R       -      -      -      -
+//	error            O        -        O       -      -      -      O
+//	group            -        O        R       R      R      O      -
+//	member           -        R        O       R      -      O      -
+//	lease_epoch      -        O        R       R      -      -      -
+//	fault, target    -        -        -       -      -      -      R
 //
 // Meanings:
 //
@@ -83,6 +85,11 @@
 //   - drain: after the faults healed, the history's consumers together have
 //     read every record of the partition below "offset" (the end offset the
 //     drain observed). Record it only after the drain reached that offset.
+//   - fault (version 2): the harness injected or healed a fault: "fault"
+//     says what ("kill", "restart", "pause", "resume", "cut", "heal", ...)
+//     and "target" what it hit (a process or a link). "error" says why
+//     an injection failed, if it did. Faults are context for a human
+//     reading a report; the checker judges only what clients saw.
 //
 // # Limits and errors
 //
@@ -97,7 +104,11 @@
 //
 // # Versions
 //
-// The format moves forward only. A change that a version-1 reader could
+// The format moves forward only. A change that an older reader could
 // misread (a new op, a new field, a new meaning) bumps Version; a Reader
-// refuses versions it does not know rather than guess.
+// refuses versions it does not know rather than guess, and keeps reading
+// every version from MinVersion on.
+//
+//	1  produce, consume, commit, lease, reset, drain (testdata/v1.jsonl)
+//	2  adds the fault op and its "fault" and "target" fields (testdata/v2.jsonl)
 package history

@@ -38,7 +38,7 @@ func ExampleRecorder() {
 		fmt.Println(err)
 	}
 	// Output:
-	// {"format":"sluice-history","version":1,"start":"2026-12-01T10:00:00Z","scenario":"example","seed":7}
+	// {"format":"sluice-history","version":2,"start":"2026-12-01T10:00:00Z","scenario":"example","seed":7}
 	// {"op":"produce","time":2500,"invoke":1000,"producer":"p1","producer_id":7,"producer_epoch":0,"sequence":0,"topic":"orders","partition":3,"offset":41,"value":"p1-0","outcome":"ok"}
 	// {"op":"consume","time":3000,"topic":"orders","partition":3,"offset":41,"value":"p1-0","group":"g","member":"c1","lease_epoch":2}
 }

@@ -13,10 +13,15 @@ import (
 // Reading arbitrary bytes never panics; every op it returns is valid and
 // encodes back to a line that decodes to the same op.
 func FuzzReader(f *testing.F) {
-	golden, err := os.ReadFile(filepath.Join("testdata", "v1.jsonl"))
+	golden, err := os.ReadFile(filepath.Join("testdata", "v2.jsonl"))
 	if err != nil {
 		f.Fatal(err)
 	}
+	v1, err := os.ReadFile(filepath.Join("testdata", "v1.jsonl"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(v1)
 	f.Add(golden)
 	f.Add(golden[:len(golden)/2])
 	f.Add([]byte(header + "\n"))
@@ -70,14 +75,14 @@ func FuzzOpRoundTrip(f *testing.F) {
 		if idem {
 			pid, pepoch, seq = op.Idempotence.ProducerID, op.Idempotence.ProducerEpoch, op.Idempotence.Sequence
 		}
-		f.Add(string(op.Kind), int64(op.Time), int64(op.Invoke), op.Producer, idem, pid, pepoch, seq, op.Topic, op.Partition, op.Offset, op.Value, string(op.Outcome), op.Error, op.Group, op.Member, op.LeaseEpoch)
+		f.Add(string(op.Kind), int64(op.Time), int64(op.Invoke), op.Producer, idem, pid, pepoch, seq, op.Topic, op.Partition, op.Offset, op.Value, string(op.Outcome), op.Error, op.Group, op.Member, op.LeaseEpoch, op.FaultName, op.Target)
 	}
 	f.Fuzz(func(t *testing.T, kind string, tm, invoke int64, producer string, idem bool, pid int64, pepoch, seq int32,
-		topic string, partition int32, offset int64, value, outcome, errText, group, member string, leaseEpoch int64) {
+		topic string, partition int32, offset int64, value, outcome, errText, group, member string, leaseEpoch int64, faultName, target string) {
 		op := Op{
 			Kind: Kind(kind), Time: time.Duration(tm), Invoke: time.Duration(invoke), Producer: producer,
 			Topic: topic, Partition: partition, Offset: offset, Value: value, Outcome: Outcome(outcome),
-			Error: errText, Group: group, Member: member, LeaseEpoch: leaseEpoch,
+			Error: errText, Group: group, Member: member, LeaseEpoch: leaseEpoch, FaultName: faultName, Target: target,
 		}
 		if idem {
 			op.Idempotence = &Idempotence{ProducerID: pid, ProducerEpoch: pepoch, Sequence: seq}

@@ -37,7 +37,20 @@ func sampleOps() []Op {
 		{Kind: Reset, Time: 700, Invoke: 650, Topic: "t", Partition: 0, Offset: 0, Group: "g"},
 		{Kind: Drain, Time: 800, Topic: "t", Partition: 0, Offset: 1, Member: "drainer"},
 		{Kind: Drain, Time: 800, Topic: "t", Partition: 1, Offset: 4},
+		{Kind: Fault, Time: 900, FaultName: "kill", Target: "bookie-2"},
+		{Kind: Fault, Time: 950, FaultName: "cut", Target: "ingest-1:bookie-3", Error: "proxy not running"},
 	}
+}
+
+// sampleOpsV1 is sampleOps without the ops version 1 does not have.
+func sampleOpsV1() []Op {
+	var out []Op
+	for _, op := range sampleOps() {
+		if op.Kind != Fault {
+			out = append(out, op)
+		}
+	}
+	return out
 }
 
 // record writes ops through a Recorder with a fake clock set to each op's
@@ -385,7 +398,8 @@ func TestReaderErrors(t *testing.T) {
 		{"empty", ``, 1, "", "no header"},
 		{"header not json", "hello\n", 1, "", "invalid JSON"},
 		{"other format", `{"format":"kafka","version":1,"start":"2026-12-01T10:00:00Z","seed":0}`, 1, "format", "not a history"},
-		{"newer version", `{"format":"sluice-history","version":2,"start":"2026-12-01T10:00:00Z","seed":0}`, 1, "version", "unsupported version 2"},
+		{"newer version", `{"format":"sluice-history","version":3,"start":"2026-12-01T10:00:00Z","seed":0}`, 1, "version", "unsupported version 3"},
+		{"version zero", `{"format":"sluice-history","version":0,"start":"2026-12-01T10:00:00Z","seed":0}`, 1, "version", "unsupported version 0"},
 		{"no start", `{"format":"sluice-history","version":1,"seed":0}`, 1, "start", "missing"},
 		{"header unknown field", `{"format":"sluice-history","version":1,"start":"2026-12-01T10:00:00Z","seed":0,"x":1}`, 1, "x", "unknown field"},
 		{"garbage line", header + "\n" + okProduce + "\n{nope\n", 3, "", "invalid JSON"},

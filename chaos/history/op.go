@@ -9,9 +9,14 @@ import (
 // Format and Version identify a history file; they are the first line's
 // "format" and "version". A reader refuses any other format and any version
 // it does not know (versions only move forward; see the package doc).
+//
+// Version 2 added the fault op (and its "fault" and "target" fields); a
+// version-1 file is still read (it simply has no fault ops).
 const (
 	Format  = "sluice-history"
-	Version = 1
+	Version = 2
+	// MinVersion is the oldest version a Reader still reads.
+	MinVersion = 1
 )
 
 // Header is the first line of a history.
@@ -50,10 +55,15 @@ const (
 	// healed, the history's consumers together read every record of the
 	// partition below Offset (the end offset).
 	Drain Kind = "drain"
+	// Fault is a fault the harness injected or healed (a process killed,
+	// paused or restarted, a link cut or healed). It says nothing about
+	// the data; the checker counts faults and reports them for context.
+	// Added in version 2.
+	Fault Kind = "fault"
 )
 
 // Kinds lists every op kind, in the package doc's order.
-func Kinds() []Kind { return []Kind{Produce, Consume, Commit, Lease, Reset, Drain} }
+func Kinds() []Kind { return []Kind{Produce, Consume, Commit, Lease, Reset, Drain, Fault} }
 
 // Outcome is how a produce or commit attempt ended, as the client saw it.
 type Outcome string
@@ -142,6 +152,13 @@ type Op struct {
 	// optional, zero without a lease; commit: the epoch the commit carried,
 	// zero for a standalone commit; lease: the epoch granted).
 	LeaseEpoch int64
+
+	// FaultName says what the harness did (fault): e.g. "kill", "restart",
+	// "pause", "resume", "cut", "heal" (free text, at most a word or two).
+	FaultName string
+	// Target names what the fault hit (fault): a process ("bookie-2",
+	// "ingest-1") or a link ("ingest-1:bookie-3").
+	Target string
 }
 
 // field is one JSON field of an op line.
@@ -161,10 +178,12 @@ const (
 	fGroup
 	fMember
 	fLeaseEpoch
+	fFault
+	fTarget
 )
 
 // fieldNames are the JSON names, in bit order.
-var fieldNames = [...]string{"time", "invoke", "producer", "producer_id", "topic", "partition", "offset", "value", "outcome", "error", "group", "member", "lease_epoch"}
+var fieldNames = [...]string{"time", "invoke", "producer", "producer_id", "topic", "partition", "offset", "value", "outcome", "error", "group", "member", "lease_epoch", "fault", "target"}
 
 func (f field) String() string {
 	for i, n := range fieldNames {
@@ -208,6 +227,10 @@ var specs = map[Kind]spec{
 		required: fTime | fTopic | fPartition | fOffset,
 		optional: fGroup | fMember,
 	},
+	Fault: {
+		required: fTime | fFault | fTarget,
+		optional: fError,
+	},
 }
 
 // present reports which fields of op are set (non-zero). Numeric fields
@@ -234,6 +257,8 @@ func (op *Op) present() field {
 	set(op.Group != "", fGroup)
 	set(op.Member != "", fMember)
 	set(op.LeaseEpoch != 0 || req&fLeaseEpoch != 0, fLeaseEpoch)
+	set(op.FaultName != "", fFault)
+	set(op.Target != "", fTarget)
 	return f
 }
 
@@ -261,7 +286,7 @@ func specOf(k Kind) (spec, error) {
 // validate checks op against its kind's spec, given which fields are
 // present (the decoder knows presence exactly; Validate derives it).
 func (op *Op) validate(sp spec, has field) error {
-	for f := field(1); f <= fLeaseEpoch; f <<= 1 {
+	for f := field(1); f <= fTarget; f <<= 1 {
 		switch {
 		case sp.required&f != 0 && has&f == 0:
 			return fieldErr(f.String(), "missing (required in a %s op)", op.Kind)
@@ -319,7 +344,7 @@ func (op *Op) validate(sp spec, has field) error {
 	}
 	for _, s := range []struct {
 		name, v string
-	}{{"producer", op.Producer}, {"topic", op.Topic}, {"value", op.Value}, {"error", op.Error}, {"group", op.Group}, {"member", op.Member}} {
+	}{{"producer", op.Producer}, {"topic", op.Topic}, {"value", op.Value}, {"error", op.Error}, {"group", op.Group}, {"member", op.Member}, {"fault", op.FaultName}, {"target", op.Target}} {
 		if !utf8.ValidString(s.v) {
 			return fieldErr(s.name, "not valid UTF-8")
 		}

@@ -81,8 +81,8 @@ func NewReader(r io.Reader, cfg ReaderConfig) (*Reader, error) {
 	switch {
 	case h.Format != Format:
 		return nil, &FormatError{Line: 1, Field: "format", Msg: fmt.Sprintf("%q is not %q: not a history file", h.Format, Format)}
-	case h.Version != Version:
-		return nil, &FormatError{Line: 1, Field: "version", Msg: fmt.Sprintf("unsupported version %d (this reader knows %d)", h.Version, Version)}
+	case h.Version < MinVersion || h.Version > Version:
+		return nil, &FormatError{Line: 1, Field: "version", Msg: fmt.Sprintf("unsupported version %d (this reader knows %d to %d)", h.Version, MinVersion, Version)}
 	case h.Start.IsZero():
 		return nil, &FormatError{Line: 1, Field: "start", Msg: "missing"}
 	}
@@ -120,6 +120,9 @@ func (r *Reader) next() (Op, error) {
 	op, err := unmarshalOp(line)
 	if err != nil {
 		return Op{}, atLine(err, r.line)
+	}
+	if op.Kind == Fault && r.header.Version < 2 {
+		return Op{}, &FormatError{Line: r.line, Field: "op", Msg: "fault ops exist from version 2 on; this file is version 1"}
 	}
 	if int64(op.Time) < r.last {
 		return Op{}, &FormatError{Line: r.line, Field: "time", Msg: fmt.Sprintf("%d is before the previous line's %d: lines must be in completion order", op.Time, r.last)}

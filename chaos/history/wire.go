@@ -29,6 +29,8 @@ type wireOp struct {
 	Group         string  `json:"group,omitempty"`
 	Member        string  `json:"member,omitempty"`
 	LeaseEpoch    *int64  `json:"lease_epoch,omitempty"`
+	Fault         string  `json:"fault,omitempty"`
+	Target        string  `json:"target,omitempty"`
 }
 
 // marshalOp validates op and encodes it as one JSON line, without the
@@ -47,6 +49,8 @@ func marshalOp(op *Op) ([]byte, error) {
 		Error:    op.Error,
 		Group:    op.Group,
 		Member:   op.Member,
+		Fault:    op.FaultName,
+		Target:   op.Target,
 	}
 	if has&fTime != 0 {
 		w.Time = ptr(int64(op.Time))
@@ -83,14 +87,16 @@ func unmarshalOp(line []byte) (Op, error) {
 		return Op{}, err
 	}
 	op := Op{
-		Kind:     w.Op,
-		Producer: w.Producer,
-		Topic:    w.Topic,
-		Value:    w.Value,
-		Outcome:  w.Outcome,
-		Error:    w.Error,
-		Group:    w.Group,
-		Member:   w.Member,
+		Kind:      w.Op,
+		Producer:  w.Producer,
+		Topic:     w.Topic,
+		Value:     w.Value,
+		Outcome:   w.Outcome,
+		Error:     w.Error,
+		Group:     w.Group,
+		Member:    w.Member,
+		FaultName: w.Fault,
+		Target:    w.Target,
 	}
 	var has field
 	if w.Time != nil {
@@ -131,7 +137,7 @@ func unmarshalOp(line []byte) (Op, error) {
 	for _, s := range []struct {
 		set bool
 		f   field
-	}{{op.Producer != "", fProducer}, {op.Topic != "", fTopic}, {op.Value != "", fValue}, {op.Outcome != "", fOutcome}, {op.Error != "", fError}, {op.Group != "", fGroup}, {op.Member != "", fMember}} {
+	}{{op.Producer != "", fProducer}, {op.Topic != "", fTopic}, {op.Value != "", fValue}, {op.Outcome != "", fOutcome}, {op.Error != "", fError}, {op.Group != "", fGroup}, {op.Member != "", fMember}, {op.FaultName != "", fFault}, {op.Target != "", fTarget}} {
 		if s.set {
 			has |= s.f
 		}

@@ -145,6 +145,23 @@ func (p *Proc) signal(sig syscall.Signal, wait time.Duration) error {
 	return nil
 }
 
+// Signal sends sig to the process if it is running (SIGSTOP/SIGCONT for
+// pauses) and does not wait. It never signals a pid the process no longer
+// owns: after the process exited it returns os.ErrProcessDone.
+func (p *Proc) Signal(sig syscall.Signal) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.cmd.Process == nil {
+		return fmt.Errorf("%s was never started", p.ID)
+	}
+	select {
+	case <-p.exited:
+		return fmt.Errorf("%s: %w", p.ID, os.ErrProcessDone)
+	default:
+	}
+	return p.cmd.Process.Signal(sig)
+}
+
 // Pid is the running process's id (0 if none).
 func (p *Proc) Pid() int {
 	p.mu.Lock()

@@ -391,6 +391,10 @@ func (w *Writer) enqueue(ctx context.Context, batch []byte) (Pending, error) {
 	if err != nil {
 		return Pending{}, err
 	}
+	sabotaged := sabotageDedup && d.Kind != dedup.Append
+	if sabotaged {
+		d.Kind = dedup.Append // chaos sabotage build only: write the retry again
+	}
 	switch d.Kind {
 	case dedup.Duplicate:
 		wt := &waiter{res: Appended{BaseOffset: d.BaseOffset, LastOffset: d.LastOffset, Duplicate: true}, done: make(chan struct{})}
@@ -409,7 +413,7 @@ func (w *Writer) enqueue(ctx context.Context, batch []byte) (Pending, error) {
 	w.next = b.NextOffset()
 	w.buffered += size
 	wt := &waiter{res: Appended{BaseOffset: base, LastOffset: b.LastOffset()}, done: make(chan struct{})}
-	if h.ProducerID != dedup.NoProducerID {
+	if h.ProducerID != dedup.NoProducerID && !sabotaged {
 		w.producers.Pending(h, base, now)
 		w.byBase[base] = wt
 	}

@@ -1,0 +1,261 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+
+	"github.com/sluicemq/sluice/chaos/fault"
+	"github.com/sluicemq/sluice/internal/bookieproc"
+	catdynamo "github.com/sluicemq/sluice/pkg/catalog/dynamodb"
+)
+
+// Build compiles the sluice binary into dir with the given build tags
+// (e.g. "sabotage_fencing"; none for the real thing).
+func Build(ctx context.Context, dir string, tags ...string) (string, error) {
+	bin := filepath.Join(dir, "sluice")
+	args := []string{"build", "-o", bin}
+	if len(tags) > 0 {
+		args = append(args, "-tags", joinComma(tags))
+	}
+	cmd := exec.CommandContext(ctx, "go", append(args, "github.com/sluicemq/sluice/cmd/sluice")...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build %v: %w\n%s", tags, err, out)
+	}
+	return bin, nil
+}
+
+func joinComma(s []string) string {
+	out := ""
+	for i, x := range s {
+		if i > 0 {
+			out += ","
+		}
+		out += x
+	}
+	return out
+}
+
+// ClusterConfig sizes a cluster. Zero fields take the defaults noted.
+type ClusterConfig struct {
+	Bin         string // the sluice binary (required)
+	AWSEndpoint string // the AWS emulator (required)
+	Cassandra   string // host:port; empty: no fetch copies
+	Bookies     int    // default 3
+	Ingests     int    // default 2
+	Fetches     int    // default 1 (0 with no Cassandra)
+	// OwnerTTL is the ingest copies' --owner-ttl (default 4 s): how long a
+	// paused or dead copy keeps its partitions. Much shorter and a copy
+	// loses its own partitions on a loaded 2-core machine (the serialised
+	// catalog answers heartbeats late).
+	OwnerTTL time.Duration
+	// ProxyBookies puts a fault.Proxy in front of every bookie (its
+	// advertised address), so links to it can be cut.
+	ProxyBookies bool
+}
+
+// Cluster is the processes of one scenario. Everything stops when the test
+// that started it ends.
+type Cluster struct {
+	Bookies []*bookieproc.Proc
+	// BookieLinks[i] is the proxy in front of Bookies[i] (nil without
+	// ProxyBookies).
+	BookieLinks []*fault.Proxy
+	Ingests     []*bookieproc.Proc
+	Fetches     []*bookieproc.Proc
+	Catalog     *catdynamo.Catalog
+	Table       string
+	Keyspace    string
+	OwnerTTL    time.Duration // the ingest copies' --owner-ttl
+}
+
+// StartCluster starts the processes of cfg and waits until each listens.
+func StartCluster(ctx context.Context, t testing.TB, cfg ClusterConfig) *Cluster {
+	t.Helper()
+	if cfg.Bookies == 0 {
+		cfg.Bookies = 3
+	}
+	if cfg.Ingests == 0 {
+		cfg.Ingests = 2
+	}
+	if cfg.Fetches == 0 && cfg.Cassandra != "" {
+		cfg.Fetches = 1
+	}
+	if cfg.OwnerTTL == 0 {
+		cfg.OwnerTTL = 4 * time.Second
+	}
+	moto := newSerialProxy(t, cfg.AWSEndpoint)
+	c := &Cluster{Table: fmt.Sprintf("sluice-chaos-%d", time.Now().UnixNano()), OwnerTTL: cfg.OwnerTTL}
+	awsCfg, err := awsConfig(ctx, moto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Catalog, err = catdynamo.New(catdynamo.NewClient(awsCfg), catdynamo.Options{Table: c.Table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Catalog.EnsureTable(ctx); err != nil {
+		t.Fatalf("create catalog table: %v", err)
+	}
+	env := []string{"AWS_ENDPOINT_URL=" + moto, "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test", "AWS_REGION=us-east-1"}
+	root := t.TempDir()
+	start := func(p *bookieproc.Proc) *bookieproc.Proc {
+		t.Helper()
+		t.Cleanup(func() {
+			_ = p.Signal(syscallSIGCONT) // a paused process handles SIGTERM only once continued
+			_ = p.Stop()
+			if t.Failed() {
+				t.Logf("%s output (tail):\n%s", p.ID, tail(p.Log(), 4000))
+			}
+		})
+		if err := p.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for i := 1; i <= cfg.Bookies; i++ {
+		id := fmt.Sprintf("bookie-%d", i)
+		addr := freeAddr(t)
+		args := []string{"--catalog-table", c.Table, "--heartbeat", "1s"}
+		var link *fault.Proxy
+		if cfg.ProxyBookies {
+			link, err = fault.NewProxy(id, addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = link.Close() })
+			args = append(args, "--advertise", link.Addr())
+		}
+		c.BookieLinks = append(c.BookieLinks, link)
+		c.Bookies = append(c.Bookies, start(&bookieproc.Proc{ID: id, Addr: addr, Dir: filepath.Join(root, id), Bin: cfg.Bin, Env: env, Args: args}))
+	}
+	for i := 1; i <= cfg.Ingests; i++ {
+		id := fmt.Sprintf("ingest-%d", i)
+		addr := freeAddr(t)
+		c.Ingests = append(c.Ingests, start(&bookieproc.Proc{ID: id, Addr: addr, Bin: cfg.Bin, Env: env, Command: "ingest",
+			Args: []string{"--addr", addr, "--id", id, "--catalog-table", c.Table,
+				"--owner-ttl", cfg.OwnerTTL.String(), "--heartbeat", (cfg.OwnerTTL / 3).String(), "--balance-interval", "500ms"}}))
+	}
+	if cfg.Fetches > 0 {
+		c.Keyspace = createKeyspace(ctx, t, cfg.Cassandra)
+	}
+	for i := 1; i <= cfg.Fetches; i++ {
+		id := fmt.Sprintf("fetch-%d", i)
+		addr := freeAddr(t)
+		c.Fetches = append(c.Fetches, start(&bookieproc.Proc{ID: id, Addr: addr, Bin: cfg.Bin, Env: env, Command: "fetch",
+			Args: []string{"--addr", addr, "--catalog-table", c.Table, "--cassandra", cfg.Cassandra, "--keyspace", c.Keyspace,
+				"--balance-interval", "500ms"}}))
+	}
+	return c
+}
+
+// WaitOwners waits until every partition of topic has a live owner among
+// the ingest copies, and (if balanced) until the copies own equal shares
+// (give or take one): producing while the balancer still moves partitions
+// would mix its moves into the scenario's faults.
+func (c *Cluster) WaitOwners(ctx context.Context, topic string, balanced bool, within time.Duration) (map[int]string, error) {
+	deadline := time.Now().Add(within)
+	for {
+		page, err := c.Catalog.ListPartitions(ctx, topic, "", 0)
+		owners := map[int]string{}
+		perCopy := map[string]int{}
+		if err == nil {
+			for i, p := range page.Items {
+				owners[i] = p.Owner
+				perCopy[p.Owner]++
+			}
+			ok := len(page.Items) > 0 && perCopy[""] == 0
+			if balanced {
+				fair := len(page.Items) / len(c.Ingests)
+				for _, in := range c.Ingests {
+					ok = ok && perCopy[in.ID] >= fair && perCopy[in.ID] <= fair+1
+				}
+			}
+			if ok {
+				return owners, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return owners, fmt.Errorf("partitions of %s not owned (balanced=%v) within %v: %v (last error %v)", topic, balanced, within, perCopy, err)
+		}
+		select {
+		case <-ctx.Done():
+			return owners, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// Ingest returns the ingest process with the given id.
+func (c *Cluster) Ingest(id string) *bookieproc.Proc {
+	for _, p := range c.Ingests {
+		if p.ID == id {
+			return p
+		}
+	}
+	return nil
+}
+
+func awsConfig(ctx context.Context, endpoint string) (aws.Config, error) {
+	cfg, err := config.LoadDefaultConfig(ctx,
+		config.WithRegion("us-east-1"),
+		config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("test", "test", "")),
+		config.WithBaseEndpoint(endpoint),
+		config.WithRetryMaxAttempts(3),
+	)
+	if err != nil {
+		return aws.Config{}, fmt.Errorf("aws config for %s: %w", endpoint, err)
+	}
+	return cfg, nil
+}
+
+// newSerialProxy forwards to the AWS emulator one request at a time (moto
+// is not safe under concurrent DynamoDB requests; see the package doc).
+func newSerialProxy(t testing.TB, target string) string {
+	t.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.ErrorLog = log.New(io.Discard, "", 0) // clients hanging up (killed processes) are expected
+	var mu sync.Mutex
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	a, err := bookieproc.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// tail returns the last n bytes of s.
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "…" + s[len(s)-n:]
+}

@@ -1,0 +1,61 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/sluicemq/sluice/chaos/history"
+	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
+	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
+)
+
+// maxDrainCalls bounds the Fetch calls of one partition's drain.
+const maxDrainCalls = 100_000
+
+// Drain reads every partition of topic from offset 0 to its end with
+// unary Fetch calls (member "drainer", no group), records each record and
+// then the partition's drain op. Run it after the faults healed and the
+// producers stopped: the end it drains to is the high watermark it sees
+// once it caught up. A partition that cannot be read within `within` is an
+// error (the harness reports it; the history then has no drain for it).
+func Drain(ctx context.Context, api sluicev1connect.ConsumerServiceClient, rec *history.Recorder, topic string, partitions int32, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for p := int32(0); p < partitions; p++ {
+		next := int64(0)
+		var lastErr error
+		for calls := 0; ; calls++ {
+			if calls >= maxDrainCalls || time.Now().After(deadline) {
+				return fmt.Errorf("drain %s/%d: stuck at offset %d after %d calls (last error: %v)", topic, p, next, calls, lastErr)
+			}
+			fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			resp, err := api.Fetch(fctx, connect.NewRequest(&sluicev1.FetchRequest{Topic: topic, Partition: p, Offset: next, MaxRecords: 1000}))
+			cancel()
+			if err != nil {
+				lastErr = err
+				if !sleepOr(ctx, nil, 200*time.Millisecond) {
+					return ctx.Err()
+				}
+				continue
+			}
+			for _, r := range resp.Msg.GetRecords() {
+				if err := rec.Record(history.Op{Kind: history.Consume, Topic: topic, Partition: p, Offset: r.GetOffset(), Value: string(r.GetValue()), Member: "drainer"}); err != nil {
+					return err
+				}
+				next = r.GetOffset() + 1
+			}
+			if n := resp.Msg.GetNextOffset(); n > next {
+				next = n
+			}
+			if hw := resp.Msg.GetHighWatermark(); len(resp.Msg.GetRecords()) == 0 && next >= hw {
+				if err := rec.Record(history.Op{Kind: history.Drain, Topic: topic, Partition: p, Offset: hw, Member: "drainer"}); err != nil {
+					return err
+				}
+				break
+			}
+		}
+	}
+	return nil
+}

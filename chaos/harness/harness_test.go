@@ -1,0 +1,52 @@
+package harness
+
+import (
+	"strings"
+	"testing"
+)
+
+// Scenario names are unique (they name history files), every scenario has
+// a schedule and a phase, and a sabotage tag names a build tag.
+func TestScenariosWellFormed(t *testing.T) {
+	seen := map[string]bool{}
+	for _, sc := range Scenarios() {
+		switch {
+		case sc.Name == "" || seen[sc.Name]:
+			t.Errorf("scenario name %q empty or reused", sc.Name)
+		case sc.Faults == nil || sc.Phase <= 0 || sc.Partitions <= 0:
+			t.Errorf("%s: no schedule, phase or partitions", sc.Name)
+		case sc.Sabotage != "" && !strings.HasPrefix(sc.Sabotage, "sabotage_"):
+			t.Errorf("%s: sabotage tag %q", sc.Name, sc.Sabotage)
+		case sc.Members == 0:
+			t.Errorf("%s: no members: nothing would drain it", sc.Name)
+		}
+		seen[sc.Name] = true
+		if ScenarioByName(sc.Name) == nil {
+			t.Errorf("ScenarioByName(%q) = nil", sc.Name)
+		}
+	}
+}
+
+func TestSelected(t *testing.T) {
+	for _, c := range []struct {
+		list, name string
+		want       bool
+	}{{"", "x", true}, {"a,x", "x", true}, {"a, x ", "x", true}, {"a,xy", "x", false}} {
+		if got := Selected(c.list, c.name); got != c.want {
+			t.Errorf("Selected(%q, %q) = %v", c.list, c.name, got)
+		}
+	}
+}
+
+func TestTableMarksFailures(t *testing.T) {
+	tab := Table([]Summary{
+		{Scenario: "ok-one"},
+		{Scenario: "bad-one", Anomalies: 2, ByKind: map[string]int{"lost-write": 2}},
+		{Scenario: "broken", Error: "drain stuck"},
+	})
+	for _, want := range []string{"| ok-one | - |", "| OK |", "FAIL map[lost-write:2]", "ERROR: drain stuck"} {
+		if !strings.Contains(tab, want) {
+			t.Errorf("table lacks %q:\n%s", want, tab)
+		}
+	}
+}

@@ -1,0 +1,345 @@
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/chaos/checker"
+	"github.com/sluicemq/sluice/chaos/fault"
+	"github.com/sluicemq/sluice/chaos/history"
+	"github.com/sluicemq/sluice/internal/bookieproc"
+	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicemq/sluice/pkg/sluice"
+)
+
+// Env is what every scenario of one run shares.
+type Env struct {
+	Bin         string // the sluice binary (real or sabotaged)
+	AWSEndpoint string
+	Cassandra   string
+	Seed        int64
+	// Scale multiplies the scenarios' fault phases (1: the short version
+	// for CI; 3: the full version of `task chaos`).
+	Scale float64
+	// Out is where histories and reports go.
+	Out string
+}
+
+// Scenario is one fault schedule over a cluster.
+type Scenario struct {
+	Name        string
+	Description string
+	Cluster     ClusterConfig // Bin and endpoints are filled from Env
+	Partitions  int32
+	Members     int // group members (0: no group consumers)
+	MemberCfg   func(i int, c *MemberConfig)
+	Phase       time.Duration // the fault phase at Scale 1
+	MinPhase    time.Duration // the phase never gets shorter (one round of the schedule)
+	// Faults injects faults until ctx ends or its own schedule is done.
+	// It must stop promptly when ctx ends.
+	Faults func(ctx context.Context, r *Run) error
+	// Sabotage names the build tag that disables the safety mechanism
+	// this scenario exercises ("" if none).
+	Sabotage string
+	// SabotageMinPhase is the shortest phase of a sabotage run: long
+	// enough that the broken mechanism is exercised more than once (0:
+	// MinPhase).
+	SabotageMinPhase time.Duration
+}
+
+// Run is one scenario in progress: what a fault schedule works with.
+type Run struct {
+	T         testing.TB
+	Env       Env
+	Scenario  *Scenario
+	Cluster   *Cluster
+	Rec       *history.Recorder
+	Inject    *fault.Injector
+	Rand      *rand.Rand
+	Topic     string
+	Producers []*Producer
+	Members   []*Member
+	HTTP      *http.Client
+
+	killed map[*bookieproc.Proc]bool
+}
+
+// Summary is one scenario's result, for the summary table.
+type Summary struct {
+	Scenario      string         `json:"scenario"`
+	Sabotage      string         `json:"sabotage,omitempty"`
+	Seed          int64          `json:"seed"`
+	Seconds       float64        `json:"seconds"`
+	Produced      int            `json:"produced"`
+	Acknowledged  int            `json:"acknowledged"`
+	Indeterminate int            `json:"indeterminate"`
+	Consumed      int            `json:"consumed"`
+	Commits       int            `json:"commits"`
+	Rejected      int            `json:"commits_rejected"`
+	Faults        int            `json:"faults"`
+	FaultsByKind  map[string]int `json:"faults_by_kind"`
+	Anomalies     int            `json:"anomalies"`
+	ByKind        map[string]int `json:"anomalies_by_kind,omitempty"`
+	Undrained     int            `json:"undrained"`
+	History       string         `json:"history"`
+	Report        string         `json:"report"`
+	Error         string         `json:"error,omitempty"`
+}
+
+// OK reports whether the scenario ran and its history has no anomaly.
+func (s Summary) OK() bool { return s.Error == "" && s.Anomalies == 0 }
+
+// RunScenario runs sc from start to verdict. It fails t only for harness
+// failures (a process that will not start); anomalies are in the Summary,
+// so a sabotage test can assert them.
+func RunScenario(ctx context.Context, t testing.TB, env Env, sc *Scenario) Summary {
+	t.Helper()
+	began := time.Now()
+	if env.Scale <= 0 {
+		env.Scale = 1
+	}
+	cc := sc.Cluster
+	cc.Bin, cc.AWSEndpoint, cc.Cassandra = env.Bin, env.AWSEndpoint, env.Cassandra
+	if sc.Members == 0 {
+		cc.Cassandra = ""
+	}
+	cluster := StartCluster(ctx, t, cc)
+	if err := os.MkdirAll(env.Out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	histPath := filepath.Join(env.Out, sc.Name+".history.jsonl")
+	f, err := os.Create(histPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rec, err := history.NewRecorder(f, history.Config{Scenario: sc.Name, Seed: env.Seed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var protocols http.Protocols
+	protocols.SetUnencryptedHTTP2(true)
+	hc := &http.Client{Transport: &http.Transport{Protocols: &protocols}}
+	defer hc.CloseIdleConnections()
+	r := &Run{T: t, Env: env, Scenario: sc, Cluster: cluster, Rec: rec, Inject: fault.NewInjector(rec, 0),
+		Rand: rand.New(rand.NewPCG(uint64(env.Seed), uint64(len(sc.Name)))), Topic: "chaos", HTTP: hc,
+		killed: map[*bookieproc.Proc]bool{}}
+	sum := Summary{Scenario: sc.Name, Seed: env.Seed, History: histPath}
+	fail := func(format string, args ...any) Summary {
+		sum.Error = fmt.Sprintf(format, args...)
+		sum.Seconds = time.Since(began).Seconds()
+		_ = rec.Close()
+		return sum
+	}
+
+	sc0, err := sluice.NewClient(cluster.Ingests[0].Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc0.Close()
+	if _, err := sc0.CreateTopic(ctx, r.Topic, sc.Partitions, nil); err != nil {
+		return fail("create topic: %v", err)
+	}
+	if _, err := cluster.WaitOwners(ctx, r.Topic, len(cluster.Ingests) > 1, 60*time.Second); err != nil {
+		return fail("%v", err)
+	}
+	for range cluster.Ingests {
+		if err := r.StartProducer(ctx); err != nil {
+			return fail("%v", err)
+		}
+	}
+	for i := 0; i < sc.Members; i++ {
+		mc := MemberConfig{Name: fmt.Sprintf("c%d", i+1), Addr: cluster.Fetches[i%len(cluster.Fetches)].Addr, Group: "chaos-group", Topic: r.Topic}
+		if sc.MemberCfg != nil {
+			sc.MemberCfg(i, &mc)
+		}
+		r.Members = append(r.Members, StartMember(ctx, hc, rec, mc))
+	}
+
+	// Faults, bounded by the phase (and a margin for the schedule's last
+	// step, which must not start after the phase ended).
+	phase := max(time.Duration(float64(sc.Phase)*env.Scale), sc.MinPhase)
+	fctx, cancel := context.WithTimeout(ctx, phase)
+	ferr := sc.Faults(fctx, r)
+	cancel()
+	if ferr != nil && ctx.Err() == nil && fctx.Err() == nil {
+		t.Logf("%s: fault schedule: %v", sc.Name, ferr)
+		sum.Error = "fault schedule: " + ferr.Error()
+	}
+
+	// Heal: continue paused processes, heal links, restart the dead.
+	if err := r.Heal(); err != nil {
+		return fail("heal: %v", err)
+	}
+	// Let the cluster settle under load, then stop producing and wait for
+	// every outcome.
+	sleepOr(ctx, nil, 2*time.Second)
+	for _, p := range r.Producers {
+		if err := p.Stop(ctx); err != nil {
+			t.Logf("%s: %v", sc.Name, err)
+		}
+	}
+	// Let the members catch up, then stop them (they commit and leave).
+	sleepOr(ctx, nil, 2*time.Second)
+	for _, m := range r.Members {
+		if err := m.Stop(ctx); err != nil {
+			return fail("member %s: %v", m.Name(), err)
+		}
+	}
+	var api sluicev1connect.ConsumerServiceClient
+	if len(cluster.Fetches) > 0 {
+		api = sluicev1connect.NewConsumerServiceClient(hc, "http://"+cluster.Fetches[0].Addr)
+	} else {
+		return fail("scenario %s has no fetch copy to drain with", sc.Name)
+	}
+	if err := Drain(ctx, api, rec, r.Topic, sc.Partitions, 2*time.Minute); err != nil {
+		t.Logf("%s: %v", sc.Name, err)
+		sum.Error = err.Error()
+	}
+	if err := rec.Close(); err != nil {
+		return fail("history: %v", err)
+	}
+	if err := f.Sync(); err != nil {
+		return fail("history: %v", err)
+	}
+	res, err := checker.CheckFile(histPath, checker.Options{
+		// The harness's producers are all idempotent: no duplicate is
+		// tolerated, whatever the history's idempotence fields say.
+		AllowDuplicates: func(string, bool) bool { return false },
+	})
+	if err != nil {
+		return fail("check: %v", err)
+	}
+	sum.Report = filepath.Join(env.Out, sc.Name+".report.txt")
+	if rf, err := os.Create(sum.Report); err == nil {
+		_ = res.Report(rf)
+		rf.Close()
+	}
+	sum.Produced, sum.Acknowledged, sum.Indeterminate = res.Produces, res.Acknowledged, res.Indeterminate
+	sum.Consumed, sum.Commits, sum.Rejected = res.Consumed, res.Commits, res.CommitsRejected
+	sum.Faults, sum.FaultsByKind = r.Inject.Count()
+	sum.Anomalies, sum.Undrained = res.Failures(), res.Undrained
+	sum.ByKind = map[string]int{}
+	for k, n := range res.Anomalies {
+		if n > 0 {
+			sum.ByKind[string(k)] = n
+		}
+	}
+	sum.Seconds = time.Since(began).Seconds()
+	return sum
+}
+
+// StartProducer starts one more producer through the ingest copies in turn.
+func (r *Run) StartProducer(ctx context.Context) error {
+	i := len(r.Producers)
+	in := r.Cluster.Ingests[i%len(r.Cluster.Ingests)]
+	p, err := StartProducer(ctx, r.Rec, ProducerConfig{Name: fmt.Sprintf("p%d", i+1), Addr: in.Addr, Topic: r.Topic, Partitions: r.Scenario.Partitions})
+	if err != nil {
+		return err
+	}
+	r.Producers = append(r.Producers, p)
+	return nil
+}
+
+// StopProducers stops every producer running (and waits for outcomes).
+func (r *Run) StopProducers(ctx context.Context) error {
+	var first error
+	for _, p := range r.Producers {
+		// Not bounded by the fault phase: every outcome must be in.
+		if err := p.Stop(context.WithoutCancel(ctx)); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// Kill kills p (recorded); Heal restarts it if the schedule did not.
+func (r *Run) Kill(p *bookieproc.Proc) error {
+	err := r.Inject.Kill(p)
+	r.killed[p] = true
+	return err
+}
+
+// Restart restarts a killed p (recorded).
+func (r *Run) Restart(p *bookieproc.Proc) error {
+	err := r.Inject.Restart(p)
+	if err == nil {
+		delete(r.killed, p)
+	}
+	return err
+}
+
+// Heal resumes paused processes, heals every link and restarts every
+// killed process.
+func (r *Run) Heal() error {
+	err := r.Inject.ResumeAll()
+	for _, l := range r.Cluster.BookieLinks {
+		if l != nil && l.Mode() != fault.Pass {
+			err = errors.Join(err, r.Inject.Heal(l))
+		}
+	}
+	var ps []*bookieproc.Proc
+	for p := range r.killed {
+		ps = append(ps, p)
+	}
+	sort.Slice(ps, func(i, j int) bool { return ps[i].ID < ps[j].ID })
+	for _, p := range ps {
+		err = errors.Join(err, r.Restart(p))
+	}
+	return err
+}
+
+// Pick returns a random element of ps.
+func (r *Run) Pick(ps []*bookieproc.Proc) *bookieproc.Proc { return ps[r.Rand.IntN(len(ps))] }
+
+// Jitter returns d ± 25 %, from the run's seeded source.
+func (r *Run) Jitter(d time.Duration) time.Duration {
+	return d*3/4 + time.Duration(r.Rand.Int64N(int64(d)/2+1))
+}
+
+// WriteSummaries writes sums as JSON and as a markdown table into dir.
+func WriteSummaries(dir string, sums []Summary, header string) (string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	js, err := json.MarshalIndent(sums, "", "  ")
+	if err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "summary.json"), append(js, '\n'), 0o644); err != nil {
+		return "", err
+	}
+	md := header + "\n\n" + Table(sums)
+	return md, os.WriteFile(filepath.Join(dir, "summary.md"), []byte(md), 0o644)
+}
+
+// Table renders sums as a markdown table.
+func Table(sums []Summary) string {
+	s := "| scenario | sabotage | seconds | produced | acked | indeterminate | consumed | commits (rejected) | faults | anomalies | result |\n" +
+		"|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n"
+	for _, x := range sums {
+		res := "OK"
+		switch {
+		case x.Error != "":
+			res = "ERROR: " + x.Error
+		case x.Anomalies > 0:
+			res = fmt.Sprintf("FAIL %v", x.ByKind)
+		}
+		sab := x.Sabotage
+		if sab == "" {
+			sab = "-"
+		}
+		s += fmt.Sprintf("| %s | %s | %.0f | %d | %d | %d | %d | %d (%d) | %d %v | %d | %s |\n",
+			x.Scenario, sab, x.Seconds, x.Produced, x.Acknowledged, x.Indeterminate, x.Consumed, x.Commits, x.Rejected, x.Faults, x.FaultsByKind, x.Anomalies, res)
+	}
+	return s
+}

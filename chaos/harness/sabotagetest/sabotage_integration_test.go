@@ -1,0 +1,61 @@
+//go:build integration
+
+package sabotagetest
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/chaos/harness"
+)
+
+// Each sabotage build disables one safety mechanism; the scenario that
+// exercises it must then report anomalies. A checker that cannot fail
+// proves nothing.
+func TestIntegrationChaosSabotage(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	list := os.Getenv("CHAOS_SABOTAGE")
+	if list == "none" {
+		t.Skip("CHAOS_SABOTAGE=none")
+	}
+	var sums []harness.Summary
+	var env harness.Env
+	var results string // where the summary goes
+	for _, sc := range harness.Scenarios() {
+		if sc.Sabotage == "" || !harness.Selected(list, sc.Sabotage) {
+			continue
+		}
+		t.Run(sc.Sabotage, func(t *testing.T) {
+			bin, err := harness.Build(ctx, t.TempDir(), sc.Sabotage)
+			if err != nil {
+				t.Fatal(err)
+			}
+			env = harness.EnvFromEnviron(t, bin)
+			results = harness.ResultsDir(env)
+			// Beside, not over, the regular scenarios' histories.
+			env.Out = filepath.Join(env.Out, "sabotage")
+			run := *sc
+			run.MinPhase = max(run.MinPhase, run.SabotageMinPhase)
+			s := harness.RunScenario(ctx, t, env, &run)
+			s.Sabotage = sc.Sabotage
+			sums = append(sums, s)
+			t.Logf("%s under %s: %d anomalies %v (error %q); report %s", sc.Name, sc.Sabotage, s.Anomalies, s.ByKind, s.Error, s.Report)
+			if s.Anomalies == 0 {
+				t.Errorf("%s built with %s found no anomaly: the scenario cannot detect the broken mechanism", sc.Name, sc.Sabotage)
+			}
+		})
+	}
+	if os.Getenv("CHAOS_OUT") != "" || os.Getenv("CHAOS_RESULTS") != "" { // else every dir was a subtest's temp dir
+		md, err := harness.WriteSummaries(filepath.Join(results, "sabotage"), sums,
+			"sabotage run: seed "+strconv.FormatInt(env.Seed, 10)+", scale "+strconv.FormatFloat(env.Scale, 'g', -1, 64)+
+				" (each scenario built with the tag that disables the mechanism it exercises; anomalies > 0 is the expected result)")
+		if err == nil {
+			t.Logf("sabotage summary:\n%s", md)
+		}
+	}
+}

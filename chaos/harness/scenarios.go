@@ -1,0 +1,262 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sluicemq/sluice/chaos/fault"
+	"github.com/sluicemq/sluice/internal/bookieproc"
+)
+
+// Scenarios returns the scenarios in the order `task chaos` runs them.
+// Their fault phases are sized for 2 cores at Scale 1 (the short version);
+// the full version multiplies them.
+func Scenarios() []*Scenario {
+	return []*Scenario{KillBookies(), PauseWriter(), PauseConsumer(), CutBookie(), CrashQuorum()}
+}
+
+// ScenarioByName returns the named scenario, or nil.
+func ScenarioByName(name string) *Scenario {
+	for _, s := range Scenarios() {
+		if s.Name == name {
+			return s
+		}
+	}
+	return nil
+}
+
+// KillBookies (1): under idempotent load with two group members, SIGKILL a
+// random bookie every few seconds (restarting it 1.5 s later) and an
+// ingest copy every ~10 s (restarting it 2 s later). Four bookies, so an
+// ensemble of 3 can always be formed while one is down. Sabotage
+// "sabotage_dedup" (no producer deduplication) must then show duplicates:
+// retries of batches whose answer died with an ingest copy are written
+// again by the new owner.
+func KillBookies() *Scenario {
+	return &Scenario{
+		Name:        "kill-bookies",
+		Description: "SIGKILL a random bookie every ~3 s and an ingest copy every ~10 s under idempotent load; heal; drain",
+		Cluster:     ClusterConfig{Bookies: 4, Ingests: 2},
+		Partitions:  4,
+		Members:     2,
+		Phase:       30 * time.Second,
+		MinPhase:    12 * time.Second, // one ingest kill at least
+		Sabotage:    "sabotage_dedup",
+		// Three ingest kills: a duplicate needs a retry of a batch whose
+		// answer died with the copy, and one kill may find none in flight
+		// (seen: 0 duplicates in a 12 s phase, 5-200 in longer ones).
+		SabotageMinPhase: 32 * time.Second,
+		Faults: func(ctx context.Context, r *Run) error {
+			nextIngest := time.Now().Add(r.Jitter(8 * time.Second))
+			turn := 0
+			for i := 0; i < 1000 && fault.Sleep(ctx.Done(), r.Jitter(3*time.Second)); i++ {
+				if time.Now().After(nextIngest) {
+					in := r.Cluster.Ingests[turn%len(r.Cluster.Ingests)]
+					turn++
+					if err := killFor(ctx, r, in, 2*time.Second); err != nil {
+						return err
+					}
+					nextIngest = time.Now().Add(r.Jitter(10 * time.Second))
+					continue
+				}
+				if err := killFor(ctx, r, r.Pick(r.Cluster.Bookies), 1500*time.Millisecond); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+}
+
+// killFor kills p, waits d (or until ctx ends) and restarts it.
+func killFor(ctx context.Context, r *Run, p *bookieproc.Proc, d time.Duration) error {
+	if err := r.Kill(p); err != nil {
+		return err
+	}
+	fault.Sleep(ctx.Done(), d)
+	return r.Restart(p)
+}
+
+// PauseWriter (2): SIGSTOP the ingest copy that owns partitions, for
+// three owner TTLs, while the other copy takes its partitions over
+// (bumping the epoch, fencing and recovering its open ledgers); then
+// SIGCONT it. Whatever the paused writer still had to add must fail at the
+// bookies (fenced) and its producers retry to the new owner: nothing
+// acknowledged may be lost, nothing written twice. Sabotage
+// "sabotage_fencing" (bookies accept adds to fenced ledgers) must then
+// show acknowledged writes beyond the recovered end of a ledger: lost.
+func PauseWriter() *Scenario {
+	return &Scenario{
+		Name:        "pause-writer",
+		Description: "SIGSTOP a partition-owning ingest copy past its owner lease while the other copy takes over; SIGCONT; heal; drain",
+		Cluster:     ClusterConfig{Bookies: 3, Ingests: 2},
+		Partitions:  4,
+		Members:     1,
+		Phase:       36 * time.Second,
+		MinPhase:    16 * time.Second,
+		Sabotage:    "sabotage_fencing",
+		Faults: func(ctx context.Context, r *Run) error {
+			for i := 0; i < 100 && fault.Sleep(ctx.Done(), r.Jitter(4*time.Second)); i++ {
+				in := r.Cluster.Ingests[i%len(r.Cluster.Ingests)]
+				if err := r.Inject.Pause(in); err != nil {
+					return err
+				}
+				// Three TTLs: the lease lapses, the other copy takes over
+				// and writes, and only then does the old writer wake.
+				fault.Sleep(ctx.Done(), 3*r.Cluster.OwnerTTL)
+				if err := r.Inject.Resume(in); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+}
+
+// PauseConsumer (3): member c1 reads everything but commits only when it
+// resumes or leaves. Producers stop; once both members have caught up, c1
+// pauses (no credits, no commits) past its session timeout, c2 takes its
+// partitions over and commits them, then c1 resumes and commits what it
+// read with its old lease epochs: the server must reject that commit
+// (LEASE_FENCED), and no record may be skipped. Producing then resumes.
+// Sabotage "sabotage_commitepoch" (commits not fenced by lease epoch)
+// must then show a stale commit accepted.
+func PauseConsumer() *Scenario {
+	return &Scenario{
+		Name:        "pause-consumer",
+		Description: "pause a group member past its session; the new owner commits; the zombie's late commit must be rejected; no record skipped",
+		Cluster:     ClusterConfig{Bookies: 3, Ingests: 2},
+		Partitions:  4,
+		Members:     2,
+		MemberCfg: func(i int, c *MemberConfig) {
+			c.SessionTimeout = 3 * time.Second
+			if i == 0 {
+				c.CommitEvery = -1 // c1 commits only on resume, revoke and stop
+			}
+		},
+		Phase:    25 * time.Second,
+		MinPhase: 17 * time.Second,
+		Sabotage: "sabotage_commitepoch",
+		Faults: func(ctx context.Context, r *Run) error {
+			// A round, once started, runs to its end (rctx): a zombie left
+			// paused or producers left stopped would prove nothing. The
+			// phase only decides whether another round starts.
+			rctx := context.WithoutCancel(ctx)
+			for round := 0; round < 10 && fault.Sleep(ctx.Done(), 5*time.Second); round++ {
+				if err := pauseConsumerRound(rctx, r); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+}
+
+// pauseConsumerRound is one round of PauseConsumer.
+func pauseConsumerRound(ctx context.Context, r *Run) error {
+	if err := r.StopProducers(ctx); err != nil {
+		r.T.Logf("pause-consumer: stopping producers: %v", err)
+	}
+	if err := r.Inject.Note("producers-stopped", "all"); err != nil {
+		return err
+	}
+	fault.Sleep(ctx.Done(), 3*time.Second) // the members catch up
+	c1 := r.Members[0]
+	if err := r.Inject.Do("pause", c1.Name(), func() error { c1.Pause(); return nil }); err != nil {
+		return err
+	}
+	// Session timeout, a balance round for c2 to take the leases, and
+	// c2's commit interval.
+	fault.Sleep(ctx.Done(), 8*time.Second)
+	if err := r.Inject.Do("resume", c1.Name(), func() error { c1.Resume(ctx); return nil }); err != nil {
+		return err
+	}
+	for range r.Cluster.Ingests {
+		if err := r.StartProducer(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CutBookie (4): cut one bookie off from everyone who reaches it (the
+// ingest and fetch copies; the bookie keeps heartbeating to the catalog,
+// so it still looks alive) and, while it is cut, kill the ingest copy
+// owning partitions, so that the other copy's takeover recovers ledgers
+// with one bookie unreachable. Alternates a hard cut (connections reset)
+// and a blackhole (silent). Four bookies.
+func CutBookie() *Scenario {
+	return &Scenario{
+		Name:        "cut-bookie",
+		Description: "cut/blackhole the links to one bookie while an ingest copy is killed and its partitions recovered; heal; drain",
+		Cluster:     ClusterConfig{Bookies: 4, Ingests: 2, ProxyBookies: true},
+		Partitions:  4,
+		Members:     1,
+		Phase:       30 * time.Second,
+		MinPhase:    11 * time.Second,
+		Faults: func(ctx context.Context, r *Run) error {
+			for i := 0; i < 100 && fault.Sleep(ctx.Done(), r.Jitter(3*time.Second)); i++ {
+				b := r.Rand.IntN(len(r.Cluster.Bookies))
+				link := r.Cluster.BookieLinks[b]
+				if link == nil {
+					return errors.New("cut-bookie needs ProxyBookies")
+				}
+				cut := r.Inject.Cut
+				if i%2 == 1 {
+					cut = r.Inject.Blackhole
+				}
+				if err := cut(link); err != nil {
+					return err
+				}
+				fault.Sleep(ctx.Done(), time.Second)
+				if err := killFor(ctx, r, r.Cluster.Ingests[i%len(r.Cluster.Ingests)], 2*time.Second); err != nil {
+					return err
+				}
+				fault.Sleep(ctx.Done(), 4*time.Second) // recovery runs with the bookie cut
+				if err := r.Inject.Heal(link); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+}
+
+// CrashQuorum (5): SIGKILL two of three bookies at the same instant —
+// every entry's whole ack quorum at once for some entries — and restart
+// them: every acknowledged entry must come back from the journals.
+//
+// This is the closest honest process-level stand-in for "a bookie crash
+// that loses unsynced data": SIGKILL loses the process, never the page
+// cache, so unsynced bytes survive it. Losing them needs the bookie's
+// crashable filesystem seam (pebble vfs in strict mode), which only the
+// in-process crash tests of bookkeeper/journal and bookkeeper/storage
+// reach; the `sluice bookie` binary has no flag to run on it.
+func CrashQuorum() *Scenario {
+	return &Scenario{
+		Name:        "crash-quorum",
+		Description: "SIGKILL two of three bookies at once every ~6 s and restart them; heal; drain",
+		Cluster:     ClusterConfig{Bookies: 3, Ingests: 2},
+		Partitions:  4,
+		Members:     1,
+		Phase:       25 * time.Second,
+		MinPhase:    9 * time.Second,
+		Faults: func(ctx context.Context, r *Run) error {
+			for i := 0; i < 100 && fault.Sleep(ctx.Done(), r.Jitter(6*time.Second)); i++ {
+				a := r.Rand.IntN(3)
+				b := (a + 1 + r.Rand.IntN(2)) % 3
+				pa, pb := r.Cluster.Bookies[a], r.Cluster.Bookies[b]
+				if err := errors.Join(r.Kill(pa), r.Kill(pb)); err != nil {
+					return err
+				}
+				fault.Sleep(ctx.Done(), 1500*time.Millisecond)
+				if err := errors.Join(r.Restart(pa), r.Restart(pb)); err != nil {
+					return fmt.Errorf("restart after a quorum crash: %w", err)
+				}
+			}
+			return nil
+		},
+	}
+}
