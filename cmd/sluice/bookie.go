@@ -10,12 +10,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/config"
-
 	"github.com/sluicemq/sluice/bookkeeper/bookie"
 	"github.com/sluicemq/sluice/internal/rpcserver"
 	"github.com/sluicemq/sluice/internal/telemetry"
-	catdynamo "github.com/sluicemq/sluice/pkg/catalog/dynamodb"
 )
 
 func runBookie(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -109,13 +106,7 @@ func runBookie(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		cancel()
 	}()
 	if *table != "" {
-		awsCfg, err := config.LoadDefaultConfig(ctx)
-		if err != nil {
-			cancel()
-			wg.Wait()
-			return fmt.Errorf("AWS config for the catalog: %w", err)
-		}
-		cat, err := catdynamo.New(catdynamo.NewClient(awsCfg), catdynamo.Options{Table: *table})
+		cat, err := dynamoCatalog(ctx, *table)
 		if err != nil {
 			cancel()
 			wg.Wait()

@@ -9,12 +9,9 @@ import (
 	"io"
 	"os"
 
-	"github.com/aws/aws-sdk-go-v2/config"
-
 	"github.com/sluicemq/sluice/bookkeeper/client"
 	"github.com/sluicemq/sluice/internal/telemetry"
 	"github.com/sluicemq/sluice/pkg/catalog"
-	catdynamo "github.com/sluicemq/sluice/pkg/catalog/dynamodb"
 	"github.com/sluicemq/sluice/pkg/objstore"
 	"github.com/sluicemq/sluice/services/compactor"
 )
@@ -65,11 +62,7 @@ func runCompactor(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	defer func() { _ = tel.Shutdown(context.Background()) }()
-	awsCfg, err := config.LoadDefaultConfig(ctx)
-	if err != nil {
-		return fmt.Errorf("AWS config for the catalog: %w", err)
-	}
-	cat, err := catdynamo.New(catdynamo.NewClient(awsCfg), catdynamo.Options{Table: *table})
+	cat, err := dynamoCatalog(ctx, *table)
 	if err != nil {
 		return err
 	}

@@ -10,13 +10,10 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/aws/aws-sdk-go-v2/config"
-
 	"github.com/sluicemq/sluice/bookkeeper/client"
 	"github.com/sluicemq/sluice/internal/rpcserver"
 	"github.com/sluicemq/sluice/internal/telemetry"
 	bkcassandra "github.com/sluicemq/sluice/pkg/bookkeeping/cassandra"
-	catdynamo "github.com/sluicemq/sluice/pkg/catalog/dynamodb"
 	"github.com/sluicemq/sluice/pkg/objstore"
 	"github.com/sluicemq/sluice/services/admin"
 	"github.com/sluicemq/sluice/services/fetch"
@@ -63,11 +60,7 @@ func runFetch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer func() { _ = tel.Shutdown(context.Background()) }()
-	awsCfg, err := config.LoadDefaultConfig(ctx)
-	if err != nil {
-		return fmt.Errorf("AWS config for the catalog: %w", err)
-	}
-	cat, err := catdynamo.New(catdynamo.NewClient(awsCfg), catdynamo.Options{Table: *table})
+	cat, err := dynamoCatalog(ctx, *table)
 	if err != nil {
 		return err
 	}

@@ -10,12 +10,9 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/aws/aws-sdk-go-v2/config"
-
 	"github.com/sluicemq/sluice/bookkeeper/client"
 	"github.com/sluicemq/sluice/internal/rpcserver"
 	"github.com/sluicemq/sluice/internal/telemetry"
-	catdynamo "github.com/sluicemq/sluice/pkg/catalog/dynamodb"
 	"github.com/sluicemq/sluice/services/admin"
 	"github.com/sluicemq/sluice/services/ingest"
 )
@@ -67,11 +64,7 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	defer func() { _ = tel.Shutdown(context.Background()) }()
 
-	awsCfg, err := config.LoadDefaultConfig(ctx)
-	if err != nil {
-		return fmt.Errorf("AWS config for the catalog: %w", err)
-	}
-	cat, err := catdynamo.New(catdynamo.NewClient(awsCfg), catdynamo.Options{Table: *table})
+	cat, err := dynamoCatalog(ctx, *table)
 	if err != nil {
 		return err
 	}
