@@ -283,11 +283,11 @@ func TestRunCheckpointsByBytes(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	err := Config{MaxEntryBytes: -1, ReadOnlyAt: 0.5, WritableBelow: 0.6}.Validate()
+	err := Config{MaxEntryBytes: -1, ReadOnlyAt: 0.5, WritableBelow: 0.6, MaxAddMessageBytes: 100}.Validate()
 	if err == nil {
 		t.Fatal("empty config validated")
 	}
-	for _, field := range []string{"ID", "InstanceID", "Dir", "MaxEntryBytes", "ReadOnlyAt"} {
+	for _, field := range []string{"ID", "InstanceID", "Dir", "MaxEntryBytes", "ReadOnlyAt", "MaxAddMessageBytes"} {
 		if !bytes.Contains([]byte(err.Error()), []byte(field+":")) {
 			t.Errorf("Validate error does not name %s: %v", field, err)
 		}

@@ -15,9 +15,17 @@ import (
 
 // Defaults for zero Config fields.
 const (
-	DefaultMaxEntryBytes      = 8 << 20  // the bookie protocol's entry limit
-	DefaultMaxReadBytes       = 16 << 20 // the bookie protocol's read response limit
-	DefaultMaxInFlightAdds    = 1024     // per AddEntries stream
+	DefaultMaxEntryBytes   = 8 << 20  // the bookie protocol's entry limit
+	DefaultMaxReadBytes    = 16 << 20 // the bookie protocol's read response limit
+	DefaultMaxInFlightAdds = 1024     // per AddEntries stream
+	// DefaultAddMessageOverhead is what MaxAddMessageBytes allows beyond
+	// MaxEntryBytes by default: room for the ids, checksums and master key
+	// around the payloads of one AddEntries message.
+	DefaultAddMessageOverhead = 64 << 10
+	// minAddMessageOverhead is the least MaxAddMessageBytes must allow
+	// beyond MaxEntryBytes: one add of the largest size with the largest
+	// master key and its framing.
+	minAddMessageOverhead     = storage.MaxMasterKeySize + 1024
 	DefaultMaxLacWait         = 30 * time.Second
 	DefaultMaxLacWaiters      = 10_000
 	DefaultAddQueueWait       = 2 * time.Second
@@ -64,8 +72,15 @@ type Config struct {
 	// MaxInFlightAdds bounds the adds one AddEntries stream has sent and not
 	// yet seen answered; the server stops reading the stream beyond it
 	// (flow control pushes back to the client). Zero means
-	// DefaultMaxInFlightAdds.
+	// DefaultMaxInFlightAdds. It also bounds the adds of one AddEntries
+	// message.
 	MaxInFlightAdds int
+	// MaxAddMessageBytes bounds one encoded AddEntries request message
+	// (every add it carries, with ids and master key); a larger message
+	// ends the stream with RESOURCE_EXHAUSTED before it is read. Zero means
+	// MaxEntryBytes + DefaultAddMessageOverhead; at least MaxEntryBytes +
+	// 2 KiB (one entry of the largest size must fit).
+	MaxAddMessageBytes int
 	// MaxLacWait bounds a ReadLac long-poll. Zero means DefaultMaxLacWait.
 	MaxLacWait time.Duration
 	// MaxLacWaiters bounds the ReadLac calls waiting at once; beyond it
@@ -140,6 +155,7 @@ func (c Config) withDefaults() Config {
 	def(&c.MaxReadBytes, DefaultMaxReadBytes)
 	def(&c.MaxInFlightAdds, DefaultMaxInFlightAdds)
 	def(&c.MaxLacWaiters, DefaultMaxLacWaiters)
+	def(&c.MaxAddMessageBytes, c.MaxEntryBytes+DefaultAddMessageOverhead)
 	defD := func(v *time.Duration, d time.Duration) {
 		if *v == 0 {
 			*v = d
@@ -193,6 +209,10 @@ func (c Config) Validate() error {
 	}
 	if c.MaxInFlightAdds < 1 || c.MaxInFlightAdds > 1<<16 {
 		bad("MaxInFlightAdds", "%d outside [1, 65536]", c.MaxInFlightAdds)
+	}
+	if minMsg := c.MaxEntryBytes + minAddMessageOverhead; c.MaxAddMessageBytes < minMsg || c.MaxAddMessageBytes > storage.MaxEntrySizeLimit+DefaultAddMessageOverhead {
+		bad("MaxAddMessageBytes", "%d outside [%d, %d] (MaxEntryBytes + %d bytes at least)",
+			c.MaxAddMessageBytes, minMsg, storage.MaxEntrySizeLimit+DefaultAddMessageOverhead, minAddMessageOverhead)
 	}
 	if c.MaxLacWait < 0 || c.MaxLacWait > 5*time.Minute {
 		bad("MaxLacWait", "%v outside (0, 5m]", c.MaxLacWait)

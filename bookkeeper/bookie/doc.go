@@ -21,10 +21,16 @@
 // journal queue full after Config.AddQueueWait) is answered at once with its
 // status and never journaled.
 //
-// One AddEntries stream has at most Config.MaxInFlightAdds adds unanswered;
-// the handler stops reading beyond that, so HTTP/2 flow control pushes back
-// on the client. Answers are sent in journal order, hence in order within a
-// ledger.
+// One AddEntries message carries one or more adds to one ledger, handled
+// one by one: each is answered with its own status, so a bad add fails
+// alone. One AddEntries stream has at most Config.MaxInFlightAdds adds
+// (entries, not messages) unanswered; the handler stops reading beyond
+// that, so HTTP/2 flow control pushes back on the client. A message with
+// no adds or more than MaxInFlightAdds ends the stream (INVALID_ARGUMENT);
+// one above Config.MaxAddMessageBytes too (RESOURCE_EXHAUSTED, before it is
+// read). Acknowledgements are sent in journal order, hence in order within a
+// ledger; refusals at once. The sender puts every answer ready when it is
+// free into one response per ledger, never waiting for more.
 //
 // # Checkpoints and restart
 //

@@ -50,12 +50,51 @@ func payload(ledger, entry int64) []byte {
 	return fmt.Appendf(nil, "ledger %d entry %d payload", ledger, entry)
 }
 
+// addReq is an AddEntries message carrying one add.
 func addReq(ledger, entry, lac int64) *bookiev1.AddEntriesRequest {
+	return addMsg(ledger, add(ledger, entry, lac))
+}
+
+// addMsg is an AddEntries message carrying adds to ledger.
+func addMsg(ledger int64, adds ...*bookiev1.Add) *bookiev1.AddEntriesRequest {
+	return &bookiev1.AddEntriesRequest{LedgerId: ledger, MasterKey: testKey, Adds: adds}
+}
+
+// add is one add of entry to ledger, with its payload and checksum.
+func add(ledger, entry, lac int64) *bookiev1.Add {
 	p := payload(ledger, entry)
-	return &bookiev1.AddEntriesRequest{
-		LedgerId: ledger, EntryId: entry, MasterKey: testKey, Lac: lac, Payload: p,
-		Crc32C: storage.EntryChecksum(ledger, entry, lac, p),
+	return &bookiev1.Add{EntryId: entry, Lac: lac, Payload: p, Crc32C: storage.EntryChecksum(ledger, entry, lac, p)}
+}
+
+// result is one add's answer as the tests compare them.
+type result struct {
+	ledger, entry int64
+	status        bookiev1.AddStatus
+}
+
+// receiveResults receives responses until n results came, and returns
+// them in order with how many responses carried them.
+func receiveResults(t testing.TB, stream *connect.BidiStreamForClient[bookiev1.AddEntriesRequest, bookiev1.AddEntriesResponse], n int) ([]result, int) {
+	t.Helper()
+	var out []result
+	responses := 0
+	for len(out) < n {
+		resp, err := stream.Receive()
+		if err != nil {
+			t.Fatalf("receive after %d results: %v", len(out), err)
+		}
+		responses++
+		if len(resp.GetResults()) == 0 {
+			t.Fatalf("response %d carries no results", responses)
+		}
+		for _, r := range resp.GetResults() {
+			out = append(out, result{resp.GetLedgerId(), r.GetEntryId(), r.GetStatus()})
+		}
 	}
+	if len(out) > n {
+		t.Fatalf("%d results, want %d", len(out), n)
+	}
+	return out, responses
 }
 
 // addWait adds directly (no RPC) and waits for the journal.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"time"
 
 	"connectrpc.com/connect"
@@ -18,8 +19,11 @@ import (
 )
 
 // Handler returns the path and handler of sluice.bookie.v1.BookieService.
-// Mount it on an HTTP/2-capable server (AddEntries is a bidi stream).
+// Mount it on an HTTP/2-capable server (AddEntries is a bidi stream). The
+// handler reads no request message above Config.MaxAddMessageBytes (an
+// option after opts, so it wins over a server-wide read limit).
 func (b *Bookie) Handler(opts ...connect.HandlerOption) (string, http.Handler) {
+	opts = append(slices.Clone(opts), connect.WithReadMaxBytes(b.cfg.MaxAddMessageBytes))
 	return bookiev1connect.NewBookieServiceHandler(service{b}, opts...)
 }
 
@@ -32,32 +36,64 @@ var _ bookiev1connect.BookieServiceHandler = service{}
 // Default read size when a request leaves max_bytes zero.
 const defaultReadBytes = 4 << 20
 
-// AddEntries runs one pipelined add stream. Up to MaxInFlightAdds adds are
-// outstanding; beyond it the handler stops reading the stream, which pushes
-// back on the client through HTTP/2 flow control. Answers go out in
-// journal-completion order (sequence order), so in order within a ledger.
+// maxResultsPerResponse bounds the results one AddEntriesResponse carries
+// (about 14 bytes each), so a response stays far below any client's read
+// limit whatever MaxInFlightAdds is.
+const maxResultsPerResponse = 1024
+
+// addResult is one add's answer on its way to the sender.
+type addResult struct {
+	ledger, entry int64
+	status        bookiev1.AddStatus
+}
+
+// AddEntries runs one pipelined add stream. Up to MaxInFlightAdds adds
+// (entries, not messages) are outstanding; beyond it the handler stops
+// reading the stream, which pushes back on the client through HTTP/2 flow
+// control. A message may carry at most MaxInFlightAdds adds (more could
+// never be outstanding at once: the stream fails with INVALID_ARGUMENT),
+// and at least one. The adds of a message are handled one by one, each
+// answered with its own status: a bad add fails alone. Answers go out in
+// the order they are ready — journal-completion (sequence) order for
+// acknowledgements, so in order within a ledger; refusals at once.
 //
 // Goroutines: the handler's own (reads requests, calls Add) and one sender it
 // starts and waits for. Completions (journal goroutine) and up-front
 // refusals (handler goroutine) put answers on out, whose capacity equals the
-// in-flight bound, so putting never blocks; the sender frees a slot per
-// answer sent. When the client half-closes, the handler waits until every
-// answer is sent, then returns.
+// in-flight bound, so putting never blocks; the sender takes every answer
+// ready at that moment (never waiting for more), sends them as one
+// response per run of one ledger, and frees a slot per answer sent. When
+// the client half-closes, the handler waits until every answer is sent,
+// then returns.
 func (s service) AddEntries(ctx context.Context, stream *connect.BidiStream[bookiev1.AddEntriesRequest, bookiev1.AddEntriesResponse]) error {
 	b := s.b
 	slots := make(chan struct{}, b.cfg.MaxInFlightAdds)
-	out := make(chan *bookiev1.AddEntriesResponse, b.cfg.MaxInFlightAdds)
+	out := make(chan addResult, b.cfg.MaxInFlightAdds)
 	stop := make(chan struct{})
 	senderDone := make(chan error, 1)
 	go func() {
 		var sendErr error
+		send := stream.Send
+		ready := make([]addResult, 0, min(b.cfg.MaxInFlightAdds, maxResultsPerResponse))
 		for {
 			select {
-			case resp := <-out:
-				if sendErr == nil {
-					sendErr = stream.Send(resp)
+			case r := <-out:
+				ready = append(ready[:0], r)
+			drain:
+				for len(ready) < cap(ready) {
+					select {
+					case r := <-out:
+						ready = append(ready, r)
+					default:
+						break drain
+					}
 				}
-				<-slots
+				if sendErr == nil {
+					sendErr = sendResults(send, ready)
+				}
+				for range ready {
+					<-slots
+				}
 			case <-stop:
 				senderDone <- sendErr
 				return
@@ -79,32 +115,50 @@ func (s service) AddEntries(ctx context.Context, stream *connect.BidiStream[book
 		if err != nil {
 			return finish(err)
 		}
-		select {
-		case slots <- struct{}{}:
-		case <-ctx.Done():
-			return finish(ctx.Err())
+		ledger, adds := req.GetLedgerId(), req.GetAdds()
+		switch {
+		case len(adds) == 0:
+			return finish(code(fmt.Errorf("%w: AddEntries message for ledger %d carries no adds (a client of an older protocol version?)", ErrInvalid, ledger)))
+		case len(adds) > b.cfg.MaxInFlightAdds:
+			return finish(code(fmt.Errorf("%w: AddEntries message for ledger %d carries %d adds; limit %d (the stream's in-flight bound)",
+				ErrInvalid, ledger, len(adds), b.cfg.MaxInFlightAdds)))
 		}
-		ledger, entry := req.GetLedgerId(), req.GetEntryId()
-		answer := func(st bookiev1.AddStatus) {
-			out <- &bookiev1.AddEntriesResponse{LedgerId: ledger, EntryId: entry, Status: st}
+		msgErr := validateAddMessage(req)
+		if msgErr != nil {
+			b.log.Warn("adds refused", slog.Int64("ledger", ledger), slog.Int("adds", len(adds)), slog.Any("err", msgErr))
 		}
-		if err := validateAdd(req, b.cfg.MaxEntryBytes); err != nil {
-			b.log.Warn("add refused", slog.Int64("ledger", ledger), slog.Int64("entry", entry), slog.Any("err", err))
-			answer(bookiev1.AddStatus_ADD_STATUS_ERROR)
-			continue
-		}
-		err = b.Add(ctx, AddRequest{
-			Ledger: ledger, Entry: entry, LAC: req.GetLac(), Payload: req.GetPayload(),
-			Checksum: req.GetCrc32C(), MasterKey: req.GetMasterKey(), Recovery: req.GetRecovery(),
-		}, func(err error) {
-			if err != nil {
-				answer(bookiev1.AddStatus_ADD_STATUS_ERROR)
-				return
+		for _, a := range adds {
+			select {
+			case slots <- struct{}{}:
+			case <-ctx.Done():
+				return finish(ctx.Err())
 			}
-			answer(bookiev1.AddStatus_ADD_STATUS_OK)
-		})
-		if err != nil {
-			answer(addStatus(err))
+			entry := a.GetEntryId()
+			answer := func(st bookiev1.AddStatus) {
+				out <- addResult{ledger: ledger, entry: entry, status: st}
+			}
+			if msgErr != nil {
+				answer(bookiev1.AddStatus_ADD_STATUS_ERROR)
+				continue
+			}
+			if err := validateAdd(a, b.cfg.MaxEntryBytes); err != nil {
+				b.log.Warn("add refused", slog.Int64("ledger", ledger), slog.Int64("entry", entry), slog.Any("err", err))
+				answer(bookiev1.AddStatus_ADD_STATUS_ERROR)
+				continue
+			}
+			err = b.Add(ctx, AddRequest{
+				Ledger: ledger, Entry: entry, LAC: a.GetLac(), Payload: a.GetPayload(),
+				Checksum: a.GetCrc32C(), MasterKey: req.GetMasterKey(), Recovery: a.GetRecovery(),
+			}, func(err error) {
+				if err != nil {
+					answer(bookiev1.AddStatus_ADD_STATUS_ERROR)
+					return
+				}
+				answer(bookiev1.AddStatus_ADD_STATUS_OK)
+			})
+			if err != nil {
+				answer(addStatus(err))
+			}
 		}
 	}
 	// Half-closed: wait for every outstanding answer to be sent.
@@ -118,18 +172,47 @@ func (s service) AddEntries(ctx context.Context, stream *connect.BidiStream[book
 	return finish(nil)
 }
 
-func validateAdd(req *bookiev1.AddEntriesRequest, maxEntry int) error {
+// sendResults sends ready answers in order, one response per run of
+// answers of one ledger (a stream usually carries one ledger: one
+// response).
+func sendResults(send func(*bookiev1.AddEntriesResponse) error, ready []addResult) error {
+	for len(ready) > 0 {
+		n := 1
+		for n < len(ready) && ready[n].ledger == ready[0].ledger {
+			n++
+		}
+		resp := &bookiev1.AddEntriesResponse{LedgerId: ready[0].ledger, Results: make([]*bookiev1.AddResult, n)}
+		for i, r := range ready[:n] {
+			resp.Results[i] = &bookiev1.AddResult{EntryId: r.entry, Status: r.status}
+		}
+		if err := send(resp); err != nil {
+			return err
+		}
+		ready = ready[n:]
+	}
+	return nil
+}
+
+// validateAddMessage checks the fields every add of a message shares.
+func validateAddMessage(req *bookiev1.AddEntriesRequest) error {
 	switch {
 	case req.GetLedgerId() < 0:
 		return fmt.Errorf("%w: ledger_id %d is negative", ErrInvalid, req.GetLedgerId())
-	case req.GetEntryId() < 0:
-		return fmt.Errorf("%w: entry_id %d is negative", ErrInvalid, req.GetEntryId())
-	case req.GetLac() < -1:
-		return fmt.Errorf("%w: lac %d is below -1", ErrInvalid, req.GetLac())
 	case len(req.GetMasterKey()) == 0 || len(req.GetMasterKey()) > storage.MaxMasterKeySize:
 		return fmt.Errorf("%w: master_key of %d bytes, want 1..%d", ErrInvalid, len(req.GetMasterKey()), storage.MaxMasterKeySize)
-	case len(req.GetPayload()) > maxEntry:
-		return fmt.Errorf("%w: payload of %d bytes exceeds %d", ErrInvalid, len(req.GetPayload()), maxEntry)
+	}
+	return nil
+}
+
+// validateAdd checks one add's own fields.
+func validateAdd(a *bookiev1.Add, maxEntry int) error {
+	switch {
+	case a.GetEntryId() < 0:
+		return fmt.Errorf("%w: entry_id %d is negative", ErrInvalid, a.GetEntryId())
+	case a.GetLac() < -1:
+		return fmt.Errorf("%w: lac %d is below -1", ErrInvalid, a.GetLac())
+	case len(a.GetPayload()) > maxEntry:
+		return fmt.Errorf("%w: payload of %d bytes exceeds %d", ErrInvalid, len(a.GetPayload()), maxEntry)
 	}
 	return nil
 }

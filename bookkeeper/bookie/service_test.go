@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"connectrpc.com/connect"
@@ -14,7 +15,8 @@ import (
 )
 
 // The add stream answers every add, in order within a ledger, with the
-// status the protocol promises; reads return what was acknowledged.
+// status the protocol promises, whether the adds come one per message or
+// many; reads return what was acknowledged.
 func TestServiceAddsAndReads(t *testing.T) {
 	b := mustOpen(t, testConfig(vfs.NewMem()))
 	defer mustClose(t, b)
@@ -22,30 +24,37 @@ func TestServiceAddsAndReads(t *testing.T) {
 	ctx := context.Background()
 
 	stream := c.AddEntries(ctx)
-	const n = 200 // more than MaxInFlightAdds (64): the server pushes back
+	// 200 adds, more than MaxInFlightAdds (64): the server pushes back,
+	// counting adds, not messages. Message sizes up to the limit.
+	sizes := []int{1, 1, 7, 64, 2, 64, 61}
+	const n = 200
 	sent := make(chan error, 1)
 	go func() {
-		for e := int64(0); e < n; e++ {
-			if err := stream.Send(addReq(1, e, e-1)); err != nil {
+		e := int64(0)
+		for _, size := range sizes {
+			msg := addMsg(1)
+			for range size {
+				msg.Adds = append(msg.Adds, add(1, e, e-1))
+				e++
+			}
+			if err := stream.Send(msg); err != nil {
 				sent <- err
 				return
 			}
 		}
+		if e != n {
+			sent <- fmt.Errorf("sent %d adds, want %d", e, n)
+			return
+		}
 		sent <- stream.CloseRequest()
 	}()
-	next := int64(0)
-	for {
-		resp, err := stream.Receive()
-		if err != nil {
-			t.Fatalf("receive after %d answers: %v", next, err)
-		}
-		if resp.GetLedgerId() != 1 || resp.GetEntryId() != next || resp.GetStatus() != bookiev1.AddStatus_ADD_STATUS_OK {
-			t.Fatalf("answer %d = %v", next, resp)
-		}
-		if next++; next == n {
-			break
+	results, responses := receiveResults(t, stream, n)
+	for i, r := range results {
+		if r != (result{1, int64(i), bookiev1.AddStatus_ADD_STATUS_OK}) {
+			t.Fatalf("answer %d = %+v", i, r)
 		}
 	}
+	t.Logf("%d results in %d responses", n, responses)
 	if err := <-sent; err != nil {
 		t.Fatal(err)
 	}
@@ -86,13 +95,13 @@ func TestServiceAddStatuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	badSum := addReq(1, 1, 0)
-	badSum.Crc32C++
+	badSum.Adds[0].Crc32C++
 	otherKey := addReq(1, 2, 0)
 	otherKey.MasterKey = []byte("another writer")
 	noKey := addReq(1, 3, 0)
 	noKey.MasterKey = nil
 	recovery := addReq(2, 0, -1)
-	recovery.Recovery = true
+	recovery.Adds[0].Recovery = true
 	cases := []struct {
 		req  *bookiev1.AddEntriesRequest
 		want bookiev1.AddStatus
@@ -109,20 +118,17 @@ func TestServiceAddStatuses(t *testing.T) {
 		if err := stream.Send(tc.req); err != nil {
 			t.Fatal(err)
 		}
-		resp, err := stream.Receive()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if resp.GetStatus() != tc.want || resp.GetLedgerId() != tc.req.GetLedgerId() || resp.GetEntryId() != tc.req.GetEntryId() {
-			t.Errorf("add %d/%d: %v; want %v", tc.req.GetLedgerId(), tc.req.GetEntryId(), resp, tc.want)
+		got, _ := receiveResults(t, stream, 1)
+		if want := (result{tc.req.GetLedgerId(), tc.req.GetAdds()[0].GetEntryId(), tc.want}); got[0] != want {
+			t.Errorf("got %+v; want %+v", got[0], want)
 		}
 	}
 	b.SetReadOnly(true)
 	if err := stream.Send(addReq(1, 1, 0)); err != nil {
 		t.Fatal(err)
 	}
-	if resp, err := stream.Receive(); err != nil || resp.GetStatus() != bookiev1.AddStatus_ADD_STATUS_REJECTED {
-		t.Errorf("add when read-only: %v, %v; want REJECTED", resp, err)
+	if got, _ := receiveResults(t, stream, 1); got[0].status != bookiev1.AddStatus_ADD_STATUS_REJECTED {
+		t.Errorf("add when read-only: %+v; want REJECTED", got[0])
 	}
 	st, err := c.GetStatus(ctx, connect.NewRequest(&bookiev1.GetStatusRequest{}))
 	if err != nil || !st.Msg.GetReadOnly() || st.Msg.GetBookieId() != "bookie-1" || st.Msg.GetInstanceId() != "test" {

@@ -132,7 +132,9 @@ func (c *Client) updateLedger(ctx context.Context, m catalog.LedgerMetadata) (ca
 
 // Stats are the client's counters since New.
 type Stats struct {
-	AddsSent          int64 // AddEntries requests queued to bookies
+	AddsSent          int64 // adds queued to bookies (one per entry per bookie)
+	AddMessagesSent   int64 // AddEntries request messages sent (each carries one or more adds)
+	AddResponses      int64 // AddEntries response messages received (each answers one or more adds)
 	AddFailures       int64 // adds answered with a failure or timed out
 	StreamsOpened     int64 // AddEntries streams opened
 	EnsembleChanges   int64 // ensemble changes stored in the catalog
@@ -146,7 +148,7 @@ type Stats struct {
 }
 
 type clientStats struct {
-	addsSent, addFailures, streamsOpened, ensembleChanges, ledgersCreated, ledgersClosed,
+	addsSent, addMessagesSent, addResponses, addFailures, streamsOpened, ensembleChanges, ledgersCreated, ledgersClosed,
 	ledgersRecovered, readsSent, speculativeReads, checksumFailures, registryRefreshes atomic.Int64
 }
 
@@ -154,7 +156,8 @@ type clientStats struct {
 func (c *Client) Stats() Stats {
 	s := &c.stats
 	return Stats{
-		AddsSent: s.addsSent.Load(), AddFailures: s.addFailures.Load(), StreamsOpened: s.streamsOpened.Load(),
+		AddsSent: s.addsSent.Load(), AddMessagesSent: s.addMessagesSent.Load(), AddResponses: s.addResponses.Load(),
+		AddFailures: s.addFailures.Load(), StreamsOpened: s.streamsOpened.Load(),
 		EnsembleChanges: s.ensembleChanges.Load(), LedgersCreated: s.ledgersCreated.Load(),
 		LedgersClosed: s.ledgersClosed.Load(), LedgersRecovered: s.ledgersRecovered.Load(),
 		ReadsSent: s.readsSent.Load(), SpeculativeReads: s.speculativeReads.Load(),

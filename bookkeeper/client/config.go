@@ -31,6 +31,13 @@ const (
 	DefaultRecoveryAttempts        = 3
 	DefaultReadAhead               = 32
 	DefaultMaxReadBytes            = 4 << 20
+	DefaultMaxAddBatch             = 64
+	DefaultMaxAddBatchBytes        = 1 << 20
+
+	// MaxMaxAddBatch bounds MaxAddBatch: the bookies' default in-flight
+	// bound per stream, which also bounds the adds of one message (a
+	// bookie refuses a message with more adds than its bound).
+	MaxMaxAddBatch = 1024
 
 	// maxBackoffFactor caps every backoff at RetryBackoff times this.
 	maxBackoffFactor = 40
@@ -39,7 +46,11 @@ const (
 	// maxLacPoll is the bookie protocol's longest ReadLac wait.
 	maxLacPoll = 30 * time.Second
 	// rpcOverhead is what an RPC message may carry besides a payload
-	// (ids, master key, framing).
+	// (ids, master key, framing): the bookie's default
+	// (bookie.DefaultAddMessageOverhead). An AddEntries message of
+	// MaxMaxAddBatch adds carries at most ~45 bytes of ids, checksum and
+	// framing per add besides the payloads, and the payloads of a message
+	// are at most MaxEntryBytes (MaxAddBatchBytes, or one larger entry).
 	rpcOverhead = 64 << 10
 )
 
@@ -132,6 +143,20 @@ type Config struct {
 	MaxEnsembleChanges int // per writer, failed attempts included
 	RecoveryReadWindow int // entries a recovery reads in parallel
 
+	// MaxAddBatch bounds the adds one AddEntries message carries. A
+	// stream's sender puts everything queued for its bookie when it is
+	// free to send into as few messages as this and MaxAddBatchBytes
+	// allow; it never waits for a message to fill. Zero means
+	// DefaultMaxAddBatch; within [1, MaxMaxAddBatch] and at most the
+	// bookies' MaxInFlightAdds.
+	MaxAddBatch int
+	// MaxAddBatchBytes bounds the payload bytes of one AddEntries message;
+	// an entry larger than this goes alone. Zero means
+	// DefaultMaxAddBatchBytes or MaxEntryBytes, whichever is smaller; at
+	// most MaxEntryBytes, so every message fits the bookies' message
+	// limit (MaxEntryBytes + 64 KiB by default).
+	MaxAddBatchBytes int
+
 	// ReadAhead is how many entries one Read reads in parallel. Zero means
 	// DefaultReadAhead; at most ledger.MaxMaxOutstanding.
 	ReadAhead int
@@ -175,6 +200,8 @@ func (c Config) withDefaults() Config {
 	defI(&c.MaxEnsembleChanges, ledger.DefaultMaxEnsembleChanges)
 	defI(&c.RecoveryReadWindow, ledger.DefaultRecoveryReadWindow)
 	defI(&c.ReadAhead, DefaultReadAhead)
+	defI(&c.MaxAddBatch, DefaultMaxAddBatch)
+	defI(&c.MaxAddBatchBytes, min(DefaultMaxAddBatchBytes, c.MaxEntryBytes))
 	defI(&c.MaxReadBytes, DefaultMaxReadBytes)
 	return c
 }
@@ -221,6 +248,12 @@ func (c Config) Validate() error {
 	}
 	if c.ReadAhead < 1 || c.ReadAhead > ledger.MaxMaxOutstanding {
 		bad("ReadAhead", "%d is outside [1, %d]", c.ReadAhead, ledger.MaxMaxOutstanding)
+	}
+	if c.MaxAddBatch < 1 || c.MaxAddBatch > MaxMaxAddBatch {
+		bad("MaxAddBatch", "%d is outside [1, %d]", c.MaxAddBatch, MaxMaxAddBatch)
+	}
+	if c.MaxAddBatchBytes < 1 || c.MaxAddBatchBytes > c.MaxEntryBytes {
+		bad("MaxAddBatchBytes", "%d is outside [1, MaxEntryBytes %d]", c.MaxAddBatchBytes, c.MaxEntryBytes)
 	}
 	if c.MaxReadBytes < 1 || c.MaxReadBytes > 256<<20 {
 		bad("MaxReadBytes", "%d is outside [1, %d]", c.MaxReadBytes, 256<<20)

@@ -14,11 +14,12 @@ import (
 func TestConfigValidate(t *testing.T) {
 	err := Config{
 		TickInterval: time.Hour, AddTimeout: -1, CASRetries: -1, ReadAhead: 1 << 20, MaxInFlight: -5,
+		MaxAddBatch: MaxMaxAddBatch + 1, MaxAddBatchBytes: 9 << 20, // above the default MaxEntryBytes
 	}.Validate()
 	if err == nil {
 		t.Fatal("invalid config accepted")
 	}
-	for _, field := range []string{"Ledgers", "Bookies", "TickInterval", "AddTimeout", "CASRetries", "ReadAhead", "MaxInFlight"} {
+	for _, field := range []string{"Ledgers", "Bookies", "TickInterval", "AddTimeout", "CASRetries", "ReadAhead", "MaxInFlight", "MaxAddBatch:", "MaxAddBatchBytes:"} {
 		if !strings.Contains(err.Error(), field) {
 			t.Errorf("error does not name %s: %v", field, err)
 		}

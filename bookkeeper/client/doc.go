@@ -71,7 +71,12 @@
 // add path is a bidi stream, which needs HTTP/2, and gRPC is that stream's
 // native protocol (the bookie handler takes gRPC, gRPC-Web and Connect).
 // One AddEntries stream per bookie per writer (see addSet for why); the
-// HTTP/2 connection under them is shared per bookie address.
+// HTTP/2 connection under them is shared per bookie address. A stream's
+// sender batches: everything queued for the bookie when it is free to send
+// goes out in as few messages as MaxAddBatch and MaxAddBatchBytes allow,
+// without waiting for more; the bookie answers several adds per response.
+// Each Add carries its own checksum; the copies of one entry for its write
+// set share one Add message.
 //
 // On first use of a bookie at an address the client asks GetStatus and
 // refuses the server if it is another bookie (ErrBookieIdentity): a
@@ -106,9 +111,11 @@
 //     included; beyond it AppendAsync fails with ledger.ErrInFlightLimit
 //     and Append waits), MaxEnsembleChanges per writer, CASRetries lost
 //     races per operation, RecoveryAttempts per Recover, ReadAhead reads in
-//     flight and MaxReadBytes per Read. Every queue is bounded by one of
-//     these: a stream's send queue and the callback queue by MaxInFlight,
-//     a call's answer channel by its requests in flight.
+//     flight and MaxReadBytes per Read; MaxAddBatch adds and
+//     MaxAddBatchBytes of payload per AddEntries message. Every queue is
+//     bounded by one of these: a stream's send queue and the callback
+//     queue by MaxInFlight, a call's answer channel by its requests in
+//     flight.
 //
 // # Catalog writes
 //

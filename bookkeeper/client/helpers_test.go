@@ -65,8 +65,9 @@ func (c *cluster) close() {
 	}
 }
 
-// startBookie opens a real bookie and registers it.
-func (c *cluster) startBookie(id string) *testBookie {
+// startBookie opens a real bookie and registers it; opts go to its
+// handler.
+func (c *cluster) startBookie(id string, opts ...connect.HandlerOption) *testBookie {
 	c.t.Helper()
 	b, err := bookie.Open(bookie.Config{
 		ID: id, InstanceID: "test", Dir: "/data", FS: vfs.NewMem(),
@@ -77,7 +78,7 @@ func (c *cluster) startBookie(id string) *testBookie {
 		c.t.Fatal(err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle(b.Handler())
+	mux.Handle(b.Handler(opts...))
 	return c.serve(id, b, mux)
 }
 

@@ -213,13 +213,14 @@ func rawAdd(t testing.TB, cl *cluster, b string, m catalog.LedgerMetadata, e, la
 	p := payload(e)
 	s := cl.rpc(t, b).AddEntries(ctxT(t))
 	if err := s.Send(&bookiev1.AddEntriesRequest{
-		LedgerId: int64(m.ID), EntryId: e, MasterKey: MasterKey(m), Lac: lac, Payload: p,
-		Crc32C: storage.EntryChecksum(int64(m.ID), e, lac, p),
+		LedgerId: int64(m.ID), MasterKey: MasterKey(m), Adds: []*bookiev1.Add{{
+			EntryId: e, Lac: lac, Payload: p, Crc32C: storage.EntryChecksum(int64(m.ID), e, lac, p),
+		}},
 	}); err != nil {
 		t.Fatal(err)
 	}
 	resp, err := s.Receive()
-	if err != nil || resp.GetStatus() != bookiev1.AddStatus_ADD_STATUS_OK {
+	if err != nil || len(resp.GetResults()) != 1 || resp.GetResults()[0].GetStatus() != bookiev1.AddStatus_ADD_STATUS_OK {
 		t.Fatalf("raw add %d to %s: %v, %v", e, b, resp, err)
 	}
 	_ = s.CloseRequest()

@@ -23,6 +23,14 @@ import (
 // per bookie address by the transport, so many handles cost one TCP
 // connection, not many.
 //
+// Each stream's sender coalesces the adds queued at the moment it is free
+// into one AddEntries message (at most MaxAddBatch adds and
+// MaxAddBatchBytes of payload; one add of any size goes alone): it never
+// waits for more adds to arrive, so batching adds no latency — adds queue
+// up only while the sender is busy sending, which is when one message for
+// many saves the most. The bookie answers the same way, several results per
+// response.
+//
 // Every method runs on the owning loop's goroutine (the addSet is not safe
 // for concurrent use); each stream's sender and receiver goroutines report
 // to it through events. The addSet is the single source of truth for the
@@ -40,10 +48,16 @@ type addSet struct {
 
 	streams map[string]*addStream
 	gen     uint64
+
+	// last is the add message built for the last SendAdd: the machine
+	// sends one entry to its whole write set in a row, and the copies
+	// share one message (its checksum computed once). Messages are never
+	// modified once built, so senders may marshal one concurrently.
+	last *bookiev1.Add
 }
 
-// streamEvent is a stream goroutine's report: an answer, or the stream's
-// failure (err != nil).
+// streamEvent is a stream goroutine's report: a response (one or more
+// answers), or the stream's failure (err != nil).
 type streamEvent struct {
 	bookie string
 	gen    uint64
@@ -88,13 +102,17 @@ func (s *addSet) send(a ledger.SendAdd) {
 		go s.runSender(ctx, st.bookie, st.gen, st.q)
 	}
 	st.pending = append(st.pending, pendingAdd{entry: a.Entry, deadline: s.c.cfg.Now().Add(s.c.cfg.AddTimeout)})
-	st.q.push(addRequest(s.ledger, s.key, a))
+	if l := s.last; l == nil || l.GetEntryId() != a.Entry || l.GetLac() != a.LAC || l.GetRecovery() != a.Recovery || len(l.GetPayload()) != len(a.Payload) {
+		s.last = addMessage(s.ledger, a)
+	}
+	st.q.push(s.last)
 	s.c.stats.addsSent.Add(1)
 }
 
-// answer turns a stream goroutine's report into the machine's events: the
-// add's answer, nothing for a stale or unknown report, or a failure for
-// every pending add when the stream broke.
+// answer turns a stream goroutine's report into the machine's events: one
+// per answer the response carries (answers nobody waits for are skipped),
+// nothing for a stale report, or a failure for every pending add when the
+// stream broke.
 func (s *addSet) answer(ev streamEvent) []ledger.Event {
 	st := s.streams[ev.bookie]
 	if st == nil || st.gen != ev.gen {
@@ -107,10 +125,25 @@ func (s *addSet) answer(ev streamEvent) []ledger.Event {
 		}
 		return s.drop(st)
 	}
-	r := ev.resp
-	if r.GetLedgerId() != s.ledger {
+	if ev.resp.GetLedgerId() != s.ledger {
 		return nil
 	}
+	results := ev.resp.GetResults()
+	out := make([]ledger.Event, 0, len(results))
+	for _, r := range results {
+		if e, ok := st.settle(r); ok {
+			if _, failed := e.(ledger.AddFailed); failed {
+				s.c.stats.addFailures.Add(1)
+			}
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// settle removes the pending add r answers and returns its event; false
+// for an answer nobody waits for (after a duplicate).
+func (st *addStream) settle(r *bookiev1.AddResult) (ledger.Event, bool) {
 	for i, p := range st.pending {
 		if p.entry == r.GetEntryId() {
 			if i == 0 { // the usual case: answers come in order
@@ -119,14 +152,10 @@ func (s *addSet) answer(ev streamEvent) []ledger.Event {
 			} else {
 				st.pending = append(st.pending[:i], st.pending[i+1:]...)
 			}
-			out := addEvent(ev.bookie, p.entry, r.GetStatus())
-			if _, ok := out.(ledger.AddFailed); ok {
-				s.c.stats.addFailures.Add(1)
-			}
-			return []ledger.Event{out}
+			return addEvent(st.bookie, p.entry, r.GetStatus()), true
 		}
 	}
-	return nil // an answer nobody waits for (after a duplicate)
+	return nil, false
 }
 
 // busy reports whether any add awaits an answer.
@@ -174,9 +203,10 @@ func (s *addSet) closeAll() {
 	clear(s.streams)
 }
 
-// runSender opens the stream and sends what is queued; the first
-// successful send starts the receiver. Any failure is reported once as the
-// stream's failure. Exits when ctx ends or the stream breaks.
+// runSender opens the stream and sends what is queued, as few messages as
+// the batch bounds allow (batchLen); the first successful send starts the
+// receiver. Any failure is reported once as the stream's failure. Exits
+// when ctx ends or the stream breaks.
 func (s *addSet) runSender(ctx context.Context, bookie string, gen uint64, q *sendQueue) {
 	defer s.wg.Done()
 	report := func(ev streamEvent) {
@@ -198,12 +228,16 @@ func (s *addSet) runSender(ctx context.Context, bookie string, gen uint64, q *se
 			_ = stream.CloseResponse()
 		}
 	}()
+	maxAdds, maxBytes := s.c.cfg.MaxAddBatch, s.c.cfg.MaxAddBatchBytes
 	for {
-		batch, ok := q.wait(ctx)
+		queued, ok := q.wait(ctx)
 		if !ok {
 			return
 		}
-		for _, req := range batch {
+		for len(queued) > 0 {
+			n := batchLen(queued, maxAdds, maxBytes)
+			req := &bookiev1.AddEntriesRequest{LedgerId: s.ledger, MasterKey: s.key, Adds: queued[:n:n]}
+			queued = queued[n:]
 			if err := stream.Send(req); err != nil {
 				// The server ended the stream; the receiver (if any)
 				// reports its real error, else report this one.
@@ -212,6 +246,7 @@ func (s *addSet) runSender(ctx context.Context, bookie string, gen uint64, q *se
 				}
 				return
 			}
+			s.c.stats.addMessagesSent.Add(1)
 			if !receiving {
 				receiving = true
 				s.wg.Add(1)
@@ -227,6 +262,7 @@ func (s *addSet) runSender(ctx context.Context, bookie string, gen uint64, q *se
 							report(streamEvent{bookie: bookie, gen: gen, err: err})
 							return
 						}
+						s.c.stats.addResponses.Add(1)
 						report(streamEvent{bookie: bookie, gen: gen, resp: resp})
 					}
 				}()
@@ -235,21 +271,37 @@ func (s *addSet) runSender(ctx context.Context, bookie string, gen uint64, q *se
 	}
 }
 
-// sendQueue hands requests from the loop to a stream's sender without
+// batchLen is how many of the queued adds (at least one) go in the next
+// AddEntries message: at most maxAdds, and while their payloads fit
+// maxBytes — except the first, which goes alone if it is larger.
+func batchLen(queued []*bookiev1.Add, maxAdds, maxBytes int) int {
+	n, size := 0, 0
+	for n < len(queued) && n < maxAdds {
+		p := len(queued[n].GetPayload())
+		if n > 0 && size+p > maxBytes {
+			break
+		}
+		size += p
+		n++
+	}
+	return n
+}
+
+// sendQueue hands adds from the loop to a stream's sender without
 // blocking the loop. Its length is bounded by the machine: at most
 // MaxInFlight adds are unacknowledged, each sent at most once per bookie
 // per stream.
 type sendQueue struct {
 	mu   sync.Mutex
-	reqs []*bookiev1.AddEntriesRequest
-	wake chan struct{} // capacity 1: "reqs is not empty"
+	adds []*bookiev1.Add
+	wake chan struct{} // capacity 1: "adds is not empty"
 }
 
 func newSendQueue() *sendQueue { return &sendQueue{wake: make(chan struct{}, 1)} }
 
-func (q *sendQueue) push(r *bookiev1.AddEntriesRequest) {
+func (q *sendQueue) push(a *bookiev1.Add) {
 	q.mu.Lock()
-	q.reqs = append(q.reqs, r)
+	q.adds = append(q.adds, a)
 	q.mu.Unlock()
 	select {
 	case q.wake <- struct{}{}:
@@ -259,14 +311,14 @@ func (q *sendQueue) push(r *bookiev1.AddEntriesRequest) {
 
 // wait returns everything queued, waiting for something; false once ctx
 // ended.
-func (q *sendQueue) wait(ctx context.Context) ([]*bookiev1.AddEntriesRequest, bool) {
+func (q *sendQueue) wait(ctx context.Context) ([]*bookiev1.Add, bool) {
 	for {
 		q.mu.Lock()
-		batch := q.reqs
-		q.reqs = nil
+		queued := q.adds
+		q.adds = nil
 		q.mu.Unlock()
-		if len(batch) > 0 {
-			return batch, true
+		if len(queued) > 0 {
+			return queued, true
 		}
 		select {
 		case <-q.wake:

@@ -30,11 +30,12 @@ func addEvent(bookie string, entry int64, st bookiev1.AddStatus) ledger.Event {
 	}
 }
 
-// addRequest builds the AddEntries request of a SendAdd, with its checksum
-// (storage.EntryChecksum: the one the bookie verifies and stores).
-func addRequest(ledgerID int64, key []byte, a ledger.SendAdd) *bookiev1.AddEntriesRequest {
-	return &bookiev1.AddEntriesRequest{
-		LedgerId: ledgerID, EntryId: a.Entry, MasterKey: key, Lac: a.LAC, Payload: a.Payload,
+// addMessage builds the add of a SendAdd for an AddEntries message, with
+// its checksum (storage.EntryChecksum: the one the bookie verifies and
+// stores).
+func addMessage(ledgerID int64, a ledger.SendAdd) *bookiev1.Add {
+	return &bookiev1.Add{
+		EntryId: a.Entry, Lac: a.LAC, Payload: a.Payload,
 		Crc32C: storage.EntryChecksum(ledgerID, a.Entry, a.LAC, a.Payload), Recovery: a.Recovery,
 	}
 }

@@ -81,7 +81,9 @@
 //
 // # Actions and events on the wire (sluice.bookie.v1.BookieService)
 //
-//	SendAdd            AddEntries{entry_id, lac, payload, recovery}; status OK → AddAcked,
+//	SendAdd            one Add{entry_id, lac, payload, crc32c, recovery} of an AddEntries
+//	                   message (the client batches the adds queued for a bookie); its
+//	                   AddResult's status OK → AddAcked,
 //	                   FENCED → AddFailed{FailFenced}, UNAUTHORIZED → FailUnauthorized,
 //	                   anything else or no answer in time → FailUnavailable
 //	SendWriteLac       WriteLac (no event back)

@@ -45,7 +45,7 @@ func corruptf(format string, args ...any) error {
 // EntryChecksum is an entry's CRC32C (Castagnoli): of the ledger id, the
 // entry id and the piggybacked LAC, each as 8 big-endian bytes (the order
 // and byte layout of BookKeeper's entry header), followed by the payload.
-// It is the checksum the ledger client computes (AddEntriesRequest.crc32c),
+// It is the checksum the ledger client computes (Add.crc32c in an AddEntries message),
 // the one a bookie verifies before storing an entry, the one an entry log
 // frame stores, and the one returned with every read — one checksum end to
 // end, never recomputed over a different layout.

@@ -56,6 +56,10 @@ type Result struct {
 	BookieCPUSec        float64 // all bookie processes, during the measured window
 	CPUSecPerGB         float64 // bookie CPU seconds per GB of entries (each entry counted once)
 	Errors              int64
+	// AddsPerMessage and ResultsPerResponse: how many adds one AddEntries
+	// message carried and how many answers one response, on average over
+	// the measured window (the client's and bookies' batching).
+	AddsPerMessage, ResultsPerResponse float64
 }
 
 // Probe is the raw disk bound: write n bytes + fdatasync in a loop.
@@ -153,6 +157,7 @@ func runScenario(ctx context.Context, cl *client.Client, procs []*bookieproc.Pro
 	measureFrom := start.Add(sc.Warmup)
 	end := measureFrom.Add(sc.Duration)
 	var cpu0 float64
+	var stats0 client.Stats
 	cpuTaken := false
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
@@ -217,6 +222,7 @@ func runScenario(ctx context.Context, cl *client.Client, procs []*bookieproc.Pro
 	for now := time.Now(); now.Before(end); now = time.Now() {
 		if !cpuTaken && !now.Before(measureFrom) {
 			cpu0 = bookieCPU(procs)
+			stats0 = cl.Stats()
 			mu.Lock()
 			measuring = true
 			mu.Unlock()
@@ -236,6 +242,7 @@ func runScenario(ctx context.Context, cl *client.Client, procs []*bookieproc.Pro
 		}
 	}
 	cpu1 := bookieCPU(procs)
+	stats1 := cl.Stats()
 	close(stop)
 	wg.Wait()
 	for _, w := range writers {
@@ -251,6 +258,16 @@ func runScenario(ctx context.Context, cl *client.Client, procs []*bookieproc.Pro
 	r.MBPerSec = r.EntriesPerSec * float64(sc.EntryBytes) / 1e6
 	if gb := float64(entries) * float64(sc.EntryBytes) / 1e9; gb > 0 {
 		r.CPUSecPerGB = r.BookieCPUSec / gb
+	}
+	if n := stats1.AddMessagesSent - stats0.AddMessagesSent; n > 0 {
+		r.AddsPerMessage = float64(stats1.AddsSent-stats0.AddsSent) / float64(n)
+	}
+	if n := stats1.AddResponses - stats0.AddResponses; n > 0 {
+		// Each add sent is answered once (failures aside).
+		r.ResultsPerResponse = float64(stats1.AddsSent-stats0.AddsSent) / float64(n)
+	}
+	if progress != nil {
+		fmt.Fprintf(progress, "  %s: %.1f adds per AddEntries message, %.1f answers per response\n", sc.Name, r.AddsPerMessage, r.ResultsPerResponse)
 	}
 	slices.Sort(lat)
 	r.P50, r.P99, r.P999 = pct(lat, 0.50), pct(lat, 0.99), pct(lat, 0.999)

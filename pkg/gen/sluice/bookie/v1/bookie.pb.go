@@ -90,25 +90,18 @@ func (AddStatus) EnumDescriptor() ([]byte, []int) {
 	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{0}
 }
 
-// AddEntriesRequest adds one entry.
+// AddEntriesRequest carries adds to one ledger, in the order the server
+// handles them (the ledger client sends each ledger's entries in entry
+// order).
 type AddEntriesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Ledger id.
-	LedgerId int64 `protobuf:"varint,1,opt,name=ledger_id,json=ledgerId,proto3" json:"ledger_id,omitempty"`
-	// Entry id, dense from 0 within the ledger.
-	EntryId int64 `protobuf:"varint,2,opt,name=entry_id,json=entryId,proto3" json:"entry_id,omitempty"`
+	// Ledger id of every add in this message.
+	LedgerId int64 `protobuf:"varint,8,opt,name=ledger_id,json=ledgerId,proto3" json:"ledger_id,omitempty"`
 	// The writer's master key; fixed for the ledger by its first add.
-	MasterKey []byte `protobuf:"bytes,3,opt,name=master_key,json=masterKey,proto3" json:"master_key,omitempty"`
-	// Writer's LAC when this entry was sent (piggybacked).
-	Lac int64 `protobuf:"varint,4,opt,name=lac,proto3" json:"lac,omitempty"`
-	// Entry payload (a record batch), at most 8 MiB.
-	Payload []byte `protobuf:"bytes,5,opt,name=payload,proto3" json:"payload,omitempty"`
-	// CRC32C (Castagnoli) of ledger_id, entry_id, lac and payload as laid
-	// out in bookkeeper's entry format; verified before the entry is stored.
-	Crc32C uint32 `protobuf:"varint,6,opt,name=crc32c,proto3" json:"crc32c,omitempty"`
-	// Recovery add: allowed on a fenced ledger (re-replication by the
-	// recovering writer only).
-	Recovery      bool `protobuf:"varint,7,opt,name=recovery,proto3" json:"recovery,omitempty"`
+	MasterKey []byte `protobuf:"bytes,9,opt,name=master_key,json=masterKey,proto3" json:"master_key,omitempty"`
+	// The adds, at least one; at most the server's in-flight limit (1,024
+	// by default), and the whole message within its byte limit.
+	Adds          []*Add `protobuf:"bytes,10,rep,name=adds,proto3" json:"adds,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -150,13 +143,6 @@ func (x *AddEntriesRequest) GetLedgerId() int64 {
 	return 0
 }
 
-func (x *AddEntriesRequest) GetEntryId() int64 {
-	if x != nil {
-		return x.EntryId
-	}
-	return 0
-}
-
 func (x *AddEntriesRequest) GetMasterKey() []byte {
 	if x != nil {
 		return x.MasterKey
@@ -164,50 +150,112 @@ func (x *AddEntriesRequest) GetMasterKey() []byte {
 	return nil
 }
 
-func (x *AddEntriesRequest) GetLac() int64 {
+func (x *AddEntriesRequest) GetAdds() []*Add {
+	if x != nil {
+		return x.Adds
+	}
+	return nil
+}
+
+// Add is one entry to store.
+type Add struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Entry id, dense from 0 within the ledger.
+	EntryId int64 `protobuf:"varint,1,opt,name=entry_id,json=entryId,proto3" json:"entry_id,omitempty"`
+	// Writer's LAC when this entry was sent (piggybacked).
+	Lac int64 `protobuf:"varint,2,opt,name=lac,proto3" json:"lac,omitempty"`
+	// Entry payload (a record batch), at most 8 MiB.
+	Payload []byte `protobuf:"bytes,3,opt,name=payload,proto3" json:"payload,omitempty"`
+	// CRC32C (Castagnoli) of ledger_id, entry_id, lac and payload as laid
+	// out in bookkeeper's entry format; verified before the entry is stored.
+	Crc32C uint32 `protobuf:"fixed32,4,opt,name=crc32c,proto3" json:"crc32c,omitempty"`
+	// Recovery add: allowed on a fenced ledger (re-replication by the
+	// recovering writer only).
+	Recovery      bool `protobuf:"varint,5,opt,name=recovery,proto3" json:"recovery,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Add) Reset() {
+	*x = Add{}
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Add) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Add) ProtoMessage() {}
+
+func (x *Add) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Add.ProtoReflect.Descriptor instead.
+func (*Add) Descriptor() ([]byte, []int) {
+	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Add) GetEntryId() int64 {
+	if x != nil {
+		return x.EntryId
+	}
+	return 0
+}
+
+func (x *Add) GetLac() int64 {
 	if x != nil {
 		return x.Lac
 	}
 	return 0
 }
 
-func (x *AddEntriesRequest) GetPayload() []byte {
+func (x *Add) GetPayload() []byte {
 	if x != nil {
 		return x.Payload
 	}
 	return nil
 }
 
-func (x *AddEntriesRequest) GetCrc32C() uint32 {
+func (x *Add) GetCrc32C() uint32 {
 	if x != nil {
 		return x.Crc32C
 	}
 	return 0
 }
 
-func (x *AddEntriesRequest) GetRecovery() bool {
+func (x *Add) GetRecovery() bool {
 	if x != nil {
 		return x.Recovery
 	}
 	return false
 }
 
-// AddEntriesResponse acknowledges one add.
+// AddEntriesResponse carries the results of adds to one ledger, in the
+// order the server answered them.
 type AddEntriesResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Ledger id of the add.
-	LedgerId int64 `protobuf:"varint,1,opt,name=ledger_id,json=ledgerId,proto3" json:"ledger_id,omitempty"`
-	// Entry id of the add.
-	EntryId int64 `protobuf:"varint,2,opt,name=entry_id,json=entryId,proto3" json:"entry_id,omitempty"`
-	// Outcome.
-	Status        AddStatus `protobuf:"varint,3,opt,name=status,proto3,enum=sluice.bookie.v1.AddStatus" json:"status,omitempty"`
+	// Ledger id of every result in this message.
+	LedgerId int64 `protobuf:"varint,4,opt,name=ledger_id,json=ledgerId,proto3" json:"ledger_id,omitempty"`
+	// One result per add answered, at least one.
+	Results       []*AddResult `protobuf:"bytes,5,rep,name=results,proto3" json:"results,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AddEntriesResponse) Reset() {
 	*x = AddEntriesResponse{}
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[1]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -219,7 +267,7 @@ func (x *AddEntriesResponse) String() string {
 func (*AddEntriesResponse) ProtoMessage() {}
 
 func (x *AddEntriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[1]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -232,7 +280,7 @@ func (x *AddEntriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddEntriesResponse.ProtoReflect.Descriptor instead.
 func (*AddEntriesResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{1}
+	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *AddEntriesResponse) GetLedgerId() int64 {
@@ -242,14 +290,62 @@ func (x *AddEntriesResponse) GetLedgerId() int64 {
 	return 0
 }
 
-func (x *AddEntriesResponse) GetEntryId() int64 {
+func (x *AddEntriesResponse) GetResults() []*AddResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+// AddResult is the outcome of one add.
+type AddResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Entry id of the add.
+	EntryId int64 `protobuf:"varint,1,opt,name=entry_id,json=entryId,proto3" json:"entry_id,omitempty"`
+	// Outcome.
+	Status        AddStatus `protobuf:"varint,2,opt,name=status,proto3,enum=sluice.bookie.v1.AddStatus" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddResult) Reset() {
+	*x = AddResult{}
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddResult) ProtoMessage() {}
+
+func (x *AddResult) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddResult.ProtoReflect.Descriptor instead.
+func (*AddResult) Descriptor() ([]byte, []int) {
+	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *AddResult) GetEntryId() int64 {
 	if x != nil {
 		return x.EntryId
 	}
 	return 0
 }
 
-func (x *AddEntriesResponse) GetStatus() AddStatus {
+func (x *AddResult) GetStatus() AddStatus {
 	if x != nil {
 		return x.Status
 	}
@@ -273,7 +369,7 @@ type Entry struct {
 
 func (x *Entry) Reset() {
 	*x = Entry{}
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[2]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -285,7 +381,7 @@ func (x *Entry) String() string {
 func (*Entry) ProtoMessage() {}
 
 func (x *Entry) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[2]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -298,7 +394,7 @@ func (x *Entry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Entry.ProtoReflect.Descriptor instead.
 func (*Entry) Descriptor() ([]byte, []int) {
-	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{2}
+	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Entry) GetEntryId() int64 {
@@ -352,7 +448,7 @@ type ReadEntriesRequest struct {
 
 func (x *ReadEntriesRequest) Reset() {
 	*x = ReadEntriesRequest{}
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[3]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -364,7 +460,7 @@ func (x *ReadEntriesRequest) String() string {
 func (*ReadEntriesRequest) ProtoMessage() {}
 
 func (x *ReadEntriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[3]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -377,7 +473,7 @@ func (x *ReadEntriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadEntriesRequest.ProtoReflect.Descriptor instead.
 func (*ReadEntriesRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{3}
+	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ReadEntriesRequest) GetLedgerId() int64 {
@@ -438,7 +534,7 @@ type ReadEntriesResponse struct {
 
 func (x *ReadEntriesResponse) Reset() {
 	*x = ReadEntriesResponse{}
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[4]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -450,7 +546,7 @@ func (x *ReadEntriesResponse) String() string {
 func (*ReadEntriesResponse) ProtoMessage() {}
 
 func (x *ReadEntriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[4]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -463,7 +559,7 @@ func (x *ReadEntriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadEntriesResponse.ProtoReflect.Descriptor instead.
 func (*ReadEntriesResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{4}
+	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ReadEntriesResponse) GetEntries() []*Entry {
@@ -502,7 +598,7 @@ type ReadLacRequest struct {
 
 func (x *ReadLacRequest) Reset() {
 	*x = ReadLacRequest{}
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[5]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -514,7 +610,7 @@ func (x *ReadLacRequest) String() string {
 func (*ReadLacRequest) ProtoMessage() {}
 
 func (x *ReadLacRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[5]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -527,7 +623,7 @@ func (x *ReadLacRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadLacRequest.ProtoReflect.Descriptor instead.
 func (*ReadLacRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{5}
+	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ReadLacRequest) GetLedgerId() int64 {
@@ -567,7 +663,7 @@ type ReadLacResponse struct {
 
 func (x *ReadLacResponse) Reset() {
 	*x = ReadLacResponse{}
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[6]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -579,7 +675,7 @@ func (x *ReadLacResponse) String() string {
 func (*ReadLacResponse) ProtoMessage() {}
 
 func (x *ReadLacResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[6]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -592,7 +688,7 @@ func (x *ReadLacResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadLacResponse.ProtoReflect.Descriptor instead.
 func (*ReadLacResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{6}
+	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ReadLacResponse) GetLac() int64 {
@@ -624,7 +720,7 @@ type WriteLacRequest struct {
 
 func (x *WriteLacRequest) Reset() {
 	*x = WriteLacRequest{}
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[7]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -636,7 +732,7 @@ func (x *WriteLacRequest) String() string {
 func (*WriteLacRequest) ProtoMessage() {}
 
 func (x *WriteLacRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[7]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -649,7 +745,7 @@ func (x *WriteLacRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteLacRequest.ProtoReflect.Descriptor instead.
 func (*WriteLacRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{7}
+	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *WriteLacRequest) GetLedgerId() int64 {
@@ -682,7 +778,7 @@ type WriteLacResponse struct {
 
 func (x *WriteLacResponse) Reset() {
 	*x = WriteLacResponse{}
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[8]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -694,7 +790,7 @@ func (x *WriteLacResponse) String() string {
 func (*WriteLacResponse) ProtoMessage() {}
 
 func (x *WriteLacResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[8]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -707,7 +803,7 @@ func (x *WriteLacResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteLacResponse.ProtoReflect.Descriptor instead.
 func (*WriteLacResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{8}
+	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{10}
 }
 
 // FenceRequest fences a ledger.
@@ -723,7 +819,7 @@ type FenceRequest struct {
 
 func (x *FenceRequest) Reset() {
 	*x = FenceRequest{}
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[9]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -735,7 +831,7 @@ func (x *FenceRequest) String() string {
 func (*FenceRequest) ProtoMessage() {}
 
 func (x *FenceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[9]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -748,7 +844,7 @@ func (x *FenceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FenceRequest.ProtoReflect.Descriptor instead.
 func (*FenceRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{9}
+	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *FenceRequest) GetLedgerId() int64 {
@@ -778,7 +874,7 @@ type FenceResponse struct {
 
 func (x *FenceResponse) Reset() {
 	*x = FenceResponse{}
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[10]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -790,7 +886,7 @@ func (x *FenceResponse) String() string {
 func (*FenceResponse) ProtoMessage() {}
 
 func (x *FenceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[10]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -803,7 +899,7 @@ func (x *FenceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FenceResponse.ProtoReflect.Descriptor instead.
 func (*FenceResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{10}
+	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *FenceResponse) GetLac() int64 {
@@ -831,7 +927,7 @@ type DeleteLedgerRequest struct {
 
 func (x *DeleteLedgerRequest) Reset() {
 	*x = DeleteLedgerRequest{}
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[11]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -843,7 +939,7 @@ func (x *DeleteLedgerRequest) String() string {
 func (*DeleteLedgerRequest) ProtoMessage() {}
 
 func (x *DeleteLedgerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[11]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -856,7 +952,7 @@ func (x *DeleteLedgerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteLedgerRequest.ProtoReflect.Descriptor instead.
 func (*DeleteLedgerRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{11}
+	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DeleteLedgerRequest) GetLedgerId() int64 {
@@ -875,7 +971,7 @@ type DeleteLedgerResponse struct {
 
 func (x *DeleteLedgerResponse) Reset() {
 	*x = DeleteLedgerResponse{}
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[12]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -887,7 +983,7 @@ func (x *DeleteLedgerResponse) String() string {
 func (*DeleteLedgerResponse) ProtoMessage() {}
 
 func (x *DeleteLedgerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[12]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -900,7 +996,7 @@ func (x *DeleteLedgerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteLedgerResponse.ProtoReflect.Descriptor instead.
 func (*DeleteLedgerResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{12}
+	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{14}
 }
 
 // GetStatusRequest asks for a bookie's status.
@@ -912,7 +1008,7 @@ type GetStatusRequest struct {
 
 func (x *GetStatusRequest) Reset() {
 	*x = GetStatusRequest{}
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[13]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -924,7 +1020,7 @@ func (x *GetStatusRequest) String() string {
 func (*GetStatusRequest) ProtoMessage() {}
 
 func (x *GetStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[13]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -937,7 +1033,7 @@ func (x *GetStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetStatusRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{13}
+	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{15}
 }
 
 // GetStatusResponse is a bookie's identity, disk use and mode.
@@ -959,7 +1055,7 @@ type GetStatusResponse struct {
 
 func (x *GetStatusResponse) Reset() {
 	*x = GetStatusResponse{}
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[14]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -971,7 +1067,7 @@ func (x *GetStatusResponse) String() string {
 func (*GetStatusResponse) ProtoMessage() {}
 
 func (x *GetStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[14]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -984,7 +1080,7 @@ func (x *GetStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetStatusResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{14}
+	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetStatusResponse) GetBookieId() string {
@@ -1026,20 +1122,25 @@ var File_sluice_bookie_v1_bookie_proto protoreflect.FileDescriptor
 
 const file_sluice_bookie_v1_bookie_proto_rawDesc = "" +
 	"\n" +
-	"\x1dsluice/bookie/v1/bookie.proto\x12\x10sluice.bookie.v1\"\xca\x01\n" +
+	"\x1dsluice/bookie/v1/bookie.proto\x12\x10sluice.bookie.v1\"\xaa\x01\n" +
 	"\x11AddEntriesRequest\x12\x1b\n" +
-	"\tledger_id\x18\x01 \x01(\x03R\bledgerId\x12\x19\n" +
-	"\bentry_id\x18\x02 \x01(\x03R\aentryId\x12\x1d\n" +
+	"\tledger_id\x18\b \x01(\x03R\bledgerId\x12\x1d\n" +
 	"\n" +
-	"master_key\x18\x03 \x01(\fR\tmasterKey\x12\x10\n" +
-	"\x03lac\x18\x04 \x01(\x03R\x03lac\x12\x18\n" +
-	"\apayload\x18\x05 \x01(\fR\apayload\x12\x16\n" +
-	"\x06crc32c\x18\x06 \x01(\rR\x06crc32c\x12\x1a\n" +
-	"\brecovery\x18\a \x01(\bR\brecovery\"\x81\x01\n" +
+	"master_key\x18\t \x01(\fR\tmasterKey\x12)\n" +
+	"\x04adds\x18\n" +
+	" \x03(\v2\x15.sluice.bookie.v1.AddR\x04addsJ\x04\b\x01\x10\bR\bentry_idR\x03lacR\apayloadR\x06crc32cR\brecovery\"\x80\x01\n" +
+	"\x03Add\x12\x19\n" +
+	"\bentry_id\x18\x01 \x01(\x03R\aentryId\x12\x10\n" +
+	"\x03lac\x18\x02 \x01(\x03R\x03lac\x12\x18\n" +
+	"\apayload\x18\x03 \x01(\fR\apayload\x12\x16\n" +
+	"\x06crc32c\x18\x04 \x01(\aR\x06crc32c\x12\x1a\n" +
+	"\brecovery\x18\x05 \x01(\bR\brecovery\"\x80\x01\n" +
 	"\x12AddEntriesResponse\x12\x1b\n" +
-	"\tledger_id\x18\x01 \x01(\x03R\bledgerId\x12\x19\n" +
-	"\bentry_id\x18\x02 \x01(\x03R\aentryId\x123\n" +
-	"\x06status\x18\x03 \x01(\x0e2\x1b.sluice.bookie.v1.AddStatusR\x06status\"f\n" +
+	"\tledger_id\x18\x04 \x01(\x03R\bledgerId\x125\n" +
+	"\aresults\x18\x05 \x03(\v2\x1b.sluice.bookie.v1.AddResultR\aresultsJ\x04\b\x01\x10\x04R\bentry_idR\x06status\"[\n" +
+	"\tAddResult\x12\x19\n" +
+	"\bentry_id\x18\x01 \x01(\x03R\aentryId\x123\n" +
+	"\x06status\x18\x02 \x01(\x0e2\x1b.sluice.bookie.v1.AddStatusR\x06status\"f\n" +
 	"\x05Entry\x12\x19\n" +
 	"\bentry_id\x18\x01 \x01(\x03R\aentryId\x12\x10\n" +
 	"\x03lac\x18\x02 \x01(\x03R\x03lac\x12\x18\n" +
@@ -1126,47 +1227,51 @@ func file_sluice_bookie_v1_bookie_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_bookie_v1_bookie_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sluice_bookie_v1_bookie_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_sluice_bookie_v1_bookie_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_sluice_bookie_v1_bookie_proto_goTypes = []any{
 	(AddStatus)(0),               // 0: sluice.bookie.v1.AddStatus
 	(*AddEntriesRequest)(nil),    // 1: sluice.bookie.v1.AddEntriesRequest
-	(*AddEntriesResponse)(nil),   // 2: sluice.bookie.v1.AddEntriesResponse
-	(*Entry)(nil),                // 3: sluice.bookie.v1.Entry
-	(*ReadEntriesRequest)(nil),   // 4: sluice.bookie.v1.ReadEntriesRequest
-	(*ReadEntriesResponse)(nil),  // 5: sluice.bookie.v1.ReadEntriesResponse
-	(*ReadLacRequest)(nil),       // 6: sluice.bookie.v1.ReadLacRequest
-	(*ReadLacResponse)(nil),      // 7: sluice.bookie.v1.ReadLacResponse
-	(*WriteLacRequest)(nil),      // 8: sluice.bookie.v1.WriteLacRequest
-	(*WriteLacResponse)(nil),     // 9: sluice.bookie.v1.WriteLacResponse
-	(*FenceRequest)(nil),         // 10: sluice.bookie.v1.FenceRequest
-	(*FenceResponse)(nil),        // 11: sluice.bookie.v1.FenceResponse
-	(*DeleteLedgerRequest)(nil),  // 12: sluice.bookie.v1.DeleteLedgerRequest
-	(*DeleteLedgerResponse)(nil), // 13: sluice.bookie.v1.DeleteLedgerResponse
-	(*GetStatusRequest)(nil),     // 14: sluice.bookie.v1.GetStatusRequest
-	(*GetStatusResponse)(nil),    // 15: sluice.bookie.v1.GetStatusResponse
+	(*Add)(nil),                  // 2: sluice.bookie.v1.Add
+	(*AddEntriesResponse)(nil),   // 3: sluice.bookie.v1.AddEntriesResponse
+	(*AddResult)(nil),            // 4: sluice.bookie.v1.AddResult
+	(*Entry)(nil),                // 5: sluice.bookie.v1.Entry
+	(*ReadEntriesRequest)(nil),   // 6: sluice.bookie.v1.ReadEntriesRequest
+	(*ReadEntriesResponse)(nil),  // 7: sluice.bookie.v1.ReadEntriesResponse
+	(*ReadLacRequest)(nil),       // 8: sluice.bookie.v1.ReadLacRequest
+	(*ReadLacResponse)(nil),      // 9: sluice.bookie.v1.ReadLacResponse
+	(*WriteLacRequest)(nil),      // 10: sluice.bookie.v1.WriteLacRequest
+	(*WriteLacResponse)(nil),     // 11: sluice.bookie.v1.WriteLacResponse
+	(*FenceRequest)(nil),         // 12: sluice.bookie.v1.FenceRequest
+	(*FenceResponse)(nil),        // 13: sluice.bookie.v1.FenceResponse
+	(*DeleteLedgerRequest)(nil),  // 14: sluice.bookie.v1.DeleteLedgerRequest
+	(*DeleteLedgerResponse)(nil), // 15: sluice.bookie.v1.DeleteLedgerResponse
+	(*GetStatusRequest)(nil),     // 16: sluice.bookie.v1.GetStatusRequest
+	(*GetStatusResponse)(nil),    // 17: sluice.bookie.v1.GetStatusResponse
 }
 var file_sluice_bookie_v1_bookie_proto_depIdxs = []int32{
-	0,  // 0: sluice.bookie.v1.AddEntriesResponse.status:type_name -> sluice.bookie.v1.AddStatus
-	3,  // 1: sluice.bookie.v1.ReadEntriesResponse.entries:type_name -> sluice.bookie.v1.Entry
-	1,  // 2: sluice.bookie.v1.BookieService.AddEntries:input_type -> sluice.bookie.v1.AddEntriesRequest
-	4,  // 3: sluice.bookie.v1.BookieService.ReadEntries:input_type -> sluice.bookie.v1.ReadEntriesRequest
-	6,  // 4: sluice.bookie.v1.BookieService.ReadLac:input_type -> sluice.bookie.v1.ReadLacRequest
-	8,  // 5: sluice.bookie.v1.BookieService.WriteLac:input_type -> sluice.bookie.v1.WriteLacRequest
-	10, // 6: sluice.bookie.v1.BookieService.Fence:input_type -> sluice.bookie.v1.FenceRequest
-	12, // 7: sluice.bookie.v1.BookieService.DeleteLedger:input_type -> sluice.bookie.v1.DeleteLedgerRequest
-	14, // 8: sluice.bookie.v1.BookieService.GetStatus:input_type -> sluice.bookie.v1.GetStatusRequest
-	2,  // 9: sluice.bookie.v1.BookieService.AddEntries:output_type -> sluice.bookie.v1.AddEntriesResponse
-	5,  // 10: sluice.bookie.v1.BookieService.ReadEntries:output_type -> sluice.bookie.v1.ReadEntriesResponse
-	7,  // 11: sluice.bookie.v1.BookieService.ReadLac:output_type -> sluice.bookie.v1.ReadLacResponse
-	9,  // 12: sluice.bookie.v1.BookieService.WriteLac:output_type -> sluice.bookie.v1.WriteLacResponse
-	11, // 13: sluice.bookie.v1.BookieService.Fence:output_type -> sluice.bookie.v1.FenceResponse
-	13, // 14: sluice.bookie.v1.BookieService.DeleteLedger:output_type -> sluice.bookie.v1.DeleteLedgerResponse
-	15, // 15: sluice.bookie.v1.BookieService.GetStatus:output_type -> sluice.bookie.v1.GetStatusResponse
-	9,  // [9:16] is the sub-list for method output_type
-	2,  // [2:9] is the sub-list for method input_type
-	2,  // [2:2] is the sub-list for extension type_name
-	2,  // [2:2] is the sub-list for extension extendee
-	0,  // [0:2] is the sub-list for field type_name
+	2,  // 0: sluice.bookie.v1.AddEntriesRequest.adds:type_name -> sluice.bookie.v1.Add
+	4,  // 1: sluice.bookie.v1.AddEntriesResponse.results:type_name -> sluice.bookie.v1.AddResult
+	0,  // 2: sluice.bookie.v1.AddResult.status:type_name -> sluice.bookie.v1.AddStatus
+	5,  // 3: sluice.bookie.v1.ReadEntriesResponse.entries:type_name -> sluice.bookie.v1.Entry
+	1,  // 4: sluice.bookie.v1.BookieService.AddEntries:input_type -> sluice.bookie.v1.AddEntriesRequest
+	6,  // 5: sluice.bookie.v1.BookieService.ReadEntries:input_type -> sluice.bookie.v1.ReadEntriesRequest
+	8,  // 6: sluice.bookie.v1.BookieService.ReadLac:input_type -> sluice.bookie.v1.ReadLacRequest
+	10, // 7: sluice.bookie.v1.BookieService.WriteLac:input_type -> sluice.bookie.v1.WriteLacRequest
+	12, // 8: sluice.bookie.v1.BookieService.Fence:input_type -> sluice.bookie.v1.FenceRequest
+	14, // 9: sluice.bookie.v1.BookieService.DeleteLedger:input_type -> sluice.bookie.v1.DeleteLedgerRequest
+	16, // 10: sluice.bookie.v1.BookieService.GetStatus:input_type -> sluice.bookie.v1.GetStatusRequest
+	3,  // 11: sluice.bookie.v1.BookieService.AddEntries:output_type -> sluice.bookie.v1.AddEntriesResponse
+	7,  // 12: sluice.bookie.v1.BookieService.ReadEntries:output_type -> sluice.bookie.v1.ReadEntriesResponse
+	9,  // 13: sluice.bookie.v1.BookieService.ReadLac:output_type -> sluice.bookie.v1.ReadLacResponse
+	11, // 14: sluice.bookie.v1.BookieService.WriteLac:output_type -> sluice.bookie.v1.WriteLacResponse
+	13, // 15: sluice.bookie.v1.BookieService.Fence:output_type -> sluice.bookie.v1.FenceResponse
+	15, // 16: sluice.bookie.v1.BookieService.DeleteLedger:output_type -> sluice.bookie.v1.DeleteLedgerResponse
+	17, // 17: sluice.bookie.v1.BookieService.GetStatus:output_type -> sluice.bookie.v1.GetStatusResponse
+	11, // [11:18] is the sub-list for method output_type
+	4,  // [4:11] is the sub-list for method input_type
+	4,  // [4:4] is the sub-list for extension type_name
+	4,  // [4:4] is the sub-list for extension extendee
+	0,  // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_sluice_bookie_v1_bookie_proto_init() }
@@ -1180,7 +1285,7 @@ func file_sluice_bookie_v1_bookie_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_bookie_v1_bookie_proto_rawDesc), len(file_sluice_bookie_v1_bookie_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   15,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,0 +1,209 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"slices"
+	"sync"
+	"testing"
+
+	"connectrpc.com/connect"
+
+	"github.com/sluicemq/sluice/pkg/catalog"
+	bookiev1 "github.com/sluicemq/sluice/pkg/gen/sluice/bookie/v1"
+	"github.com/sluicemq/sluice/pkg/gen/sluice/bookie/v1/bookiev1connect"
+)
+
+func TestBatchLen(t *testing.T) {
+	adds := func(sizes ...int) []*bookiev1.Add {
+		out := make([]*bookiev1.Add, len(sizes))
+		for i, n := range sizes {
+			out[i] = &bookiev1.Add{EntryId: int64(i), Payload: make([]byte, n)}
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name              string
+		queued            []*bookiev1.Add
+		maxAdds, maxBytes int
+		want              int
+	}{
+		{"one", adds(10), 64, 1000, 1},
+		{"all fit", adds(10, 10, 10), 64, 1000, 3},
+		{"count bound", adds(1, 1, 1, 1, 1), 3, 1000, 3},
+		{"bytes bound", adds(400, 400, 400), 64, 1000, 2},
+		{"exact fit", adds(500, 500, 1), 64, 1000, 2},
+		{"large first goes alone", adds(5000, 1, 1), 64, 1000, 1},
+		{"large later waits", adds(1, 5000), 64, 1000, 1},
+		{"empty payloads", adds(0, 0, 0, 0), 2, 1, 2},
+	} {
+		if got := batchLen(tc.queued, tc.maxAdds, tc.maxBytes); got != tc.want {
+			t.Errorf("%s: batchLen = %d; want %d", tc.name, got, tc.want)
+		}
+	}
+}
+
+// addRecorder records, per bookie, the AddEntries messages the bookie
+// received (adds and payload bytes of each).
+type addRecorder struct {
+	mu   sync.Mutex
+	msgs map[string][]recordedMsg
+}
+
+type recordedMsg struct{ adds, bytes int }
+
+func (r *addRecorder) option(bookie string) connect.HandlerOption {
+	return connect.WithInterceptors(recordInterceptor{r, bookie})
+}
+
+func (r *addRecorder) messages(bookie string) []recordedMsg {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.msgs[bookie])
+}
+
+type recordInterceptor struct {
+	r      *addRecorder
+	bookie string
+}
+
+func (recordInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc { return next }
+func (recordInterceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+func (i recordInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
+		return next(ctx, recordingConn{conn, i})
+	}
+}
+
+type recordingConn struct {
+	connect.StreamingHandlerConn
+	i recordInterceptor
+}
+
+func (c recordingConn) Receive(m any) error {
+	err := c.StreamingHandlerConn.Receive(m)
+	if req, ok := m.(*bookiev1.AddEntriesRequest); ok && err == nil {
+		n := 0
+		for _, a := range req.GetAdds() {
+			n += len(a.GetPayload())
+		}
+		c.i.r.mu.Lock()
+		c.i.r.msgs[c.i.bookie] = append(c.i.r.msgs[c.i.bookie], recordedMsg{len(req.GetAdds()), n})
+		c.i.r.mu.Unlock()
+	}
+	return err
+}
+
+// gatedDial holds every bookie's identity check (the first thing a
+// stream's sender does) until gate closes, so adds queue up meanwhile.
+func gatedDial(t testing.TB, gate chan struct{}) func(string) bookiev1connect.BookieServiceClient {
+	hc, tr := defaultHTTPClient()
+	t.Cleanup(tr.CloseIdleConnections)
+	dial := grpcDialer(hc, 8<<20)
+	return func(addr string) bookiev1connect.BookieServiceClient { return gatedClient{dial(addr), gate} }
+}
+
+type gatedClient struct {
+	bookiev1connect.BookieServiceClient
+	gate chan struct{}
+}
+
+func (g gatedClient) GetStatus(ctx context.Context, req *connect.Request[bookiev1.GetStatusRequest]) (*connect.Response[bookiev1.GetStatusResponse], error) {
+	select {
+	case <-g.gate:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return g.BookieServiceClient.GetStatus(ctx, req)
+}
+
+// Adds queued while a stream's sender is busy go out together, in as few
+// messages as MaxAddBatch and MaxAddBatchBytes allow (an entry larger
+// than the byte bound alone); every entry is acknowledged, in order, and
+// readable.
+func TestAddsCoalescedWithinBounds(t *testing.T) {
+	hundreds := func(n int) []int { return slices.Repeat([]int{100}, n) }
+	for _, tc := range []struct {
+		name              string
+		maxAdds, maxBytes int
+		sizes             []int // payload sizes, in entry order
+		want              []recordedMsg
+	}{
+		{"count", 16, 1 << 20, hundreds(100), append(slices.Repeat([]recordedMsg{{16, 1600}}, 6), recordedMsg{4, 400})},
+		{"bytes", 64, 350, slices.Concat(hundreds(5), []int{1000}, hundreds(4)),
+			[]recordedMsg{{3, 300}, {2, 200}, {1, 1000}, {3, 300}, {1, 100}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cl := newCluster(t, 0)
+			rec := &addRecorder{msgs: map[string][]recordedMsg{}}
+			bookies := []string{"b1", "b2", "b3"}
+			for _, b := range bookies {
+				cl.startBookie(b, rec.option(b))
+			}
+			gate := make(chan struct{})
+			c := cl.client(t, func(cfg *Config) {
+				cfg.Dial = gatedDial(t, gate)
+				cfg.MaxAddBatch, cfg.MaxAddBatchBytes = tc.maxAdds, tc.maxBytes
+			})
+			w, err := c.CreateLedger(ctxT(t), spec(catalog.Replication{Ensemble: 3, WriteQuorum: 3, AckQuorum: 2}, bookies...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			payloads := make([][]byte, len(tc.sizes))
+			var mu sync.Mutex
+			var acked []int64
+			var wg sync.WaitGroup
+			for e, n := range tc.sizes {
+				payloads[e] = bytes.Repeat([]byte{byte(e)}, n)
+				wg.Add(1)
+				if err := w.AppendAsync(payloads[e], func(entry int64, err error) {
+					defer wg.Done()
+					if err != nil {
+						t.Errorf("entry %d: %v", entry, err)
+					}
+					mu.Lock()
+					acked = append(acked, entry)
+					mu.Unlock()
+				}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			adds := int64(3 * len(tc.sizes))
+			eventually(t, "every add queued", func() bool { return c.Stats().AddsSent == adds })
+			close(gate)
+			wg.Wait()
+			for i, e := range acked {
+				if e != int64(i) {
+					t.Fatalf("callbacks for entries %v; want 0..%d in order", acked, len(tc.sizes)-1)
+				}
+			}
+			last := int64(len(tc.sizes) - 1)
+			if _, err := w.Close(ctxT(t), 100+last); err != nil {
+				t.Fatal(err)
+			}
+			got, err := c.ReadEntries(ctxT(t), w.ID(), 0, last)
+			if err != nil || len(got) != len(payloads) {
+				t.Fatalf("read back %d entries: %v", len(got), err)
+			}
+			for e := range got {
+				if !bytes.Equal(got[e], payloads[e]) {
+					t.Fatalf("entry %d differs", e)
+				}
+			}
+			var msgs int64
+			for _, b := range bookies {
+				m := rec.messages(b)
+				if !slices.Equal(m, tc.want) {
+					t.Errorf("bookie %s received messages (adds, payload bytes) %v; want %v", b, m, tc.want)
+				}
+				msgs += int64(len(m))
+			}
+			st := c.Stats()
+			if st.AddMessagesSent != msgs || st.AddsSent != adds || st.AddResponses < 3 || st.AddResponses > adds {
+				t.Errorf("stats: %d adds in %d messages (bookies saw %d), %d responses", st.AddsSent, st.AddMessagesSent, msgs, st.AddResponses)
+			}
+		})
+	}
+}
