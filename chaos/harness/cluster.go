@@ -25,13 +25,13 @@ import (
 )
 
 // Build compiles the sluice binary into dir with the given build tags
-// (e.g. "sabotage_fencing"; none for the real thing).
+// (e.g. "sabotage_fencing"; none for the real thing) plus chaos_volatilefs:
+// the harness's bookies keep unsynced writes in process memory
+// (internal/volatilefs), so every SIGKILL of a bookie loses what a power
+// cut would lose.
 func Build(ctx context.Context, dir string, tags ...string) (string, error) {
 	bin := filepath.Join(dir, "sluice")
-	args := []string{"build", "-o", bin}
-	if len(tags) > 0 {
-		args = append(args, "-tags", joinComma(tags))
-	}
+	args := []string{"build", "-o", bin, "-tags", joinComma(append([]string{"chaos_volatilefs"}, tags...))}
 	cmd := exec.CommandContext(ctx, "go", append(args, "github.com/sluicemq/sluice/cmd/sluice")...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build %v: %w\n%s", tags, err, out)
@@ -63,6 +63,8 @@ type ClusterConfig struct {
 	// loses its own partitions on a loaded 2-core machine (the serialised
 	// catalog answers heartbeats late).
 	OwnerTTL time.Duration
+	// BookieArgs are extra `sluice bookie` flags for every bookie.
+	BookieArgs []string
 	// ProxyBookies puts a fault.Proxy in front of every bookie (its
 	// advertised address), so links to it can be cut.
 	ProxyBookies bool
@@ -130,7 +132,7 @@ func StartCluster(ctx context.Context, t testing.TB, cfg ClusterConfig) *Cluster
 	for i := 1; i <= cfg.Bookies; i++ {
 		id := fmt.Sprintf("bookie-%d", i)
 		addr := freeAddr(t)
-		args := []string{"--catalog-table", c.Table, "--heartbeat", "1s"}
+		args := append([]string{"--catalog-table", c.Table, "--heartbeat", "1s"}, cfg.BookieArgs...)
 		var link *fault.Proxy
 		if cfg.ProxyBookies {
 			link, err = fault.NewProxy(id, addr)
