@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -65,6 +68,9 @@ type ClusterConfig struct {
 	OwnerTTL time.Duration
 	// BookieArgs are extra `sluice bookie` flags for every bookie.
 	BookieArgs []string
+	// ProxyIngests puts a fault.Proxy in front of every ingest copy (its
+	// advertised address: where producers and the other copy send).
+	ProxyIngests bool
 	// ProxyBookies puts a fault.Proxy in front of every bookie (its
 	// advertised address), so links to it can be cut.
 	ProxyBookies bool
@@ -78,11 +84,17 @@ type Cluster struct {
 	// ProxyBookies).
 	BookieLinks []*fault.Proxy
 	Ingests     []*bookieproc.Proc
+	// IngestLinks[i] is the proxy in front of Ingests[i] (its advertised
+	// address; nil without ProxyIngests).
+	IngestLinks []*fault.Proxy
 	Fetches     []*bookieproc.Proc
 	Catalog     *catdynamo.Catalog
 	Table       string
 	Keyspace    string
 	OwnerTTL    time.Duration // the ingest copies' --owner-ttl
+
+	mu    sync.Mutex
+	procs []*bookieproc.Proc // every process started, for source
 }
 
 // StartCluster starts the processes of cfg and waits until each listens.
@@ -117,6 +129,9 @@ func StartCluster(ctx context.Context, t testing.TB, cfg ClusterConfig) *Cluster
 	root := t.TempDir()
 	start := func(p *bookieproc.Proc) *bookieproc.Proc {
 		t.Helper()
+		c.mu.Lock()
+		c.procs = append(c.procs, p)
+		c.mu.Unlock()
 		t.Cleanup(func() {
 			_ = p.Signal(syscallSIGCONT) // a paused process handles SIGTERM only once continued
 			_ = p.Stop()
@@ -139,6 +154,7 @@ func StartCluster(ctx context.Context, t testing.TB, cfg ClusterConfig) *Cluster
 			if err != nil {
 				t.Fatal(err)
 			}
+			link.Identify(c.source)
 			t.Cleanup(func() { _ = link.Close() })
 			args = append(args, "--advertise", link.Addr())
 		}
@@ -148,9 +164,20 @@ func StartCluster(ctx context.Context, t testing.TB, cfg ClusterConfig) *Cluster
 	for i := 1; i <= cfg.Ingests; i++ {
 		id := fmt.Sprintf("ingest-%d", i)
 		addr := freeAddr(t)
-		c.Ingests = append(c.Ingests, start(&bookieproc.Proc{ID: id, Addr: addr, Bin: cfg.Bin, Env: env, Command: "ingest",
-			Args: []string{"--addr", addr, "--id", id, "--catalog-table", c.Table,
-				"--owner-ttl", cfg.OwnerTTL.String(), "--heartbeat", (cfg.OwnerTTL / 3).String(), "--balance-interval", "500ms"}}))
+		args := []string{"--addr", addr, "--id", id, "--catalog-table", c.Table,
+			"--owner-ttl", cfg.OwnerTTL.String(), "--heartbeat", (cfg.OwnerTTL / 3).String(), "--balance-interval", "500ms"}
+		var link *fault.Proxy
+		if cfg.ProxyIngests {
+			link, err = fault.NewProxy(id, addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			link.Identify(c.source)
+			t.Cleanup(func() { _ = link.Close() })
+			args = append(args, "--advertise", link.Addr())
+		}
+		c.IngestLinks = append(c.IngestLinks, link)
+		c.Ingests = append(c.Ingests, start(&bookieproc.Proc{ID: id, Addr: addr, Bin: cfg.Bin, Env: env, Command: "ingest", Args: args}))
 	}
 	if cfg.Fetches > 0 {
 		c.Keyspace = createKeyspace(ctx, t, cfg.Cassandra)
@@ -201,6 +228,34 @@ func (c *Cluster) WaitOwners(ctx context.Context, topic string, balanced bool, w
 		}
 	}
 }
+
+// source names the cluster process holding the other end of a connection
+// a proxy accepted: a process's ID, Harness, or "" for anything else.
+func (c *Cluster) source(conn net.Conn) string {
+	c.mu.Lock()
+	procs := slices.Clone(c.procs)
+	c.mu.Unlock()
+	byPID := map[int]string{}
+	var pids []int
+	for _, p := range procs {
+		if pid := p.Pid(); pid > 0 {
+			byPID[pid] = p.ID
+			pids = append(pids, pid)
+		}
+	}
+	self := os.Getpid()
+	byPID[self] = Harness
+	pids = append(pids, self)
+	pid, err := fault.PeerPID(conn, pids)
+	if err != nil || pid == 0 {
+		return ""
+	}
+	return byPID[pid]
+}
+
+// Harness is the source name of the test process itself (its producers
+// and group members) on a proxied link.
+const Harness = "harness"
 
 // Ingest returns the ingest process with the given id.
 func (c *Cluster) Ingest(id string) *bookieproc.Proc {

@@ -297,6 +297,11 @@ func (r *Run) Heal() error {
 		if l != nil && l.Mode() != fault.Pass {
 			err = errors.Join(err, r.Inject.Heal(l))
 		}
+		if l != nil {
+			for _, src := range l.Sources() {
+				err = errors.Join(err, r.Inject.HealFrom(l, src))
+			}
+		}
 	}
 	var ps []*bookieproc.Proc
 	for p := range r.killed {
