@@ -253,6 +253,23 @@ func (c *Cluster) source(conn net.Conn) string {
 	return byPID[pid]
 }
 
+// SaveLogs writes what every process printed, over all its restarts, into
+// dir (one file per process) for reading after the run.
+func (c *Cluster) SaveLogs(t testing.TB, dir string) {
+	c.mu.Lock()
+	procs := slices.Clone(c.procs)
+	c.mu.Unlock()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Logf("save logs: %v", err)
+		return
+	}
+	for _, p := range procs {
+		if err := os.WriteFile(filepath.Join(dir, p.ID+".log"), []byte(p.AllLogs()), 0o644); err != nil {
+			t.Logf("save logs: %v", err)
+		}
+	}
+}
+
 // Harness is the source name of the test process itself (its producers
 // and group members) on a proxied link.
 const Harness = "harness"

@@ -116,6 +116,7 @@ func RunScenario(ctx context.Context, t testing.TB, env Env, sc *Scenario) Summa
 	if err := os.MkdirAll(env.Out, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	defer cluster.SaveLogs(t, filepath.Join(env.Out, sc.Name+".logs"))
 	histPath := filepath.Join(env.Out, sc.Name+".history.jsonl")
 	f, err := os.Create(histPath)
 	if err != nil {
