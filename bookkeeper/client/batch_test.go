@@ -174,6 +174,17 @@ func TestAddsCoalescedWithinBounds(t *testing.T) {
 			eventually(t, "every add queued", func() bool { return c.Stats().AddsSent == adds })
 			close(gate)
 			wg.Wait()
+			// Qa = 2: callbacks may run before the third bookie read its
+			// messages; wait for it before closing the ledger.
+			eventually(t, "every bookie received every add", func() bool {
+				n := 0
+				for _, b := range bookies {
+					for _, m := range rec.messages(b) {
+						n += m.adds
+					}
+				}
+				return int64(n) == adds
+			})
 			for i, e := range acked {
 				if e != int64(i) {
 					t.Fatalf("callbacks for entries %v; want 0..%d in order", acked, len(tc.sizes)-1)
@@ -200,8 +211,8 @@ func TestAddsCoalescedWithinBounds(t *testing.T) {
 				}
 				msgs += int64(len(m))
 			}
-			st := c.Stats()
-			if st.AddMessagesSent != msgs || st.AddsSent != adds || st.AddResponses < 3 || st.AddResponses > adds {
+			st := c.Stats() // responses: at least the Qa = 2 bookies that acknowledged answered
+			if st.AddMessagesSent != msgs || st.AddsSent != adds || st.AddResponses < 2 || st.AddResponses > adds {
 				t.Errorf("stats: %d adds in %d messages (bookies saw %d), %d responses", st.AddsSent, st.AddMessagesSent, msgs, st.AddResponses)
 			}
 		})

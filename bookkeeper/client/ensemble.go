@@ -36,8 +36,24 @@ func (l *writerLoop) changeEnsemble(ctx context.Context, m catalog.LedgerMetadat
 		last := m.Ensembles[len(m.Ensembles)-1]
 		exclude := slices.Concat(a.Ensemble, last.Bookies)
 		repl, err := c.bookies.pick(ctx, len(a.Failed), exclude)
+		var rejoined []string
+		if errors.Is(err, ErrNotEnoughBookies) {
+			repl, err = c.rejoin(ctx, a.Failed, exclude, err)
+			for i, b := range repl {
+				if b == a.Failed[i] {
+					rejoined = append(rejoined, b)
+				}
+			}
+		}
 		if err != nil {
 			return failed(err)
+		}
+		if len(rejoined) > 0 {
+			c.log.Info("bookies rejoin the ensemble (no spare bookie)", slog.Int64("ledger", int64(m.ID)),
+				slog.Int64("from_entry", a.FromEntry), slog.Any("bookies", rejoined))
+		}
+		if len(rejoined) == len(a.Failed) { // the catalog is unchanged
+			return opResult{kind: opEnsemble, ev: ledger.BookieReplaced{FirstEntry: a.FromEntry, Ensemble: slices.Clone(a.Ensemble), Rejoined: rejoined}, meta: &m}
 		}
 		ens := slices.Clone(a.Ensemble)
 		k := 0
@@ -59,7 +75,7 @@ func (l *writerLoop) changeEnsemble(ctx context.Context, m catalog.LedgerMetadat
 			c.stats.ensembleChanges.Add(1)
 			c.log.Info("ensemble changed", slog.Int64("ledger", int64(m.ID)), slog.Int64("from_entry", a.FromEntry),
 				slog.Any("failed", a.Failed), slog.Any("ensemble", ens))
-			return opResult{kind: opEnsemble, ev: ledger.BookieReplaced{FirstEntry: a.FromEntry, Ensemble: ens}, meta: &out}
+			return opResult{kind: opEnsemble, ev: ledger.BookieReplaced{FirstEntry: a.FromEntry, Ensemble: ens, Rejoined: rejoined}, meta: &out}
 		}
 		switch {
 		case errors.Is(err, catalog.ErrInvalid):
@@ -74,10 +90,42 @@ func (l *writerLoop) changeEnsemble(ctx context.Context, m catalog.LedgerMetadat
 			return failed(err)
 		}
 		if cl := cur.Ensembles[len(cur.Ensembles)-1]; cur.State == catalog.LedgerOpen && cl.FirstEntry == a.FromEntry && slices.Equal(cl.Bookies, ens) {
-			return opResult{kind: opEnsemble, ev: ledger.BookieReplaced{FirstEntry: a.FromEntry, Ensemble: ens}, meta: &cur}
+			return opResult{kind: opEnsemble, ev: ledger.BookieReplaced{FirstEntry: a.FromEntry, Ensemble: ens, Rejoined: rejoined}, meta: &cur}
 		}
 		m = cur
 	}
+}
+
+// rejoin answers an ensemble change that found no spare bookie (noSpare):
+// each failed bookie that answers a status call again keeps its position
+// — a restarted bookie holds every entry it acknowledged (its journal is
+// fsynced before each ack) and gets the pending ones again — and the
+// others get spares. With 3 bookies and E=3 there never is a spare, and
+// without this a bookie restart would fail every ledger it serves
+// (BookKeeper's behaviour). noSpare when no failed bookie answers.
+func (c *Client) rejoin(ctx context.Context, failed, exclude []string, noSpare error) ([]string, error) {
+	out := make([]string, len(failed))
+	var need []int
+	for i, id := range failed {
+		if err := c.bookies.alive(ctx, id); err != nil {
+			need = append(need, i)
+			continue
+		}
+		out[i] = id
+	}
+	if len(need) == len(failed) {
+		return nil, noSpare
+	}
+	if len(need) > 0 {
+		spare, err := c.bookies.pick(ctx, len(need), exclude)
+		if err != nil {
+			return nil, err
+		}
+		for k, i := range need {
+			out[i] = spare[k]
+		}
+	}
+	return out, nil
 }
 
 // seal stores m CLOSED at lastEntry with lastOffset (FirstOffset-1 when

@@ -34,6 +34,7 @@ type cluster struct {
 
 type testBookie struct {
 	id   string
+	fs   vfs.FS         // its disk, kept across restartBookie
 	b    *bookie.Bookie // nil for a fake
 	srv  *httptest.Server
 	addr string
@@ -69,8 +70,25 @@ func (c *cluster) close() {
 // handler.
 func (c *cluster) startBookie(id string, opts ...connect.HandlerOption) *testBookie {
 	c.t.Helper()
+	return c.openBookie(id, vfs.NewMem(), opts...)
+}
+
+// restartBookie opens a stopped bookie again on its disk, at a new address.
+func (c *cluster) restartBookie(id string) *testBookie {
+	c.t.Helper()
+	c.mu.Lock()
+	old := c.bookies[id]
+	c.mu.Unlock()
+	if !old.down {
+		c.t.Fatalf("restart bookie %s: it is running", id)
+	}
+	return c.openBookie(id, old.fs)
+}
+
+func (c *cluster) openBookie(id string, fs vfs.FS, opts ...connect.HandlerOption) *testBookie {
+	c.t.Helper()
 	b, err := bookie.Open(bookie.Config{
-		ID: id, InstanceID: "test", Dir: "/data", FS: vfs.NewMem(),
+		ID: id, InstanceID: "test", Dir: "/data", FS: fs,
 		MaxEntryBytes: 1 << 20, MaxReadBytes: 4 << 20, WriteBufferBytes: 4 << 20,
 		CheckpointInterval: time.Hour, DiskCheckInterval: time.Hour, GCInterval: -1,
 	})
@@ -79,7 +97,9 @@ func (c *cluster) startBookie(id string, opts ...connect.HandlerOption) *testBoo
 	}
 	mux := http.NewServeMux()
 	mux.Handle(b.Handler(opts...))
-	return c.serve(id, b, mux)
+	tb := c.serve(id, b, mux)
+	tb.fs = fs
+	return tb
 }
 
 // startFake serves h as bookie id (for faults a real bookie cannot show).

@@ -159,6 +159,28 @@ func (r *registry) client(ctx context.Context, id string) (bookiev1connect.Booki
 	return bc, nil
 }
 
+// alive asks bookie id for its status now: nil when it answers as itself
+// and is writable.
+func (r *registry) alive(ctx context.Context, id string) error {
+	r.mu.Lock()
+	delete(r.verified, id) // check the identity again: it may have restarted elsewhere
+	r.mu.Unlock()
+	bc, err := r.client(ctx, id)
+	if err != nil {
+		return err
+	}
+	sctx, cancel := context.WithTimeout(ctx, r.cfg.FenceTimeout)
+	defer cancel()
+	resp, err := bc.GetStatus(sctx, connect.NewRequest(&bookiev1.GetStatusRequest{}))
+	if err != nil {
+		return fmt.Errorf("bookie %s: status: %w", id, err)
+	}
+	if resp.Msg.GetReadOnly() {
+		return fmt.Errorf("bookie %s is read-only", id)
+	}
+	return nil
+}
+
 // forget drops id's cached address if it is still addr, so the next use
 // reads the registry again (the bookie may have moved).
 func (r *registry) forget(id, addr string) {

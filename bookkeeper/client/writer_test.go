@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -187,6 +188,55 @@ func TestNoSpareBookie(t *testing.T) {
 	}
 	if _, err := w.Close(ctxT(t), 104); !errors.Is(err, ledger.ErrTooManyEnsembleChanges) {
 		t.Fatalf("close: %v", err)
+	}
+}
+
+// With no spare bookie, a failed bookie that comes back rejoins its
+// position: the pending entries reach it, the ledger's segments stay as
+// they were, and everything reads back.
+func TestFailedBookieRejoinsWithoutSpare(t *testing.T) {
+	cl := newCluster(t, 3)
+	c := cl.client(t, func(cfg *Config) { cfg.MaxEnsembleChanges = 60; cfg.RetryBackoff = 10 * time.Millisecond })
+	w, err := c.CreateLedger(ctxT(t), spec(catalog.Replication{Ensemble: 3, WriteQuorum: 3, AckQuorum: 3}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, w, 0, 3)
+	victim := w.Metadata().Ensembles[0].Bookies[1]
+	cl.stopBookie(victim)
+	done := make(chan error, 1)
+	go func() {
+		_, err := w.Append(ctxT(t), payload(4)) // needs all three (Qa = 3)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("append acknowledged with a bookie of Qa=3 down: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	cl.restartBookie(victim)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("append after the bookie came back: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("append still waiting 10 s after the bookie came back")
+	}
+	appendN(t, w, 5, 8)
+	if _, err := w.Close(ctxT(t), 108); err != nil {
+		t.Fatal(err)
+	}
+	m, err := c.getLedger(ctxT(t), w.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Ensembles) != 1 || !slices.Contains(m.Ensembles[0].Bookies, victim) {
+		t.Fatalf("segments after a rejoin = %+v, want the one original ensemble", m.Ensembles)
+	}
+	readAll(t, c, w.ID(), 8)
+	if e, err := rawRead(t, cl.rpc(t, victim), w.ID(), 4); err != nil || string(e.GetPayload()) != string(payload(4)) {
+		t.Fatalf("entry 4 on the rejoined bookie: %v, %v", e, err)
 	}
 }
 

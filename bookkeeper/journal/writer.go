@@ -105,7 +105,9 @@ func (j *Journal) commit(b *batch) error {
 	if err == nil {
 		w.off += int64(len(b.buf))
 		syncStart := time.Now()
-		err = w.file.SyncData()
+		if !sabotageFsync {
+			err = w.file.SyncData()
+		}
 		info.SyncTime = time.Since(syncStart)
 	}
 	if err != nil {

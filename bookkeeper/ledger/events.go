@@ -68,10 +68,14 @@ type Tick struct{}
 
 // BookieReplaced: the wrapper stored an ensemble change in the catalog
 // (compare-and-set) — the segment FirstEntry with Ensemble — answering
-// EnsembleChangeNeeded (writer).
+// EnsembleChangeNeeded (writer). A failed bookie may keep its position
+// when no spare exists and it answers again: it is listed in Rejoined, and
+// the writer resends it the pending entries. When every failed position
+// rejoins, Ensemble equals the current one and the catalog is unchanged.
 type BookieReplaced struct {
 	FirstEntry int64
 	Ensemble   []string
+	Rejoined   []string
 }
 
 // EnsembleChangeFailed: the wrapper could not carry out EnsembleChangeNeeded

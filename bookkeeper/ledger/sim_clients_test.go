@@ -236,13 +236,28 @@ func (c *writerClient) changeEnsemble(a ledger.EnsembleChangeNeeded) func() {
 	}
 	w.rng.Shuffle(len(spare), func(i, j int) { spare[i], spare[j] = spare[j], spare[i] })
 	ens := slices.Clone(a.Ensemble)
+	var rejoined []string
 	for i, b := range ens {
 		if slices.Contains(a.Failed, b) {
 			if len(spare) == 0 {
+				// As the client does: with no spare, a failed bookie that is
+				// up again (restarted, maybe having lost unsynced data)
+				// keeps its position and gets the pending entries again.
+				if w.bookies[b].up {
+					rejoined = append(rejoined, b)
+					continue
+				}
 				return func() { c.step(ledger.EnsembleChangeFailed{Err: errors.New("no spare bookie")}) }
 			}
 			ens[i], spare = spare[0], spare[1:]
 		}
+	}
+	if len(rejoined) > 0 {
+		w.rejoins++
+		w.logf("catalog: %s rejoins %v from e%d", c.name, rejoined, a.FromEntry)
+	}
+	if len(rejoined) == len(a.Failed) { // the catalog is unchanged
+		return func() { c.step(ledger.BookieReplaced{FirstEntry: a.FromEntry, Ensemble: ens, Rejoined: rejoined}) }
 	}
 	segs := cur.Ensembles
 	if last := segs[len(segs)-1]; last.FirstEntry == a.FromEntry {
@@ -257,7 +272,7 @@ func (c *writerClient) changeEnsemble(a ledger.EnsembleChangeNeeded) func() {
 	}
 	c.meta = cloneMeta(next)
 	w.logf("catalog: %s segment e%d -> %v", c.name, a.FromEntry, ens)
-	return func() { c.step(ledger.BookieReplaced{FirstEntry: a.FromEntry, Ensemble: ens}) }
+	return func() { c.step(ledger.BookieReplaced{FirstEntry: a.FromEntry, Ensemble: ens, Rejoined: rejoined}) }
 }
 
 // recoveryClient is a new writer recovering the ledger (the lease moved).

@@ -211,7 +211,8 @@ func runSim(seed uint64, opt simOptions) *world {
 	if opt.noReadFence {
 		ledger.UnsafeNoReadFence(&cfg)
 	}
-	w := newWorld(seed, rep, rep.Ensemble+2, cfg)
+	// 0-2 spare bookies: with none, a failed bookie can only rejoin.
+	w := newWorld(seed, rep, rep.Ensemble+r.IntN(3), cfg)
 	w.verbose = opt.verbose
 	w.slow, w.slowMax, w.timeoutAfter, w.lossPct, w.dupPct = f.slow, f.slowMax, f.timeoutAfter, f.drop, f.dup
 	w.logf("seed %d: %+v faults %+v in-flight %d window %d", seed, rep, f, cfg.MaxInFlight, cfg.RecoveryReadWindow)
@@ -441,7 +442,7 @@ func (w *world) finalChecks() {
 }
 
 type simStats struct {
-	runs, acked, closedEmpty, recoveries, changes, fenced int
+	runs, acked, closedEmpty, recoveries, changes, rejoins, fenced int
 }
 
 func (s *simStats) add(w *world) {
@@ -452,12 +453,13 @@ func (s *simStats) add(w *world) {
 	}
 	s.recoveries += len(w.recoveries)
 	s.changes += len(w.cat.meta.Ensembles) - 1
+	s.rejoins += w.rejoins
 	if errors.Is(w.writer.lw.Err(), ledger.ErrFenced) {
 		s.fenced++
 	}
 }
 
 func (s simStats) String() string {
-	return fmt.Sprintf("%d entries acknowledged, %d recovery attempts, %d ensemble changes, %d writers fenced, %d ledgers closed empty",
-		s.acked, s.recoveries, s.changes, s.fenced, s.closedEmpty)
+	return fmt.Sprintf("%d entries acknowledged, %d recovery attempts, %d ensemble changes, %d rejoins, %d writers fenced, %d ledgers closed empty",
+		s.acked, s.recoveries, s.changes, s.rejoins, s.fenced, s.closedEmpty)
 }

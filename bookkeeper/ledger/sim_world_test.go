@@ -57,6 +57,7 @@ type world struct {
 	// History, for the checks.
 	payloads   map[int64][]byte // what the writer assigned to each entry
 	maxAcked   int64            // highest entry the writer acknowledged
+	rejoins    int              // ensemble changes answered by a failed bookie that was up again
 	decisions  []int64          // every recovery's CloseLedger, committed or not
 	violations []string
 

@@ -27,7 +27,7 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of testda
 //	recovery e=E qw=Qw qa=Qa segments=0:b1,b2,b3;5:b1,b4,b3 [window=N] [no-read-fence] [read-below-segment]
 //	reader e=E qw=Qw qa=Qa segments=... [closed=eN] [outstanding=N]
 //	append P | ack B eN | fail B eN unavailable|fenced|unauthorized | tick
-//	replaced from=eN ensemble=b1,b4,b3 | change-failed | stop | close
+//	replaced from=eN ensemble=b1,b4,b3 [rejoined=b2] | change-failed | stop | close
 //	fence-ok B lac=N | fence-failed B
 //	read-ok B eN P | no-entry B eN | read-failed B eN
 //	read eN | lac N | spec eN | closed eN | segments 0:b1,b2;4:b3,b2 | state
@@ -233,7 +233,11 @@ func parseEvent(name string, a []string) (Event, error) {
 			k, v, _ := strings.Cut(s, "=")
 			kv[k] = v
 		}
-		return BookieReplaced{FirstEntry: entry(kv["from"]), Ensemble: strings.Split(kv["ensemble"], ",")}, nil
+		ev := BookieReplaced{FirstEntry: entry(kv["from"]), Ensemble: strings.Split(kv["ensemble"], ",")}
+		if r := kv["rejoined"]; r != "" {
+			ev.Rejoined = strings.Split(r, ",")
+		}
+		return ev, nil
 	case "change-failed":
 		return EnsembleChangeFailed{Err: errors.New("no spare bookie")}, nil
 	case "stop":

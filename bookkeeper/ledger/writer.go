@@ -335,20 +335,27 @@ func (w *Writer) bookieReplaced(ev BookieReplaced) error {
 		return err
 	}
 	last := w.last()
+	// A failed position is answered by a new bookie, or by the same one
+	// when it rejoins (ev.Rejoined). A failed position that keeps its
+	// bookie without rejoining stays failed (asked again below).
 	var replaced idxSet
 	for i, b := range ev.Ensemble {
-		if b == last.Bookies[i] {
-			continue
-		}
-		if !w.change.failed.has(i) {
+		switch {
+		case b == last.Bookies[i] && w.change.failed.has(i) && slices.Contains(ev.Rejoined, b):
+			replaced = replaced.with(i)
+		case b == last.Bookies[i]:
+		case !w.change.failed.has(i):
 			return fmt.Errorf("%w: position %d (%s) was not failed but is replaced by %s", ErrInvalidEvent, i, last.Bookies[i], b)
+		default:
+			replaced = replaced.with(i)
 		}
-		replaced = replaced.with(i)
 	}
 	seg := catalog.EnsembleSegment{FirstEntry: ev.FirstEntry, Bookies: slices.Clone(ev.Ensemble)}
-	if ev.FirstEntry == last.FirstEntry {
+	switch {
+	case slices.Equal(ev.Ensemble, last.Bookies): // every failed bookie rejoined
+	case ev.FirstEntry == last.FirstEntry:
 		w.segments[len(w.segments)-1] = seg
-	} else {
+	default:
 		w.segments = append(w.segments, seg)
 	}
 	w.failed &^= replaced

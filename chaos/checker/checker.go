@@ -119,6 +119,7 @@ type consumeOp struct {
 	tp      tpID
 	offset  int64
 	session sessionID
+	member  string
 }
 
 type sessionKey struct {
@@ -153,6 +154,10 @@ type resetOp struct {
 type drainOp struct {
 	line int
 	end  int64
+	// member is who drained (from offset 0): its reads of the partition
+	// are the final log. "" (a drain that names no member): the reads of
+	// every consumer together are.
+	member string
 }
 
 type gpKey struct {
@@ -285,6 +290,7 @@ func (h *hist) add(line int, op *history.Op) error {
 		h.consumes = append(h.consumes, consumeOp{
 			line: line, value: h.value(op.Value), tp: tp, offset: op.Offset,
 			session: h.session(sessionKey{op.Group, op.Member, tp, op.LeaseEpoch}),
+			member:  h.intern(op.Member),
 		})
 	case history.Commit:
 		h.commits = append(h.commits, commitOp{
@@ -302,7 +308,7 @@ func (h *hist) add(line int, op *history.Op) error {
 	case history.Drain:
 		tp := h.tp(op.Topic, op.Partition)
 		if d, ok := h.drains[tp]; !ok || op.Offset > d.end {
-			h.drains[tp] = drainOp{line: line, end: op.Offset}
+			h.drains[tp] = drainOp{line: line, end: op.Offset, member: h.intern(op.Member)}
 		}
 	case history.Fault:
 		// Faults are context for the report: the checker judges only what

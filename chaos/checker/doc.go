@@ -33,15 +33,20 @@
 //
 // # Checks
 //
-// lost-write. An acknowledged produce whose value nobody ever read,
-// although a drain of its partition reached an end offset above the
-// acknowledged offset. A drain asserts that the history's consumers
-// together read every record below its end, so the record was there to be
-// read and was not. Not counted: indeterminate and failed produces (they
-// may legitimately be absent); acknowledged produces above every drain's
-// end or in an undrained partition (Result.Undrained: their fate is
-// unknown, and the report warns about them); acknowledged values read at
-// another position (that is an inconsistent offset, below).
+// lost-write. An acknowledged produce missing from the final log. A drain
+// op names the member that read the partition from offset 0 to the drain's
+// end after the faults healed: its reads are the final log. An
+// acknowledged value that member did not read is lost, whoever read it
+// before — a log that loses its tail after members consumed it (a power
+// loss under a journal that does not fsync) is caught — and so is one
+// acknowledged at or above the drain's end (the log shrank below it). A
+// drain that names no member asserts only that the history's consumers
+// together read every record below its end: a value nobody read, below
+// that end, is lost. Not counted: indeterminate and failed produces (they
+// may legitimately be absent); acknowledged produces in an undrained
+// partition that nobody read (Result.Undrained: their fate is unknown, and
+// the report warns about them); acknowledged values read at another
+// position (that is an inconsistent offset, below).
 //
 // duplicate and retry-duplicate. A value read at two or more distinct
 // positions. Whether that is an anomaly depends on the producer: an

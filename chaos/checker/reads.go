@@ -22,6 +22,7 @@ type valueReads struct {
 	dup       bool // read at a second position (reported once)
 	misplaced bool // read where its produce cannot have written (reported once)
 	readAtAck bool // read at its acknowledged position
+	finalRead bool // read by its partition's drain (the final log)
 }
 
 // posInfo is one (partition, offset) that was acknowledged or read.
@@ -99,6 +100,9 @@ func (c *check) read(r *readState, cs *consumeOp) {
 	vi := &c.vals[cs.value]
 	p := pos{cs.tp, cs.offset}
 	vr.reads++
+	if d, ok := c.drains[cs.tp]; ok && (d.member == "" || d.member == cs.member) {
+		vr.finalRead = true
+	}
 	if vr.reads == 1 {
 		vr.first, vr.firstLine = p, cs.line
 		if vi.produce < 0 {
@@ -175,8 +179,8 @@ func (c *check) checkProduces(r *readState) {
 		case history.OK:
 			c.res.Acknowledged++
 			ack := pos{p.tp, p.offset}
-			switch d, drained := c.drains[p.tp]; {
-			case vr.reads > 0:
+			d, drained := c.drains[p.tp]
+			if vr.reads > 0 {
 				c.res.AcknowledgedRead++
 				if !vr.readAtAck && !vr.misplaced && r.pos[r.posIndex[ack]].firstRead == 0 {
 					first, firstLine := vr.first, vr.firstLine
@@ -185,12 +189,26 @@ func (c *check) checkProduces(r *readState) {
 							c.vals[p.value].str, c.posString(ack), p.line, c.posString(first), firstLine)
 					})
 				}
-			case drained && d.end > p.offset:
+			}
+			switch {
+			case drained && !vr.finalRead && d.end <= p.offset && d.member != "":
+				// The drain read the partition from 0 to its end: an end
+				// at or below an acknowledged offset is a log that lost
+				// its tail (whatever members read before).
 				c.out.add(LostWrite, []int{p.line, d.line}, func() string {
+					return fmt.Sprintf("value %q acknowledged at %s (line %d) is gone: the final drain of %s by %s ended at offset %d (line %d), at or below it (members read it %d times before)",
+						c.vals[p.value].str, c.posString(ack), p.line, c.tpString(p.tp), d.member, d.end, d.line, vr.reads)
+				})
+			case drained && !vr.finalRead && d.end > p.offset:
+				c.out.add(LostWrite, []int{p.line, d.line}, func() string {
+					if vr.reads > 0 {
+						return fmt.Sprintf("value %q acknowledged at %s (line %d) is gone: the final drain of %s by %s reached offset %d (line %d) without it (members read it %d times before)",
+							c.vals[p.value].str, c.posString(ack), p.line, c.tpString(p.tp), d.member, d.end, d.line, vr.reads)
+					}
 					return fmt.Sprintf("value %q acknowledged at %s (line %d) was never read, though the drain of %s reached offset %d (line %d)",
 						c.vals[p.value].str, c.posString(ack), p.line, c.tpString(p.tp), d.end, d.line)
 				})
-			default:
+			case vr.reads == 0:
 				c.res.Undrained++
 			}
 		case history.Failed:

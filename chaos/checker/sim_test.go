@@ -284,20 +284,19 @@ func (s *sim) reset(tp int) {
 	s.grant(tp, s.rng.IntN(len(s.members)))
 }
 
-// drain heals: after every op completed, a fresh member takes each lease,
-// reads from the committed offset to the end, and marks the drain.
+// drain heals: after every op completed, a reader outside the group reads
+// every partition from offset 0 to the end and marks the drain.
 func (s *sim) drain() {
 	for _, o := range s.ops {
 		s.now = max(s.now, o.op.Time)
 	}
 	s.now += 1000
-	s.members = append(s.members, &simMember{name: "drainer", leases: map[int]*simLease{}})
-	d := len(s.members) - 1
 	for tp := range s.tps {
-		s.grant(tp, d)
 		s.now += 100
-		l := s.members[d].leases[tp]
-		s.readFrom("drainer", tp, l, len(s.logs[tp]))
+		for _, e := range s.logs[tp] {
+			s.emit(simOp{op: history.Op{Kind: history.Consume, Member: "drainer",
+				Topic: s.tps[tp].topic, Partition: s.tps[tp].partition, Offset: e.offset, Value: e.value, Time: s.now}})
+		}
 		s.emit(simOp{op: history.Op{Kind: history.Drain, Member: "drainer", Topic: s.tps[tp].topic, Partition: s.tps[tp].partition, Offset: s.next[tp], Time: s.now}})
 	}
 }
@@ -350,6 +349,7 @@ func mutations() []mutation {
 		{"turn a read acknowledged write into a failure", FailedWriteRead, failReadWrite},
 		{"read a value nobody produced", UnknownValue, ghostRead},
 		{"drop a read in the middle of a lease that others also read", ConsumerSkip, dropMiddleRead},
+		{"lose a partition's tail after members read it: the drain ends below acknowledged offsets", LostWrite, shrinkDrain},
 	}
 }
 
@@ -681,7 +681,7 @@ func dropMiddleRead(rng *rand.Rand, ops []simOp) ([]simOp, bool) {
 	bySession := map[session][]int{}
 	var order []session
 	for i, o := range ops {
-		if o.op.Kind != history.Consume {
+		if o.op.Kind != history.Consume || o.op.Member == "drainer" { // the drain is the final log, not a lease
 			continue
 		}
 		readers[simPos{o.op.Topic, o.op.Partition, o.op.Offset}]++
@@ -706,4 +706,61 @@ func dropMiddleRead(rng *rand.Rand, ops []simOp) ([]simOp, bool) {
 		return nil, false
 	}
 	return slices.Delete(ops, i, i+1), true
+}
+
+// shrinkDrain models a log that lost its tail after group members read it
+// (a power loss under a journal that does not fsync): the final drain of
+// one partition misses its last 1-3 records, acknowledged ones among them,
+// and ends where they began.
+func shrinkDrain(rng *rand.Rand, ops []simOp) ([]simOp, bool) {
+	acked := map[string]int64{} // value -> acknowledged offset
+	drained := map[string]int{} // value -> the drainer's reads of it
+	byTP := map[simTP][]int{}   // the drainer's reads, in order
+	drains := map[simTP]int{}
+	for i, o := range ops {
+		tp := simTP{o.op.Topic, o.op.Partition}
+		switch {
+		case o.op.Kind == history.Produce && o.op.Outcome == history.OK:
+			acked[o.op.Value] = o.op.Offset
+		case o.op.Kind == history.Consume && o.op.Member == "drainer":
+			byTP[tp] = append(byTP[tp], i)
+			drained[o.op.Value]++
+		case o.op.Kind == history.Drain:
+			drains[tp] = i
+		}
+	}
+	// Cut only records the drain read once, at their acknowledged offset
+	// (a non-idempotent retry's twin elsewhere would add an inconsistent
+	// offset to the lost write), and only tails ending in an acknowledged
+	// record.
+	clean := func(i int) bool {
+		o := ops[i].op
+		off, ok := acked[o.Value]
+		return drained[o.Value] == 1 && (!ok || off == o.Offset)
+	}
+	var cands []simTP
+	for tp, r := range byTP {
+		last := r[len(r)-1]
+		if _, ok := acked[ops[last].op.Value]; len(r) >= 3 && ok && clean(last) && clean(r[len(r)-2]) && clean(r[len(r)-3]) {
+			cands = append(cands, tp)
+		}
+	}
+	slices.SortFunc(cands, func(a, b simTP) int {
+		return cmp.Or(cmp.Compare(a.topic, b.topic), cmp.Compare(a.partition, b.partition))
+	})
+	tp, ok := pick(rng, cands)
+	if !ok {
+		return nil, false
+	}
+	r := byTP[tp]
+	k := 1 + rng.IntN(3)
+	cut := r[len(r)-k:]
+	ops[drains[tp]].op.Offset = ops[cut[0]].op.Offset
+	out := ops[:0:0]
+	for i, o := range ops {
+		if !slices.Contains(cut, i) {
+			out = append(out, o)
+		}
+	}
+	return out, true
 }

@@ -155,6 +155,23 @@ func (in *Injector) Heal(p *Proxy) error {
 	return in.do("heal", p.Name(), func() error { p.Set(Pass); return nil })
 }
 
+// CutFrom cuts the link between one source process (see Proxy.Identify)
+// and p's target; every other peer still gets through.
+func (in *Injector) CutFrom(p *Proxy, src string) error {
+	return in.do("cut", src+"->"+p.Name(), func() error { p.SetFrom(src, Cut); return nil })
+}
+
+// BlackholeFrom holds the link between one source process and p's target
+// silent.
+func (in *Injector) BlackholeFrom(p *Proxy, src string) error {
+	return in.do("blackhole", src+"->"+p.Name(), func() error { p.SetFrom(src, Blackhole); return nil })
+}
+
+// HealFrom lets one source process's link through p pass again.
+func (in *Injector) HealFrom(p *Proxy, src string) error {
+	return in.do("heal", src+"->"+p.Name(), func() error { p.SetFrom(src, Pass); return nil })
+}
+
 // Note records a harness event that is not an injection (a lease taken
 // over, a phase starting) so the history reads as a timeline. It does not
 // count against the budget.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"sync"
 	"time"
 )
@@ -47,11 +48,17 @@ type Proxy struct {
 	target string
 	ln     net.Listener
 
-	mu    sync.Mutex
-	mode  Mode
-	conns map[net.Conn]struct{} // both sides of every proxied connection
-	gate  chan struct{}         // closed when the mode leaves Blackhole
-	done  bool
+	// identify names the process behind an accepted connection (nil:
+	// every connection is from "").
+	identify func(net.Conn) string
+
+	mu      sync.Mutex
+	mode    Mode
+	sources map[string]Mode          // per-source modes, overriding mode
+	conns   map[net.Conn]string      // both sides of every proxied connection → source
+	gate    chan struct{}            // closed when the mode leaves Blackhole
+	gates   map[string]chan struct{} // per blackholed source, closed when it leaves Blackhole
+	done    bool
 
 	wg sync.WaitGroup
 }
@@ -63,7 +70,8 @@ func NewProxy(name, target string) (*Proxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("proxy %s: listen: %w", name, err)
 	}
-	p := &Proxy{name: name, target: target, ln: ln, conns: map[net.Conn]struct{}{}, gate: make(chan struct{})}
+	p := &Proxy{name: name, target: target, ln: ln, conns: map[net.Conn]string{}, gate: make(chan struct{}),
+		sources: map[string]Mode{}, gates: map[string]chan struct{}{}}
 	close(p.gate)
 	p.wg.Add(1)
 	go func() {
@@ -86,9 +94,19 @@ func (p *Proxy) Mode() Mode {
 	return p.mode
 }
 
+// Identify sets how the proxy names the process behind each connection it
+// accepts (see PeerPID), for per-source modes (SetFrom). Call it before
+// peers connect.
+func (p *Proxy) Identify(f func(net.Conn) string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.identify = f
+}
+
 // Set changes the mode. Cut and Blackhole both drop the connections that
 // exist (so no request already in flight completes through the link);
-// Blackhole then holds new ones silent, Cut closes them.
+// Blackhole then holds new ones silent, Cut closes them. Per-source modes
+// (SetFrom) still override it.
 func (p *Proxy) Set(m Mode) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -98,10 +116,12 @@ func (p *Proxy) Set(m Mode) {
 	old := p.mode
 	p.mode = m
 	if m != Pass {
-		for c := range p.conns {
-			c.Close()
+		for c, src := range p.conns {
+			if _, own := p.sources[src]; !own {
+				c.Close()
+				delete(p.conns, c)
+			}
 		}
-		clear(p.conns)
 	}
 	switch {
 	case m == Blackhole:
@@ -109,6 +129,66 @@ func (p *Proxy) Set(m Mode) {
 	case old == Blackhole:
 		close(p.gate)
 	}
+}
+
+// SetFrom sets the mode of the link between one source process (as named
+// by Identify) and the target only: a cut between two chosen processes
+// while every other peer still gets through. Pass clears it (the
+// connections then follow Set's mode).
+func (p *Proxy) SetFrom(src string, m Mode) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.done {
+		return
+	}
+	old, had := p.sources[src]
+	if !had {
+		old = p.mode
+	}
+	if m == Pass {
+		delete(p.sources, src)
+	} else {
+		p.sources[src] = m
+	}
+	if m != Pass && m != old {
+		for c, s := range p.conns {
+			if s == src {
+				c.Close()
+				delete(p.conns, c)
+			}
+		}
+	}
+	if g, ok := p.gates[src]; ok && m != Blackhole {
+		close(g)
+		delete(p.gates, src)
+	}
+	if m == Blackhole && p.gates[src] == nil {
+		p.gates[src] = make(chan struct{})
+	}
+}
+
+// Sources lists the sources with a mode of their own (SetFrom), sorted.
+func (p *Proxy) Sources() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]string, 0, len(p.sources))
+	for src := range p.sources {
+		out = append(out, src)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// modeFor is the mode of src's connections (p.mu held) and the gate a
+// blackholed one waits at.
+func (p *Proxy) modeFor(src string) (Mode, chan struct{}) {
+	if m, ok := p.sources[src]; ok {
+		if m == Blackhole {
+			return m, p.gates[src]
+		}
+		return m, nil
+	}
+	return p.mode, p.gate
 }
 
 // Close stops the proxy, closes every connection and waits for its
@@ -128,6 +208,10 @@ func (p *Proxy) Close() error {
 	if p.mode == Blackhole {
 		close(p.gate)
 	}
+	for src, g := range p.gates {
+		close(g)
+		delete(p.gates, src)
+	}
 	p.mu.Unlock()
 	p.wg.Wait()
 	return err
@@ -140,30 +224,39 @@ func (p *Proxy) accept() {
 			return // closed
 		}
 		p.mu.Lock()
+		identify := p.identify
+		p.mu.Unlock()
+		src := ""
+		if identify != nil {
+			src = identify(c) // outside the lock: it reads /proc
+		}
+		p.mu.Lock()
+		mode, gate := p.modeFor(src)
 		switch {
-		case p.done || p.mode == Cut || len(p.conns) >= 2*MaxProxyConns:
+		case p.done || mode == Cut || len(p.conns) >= 2*MaxProxyConns:
 			p.mu.Unlock()
 			c.Close()
 			continue
 		}
-		p.conns[c] = struct{}{}
-		gate := p.gate
+		if mode == Pass {
+			gate = nil
+		}
+		p.conns[c] = src
 		p.wg.Add(1)
 		p.mu.Unlock()
 		go func() {
 			defer p.wg.Done()
-			p.serve(c, gate)
+			p.serve(c, src, gate)
 		}()
 	}
 }
 
-// serve proxies one connection. A blackholed connection waits at the gate
-// (reading nothing) until the mode changes or it is closed.
-func (p *Proxy) serve(c net.Conn, gate <-chan struct{}) {
+// serve proxies one connection of src. A blackholed connection (gate not
+// nil) waits at the gate (reading nothing) until the mode changes or it is
+// closed.
+func (p *Proxy) serve(c net.Conn, src string, gate <-chan struct{}) {
 	defer p.drop(c)
-	select {
-	case <-gate:
-	default:
+	if gate != nil {
 		// Blackholed: wait until healed; Set or Close closes c, which
 		// ends the wait below too.
 		waitClosedOrGate(c, gate)
@@ -174,12 +267,17 @@ func (p *Proxy) serve(c net.Conn, gate <-chan struct{}) {
 		return
 	}
 	p.mu.Lock()
-	if p.done || p.mode != Pass {
+	if m, _ := p.modeFor(src); p.done || m != Pass {
 		p.mu.Unlock()
 		t.Close()
 		return
 	}
-	p.conns[t] = struct{}{}
+	if _, ok := p.conns[c]; !ok { // cut while dialing
+		p.mu.Unlock()
+		t.Close()
+		return
+	}
+	p.conns[t] = src
 	p.mu.Unlock()
 	defer p.drop(t)
 	var wg sync.WaitGroup

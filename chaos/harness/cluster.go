@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -25,13 +28,13 @@ import (
 )
 
 // Build compiles the sluice binary into dir with the given build tags
-// (e.g. "sabotage_fencing"; none for the real thing).
+// (e.g. "sabotage_fencing"; none for the real thing) plus chaos_volatilefs:
+// the harness's bookies keep unsynced writes in process memory
+// (internal/volatilefs), so every SIGKILL of a bookie loses what a power
+// cut would lose.
 func Build(ctx context.Context, dir string, tags ...string) (string, error) {
 	bin := filepath.Join(dir, "sluice")
-	args := []string{"build", "-o", bin}
-	if len(tags) > 0 {
-		args = append(args, "-tags", joinComma(tags))
-	}
+	args := []string{"build", "-o", bin, "-tags", joinComma(append([]string{"chaos_volatilefs"}, tags...))}
 	cmd := exec.CommandContext(ctx, "go", append(args, "github.com/sluicemq/sluice/cmd/sluice")...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build %v: %w\n%s", tags, err, out)
@@ -63,6 +66,11 @@ type ClusterConfig struct {
 	// loses its own partitions on a loaded 2-core machine (the serialised
 	// catalog answers heartbeats late).
 	OwnerTTL time.Duration
+	// BookieArgs are extra `sluice bookie` flags for every bookie.
+	BookieArgs []string
+	// ProxyIngests puts a fault.Proxy in front of every ingest copy (its
+	// advertised address: where producers and the other copy send).
+	ProxyIngests bool
 	// ProxyBookies puts a fault.Proxy in front of every bookie (its
 	// advertised address), so links to it can be cut.
 	ProxyBookies bool
@@ -76,11 +84,17 @@ type Cluster struct {
 	// ProxyBookies).
 	BookieLinks []*fault.Proxy
 	Ingests     []*bookieproc.Proc
+	// IngestLinks[i] is the proxy in front of Ingests[i] (its advertised
+	// address; nil without ProxyIngests).
+	IngestLinks []*fault.Proxy
 	Fetches     []*bookieproc.Proc
 	Catalog     *catdynamo.Catalog
 	Table       string
 	Keyspace    string
 	OwnerTTL    time.Duration // the ingest copies' --owner-ttl
+
+	mu    sync.Mutex
+	procs []*bookieproc.Proc // every process started, for source
 }
 
 // StartCluster starts the processes of cfg and waits until each listens.
@@ -115,6 +129,9 @@ func StartCluster(ctx context.Context, t testing.TB, cfg ClusterConfig) *Cluster
 	root := t.TempDir()
 	start := func(p *bookieproc.Proc) *bookieproc.Proc {
 		t.Helper()
+		c.mu.Lock()
+		c.procs = append(c.procs, p)
+		c.mu.Unlock()
 		t.Cleanup(func() {
 			_ = p.Signal(syscallSIGCONT) // a paused process handles SIGTERM only once continued
 			_ = p.Stop()
@@ -130,13 +147,14 @@ func StartCluster(ctx context.Context, t testing.TB, cfg ClusterConfig) *Cluster
 	for i := 1; i <= cfg.Bookies; i++ {
 		id := fmt.Sprintf("bookie-%d", i)
 		addr := freeAddr(t)
-		args := []string{"--catalog-table", c.Table, "--heartbeat", "1s"}
+		args := append([]string{"--catalog-table", c.Table, "--heartbeat", "1s"}, cfg.BookieArgs...)
 		var link *fault.Proxy
 		if cfg.ProxyBookies {
 			link, err = fault.NewProxy(id, addr)
 			if err != nil {
 				t.Fatal(err)
 			}
+			link.Identify(c.source)
 			t.Cleanup(func() { _ = link.Close() })
 			args = append(args, "--advertise", link.Addr())
 		}
@@ -146,9 +164,20 @@ func StartCluster(ctx context.Context, t testing.TB, cfg ClusterConfig) *Cluster
 	for i := 1; i <= cfg.Ingests; i++ {
 		id := fmt.Sprintf("ingest-%d", i)
 		addr := freeAddr(t)
-		c.Ingests = append(c.Ingests, start(&bookieproc.Proc{ID: id, Addr: addr, Bin: cfg.Bin, Env: env, Command: "ingest",
-			Args: []string{"--addr", addr, "--id", id, "--catalog-table", c.Table,
-				"--owner-ttl", cfg.OwnerTTL.String(), "--heartbeat", (cfg.OwnerTTL / 3).String(), "--balance-interval", "500ms"}}))
+		args := []string{"--addr", addr, "--id", id, "--catalog-table", c.Table,
+			"--owner-ttl", cfg.OwnerTTL.String(), "--heartbeat", (cfg.OwnerTTL / 3).String(), "--balance-interval", "500ms"}
+		var link *fault.Proxy
+		if cfg.ProxyIngests {
+			link, err = fault.NewProxy(id, addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			link.Identify(c.source)
+			t.Cleanup(func() { _ = link.Close() })
+			args = append(args, "--advertise", link.Addr())
+		}
+		c.IngestLinks = append(c.IngestLinks, link)
+		c.Ingests = append(c.Ingests, start(&bookieproc.Proc{ID: id, Addr: addr, Bin: cfg.Bin, Env: env, Command: "ingest", Args: args}))
 	}
 	if cfg.Fetches > 0 {
 		c.Keyspace = createKeyspace(ctx, t, cfg.Cassandra)
@@ -199,6 +228,51 @@ func (c *Cluster) WaitOwners(ctx context.Context, topic string, balanced bool, w
 		}
 	}
 }
+
+// source names the cluster process holding the other end of a connection
+// a proxy accepted: a process's ID, Harness, or "" for anything else.
+func (c *Cluster) source(conn net.Conn) string {
+	c.mu.Lock()
+	procs := slices.Clone(c.procs)
+	c.mu.Unlock()
+	byPID := map[int]string{}
+	var pids []int
+	for _, p := range procs {
+		if pid := p.Pid(); pid > 0 {
+			byPID[pid] = p.ID
+			pids = append(pids, pid)
+		}
+	}
+	self := os.Getpid()
+	byPID[self] = Harness
+	pids = append(pids, self)
+	pid, err := fault.PeerPID(conn, pids)
+	if err != nil || pid == 0 {
+		return ""
+	}
+	return byPID[pid]
+}
+
+// SaveLogs writes what every process printed, over all its restarts, into
+// dir (one file per process) for reading after the run.
+func (c *Cluster) SaveLogs(t testing.TB, dir string) {
+	c.mu.Lock()
+	procs := slices.Clone(c.procs)
+	c.mu.Unlock()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Logf("save logs: %v", err)
+		return
+	}
+	for _, p := range procs {
+		if err := os.WriteFile(filepath.Join(dir, p.ID+".log"), []byte(p.AllLogs()), 0o644); err != nil {
+			t.Logf("save logs: %v", err)
+		}
+	}
+}
+
+// Harness is the source name of the test process itself (its producers
+// and group members) on a proxied link.
+const Harness = "harness"
 
 // Ingest returns the ingest process with the given id.
 func (c *Cluster) Ingest(id string) *bookieproc.Proc {

@@ -116,6 +116,7 @@ func RunScenario(ctx context.Context, t testing.TB, env Env, sc *Scenario) Summa
 	if err := os.MkdirAll(env.Out, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	defer cluster.SaveLogs(t, filepath.Join(env.Out, sc.Name+".logs"))
 	histPath := filepath.Join(env.Out, sc.Name+".history.jsonl")
 	f, err := os.Create(histPath)
 	if err != nil {
@@ -193,6 +194,17 @@ func RunScenario(ctx context.Context, t testing.TB, env Env, sc *Scenario) Summa
 	for _, m := range r.Members {
 		if err := m.Stop(ctx); err != nil {
 			return fail("member %s: %v", m.Name(), err)
+		}
+	}
+	// Drain what storage holds, not what a fetch copy cached before the
+	// faults (entries it read before a power loss stay in its cache): a
+	// fresh process has an empty cache.
+	for _, p := range cluster.Fetches {
+		if err := p.Kill(); err != nil {
+			return fail("restart %s before the drain: %v", p.ID, err)
+		}
+		if err := p.Start(); err != nil { // returns once it listens
+			return fail("restart %s before the drain: %v", p.ID, err)
 		}
 	}
 	var api sluicev1connect.ConsumerServiceClient
@@ -285,6 +297,11 @@ func (r *Run) Heal() error {
 	for _, l := range r.Cluster.BookieLinks {
 		if l != nil && l.Mode() != fault.Pass {
 			err = errors.Join(err, r.Inject.Heal(l))
+		}
+		if l != nil {
+			for _, src := range l.Sources() {
+				err = errors.Join(err, r.Inject.HealFrom(l, src))
+			}
 		}
 	}
 	var ps []*bookieproc.Proc

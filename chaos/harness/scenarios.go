@@ -14,7 +14,7 @@ import (
 // Their fault phases are sized for 2 cores at Scale 1 (the short version);
 // the full version multiplies them.
 func Scenarios() []*Scenario {
-	return []*Scenario{KillBookies(), PauseWriter(), PauseConsumer(), CutBookie(), CrashQuorum()}
+	return []*Scenario{KillBookies(), PauseWriter(), PauseConsumer(), CutBookie(), CrashQuorum(), PowerLoss()}
 }
 
 // ScenarioByName returns the named scenario, or nil.
@@ -29,29 +29,43 @@ func ScenarioByName(name string) *Scenario {
 
 // KillBookies (1): under idempotent load with two group members, SIGKILL a
 // random bookie every few seconds (restarting it 1.5 s later) and an
-// ingest copy every ~10 s (restarting it 2 s later). Four bookies, so an
-// ensemble of 3 can always be formed while one is down. Sabotage
-// "sabotage_dedup" (no producer deduplication) must then show duplicates:
-// retries of batches whose answer died with an ingest copy are written
-// again by the new owner.
+// ingest copy every ~10 s (restarting it 2 s later), and cut the
+// producers' link to an ingest copy for a second every other round. Four
+// bookies, so an ensemble of 3 can always be formed while one is down.
+// Sabotage "sabotage_dedup" (no producer deduplication) must then show
+// duplicates: retries of stored batches whose answers were lost (with a
+// cut link or a killed copy) are written again.
 func KillBookies() *Scenario {
 	return &Scenario{
 		Name:        "kill-bookies",
 		Description: "SIGKILL a random bookie every ~3 s and an ingest copy every ~10 s under idempotent load; heal; drain",
-		Cluster:     ClusterConfig{Bookies: 4, Ingests: 2},
+		Cluster:     ClusterConfig{Bookies: 4, Ingests: 2, ProxyIngests: true},
 		Partitions:  4,
 		Members:     2,
 		Phase:       30 * time.Second,
 		MinPhase:    12 * time.Second, // one ingest kill at least
 		Sabotage:    "sabotage_dedup",
-		// Three ingest kills: a duplicate needs a retry of a batch whose
-		// answer died with the copy, and one kill may find none in flight
-		// (seen: 0 duplicates in a 12 s phase, 5-200 in longer ones).
-		SabotageMinPhase: 32 * time.Second,
+		// Two ingest kills and several producer-link cuts: a duplicate
+		// needs a retry of a batch that was stored but whose answer was
+		// lost.
+		SabotageMinPhase: 20 * time.Second,
 		Faults: func(ctx context.Context, r *Run) error {
 			nextIngest := time.Now().Add(r.Jitter(8 * time.Second))
 			turn := 0
 			for i := 0; i < 1000 && fault.Sleep(ctx.Done(), r.Jitter(3*time.Second)); i++ {
+				if i%2 == 0 {
+					// Cut the producers' link to an ingest copy for a
+					// second: the batches it had received are stored, their
+					// answers lost, and the producers retry them.
+					link := r.Cluster.IngestLinks[r.Rand.IntN(len(r.Cluster.IngestLinks))]
+					if err := r.Inject.CutFrom(link, Harness); err != nil {
+						return err
+					}
+					fault.Sleep(ctx.Done(), time.Second)
+					if err := r.Inject.HealFrom(link, Harness); err != nil {
+						return err
+					}
+				}
 				if time.Now().After(nextIngest) {
 					in := r.Cluster.Ingests[turn%len(r.Cluster.Ingests)]
 					turn++
@@ -181,16 +195,17 @@ func pauseConsumerRound(ctx context.Context, r *Run) error {
 	return nil
 }
 
-// CutBookie (4): cut one bookie off from everyone who reaches it (the
-// ingest and fetch copies; the bookie keeps heartbeating to the catalog,
-// so it still looks alive) and, while it is cut, kill the ingest copy
-// owning partitions, so that the other copy's takeover recovers ledgers
-// with one bookie unreachable. Alternates a hard cut (connections reset)
-// and a blackhole (silent). Four bookies.
+// CutBookie (4): cut the link between one ingest copy and one bookie —
+// only that pair: the other ingest copy, the fetch copy and the bookie's
+// heartbeats to the catalog still get through, so the bookie looks alive —
+// then kill the other ingest copy, so that the cut-off copy takes its
+// partitions over and recovers their ledgers (fence, recovery reads,
+// re-replication, close) without reaching that bookie. Alternates a hard
+// cut (connections reset) and a blackhole (silent). Four bookies.
 func CutBookie() *Scenario {
 	return &Scenario{
 		Name:        "cut-bookie",
-		Description: "cut/blackhole the links to one bookie while an ingest copy is killed and its partitions recovered; heal; drain",
+		Description: "cut/blackhole the link between one ingest copy and one bookie, kill the other ingest copy so the cut-off one recovers its ledgers; heal; drain",
 		Cluster:     ClusterConfig{Bookies: 4, Ingests: 2, ProxyBookies: true},
 		Partitions:  4,
 		Members:     1,
@@ -203,19 +218,21 @@ func CutBookie() *Scenario {
 				if link == nil {
 					return errors.New("cut-bookie needs ProxyBookies")
 				}
-				cut := r.Inject.Cut
+				n := len(r.Cluster.Ingests)
+				victim, recoverer := r.Cluster.Ingests[i%n], r.Cluster.Ingests[(i+1)%n]
+				cut := r.Inject.CutFrom
 				if i%2 == 1 {
-					cut = r.Inject.Blackhole
+					cut = r.Inject.BlackholeFrom
 				}
-				if err := cut(link); err != nil {
+				if err := cut(link, recoverer.ID); err != nil {
 					return err
 				}
 				fault.Sleep(ctx.Done(), time.Second)
-				if err := killFor(ctx, r, r.Cluster.Ingests[i%len(r.Cluster.Ingests)], 2*time.Second); err != nil {
+				if err := killFor(ctx, r, victim, 2*time.Second); err != nil {
 					return err
 				}
-				fault.Sleep(ctx.Done(), 4*time.Second) // recovery runs with the bookie cut
-				if err := r.Inject.Heal(link); err != nil {
+				fault.Sleep(ctx.Done(), 4*time.Second) // recovery runs with the link cut
+				if err := r.Inject.HealFrom(link, recoverer.ID); err != nil {
 					return err
 				}
 			}
@@ -224,16 +241,11 @@ func CutBookie() *Scenario {
 	}
 }
 
-// CrashQuorum (5): SIGKILL two of three bookies at the same instant —
-// every entry's whole ack quorum at once for some entries — and restart
-// them: every acknowledged entry must come back from the journals.
-//
-// This is the closest honest process-level stand-in for "a bookie crash
-// that loses unsynced data": SIGKILL loses the process, never the page
-// cache, so unsynced bytes survive it. Losing them needs the bookie's
-// crashable filesystem seam (pebble vfs in strict mode), which only the
-// in-process crash tests of bookkeeper/journal and bookkeeper/storage
-// reach; the `sluice bookie` binary has no flag to run on it.
+// CrashQuorum: SIGKILL two of three bookies at the same instant — every
+// entry's whole ack quorum at once for some entries — and restart them:
+// every acknowledged entry must come back from the journals. The harness's
+// bookies run on internal/volatilefs, so each kill also loses the bytes the
+// bookie wrote and did not fsync.
 func CrashQuorum() *Scenario {
 	return &Scenario{
 		Name:        "crash-quorum",
@@ -254,6 +266,47 @@ func CrashQuorum() *Scenario {
 				fault.Sleep(ctx.Done(), 1500*time.Millisecond)
 				if err := errors.Join(r.Restart(pa), r.Restart(pb)); err != nil {
 					return fmt.Errorf("restart after a quorum crash: %w", err)
+				}
+			}
+			return nil
+		},
+	}
+}
+
+// PowerLoss (5): a power cut of the whole ledger tier — SIGKILL all three
+// bookies at the same instant, each losing everything it wrote and did not
+// fsync (internal/volatilefs), and restart them. Only fsync before ack keeps
+// acknowledged entries: sabotage "sabotage_fsync" (the journal acknowledges
+// groups without fsyncing them) must then lose acknowledged records.
+func PowerLoss() *Scenario {
+	return &Scenario{
+		Name:        "power-loss",
+		Description: "SIGKILL all three bookies at once (unsynced writes lost) every ~6 s and restart them; heal; drain",
+		// No checkpoint during the run: every acknowledged entry lives in
+		// the journals only, so each power loss tests journal replay — and
+		// a journal that does not fsync loses every acknowledged entry.
+		Cluster:    ClusterConfig{Bookies: 3, Ingests: 2, BookieArgs: []string{"--checkpoint-interval", "1h"}},
+		Partitions: 4,
+		Members:    1,
+		Phase:      25 * time.Second,
+		MinPhase:   9 * time.Second,
+		Sabotage:   "sabotage_fsync",
+		Faults: func(ctx context.Context, r *Run) error {
+			for i := 0; i < 100 && fault.Sleep(ctx.Done(), r.Jitter(6*time.Second)); i++ {
+				var errs []error
+				for _, p := range r.Cluster.Bookies {
+					errs = append(errs, r.Kill(p))
+				}
+				if err := errors.Join(errs...); err != nil {
+					return err
+				}
+				fault.Sleep(ctx.Done(), 1500*time.Millisecond)
+				errs = errs[:0]
+				for _, p := range r.Cluster.Bookies {
+					errs = append(errs, r.Restart(p))
+				}
+				if err := errors.Join(errs...); err != nil {
+					return fmt.Errorf("restart after a power loss: %w", err)
 				}
 			}
 			return nil

@@ -67,7 +67,7 @@ func runBookie(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 	b, err := bookie.Open(bookie.Config{
 		ID: *id, InstanceID: *instance, Dir: *dir, JournalDir: *journalDir,
-		RequireStorageID: *storageID, Logger: tel.Logger,
+		RequireStorageID: *storageID, Logger: tel.Logger, FS: bookieFS(tel.Logger),
 		JournalMaxGroupWait: *groupWait, CheckpointInterval: *ckpt,
 	})
 	if err != nil {

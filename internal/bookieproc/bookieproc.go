@@ -52,6 +52,7 @@ type Proc struct {
 	mu     sync.Mutex
 	cmd    *exec.Cmd
 	log    *lockedBuffer
+	past   string // earlier runs' output (tail)
 	exited chan struct{}
 }
 
@@ -84,6 +85,12 @@ func (p *Proc) Start() error {
 	args := append([]string{"bookie", "--dir", p.Dir, "--addr", p.Addr, "--id", p.ID, "--instance", "sluice-test"}, p.Args...)
 	if p.Command != "" {
 		args = append([]string{p.Command}, p.Args...)
+	}
+	if p.log != nil { // keep the previous run's output for AllLogs
+		p.past += p.log.String() + fmt.Sprintf("\n=== %s restarted at %s ===\n", p.ID, time.Now().UTC().Format(time.RFC3339Nano))
+		if len(p.past) > maxPastLog {
+			p.past = p.past[len(p.past)-maxPastLog:]
+		}
 	}
 	p.log = new(lockedBuffer)
 	p.cmd = exec.Command(p.Bin, args...)
@@ -170,6 +177,20 @@ func (p *Proc) Pid() int {
 		return 0
 	}
 	return p.cmd.Process.Pid
+}
+
+// maxPastLog bounds the output of earlier runs that AllLogs keeps.
+const maxPastLog = 8 << 20
+
+// AllLogs returns what every run of the process printed (the tail of the
+// earlier ones, then the current one).
+func (p *Proc) AllLogs() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.log == nil {
+		return p.past
+	}
+	return p.past + p.log.String()
 }
 
 // Log returns what the process printed so far.

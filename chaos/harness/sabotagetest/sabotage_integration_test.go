@@ -46,9 +46,9 @@ func TestIntegrationChaosSabotage(t *testing.T) {
 			run.MinPhase = max(run.MinPhase, run.SabotageMinPhase)
 			// A fault does not always meet the broken mechanism at work
 			// (an ingest kill with no retried batch in flight exercises no
-			// dedup; at the CI scale about every other dedup run finds
-			// nothing): a clean run is run again, up to sabotageAttempts,
-			// and every run is reported.
+			// dedup; the producer-link cuts of kill-bookies make retries of
+			// stored batches certain): a clean run is run again, up to
+			// sabotageAttempts, and every run is reported.
 			var s harness.Summary
 			for attempt := 1; attempt <= sabotageAttempts; attempt++ {
 				s = harness.RunScenario(ctx, t, env, &run)
