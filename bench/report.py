@@ -112,6 +112,8 @@ def write_report(out, runs):
     for t in targets(runs):
         lines.append(f"| {t[0]} | {t[1]} | {t[2]} |")
     lines += ["", "Charts: `throughput.png`, `latency.png`.", ""]
+    if os.path.exists(os.path.join(out, "analysis.md")):  # written by hand after the run
+        lines += ["Why each missed target was missed, with the profiles: [analysis.md](analysis.md).", ""]
     with open(os.path.join(out, "report.md"), "w") as f:
         f.write("\n".join(lines))
 

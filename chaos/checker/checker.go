@@ -158,6 +158,8 @@ type drainOp struct {
 	// are the final log. "" (a drain that names no member): the reads of
 	// every consumer together are.
 	member string
+	// err: the drain could read no further than end (incomplete).
+	err string
 }
 
 type gpKey struct {
@@ -308,7 +310,7 @@ func (h *hist) add(line int, op *history.Op) error {
 	case history.Drain:
 		tp := h.tp(op.Topic, op.Partition)
 		if d, ok := h.drains[tp]; !ok || op.Offset > d.end {
-			h.drains[tp] = drainOp{line: line, end: op.Offset, member: h.intern(op.Member)}
+			h.drains[tp] = drainOp{line: line, end: op.Offset, member: h.intern(op.Member), err: op.Error}
 		}
 	case history.Fault:
 		// Faults are context for the report: the checker judges only what

@@ -39,7 +39,9 @@
 // acknowledged value that member did not read is lost, whoever read it
 // before — a log that loses its tail after members consumed it (a power
 // loss under a journal that does not fsync) is caught — and so is one
-// acknowledged at or above the drain's end (the log shrank below it). A
+// acknowledged at or above the drain's end (the log shrank below it); a
+// drain that carries an error could read no further than its end, and the
+// acknowledged records past it are unreadable — lost writes too. A
 // drain that names no member asserts only that the history's consumers
 // together read every record below its end: a value nobody read, below
 // that end, is lost. Not counted: indeterminate and failed produces (they

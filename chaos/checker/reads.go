@@ -191,6 +191,11 @@ func (c *check) checkProduces(r *readState) {
 				}
 			}
 			switch {
+			case drained && !vr.finalRead && d.end <= p.offset && d.err != "":
+				c.out.add(LostWrite, []int{p.line, d.line}, func() string {
+					return fmt.Sprintf("value %q acknowledged at %s (line %d) is unreadable: the final drain of %s could not read past offset %d (line %d: %s)",
+						c.vals[p.value].str, c.posString(ack), p.line, c.tpString(p.tp), d.end, d.line, d.err)
+				})
 			case drained && !vr.finalRead && d.end <= p.offset && d.member != "":
 				// The drain read the partition from 0 to its end: an end
 				// at or below an acknowledged offset is a log that lost

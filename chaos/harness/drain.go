@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -15,20 +16,32 @@ import (
 // maxDrainCalls bounds the Fetch calls of one partition's drain.
 const maxDrainCalls = 100_000
 
+// drainStall is how long a partition's drain may make no progress before
+// it is stuck.
+const drainStall = 30 * time.Second
+
 // Drain reads every partition of topic from offset 0 to its end with
 // unary Fetch calls (member "drainer", no group), records each record and
 // then the partition's drain op. Run it after the faults healed and the
 // producers stopped: the end it drains to is the high watermark it sees
-// once it caught up. A partition that cannot be read within `within` is an
-// error (the harness reports it; the history then has no drain for it).
+// once it caught up. A partition that cannot be read within `within`, or
+// that makes no progress for drainStall, is stuck: its drain op records
+// the offset it could not read past and the error (an incomplete drain:
+// acknowledged records at or above it are unreadable, which the checker
+// counts as lost), and Drain returns an error.
 func Drain(ctx context.Context, api sluicev1connect.ConsumerServiceClient, rec *history.Recorder, topic string, partitions int32, within time.Duration) error {
 	deadline := time.Now().Add(within)
 	for p := int32(0); p < partitions; p++ {
 		next := int64(0)
 		var lastErr error
+		progress := time.Now()
 		for calls := 0; ; calls++ {
-			if calls >= maxDrainCalls || time.Now().After(deadline) {
-				return fmt.Errorf("drain %s/%d: stuck at offset %d after %d calls (last error: %v)", topic, p, next, calls, lastErr)
+			if calls >= maxDrainCalls || time.Now().After(deadline) || time.Since(progress) > drainStall {
+				err := fmt.Errorf("drain %s/%d: stuck at offset %d after %d calls (last error: %v)", topic, p, next, calls, lastErr)
+				if rerr := rec.Record(history.Op{Kind: history.Drain, Topic: topic, Partition: p, Offset: next, Member: "drainer", Error: err.Error()}); rerr != nil {
+					return errors.Join(err, rerr)
+				}
+				return err
 			}
 			fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			resp, err := api.Fetch(fctx, connect.NewRequest(&sluicev1.FetchRequest{Topic: topic, Partition: p, Offset: next, MaxRecords: 1000}))
@@ -45,9 +58,11 @@ func Drain(ctx context.Context, api sluicev1connect.ConsumerServiceClient, rec *
 					return err
 				}
 				next = r.GetOffset() + 1
+				progress = time.Now()
 			}
 			if n := resp.Msg.GetNextOffset(); n > next {
 				next = n
+				progress = time.Now()
 			}
 			if hw := resp.Msg.GetHighWatermark(); len(resp.Msg.GetRecords()) == 0 && next >= hw {
 				if err := rec.Record(history.Op{Kind: history.Drain, Topic: topic, Partition: p, Offset: hw, Member: "drainer"}); err != nil {

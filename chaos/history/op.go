@@ -137,7 +137,8 @@ type Op struct {
 	// Rejected, Indeterminate).
 	Outcome Outcome
 	// Error is the client's error text for an unsuccessful produce or
-	// commit, for humans.
+	// commit, for humans; on a drain, why it could read no further than
+	// its Offset (an incomplete drain).
 	Error string
 
 	// Group is the consumer group (commit, lease, reset; optional for
@@ -225,7 +226,7 @@ var specs = map[Kind]spec{
 	},
 	Drain: {
 		required: fTime | fTopic | fPartition | fOffset,
-		optional: fGroup | fMember,
+		optional: fGroup | fMember | fError, // error: stuck at Offset, could read no further
 	},
 	Fault: {
 		required: fTime | fFault | fTarget,

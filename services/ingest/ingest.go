@@ -47,6 +47,10 @@ type Service struct {
 	// end with UNAVAILABLE; a connected producer moves on at once and the
 	// server's shutdown does not wait for it (drain.go).
 	streams drainSet
+	// fwdLast: per partition and owner, the last forward started; the next
+	// one waits for it (produce.go forward).
+	fwdMu   sync.Mutex
+	fwdLast map[forwardKey]*forwardCall
 }
 
 type slotKey struct {
@@ -94,6 +98,7 @@ func New(cfg Config, d Deps) (*Service, error) {
 		cfg: cfg, d: d, log: cfg.Logger, balancer: bal, quotas: q, buffered: newBudget(cfg.MaxBufferedBytes),
 		released:    make(map[slotKey]time.Time),
 		writers:     make(map[slotKey]*slot),
+		fwdLast:     make(map[forwardKey]*forwardCall),
 		topics:      make(map[string]cachedTopic),
 		owners:      make(map[string]cachedOwner),
 		heartbeatOK: make(chan struct{}),

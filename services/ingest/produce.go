@@ -289,7 +289,17 @@ func (s *Service) start(ctx context.Context, pl *plan, forwarded bool) {
 	}
 }
 
-// forward sends a partition's batches to the copy that owns it.
+// forwardKey is one partition's forwarding path to one owner.
+type forwardKey struct {
+	address, topic string
+	partition      int
+}
+
+// forward sends a partition's batches to the copy that owns it. Forwards
+// of one partition to one owner go one at a time, in the order of the
+// calls (the request order of the streams they serve): concurrent unary
+// calls could reach the owner in another order, and an idempotent
+// producer's batches would then arrive out of sequence.
 func (s *Service) forward(ctx context.Context, address, topic string, p int, batches [][]byte) *forwardCall {
 	fc := &forwardCall{done: make(chan struct{})}
 	req := &sluicev1.ProduceRequest{Topic: topic}
@@ -298,8 +308,28 @@ func (s *Service) forward(ctx context.Context, address, topic string, p int, bat
 	}
 	creq := connect.NewRequest(req)
 	creq.Header().Set(forwardedHeader, "1")
+	key := forwardKey{address, topic, p}
+	s.fwdMu.Lock()
+	prev := s.fwdLast[key]
+	s.fwdLast[key] = fc
+	s.fwdMu.Unlock()
 	go func() {
-		defer close(fc.done)
+		defer func() {
+			s.fwdMu.Lock()
+			if s.fwdLast[key] == fc {
+				delete(s.fwdLast, key)
+			}
+			s.fwdMu.Unlock()
+			close(fc.done)
+		}()
+		if prev != nil {
+			select {
+			case <-prev.done:
+			case <-ctx.Done():
+				fc.err = context.Cause(ctx)
+				return
+			}
+		}
 		resp, err := s.d.Forward(address).Produce(ctx, creq)
 		if err != nil {
 			fc.err = err
