@@ -70,12 +70,19 @@ type Writer struct {
 	change *ensembleChange
 	// changes counts EnsembleChangeNeeded actions; <= MaxEnsembleChanges.
 	changes int
+	// rejoinRefunds counts changes answered by rejoins alone, which were
+	// not counted in changes; <= maxRejoinRefunds.
+	rejoinRefunds int
 
 	state writerState
 	err   error // why the writer stopped; non-nil iff state == writerStopped
 
 	out []Action // actions of the current Step
 }
+
+// maxRejoinRefunds bounds how many ensemble changes answered only by
+// rejoining bookies are not counted against MaxEnsembleChanges.
+const maxRejoinRefunds = 256
 
 type pendingAdd struct {
 	entry   int64
@@ -353,6 +360,13 @@ func (w *Writer) bookieReplaced(ev BookieReplaced) error {
 	seg := catalog.EnsembleSegment{FirstEntry: ev.FirstEntry, Bookies: slices.Clone(ev.Ensemble)}
 	switch {
 	case slices.Equal(ev.Ensemble, last.Bookies): // every failed bookie rejoined
+		// Nothing changed in the catalog: the change does not count
+		// against MaxEnsembleChanges (bookies restarting again and again
+		// would otherwise fail the ledger), up to maxRejoinRefunds times.
+		if w.rejoinRefunds < maxRejoinRefunds {
+			w.rejoinRefunds++
+			w.changes--
+		}
 	case ev.FirstEntry == last.FirstEntry:
 		w.segments[len(w.segments)-1] = seg
 	default:

@@ -621,6 +621,13 @@ func (w *Writer) maintain() {
 						w.producers.Commit(m.LastOffset)
 						w.producers.Abort(m.LastOffset + 1)
 						w.mu.Unlock()
+					} else {
+						// Keep it for the retry: a new ledger must not
+						// follow one whose end is not sealed (readers
+						// could not tell where it ends).
+						w.mu.Lock()
+						w.ledger = l
+						w.mu.Unlock()
 					}
 				}
 				if err == nil {

@@ -32,6 +32,11 @@ type memLedgers struct {
 	ledgers map[catalog.LedgerID]*memLedger
 	hold    bool // acknowledge only on release()
 	failNew error
+	// failRecover: Recover fails this many more times.
+	failRecover int
+	// createdAfterUnsealed: a ledger was created while an earlier one was
+	// not sealed.
+	createdAfterUnsealed bool
 }
 
 type memLedger struct {
@@ -78,6 +83,11 @@ func (m *memLedgers) CreateLedger(_ context.Context, spec catalog.LedgerSpec) (L
 	if m.failNew != nil {
 		return nil, m.failNew
 	}
+	for _, o := range m.ledgers {
+		if !o.sealed {
+			m.createdAfterUnsealed = true
+		}
+	}
 	l := &memLedger{m: m, id: m.nextID, first: spec.FirstOffset, last: spec.FirstOffset - 1}
 	m.ledgers[l.id] = l
 	m.nextID++
@@ -87,6 +97,10 @@ func (m *memLedgers) CreateLedger(_ context.Context, spec catalog.LedgerSpec) (L
 func (m *memLedgers) Recover(_ context.Context, id catalog.LedgerID, lastOffset func(int64, []byte) (int64, error)) (catalog.LedgerMetadata, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.failRecover > 0 {
+		m.failRecover--
+		return catalog.LedgerMetadata{}, errors.New("recovery failed: fencing failed on 2 bookies")
+	}
 	l := m.ledgers[id]
 	if !l.sealed {
 		// Keep what was acknowledged (a real recovery may keep more).
@@ -351,6 +365,34 @@ func TestLedgerFailureRecoversAndContinues(t *testing.T) {
 	defer c.mu.Unlock()
 	if len(c.refs) != 2 || c.refs[1].FirstOffset != 5 || c.refs[1].ID != 2 {
 		t.Fatalf("chain = %+v", c.refs)
+	}
+}
+
+// A failed ledger whose recovery fails is recovered again, never skipped:
+// the next ledger is created only once the failed one is sealed.
+func TestFailedLedgerRecoveredBeforeTheNext(t *testing.T) {
+	l, c := newMemLedgers(t), &memChain{}
+	w := openWriter(t, Config{}, l, c, catalog.Partition{})
+	if _, err := w.Append(context.Background(), batchOf(t, 5, 10)); err != nil {
+		t.Fatal(err)
+	}
+	l.mu.Lock()
+	l.failRecover = 2
+	l.mu.Unlock()
+	l.fail(1, errors.New("bookies gone"))
+	var a Appended
+	waitFor(t, func() bool {
+		var err error
+		a, err = w.Append(context.Background(), batchOf(t, 2, 10))
+		return err == nil
+	})
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.failRecover != 0 || l.createdAfterUnsealed {
+		t.Fatalf("recoveries left %d, ledger created after an unsealed one: %v", l.failRecover, l.createdAfterUnsealed)
+	}
+	if a.BaseOffset != 5 || !l.ledgers[1].sealed {
+		t.Fatalf("first append after recovery at %d (want 5), ledger 1 sealed %v", a.BaseOffset, l.ledgers[1].sealed)
 	}
 }
 
