@@ -144,38 +144,32 @@ func StartCluster(ctx context.Context, t testing.TB, cfg ClusterConfig) *Cluster
 		}
 		return p
 	}
+	// proxy puts a fault.Proxy in front of addr when on; args then
+	// advertise it.
+	proxy := func(on bool, id, addr string, args []string) (*fault.Proxy, []string) {
+		if !on {
+			return nil, args
+		}
+		link, err := fault.NewProxy(id, addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		link.Identify(c.source)
+		t.Cleanup(func() { _ = link.Close() })
+		return link, append(args, "--advertise", link.Addr())
+	}
 	for i := 1; i <= cfg.Bookies; i++ {
 		id := fmt.Sprintf("bookie-%d", i)
 		addr := freeAddr(t)
-		args := append([]string{"--catalog-table", c.Table, "--heartbeat", "1s"}, cfg.BookieArgs...)
-		var link *fault.Proxy
-		if cfg.ProxyBookies {
-			link, err = fault.NewProxy(id, addr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			link.Identify(c.source)
-			t.Cleanup(func() { _ = link.Close() })
-			args = append(args, "--advertise", link.Addr())
-		}
+		link, args := proxy(cfg.ProxyBookies, id, addr, append([]string{"--catalog-table", c.Table, "--heartbeat", "1s"}, cfg.BookieArgs...))
 		c.BookieLinks = append(c.BookieLinks, link)
 		c.Bookies = append(c.Bookies, start(&bookieproc.Proc{ID: id, Addr: addr, Dir: filepath.Join(root, id), Bin: cfg.Bin, Env: env, Args: args}))
 	}
 	for i := 1; i <= cfg.Ingests; i++ {
 		id := fmt.Sprintf("ingest-%d", i)
 		addr := freeAddr(t)
-		args := []string{"--addr", addr, "--id", id, "--catalog-table", c.Table,
-			"--owner-ttl", cfg.OwnerTTL.String(), "--heartbeat", (cfg.OwnerTTL / 3).String(), "--balance-interval", "500ms"}
-		var link *fault.Proxy
-		if cfg.ProxyIngests {
-			link, err = fault.NewProxy(id, addr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			link.Identify(c.source)
-			t.Cleanup(func() { _ = link.Close() })
-			args = append(args, "--advertise", link.Addr())
-		}
+		link, args := proxy(cfg.ProxyIngests, id, addr, []string{"--addr", addr, "--id", id, "--catalog-table", c.Table,
+			"--owner-ttl", cfg.OwnerTTL.String(), "--heartbeat", (cfg.OwnerTTL / 3).String(), "--balance-interval", "500ms"})
 		c.IngestLinks = append(c.IngestLinks, link)
 		c.Ingests = append(c.Ingests, start(&bookieproc.Proc{ID: id, Addr: addr, Bin: cfg.Bin, Env: env, Command: "ingest", Args: args}))
 	}

@@ -122,43 +122,33 @@ func (fs *FS) wrap(name string, f vfs.File, st *state, rw bool) *file {
 // Create implements vfs.FS.
 func (fs *FS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
 	f, err := fs.FS.Create(name, category)
-	if err != nil {
-		return nil, err
-	}
-	st, err := fs.stateFor(name, true)
-	if err != nil {
-		_ = f.Close()
-		return nil, err
-	}
-	return fs.wrap(name, f, st, true), nil
+	return fs.opened(name, f, err, true, true)
 }
 
 // Open implements vfs.FS.
 func (fs *FS) Open(name string, opts ...vfs.OpenOption) (vfs.File, error) {
 	f, err := fs.FS.Open(name, opts...)
-	if err != nil {
-		return nil, err
-	}
-	st, err := fs.stateFor(name, false)
-	if err != nil {
-		_ = f.Close()
-		return nil, err
-	}
-	return fs.wrap(name, f, st, false), nil
+	return fs.opened(name, f, err, false, false)
 }
 
 // OpenReadWrite implements vfs.FS.
 func (fs *FS) OpenReadWrite(name string, category vfs.DiskWriteCategory, opts ...vfs.OpenOption) (vfs.File, error) {
 	f, err := fs.FS.OpenReadWrite(name, category, opts...)
+	return fs.opened(name, f, err, false, true)
+}
+
+// opened wraps a real file just opened (err: the open's) with name's
+// overlay — a fresh one for a new inode — as writable or read-only.
+func (fs *FS) opened(name string, f vfs.File, err error, fresh, rw bool) (vfs.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := fs.stateFor(name, false)
+	st, err := fs.stateFor(name, fresh)
 	if err != nil {
 		_ = f.Close()
 		return nil, err
 	}
-	return fs.wrap(name, f, st, true), nil
+	return fs.wrap(name, f, st, rw), nil
 }
 
 // ReuseForWrite implements vfs.FS: the overlay moves with the file.
@@ -171,12 +161,7 @@ func (fs *FS) ReuseForWrite(oldname, newname string, category vfs.DiskWriteCateg
 		return nil, err
 	}
 	fs.forget(oldname)
-	st, err := fs.stateFor(newname, false)
-	if err != nil {
-		_ = f.Close()
-		return nil, err
-	}
-	return fs.wrap(newname, f, st, true), nil
+	return fs.opened(newname, f, nil, false, true)
 }
 
 // Rename implements vfs.FS: the overlay moves with the file.
