@@ -100,7 +100,7 @@ start_sluice() {
     pids+=($!); sluice_pids+=",bookie-$i=$!"
   done
   "$bin" fetch --addr "$fetch_addr" --catalog-table "$table" --cassandra "$SLUICE_TEST_CASSANDRA" \
-    --keyspace "$keyspace" --replication-factor 1 > "$logs/fetch.log" 2>&1 &
+    --keyspace "$keyspace" --replication-factor 1 --pprof > "$logs/fetch.log" 2>&1 &
   pids+=($!); sluice_pids+=",fetch=$!"
   for i in 1 2 3; do wait_healthy "bookie-$i" "127.0.0.1:1753$i" "$logs/bookie-$i.log"; done
   wait_healthy fetch "$fetch_addr" "$logs/fetch.log"
@@ -137,17 +137,18 @@ run() {
   fi
 }
 
-# profile SYSTEM WORKLOAD REP: for Sluice's S1 and S2, a 20 s CPU profile of the ingest copy
-# and of one bookie taken inside the measured window (after the warm-up), saved with a
-# `go tool pprof -top` summary under OUT/profiles: where the time goes when a target is missed.
+# profile SYSTEM WORKLOAD REP: for Sluice's S1, S2 and S3, a 20 s CPU profile of the ingest
+# copy, the fetch copy and one bookie taken inside the measured window (after the warm-up; in
+# S3, during the catch-up), saved with a `go tool pprof -top` summary under OUT/profiles: where
+# the time goes when a target is missed.
 profile() {
   local sys=$1 w=$2 rep=$3 delay
   [ "$sys" = sluice ] && [ "$quick" != 1 ] || return 0
-  case $w in s1) delay=50 ;; s2) delay=35 ;; *) return 0 ;; esac
+  case $w in s1) delay=50 ;; s2) delay=35 ;; s3) delay=32 ;; *) return 0 ;; esac
   mkdir -p "$out/profiles"
   (
     sleep "$delay"
-    for target in "ingest=$ingest_addr" "bookie-1=127.0.0.1:17531"; do
+    for target in "ingest=$ingest_addr" "fetch=$fetch_addr" "bookie-1=127.0.0.1:17531"; do
       f="$out/profiles/$sys-$w-r$rep-${target%%=*}.pprof"
       curl -sf -m 40 -o "$f" "http://${target#*=}/debug/pprof/profile?seconds=20" &
     done

@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,6 +28,10 @@ type ProducerConfig struct {
 	// DeliveryTimeout bounds one record's retries (default 12 s: longer
 	// than an ingest copy's restart plus a lease takeover).
 	DeliveryTimeout time.Duration
+	// Log, if set, gets the SDK's warnings and one line per batch retried
+	// or failed: with the servers' logs, the timeline of an outage as the
+	// producer saw it.
+	Log *slog.Logger
 }
 
 // Producer produces unique values round-robin over the partitions with
@@ -89,13 +94,24 @@ func StartProducer(ctx context.Context, rec *history.Recorder, cfg ProducerConfi
 	}
 	p := &Producer{cfg: cfg, rec: rec, idem: map[idemKey]history.Idempotence{}, pending: map[string]attempt{},
 		stop: make(chan struct{}), done: make(chan struct{})}
-	cli, err := sluice.NewClient(cfg.Addr)
+	var copts []sluice.ClientOption
+	hooks := sluice.Hooks{OnBatchAcked: p.onAcked}
+	if l := cfg.Log; l != nil {
+		copts = append(copts, sluice.WithLogger(l))
+		hooks.OnBatchRetried = func(b sluice.BatchInfo, err error) {
+			l.Info("batch retried", batchAttrs(b, err)...)
+		}
+		hooks.OnBatchFailed = func(b sluice.BatchInfo, err error) {
+			l.Warn("batch failed", batchAttrs(b, err)...)
+		}
+	}
+	cli, err := sluice.NewClient(cfg.Addr, copts...)
 	if err != nil {
 		return nil, fmt.Errorf("producer %s: client: %w", cfg.Name, err)
 	}
 	prod, err := cli.NewProducer(sluice.WithIdempotence(true), sluice.WithLinger(2*time.Millisecond),
 		sluice.WithDeliveryTimeout(cfg.DeliveryTimeout), sluice.WithRetryBackoff(50*time.Millisecond, time.Second),
-		sluice.WithHooks(sluice.Hooks{OnBatchAcked: p.onAcked}))
+		sluice.WithHooks(hooks))
 	if err != nil {
 		cli.Close()
 		return nil, fmt.Errorf("producer %s: %w", cfg.Name, err)
@@ -107,6 +123,12 @@ func StartProducer(ctx context.Context, rec *history.Recorder, cfg ProducerConfi
 		p.run(ctx)
 	}()
 	return p, nil
+}
+
+func batchAttrs(b sluice.BatchInfo, err error) []any {
+	return []any{slog.Int("partition", int(b.Partition)), slog.Int("records", b.Records),
+		slog.Int64("producer_id", b.ProducerID), slog.Int("epoch", int(b.ProducerEpoch)), slog.Int("sequence", int(b.BaseSequence)),
+		slog.Int("attempt", b.Attempt), slog.Duration("age", b.Age), slog.Any("err", err)}
 }
 
 func (p *Producer) onAcked(b sluice.BatchInfo) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -254,7 +255,19 @@ func RunScenario(ctx context.Context, t testing.TB, env Env, sc *Scenario) Summa
 func (r *Run) StartProducer(ctx context.Context) error {
 	i := len(r.Producers)
 	in := r.Cluster.Ingests[i%len(r.Cluster.Ingests)]
-	p, err := StartProducer(ctx, r.Rec, ProducerConfig{Name: fmt.Sprintf("p%d", i+1), Addr: in.Addr, Topic: r.Topic, Partitions: r.Scenario.Partitions})
+	name := fmt.Sprintf("p%d", i+1)
+	cfg := ProducerConfig{Name: name, Addr: in.Addr, Topic: r.Topic, Partitions: r.Scenario.Partitions}
+	dir := filepath.Join(r.Env.Out, r.Scenario.Name+".logs")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	lf, err := os.Create(filepath.Join(dir, "producer-"+name+".log"))
+	if err != nil {
+		return err
+	}
+	r.T.Cleanup(func() { _ = lf.Close() })
+	cfg.Log = slog.New(slog.NewTextHandler(lf, nil)).With(slog.String("producer", name))
+	p, err := StartProducer(ctx, r.Rec, cfg)
 	if err != nil {
 		return err
 	}

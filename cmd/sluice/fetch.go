@@ -33,6 +33,7 @@ func runFetch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	balance := fs.Duration("balance-interval", fetch.DefaultBalanceInterval, "how often each group session evens out its partition leases")
 	cors := fs.String("cors-origins", "", "comma-separated browser origins allowed to call")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
+	pprofOn := fs.Bool("pprof", false, "serve Go's runtime profiles under /debug/pprof/ (benchmarks, diagnosis)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: sluice fetch --catalog-table TABLE --cassandra HOSTS [flags]")
 		fmt.Fprintln(stderr)
@@ -99,7 +100,7 @@ func runFetch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *cors != "" {
 		origins = strings.Split(*cors, ",")
 	}
-	srv, err := rpcserver.New(rpcserver.Config{CORSOrigins: origins}, tel)
+	srv, err := rpcserver.New(rpcserver.Config{CORSOrigins: origins, Pprof: *pprofOn}, tel)
 	if err != nil {
 		return err
 	}

@@ -67,6 +67,9 @@ type Config struct {
 	ExtraIngest int
 	// Telemetry is the observability set; nil discards.
 	Telemetry *telemetry.Telemetry
+	// IngestCatalog, if set, wraps the catalog the ingest copies see: a
+	// test seam (a slow catalog, injected errors).
+	IngestCatalog func(ingest.Catalog) ingest.Catalog
 }
 
 // Cluster is a running in-process Sluice.
@@ -188,12 +191,16 @@ func New(cfg Config) (_ *Cluster, err error) {
 	if c.Fetch, err = fetch.New(fcfg, fetch.Deps{Catalog: c.Catalog, Ledgers: c.Ledgers, Bookkeeping: c.Bookkeeping, Forward: fetch.Forwarder(h2c), Objects: c.Objects}); err != nil {
 		return nil, err
 	}
+	var icat ingest.Catalog = c.Catalog
+	if cfg.IngestCatalog != nil {
+		icat = cfg.IngestCatalog(icat)
+	}
 	icfg := cfg.Ingest
 	icfg.OwnerID, icfg.Address = "ingest-1", c.publicLn.Addr().String()
 	if icfg.Logger == nil {
 		icfg.Logger = c.log
 	}
-	if c.Ingest, err = ingest.New(icfg, ingest.Deps{Catalog: c.Catalog, Ledgers: ingest.LedgerClient(c.Ledgers), Forward: ingest.Forwarder(h2c)}); err != nil {
+	if c.Ingest, err = ingest.New(icfg, ingest.Deps{Catalog: icat, Ledgers: ingest.LedgerClient(c.Ledgers), Forward: ingest.Forwarder(h2c)}); err != nil {
 		return nil, err
 	}
 	if c.Admin, err = admin.New(admin.Deps{Catalog: c.Catalog, EndOffset: c.Ingest.EndOffset, Groups: c.Fetch.GroupAdmin()}); err != nil {
@@ -216,7 +223,7 @@ func New(cfg Config) (_ *Cluster, err error) {
 		if ec.Logger == nil {
 			ec.Logger = c.log.With(slog.String("copy", ec.OwnerID))
 		}
-		if e.Ingest, err = ingest.New(ec, ingest.Deps{Catalog: c.Catalog, Ledgers: ingest.LedgerClient(c.Ledgers), Forward: ingest.Forwarder(h2c)}); err != nil {
+		if e.Ingest, err = ingest.New(ec, ingest.Deps{Catalog: icat, Ledgers: ingest.LedgerClient(c.Ledgers), Forward: ingest.Forwarder(h2c)}); err != nil {
 			return nil, err
 		}
 		ad, err := admin.New(admin.Deps{Catalog: c.Catalog, EndOffset: e.Ingest.EndOffset, Groups: c.Fetch.GroupAdmin()})

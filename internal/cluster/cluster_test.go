@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/sluicemq/sluice/internal/apierr"
+	"github.com/sluicemq/sluice/pkg/catalog"
 	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
 	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/pkg/record"
@@ -449,6 +450,74 @@ func TestIngestCopiesBalance(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitUntil(t, 20*time.Second, func() bool { return owned()["ingest-1"] == 8 })
+}
+
+// slowAcquire delays every AcquireWriter: a slow catalog.
+type slowAcquire struct {
+	ingest.Catalog
+	delay time.Duration
+}
+
+func (s slowAcquire) AcquireWriter(ctx context.Context, topic string, partition int, owner string) (catalog.Partition, error) {
+	select {
+	case <-time.After(s.delay):
+	case <-ctx.Done():
+		return catalog.Partition{}, ctx.Err()
+	}
+	return s.Catalog.AcquireWriter(ctx, topic, partition, owner)
+}
+
+// A balancing round that takes over many partitions from a slow catalog
+// lasts longer than the owner TTL; the copy's heartbeats go on meanwhile,
+// so its owner record never lapses and every takeover succeeds. (They ran
+// on the balancing goroutine: a benchmark with 256 partitions lost its
+// ingest copy's ownership after 10 s and stalled.)
+func TestHeartbeatsGoOnDuringALongBalancingRound(t *testing.T) {
+	const parts, delay = 24, 150 * time.Millisecond
+	c, _ := startWith(t, Config{Dir: t.TempDir(), Addr: "127.0.0.1:0",
+		Ingest:        ingest.Config{OwnerTTL: time.Second, HeartbeatInterval: 250 * time.Millisecond, BalanceInterval: 100 * time.Millisecond, OpenParallelism: 1},
+		IngestCatalog: func(c ingest.Catalog) ingest.Catalog { return slowAcquire{c, delay} },
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	waitOwnerLive(t, c, "ingest-1")
+	admin, _ := clients(c, connect.WithGRPC())
+	if _, err := admin.CreateTopic(ctx, connect.NewRequest(&sluicev1.CreateTopicRequest{Name: "many", Partitions: parts})); err != nil {
+		t.Fatal(err)
+	}
+	// One at a time, the round takes ≥ parts × delay = 3.6 s: over three
+	// owner TTLs. The owner must stay live the whole time.
+	deadline := time.Now().Add(40 * time.Second)
+	for {
+		owners, err := c.Catalog.ListLiveOwners(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		live := false
+		for _, o := range owners {
+			live = live || o.ID == "ingest-1"
+		}
+		if !live {
+			t.Fatal("ingest-1's owner record lapsed during the balancing round")
+		}
+		page, err := c.Catalog.ListPartitions(ctx, "many", "", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, p := range page.Items {
+			if p.Owner == "ingest-1" {
+				n++
+			}
+		}
+		if n == parts {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ingest-1 owns %d of %d partitions after 40 s", n, parts)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // A client over its byte-rate quota is slowed, not refused: the answer

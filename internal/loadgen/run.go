@@ -199,12 +199,14 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 			}
 		}
 	}()
+	createStart := time.Now()
 	for _, t := range topics {
 		if err := opts.Driver.CreateTopic(ctx, t, w.PartitionsPerTopic); err != nil {
 			return nil, fmt.Errorf("create topic %s: %w", t, err)
 		}
 		created = append(created, t)
 	}
+	r.progressf("topic(s) ready in %v", time.Since(createStart).Round(100*time.Millisecond))
 	settings, err := opts.Driver.Describe(ctx, topics[0])
 	if err != nil {
 		return nil, fmt.Errorf("describe topic %s: %w", topics[0], err)

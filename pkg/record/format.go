@@ -213,6 +213,24 @@ func Split(buf []byte) (batch Batch, rest []byte, err error) {
 	return Batch(buf[:n:n]), buf[n:], nil
 }
 
+// EntryLastOffset returns the last offset of a ledger entry, the batches
+// it holds back to back: the last offset of its last batch. An entry with
+// no batch, or whose framing is broken, is an error wrapping ErrInvalid.
+func EntryLastOffset(entry []byte) (int64, error) {
+	last := int64(-1)
+	for rest := entry; len(rest) > 0; {
+		b, r, err := Split(rest)
+		if err != nil {
+			return 0, err
+		}
+		last, rest = b.LastOffset(), r
+	}
+	if last < 0 {
+		return 0, fmt.Errorf("%w: entry holds no batch", ErrInvalid)
+	}
+	return last, nil
+}
+
 // checkFraming checks that b starts with a batch header of magic 2 whose
 // length field fits b (exactly, if exact).
 func checkFraming(b []byte, exact bool) error {

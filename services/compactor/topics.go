@@ -95,17 +95,4 @@ func (c *Compactor) cleanTopic(ctx context.Context, tp catalog.Topic) (marked in
 
 // lastOffsetOf is recovery's entry → last offset rule: the last offset of
 // the last batch of the entry's payload (ingest packs whole batches).
-func lastOffsetOf(_ int64, payload []byte) (int64, error) {
-	last := int64(-1)
-	for rest := payload; len(rest) > 0; {
-		b, r, err := record.Split(rest)
-		if err != nil {
-			return 0, err
-		}
-		last, rest = b.LastOffset(), r
-	}
-	if last < 0 {
-		return 0, errors.New("entry holds no batch")
-	}
-	return last, nil
-}
+func lastOffsetOf(_ int64, payload []byte) (int64, error) { return record.EntryLastOffset(payload) }

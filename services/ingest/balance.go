@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/sluicemq/sluice/pkg/catalog"
@@ -69,18 +70,34 @@ func (s *Service) balanceRound(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, k := range plan.Acquire {
-		t := topics[k.Topic]
+	// Takeovers and hand-overs run OpenParallelism at a time; the round
+	// ends when all have.
+	sem := make(chan struct{}, s.cfg.OpenParallelism)
+	var wg sync.WaitGroup
+	each := func(keys []balance.Key, do func(catalog.Topic, balance.Key)) {
+		for _, k := range keys {
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				do(topics[k.Topic], k)
+			}()
+		}
+	}
+	each(plan.Acquire, func(t catalog.Topic, k balance.Key) {
 		s.mu.Lock()
 		delete(s.released, slotKey{t.ID, k.Index})
 		s.mu.Unlock()
 		if err := s.open(ctx, t, k.Index); err != nil && !errors.Is(err, catalog.ErrOwned) {
 			s.log.Warn("ingest could not acquire a partition", slog.String("topic", k.Topic), slog.Int("partition", k.Index), slog.Any("err", err))
 		}
-	}
-	for _, k := range plan.Release {
-		s.release(ctx, slotKey{topics[k.Topic].ID, k.Index})
-	}
+	})
+	each(plan.Release, func(t catalog.Topic, k balance.Key) { s.release(ctx, slotKey{t.ID, k.Index}) })
+	wg.Wait()
 	if len(plan.Acquire)+len(plan.Release) > 0 {
 		s.log.Info("ingest rebalanced", slog.Int("acquired", len(plan.Acquire)), slog.Int("released", len(plan.Release)), slog.Int("held", plan.Held), slog.Int("share", plan.Share))
 	}

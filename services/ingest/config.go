@@ -26,6 +26,7 @@ const (
 	DefaultRetryAfter        = 100 * time.Millisecond
 	DefaultMaxWriters        = 100_000
 	DefaultBalanceInterval   = 5 * time.Second
+	DefaultOpenParallelism   = 8
 	DefaultMaxBufferedBytes  = 64 << 20
 	DefaultBufferWait        = 100 * time.Millisecond
 	// MaxClientIDLength bounds the Sluice-Client-Id header.
@@ -94,6 +95,12 @@ type Config struct {
 	BalanceInterval time.Duration
 	// Balance bounds one balancing round.
 	Balance balance.Config
+	// OpenParallelism bounds the partitions a balancing round takes over
+	// (or hands over) at once. Each takeover is a few catalog round trips
+	// and a ledger recovery: one at a time, a copy took a minute to take
+	// 256 partitions from a slow catalog. Zero means the default; at most
+	// 256.
+	OpenParallelism int
 	// Quota sets byte-rate quotas per client id (the Sluice-Client-Id
 	// request header): a client over its quota has its answers delayed by
 	// the throttle time, which the answer reports (Kafka's quotas). The zero
@@ -128,6 +135,7 @@ func (c Config) withDefaults() Config {
 	seti(&c.MaxBatches, DefaultMaxBatches)
 	seti(&c.MaxStreamInFlight, DefaultMaxStreamInFlight)
 	seti(&c.MaxWriters, DefaultMaxWriters)
+	seti(&c.OpenParallelism, DefaultOpenParallelism)
 	c.Limits = c.Limits.WithDefaults()
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -168,6 +176,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxWriters < 1 {
 		bad("MaxWriters", "%d must be positive", c.MaxWriters)
+	}
+	if c.OpenParallelism < 1 || c.OpenParallelism > 256 {
+		bad("OpenParallelism", "%d outside [1, 256]", c.OpenParallelism)
 	}
 	if c.MaxBufferedBytes < int64(c.Limits.MaxBatchBytes) {
 		bad("MaxBufferedBytes", "%d below the largest batch (%d)", c.MaxBufferedBytes, c.Limits.MaxBatchBytes)

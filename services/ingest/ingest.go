@@ -116,7 +116,7 @@ func (s *Service) Handler(opts ...connect.HandlerOption) (string, http.Handler) 
 // leases, and the owner record is removed so other copies take over at once
 // (DESIGN.md §2.3: immediate failover on graceful shutdown).
 func (s *Service) Run(ctx context.Context) error {
-	beat := func() {
+	beat := func(ctx context.Context) {
 		cctx, cancel := context.WithTimeout(ctx, s.cfg.HeartbeatInterval)
 		defer cancel()
 		err := catalog.RetryHeartbeat(cctx, func(ctx context.Context) error {
@@ -131,9 +131,26 @@ func (s *Service) Run(ctx context.Context) error {
 		}
 		s.beatOnce.Do(func() { close(s.heartbeatOK) })
 	}
-	beat()
-	t := time.NewTicker(s.cfg.HeartbeatInterval)
-	defer t.Stop()
+	beat(ctx)
+	// Heartbeats have their own goroutine: a balancing round that takes
+	// over many partitions from a slow catalog must not delay them past
+	// OwnerTTL (the copy would lose every lease it holds and fail every
+	// takeover with "owner heartbeat expired"). It ends before shutdown
+	// removes the owner record, so no late beat writes it back.
+	beats := make(chan struct{})
+	go func() {
+		defer close(beats)
+		t := time.NewTicker(s.cfg.HeartbeatInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				beat(ctx)
+			}
+		}
+	}()
 	var balanceC <-chan time.Time
 	if s.cfg.BalanceInterval > 0 {
 		bt := time.NewTicker(s.cfg.BalanceInterval)
@@ -143,9 +160,8 @@ func (s *Service) Run(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
+			<-beats
 			return s.shutdown()
-		case <-t.C:
-			beat()
 		case <-balanceC:
 			if err := s.balanceRound(ctx); err != nil && ctx.Err() == nil {
 				s.log.Warn("ingest balancing round failed", slog.Any("err", err))

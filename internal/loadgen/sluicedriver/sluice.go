@@ -43,6 +43,9 @@ type Config struct {
 	// Zero means DefaultCreditRecords, DefaultCreditBytes.
 	CreditRecords int64
 	CreditBytes   int64
+	// ReadyTimeout bounds CreateTopic's wait for every partition to have a
+	// writer (zero: DefaultReadyTimeout).
+	ReadyTimeout time.Duration
 	// CommitInterval is how often consumers commit their delivered offsets
 	// (zero: DefaultCommitInterval).
 	CommitInterval time.Duration
@@ -56,6 +59,7 @@ const (
 	DefaultCreditRecords  = 10_000
 	DefaultCreditBytes    = 64 << 20
 	DefaultCommitInterval = time.Second
+	DefaultReadyTimeout   = 5 * time.Minute
 	MaxCreditRecords      = 1_000_000
 	MaxCreditBytes        = 1 << 30
 )
@@ -69,6 +73,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.CommitInterval == 0 {
 		c.CommitInterval = DefaultCommitInterval
+	}
+	if c.ReadyTimeout == 0 {
+		c.ReadyTimeout = DefaultReadyTimeout
 	}
 	return c
 }
@@ -87,6 +94,9 @@ func (c Config) Validate() error {
 	}
 	if c.CommitInterval < 0 || c.CommitInterval > time.Minute {
 		errs = append(errs, fmt.Errorf("sluice driver: CommitInterval %v is outside [0, 1m]", c.CommitInterval))
+	}
+	if c.ReadyTimeout < 0 || c.ReadyTimeout > time.Hour {
+		errs = append(errs, fmt.Errorf("sluice driver: ReadyTimeout %v is outside [0, 1h]", c.ReadyTimeout))
 	}
 	if c.SessionTimeout != 0 && (c.SessionTimeout < time.Second || c.SessionTimeout > 300*time.Second) {
 		errs = append(errs, fmt.Errorf("sluice driver: SessionTimeout %v is outside [1s, 300s]", c.SessionTimeout))
@@ -149,9 +159,42 @@ func (d *Driver) Name() string { return "sluice" }
 
 // CreateTopic implements loadgen.Driver: E3/Qw3/Qa2 (the default
 // replication), fsync before every acknowledgement.
+//
+// It returns once every partition has a writer (an ingest copy holds its
+// lease and opened a ledger), as a Kafka topic is ready once its partitions
+// have leaders: otherwise the first seconds of a run measure takeovers (a
+// few catalog round trips each), not produce. Bounded by ReadyTimeout.
 func (d *Driver) CreateTopic(ctx context.Context, topic string, partitions int) error {
-	_, err := d.c.CreateTopic(ctx, topic, int32(partitions), nil)
-	return err
+	if _, err := d.c.CreateTopic(ctx, topic, int32(partitions), nil); err != nil {
+		return err
+	}
+	wctx, cancel := context.WithTimeout(ctx, d.cfg.ReadyTimeout)
+	defer cancel()
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	owned := 0
+	for {
+		info, err := d.c.DescribeTopic(wctx, topic)
+		if err == nil {
+			owned = 0
+			for _, p := range info.GetPartitions() {
+				if p.GetOwner() != "" {
+					owned++
+				}
+			}
+			if owned == partitions {
+				return nil
+			}
+		}
+		select {
+		case <-wctx.Done():
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("topic %s: %d of %d partitions have a writer after %v (is an ingest copy running? see its log)", topic, owned, partitions, d.cfg.ReadyTimeout)
+		case <-t.C:
+		}
+	}
 }
 
 // DeleteTopic implements loadgen.Driver.

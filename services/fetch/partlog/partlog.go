@@ -227,6 +227,8 @@ type Log struct {
 	ls  *Logs
 	key logKey
 
+	strayMu sync.Mutex // one sealStray at a time
+
 	mu       sync.Mutex
 	part     catalog.Partition
 	partAt   time.Time
@@ -711,11 +713,14 @@ func (lg *Log) readOnce(ctx context.Context, offset int64, lim Limits, mode int)
 		last, sealed := st.readable()
 		if i < len(p.Ledgers)-1 && !sealed {
 			// A ledger followed by another is sealed: learn it.
-			if m, err := st.refresh(ctx); err != nil {
-				return res, false, &ledgerErr{ref.ID, err}
-			} else if m.State.Sealed() {
-				last, sealed = m.LastEntry, true
+			m, err := st.refresh(ctx)
+			if err == nil && !m.State.Sealed() {
+				m, err = lg.sealStray(ctx, st)
 			}
+			if err != nil {
+				return res, false, &ledgerErr{ref.ID, err}
+			}
+			last, sealed = m.LastEntry, true
 		}
 		m := st.metadata()
 		if sealed && offset > m.LastOffset {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicemq/sluice/bookkeeper/ledger"
 	"github.com/sluicemq/sluice/pkg/catalog"
+	"github.com/sluicemq/sluice/pkg/record"
 )
 
 // maxRecoveries bounds the retries of one read after Log.recover: each
@@ -128,4 +129,31 @@ func (lg *Log) forget(id catalog.LedgerID, old *ledgerState) {
 	if lg.ledgers[id] == old {
 		delete(lg.ledgers, id)
 	}
+}
+
+// sealStray closes a ledger that is not the tail of its chain but is still
+// open (or was left in recovery): its writer moved on to the next ledger
+// without sealing it, or died while a recovery ran. Readers cannot tell
+// where such a ledger ends from its LAC (it may trail the acknowledged
+// entries), so the read runs the ledger recovery itself, as a BookKeeper
+// reader opening a ledger with recovery does: fence, find the last entry
+// that reached Qa, close (compare-and-set; safe alongside any other
+// recovery, and the next ledger proves no writer still appends here).
+// Concurrent reads of the partition share one recovery.
+func (lg *Log) sealStray(ctx context.Context, st *ledgerState) (catalog.LedgerMetadata, error) {
+	lg.strayMu.Lock()
+	defer lg.strayMu.Unlock()
+	if m, err := st.refresh(ctx); err != nil || m.State.Sealed() {
+		return m, err // another read sealed it meanwhile
+	}
+	lg.ls.log.Warn("partlog: a ledger before the tail of its partition is not sealed; recovering it",
+		slog.String("topic", lg.key.topic), slog.Int("partition", lg.key.partition), slog.Int64("ledger", int64(st.id)))
+	if _, err := lg.ls.lc.Recover(ctx, st.id, func(_ int64, payload []byte) (int64, error) { return record.EntryLastOffset(payload) }); err != nil {
+		return catalog.LedgerMetadata{}, fmt.Errorf("recover unsealed ledger %d: %w", st.id, err)
+	}
+	m, err := st.refresh(ctx)
+	if err == nil && !m.State.Sealed() {
+		err = fmt.Errorf("ledger %d still %v after its recovery", st.id, m.State)
+	}
+	return m, err
 }

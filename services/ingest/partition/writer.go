@@ -240,20 +240,7 @@ func (w *Writer) rebuild(ctx context.Context, chain []catalog.LedgerRef) error {
 }
 
 // lastOffsetOf is the offset of the last record in an entry's payload.
-func lastOffsetOf(_ int64, payload []byte) (int64, error) {
-	last := int64(-1)
-	for rest := payload; len(rest) > 0; {
-		b, r, err := record.Split(rest)
-		if err != nil {
-			return 0, err
-		}
-		last, rest = b.LastOffset(), r
-	}
-	if last < 0 {
-		return 0, fmt.Errorf("%w: entry holds no batch", record.ErrInvalid)
-	}
-	return last, nil
-}
+func lastOffsetOf(_ int64, payload []byte) (int64, error) { return record.EntryLastOffset(payload) }
 
 // openLedger creates a ledger starting at the next unsent offset and
 // appends it to the chain; then the writer is open.
