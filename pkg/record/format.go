@@ -213,6 +213,22 @@ func Split(buf []byte) (batch Batch, rest []byte, err error) {
 	return Batch(buf[:n:n]), buf[n:], nil
 }
 
+// SetProducer writes a producer id, epoch and base sequence into the
+// encoded batch b, in place, and recomputes its CRC: an idempotent producer
+// numbers a batch when it first sends it, so a batch that is never sent
+// (it expired in its queue) leaves no hole in the sequence. b must frame
+// exactly one batch.
+func SetProducer(b []byte, id int64, epoch int16, baseSequence int32) error {
+	if err := checkFraming(b, true); err != nil {
+		return err
+	}
+	binary.BigEndian.PutUint64(b[offProducerID:], uint64(id))
+	binary.BigEndian.PutUint16(b[offProducerEpoch:], uint16(epoch))
+	binary.BigEndian.PutUint32(b[offBaseSequence:], uint32(baseSequence))
+	binary.BigEndian.PutUint32(b[offCRC:], computeCRC(b))
+	return nil
+}
+
 // EntryLastOffset returns the last offset of a ledger entry, the batches
 // it holds back to back: the last offset of its last batch. An entry with
 // no batch, or whose framing is broken, is an error wrapping ErrInvalid.

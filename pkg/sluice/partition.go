@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
@@ -35,9 +36,10 @@ type batch struct {
 	n    int32  // records
 	lim  record.Limits
 	// Idempotence fields encoded in data (pid -1 without idempotence).
-	pid   int64
-	epoch int16
-	seq   int32
+	pid      int64
+	epoch    int16
+	seq      int32
+	numbered bool // pid, epoch, seq are set for the partition's current epoch (send)
 
 	cbs      []func(Result) // one per record, in order
 	bytes    int64          // buffer bytes of the records
@@ -64,10 +66,14 @@ type batch struct {
 //   - A batch is sent only when every earlier stQueued batch of q has been;
 //     after a failed attempt (rewind) nothing more is sent until inflight is
 //     0, and then q is resent from its first stQueued batch, in order.
-//   - With idempotence, every batch of q in stQueued or stInflight carries
-//     (pid, epoch) and consecutive sequence numbers, the first of the
-//     unacknowledged ones following the last acknowledged batch of the same
-//     epoch, or 0 after a re-sequencing; nextSeq follows the last sealed one.
+//   - With idempotence, a batch gets its (pid, epoch, sequence) when it is
+//     first sent in the partition's current epoch (numbered); since batches
+//     are sent in q order, the numbered batches of q in stQueued or
+//     stInflight carry consecutive sequence numbers, the first following
+//     the last acknowledged batch of the same epoch, or 0 after a
+//     re-sequencing, and come before the unnumbered ones; nextSeq follows
+//     the last numbered one. A batch that expires before it was ever sent
+//     leaves no hole (Kafka numbers batches when it drains them, too).
 type partState struct {
 	topic *topicMeta
 	id    int32
@@ -77,7 +83,6 @@ type partState struct {
 	openCbs   []func(Result)
 	openBytes int64
 	openSince time.Time
-	openSeq   int32
 	openLim   record.Limits
 	openGen   uint64 // identifies the open batch for its linger timer
 
@@ -107,9 +112,15 @@ type partState struct {
 	resequence bool
 	newID      bool
 
+	// zombies are the batches expire failed while they were in flight, in
+	// sequence order: they keep their in-flight slots until answered or
+	// their stream ends (settleZombie).
+	zombies []*batch
+
 	// Armed timers (to avoid duplicate heap entries).
 	retryArmed    time.Time
 	deadlineArmed time.Time
+	zombieArmed   time.Time
 }
 
 func (p *Producer) newPartState(tm *topicMeta, id int32) *partState {
@@ -166,10 +177,11 @@ func (p *Producer) appendToBatch(ps *partState, rec *record.Record, cb func(Resu
 func (p *Producer) openBatch(ps *partState, now time.Time) {
 	var prod *record.Producer
 	if p.cfg.idempotent {
-		prod = &record.Producer{ID: ps.pid, Epoch: ps.epoch, BaseSequence: ps.nextSeq}
+		// The sequence is set when the batch is first sent (number).
+		prod = &record.Producer{ID: ps.pid, Epoch: ps.epoch, BaseSequence: 0}
 	}
 	bld := p.builder(record.BuilderOptions{Codec: p.cfg.codec, Producer: prod, Limits: ps.topic.lim})
-	ps.open, ps.openSince, ps.openSeq, ps.openLim = bld, now, ps.nextSeq, ps.topic.lim
+	ps.open, ps.openSince, ps.openLim = bld, now, ps.topic.lim
 	ps.openGen++
 	p.open[ps] = struct{}{}
 	if p.cfg.linger > 0 && p.flushing == 0 {
@@ -199,8 +211,7 @@ func (p *Producer) seal(ps *partState) {
 		deadline: ps.openSince.Add(p.cfg.deliveryTimeout),
 	}
 	if p.cfg.idempotent {
-		b.pid, b.epoch, b.seq = ps.pid, ps.epoch, ps.openSeq
-		ps.nextSeq = addSeq(ps.openSeq, n)
+		b.pid, b.epoch = ps.pid, ps.epoch
 	}
 	ps.q = append(ps.q, b)
 	p.dropOpen(ps)
@@ -290,8 +301,9 @@ func (p *Producer) pump(ps *partState, now time.Time) bool {
 // (re-sequence), possible otherwise (unresolved: the next answer tells).
 func (p *Producer) fail(ps *partState, b *batch, err error, definite bool, now time.Time) {
 	b.state, b.err, b.sess = stFailed, err, nil
-	if p.cfg.idempotent {
-		if definite || b.attempts == 0 {
+	if p.cfg.idempotent && b.numbered {
+		// An unnumbered batch was never sent in this epoch: no hole.
+		if definite {
 			ps.resequence = true
 		} else {
 			ps.unresolved = true
@@ -326,28 +338,82 @@ func (p *Producer) complete(ps *partState) {
 }
 
 // expire fails the batches at the front of q whose delivery deadline has
-// passed. A batch in flight cannot be failed while its answer may still
-// come: the stream is reset instead, and expire runs again once its
-// batches are back in the queue.
+// passed.
+//
+// A batch in flight is failed too (its records get ErrDeliveryTimeout: it
+// may be stored), but it keeps its in-flight slot on its stream until its
+// answer comes or the stream ends (a zombie): the answer, or the answers
+// to the batches sent after it, still settle the partition's sequence.
+// Resetting the stream instead, as expire once did, threw away every other
+// batch in flight with it; after an outage as long as the delivery
+// timeout, every batch sent was about to expire, each expiry reset the
+// stream again, and the producer never caught up while records kept
+// coming. Only a stream that leaves a zombie unanswered for zombieGrace
+// past its deadline is reset: it is stuck.
 func (p *Producer) expire(ps *partState, now time.Time) {
 	for _, b := range ps.q {
 		if b.deadline.After(now) {
 			break
 		}
-		switch b.state {
-		case stInflight:
-			if b.sess != nil {
-				p.breakSession(b.sess, errors.New("a batch in flight passed its delivery timeout"))
-			}
-			return
-		case stQueued:
-			err := fmt.Errorf("%w: %s/%d: %d records after %v", ErrDeliveryTimeout, ps.topic.name, ps.id, b.n, now.Sub(b.created).Round(time.Millisecond))
-			if b.lastErr != nil {
-				err = fmt.Errorf("%w (last error: %w)", err, b.lastErr)
-			}
-			p.fail(ps, b, err, false, now)
+		if b.state != stQueued && b.state != stInflight {
+			continue
 		}
+		err := fmt.Errorf("%w: %s/%d: %d records after %v", ErrDeliveryTimeout, ps.topic.name, ps.id, b.n, now.Sub(b.created).Round(time.Millisecond))
+		if b.state == stInflight {
+			err = fmt.Errorf("%w (sent, not answered: may be stored)", err)
+		}
+		if b.lastErr != nil {
+			err = fmt.Errorf("%w (last error: %w)", err, b.lastErr)
+		}
+		if b.state == stInflight {
+			s := b.sess
+			p.fail(ps, b, err, false, now)
+			b.sess = s
+			ps.zombies = append(ps.zombies, b)
+			continue
+		}
+		p.fail(ps, b, err, false, now)
 	}
+	if len(ps.zombies) == 0 {
+		return
+	}
+	z := ps.zombies[0]
+	stuck := z.deadline.Add(p.zombieGrace())
+	if now.Before(stuck) {
+		if !ps.zombieArmed.Equal(stuck) {
+			ps.zombieArmed = stuck
+			p.schedule(timerEvent{at: stuck, ps: ps, kind: evDeadline})
+		}
+		return
+	}
+	if z.sess != nil {
+		p.breakSession(z.sess, fmt.Errorf("no answer for a batch of %s/%d %v after its delivery timeout", ps.topic.name, ps.id, p.zombieGrace()))
+	}
+}
+
+// zombieGrace is how long a batch failed in flight (expire) may wait for
+// its answer before its stream counts as stuck: half the delivery
+// timeout, at least a second.
+func (p *Producer) zombieGrace() time.Duration { return max(p.cfg.deliveryTimeout/2, time.Second) }
+
+// settleZombie takes the answer (or the stream's end, answered false) for
+// a batch expire failed while it was in flight on s. It reports false if
+// b is no such batch. Called with p.mu held.
+func (p *Producer) settleZombie(s *session, b *batch, answered bool, failed bool) bool {
+	ps := b.ps
+	i := slices.Index(ps.zombies, b)
+	if i < 0 || b.sess != s {
+		return false
+	}
+	ps.zombies = slices.Delete(ps.zombies, i, i+1)
+	b.sess = nil
+	ps.inflight--
+	if answered && failed && p.cfg.idempotent && b.pid == ps.pid && b.epoch == ps.epoch {
+		// Refused, so not stored: a hole in the sequence for certain.
+		ps.rewind, ps.resequence = true, true
+	}
+	p.markDirty(ps)
+	return true
 }
 
 // onAck settles a batch the server stored.
@@ -423,28 +489,24 @@ func (p *Producer) onBatchError(ps *partState, b *batch, err error, now time.Tim
 }
 
 // resequenceBatches bumps the partition's epoch (or takes a new producer
-// id) and renumbers its unacknowledged batches from sequence 0 — Kafka's
-// recovery from a sequence hole (KIP-360). Called with inflight = 0. The
-// batches are re-encoded (the producer fields are covered by the CRC).
+// id) so its unacknowledged batches are numbered again from sequence 0 as
+// they are sent — Kafka's recovery from a sequence hole (KIP-360). Called
+// with inflight = 0.
 func (p *Producer) resequenceBatches(ps *partState, now time.Time) {
-	if ps.open != nil {
-		p.seal(ps)
-	}
 	if ps.newID || ps.epoch == math.MaxInt16 {
 		ps.pid, ps.epoch = newProducerID(), 0
 	} else {
 		ps.epoch++
 	}
-	seq, n := int32(0), 0
+	n := 0
 	for _, b := range ps.q {
 		if b.state != stQueued {
 			continue
 		}
-		p.restamp(b, ps.pid, ps.epoch, seq)
-		seq = addSeq(seq, b.n)
+		b.numbered = false
 		n++
 	}
-	ps.nextSeq = seq
+	ps.nextSeq = 0
 	ps.resequence, ps.unresolved, ps.newID = false, false, false
 	p.log.Info("producer epoch bumped", slog.String("topic", ps.topic.name), slog.Int("partition", int(ps.id)),
 		slog.Int64("producer_id", ps.pid), slog.Int("epoch", int(ps.epoch)), slog.Int("batches", n))
@@ -454,24 +516,15 @@ func (p *Producer) resequenceBatches(ps *partState, now time.Time) {
 	}
 }
 
-// restamp re-encodes b with new producer fields.
-func (p *Producer) restamp(b *batch, pid int64, epoch int16, seq int32) {
-	recs, err := record.Decode(b.data, b.lim)
-	if err != nil {
-		panic(fmt.Sprintf("sluice: decode our own batch: %v", err))
+// number gives b the partition's producer id, epoch and next sequence,
+// in its encoding too (the fields are covered by the CRC). Called when b
+// is sent unnumbered.
+func (p *Producer) number(ps *partState, b *batch) {
+	b.pid, b.epoch, b.seq, b.numbered = ps.pid, ps.epoch, ps.nextSeq, true
+	ps.nextSeq = addSeq(ps.nextSeq, b.n)
+	if err := record.SetProducer(b.data, b.pid, b.epoch, b.seq); err != nil {
+		panic(fmt.Sprintf("sluice: number our own batch: %v", err)) // we built it
 	}
-	bld := p.builder(record.BuilderOptions{Codec: p.cfg.codec, Producer: &record.Producer{ID: pid, Epoch: epoch, BaseSequence: seq}, Limits: b.lim})
-	for i := range recs {
-		if err := bld.Append(&recs[i]); err != nil {
-			panic(fmt.Sprintf("sluice: re-encode our own batch: %v", err))
-		}
-	}
-	data, err := bld.Build()
-	if err != nil {
-		panic(fmt.Sprintf("sluice: re-encode our own batch: %v", err))
-	}
-	p.putBuilder(bld)
-	b.data, b.pid, b.epoch, b.seq = data, pid, epoch, seq
 }
 
 // abort fails every record not yet completed (Close gave up).

@@ -136,6 +136,9 @@ func (p *Producer) session(now time.Time) *session {
 // send puts b on the stream. Called with p.mu held.
 func (p *Producer) send(s *session, b *batch, now time.Time) {
 	ps := b.ps
+	if p.cfg.idempotent && !b.numbered {
+		p.number(ps, b)
+	}
 	p.corr++
 	b.state, b.sess = stInflight, s
 	b.attempts++
@@ -253,6 +256,10 @@ func (p *Producer) teardown(s *session, now time.Time) {
 	touched := make(map[*partState]struct{})
 	for _, id := range ids {
 		b := s.corrs[id]
+		if p.settleZombie(s, b, false, false) {
+			touched[b.ps] = struct{}{}
+			continue
+		}
 		if b.state != stInflight || b.sess != s {
 			continue
 		}
@@ -287,6 +294,12 @@ func (p *Producer) onResponse(s *session, resp *sluicev1.ProduceStreamResponse) 
 	delete(s.corrs, id)
 	s.answered = true
 	p.streamFailures = 0
+	if p.settleZombie(s, b, true, resp.GetError() != nil || len(resp.GetResponse().GetResults()) != 1) {
+		// Failed to its callbacks at its delivery deadline; the answer
+		// only frees its slot (and marks a certain hole).
+		p.complete(b.ps)
+		return
+	}
 	if b.state != stInflight || b.sess != s {
 		return // failed meanwhile (Close gave up)
 	}
