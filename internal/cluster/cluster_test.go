@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
 	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/pkg/record"
+	"github.com/sluicemq/sluice/pkg/sluice"
 	"github.com/sluicemq/sluice/services/ingest"
 	"github.com/sluicemq/sluice/services/ingest/quota"
 )
@@ -254,6 +256,65 @@ func TestForwardingAndHandOver(t *testing.T) {
 	p, err = c.Catalog.GetPartition(ctx, "fwd", 0)
 	if err != nil || p.Owner != "ingest-1" || p.Epoch != 2 {
 		t.Fatalf("partition 0 = owner %q epoch %d (%v); want ingest-1, epoch 2", p.Owner, p.Epoch, err)
+	}
+}
+
+// Batches forwarded to a partition's owner keep their order and are
+// pipelined: an idempotent producer streaming hundreds of one-record
+// batches through a copy that does not own the partition has every one
+// stored once, in produce order, with no sequence error.
+func TestForwardingKeepsOrderPipelined(t *testing.T) {
+	c, _ := startWith(t, Config{Dir: t.TempDir(), Addr: "127.0.0.1:0", ExtraIngest: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	admin, _ := clients(c, connect.WithGRPC())
+	if _, err := admin.CreateTopic(ctx, connect.NewRequest(&sluicev1.CreateTopicRequest{Name: "fwdp", Partitions: 1})); err != nil {
+		t.Fatal(err)
+	}
+	waitOwnerLive(t, c, "ingest-2")
+	prod2 := sluicev1connect.NewProducerServiceClient(h2c, "http://"+c.Extra[0].Addr(), connect.WithGRPC())
+	waitUntil(t, 20*time.Second, func() bool { // the extra copy takes the partition with its first produce
+		_, err := prod2.Produce(ctx, connect.NewRequest(&sluicev1.ProduceRequest{Topic: "fwdp", Partition: ptr(int32(0)), Records: []*sluicev1.Record{{Value: []byte("first")}}}))
+		return err == nil
+	})
+	if p, err := c.Catalog.GetPartition(ctx, "fwdp", 0); err != nil || p.Owner != "ingest-2" {
+		t.Fatalf("owner %q (%v); want ingest-2", p.Owner, err)
+	}
+	first, ok := c.Extra[0].Ingest.EndOffset("fwdp", 0)
+	if !ok {
+		t.Fatal("the owner has no end offset for fwdp/0")
+	}
+	cl, err := sluice.NewClient(c.Addr()) // the main copy: every batch is forwarded
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	p, err := cl.NewProducer(sluice.WithLinger(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 400
+	var mu sync.Mutex
+	offs := make([]int64, n)
+	for i := range n {
+		p.Produce(ctx, &sluice.Record{Topic: "fwdp", Partition: 0, Value: fmt.Appendf(nil, "v%d", i)}, func(r sluice.Result) {
+			mu.Lock()
+			defer mu.Unlock()
+			if r.Err != nil {
+				t.Errorf("record %d: %v", i, r.Err)
+			}
+			offs[i] = r.Offset
+		})
+	}
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i, o := range offs {
+		if o != first+int64(i) {
+			t.Fatalf("record %d at offset %d; want %d (stored once, in order)", i, o, first+int64(i))
+		}
 	}
 }
 

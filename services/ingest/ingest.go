@@ -34,6 +34,11 @@ type Service struct {
 	topics  map[string]cachedTopic
 	owners  map[string]cachedOwner
 	closing bool
+	// fwdRoutes: partitions another copy owns, and its address, as last
+	// read from the catalog; used for a heartbeat interval, and forgotten
+	// when a forward fails (forgetRoute), so a forwarded request costs no
+	// catalog read (it cost two, in the stream's receive loop).
+	fwdRoutes map[slotKey]cachedRoute
 	// released: partitions this copy gave up by balancing, and when.
 	released map[slotKey]time.Time
 	balancer *balance.Balancer
@@ -47,10 +52,26 @@ type Service struct {
 	// end with UNAVAILABLE; a connected producer moves on at once and the
 	// server's shutdown does not wait for it (drain.go).
 	streams drainSet
-	// fwdLast: per partition and owner, the last forward started; the next
-	// one waits for it (produce.go forward).
-	fwdMu   sync.Mutex
-	fwdLast map[forwardKey]*forwardCall
+	// Forwarding streams to other copies, by address (forward.go).
+	fwdMu      sync.Mutex
+	fwdStreams map[string]*fwdStream
+	fwdClosed  bool
+	fwdCtx     context.Context
+	fwdCancel  context.CancelFunc
+	fwdWG      sync.WaitGroup
+}
+
+type cachedRoute struct {
+	address string
+	at      time.Time
+}
+
+// forgetRoute drops the cached forwarding route of a partition (a forward
+// to it failed: it may have moved).
+func (s *Service) forgetRoute(key slotKey) {
+	s.mu.Lock()
+	delete(s.fwdRoutes, key)
+	s.mu.Unlock()
 }
 
 type slotKey struct {
@@ -94,11 +115,14 @@ func New(cfg Config, d Deps) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
+	fctx, fcancel := context.WithCancel(context.Background())
 	return &Service{
 		cfg: cfg, d: d, log: cfg.Logger, balancer: bal, quotas: q, buffered: newBudget(cfg.MaxBufferedBytes),
+		fwdCtx: fctx, fwdCancel: fcancel,
 		released:    make(map[slotKey]time.Time),
 		writers:     make(map[slotKey]*slot),
-		fwdLast:     make(map[forwardKey]*forwardCall),
+		fwdStreams:  make(map[string]*fwdStream),
+		fwdRoutes:   make(map[slotKey]cachedRoute),
 		topics:      make(map[string]cachedTopic),
 		owners:      make(map[string]cachedOwner),
 		heartbeatOK: make(chan struct{}),
@@ -199,6 +223,7 @@ func (s *Service) shutdown() error {
 		}()
 	}
 	wg.Wait()
+	s.closeForwarding()
 	if err := s.d.Catalog.RemoveOwner(ctx, s.cfg.OwnerID); err != nil && !errors.Is(err, catalog.ErrNotFound) {
 		errs = append(errs, fmt.Errorf("remove owner record: %w", err))
 	}
@@ -275,6 +300,10 @@ func (s *Service) routeTo(ctx context.Context, t catalog.Topic, p int, forwarded
 			}
 			continue
 		}
+		if fr, ok := s.fwdRoutes[key]; ok && !forwarded && time.Since(fr.at) < s.cfg.HeartbeatInterval {
+			s.mu.Unlock()
+			return route{forward: fr.address}, nil
+		}
 		s.mu.Unlock()
 
 		part, err := s.d.Catalog.GetPartition(ctx, t.Name, p)
@@ -292,6 +321,9 @@ func (s *Service) routeTo(ctx context.Context, t catalog.Topic, p int, forwarded
 				if forwarded {
 					return route{}, connect.NewError(connect.CodeUnavailable, fmt.Errorf("%s/%d moved to %s; retry there", t.Name, p, o.Address))
 				}
+				s.mu.Lock()
+				s.fwdRoutes[key] = cachedRoute{address: o.Address, at: time.Now()}
+				s.mu.Unlock()
 				return route{forward: o.Address}, nil
 			}
 		}

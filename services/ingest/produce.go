@@ -289,64 +289,13 @@ func (s *Service) start(ctx context.Context, pl *plan, forwarded bool) {
 	}
 }
 
-// forwardKey is one partition's forwarding path to one owner.
-type forwardKey struct {
-	address, topic string
-	partition      int
-}
-
-// forward sends a partition's batches to the copy that owns it. Forwards
-// of one partition to one owner go one at a time, in the order of the
-// calls (the request order of the streams they serve): concurrent unary
-// calls could reach the owner in another order, and an idempotent
-// producer's batches would then arrive out of sequence.
-func (s *Service) forward(ctx context.Context, address, topic string, p int, batches [][]byte) *forwardCall {
-	fc := &forwardCall{done: make(chan struct{})}
-	req := &sluicev1.ProduceRequest{Topic: topic}
-	for _, b := range batches {
-		req.Batches = append(req.Batches, &sluicev1.EncodedBatch{Partition: int32(p), Data: b})
-	}
-	creq := connect.NewRequest(req)
-	creq.Header().Set(forwardedHeader, "1")
-	key := forwardKey{address, topic, p}
-	s.fwdMu.Lock()
-	prev := s.fwdLast[key]
-	s.fwdLast[key] = fc
-	s.fwdMu.Unlock()
-	go func() {
-		defer func() {
-			s.fwdMu.Lock()
-			if s.fwdLast[key] == fc {
-				delete(s.fwdLast, key)
-			}
-			s.fwdMu.Unlock()
-			close(fc.done)
-		}()
-		if prev != nil {
-			select {
-			case <-prev.done:
-			case <-ctx.Done():
-				fc.err = context.Cause(ctx)
-				return
-			}
-		}
-		resp, err := s.d.Forward(address).Produce(ctx, creq)
-		if err != nil {
-			fc.err = err
-			return
-		}
-		fc.resp = resp.Msg
-	}()
-	return fc
-}
-
 // finish waits for every partition and assembles the answer in request
 // order. If any partition failed, the request fails with that error (other
 // partitions' records may be stored: a produce is not atomic across
 // partitions, as in Kafka).
 func (s *Service) finish(ctx context.Context, pl *plan) (*sluicev1.ProduceResponse, error) {
 	var firstErr error
-	for _, pp := range pl.parts {
+	for p, pp := range pl.parts {
 		if pp.err == nil && pp.forward != nil {
 			select {
 			case <-pp.forward.done:
@@ -355,6 +304,9 @@ func (s *Service) finish(ctx context.Context, pl *plan) (*sluicev1.ProduceRespon
 			}
 			if pp.err == nil {
 				pp.err = pp.forward.err
+			}
+			if pp.forward.err != nil {
+				s.forgetRoute(slotKey{pl.topic.ID, p})
 			}
 			if pp.err == nil {
 				res := pp.forward.resp.GetResults()
