@@ -278,6 +278,34 @@ func (s *lateServer) ProduceStream(ctx context.Context, st *connect.BidiStream[s
 	}
 }
 
+// lateProducer returns a producer on srv (no linger, delivery timeout 300
+// ms, opts) closed when the test ends, a context for it, and a count of
+// its epoch bumps.
+func lateProducer(t *testing.T, srv *lateServer, opts ...sluice.ProducerOption) (context.Context, *sluice.Producer, *atomic.Int64) {
+	t.Helper()
+	c, err := sluice.NewClient(serveFake(t, srv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bumps := new(atomic.Int64)
+	opts = append([]sluice.ProducerOption{sluice.WithLinger(0), sluice.WithDeliveryTimeout(300 * time.Millisecond),
+		sluice.WithHooks(sluice.Hooks{OnEpochBump: func(string, int32, int64, int16) { bumps.Add(1) }})}, opts...)
+	p, err := c.NewProducer(opts...)
+	if err != nil {
+		c.Close()
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(func() {
+		if err := p.Close(ctx); err != nil {
+			t.Error(err)
+		}
+		cancel()
+		c.Close()
+	})
+	return ctx, p, bumps
+}
+
 // A batch that passes its delivery timeout in flight fails, but the
 // stream stays up: the other partition's batches in flight on it are
 // answered, its late answer is taken (stored: no hole, no epoch bump),
@@ -286,24 +314,7 @@ func (s *lateServer) ProduceStream(ctx context.Context, st *connect.BidiStream[s
 // producer from ever catching up.)
 func TestInFlightExpiryKeepsTheStream(t *testing.T) {
 	srv := &lateServer{delay: 700 * time.Millisecond}
-	c, err := sluice.NewClient(serveFake(t, srv))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	var bumps atomic.Int64
-	p, err := c.NewProducer(sluice.WithLinger(0), sluice.WithDeliveryTimeout(300*time.Millisecond),
-		sluice.WithHooks(sluice.Hooks{OnEpochBump: func(string, int32, int64, int16) { bumps.Add(1) }}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	defer func() {
-		if err := p.Close(ctx); err != nil {
-			t.Error(err)
-		}
-	}()
+	ctx, p, bumps := lateProducer(t, srv)
 	late := make(chan sluice.Result, 1)
 	p.Produce(ctx, &sluice.Record{Topic: "t", Partition: 0, Value: []byte("answered late")}, func(r sluice.Result) { late <- r })
 	// Partition 1 keeps producing across partition 0's expiry.
@@ -337,24 +348,7 @@ func TestInFlightExpiryKeepsTheStream(t *testing.T) {
 // epoch and start over.)
 func TestBatchExpiredUnsentLeavesNoHole(t *testing.T) {
 	srv := &lateServer{delay: 700 * time.Millisecond}
-	c, err := sluice.NewClient(serveFake(t, srv))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	var bumps atomic.Int64
-	p, err := c.NewProducer(sluice.WithLinger(0), sluice.WithDeliveryTimeout(300*time.Millisecond), sluice.WithMaxInFlightPerPartition(1),
-		sluice.WithHooks(sluice.Hooks{OnEpochBump: func(string, int32, int64, int16) { bumps.Add(1) }}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	defer func() {
-		if err := p.Close(ctx); err != nil {
-			t.Error(err)
-		}
-	}()
+	ctx, p, bumps := lateProducer(t, srv, sluice.WithMaxInFlightPerPartition(1))
 	results := make(chan sluice.Result, 2)
 	for _, v := range []string{"sent, answered late", "queued behind it, expires unsent"} {
 		p.Produce(ctx, &sluice.Record{Topic: "t", Partition: 0, Value: []byte(v)}, func(r sluice.Result) { results <- r })
