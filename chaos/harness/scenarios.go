@@ -53,10 +53,11 @@ func KillBookies() *Scenario {
 			nextIngest := time.Now().Add(r.Jitter(8 * time.Second))
 			turn := 0
 			for i := 0; i < 1000 && fault.Sleep(ctx.Done(), r.Jitter(3*time.Second)); i++ {
-				if i%2 == 0 {
+				{
 					// Cut the producers' link to an ingest copy for a
-					// second: the batches it had received are stored, their
-					// answers lost, and the producers retry them.
+					// second, every round: the batches it had received are
+					// stored, their answers lost, and the producers retry
+					// them.
 					link := r.Cluster.IngestLinks[r.Rand.IntN(len(r.Cluster.IngestLinks))]
 					if err := r.Inject.CutFrom(link, Harness); err != nil {
 						return err
