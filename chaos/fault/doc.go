@@ -11,7 +11,9 @@
 //     A process is told to advertise the proxy's address (a bookie's
 //     --advertise), so every peer reaches it through the proxy; Cut closes
 //     the proxied connections and refuses new ones, Blackhole keeps them
-//     open but forwards nothing (a silent partition), Heal restores.
+//     open but forwards nothing (a silent partition), Mute forwards the
+//     requests but drops the answers (work done, replies lost), Heal
+//     restores.
 //   - The Injector ties them to a history.Recorder and a budget: every
 //     injection is counted, bounded (Budget), and written down, failed
 //     injections included.
@@ -19,10 +21,10 @@
 // Everything here only ever touches what the harness started: a Proc
 // signals only its own child's pid, a Proxy only its own connections.
 //
-// A proxy sits in front of a process, not between two named processes: on
-// loopback every peer's connection looks alike, so "cut ingest from bookie
-// 3" is, here, "cut bookie 3 from everyone who reaches it by its advertised
-// address" (ingest and fetch copies), while the bookie itself keeps its own
-// outgoing links (its catalog heartbeat) — an asymmetric partition in
+// A proxy sits in front of a process; with Identify it also names the
+// process behind each connection it accepts (from /proc), so SetFrom can
+// cut, blackhole or mute one pair of processes ("ingest-2 from bookie 3")
+// while every other peer still gets through. The target keeps its own
+// outgoing links (a bookie's catalog heartbeat): an asymmetric partition in
 // which the registry still thinks the bookie alive.
 package fault

@@ -102,6 +102,83 @@ func isTimeout(err error) bool {
 	return ok && ne.Timeout()
 }
 
+// A muted link delivers requests and drops the answers; leaving Mute
+// closes the connections it tore.
+func TestProxyMute(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan string, 16)
+	done := make(chan struct{})
+	t.Cleanup(func() { ln.Close(); <-done })
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				r := bufio.NewReader(c)
+				for {
+					line, err := r.ReadString('\n')
+					if err != nil {
+						return
+					}
+					got <- line
+					if _, err := c.Write([]byte(line)); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	p, err := NewProxy("link", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := bufio.NewReader(c)
+	if _, err := c.Write([]byte("before\n")); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := r.ReadString('\n'); err != nil || line != "before\n" {
+		t.Fatalf("pass: %q %v", line, err)
+	}
+	<-got
+	p.SetFrom("", Mute)
+	if _, err := c.Write([]byte("muted\n")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case line := <-got:
+		if line != "muted\n" {
+			t.Fatalf("target got %q", line)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a muted link did not deliver the request")
+	}
+	_ = c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	if line, err := r.ReadString('\n'); !isTimeout(err) {
+		t.Fatalf("muted: read %q %v, want the answer dropped (timeout)", line, err)
+	}
+	p.SetFrom("", Pass)
+	_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	if _, err := r.ReadString('\n'); err == nil || isTimeout(err) {
+		t.Fatalf("read after unmute: %v, want the torn connection closed", err)
+	}
+	if err := roundTrip(p.Addr(), 2*time.Second); err != nil {
+		t.Fatalf("healed: %v", err)
+	}
+}
+
 func TestProxyCloseWhileBlackholed(t *testing.T) {
 	p, err := NewProxy("link", echoServer(t))
 	if err != nil {

@@ -167,6 +167,13 @@ func (in *Injector) BlackholeFrom(p *Proxy, src string) error {
 	return in.do("blackhole", src+"->"+p.Name(), func() error { p.SetFrom(src, Blackhole); return nil })
 }
 
+// MuteFrom passes one source process's requests through p but drops the
+// answers: the target does the work and the source never hears of it.
+// Follow it with CutFrom or HealFrom, which close the torn connections.
+func (in *Injector) MuteFrom(p *Proxy, src string) error {
+	return in.do("mute", src+"->"+p.Name(), func() error { p.SetFrom(src, Mute); return nil })
+}
+
 // HealFrom lets one source process's link through p pass again.
 func (in *Injector) HealFrom(p *Proxy, src string) error {
 	return in.do("heal", src+"->"+p.Name(), func() error { p.SetFrom(src, Pass); return nil })

@@ -21,6 +21,10 @@ const (
 	// Blackhole accepts and keeps connections but forwards nothing: peers
 	// see timeouts, the hardest partition to detect.
 	Blackhole
+	// Mute forwards requests but drops every answer: the target does the
+	// work and its peers never hear of it (lost replies). The dropped bytes
+	// leave the connections' streams torn, so leaving Mute closes them.
+	Mute
 )
 
 func (m Mode) String() string {
@@ -31,6 +35,8 @@ func (m Mode) String() string {
 		return "cut"
 	case Blackhole:
 		return "blackhole"
+	case Mute:
+		return "mute"
 	}
 	return fmt.Sprintf("mode(%d)", int(m))
 }
@@ -105,8 +111,9 @@ func (p *Proxy) Identify(f func(net.Conn) string) {
 
 // Set changes the mode. Cut and Blackhole both drop the connections that
 // exist (so no request already in flight completes through the link);
-// Blackhole then holds new ones silent, Cut closes them. Per-source modes
-// (SetFrom) still override it.
+// Blackhole then holds new ones silent, Cut closes them. Mute keeps them
+// and drops what the target answers; leaving Mute drops them. Per-source
+// modes (SetFrom) still override it.
 func (p *Proxy) Set(m Mode) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -115,7 +122,7 @@ func (p *Proxy) Set(m Mode) {
 	}
 	old := p.mode
 	p.mode = m
-	if m != Pass {
+	if dropsConns(old, m) {
 		for c, src := range p.conns {
 			if _, own := p.sources[src]; !own {
 				c.Close()
@@ -150,7 +157,7 @@ func (p *Proxy) SetFrom(src string, m Mode) {
 	} else {
 		p.sources[src] = m
 	}
-	if m != Pass && m != old {
+	if dropsConns(old, m) {
 		for c, s := range p.conns {
 			if s == src {
 				c.Close()
@@ -165,6 +172,21 @@ func (p *Proxy) SetFrom(src string, m Mode) {
 	if m == Blackhole && p.gates[src] == nil {
 		p.gates[src] = make(chan struct{})
 	}
+}
+
+// dropsConns reports whether going from mode old to m closes the
+// connections that exist: a cut or blackhole leaves none through, and a
+// muted connection has lost bytes of its answers.
+func dropsConns(old, m Mode) bool {
+	return m != old && (m == Cut || m == Blackhole || old == Mute)
+}
+
+// muted reports whether src's answers are dropped now.
+func (p *Proxy) muted(src string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	m, _ := p.modeFor(src)
+	return m == Mute
 }
 
 // Sources lists the sources with a mode of their own (SetFrom), sorted.
@@ -238,7 +260,7 @@ func (p *Proxy) accept() {
 			c.Close()
 			continue
 		}
-		if mode == Pass {
+		if mode != Blackhole {
 			gate = nil
 		}
 		p.conns[c] = src
@@ -267,7 +289,7 @@ func (p *Proxy) serve(c net.Conn, src string, gate <-chan struct{}) {
 		return
 	}
 	p.mu.Lock()
-	if m, _ := p.modeFor(src); p.done || m != Pass {
+	if m, _ := p.modeFor(src); p.done || (m != Pass && m != Mute) {
 		p.mu.Unlock()
 		t.Close()
 		return
@@ -286,8 +308,27 @@ func (p *Proxy) serve(c net.Conn, src string, gate <-chan struct{}) {
 		defer wg.Done()
 		copyClose(t, c)
 	}()
-	copyClose(c, t)
+	p.copyAnswers(c, t, src)
 	wg.Wait()
+}
+
+// copyAnswers copies the target's answers t to the peer c, dropping what
+// arrives while src is muted, and closes both when either side ends.
+func (p *Proxy) copyAnswers(c, t net.Conn, src string) {
+	defer c.Close()
+	defer t.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := t.Read(buf)
+		if n > 0 && !p.muted(src) {
+			if _, werr := c.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return // a reset or a cut ends the copy; either way both sides close
+		}
+	}
 }
 
 // waitClosedOrGate blocks until c is closed (a read fails) or gate closes.

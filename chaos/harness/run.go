@@ -255,8 +255,12 @@ func RunScenario(ctx context.Context, t testing.TB, env Env, sc *Scenario) Summa
 func (r *Run) StartProducer(ctx context.Context) error {
 	i := len(r.Producers)
 	in := r.Cluster.Ingests[i%len(r.Cluster.Ingests)]
+	addr := in.Addr
+	if link := r.Cluster.IngestLinks[i%len(r.Cluster.IngestLinks)]; link != nil {
+		addr = link.Addr() // through the proxy, so link faults from Harness reach the producers
+	}
 	name := fmt.Sprintf("p%d", i+1)
-	cfg := ProducerConfig{Name: name, Addr: in.Addr, Topic: r.Topic, Partitions: r.Scenario.Partitions}
+	cfg := ProducerConfig{Name: name, Addr: addr, Topic: r.Topic, Partitions: r.Scenario.Partitions}
 	dir := filepath.Join(r.Env.Out, r.Scenario.Name+".logs")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err

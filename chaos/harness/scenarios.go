@@ -29,12 +29,13 @@ func ScenarioByName(name string) *Scenario {
 
 // KillBookies (1): under idempotent load with two group members, SIGKILL a
 // random bookie every few seconds (restarting it 1.5 s later) and an
-// ingest copy every ~10 s (restarting it 2 s later), and cut the
-// producers' link to an ingest copy for a second every other round. Four
+// ingest copy every ~10 s (restarting it 2 s later), and every round mute
+// the producers' link to an ingest copy (answers dropped) then cut it for
+// a second. Four
 // bookies, so an ensemble of 3 can always be formed while one is down.
 // Sabotage "sabotage_dedup" (no producer deduplication) must then show
 // duplicates: retries of stored batches whose answers were lost (with a
-// cut link or a killed copy) are written again.
+// muted link or a killed copy) are written again.
 func KillBookies() *Scenario {
 	return &Scenario{
 		Name:        "kill-bookies",
@@ -54,11 +55,17 @@ func KillBookies() *Scenario {
 			turn := 0
 			for i := 0; i < 1000 && fault.Sleep(ctx.Done(), r.Jitter(3*time.Second)); i++ {
 				{
-					// Cut the producers' link to an ingest copy for a
-					// second, every round: the batches it had received are
-					// stored, their answers lost, and the producers retry
-					// them.
+					// Every round, mute the producers' link to an ingest
+					// copy for a moment (the batches sent meanwhile are
+					// stored, their answers dropped), then cut it for a
+					// second: the producers retry every unanswered batch,
+					// so a build without deduplication stores duplicates
+					// each round.
 					link := r.Cluster.IngestLinks[r.Rand.IntN(len(r.Cluster.IngestLinks))]
+					if err := r.Inject.MuteFrom(link, Harness); err != nil {
+						return err
+					}
+					fault.Sleep(ctx.Done(), 300*time.Millisecond)
 					if err := r.Inject.CutFrom(link, Harness); err != nil {
 						return err
 					}

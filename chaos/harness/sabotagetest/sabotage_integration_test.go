@@ -17,12 +17,11 @@ import (
 // exercises it must then report anomalies. A checker that cannot fail
 // proves nothing.
 // sabotageAttempts bounds the runs of one sabotaged scenario. A run that
-// finds nothing is retried: a duplicate (sabotage_dedup) needs a batch that
-// was stored but whose answer a link cut lost, and since forwarding stopped
-// stalling on the catalog few batches are in flight at a cut (a run stops
-// at its first detection, so the bound costs time only when detection is
-// rare).
-const sabotageAttempts = 6
+// finds nothing is retried, since a fault does not always meet the broken
+// mechanism at work; the scenarios make the meeting near certain (the
+// muted producer link of kill-bookies stores batches whose answers are
+// lost every round), so a retry is rare and costs time only then.
+const sabotageAttempts = 3
 
 func TestIntegrationChaosSabotage(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
@@ -51,8 +50,8 @@ func TestIntegrationChaosSabotage(t *testing.T) {
 			run.MinPhase = max(run.MinPhase, run.SabotageMinPhase)
 			// A fault does not always meet the broken mechanism at work
 			// (an ingest kill with no retried batch in flight exercises no
-			// dedup; the producer-link cuts of kill-bookies make retries of
-			// stored batches certain): a clean run is run again, up to
+			// dedup; the muted producer links of kill-bookies make retries
+			// of stored batches certain): a clean run is run again, up to
 			// sabotageAttempts, and every run is reported.
 			var s harness.Summary
 			for attempt := 1; attempt <= sabotageAttempts; attempt++ {
