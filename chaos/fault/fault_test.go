@@ -14,6 +14,12 @@ import (
 
 // echoServer answers every line with the same line, until the test ends.
 func echoServer(t *testing.T) string {
+	return serveTCP(t, func(c net.Conn) { _, _ = io.Copy(c, c) })
+}
+
+// serveTCP runs handle on every connection to a fresh loopback listener
+// (closing it after) until the test ends, and returns the address.
+func serveTCP(t *testing.T, handle func(net.Conn)) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -30,7 +36,7 @@ func echoServer(t *testing.T) string {
 			}
 			go func() {
 				defer c.Close()
-				_, _ = io.Copy(c, c)
+				handle(c)
 			}()
 		}
 	}()
@@ -105,37 +111,21 @@ func isTimeout(err error) bool {
 // A muted link delivers requests and drops the answers; leaving Mute
 // closes the connections it tore.
 func TestProxyMute(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	got := make(chan string, 16)
-	done := make(chan struct{})
-	t.Cleanup(func() { ln.Close(); <-done })
-	go func() {
-		defer close(done)
+	addr := serveTCP(t, func(c net.Conn) {
+		r := bufio.NewReader(c)
 		for {
-			c, err := ln.Accept()
+			line, err := r.ReadString('\n')
 			if err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				r := bufio.NewReader(c)
-				for {
-					line, err := r.ReadString('\n')
-					if err != nil {
-						return
-					}
-					got <- line
-					if _, err := c.Write([]byte(line)); err != nil {
-						return
-					}
-				}
-			}()
+			got <- line
+			if _, err := c.Write([]byte(line)); err != nil {
+				return
+			}
 		}
-	}()
-	p, err := NewProxy("link", ln.Addr().String())
+	})
+	p, err := NewProxy("link", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
