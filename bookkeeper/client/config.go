@@ -29,7 +29,7 @@ const (
 	DefaultRetryBackoff            = 50 * time.Millisecond
 	DefaultCASRetries              = 8
 	DefaultRecoveryAttempts        = 3
-	DefaultReadAhead               = 32
+	DefaultReadAhead               = 128
 	DefaultMaxReadBytes            = 4 << 20
 	DefaultMaxAddBatch             = 64
 	DefaultMaxAddBatchBytes        = 1 << 20
@@ -157,7 +157,8 @@ type Config struct {
 	// limit (MaxEntryBytes + 64 KiB by default).
 	MaxAddBatchBytes int
 
-	// ReadAhead is how many entries one Read reads in parallel. Zero means
+	// ReadAhead is how many entries one Read has asked for at once (runs
+	// of them of one bookie go as one range read). Zero means
 	// DefaultReadAhead; at most ledger.MaxMaxOutstanding.
 	ReadAhead int
 	// MaxReadBytes bounds the payload bytes one Read returns (it returns

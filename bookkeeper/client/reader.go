@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -338,9 +339,12 @@ func (r *Reader) readRange(ctx context.Context, first, last int64) ([]Entry, err
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	answers := make(chan readAnswer, cfg.ReadAhead*r.meta.Replication.WriteQuorum)
+	// One message per RPC; at most one RPC per SendRead, so the capacity
+	// covers every RPC started.
+	answers := make(chan []readAnswer, cfg.ReadAhead*r.meta.Replication.WriteQuorum)
 	outstanding := 0
 	draining := false
+	var sends []ledger.SendRead // asked by the machine, not sent yet (see flush)
 	got := map[int64][]byte{}
 	errs := map[int64]error{}
 	spec := map[int64]time.Time{} // entry → when to ask another replica
@@ -362,12 +366,7 @@ func (r *Reader) readRange(ctx context.Context, first, last int64) ([]Entry, err
 					feed(readAnswer{ev: ledger.ReadFailed{Bookie: a.Bookie, Entry: a.Entry}, lac: -1})
 					continue
 				}
-				outstanding++
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					answers <- c.readEntry(rctx, r.id, a.Bookie, a.Entry, false, nil) // capacity covers every request
-				}()
+				sends = append(sends, a)
 			case ledger.Deliver:
 				got[a.Entry] = a.Payload
 				delete(spec, a.Entry)
@@ -376,6 +375,18 @@ func (r *Reader) readRange(ctx context.Context, first, last int64) ([]Entry, err
 				delete(spec, a.Entry)
 			}
 		}
+	}
+	// flush sends the reads asked so far: each run of consecutive entries
+	// of one bookie is one range read (readEntries), answered in one
+	// message, instead of an RPC per entry.
+	flush := func() {
+		for _, run := range readRuns(sends) {
+			outstanding++
+			wg.Go(func() {
+				answers <- c.readEntries(rctx, r.id, run.bookie, run.first, run.last) // capacity covers every RPC
+			})
+		}
+		sends = sends[:0]
 	}
 	request := func(e int64) error {
 		acts, err := r.rd.Step(ledger.Read{Entry: e})
@@ -433,6 +444,7 @@ func (r *Reader) readRange(ctx context.Context, first, last int64) ([]Entry, err
 		if failErr != nil {
 			break
 		}
+		flush()
 		if outstanding == 0 {
 			panic(fmt.Sprintf("ledger client: reading ledger %d entry %d with no request in flight", r.id, next))
 		}
@@ -448,9 +460,11 @@ func (r *Reader) readRange(ctx context.Context, first, last int64) ([]Entry, err
 			timerC = timer.C
 		}
 		select {
-		case a := <-answers:
+		case as := <-answers:
 			outstanding--
-			feed(a)
+			for _, a := range as {
+				feed(a)
+			}
 		case <-timerC:
 			now := time.Now()
 			for e, d := range spec {
@@ -467,16 +481,60 @@ func (r *Reader) readRange(ctx context.Context, first, last int64) ([]Entry, err
 	}
 	cancel()
 	draining = true
+	// Reads asked after the last flush were never sent: they failed.
+	for _, a := range slices.Clone(sends) {
+		//lint:ignore S1016 an action and the failure event it may cause are different things that happen to share fields
+		feed(readAnswer{ev: ledger.ReadFailed{Bookie: a.Bookie, Entry: a.Entry}, lac: -1})
+	}
+	sends = nil
 	for outstanding > 0 {
-		a := <-answers
+		as := <-answers
 		outstanding--
-		feed(a)
+		for _, a := range as {
+			feed(a)
+		}
 	}
 	wg.Wait()
 	if len(out) > 0 {
 		return out, nil
 	}
 	return nil, failErr
+}
+
+// readRun is a range read: entries first..last of one bookie.
+type readRun struct {
+	bookie      string
+	first, last int64
+}
+
+// readRuns groups reads into runs of consecutive entries per bookie, in
+// the order each bookie was first asked.
+func readRuns(sends []ledger.SendRead) []readRun {
+	if len(sends) == 0 {
+		return nil
+	}
+	byBookie := map[string][]int64{}
+	var order []string
+	for _, a := range sends {
+		if _, ok := byBookie[a.Bookie]; !ok {
+			order = append(order, a.Bookie)
+		}
+		byBookie[a.Bookie] = append(byBookie[a.Bookie], a.Entry)
+	}
+	var runs []readRun
+	for _, b := range order {
+		es := byBookie[b]
+		slices.Sort(es)
+		es = slices.Compact(es)
+		start := 0
+		for i := 1; i <= len(es); i++ {
+			if i == len(es) || es[i] != es[i-1]+1 {
+				runs = append(runs, readRun{bookie: b, first: es[start], last: es[i-1]})
+				start = i
+			}
+		}
+	}
+	return runs
 }
 
 // ReadEntries returns the payloads of entries first..last of a ledger —

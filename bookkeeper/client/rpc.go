@@ -102,6 +102,60 @@ func (c *Client) readEntry(ctx context.Context, id catalog.LedgerID, bookie stri
 	return a
 }
 
+// readEntries carries out the SendReads of a run of consecutive entries
+// first..last to one bookie with range reads (ReadEntries{first, last}),
+// one answer per entry, in order, each mapped as readEvent maps a single
+// one. A bookie answers a prefix of the range (it stops at its byte limit
+// or at an entry it lacks): the rest is asked again from where it
+// stopped. When that fails (NOT_FOUND: the bookie lacks the entry; or
+// another error), the entry is answered as readEvent maps it and the rest
+// of the run ReadFailed, so the machine asks other replicas for them: a
+// bookie that missed the last entries of a ledger costs one more call,
+// not one per entry.
+func (c *Client) readEntries(ctx context.Context, id catalog.LedgerID, bookie string, first, last int64) []readAnswer {
+	out := make([]readAnswer, 0, last-first+1)
+	for next := first; next <= last; {
+		rctx, cancel := context.WithTimeout(ctx, c.cfg.ReadTimeout)
+		c.stats.readsSent.Add(1)
+		bc, err := c.bookies.client(rctx, bookie)
+		var msg *bookiev1.ReadEntriesResponse
+		if err == nil {
+			var resp *connect.Response[bookiev1.ReadEntriesResponse]
+			resp, err = bc.ReadEntries(rctx, connect.NewRequest(&bookiev1.ReadEntriesRequest{LedgerId: int64(id), FirstEntry: next, LastEntry: last}))
+			if err == nil {
+				msg = resp.Msg
+			}
+		}
+		cancel()
+		if err != nil && unavailable(err) {
+			c.bookies.forgetAfterFailure(bookie)
+		}
+		if err != nil || len(msg.GetEntries()) == 0 {
+			out = append(out, readEvent(int64(id), bookie, next, msg, err))
+			for next++; next <= last; next++ {
+				out = append(out, readAnswer{ev: ledger.ReadFailed{Bookie: bookie, Entry: next}, lac: -1})
+			}
+			break
+		}
+		for _, e := range msg.GetEntries() {
+			if next > last {
+				break
+			}
+			// Each entry carries its own checksum: one that fails is read
+			// from another replica, the others of the answer stand.
+			a := entryAnswer(int64(id), bookie, next, e, msg.GetLac())
+			if a.checkErr != nil {
+				c.stats.checksumFailures.Add(1)
+				c.log.Error("entry failed verification; reading another replica", slog.Int64("ledger", int64(id)),
+					slog.Int64("entry", next), slog.String("bookie", bookie), slog.Any("err", a.checkErr))
+			}
+			out = append(out, a)
+			next++
+		}
+	}
+	return out
+}
+
 // readLac asks bookie for the ledger's LAC, waiting up to wait for it to
 // rise above previous (0: answer at once).
 func (c *Client) readLac(ctx context.Context, id catalog.LedgerID, bookie string, previous int64, wait int64) (lac int64, fenced bool, err error) {

@@ -66,7 +66,14 @@ func readEvent(ledgerID int64, bookie string, entry int64, resp *bookiev1.ReadEn
 		failed.lac = lac
 		return failed
 	}
-	e := ents[0]
+	return entryAnswer(ledgerID, bookie, entry, ents[0], lac)
+}
+
+// entryAnswer maps one entry of a ReadEntries answer, expected to be entry
+// (lac: the bookie's LAC in that answer): verified → ReadOK; another entry
+// or a checksum mismatch → ReadFailed with checkErr.
+func entryAnswer(ledgerID int64, bookie string, entry int64, e *bookiev1.Entry, lac int64) readAnswer {
+	failed := readAnswer{ev: ledger.ReadFailed{Bookie: bookie, Entry: entry}, lac: lac}
 	if e.GetEntryId() != entry {
 		failed.checkErr = fmt.Errorf("%w: bookie %s answered entry %d/%d with entry %d", ErrChecksum, bookie, ledgerID, entry, e.GetEntryId())
 		return failed

@@ -16,7 +16,9 @@ import (
 //   - on a closed ledger, only up to its last entry — never beyond, since
 //     bookies may hold entries past the end that recovery did not keep;
 //   - an entry is read from one replica of its write set (in the segment
-//     that holds it), the next replica is tried when that one fails or says
+//     that holds it; Schedule.ReadOrder: when every bookie holds every
+//     entry, runs of ReadRun entries ask the same bookie first, so a
+//     client can read them with one range read), the next replica is tried when that one fails or says
 //     "no such entry", and a SpeculativeTimeout event adds one more replica
 //     while the first is still outstanding; the first answer wins.
 //
@@ -144,7 +146,7 @@ func (r *Reader) read(entry int64) error {
 	}
 	seg := r.segmentOf(entry)
 	op := &readOp{}
-	for _, i := range r.sched.WriteSet(entry) {
+	for _, i := range r.sched.ReadOrder(entry) {
 		op.bookies = append(op.bookies, seg.Bookies[i])
 	}
 	r.reads[entry] = op

@@ -71,6 +71,28 @@ func (s Schedule) WriteSet(entry int64) []int {
 	return out
 }
 
+// ReadRun is how many consecutive entries a reader asks of the same
+// replica first when every bookie of a segment holds every entry (Qw = E):
+// one range read instead of one read per entry, and still spread over
+// the ensemble run by run.
+const ReadRun = 64
+
+// ReadOrder is the order in which a reader asks the replicas of entry
+// (positions in its segment). With Qw < E it is the write set; with
+// Qw = E it rotates once per ReadRun entries instead of every entry, so
+// that consecutive entries are asked of the same bookie.
+func (s Schedule) ReadOrder(entry int64) []int {
+	if s.qw < s.e {
+		return s.WriteSet(entry)
+	}
+	out := make([]int, s.e)
+	first := int((entry / ReadRun) % int64(s.e))
+	for i := range out {
+		out[i] = (first + i) % s.e
+	}
+	return out
+}
+
 // writeSet is WriteSet as a set.
 func (s Schedule) writeSet(entry int64) idxSet {
 	return s.stripe(int(entry % int64(s.e)))
