@@ -35,7 +35,7 @@ const (
 	DefaultMaxReadsInFlight = 256
 	DefaultReadWait         = 100 * time.Millisecond
 	DefaultRetryAfter       = 100 * time.Millisecond
-	DefaultSessionBatch     = 500
+	DefaultSessionBatch     = 1000
 	DefaultSessionBatchSize = 1 << 20
 )
 

@@ -49,8 +49,10 @@
 // metadata or object is not found — re-reads the chain and the ledger's
 // metadata and retries (Log.recover): a ledger offloaded meanwhile is
 // switched to its object, one trimmed by retention (no longer in the
-// chain) answers OUT_OF_RANGE with the new log start. A cached chain hides
-// a trim for at most ChainTTL.
+// chain) answers OUT_OF_RANGE with the new log start. Reads never wait for
+// the catalog once a chain is cached: one older than ChainTTL is re-read in
+// the background (chainCached), so it hides a trim for about ChainTTL
+// plus one catalog read.
 package partlog
 
 import (
@@ -229,16 +231,17 @@ type Log struct {
 
 	strayMu sync.Mutex // one sealStray at a time
 
-	mu       sync.Mutex
-	part     catalog.Partition
-	partAt   time.Time
-	ledgers  map[catalog.LedgerID]*ledgerState
-	hw       int64 // highest high watermark seen; -1 unknown
-	notify   chan struct{}
-	watching bool
-	touched  time.Time
-	moved    time.Time          // when hw last rose
-	hints    map[int64]position // next offset → where it is
+	mu        sync.Mutex
+	part      catalog.Partition
+	partAt    time.Time
+	rereading bool // a background re-read of the chain runs (chainCached)
+	ledgers   map[catalog.LedgerID]*ledgerState
+	hw        int64 // highest high watermark seen; -1 unknown
+	notify    chan struct{}
+	watching  bool
+	touched   time.Time
+	moved     time.Time          // when hw last rose
+	hints     map[int64]position // next offset → where it is
 	// followers are signalled (without blocking) when hw rises.
 	followers map[chan struct{}]int
 }
@@ -338,6 +341,47 @@ func (lg *Log) chain(ctx context.Context, maxAge time.Duration) (catalog.Partiti
 	}
 	return p, nil
 }
+
+// chainCached returns the partition record as cached; one older than
+// ChainTTL is re-read in the background (one read at a time per
+// partition) while this read goes on with it. Only a partition never read
+// waits for the catalog. A read must not wait for the catalog on every
+// ChainTTL: a consumer's session reads its partitions one after another,
+// and with a slow catalog every partition's chain read stalled them all.
+// Staleness is safe: a chain grows only by a ledger appended after the
+// tail was sealed (found by reads beyond the end, which read it fresh),
+// and a read of a ledger trimmed meanwhile fails and re-reads the chain
+// (Log.recover).
+func (lg *Log) chainCached(ctx context.Context) (catalog.Partition, error) {
+	ls := lg.ls
+	lg.mu.Lock()
+	if lg.partAt.IsZero() {
+		lg.mu.Unlock()
+		return lg.chain(ctx, ls.cfg.ChainTTL)
+	}
+	p := lg.part
+	if ls.cfg.Now().Sub(lg.partAt) >= ls.cfg.ChainTTL && !lg.rereading && ls.ctx.Err() == nil {
+		lg.rereading = true
+		ls.wg.Add(1)
+		go func() {
+			defer ls.wg.Done()
+			rctx, cancel := context.WithTimeout(ls.ctx, chainRereadTimeout)
+			_, err := lg.chain(rctx, 0)
+			cancel()
+			lg.mu.Lock()
+			lg.rereading = false
+			lg.mu.Unlock()
+			if err != nil && ls.ctx.Err() == nil {
+				ls.log.Debug("re-reading a partition's chain failed", slog.String("topic", lg.key.topic), slog.Int("partition", lg.key.partition), slog.Any("err", err))
+			}
+		}()
+	}
+	lg.mu.Unlock()
+	return p, nil
+}
+
+// chainRereadTimeout bounds a background re-read of a chain.
+const chainRereadTimeout = 10 * time.Second
 
 // ledger returns the read state of a ledger of the chain, opening it.
 func (lg *Log) ledger(ctx context.Context, id catalog.LedgerID) (*ledgerState, error) {
@@ -668,11 +712,12 @@ func (lg *Log) read(ctx context.Context, offset int64, lim Limits, mode int) (re
 
 func (lg *Log) readOnce(ctx context.Context, offset int64, lim Limits, mode int) (res Result, beyond bool, err error) {
 	ls := lg.ls
-	maxAge := ls.cfg.ChainTTL
+	var p catalog.Partition
 	if mode == readFresh {
-		maxAge = 0
+		p, err = lg.chain(ctx, 0)
+	} else {
+		p, err = lg.chainCached(ctx)
 	}
-	p, err := lg.chain(ctx, maxAge)
 	if err != nil {
 		return Result{}, false, err
 	}
@@ -811,8 +856,10 @@ func (lg *Log) entryFor(ctx context.Context, st *ledgerState, offset, last int64
 // and leaves a cursor hint where it stopped.
 func (lg *Log) collect(ctx context.Context, st *ledgerState, first, last, offset int64, lim Limits, res *Result) error {
 	ls := lg.ls
-	// Read ahead enough entries for the limits, not the whole ledger.
-	ents, err := ls.entries(ctx, st, first, min(last, first+31), lim.MaxBytes)
+	// Read ahead enough entries for the limits (entries stops at
+	// MaxBytes), not the whole ledger: up to collectEntries, which the
+	// ledger client reads with a few range reads.
+	ents, err := ls.entries(ctx, st, first, min(last, first+collectEntries-1), lim.MaxBytes)
 	if err != nil {
 		return err
 	}
@@ -847,6 +894,11 @@ func (lg *Log) collect(ctx context.Context, st *ledgerState, first, last, offset
 	lg.mu.Unlock()
 	return nil
 }
+
+// collectEntries bounds the entries one read decodes: small entries (a
+// busy partition's batches of a few records) would otherwise cost a bookie
+// round trip per few records while a consumer catches up.
+const collectEntries = 256
 
 // appendRecords decodes the records of payload (record batches: an entry,
 // or an interval of a segment) from *next on into res, within lim, moving

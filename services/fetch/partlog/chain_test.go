@@ -1,0 +1,107 @@
+package partlog
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/sluicemq/sluice/bookkeeper/client"
+	"github.com/sluicemq/sluice/pkg/catalog"
+	"github.com/sluicemq/sluice/pkg/catalog/embedded"
+)
+
+// gatedParts counts GetPartition calls and holds them while gate is shut.
+type gatedParts struct {
+	catalog.Partitions
+	calls atomic.Int64
+	mu    sync.Mutex
+	gate  chan struct{} // nil: open
+}
+
+func (g *gatedParts) GetPartition(ctx context.Context, topic string, partition int) (catalog.Partition, error) {
+	g.calls.Add(1)
+	g.mu.Lock()
+	gate := g.gate
+	g.mu.Unlock()
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return catalog.Partition{}, ctx.Err()
+		}
+	}
+	return g.Partitions.GetPartition(ctx, topic, partition)
+}
+
+// A read never waits for the catalog once the partition's chain is cached:
+// a chain older than ChainTTL is re-read in the background, once at a time,
+// while reads go on with the cached one.
+func TestReadsDoNotWaitForAChainReread(t *testing.T) {
+	ctx := context.Background()
+	cat, err := embedded.Open("/catalog", embedded.Options{FS: vfs.NewMem()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cat.Close() })
+	if _, err := cat.CreateTopic(ctx, "t", 1, catalog.DefaultTopicConfig()); err != nil {
+		t.Fatal(err)
+	}
+	lc, err := client.New(client.Config{Ledgers: cat, Bookies: cat})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lc.Close() })
+	var now atomic.Int64
+	now.Store(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	parts := &gatedParts{Partitions: cat}
+	ls, err := New(Config{ChainTTL: time.Second, Now: func() time.Time { return time.Unix(0, now.Load()) }}, parts, lc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ls.Close)
+
+	if _, err := ls.Read(ctx, "t", 0, 0, Limits{MaxRecords: 10, MaxBytes: 1 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	if n := parts.calls.Load(); n != 1 {
+		t.Fatalf("first read: %d catalog reads, want 1", n)
+	}
+	gate := make(chan struct{})
+	parts.mu.Lock()
+	parts.gate = gate
+	parts.mu.Unlock()
+	now.Add(int64(2 * time.Second)) // the chain is stale now
+	for i := range 5 {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := ls.Read(rctx, "t", 0, 0, Limits{MaxRecords: 10, MaxBytes: 1 << 20})
+		cancel()
+		if err != nil {
+			t.Fatalf("read %d with the catalog held: %v (it waited for the catalog)", i, err)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for parts.calls.Load() < 2 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if n := parts.calls.Load(); n != 2 {
+		t.Fatalf("%d catalog reads while held, want 1 initial + 1 background re-read", n)
+	}
+	close(gate)
+	lg := ls.get("t", 0)
+	for {
+		lg.mu.Lock()
+		done := !lg.rereading && now.Load()-lg.partAt.UnixNano() < int64(time.Second)
+		lg.mu.Unlock()
+		if done {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the background re-read did not refresh the chain")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
