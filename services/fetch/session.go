@@ -500,29 +500,26 @@ func (ss *session) balanceTopic(ctx context.Context, topic string, members []boo
 		}
 		ss.mu.Unlock()
 	}
-	var errs []error
-	for _, p := range plan.Acquire {
-		epoch, err := s.d.Bookkeeping.Acquire(ctx, ss.group, topic, p, ss.member)
-		if err != nil {
-			if !errors.Is(err, bookkeeping.ErrLeaseHeld) {
-				errs = append(errs, err)
-			}
-			continue
+	// Acquisitions run acquireParallelism at a time: each is a lease
+	// compare-and-set in bookkeeping and, for a partition the group never
+	// committed, a catalog read for its start offset; one after another,
+	// a round over hundreds of new partitions outlasted its deadline.
+	got := make([]*sluicev1.PartitionLease, len(plan.Acquire))
+	errs := make([]error, len(plan.Acquire))
+	sem := make(chan struct{}, acquireParallelism)
+	var wg sync.WaitGroup
+	for i, p := range plan.Acquire {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			got[i], errs[i] = ss.acquire(ctx, topic, p, stored)
+		})
+	}
+	wg.Wait()
+	for _, a := range got {
+		if a != nil {
+			added = append(added, a)
 		}
-		next := bookkeeping.NoOffset
-		if st, ok := stored[p]; ok {
-			next = st.Offset
-		}
-		if next == bookkeeping.NoOffset {
-			next, err = s.startOffset(ctx, topic, int(p), startOf(ss.start), 0, 0)
-			if err != nil {
-				// Hold the lease but release it: another round retries.
-				_ = s.d.Bookkeeping.Release(ctx, ss.group, topic, p, ss.member, epoch)
-				errs = append(errs, err)
-				continue
-			}
-		}
-		added = append(added, &sluicev1.PartitionLease{Topic: topic, Partition: p, Epoch: epoch, Offset: next})
 	}
 	if len(added) > 0 || len(revoked) > 0 {
 		// The leases start delivering together with their event, so no
@@ -538,6 +535,37 @@ func (ss *session) balanceTopic(ctx context.Context, topic string, members []boo
 			slog.String("topic", topic), slog.Int("added", len(added)), slog.Int("revoked", len(revoked)))
 	}
 	return errors.Join(errs...)
+}
+
+// acquireParallelism bounds the lease acquisitions of one balancing round
+// that run at once.
+const acquireParallelism = 16
+
+// acquire takes the lease of one partition for the session's member and
+// returns it with the offset delivery starts at (nil, nil: another member
+// holds it).
+func (ss *session) acquire(ctx context.Context, topic string, p int32, stored map[int32]bookkeeping.Lease) (*sluicev1.PartitionLease, error) {
+	s := ss.s
+	epoch, err := s.d.Bookkeeping.Acquire(ctx, ss.group, topic, p, ss.member)
+	if err != nil {
+		if errors.Is(err, bookkeeping.ErrLeaseHeld) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	next := bookkeeping.NoOffset
+	if st, ok := stored[p]; ok {
+		next = st.Offset
+	}
+	if next == bookkeeping.NoOffset {
+		next, err = s.startOffset(ctx, topic, int(p), startOf(ss.start), 0, 0)
+		if err != nil {
+			// Hold the lease but release it: another round retries.
+			_ = s.d.Bookkeeping.Release(ctx, ss.group, topic, p, ss.member, epoch)
+			return nil, err
+		}
+	}
+	return &sluicev1.PartitionLease{Topic: topic, Partition: p, Epoch: epoch, Offset: next}, nil
 }
 
 // startOf maps the session's start position: unset means earliest.
