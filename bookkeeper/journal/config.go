@@ -13,7 +13,7 @@ import (
 const (
 	DefaultMaxRecordSize   = 8<<20 + 64<<10 // an 8 MiB entry plus room for the bookie's own framing
 	DefaultGroupBytes      = 512 << 10
-	DefaultMaxFileSize     = 256 << 20
+	DefaultMaxFileSize     = 32 << 20
 	DefaultMaxQueueBytes   = 64 << 20
 	DefaultMaxQueueRecords = 1 << 16
 )
@@ -48,7 +48,13 @@ type Config struct {
 	MaxGroupWait time.Duration
 	// MaxFileSize bounds a journal file; the writer rotates before a group
 	// that would cross it. Zero means DefaultMaxFileSize. It must hold the
-	// file header plus the largest possible group.
+	// file header plus the largest possible group. The default is small
+	// (32 MiB): with 256 MiB files, three bookies journaling 10 MB/s each
+	// on one disk showed publish p99 spikes of ~120 ms every ~26 s — the
+	// time one file took to fill — and with 32 MiB the same run's publish
+	// p99 fell from 81 to 42 ms (S2 in process mode, one run each). The
+	// likely cost is rotating to, and trimming by removing, large files;
+	// reusing preallocated files, as BookKeeper can, is the thorough fix.
 	MaxFileSize int64
 	// MaxQueueBytes and MaxQueueRecords bound the records accepted by Append
 	// and not yet acknowledged (queued, being written, or being completed).
