@@ -179,7 +179,7 @@ func (c *Client) recoverEnd(ctx context.Context, m catalog.LedgerMetadata) (int6
 				// Every write-back reached Qa; give the rest of the write
 				// set a moment to answer too, so a healthy bookie is not
 				// left without its copy by the cancellation below.
-				drainWriteBacks(ctx, adds, recoveryDrainWait)
+				drainWriteBacks(ctx, adds, writeBackWait)
 				return a.LastEntry, a.LastPayload, nil
 			case ledger.RecoveryFailed:
 				return 0, nil, a.Err
@@ -212,10 +212,10 @@ func (c *Client) recoverEnd(ctx context.Context, m catalog.LedgerMetadata) (int6
 	}
 }
 
-// recoveryDrainWait bounds how long a finished recovery waits for the
-// write-backs beyond the ack quorum (a slow bookie's copy is then left to
-// re-replication, as in BookKeeper).
-const recoveryDrainWait = time.Second
+// writeBackWait bounds how long a finished recovery, or a writer that
+// sealed its ledger, waits for the adds beyond the ack quorum (a slow
+// bookie's copy is then left to re-replication, as in BookKeeper).
+const writeBackWait = time.Second
 
 // drainWriteBacks takes the answers of the adds still outstanding until
 // none is left, wait passes or ctx ends.

@@ -557,6 +557,13 @@ drain:
 	if l.retry != nil {
 		l.retry.Stop()
 	}
+	if l.result.err == nil {
+		// Sealed: the last entries may still be on their way to replicas
+		// beyond the ack quorum. Let them land (bounded, as after a
+		// recovery) before the streams end, or a healthy ensemble keeps
+		// fewer than Qw copies of them.
+		drainWriteBacks(l.adds.ctx, l.adds, writeBackWait)
+	}
 	l.adds.closeAll()
 	w.cancel(errAfter)
 	w.cbs.close()

@@ -72,28 +72,21 @@ func TestAppendCloseRead(t *testing.T) {
 			readAll(t, c, w.ID(), n-1)
 
 			// Striping: entry e is on positions e%E .. e%E+Qw-1 only, and
-			// on at least Qa of them. Not on all Qw: Close cancels the
-			// add streams, so an add still on its way to a replica beyond
-			// the ack quorum may never land (about 1 run in 30 left a
-			// bookie without the first entries). BookKeeper lets those
-			// writes finish; see NOTES.md.
+			// on all of them: Close lets the adds beyond the ack quorum
+			// land (for up to writeBackWait) before it ends the streams.
+			// Before it waited, about 1 run in 30 left a bookie without the
+			// first entries.
 			ens := m.Ensembles[0].Bookies
 			for e := int64(0); e < 6; e++ {
-				held := 0
 				for pos, b := range ens {
 					inSet := (int64(pos)-e%3+3)%3 < int64(rep.WriteQuorum)
 					_, err := rawRead(t, cl.rpc(t, b), w.ID(), e)
 					switch {
-					case inSet && err == nil:
-						held++
-					case inSet && connect.CodeOf(err) != connect.CodeNotFound:
-						t.Errorf("entry %d on %s (position %d): %v", e, b, pos, err)
+					case inSet && err != nil:
+						t.Errorf("entry %d missing on %s (position %d): %v", e, b, pos, err)
 					case !inSet && connect.CodeOf(err) != connect.CodeNotFound:
 						t.Errorf("entry %d on %s (position %d) outside its write set: %v", e, b, pos, err)
 					}
-				}
-				if held < rep.AckQuorum {
-					t.Errorf("entry %d on %d replicas of its write set, want at least Qa = %d", e, held, rep.AckQuorum)
 				}
 			}
 		})
