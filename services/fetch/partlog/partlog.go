@@ -353,19 +353,14 @@ func (lg *Log) chain(ctx context.Context, maxAge time.Duration) (catalog.Partiti
 // and a read of a ledger trimmed meanwhile fails and re-reads the chain
 // (Log.recover).
 func (lg *Log) chainCached(ctx context.Context) (catalog.Partition, error) {
-	return lg.chainStale(ctx, lg.ls.cfg.ChainTTL)
-}
-
-// chainStale is chainCached with another age for the background re-read.
-func (lg *Log) chainStale(ctx context.Context, maxAge time.Duration) (catalog.Partition, error) {
 	ls := lg.ls
 	lg.mu.Lock()
-	if lg.partAt.IsZero() || maxAge <= 0 {
+	if lg.partAt.IsZero() {
 		lg.mu.Unlock()
-		return lg.chain(ctx, maxAge)
+		return lg.chain(ctx, ls.cfg.ChainTTL)
 	}
 	p := lg.part
-	if ls.cfg.Now().Sub(lg.partAt) >= maxAge && !lg.rereading && ls.ctx.Err() == nil {
+	if ls.cfg.Now().Sub(lg.partAt) >= ls.cfg.ChainTTL && !lg.rereading && ls.ctx.Err() == nil {
 		lg.rereading = true
 		ls.wg.Add(1)
 		go func() {

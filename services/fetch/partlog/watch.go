@@ -125,11 +125,7 @@ func (ws *watchState) advanced(now time.Time) {
 // watermark.
 func (lg *Log) watchRound(ctx context.Context, chainAge time.Duration, ws *watchState) error {
 	ls := lg.ls
-	// The fallback re-read of a quiet round (chainAge > 0) runs in the
-	// background: with many partitions and a slow catalog, a watcher that
-	// waited for it held its partition's high watermark still meanwhile.
-	// A roll-over that was announced (chainAge 0) waits for the chain.
-	p, err := lg.chainStale(ctx, chainAge)
+	p, err := lg.chain(ctx, chainAge)
 	if err != nil {
 		return err
 	}
