@@ -35,9 +35,10 @@ type Service struct {
 	owners  map[string]cachedOwner
 	closing bool
 	// fwdRoutes: partitions another copy owns, and its address, as last
-	// read from the catalog; used for a heartbeat interval, and forgotten
-	// when a forward fails (forgetRoute), so a forwarded request costs no
-	// catalog read (it cost two, in the stream's receive loop).
+	// read from the catalog; used for a heartbeat interval (an expired one
+	// is deleted when looked up), and forgotten when a forward fails
+	// (forgetRoute), so a forwarded request costs no catalog read (it cost
+	// two, in the stream's receive loop).
 	fwdRoutes map[slotKey]cachedRoute
 	// released: partitions this copy gave up by balancing, and when.
 	released map[slotKey]time.Time
@@ -300,9 +301,13 @@ func (s *Service) routeTo(ctx context.Context, t catalog.Topic, p int, forwarded
 			}
 			continue
 		}
-		if fr, ok := s.fwdRoutes[key]; ok && !forwarded && time.Since(fr.at) < s.cfg.HeartbeatInterval {
-			s.mu.Unlock()
-			return route{forward: fr.address}, nil
+		if fr, ok := s.fwdRoutes[key]; ok {
+			if time.Since(fr.at) >= s.cfg.HeartbeatInterval {
+				delete(s.fwdRoutes, key) // expired: read again below
+			} else if !forwarded {
+				s.mu.Unlock()
+				return route{forward: fr.address}, nil
+			}
 		}
 		s.mu.Unlock()
 
