@@ -72,33 +72,16 @@ func (c *Client) announceClose(ctx context.Context, m catalog.LedgerMetadata) {
 	wg.Wait()
 }
 
-// readEntry carries out SendRead (fence false) or SendRecoveryRead (fence
-// true, with the master key): one entry, verified (see readEvent).
+// readEntry carries out SendRecoveryRead (fence true, with the master
+// key) or one SendRead: one entry, verified (see readEvent).
 func (c *Client) readEntry(ctx context.Context, id catalog.LedgerID, bookie string, entry int64, fence bool, key []byte) readAnswer {
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.ReadTimeout)
-	defer cancel()
-	c.stats.readsSent.Add(1)
-	bc, err := c.bookies.client(ctx, bookie)
-	var resp *connect.Response[bookiev1.ReadEntriesResponse]
-	if err == nil {
-		req := &bookiev1.ReadEntriesRequest{LedgerId: int64(id), FirstEntry: entry, LastEntry: entry}
-		if fence {
-			req.FenceAndRead, req.MasterKey = true, key
-		}
-		resp, err = bc.ReadEntries(ctx, connect.NewRequest(req))
+	req := &bookiev1.ReadEntriesRequest{LedgerId: int64(id), FirstEntry: entry, LastEntry: entry}
+	if fence {
+		req.FenceAndRead, req.MasterKey = true, key
 	}
-	var msg *bookiev1.ReadEntriesResponse
-	if err == nil {
-		msg = resp.Msg
-	} else if unavailable(err) {
-		c.bookies.forgetAfterFailure(bookie)
-	}
+	msg, err := c.readCall(ctx, bookie, req)
 	a := readEvent(int64(id), bookie, entry, msg, err)
-	if a.checkErr != nil {
-		c.stats.checksumFailures.Add(1)
-		c.log.Error("entry failed verification; reading another replica", slog.Int64("ledger", int64(id)),
-			slog.Int64("entry", entry), slog.String("bookie", bookie), slog.Any("err", a.checkErr))
-	}
+	c.noteCheck(id, entry, bookie, a)
 	return a
 }
 
@@ -115,21 +98,7 @@ func (c *Client) readEntry(ctx context.Context, id catalog.LedgerID, bookie stri
 func (c *Client) readEntries(ctx context.Context, id catalog.LedgerID, bookie string, first, last int64) []readAnswer {
 	out := make([]readAnswer, 0, last-first+1)
 	for next := first; next <= last; {
-		rctx, cancel := context.WithTimeout(ctx, c.cfg.ReadTimeout)
-		c.stats.readsSent.Add(1)
-		bc, err := c.bookies.client(rctx, bookie)
-		var msg *bookiev1.ReadEntriesResponse
-		if err == nil {
-			var resp *connect.Response[bookiev1.ReadEntriesResponse]
-			resp, err = bc.ReadEntries(rctx, connect.NewRequest(&bookiev1.ReadEntriesRequest{LedgerId: int64(id), FirstEntry: next, LastEntry: last}))
-			if err == nil {
-				msg = resp.Msg
-			}
-		}
-		cancel()
-		if err != nil && unavailable(err) {
-			c.bookies.forgetAfterFailure(bookie)
-		}
+		msg, err := c.readCall(ctx, bookie, &bookiev1.ReadEntriesRequest{LedgerId: int64(id), FirstEntry: next, LastEntry: last})
 		if err != nil || len(msg.GetEntries()) == 0 {
 			out = append(out, readEvent(int64(id), bookie, next, msg, err))
 			for next++; next <= last; next++ {
@@ -144,16 +113,42 @@ func (c *Client) readEntries(ctx context.Context, id catalog.LedgerID, bookie st
 			// Each entry carries its own checksum: one that fails is read
 			// from another replica, the others of the answer stand.
 			a := entryAnswer(int64(id), bookie, next, e, msg.GetLac())
-			if a.checkErr != nil {
-				c.stats.checksumFailures.Add(1)
-				c.log.Error("entry failed verification; reading another replica", slog.Int64("ledger", int64(id)),
-					slog.Int64("entry", next), slog.String("bookie", bookie), slog.Any("err", a.checkErr))
-			}
+			c.noteCheck(id, next, bookie, a)
 			out = append(out, a)
 			next++
 		}
 	}
 	return out
+}
+
+// readCall is one ReadEntries call, bounded by ReadTimeout; a bookie that
+// is not at its address any more is forgotten.
+func (c *Client) readCall(ctx context.Context, bookie string, req *bookiev1.ReadEntriesRequest) (*bookiev1.ReadEntriesResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.ReadTimeout)
+	defer cancel()
+	c.stats.readsSent.Add(1)
+	bc, err := c.bookies.client(ctx, bookie)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := bc.ReadEntries(ctx, connect.NewRequest(req))
+	if err != nil {
+		if unavailable(err) {
+			c.bookies.forgetAfterFailure(bookie)
+		}
+		return nil, err
+	}
+	return resp.Msg, nil
+}
+
+// noteCheck counts and logs an entry that failed verification.
+func (c *Client) noteCheck(id catalog.LedgerID, entry int64, bookie string, a readAnswer) {
+	if a.checkErr == nil {
+		return
+	}
+	c.stats.checksumFailures.Add(1)
+	c.log.Error("entry failed verification; reading another replica", slog.Int64("ledger", int64(id)),
+		slog.Int64("entry", entry), slog.String("bookie", bookie), slog.Any("err", a.checkErr))
 }
 
 // readLac asks bookie for the ledger's LAC, waiting up to wait for it to
