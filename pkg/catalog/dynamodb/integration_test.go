@@ -24,8 +24,9 @@ import (
 
 var tableSeq atomic.Int64
 
-// serialHTTP sends one request at a time. moto's DynamoDB is not safe for
-// concurrent requests: it holds no lock, and TransactWriteItems deep-copies
+// serialHTTP sends one request at a time. Stock moto's DynamoDB is not safe
+// for concurrent requests (localstack/moto/serve.py serializes them on the
+// server; this keeps the suite right against a stock moto_server too): it holds no lock, and TransactWriteItems deep-copies
 // the table to restore it on cancellation — racing requests make that copy
 // fail with HTTP 500 ("dictionary changed size during iteration") or
 // restore a copy over another request's committed write. Real DynamoDB
