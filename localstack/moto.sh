@@ -4,9 +4,8 @@
 # moto (Apache-2.0, pure Python) serves the AWS APIs on one port, like LocalStack's :4566.
 # `up` installs it once into a venv under $SLUICE_CACHE_DIR/moto-venv, starts
 #   localstack/moto/serve.py -H 127.0.0.1 -p $SLUICE_MOTO_PORT
-# (moto_server with two fixes to its DynamoDB, transactions that cost O(items written) and
-# one DynamoDB request at a time; serve.py says why),
-# waits until it answers, switches moto's own Lambda to "no Docker" mode (it then only
+# (moto_server with fixes to its DynamoDB's transactions, concurrency and queries; serve.py
+# says why), waits until it answers, switches moto's own Lambda to "no Docker" mode (it then only
 # echoes payloads; real functions run under localstack/lambda.sh instead), and runs the same
 # resource hooks as LocalStack and compose (localstack/init/ready.d: the `sluice-segments` bucket).
 # moto keeps all state in memory: every `up` after a `down` starts empty.

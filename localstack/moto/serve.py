@@ -1,9 +1,9 @@
-"""Run moto's server (the S3 + DynamoDB emulator) with two fixes to its DynamoDB.
+"""Run moto's server (the S3 + DynamoDB emulator) with four fixes to its DynamoDB.
 
 Usage: serve.py [moto_server arguments], e.g. serve.py -H 127.0.0.1 -p 4566.
 localstack/moto.sh runs it with the python of the moto venv.
 
-moto 5.2.5's DynamoDB has two flaws that matter to Sluice and none to the API it
+moto 5.2.5's DynamoDB has four flaws that matter to Sluice and none to the API it
 emulates, so this launcher replaces them before the server starts:
 
 1. TransactWriteItems backed itself up by deep-copying the whole table once per item of
@@ -20,20 +20,37 @@ emulates, so this launcher replaces them before the server starts:
    iterating a table while another request inserted failed with HTTP 500 "dictionary
    changed size during iteration". DynamoDB requests are served one at a time here
    (a lock around each action). Python runs one thread at a time anyway, so this costs
-   little; S3 requests are not serialized.
+   little; S3 requests are not serialized. Every REPORT_EVERY seconds with traffic, one log
+   line sums up the calls served and the time they took.
+
+3. Query found its hash key's items by sorting every item of the table and comparing each
+   one's hash key: 174 ms per Query once bench S4 had grown the table, and Sluice lists
+   partitions with Query. A table query now looks at its hash key's items only (they are
+   sorted by range key after, as before). Queries on indexes are unchanged.
+
+4. Query and Scan answers went through moto's generic response serializer, which walks
+   the API's shape model for every attribute of every item: about 0.6 ms per partition
+   item, so listing 1,024 partitions took 0.6-0.9 s (and ingest lists them every
+   balancing round). Those two answers are now written as JSON directly, in the same wire
+   form (binary attributes base64-encoded).
 
 The replacement is written against moto 5.2.5's internals, so any other version is
-refused rather than patched blindly. TestIntegrationDynamoDBTransactions
-(pkg/catalog/dynamodb) checks the transaction semantics on the running endpoint.
+refused rather than patched blindly. pkg/catalog/dynamodb's emulator_integration_test.go
+checks the semantics of all four on the running endpoint.
 """
 
+import base64
 import copy
+import json
 import sys
 import threading
+import time
 
 import moto
 
 PATCHED_FOR = "5.2.5"
+# REPORT_EVERY: seconds between the log lines that sum up the DynamoDB calls served.
+REPORT_EVERY = 30.0
 
 
 def _install():
@@ -47,7 +64,9 @@ def _install():
         TransactWriteSingleOpException,
     )
     from moto.dynamodb.models import DynamoDBBackend
-    from moto.dynamodb.responses import DynamoHandler
+    from moto.dynamodb.models.table import Table
+    from moto.core.responses import ActionResult
+    from moto.dynamodb.responses import DynamoHandler, DynamoResult
 
     kinds = ("ConditionCheck", "Put", "Delete", "Update")
 
@@ -141,14 +160,95 @@ def _install():
 
     DynamoDBBackend.transact_write_items = transact_write_items
 
+    # Query: only the queried hash key's items are candidates (see fix 3).
+    scope = [None]  # (table, hash key) while a table (not index) query runs
+    all_items = Table.all_items
+    query = Table.query
+
+    def scoped_all_items(self):
+        if scope[0] is not None and scope[0][0] is self and self.range_key_attr:
+            return list(self.items.get(scope[0][1], {}).values())
+        return all_items(self)
+
+    def scoped_query(self, hash_key, range_comparison, range_objs, limit, exclusive_start_key,
+                     scan_index_forward, projection_expressions, index_name=None, *args, **kwargs):
+        if index_name is None and hash_key is not None:
+            scope[0] = (self, hash_key)
+        try:
+            return query(self, hash_key, range_comparison, range_objs, limit, exclusive_start_key,
+                         scan_index_forward, projection_expressions, index_name, *args, **kwargs)
+        finally:
+            scope[0] = None
+
+    Table.all_items = scoped_all_items
+    Table.query = scoped_query
+
+    # Query and Scan answers: plain JSON (see fix 4).
+    class JSONResult(ActionResult):
+        def execute_result(self, context):
+            body = json.dumps(self.result, default=wire_value, separators=(",", ":"))
+            return 200, {"Content-Type": "application/x-amz-json-1.0"}, body
+
+    def wire_value(value):
+        """JSON for what dynamo_to_dict leaves as Python objects: binary
+        attributes (raw bytes) go base64-encoded, as on the wire."""
+        if isinstance(value, bytes):
+            return base64.b64encode(value).decode("ascii")
+        raise TypeError(f"serve.py: no JSON form for {type(value).__name__} in a Query or Scan answer")
+
+    for action in ("query", "scan"):
+        def plain_json(self, answer=getattr(DynamoHandler, action)):
+            result = answer(self)
+            return JSONResult(result.result) if type(result) is DynamoResult else result
+
+        setattr(DynamoHandler, action, plain_json)
+
     lock = threading.Lock()
     call_action = DynamoHandler.call_action
+    stats = {}  # action -> [calls, seconds], since the last report
+    last_report = [time.monotonic()]
 
     def serialized_call_action(self):
         with lock:
-            return call_action(self)
+            start = time.monotonic()
+            try:
+                return call_action(self)
+            finally:
+                now = time.monotonic()
+                entry = stats.setdefault(described(self._get_action(), getattr(self, "body", None)), [0, 0.0])
+                entry[0] += 1
+                entry[1] += now - start
+                if now - last_report[0] >= REPORT_EVERY:
+                    report(stats, now - last_report[0])
+                    stats.clear()
+                    last_report[0] = now
 
     DynamoHandler.call_action = serialized_call_action
+
+
+def described(action, body):
+    """The action, with the kind of item it read when Sluice's catalog key says so: the
+    partition key's prefix up to '#' ("GetItem partitions", "Query ledgers-by-state")."""
+    if action not in ("GetItem", "Query") or not isinstance(body, dict):
+        return action
+    try:
+        if action == "GetItem":
+            pk = body["Key"]["pk"]["S"]
+        else:
+            pk = body["ExpressionAttributeValues"][":pk"]["S"]
+    except (KeyError, TypeError):
+        return action
+    return f"{action} {pk.split('#', 1)[0]}"
+
+
+def report(stats, window):
+    """One log line per REPORT_EVERY: which DynamoDB calls the emulator served and how
+    much of the window each took (what to look at when the catalog is slow in a bench)."""
+    busy = sum(sec for _, sec in stats.values())
+    parts = ", ".join(f"{action} {calls} ({sec * 1000 / calls:.1f} ms avg)"
+                      for action, (calls, sec) in sorted(stats.items(), key=lambda kv: -kv[1][1]))
+    print(f"serve.py: DynamoDB busy {100 * busy / window:.0f}% of the last {window:.0f}s: {parts}",
+          file=sys.stderr, flush=True)
 
 
 def main():
