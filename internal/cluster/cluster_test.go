@@ -277,10 +277,11 @@ func TestForwardingKeepsOrderPipelined(t *testing.T) {
 		_, err := prod2.Produce(ctx, connect.NewRequest(&sluicev1.ProduceRequest{Topic: "fwdp", Partition: ptr(int32(0)), Records: []*sluicev1.Record{{Value: []byte("first")}}}))
 		return err == nil
 	})
-	if p, err := c.Catalog.GetPartition(ctx, "fwdp", 0); err != nil || p.Owner != "ingest-2" {
-		t.Fatalf("owner %q (%v); want ingest-2", p.Owner, err)
+	part, err := c.Catalog.GetPartition(ctx, "fwdp", 0)
+	if err != nil || part.Owner != "ingest-2" {
+		t.Fatalf("owner %q (%v); want ingest-2", part.Owner, err)
 	}
-	first, ok := c.Extra[0].Ingest.EndOffset("fwdp", 0)
+	first, ok := c.Extra[0].Ingest.EndOffset(part.TopicID, 0)
 	if !ok {
 		t.Fatal("the owner has no end offset for fwdp/0")
 	}

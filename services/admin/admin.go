@@ -32,8 +32,9 @@ type Catalog interface {
 type Deps struct {
 	Catalog Catalog
 	// EndOffset, if set, reports a partition's end offset when the caller
-	// knows it better than the catalog (the ingest copy writing it).
-	EndOffset func(topic string, partition int) (int64, bool)
+	// knows it better than the catalog (the ingest copy writing it). The
+	// topic is named by its incarnation's id.
+	EndOffset func(topic catalog.TopicID, partition int) (int64, bool)
 	// Groups serves the group RPCs once a consumer side exists; nil answers
 	// UNIMPLEMENTED.
 	Groups GroupsHandler
@@ -161,7 +162,7 @@ func (s *Service) describe(ctx context.Context, t catalog.Topic) (*sluicev1.Topi
 	}
 	token := ""
 	for {
-		page, err := s.d.Catalog.ListPartitions(ctx, t.Name, token, 0)
+		page, err := s.d.Catalog.ListPartitions(ctx, t.Name, token, catalog.MaxPageSize)
 		if err != nil {
 			return nil, apierr.FromCatalog(err)
 		}
@@ -186,7 +187,7 @@ func (s *Service) describe(ctx context.Context, t catalog.Topic) (*sluicev1.Topi
 
 func (s *Service) endOffset(ctx context.Context, topic string, p catalog.Partition) (int64, bool) {
 	if s.d.EndOffset != nil {
-		if end, ok := s.d.EndOffset(topic, p.Index); ok {
+		if end, ok := s.d.EndOffset(p.TopicID, p.Index); ok {
 			return end, true
 		}
 	}

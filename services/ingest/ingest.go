@@ -426,14 +426,12 @@ func (s *Service) liveOwner(ctx context.Context, id string) (catalog.Owner, bool
 	return co.o, co.o.LiveAt(time.Now())
 }
 
-// EndOffset reports the end offset of a partition this copy writes.
-func (s *Service) EndOffset(topic string, p int) (int64, bool) {
+// EndOffset reports the end offset of a partition this copy writes. The
+// topic is named by its id: a copy takes partitions over (balancing) before
+// it ever looked the topic up by name for a produce.
+func (s *Service) EndOffset(topic catalog.TopicID, p int) (int64, bool) {
 	s.mu.Lock()
-	ct, ok := s.topics[topic]
-	var sl *slot
-	if ok {
-		sl = s.writers[slotKey{ct.t.ID, p}]
-	}
+	sl := s.writers[slotKey{topic, p}]
 	s.mu.Unlock()
 	if sl == nil {
 		return 0, false
