@@ -37,7 +37,7 @@ func (s *Service) balanceRound(ctx context.Context) error {
 			topics[t.Name] = t
 			ptoken := ""
 			for {
-				pp, err := s.d.Catalog.ListPartitions(ctx, t.Name, ptoken, 0)
+				pp, err := s.d.Catalog.ListPartitions(ctx, t.Name, ptoken, catalog.MaxPageSize)
 				if errors.Is(err, catalog.ErrNotFound) {
 					break // deleted meanwhile
 				}

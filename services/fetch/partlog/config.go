@@ -19,7 +19,7 @@ const (
 	DefaultTailIdle        = 30 * time.Second
 	DefaultTailCheck       = 250 * time.Millisecond
 	DefaultBusyTailCheck   = 25 * time.Millisecond
-	DefaultChainTTL        = time.Second
+	DefaultChainTTL        = 10 * time.Second
 	DefaultMaxLogs         = 100_000
 	DefaultMaxEntryBounds  = 4096
 	DefaultMaxCursorHints  = 64
@@ -53,7 +53,10 @@ type Config struct {
 	// read. Zero means the default.
 	BusyTailCheck time.Duration
 	// ChainTTL is how long a partition's ledger chain is cached for reads
-	// of old data. Zero means the default.
+	// of old data. Staleness is safe (see Log.chainCached): it only bounds
+	// how long a trim stays unnoticed and what a partition costs in catalog
+	// reads (one per ChainTTL while read or followed; 1,024 partitions at
+	// 1 s kept the emulated catalog busy). Zero means the default.
 	ChainTTL time.Duration
 	// MaxLogs bounds the partitions with state in memory; the least recently
 	// used are dropped beyond it. Zero means the default.

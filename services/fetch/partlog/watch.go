@@ -80,8 +80,10 @@ func (lg *Log) watch() {
 }
 
 // watchChainAge is how old a tail watcher lets the partition's chain get
-// before it re-reads it, though no roll-over was announced: 5 s, or
-// ChainTTL if longer: one catalog read per followed partition every 5 s.
+// before it re-reads it, though no roll-over was announced: ChainTTL, at
+// least 5 s — one catalog read per followed partition per ChainTTL, the
+// same age at which a reader re-reads it (so readers of a followed
+// partition rarely need to).
 func watchChainAge(cfg Config) time.Duration { return max(cfg.ChainTTL, 5*time.Second) }
 
 var (
