@@ -23,6 +23,7 @@
 #   FSYNC_SCENARIOS="s1 s2"  what kafka-fsync runs (the durability difference shows in throughput
 #                          and latency; the rest would not fit the 45-minute budget; its S2 runs at
 #                          10k msg/s only, not also at 50% of Kafka's S1 rate)
+#   S4_WORKLOADS="s4-256 s4-1024"  the partition counts S4 runs (bench/workloads/<name>.yaml)
 #   QUICK=1                short windows, one repetition, s4 at 256 only: proves the harness
 #                          end to end in a few minutes; the numbers are not results
 #   LEDGER=1               at the end, also the ledger tier vs Apache BookKeeper
@@ -43,10 +44,10 @@ say() { echo "[compare $(date -u +%T)] $*" >&2; }
 die() { say "error: $*"; exit 1; }
 
 extra=()
-s4=(s4-256 s4-1024)
+read -r -a s4 <<< "${S4_WORKLOADS:-s4-256 s4-1024}"
 if [ "$quick" = 1 ]; then
   reps=1
-  s4=(s4-256)
+  read -r -a s4 <<< "${S4_WORKLOADS:-s4-256}"
   extra=(--warmup-duration 12s --test-duration 8s --drain-timeout 15s)
 fi
 

@@ -170,7 +170,9 @@ func (d *Driver) CreateTopic(ctx context.Context, topic string, partitions int) 
 	}
 	wctx, cancel := context.WithTimeout(ctx, d.cfg.ReadyTimeout)
 	defer cancel()
-	t := time.NewTicker(250 * time.Millisecond)
+	// Each poll lists every partition: with many partitions, poll less often
+	// so the wait itself does not load the catalog the takeovers need.
+	t := time.NewTicker(min(2*time.Second, max(250*time.Millisecond, time.Duration(partitions)*2*time.Millisecond)))
 	defer t.Stop()
 	owned := 0
 	for {
