@@ -52,3 +52,13 @@ type Producer interface {
 type Consumer interface {
 	Close() error
 }
+
+// AssignmentCounter is a Consumer that can tell how many partitions it
+// holds now (Kafka's assignment, Sluice's leases). When every consumer of a
+// run is one, the run waits until each subscription's members hold all the
+// partitions before its clock starts, as it waits for the topics' writers:
+// otherwise a rate search judges its first step by a group that is still
+// forming, and drops to its floor.
+type AssignmentCounter interface {
+	Assigned() int
+}

@@ -258,7 +258,60 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	if err := r.probe(ctx); err != nil {
 		return nil, err
 	}
+	if err := r.awaitAssignment(ctx, res); err != nil {
+		return nil, err
+	}
 	return r.measure(ctx, res)
+}
+
+// ConsumerReadyTimeout bounds the wait for the consumers to hold every
+// partition (awaitAssignment); the run starts anyway after it, with a note.
+const ConsumerReadyTimeout = 3 * time.Minute
+
+// awaitAssignment waits until the consumers started so far hold all the
+// partitions of their subscriptions, if they can tell (AssignmentCounter).
+func (r *run) awaitAssignment(ctx context.Context, res *Result) error {
+	if len(r.consumers) == 0 {
+		return nil
+	}
+	counters := make([]AssignmentCounter, 0, len(r.consumers))
+	for _, c := range r.consumers {
+		a, ok := c.(AssignmentCounter)
+		if !ok {
+			return nil
+		}
+		counters = append(counters, a)
+	}
+	w := r.w
+	want := len(r.topics) * w.SubscriptionsPerTopic * w.PartitionsPerTopic
+	start := time.Now()
+	lastNote := start
+	for {
+		held := 0
+		for _, a := range counters {
+			held += a.Assigned()
+		}
+		waited := time.Since(start).Round(100 * time.Millisecond)
+		switch {
+		case held >= want:
+			r.progressf("consumers hold all %d partitions after %v", want, waited)
+			return nil
+		case waited >= ConsumerReadyTimeout:
+			res.Notes = append(res.Notes, fmt.Sprintf("the consumers held %d of %d partitions when the run started (after waiting %v)", held, want, waited))
+			r.progressf("warning: consumers hold %d of %d partitions after %v; starting anyway", held, want, waited)
+			return nil
+		case time.Since(lastNote) >= 5*time.Second:
+			r.progressf("waiting for the consumers: %d of %d partitions held", held, want)
+			lastNote = time.Now()
+		}
+		t := time.NewTimer(50 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
 }
 
 // startConsumers creates the workload's consumers: one consumer group per

@@ -3,6 +3,7 @@ package loadgen_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"sync"
@@ -285,4 +286,74 @@ func TestRunReportsAnOverloadedFixedRate(t *testing.T) {
 			t.Errorf("publish max %v ms: queueing in the load generator was not counted", res.PublishLatency.MaxMs)
 		}
 	})
+}
+
+// groupDriver's consumers report their share of the partitions as held
+// only from readyAt on (never, when readyAt is zero): a group still forming.
+type groupDriver struct {
+	loadgen.Driver
+	readyAt time.Time
+	share   int
+}
+
+func (d *groupDriver) NewConsumer(ctx context.Context, topic, sub string, deliver func([]byte)) (loadgen.Consumer, error) {
+	c, err := d.Driver.NewConsumer(ctx, topic, sub, deliver)
+	return &groupConsumer{Consumer: c, d: d}, err
+}
+
+type groupConsumer struct {
+	loadgen.Consumer
+	d *groupDriver
+}
+
+func (c *groupConsumer) Assigned() int {
+	if c.d.readyAt.IsZero() || time.Now().Before(c.d.readyAt) {
+		return 0
+	}
+	return c.d.share
+}
+
+// The clock starts once the consumers hold every partition (two
+// subscriptions × 4 partitions, two members each holding 2); a group that
+// never forms delays the run by ConsumerReadyTimeout and is noted.
+func TestRunWaitsForTheConsumersToHoldEveryPartition(t *testing.T) {
+	for _, ready := range []bool{true, false} {
+		t.Run(fmt.Sprintf("ready=%v", ready), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				drv := &groupDriver{Driver: memdriver.New(), share: 2}
+				start := time.Now()
+				if ready {
+					drv.readyAt = start.Add(12 * time.Second)
+				}
+				var progress strings.Builder
+				res, err := loadgen.Run(t.Context(), loadgen.Options{
+					Driver: drv, Workload: workload(1000, time.Second, 2*time.Second),
+					Progress: &syncWriter{b: &progress}, ProgressInterval: time.Hour,
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				took := time.Since(start)
+				note := strings.Contains(strings.Join(res.Notes, "\n"), "the consumers held 0 of 8 partitions")
+				if ready {
+					if !strings.Contains(progress.String(), "consumers hold all 8 partitions after 12s") || note {
+						t.Errorf("progress:\n%s\nnotes %q", progress.String(), res.Notes)
+					}
+					if took < 15*time.Second || took > time.Minute {
+						t.Errorf("the run took %v; want the 12 s wait plus its 3 s", took)
+					}
+				} else {
+					if !note {
+						t.Errorf("no note of the missing assignment: %q", res.Notes)
+					}
+					if took < loadgen.ConsumerReadyTimeout {
+						t.Errorf("the run took %v; want at least ConsumerReadyTimeout", took)
+					}
+				}
+				if res.Consume.Messages != 4000 {
+					t.Errorf("consumed %d; want 4000 (2 subscriptions × 2000)", res.Consume.Messages)
+				}
+			})
+		})
+	}
 }

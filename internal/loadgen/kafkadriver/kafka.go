@@ -29,6 +29,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -358,17 +359,28 @@ func (p *producer) Close() error {
 // NewConsumer implements loadgen.Driver: a group member polling in its own
 // goroutine until Close.
 func (d *Driver) NewConsumer(_ context.Context, topic, subscription string, deliver func([]byte)) (loadgen.Consumer, error) {
+	c := &consumer{}
+	count := func(sign int64) func(context.Context, *kgo.Client, map[string][]int32) {
+		return func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+			for _, ps := range m {
+				c.assigned.Add(sign * int64(len(ps)))
+			}
+		}
+	}
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(d.cfg.Brokers...),
 		kgo.ConsumerGroup(subscription),
 		kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.OnPartitionsAssigned(count(1)),
+		kgo.OnPartitionsRevoked(count(-1)),
+		kgo.OnPartitionsLost(count(-1)),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("kafka consumer client: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &consumer{cl: cl, cancel: cancel}
+	c.cl, c.cancel = cl, cancel
 	c.wg.Go(func() { c.poll(ctx, deliver) })
 	return c, nil
 }
@@ -376,8 +388,11 @@ func (d *Driver) NewConsumer(_ context.Context, topic, subscription string, deli
 type consumer struct {
 	cl     *kgo.Client
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	once   sync.Once
+	// assigned: partitions assigned minus revoked or lost (the group's
+	// callbacks; incremental with the cooperative balancer).
+	assigned atomic.Int64
+	wg       sync.WaitGroup
+	once     sync.Once
 
 	mu       sync.Mutex
 	firstErr error // first fetch error, returned by Close
@@ -401,6 +416,9 @@ func (c *consumer) poll(ctx context.Context, deliver func([]byte)) {
 		fs.EachRecord(func(r *kgo.Record) { deliver(r.Value) })
 	}
 }
+
+// Assigned implements loadgen.AssignmentCounter.
+func (c *consumer) Assigned() int { return int(c.assigned.Load()) }
 
 func (c *consumer) Close() error {
 	c.once.Do(func() {

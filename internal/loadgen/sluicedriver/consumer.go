@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -66,6 +67,9 @@ type consumer struct {
 	// delivered is each partition's next offset not yet delivered by this
 	// consumer (redeliveries below it are skipped). Receive loop only.
 	delivered map[int32]int64
+
+	// assigned is how many partitions the open session holds (Assigned).
+	assigned atomic.Int64
 
 	mu       sync.Mutex
 	cur      *session // the open session, nil between sessions
@@ -232,6 +236,7 @@ func (c *consumer) serve(st *openStream) (healthy bool, err error) {
 		c.mu.Lock()
 		c.cur = nil
 		c.mu.Unlock()
+		c.assigned.Store(0) // a session's leases end with it
 		stopSession()
 		wg.Wait()
 		st.cancel()
@@ -274,6 +279,7 @@ func (ss *session) assignment(ctx context.Context, a *sluicev1.AssignmentChanged
 			commit = append(commit, &sluicev1.CommitOffset{Topic: l.Topic, Partition: l.Partition, Offset: held.next, LeaseEpoch: held.epoch})
 		}
 	}
+	ss.c.assigned.Store(int64(len(ss.leases)))
 	ss.mu.Unlock()
 	if len(commit) > 0 {
 		// Failures are not fatal: the lease is released after the revoke
@@ -429,6 +435,10 @@ const closeTimeout = 2 * time.Second
 // Close stops delivery, commits what was delivered, and ends the session
 // (which releases the member's leases at once). It returns the session
 // failures the consumer recovered from, if any, so a run's log shows them.
+// Assigned implements loadgen.AssignmentCounter: the partitions the open
+// session holds.
+func (c *consumer) Assigned() int { return int(c.assigned.Load()) }
+
 func (c *consumer) Close() error {
 	c.once.Do(func() {
 		c.deliverMu.Lock()
