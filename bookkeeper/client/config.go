@@ -100,10 +100,12 @@ type Config struct {
 	SpeculativeReadTimeout time.Duration
 	// SpeculativeLacTimeout: WaitLAC long-polls one bookie of the ensemble
 	// (the one that answered first last time) and asks the next one only
-	// when this long passed without a new LAC, or at once when a poll
-	// fails. A busy tail advances more often than this, so each advance
-	// costs one ReadLac instead of one per bookie; a stalled bookie costs
-	// this much latency, once. Zero means DefaultSpeculativeLacTimeout.
+	// when this long passed without a new LAC (longer on a tail that
+	// advances seldom: twice its usual gap, see Reader.lacSpeculation), or
+	// at once when a poll fails. A busy tail advances more often than
+	// this, so each advance costs one ReadLac instead of one per bookie; a
+	// stalled bookie costs this much latency, once. Zero means
+	// DefaultSpeculativeLacTimeout.
 	SpeculativeLacTimeout time.Duration
 	// TickInterval is the writer's timer: an interval without adds pushes
 	// the LAC to the bookies (WriteLac), so tail readers see the last

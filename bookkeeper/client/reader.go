@@ -42,6 +42,11 @@ type Reader struct {
 	// lacFirst is the index in the last ensemble of the bookie WaitLAC
 	// polls first: the one whose answer won last time.
 	lacFirst int
+	// lacAt, lacGap: when WaitLAC last saw the LAC advance (the reader's
+	// opening before that) and the usual time between advances (a moving
+	// average, 0 until two were seen); they set its speculation delay.
+	lacAt  time.Time
+	lacGap time.Duration
 }
 
 // OpenReader reads the ledger's metadata and returns a reader of it.
@@ -63,7 +68,8 @@ func (c *Client) newReader(m catalog.LedgerMetadata) (*Reader, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open reader of ledger %d: %w", m.ID, err)
 	}
-	return &Reader{c: c, id: m.ID, meta: m, rd: rd, lastRefresh: c.cfg.Now()}, nil
+	now := c.cfg.Now()
+	return &Reader{c: c, id: m.ID, meta: m, rd: rd, lastRefresh: now, lacAt: now}, nil
 }
 
 // ID is the ledger's id.
@@ -211,6 +217,34 @@ func (r *Reader) WaitLAC(ctx context.Context, previous int64) (int64, error) {
 	}
 }
 
+// lacSpeculation is how long a LAC long-poll waits on one bookie before it
+// also asks the next: SpeculativeLacTimeout while the LAC advances often;
+// on a tail that advances seldom, twice its usual gap (or the time since
+// its last advance, if longer), at most the round. Long-polls that wait in
+// vain on every bookie at once cost as many calls as there are bookies per
+// round: with 1,024 mostly quiet tails, about 12,000 ReadLac calls a
+// second and most of a core. A stalled first bookie then costs up to this
+// long, once (the answering bookie is asked first from then on). Called
+// with r.mu held.
+func (r *Reader) lacSpeculation(wait time.Duration) time.Duration {
+	d := r.c.cfg.SpeculativeLacTimeout
+	gap := max(r.lacGap, r.c.cfg.Now().Sub(r.lacAt))
+	return max(d, min(2*gap, wait))
+}
+
+// noteAdvance records an advance of the LAC seen by a long-poll. Called
+// with r.mu held.
+func (r *Reader) noteAdvance() {
+	now := r.c.cfg.Now()
+	g := now.Sub(r.lacAt)
+	if r.lacGap == 0 {
+		r.lacGap = g
+	} else {
+		r.lacGap = (3*r.lacGap + g) / 4
+	}
+	r.lacAt = now
+}
+
 // Refresh re-reads the ledger's metadata from the catalog (a close or an
 // ensemble change) and returns it.
 func (r *Reader) Refresh(ctx context.Context) (catalog.LedgerMetadata, error) {
@@ -243,7 +277,7 @@ func (r *Reader) refresh(ctx context.Context) error {
 
 // pollLac long-polls the bookies of the last segment for a LAC above
 // previous, waiting up to wait: first the one that answered first last
-// time, then one more each SpeculativeLacTimeout without progress (or at
+// time, then one more each lacSpeculation without progress (or at
 // once when a poll fails). The first answer above previous wins and the
 // others are cancelled; every poll's wait ends at the same deadline. It
 // feeds the best answer to the machine and reports whether every bookie
@@ -277,7 +311,9 @@ func (r *Reader) pollLac(ctx context.Context, previous int64, wait time.Duration
 		})
 	}
 	launch()
-	spec := time.NewTimer(c.cfg.SpeculativeLacTimeout)
+	known := r.rd.LAC()
+	specDelay := r.lacSpeculation(wait)
+	spec := time.NewTimer(specDelay)
 	defer spec.Stop()
 	best, failures := int64(-1), 0
 	for answered := 0; answered < launched; {
@@ -294,6 +330,9 @@ func (r *Reader) pollLac(ctx context.Context, previous int64, wait time.Duration
 			best = max(best, a.lac)
 			if a.lac > previous {
 				r.lacFirst = a.i
+				if a.lac > known {
+					r.noteAdvance()
+				}
 				answered = launched // done
 			}
 			if a.fenced {
@@ -303,7 +342,7 @@ func (r *Reader) pollLac(ctx context.Context, previous int64, wait time.Duration
 		case <-spec.C:
 			if launched < n {
 				launch()
-				spec.Reset(c.cfg.SpeculativeLacTimeout)
+				spec.Reset(specDelay)
 			}
 		}
 	}
