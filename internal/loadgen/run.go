@@ -266,7 +266,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 
 // ConsumerReadyTimeout bounds the wait for the consumers to hold every
 // partition (awaitAssignment); the run starts anyway after it, with a note.
-const ConsumerReadyTimeout = 3 * time.Minute
+const ConsumerReadyTimeout = 2 * time.Minute
 
 // awaitAssignment waits until the consumers started so far hold all the
 // partitions of their subscriptions, if they can tell (AssignmentCounter).
