@@ -60,8 +60,9 @@ type SearchStep struct {
 // rateSearch finds the highest rate the system keeps up with: producers
 // stay on schedule, acknowledgements and deliveries keep pace with sends.
 // It is a pure state machine fed one sample per step, so it is tested
-// without a clock or a system. It grows the rate by half while every step
-// keeps up, and after the first step that does not, backs off below what
+// without a clock or a system. A failed first step is held once more (it
+// may have measured a cold start). It grows the rate by half while every
+// step keeps up, and after the first step that does not, backs off below what
 // was achieved and climbs again from 5% per step, the step doubling with
 // each success and resetting with each failure. The answer is the last rate that
 // kept up (conditions drift during a run — page cache filling, compaction —
@@ -72,6 +73,7 @@ type rateSearch struct {
 	lastGood float64 // the latest rate that kept up; 0 if none yet
 	refining bool    // a step has failed since the start
 	growth   float64 // multiplier after the next step that keeps up (refining): searchRefine..searchGrow
+	fallback float64 // the answer while no step kept up: the latest achieved rate backed off
 	steps    []SearchStep
 }
 
@@ -105,10 +107,19 @@ func (rs *rateSearch) step(s SearchSample) float64 {
 		rs.lastGood = s.Rate
 		rs.rate = s.Rate * rs.growth
 		rs.growth = min(1+2*(rs.growth-1), searchGrow)
+	case rs.lastGood == 0 && len(rs.steps) == 0:
+		// The first step may have measured only a cold start (a JIT, a
+		// group joining, 1,024 fresh ledgers opening their streams: S4's
+		// first second acknowledged nothing, and the search spent its
+		// warm-up climbing from the floor): hold the rate once more
+		// before judging the system by it.
+		rs.rate = s.Rate
+		rs.fallback = clampRate(achieved * searchBackoff)
 	case rs.lastGood == 0:
-		// Nothing has kept up yet (perhaps only start-up: JIT, group joins):
-		// go below what was achieved, still in the fast phase.
+		// Nothing has kept up yet (perhaps still start-up): go below what
+		// was achieved, still in the fast phase.
 		rs.rate = achieved * searchBackoff
+		rs.fallback = clampRate(rs.rate)
 	default:
 		// Back off from what was achieved, but not far below the latest
 		// rate that kept up: one bad step (a consumer's rebalance, a
@@ -119,7 +130,7 @@ func (rs *rateSearch) step(s SearchSample) float64 {
 		rs.growth = searchRefine
 		rs.rate = max(achieved, rs.lastGood*searchBackoff) * searchBackoff
 	}
-	rs.rate = min(max(rs.rate, SearchMinRate), MaxProducerRate)
+	rs.rate = clampRate(rs.rate)
 	rs.steps = append(rs.steps, SearchStep{
 		Rate: s.Rate, AckRate: float64(s.Acked) / s.Seconds,
 		ReceiveRate: float64(s.Received) / s.Seconds / float64(max(s.Subs, 1)),
@@ -128,11 +139,16 @@ func (rs *rateSearch) step(s SearchSample) float64 {
 	return rs.rate
 }
 
-// result returns the rate found: the latest that kept up, else the next
-// rate the search would try (already backed off).
+// result returns the rate found: the latest that kept up, else the latest
+// achieved rate backed off (else, before any step, the start).
 func (rs *rateSearch) result() float64 {
-	if rs.lastGood > 0 {
+	switch {
+	case rs.lastGood > 0:
 		return rs.lastGood
+	case rs.fallback > 0:
+		return rs.fallback
 	}
 	return rs.rate
 }
+
+func clampRate(r float64) float64 { return min(max(r, SearchMinRate), MaxProducerRate) }

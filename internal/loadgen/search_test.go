@@ -101,9 +101,31 @@ func TestJudgeSaysWhy(t *testing.T) {
 
 func TestRateSearchWithoutAnyGoodStep(t *testing.T) {
 	rs := newRateSearch(10_000)
-	stepAgainst(rs, 10_000, 50)
+	if next := stepAgainst(rs, 10_000, 50); next != 10_000 {
+		t.Fatalf("after a failed first step: %v, want the same rate once more", next)
+	}
+	if got := rs.result(); got != SearchMinRate {
+		t.Fatalf("result after one step %v, want the floor %d", got, SearchMinRate)
+	}
+	if next := stepAgainst(rs, 10_000, 50); next != SearchMinRate {
+		t.Fatalf("after a second failed step: %v, want the floor %d", next, SearchMinRate)
+	}
 	if got := rs.result(); got != SearchMinRate {
 		t.Fatalf("result %v, want the floor %d", got, SearchMinRate)
+	}
+}
+
+// A first step that acknowledged nothing (1,024 fresh ledgers opening their
+// streams) is held once more; when the system then keeps up, the search
+// goes on climbing from the start rate, not from its floor.
+func TestRateSearchHoldsAColdFirstStep(t *testing.T) {
+	rs := newRateSearch(SearchStartRate)
+	rs.step(SearchSample{Rate: SearchStartRate, Seconds: 2, Subs: 1}) // nothing acknowledged
+	if got := stepAgainst(rs, SearchStartRate, 100_000); got != SearchStartRate*searchGrow {
+		t.Fatalf("after the held step kept up: %v, want %v", got, SearchStartRate*searchGrow)
+	}
+	if rs.result() != SearchStartRate {
+		t.Fatalf("result %v, want %d", rs.result(), SearchStartRate)
 	}
 }
 

@@ -19,7 +19,7 @@ const (
 	DefaultTailIdle        = 30 * time.Second
 	DefaultTailCheck       = time.Second
 	DefaultBusyTailCheck   = 25 * time.Millisecond
-	DefaultChainTTL        = 10 * time.Second
+	DefaultChainTTL        = 30 * time.Second
 	DefaultMaxLogs         = 100_000
 	DefaultMaxEntryBounds  = 4096
 	DefaultMaxCursorHints  = 64
@@ -60,7 +60,8 @@ type Config struct {
 	// of old data. Staleness is safe (see Log.chainCached): it only bounds
 	// how long a trim stays unnoticed and what a partition costs in catalog
 	// reads (one per ChainTTL while read or followed; 1,024 partitions at
-	// 1 s kept the emulated catalog busy). Zero means the default.
+	// 10 s still took half the emulated catalog's capacity). Zero means
+	// the default.
 	ChainTTL time.Duration
 	// MaxLogs bounds the partitions with state in memory; the least recently
 	// used are dropped beyond it. Zero means the default.
