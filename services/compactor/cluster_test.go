@@ -73,92 +73,104 @@ func TestClusterOffloadsProducedRecords(t *testing.T) {
 		}
 	}
 
-	// Wait until every ledger but the open tail is offloaded.
+	// Wait until every ledger but the open tail is offloaded and gone from
+	// the bookies (the compactor drops the bookie copies just after it
+	// marks a ledger OFFLOADED), then read everything back. The writer's
+	// last roll-over runs after the last produce returned, so the tail read
+	// here may be sealed and offloaded while it is read: then look again.
 	var p catalog.Partition
-	for {
-		if p, err = c.Catalog.GetPartition(ctx, "events", 0); err != nil {
-			t.Fatal(err)
-		}
-		offloaded := 0
-		for _, r := range p.Ledgers[:len(p.Ledgers)-1] {
-			m, err := c.Catalog.GetLedger(ctx, r.ID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if m.State == catalog.LedgerOffloaded {
-				offloaded++
-			}
-		}
-		if len(p.Ledgers) > 2 && offloaded == len(p.Ledgers)-1 {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("not offloaded in time: %d of %d ledgers", offloaded, len(p.Ledgers)-1)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-
 	var got [][]byte
-	it := record.NewIterator(record.Limits{})
-	take := func(batches []byte) {
-		for len(batches) > 0 {
-			b, rest, err := record.Split(batches)
+attempts:
+	for attempt := 1; ; attempt++ {
+		for {
+			if p, err = c.Catalog.GetPartition(ctx, "events", 0); err != nil {
+				t.Fatal(err)
+			}
+			offloaded := 0
+			for _, r := range p.Ledgers[:len(p.Ledgers)-1] {
+				m, err := c.Catalog.GetLedger(ctx, r.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if m.State == catalog.LedgerOffloaded && !onBookies(c, m.ID) {
+					offloaded++
+				}
+			}
+			if len(p.Ledgers) > 2 && offloaded == len(p.Ledgers)-1 {
+				break
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("not offloaded in time: %d of %d ledgers", offloaded, len(p.Ledgers)-1)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+
+		got = got[:0]
+		it := record.NewIterator(record.Limits{})
+		take := func(batches []byte) {
+			for len(batches) > 0 {
+				b, rest, err := record.Split(batches)
+				if err != nil {
+					t.Fatal(err)
+				}
+				batches = rest
+				if err := it.Reset(b); err != nil {
+					t.Fatal(err)
+				}
+				for it.Next() {
+					got = append(got, bytes.Clone(it.Record().Value))
+				}
+				if err := it.Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		for _, r := range p.Ledgers[:len(p.Ledgers)-1] {
+			m, _ := c.Catalog.GetLedger(ctx, r.ID)
+			for _, b := range c.Bookies {
+				if ents, _, err := b.Read(int64(m.ID), 0, 0, 1<<20, false, nil); err == nil && len(ents) > 0 {
+					t.Fatalf("offloaded ledger %d still on bookie", m.ID)
+				}
+			}
+			data, err := c.Objects.ReadAll(ctx, m.Location)
 			if err != nil {
 				t.Fatal(err)
 			}
-			batches = rest
-			if err := it.Reset(b); err != nil {
+			sr, err := segment.Open(bytes.NewReader(data), int64(len(data)), segment.ReaderOptions{})
+			if err != nil {
 				t.Fatal(err)
 			}
-			for it.Next() {
-				got = append(got, bytes.Clone(it.Record().Value))
+			rng := sr.All()
+			raw, err := sr.ReadRange(rng, nil)
+			if err != nil {
+				t.Fatal(err)
 			}
-			if err := it.Err(); err != nil {
+			bi := sr.Batches(rng, raw)
+			for bi.Next() {
+				take(bi.Batch())
+			}
+			if err := bi.Err(); err != nil {
 				t.Fatal(err)
 			}
 		}
-	}
-	for _, r := range p.Ledgers[:len(p.Ledgers)-1] {
-		m, _ := c.Catalog.GetLedger(ctx, r.ID)
-		for _, b := range c.Bookies {
-			if ents, _, err := b.Read(int64(m.ID), 0, 0, 1<<20, false, nil); err == nil && len(ents) > 0 {
-				t.Fatalf("offloaded ledger %d still on bookie", m.ID)
+		tail := p.Ledgers[len(p.Ledgers)-1]
+		rd, err := c.Ledgers.OpenReader(ctx, tail.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lac, _ := rd.PollLAC(ctx); lac >= 0 {
+			ents, err := c.Ledgers.ReadEntries(ctx, tail.ID, 0, lac)
+			if err != nil {
+				if m, gerr := c.Catalog.GetLedger(ctx, tail.ID); gerr == nil && m.State != catalog.LedgerOpen && attempt < 5 {
+					continue attempts // rolled over and offloaded meanwhile
+				}
+				t.Fatal(err)
+			}
+			for _, e := range ents {
+				take(e)
 			}
 		}
-		data, err := c.Objects.ReadAll(ctx, m.Location)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sr, err := segment.Open(bytes.NewReader(data), int64(len(data)), segment.ReaderOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		rng := sr.All()
-		raw, err := sr.ReadRange(rng, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		bi := sr.Batches(rng, raw)
-		for bi.Next() {
-			take(bi.Batch())
-		}
-		if err := bi.Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	tail := p.Ledgers[len(p.Ledgers)-1]
-	rd, err := c.Ledgers.OpenReader(ctx, tail.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if lac, _ := rd.PollLAC(ctx); lac >= 0 {
-		ents, err := c.Ledgers.ReadEntries(ctx, tail.ID, 0, lac)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range ents {
-			take(e)
-		}
+		break
 	}
 	if len(got) != n {
 		t.Fatalf("read back %d records, want %d", len(got), n)
@@ -288,4 +300,14 @@ func TestClusterCompactedTopicReadsThroughFetch(t *testing.T) {
 			t.Fatalf("%s = %.10q, want %.10q", k, got[k], v)
 		}
 	}
+}
+
+// onBookies reports whether any bookie of the cluster still stores ledger id.
+func onBookies(c *cluster.Cluster, id catalog.LedgerID) bool {
+	for _, b := range c.Bookies {
+		if ents, _, err := b.Read(int64(id), 0, 0, 1<<20, false, nil); err == nil && len(ents) > 0 {
+			return true
+		}
+	}
+	return false
 }
