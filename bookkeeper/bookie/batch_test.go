@@ -33,10 +33,10 @@ func TestServiceBatchAcksInOrder(t *testing.T) {
 			msg := addMsg(ledger)
 			for range 10 + 9*round + int(ledger) { // 11..57 adds
 				e := next[ledger]
-				msg.Adds = append(msg.Adds, add(ledger, e, e-1))
+				msg.Ledgers[0].Adds = append(msg.Ledgers[0].Adds, add(ledger, e, e-1))
 				next[ledger]++
 			}
-			total += len(msg.Adds)
+			total += len(msg.Ledgers[0].Adds)
 			msgs = append(msgs, msg)
 		}
 	}
@@ -81,12 +81,12 @@ func TestServiceBatchBadAddFailsAlone(t *testing.T) {
 
 	msg := addMsg(7)
 	for e := range int64(10) {
-		msg.Adds = append(msg.Adds, add(7, e, -1))
+		msg.Ledgers[0].Adds = append(msg.Ledgers[0].Adds, add(7, e, -1))
 	}
-	msg.Adds[3].Crc32C++                                    // bad checksum
-	msg.Adds[5].Payload = make([]byte, cfg.MaxEntryBytes+1) // too large (the message is within its limit)
-	msg.Adds[5].Crc32C = storage.EntryChecksum(7, 5, -1, msg.Adds[5].Payload)
-	msg.Adds[8].Lac = -5 // invalid
+	msg.Ledgers[0].Adds[3].Crc32C++                                    // bad checksum
+	msg.Ledgers[0].Adds[5].Payload = make([]byte, cfg.MaxEntryBytes+1) // too large (the message is within its limit)
+	msg.Ledgers[0].Adds[5].Crc32C = storage.EntryChecksum(7, 5, -1, msg.Ledgers[0].Adds[5].Payload)
+	msg.Ledgers[0].Adds[8].Lac = -5 // invalid
 	wantStatus := map[int64]bookiev1.AddStatus{
 		3: bookiev1.AddStatus_ADD_STATUS_BAD_CHECKSUM,
 		5: bookiev1.AddStatus_ADD_STATUS_ERROR,
@@ -95,7 +95,7 @@ func TestServiceBatchBadAddFailsAlone(t *testing.T) {
 	if err := stream.Send(msg); err != nil {
 		t.Fatal(err)
 	}
-	results, _ := receiveResults(t, stream, len(msg.Adds))
+	results, _ := receiveResults(t, stream, len(msg.Ledgers[0].Adds))
 	var acked []int64
 	seen := map[int64]bool{}
 	for _, r := range results {
@@ -124,9 +124,9 @@ func TestServiceBatchBadAddFailsAlone(t *testing.T) {
 	// A message whose shared fields are bad fails each of its adds; the
 	// stream carries on.
 	noKey := addMsg(8, add(8, 0, -1), add(8, 1, -1))
-	noKey.MasterKey = nil
+	noKey.Ledgers[0].MasterKey = nil
 	otherKey := addMsg(7, add(7, 10, -1), add(7, 11, -1))
-	otherKey.MasterKey = []byte("another writer")
+	otherKey.Ledgers[0].MasterKey = []byte("another writer")
 	for _, tc := range []struct {
 		msg  *bookiev1.AddEntriesRequest
 		want bookiev1.AddStatus
@@ -140,7 +140,7 @@ func TestServiceBatchBadAddFailsAlone(t *testing.T) {
 		}
 		got, _ := receiveResults(t, stream, 2)
 		for i, r := range got {
-			if want := (result{tc.msg.GetLedgerId(), tc.msg.GetAdds()[i].GetEntryId(), tc.want}); r != want {
+			if want := (result{tc.msg.GetLedgers()[0].GetLedgerId(), tc.msg.GetLedgers()[0].GetAdds()[i].GetEntryId(), tc.want}); r != want {
 				t.Errorf("got %+v; want %+v", r, want)
 			}
 		}
@@ -158,19 +158,20 @@ func TestServiceAddMessageLimits(t *testing.T) {
 
 	tooMany := addMsg(1)
 	for e := range int64(cfg.MaxInFlightAdds + 1) {
-		tooMany.Adds = append(tooMany.Adds, add(1, e, -1))
+		tooMany.Ledgers[0].Adds = append(tooMany.Ledgers[0].Adds, add(1, e, -1))
 	}
 	tooLarge := addMsg(1)
 	for e := range int64(3) {
 		p := make([]byte, 60<<10)
-		tooLarge.Adds = append(tooLarge.Adds, &bookiev1.Add{EntryId: e, Lac: -1, Payload: p, Crc32C: storage.EntryChecksum(1, e, -1, p)})
+		tooLarge.Ledgers[0].Adds = append(tooLarge.Ledgers[0].Adds, &bookiev1.Add{EntryId: e, Lac: -1, Payload: p, Crc32C: storage.EntryChecksum(1, e, -1, p)})
 	}
 	for name, tc := range map[string]struct {
 		msg  *bookiev1.AddEntriesRequest
 		code connect.Code
 		text string
 	}{
-		"no adds":           {addMsg(1), connect.CodeInvalidArgument, "carries no adds"},
+		"no groups":         {&bookiev1.AddEntriesRequest{}, connect.CodeInvalidArgument, "carries no ledgers"},
+		"empty group":       {addMsg(1), connect.CodeInvalidArgument, "carries neither adds nor a lac"},
 		"too many adds":     {tooMany, connect.CodeInvalidArgument, "carries 65 adds; limit 64"},
 		"message too large": {tooLarge, connect.CodeResourceExhausted, "larger than configured max"},
 	} {
@@ -194,22 +195,26 @@ func TestServiceAddMessageLimits(t *testing.T) {
 	// Each good add above went to ledger 9 entry 0 again: harmless.
 }
 
-// sendResults sends one response per run of one ledger's results, in
-// order.
-func TestSendResultsSplitsByLedger(t *testing.T) {
+// sendResults sends every ready answer in one response, one group per run
+// of one ledger's results, in order.
+func TestSendResultsGroupsByLedger(t *testing.T) {
 	ok, fenced := bookiev1.AddStatus_ADD_STATUS_OK, bookiev1.AddStatus_ADD_STATUS_FENCED
 	ready := []addResult{{1, 0, ok}, {1, 1, ok}, {2, 5, fenced}, {1, 2, ok}, {1, 3, ok}, {1, 4, ok}}
 	var got [][]result
+	calls := 0
 	err := sendResults(func(r *bookiev1.AddEntriesResponse) error {
-		var rs []result
-		for _, x := range r.GetResults() {
-			rs = append(rs, result{r.GetLedgerId(), x.GetEntryId(), x.GetStatus()})
+		calls++
+		for _, g := range r.GetLedgers() {
+			var rs []result
+			for _, x := range g.GetResults() {
+				rs = append(rs, result{g.GetLedgerId(), x.GetEntryId(), x.GetStatus()})
+			}
+			got = append(got, rs)
 		}
-		got = append(got, rs)
 		return nil
 	}, ready)
-	if err != nil {
-		t.Fatal(err)
+	if err != nil || calls != 1 {
+		t.Fatalf("%d responses, err %v; want 1", calls, err)
 	}
 	want := [][]result{{{1, 0, ok}, {1, 1, ok}}, {{2, 5, fenced}}, {{1, 2, ok}, {1, 3, ok}, {1, 4, ok}}}
 	if len(got) != len(want) {
@@ -217,12 +222,71 @@ func TestSendResultsSplitsByLedger(t *testing.T) {
 	}
 	for i := range want {
 		if !slices.Equal(got[i], want[i]) {
-			t.Fatalf("response %d = %v; want %v", i, got[i], want[i])
+			t.Fatalf("group %d = %v; want %v", i, got[i], want[i])
 		}
 	}
 	boom := errors.New("stream broke")
-	calls := 0
-	if err := sendResults(func(*bookiev1.AddEntriesResponse) error { calls++; return boom }, ready); !errors.Is(err, boom) || calls != 1 {
-		t.Fatalf("send failure: %v after %d calls; want the error after 1", err, calls)
+	if err := sendResults(func(*bookiev1.AddEntriesResponse) error { return boom }, ready); !errors.Is(err, boom) {
+		t.Fatalf("send failure: %v; want the error", err)
 	}
+}
+
+// One message carries adds of several ledgers and LAC-only groups: every
+// add is answered under its own ledger, and each LAC reaches the ledger's
+// long-polls as WriteLac would, with no answer of its own.
+func TestServiceMessageOfSeveralLedgers(t *testing.T) {
+	b := mustOpen(t, testConfig(vfs.NewMem()))
+	defer mustClose(t, b)
+	c := serve(t, b)
+	ctx := context.Background()
+	stream := c.AddEntries(ctx)
+	defer func() { _ = stream.CloseResponse() }()
+
+	lac := func(v int64) *int64 { return &v }
+	msg := &bookiev1.AddEntriesRequest{Ledgers: []*bookiev1.LedgerAdds{
+		{LedgerId: 1, MasterKey: testKey, Adds: []*bookiev1.Add{add(1, 0, -1), add(1, 1, 0)}},
+		{LedgerId: 2, MasterKey: testKey, Adds: []*bookiev1.Add{add(2, 0, -1)}, Lac: lac(0)},
+		{LedgerId: 3, MasterKey: []byte("another key"), Adds: []*bookiev1.Add{add(3, 0, -1)}},
+	}}
+	if err := stream.Send(msg); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := receiveResults(t, stream, 4)
+	ok := bookiev1.AddStatus_ADD_STATUS_OK
+	want := map[result]bool{{1, 0, ok}: true, {1, 1, ok}: true, {2, 0, ok}: true, {3, 0, ok}: true}
+	for _, r := range got {
+		if !want[r] {
+			t.Errorf("unexpected result %+v", r)
+		}
+		delete(want, r)
+	}
+	if len(want) > 0 {
+		t.Errorf("missing results %v", want)
+	}
+	// Ledger 2's LAC came with its add; ledger 1 gets one alone.
+	if err := stream.Send(&bookiev1.AddEntriesRequest{Ledgers: []*bookiev1.LedgerAdds{{LedgerId: 1, MasterKey: testKey, Lac: lac(1)}}}); err != nil {
+		t.Fatal(err)
+	}
+	for ledger, want := range map[int64]int64{1: 1, 2: 0} {
+		resp, err := c.ReadLac(ctx, connect.NewRequest(&bookiev1.ReadLacRequest{LedgerId: ledger, PreviousLac: want - 1, TimeoutMs: 5000}))
+		if err != nil || resp.Msg.GetLac() != want {
+			t.Fatalf("ledger %d: lac %d, %v; want %d", ledger, resp.Msg.GetLac(), err, want)
+		}
+	}
+	// A LAC-only group with another writer's key changes nothing and ends
+	// nothing: the next add is answered.
+	if err := stream.Send(&bookiev1.AddEntriesRequest{Ledgers: []*bookiev1.LedgerAdds{{LedgerId: 1, MasterKey: []byte("x"), Lac: lac(5)}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(addReq(1, 2, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := receiveResults(t, stream, 1); got[0] != (result{1, 2, ok}) {
+		t.Fatalf("after a refused lac: %+v", got[0])
+	}
+	resp, err := c.ReadLac(ctx, connect.NewRequest(&bookiev1.ReadLacRequest{LedgerId: 1, PreviousLac: -1}))
+	if err != nil || resp.Msg.GetLac() != 1 {
+		t.Fatalf("ledger 1 lac %d, %v; want 1 (the refused push ignored)", resp.Msg.GetLac(), err)
+	}
+	_ = stream.CloseRequest()
 }

@@ -21,16 +21,20 @@
 // journal queue full after Config.AddQueueWait) is answered at once with its
 // status and never journaled.
 //
-// One AddEntries message carries one or more adds to one ledger, handled
-// one by one: each is answered with its own status, so a bad add fails
-// alone. One AddEntries stream has at most Config.MaxInFlightAdds adds
-// (entries, not messages) unanswered; the handler stops reading beyond
-// that, so HTTP/2 flow control pushes back on the client. A message with
-// no adds or more than MaxInFlightAdds ends the stream (INVALID_ARGUMENT);
-// one above Config.MaxAddMessageBytes too (RESOURCE_EXHAUSTED, before it is
-// read). Acknowledgements are sent in journal order, hence in order within a
-// ledger; refusals at once. The sender puts every answer ready when it is
-// free into one response per ledger, never waiting for more.
+// One AddEntries message carries adds of one or more ledgers, grouped by
+// ledger (a client shares one stream per bookie among all its ledgers),
+// handled one by one: each is answered with its own status, so a bad add
+// or group fails alone. A group may also carry an explicit LAC, applied
+// after its adds as WriteLac would, unanswered. One AddEntries stream has
+// at most Config.MaxInFlightAdds adds (entries, not messages) unanswered;
+// the handler stops reading beyond that, so HTTP/2 flow control pushes
+// back on the client. A message with no groups, a group with neither adds
+// nor a LAC, or more than MaxInFlightAdds adds ends the stream
+// (INVALID_ARGUMENT); one above Config.MaxAddMessageBytes too
+// (RESOURCE_EXHAUSTED, before it is read). Acknowledgements are sent in
+// journal order, hence in order within a ledger; refusals at once. The
+// sender puts every answer ready when it is free into one response,
+// grouped by ledger, never waiting for more.
 //
 // # Checkpoints and restart
 //

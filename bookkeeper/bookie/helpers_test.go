@@ -55,9 +55,9 @@ func addReq(ledger, entry, lac int64) *bookiev1.AddEntriesRequest {
 	return addMsg(ledger, add(ledger, entry, lac))
 }
 
-// addMsg is an AddEntries message carrying adds to ledger.
+// addMsg is an AddEntries message carrying adds to ledger (one group).
 func addMsg(ledger int64, adds ...*bookiev1.Add) *bookiev1.AddEntriesRequest {
-	return &bookiev1.AddEntriesRequest{LedgerId: ledger, MasterKey: testKey, Adds: adds}
+	return &bookiev1.AddEntriesRequest{Ledgers: []*bookiev1.LedgerAdds{{LedgerId: ledger, MasterKey: testKey, Adds: adds}}}
 }
 
 // add is one add of entry to ledger, with its payload and checksum.
@@ -84,11 +84,16 @@ func receiveResults(t testing.TB, stream *connect.BidiStreamForClient[bookiev1.A
 			t.Fatalf("receive after %d results: %v", len(out), err)
 		}
 		responses++
-		if len(resp.GetResults()) == 0 {
+		if len(resp.GetLedgers()) == 0 {
 			t.Fatalf("response %d carries no results", responses)
 		}
-		for _, r := range resp.GetResults() {
-			out = append(out, result{resp.GetLedgerId(), r.GetEntryId(), r.GetStatus()})
+		for _, g := range resp.GetLedgers() {
+			if len(g.GetResults()) == 0 {
+				t.Fatalf("response %d: ledger %d's group carries no results", responses, g.GetLedgerId())
+			}
+			for _, r := range g.GetResults() {
+				out = append(out, result{g.GetLedgerId(), r.GetEntryId(), r.GetStatus()})
+			}
 		}
 	}
 	if len(out) > n {

@@ -62,7 +62,7 @@ type addResult struct {
 // refusals (handler goroutine) put answers on out, whose capacity equals the
 // in-flight bound, so putting never blocks; the sender takes every answer
 // ready at that moment (never waiting for more), sends them as one
-// response per run of one ledger, and frees a slot per answer sent. When
+// response (grouped by ledger), and frees a slot per answer sent. When
 // the client half-closes, the handler waits until every answer is sent,
 // then returns.
 func (s service) AddEntries(ctx context.Context, stream *connect.BidiStream[bookiev1.AddEntriesRequest, bookiev1.AddEntriesResponse]) error {
@@ -115,49 +115,12 @@ func (s service) AddEntries(ctx context.Context, stream *connect.BidiStream[book
 		if err != nil {
 			return finish(err)
 		}
-		ledger, adds := req.GetLedgerId(), req.GetAdds()
-		switch {
-		case len(adds) == 0:
-			return finish(code(fmt.Errorf("%w: AddEntries message for ledger %d carries no adds (a client of an older protocol version?)", ErrInvalid, ledger)))
-		case len(adds) > b.cfg.MaxInFlightAdds:
-			return finish(code(fmt.Errorf("%w: AddEntries message for ledger %d carries %d adds; limit %d (the stream's in-flight bound)",
-				ErrInvalid, ledger, len(adds), b.cfg.MaxInFlightAdds)))
+		if err := validateAddEntries(req, b.cfg.MaxInFlightAdds); err != nil {
+			return finish(code(err))
 		}
-		msgErr := validateAddMessage(req)
-		if msgErr != nil {
-			b.log.Warn("adds refused", slog.Int64("ledger", ledger), slog.Int("adds", len(adds)), slog.Any("err", msgErr))
-		}
-		for _, a := range adds {
-			select {
-			case slots <- struct{}{}:
-			case <-ctx.Done():
-				return finish(ctx.Err())
-			}
-			entry := a.GetEntryId()
-			answer := func(st bookiev1.AddStatus) {
-				out <- addResult{ledger: ledger, entry: entry, status: st}
-			}
-			if msgErr != nil {
-				answer(bookiev1.AddStatus_ADD_STATUS_ERROR)
-				continue
-			}
-			if err := validateAdd(a, b.cfg.MaxEntryBytes); err != nil {
-				b.log.Warn("add refused", slog.Int64("ledger", ledger), slog.Int64("entry", entry), slog.Any("err", err))
-				answer(bookiev1.AddStatus_ADD_STATUS_ERROR)
-				continue
-			}
-			err = b.Add(ctx, AddRequest{
-				Ledger: ledger, Entry: entry, LAC: a.GetLac(), Payload: a.GetPayload(),
-				Checksum: a.GetCrc32C(), MasterKey: req.GetMasterKey(), Recovery: a.GetRecovery(),
-			}, func(err error) {
-				if err != nil {
-					answer(bookiev1.AddStatus_ADD_STATUS_ERROR)
-					return
-				}
-				answer(bookiev1.AddStatus_ADD_STATUS_OK)
-			})
-			if err != nil {
-				answer(addStatus(err))
+		for _, g := range req.GetLedgers() {
+			if err := s.addGroup(ctx, g, slots, out); err != nil {
+				return finish(err)
 			}
 		}
 	}
@@ -172,34 +135,108 @@ func (s service) AddEntries(ctx context.Context, stream *connect.BidiStream[book
 	return finish(nil)
 }
 
-// sendResults sends ready answers in order, one response per run of
-// answers of one ledger (a stream usually carries one ledger: one
-// response).
-func sendResults(send func(*bookiev1.AddEntriesResponse) error, ready []addResult) error {
-	for len(ready) > 0 {
-		n := 1
-		for n < len(ready) && ready[n].ledger == ready[0].ledger {
-			n++
+// validateAddEntries checks what ends the stream: a message with no
+// groups, a group with neither adds nor a LAC, more adds than the stream
+// may have unacknowledged.
+func validateAddEntries(req *bookiev1.AddEntriesRequest, maxInFlight int) error {
+	groups := req.GetLedgers()
+	if len(groups) == 0 {
+		return fmt.Errorf("%w: AddEntries message carries no ledgers (a client of an older protocol version?)", ErrInvalid)
+	}
+	n := 0
+	for i, g := range groups {
+		if len(g.GetAdds()) == 0 && g.Lac == nil {
+			return fmt.Errorf("%w: AddEntries message: ledgers[%d] (ledger %d) carries neither adds nor a lac", ErrInvalid, i, g.GetLedgerId())
 		}
-		resp := &bookiev1.AddEntriesResponse{LedgerId: ready[0].ledger, Results: make([]*bookiev1.AddResult, n)}
-		for i, r := range ready[:n] {
-			resp.Results[i] = &bookiev1.AddResult{EntryId: r.entry, Status: r.status}
-		}
-		if err := send(resp); err != nil {
-			return err
-		}
-		ready = ready[n:]
+		n += len(g.GetAdds())
+	}
+	if n > maxInFlight {
+		return fmt.Errorf("%w: AddEntries message carries %d adds; limit %d (the stream's in-flight bound)", ErrInvalid, n, maxInFlight)
 	}
 	return nil
 }
 
-// validateAddMessage checks the fields every add of a message shares.
-func validateAddMessage(req *bookiev1.AddEntriesRequest) error {
+// addGroup hands one ledger's adds to the bookie, each taking an in-flight
+// slot (released once its answer is sent), then applies the group's LAC.
+// A bad group or add is answered ADD_STATUS_ERROR (a bad LAC is logged):
+// only the end of ctx ends the stream.
+func (s service) addGroup(ctx context.Context, g *bookiev1.LedgerAdds, slots chan struct{}, out chan<- addResult) error {
+	b := s.b
+	ledger := g.GetLedgerId()
+	groupErr := validateAddGroup(g)
+	if groupErr != nil {
+		b.log.Warn("adds refused", slog.Int64("ledger", ledger), slog.Int("adds", len(g.GetAdds())), slog.Any("err", groupErr))
+	}
+	for _, a := range g.GetAdds() {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		entry := a.GetEntryId()
+		answer := func(st bookiev1.AddStatus) {
+			out <- addResult{ledger: ledger, entry: entry, status: st}
+		}
+		if groupErr != nil {
+			answer(bookiev1.AddStatus_ADD_STATUS_ERROR)
+			continue
+		}
+		if err := validateAdd(a, b.cfg.MaxEntryBytes); err != nil {
+			b.log.Warn("add refused", slog.Int64("ledger", ledger), slog.Int64("entry", entry), slog.Any("err", err))
+			answer(bookiev1.AddStatus_ADD_STATUS_ERROR)
+			continue
+		}
+		err := b.Add(ctx, AddRequest{
+			Ledger: ledger, Entry: entry, LAC: a.GetLac(), Payload: a.GetPayload(),
+			Checksum: a.GetCrc32C(), MasterKey: g.GetMasterKey(), Recovery: a.GetRecovery(),
+		}, func(err error) {
+			if err != nil {
+				answer(bookiev1.AddStatus_ADD_STATUS_ERROR)
+				return
+			}
+			answer(bookiev1.AddStatus_ADD_STATUS_OK)
+		})
+		if err != nil {
+			answer(addStatus(err))
+		}
+	}
+	if g.Lac != nil && groupErr == nil {
+		// As WriteLac, unanswered: a failure only delays tail readers
+		// until the next add carries the LAC.
+		if err := b.WriteLAC(ledger, g.GetMasterKey(), g.GetLac()); err != nil {
+			b.log.Debug("lac refused", slog.Int64("ledger", ledger), slog.Int64("lac", g.GetLac()), slog.Any("err", err))
+		}
+	}
+	return nil
+}
+
+// sendResults sends ready answers in order, in one response, grouped by
+// runs of one ledger.
+func sendResults(send func(*bookiev1.AddEntriesResponse) error, ready []addResult) error {
+	if len(ready) == 0 {
+		return nil
+	}
+	resp := &bookiev1.AddEntriesResponse{}
+	var g *bookiev1.LedgerResults
+	for _, r := range ready {
+		if g == nil || g.LedgerId != r.ledger {
+			g = &bookiev1.LedgerResults{LedgerId: r.ledger}
+			resp.Ledgers = append(resp.Ledgers, g)
+		}
+		g.Results = append(g.Results, &bookiev1.AddResult{EntryId: r.entry, Status: r.status})
+	}
+	return send(resp)
+}
+
+// validateAddGroup checks the fields every add of a group shares.
+func validateAddGroup(g *bookiev1.LedgerAdds) error {
 	switch {
-	case req.GetLedgerId() < 0:
-		return fmt.Errorf("%w: ledger_id %d is negative", ErrInvalid, req.GetLedgerId())
-	case len(req.GetMasterKey()) == 0 || len(req.GetMasterKey()) > storage.MaxMasterKeySize:
-		return fmt.Errorf("%w: master_key of %d bytes, want 1..%d", ErrInvalid, len(req.GetMasterKey()), storage.MaxMasterKeySize)
+	case g.GetLedgerId() < 0:
+		return fmt.Errorf("%w: ledger_id %d is negative", ErrInvalid, g.GetLedgerId())
+	case len(g.GetMasterKey()) == 0 || len(g.GetMasterKey()) > storage.MaxMasterKeySize:
+		return fmt.Errorf("%w: master_key of %d bytes, want 1..%d", ErrInvalid, len(g.GetMasterKey()), storage.MaxMasterKeySize)
+	case g.Lac != nil && g.GetLac() < -1:
+		return fmt.Errorf("%w: lac %d is below -1", ErrInvalid, g.GetLac())
 	}
 	return nil
 }

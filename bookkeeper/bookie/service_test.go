@@ -34,7 +34,7 @@ func TestServiceAddsAndReads(t *testing.T) {
 		for _, size := range sizes {
 			msg := addMsg(1)
 			for range size {
-				msg.Adds = append(msg.Adds, add(1, e, e-1))
+				msg.Ledgers[0].Adds = append(msg.Ledgers[0].Adds, add(1, e, e-1))
 				e++
 			}
 			if err := stream.Send(msg); err != nil {
@@ -95,13 +95,13 @@ func TestServiceAddStatuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	badSum := addReq(1, 1, 0)
-	badSum.Adds[0].Crc32C++
+	badSum.Ledgers[0].Adds[0].Crc32C++
 	otherKey := addReq(1, 2, 0)
-	otherKey.MasterKey = []byte("another writer")
+	otherKey.Ledgers[0].MasterKey = []byte("another writer")
 	noKey := addReq(1, 3, 0)
-	noKey.MasterKey = nil
+	noKey.Ledgers[0].MasterKey = nil
 	recovery := addReq(2, 0, -1)
-	recovery.Adds[0].Recovery = true
+	recovery.Ledgers[0].Adds[0].Recovery = true
 	cases := []struct {
 		req  *bookiev1.AddEntriesRequest
 		want bookiev1.AddStatus
@@ -119,7 +119,7 @@ func TestServiceAddStatuses(t *testing.T) {
 			t.Fatal(err)
 		}
 		got, _ := receiveResults(t, stream, 1)
-		if want := (result{tc.req.GetLedgerId(), tc.req.GetAdds()[0].GetEntryId(), tc.want}); got[0] != want {
+		if want := (result{tc.req.GetLedgers()[0].GetLedgerId(), tc.req.GetLedgers()[0].GetAdds()[0].GetEntryId(), tc.want}); got[0] != want {
 			t.Errorf("got %+v; want %+v", got[0], want)
 		}
 	}

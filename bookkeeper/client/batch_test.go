@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -46,11 +47,18 @@ func TestBatchLen(t *testing.T) {
 // addRecorder records, per bookie, the AddEntries messages the bookie
 // received (adds and payload bytes of each).
 type addRecorder struct {
-	mu   sync.Mutex
-	msgs map[string][]recordedMsg
+	mu    sync.Mutex
+	msgs  map[string][]recordedMsg
+	multi map[string]int // messages carrying adds of more than one ledger
+	// lacOnly counts messages carrying only LAC pushes.
+	lacOnly int
 }
 
 type recordedMsg struct{ adds, bytes int }
+
+func newAddRecorder() *addRecorder {
+	return &addRecorder{msgs: map[string][]recordedMsg{}, multi: map[string]int{}}
+}
 
 func (r *addRecorder) option(bookie string) connect.HandlerOption {
 	return connect.WithInterceptors(recordInterceptor{r, bookie})
@@ -85,12 +93,23 @@ type recordingConn struct {
 func (c recordingConn) Receive(m any) error {
 	err := c.StreamingHandlerConn.Receive(m)
 	if req, ok := m.(*bookiev1.AddEntriesRequest); ok && err == nil {
-		n := 0
-		for _, a := range req.GetAdds() {
-			n += len(a.GetPayload())
+		adds, n, ledgers := 0, 0, 0
+		for _, g := range req.GetLedgers() {
+			if len(g.GetAdds()) > 0 {
+				ledgers++
+			}
+			adds += len(g.GetAdds())
+			for _, a := range g.GetAdds() {
+				n += len(a.GetPayload())
+			}
 		}
 		c.i.r.mu.Lock()
-		c.i.r.msgs[c.i.bookie] = append(c.i.r.msgs[c.i.bookie], recordedMsg{len(req.GetAdds()), n})
+		if adds > 0 {
+			c.i.r.msgs[c.i.bookie] = append(c.i.r.msgs[c.i.bookie], recordedMsg{adds, n})
+			c.i.r.multi[c.i.bookie] += min(ledgers-1, 1)
+		} else { // LAC pushes alone are counted apart
+			c.i.r.lacOnly++
+		}
 		c.i.r.mu.Unlock()
 	}
 	return err
@@ -137,7 +156,7 @@ func TestAddsCoalescedWithinBounds(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cl := newCluster(t, 0)
-			rec := &addRecorder{msgs: map[string][]recordedMsg{}}
+			rec := newAddRecorder()
 			bookies := []string{"b1", "b2", "b3"}
 			for _, b := range bookies {
 				cl.startBookie(b, rec.option(b))
@@ -212,9 +231,161 @@ func TestAddsCoalescedWithinBounds(t *testing.T) {
 				msgs += int64(len(m))
 			}
 			st := c.Stats() // responses: at least the Qa = 2 bookies that acknowledged answered
+			rec.mu.Lock()
+			msgs += int64(rec.lacOnly)
+			rec.mu.Unlock()
 			if st.AddMessagesSent != msgs || st.AddsSent != adds || st.AddResponses < 2 || st.AddResponses > adds {
 				t.Errorf("stats: %d adds in %d messages (bookies saw %d), %d responses", st.AddsSent, st.AddMessagesSent, msgs, st.AddResponses)
 			}
 		})
+	}
+}
+
+func TestMuxBatch(t *testing.T) {
+	add := func(ledger, entry int64, size int) muxItem {
+		return muxItem{ledger: ledger, key: []byte{byte(ledger)}, add: &bookiev1.Add{EntryId: entry, Payload: make([]byte, size)}}
+	}
+	lac := func(ledger, v int64) muxItem { return muxItem{ledger: ledger, key: []byte{byte(ledger)}, lac: v} }
+	type group struct {
+		ledger  int64
+		entries []int64
+		lac     int64 // -2: none
+	}
+	for _, tc := range []struct {
+		name              string
+		queued            []muxItem
+		maxAdds, maxBytes int
+		want              []group
+		took              int
+	}{
+		{"one", []muxItem{add(1, 0, 10)}, 64, 1000, []group{{1, []int64{0}, -2}}, 1},
+		{"grouped by ledger, in order", []muxItem{add(1, 0, 1), add(2, 0, 1), add(1, 1, 1), add(3, 5, 1), add(2, 1, 1)}, 64, 1000,
+			[]group{{1, []int64{0, 1}, -2}, {2, []int64{0, 1}, -2}, {3, []int64{5}, -2}}, 5},
+		{"count bound across ledgers", []muxItem{add(1, 0, 1), add(2, 0, 1), add(1, 1, 1)}, 2, 1000,
+			[]group{{1, []int64{0}, -2}, {2, []int64{0}, -2}}, 2},
+		{"bytes bound", []muxItem{add(1, 0, 400), add(2, 0, 400), add(1, 1, 400)}, 64, 1000,
+			[]group{{1, []int64{0}, -2}, {2, []int64{0}, -2}}, 2},
+		{"large first goes alone", []muxItem{add(1, 0, 5000), add(2, 0, 1)}, 64, 1000, []group{{1, []int64{0}, -2}}, 1},
+		{"lac pushes ride along, the highest kept", []muxItem{lac(1, 3), add(2, 0, 1), lac(1, 5), lac(3, 0)}, 64, 1000,
+			[]group{{1, nil, 5}, {2, []int64{0}, -2}, {3, nil, 0}}, 4},
+		{"lac pushes are not adds", []muxItem{add(1, 0, 1), lac(2, 7), add(1, 1, 1), add(1, 2, 1)}, 2, 1000,
+			[]group{{1, []int64{0, 1}, -2}, {2, nil, 7}}, 3},
+	} {
+		req, n := muxBatch(tc.queued, tc.maxAdds, tc.maxBytes)
+		var got []group
+		for _, g := range req.GetLedgers() {
+			x := group{ledger: g.GetLedgerId(), lac: -2}
+			if g.Lac != nil {
+				x.lac = g.GetLac()
+			}
+			for _, a := range g.GetAdds() {
+				x.entries = append(x.entries, a.GetEntryId())
+			}
+			if len(g.GetMasterKey()) != 1 || g.GetMasterKey()[0] != byte(g.GetLedgerId()) {
+				t.Errorf("%s: ledger %d carries master key %v", tc.name, g.GetLedgerId(), g.GetMasterKey())
+			}
+			got = append(got, x)
+		}
+		same := n == tc.took && len(got) == len(tc.want)
+		for i := 0; same && i < len(got); i++ {
+			same = got[i].ledger == tc.want[i].ledger && got[i].lac == tc.want[i].lac && slices.Equal(got[i].entries, tc.want[i].entries)
+		}
+		if !same {
+			t.Errorf("%s: took %d, groups %+v; want %d, %+v", tc.name, n, got, tc.took, tc.want)
+		}
+	}
+}
+
+// Every writer of a client shares one AddEntries stream per bookie: adds
+// of many ledgers queued meanwhile go out in messages carrying several
+// ledgers, and every writer's entries are acknowledged in order and read
+// back.
+func TestWritersShareOneStreamPerBookie(t *testing.T) {
+	cl := newCluster(t, 0)
+	rec := newAddRecorder()
+	bookies := []string{"b1", "b2", "b3"}
+	for _, b := range bookies {
+		cl.startBookie(b, rec.option(b))
+	}
+	gate := make(chan struct{})
+	c := cl.client(t, func(cfg *Config) { cfg.Dial = gatedDial(t, gate) })
+	const writers, entries = 8, 20
+	ws := make([]*Writer, writers)
+	for i := range ws {
+		w, err := c.CreateLedger(ctxT(t), spec(catalog.Replication{Ensemble: 3, WriteQuorum: 3, AckQuorum: 2}, bookies...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws[i] = w
+	}
+	var wg sync.WaitGroup
+	for _, w := range ws {
+		var mu sync.Mutex
+		next := int64(0)
+		for e := range entries {
+			wg.Add(1)
+			if err := w.AppendAsync(payload(int64(e)), func(entry int64, err error) {
+				defer wg.Done()
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil || entry != next {
+					t.Errorf("ledger %d: entry %d, %v; want entry %d acknowledged", w.ID(), entry, err, next)
+				}
+				next++
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	eventually(t, "every add queued", func() bool { return c.Stats().AddsSent == 3*writers*entries })
+	close(gate)
+	wg.Wait()
+	for _, w := range ws {
+		if _, err := w.Close(ctxT(t), 100+entries-1); err != nil {
+			t.Fatal(err)
+		}
+		readAll(t, c, w.ID(), entries-1)
+	}
+	if st := c.Stats(); st.StreamsOpened != 3 {
+		t.Errorf("%d AddEntries streams opened for %d writers on 3 bookies; want 3", st.StreamsOpened, writers)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	for _, b := range bookies {
+		if rec.multi[b] == 0 {
+			t.Errorf("bookie %s received no message carrying several ledgers (%v)", b, rec.msgs[b])
+		}
+	}
+}
+
+// A bookie that leaves adds unanswered breaks the shared stream for every
+// writer using it: each replaces the bookie and goes on.
+func TestAddTimeoutOnSharedStreamReplacesBookieForAll(t *testing.T) {
+	cl := newCluster(t, 3)
+	cl.startFake("silent", silentBookie{id: "silent"})
+	c := cl.client(t, func(cfg *Config) { cfg.AddTimeout = 100 * time.Millisecond })
+	var ws []*Writer
+	for range 3 {
+		w, err := c.CreateLedger(ctxT(t), spec(catalog.DefaultReplication, "b1", "silent", "b2"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws = append(ws, w)
+	}
+	for _, w := range ws {
+		appendN(t, w, 0, 4) // Qa=2: b1 and b2 suffice
+	}
+	for _, w := range ws {
+		eventually(t, "the silent bookie replaced", func() bool {
+			m := w.Metadata()
+			return len(m.Ensembles) > 0 && m.Ensembles[len(m.Ensembles)-1].Bookies[1] == "b3"
+		})
+	}
+	for _, w := range ws {
+		appendN(t, w, 5, 9)
+		if _, err := w.Close(ctxT(t), 109); err != nil {
+			t.Fatal(err)
+		}
+		readAll(t, c, w.ID(), 9)
 	}
 }

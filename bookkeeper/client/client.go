@@ -36,6 +36,11 @@ type Client struct {
 	mu     sync.Mutex
 	closed bool
 
+	// muxMu guards muxes: the shared AddEntries stream per bookie id
+	// (mux.go). Leaf lock.
+	muxMu sync.Mutex
+	muxes map[string]*addMux
+
 	stats clientStats
 }
 
@@ -45,7 +50,7 @@ func New(cfg Config) (*Client, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	c := &Client{cfg: cfg, log: cfg.Logger}
+	c := &Client{cfg: cfg, log: cfg.Logger, muxes: map[string]*addMux{}}
 	dial := cfg.Dial
 	if dial == nil {
 		hc := cfg.HTTPClient

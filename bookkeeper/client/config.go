@@ -83,7 +83,7 @@ type Config struct {
 
 	// AddTimeout bounds how long an add may stay unanswered before its
 	// bookie counts as failed (AddFailed{FailUnavailable}; the writer then
-	// replaces it). It also bounds one WriteLac. Zero means
+	// replaces it). Zero means
 	// DefaultAddTimeout.
 	AddTimeout time.Duration
 	// ReadTimeout bounds one ReadEntries or immediate ReadLac call. Zero
@@ -108,7 +108,7 @@ type Config struct {
 	// DefaultSpeculativeLacTimeout.
 	SpeculativeLacTimeout time.Duration
 	// TickInterval is the writer's timer: an interval without adds pushes
-	// the LAC to the bookies (WriteLac), so tail readers see the last
+	// the LAC to the bookies (on the add stream), so tail readers see the last
 	// entries within about one interval; add deadlines are checked at each
 	// tick. Zero means DefaultTickInterval; within [100µs, 1s].
 	TickInterval time.Duration

@@ -23,16 +23,20 @@
 //
 //   - Writer: one loop goroutine owns the ledger.Writer machine and calls
 //     Step serially. Appends come to it through a channel; it answers
-//     nothing directly. It owns, and waits for before it exits: per bookie
-//     an AddEntries sender and receiver (stream.go); at most one catalog
-//     operation (an ensemble change or the seal); one WriteLac pusher per
-//     bookie while there is an LAC to push; and the callback dispatcher,
-//     which runs append callbacks in entry order so a slow callback never
-//     stalls the protocol. The loop stops when the ledger is sealed, when
-//     the machine stops (fenced, too many ensemble changes), or when its
-//     context ends (Abort, Close's context, Client.Close). A writer that
-//     stopped on its own releases everything without Close; an open writer
-//     nobody closes lives until Client.Close.
+//     nothing directly. It owns, and waits for before it exits: at most one
+//     catalog operation (an ensemble change or the seal) and the callback
+//     dispatcher, which runs append callbacks in entry order so a slow
+//     callback never stalls the protocol. Its adds and LAC pushes go over
+//     the client's shared streams (below). The loop stops when the ledger
+//     is sealed, when the machine stops (fenced, too many ensemble
+//     changes), or when its context ends (Abort, Close's context,
+//     Client.Close). A writer that stopped on its own releases everything
+//     without Close; an open writer nobody closes lives until Client.Close.
+//   - The shared AddEntries stream per bookie (addMux, mux.go): a sender
+//     and a receiver goroutine per stream generation, owned by the client
+//     (Client.Close waits for them). A generation ends when it breaks, when
+//     an add on it times out, when its last writer leaves, or when the
+//     client closes; the next add opens a new one.
 //   - Recover, Read, WaitLAC, Refresh run on the caller's goroutine, which
 //     owns the machine; the RPCs they start (one goroutine each, or a
 //     recovery's own add streams) all answer through channels, and the
@@ -70,11 +74,13 @@
 // The default transport is the gRPC protocol over cleartext HTTP/2: the
 // add path is a bidi stream, which needs HTTP/2, and gRPC is that stream's
 // native protocol (the bookie handler takes gRPC, gRPC-Web and Connect).
-// One AddEntries stream per bookie per writer (see addSet for why); the
-// HTTP/2 connection under them is shared per bookie address. A stream's
-// sender batches: everything queued for the bookie when it is free to send
-// goes out in as few messages as MaxAddBatch and MaxAddBatchBytes allow,
-// without waiting for more; the bookie answers several adds per response.
+// Writers share one AddEntries stream per bookie (see addSet for why; a
+// recovery uses its own), over the HTTP/2 connection shared per bookie
+// address. A stream's sender batches: everything queued for the bookie
+// when it is free to send — adds of any number of ledgers, grouped by
+// ledger, and the idle writers' explicit LAC pushes — goes out in as few
+// messages as MaxAddBatch and MaxAddBatchBytes allow, without waiting for
+// more; the bookie answers several adds, of several ledgers, per response.
 // Each Add carries its own checksum; the copies of one entry for its write
 // set share one Add message.
 //
@@ -91,8 +97,8 @@
 //     bookie; checked every TickInterval against Config.Now. Also bounds
 //     one WriteLac.
 //   - TickInterval: the writer's timer. An interval without adds pushes
-//     the LAC (WriteLac), so tail readers see the last entries within about
-//     one interval. The ticker stops while the writer is idle.
+//     the LAC (on the add stream, as WriteLac would), so tail readers see
+//     the last entries within about one interval. The ticker stops while the writer is idle.
 //   - ReadTimeout, FenceTimeout, CatalogTimeout: one read, fence (or
 //     identity check), catalog call.
 //   - SpeculativeReadTimeout: a read also asks the next replica after this
@@ -136,9 +142,10 @@
 // briefly), nor across an RPC, a catalog call or a callback. Writer.mu
 // guards the append gate (state, outstanding count, the request channel,
 // whose capacity makes the send under it non-blocking); registry.mu the
-// address cache and placement counts; sendQueue.mu, callbackQueue.mu and
-// lacPusher.mu their own queues; Client.mu the closed flag; Reader.mu
-// serializes a reader's calls.
+// address cache and placement counts; addMux.mu a shared stream's queue and
+// subscribers; sendQueue.mu, inbox.mu and callbackQueue.mu their own
+// queues; Client.mu the closed flag, Client.muxMu the streams by bookie;
+// Reader.mu serializes a reader's calls.
 //
 // # Files
 //
@@ -149,11 +156,12 @@
 //	registry.go   bookie ids → RPC clients (cache, identity check), ensemble placement
 //	masterkey.go  MasterKey
 //	wire.go       the RPC edge: answers → machine events, checksums
-//	rpc.go        the unary RPCs (WriteLac, Fence, ReadEntries, ReadLac)
-//	stream.go     addSet: per-bookie AddEntries streams, pending adds, add timeouts
+//	rpc.go        the unary RPCs (Fence, ReadEntries, ReadLac)
+//	stream.go     addSet: a handle's pending adds per bookie, add timeouts; a recovery's own streams
+//	mux.go        addMux: the client's shared AddEntries stream per bookie
 //	writer.go     CreateLedger, Writer, its loop
 //	ensemble.go   the writer's catalog operations: ensemble change, seal
-//	callbacks.go  the callback dispatcher and the WriteLac pushers
+//	callbacks.go  the callback dispatcher
 //	recover.go    Recover
 //	reader.go     Reader: Read, WaitLAC, Refresh; Client.ReadEntries
 //	delete.go     DeleteLedger: drop a sealed ledger from its bookies (the compactor)

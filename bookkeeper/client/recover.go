@@ -138,7 +138,7 @@ func (c *Client) recoverEnd(ctx context.Context, m catalog.LedgerMetadata) (int6
 	key := MasterKey(m)
 	rctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	adds := newAddSet(c, m, rctx, &wg)
+	adds := newAddSet(c, m, rctx, &wg, false)
 	defer func() {
 		cancel()
 		adds.closeAll()
@@ -198,8 +198,8 @@ func (c *Client) recoverEnd(ctx context.Context, m catalog.LedgerMetadata) (int6
 		select {
 		case ev := <-events:
 			step(ev)
-		case se := <-adds.events:
-			for _, ev := range adds.answer(se) {
+		case <-adds.in.wake:
+			for _, ev := range adds.answerAll() {
 				step(ev)
 			}
 		case <-tick.C:
@@ -224,8 +224,8 @@ func drainWriteBacks(ctx context.Context, adds *addSet, wait time.Duration) {
 	defer t.Stop()
 	for adds.busy() {
 		select {
-		case se := <-adds.events:
-			adds.answer(se)
+		case <-adds.in.wake:
+			adds.answerAll()
 		case <-t.C:
 			return
 		case <-ctx.Done():

@@ -212,15 +212,16 @@ func rawAdd(t testing.TB, cl *cluster, b string, m catalog.LedgerMetadata, e, la
 	t.Helper()
 	p := payload(e)
 	s := cl.rpc(t, b).AddEntries(ctxT(t))
-	if err := s.Send(&bookiev1.AddEntriesRequest{
+	if err := s.Send(&bookiev1.AddEntriesRequest{Ledgers: []*bookiev1.LedgerAdds{{
 		LedgerId: int64(m.ID), MasterKey: MasterKey(m), Adds: []*bookiev1.Add{{
 			EntryId: e, Lac: lac, Payload: p, Crc32C: storage.EntryChecksum(int64(m.ID), e, lac, p),
 		}},
-	}); err != nil {
+	}}}); err != nil {
 		t.Fatal(err)
 	}
 	resp, err := s.Receive()
-	if err != nil || len(resp.GetResults()) != 1 || resp.GetResults()[0].GetStatus() != bookiev1.AddStatus_ADD_STATUS_OK {
+	if err != nil || len(resp.GetLedgers()) != 1 || len(resp.GetLedgers()[0].GetResults()) != 1 ||
+		resp.GetLedgers()[0].GetResults()[0].GetStatus() != bookiev1.AddStatus_ADD_STATUS_OK {
 		t.Fatalf("raw add %d to %s: %v, %v", e, b, resp, err)
 	}
 	_ = s.CloseRequest()

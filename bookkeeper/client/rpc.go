@@ -15,18 +15,6 @@ import (
 // The unary RPCs, each bounded by its timeout. They return errors or
 // events; the callers own the goroutines they run on.
 
-// writeLac pushes an explicit LAC (SendWriteLac).
-func (c *Client) writeLac(ctx context.Context, id catalog.LedgerID, bookie string, key []byte, lac int64) error {
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.AddTimeout)
-	defer cancel()
-	bc, err := c.bookies.client(ctx, bookie)
-	if err != nil {
-		return err
-	}
-	_, err = bc.WriteLac(ctx, connect.NewRequest(&bookiev1.WriteLacRequest{LedgerId: int64(id), MasterKey: key, Lac: lac}))
-	return err
-}
-
 // fence carries out SendFence: FenceResponse.lac → FenceOK, error or
 // timeout → FenceFailed.
 func (c *Client) fence(ctx context.Context, id catalog.LedgerID, bookie string, key []byte) ledger.Event {

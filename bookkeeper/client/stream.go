@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -11,43 +12,44 @@ import (
 	bookiev1 "github.com/sluicemq/sluice/pkg/gen/sluice/bookie/v1"
 )
 
-// addSet is one ledger handle's (a Writer's or a recovery's) AddEntries
-// streams: one bidi stream per bookie, opened on the first add to it.
+// addSet is one ledger handle's (a Writer's or a recovery's) adds in
+// flight, per bookie, and the transport that carries them:
 //
-// Why a stream per bookie per handle rather than one shared per bookie:
-// answers come back in order within a ledger on the stream that carried the
-// adds, so no demultiplexing across ledgers is needed; a broken or slow
-// stream fails only that handle's adds to that bookie, which is exactly
-// what the machine must hear (AddFailed for each); and a stream lives and
-// dies with its handle. The HTTP/2 connection under the streams is shared
-// per bookie address by the transport, so many handles cost one TCP
-// connection, not many.
+//   - A Writer's adds go over the client's shared AddEntries stream per
+//     bookie (addMux, mux.go): every writer of the process sends on it, the
+//     sender puts the adds of many ledgers into one message, and the bookie
+//     answers many per response. With hundreds of partitions this is one
+//     stream per bookie instead of one per bookie per ledger — the
+//     difference between a few goroutines and thousands, and between one
+//     HTTP/2 frame per ledger per flush and one per flush. Explicit LAC
+//     pushes ride the same stream (LedgerAdds.lac, unanswered).
+//   - A recovery's adds go over its own streams, one per bookie, opened on
+//     the first add and closed when it returns (runSender): a process may
+//     recover a ledger while its own old writer of that ledger still runs,
+//     and answers on a shared stream are told apart by ledger id only.
 //
-// Each stream's sender coalesces the adds queued at the moment it is free
-// into one AddEntries message (at most MaxAddBatch adds and
-// MaxAddBatchBytes of payload; one add of any size goes alone): it never
-// waits for more adds to arrive, so batching adds no latency — adds queue
-// up only while the sender is busy sending, which is when one message for
-// many saves the most. The bookie answers the same way, several results per
-// response.
+// Either way a broken or slow stream fails exactly the adds it carried
+// (AddFailed for each), which is what the machine must hear.
 //
 // Every method runs on the owning loop's goroutine (the addSet is not safe
-// for concurrent use); each stream's sender and receiver goroutines report
-// to it through events. The addSet is the single source of truth for the
-// adds awaiting an answer: each SendAdd gets exactly one event back —
-// the bookie's answer, or AddFailed{FailUnavailable} when the stream
-// breaks or the add's AddTimeout passes (which breaks the stream, failing
-// everything else on it too: the machine stops using that bookie anyway).
+// for concurrent use); stream goroutines report to it through its inbox.
+// The addSet is the single source of truth for the adds awaiting an
+// answer: each SendAdd gets exactly one event back — the bookie's answer,
+// or AddFailed{FailUnavailable} when the stream that carried it breaks or
+// the add's AddTimeout passes (which breaks that stream, failing
+// everything else it carried too: the machine stops using that bookie
+// anyway).
 type addSet struct {
 	c      *Client
 	ledger int64
 	key    []byte
 	ctx    context.Context // the handle's lifetime
-	wg     *sync.WaitGroup // the handle's goroutines
-	events chan streamEvent
+	wg     *sync.WaitGroup // the handle's goroutines (own streams)
+	in     *inbox
+	shared bool // a writer's: adds go over the client's muxes
 
 	streams map[string]*addStream
-	gen     uint64
+	gen     uint64 // own streams' generations
 
 	// last is the add message built for the last SendAdd: the machine
 	// sends one entry to its whole write set in a row, and the copies
@@ -56,82 +58,154 @@ type addSet struct {
 	last *bookiev1.Add
 }
 
-// streamEvent is a stream goroutine's report: a response (one or more
-// answers), or the stream's failure (err != nil).
+// streamEvent is a stream goroutine's report: answers for the handle's
+// ledger, or the failure (err != nil) of the stream generation gen.
 type streamEvent struct {
-	bookie string
-	gen    uint64
-	resp   *bookiev1.AddEntriesResponse
-	err    error
+	bookie  string
+	gen     uint64
+	results []*bookiev1.AddResult
+	err     error
 }
 
-// addStream is the loop's view of one stream.
+// inbox carries stream reports to the loop without ever blocking the
+// stream goroutines (a shared stream must not wait for one slow writer).
+// Bounded: each add sent gets at most one answer, each stream generation
+// at most one failure report.
+type inbox struct {
+	mu   sync.Mutex
+	evs  []streamEvent
+	wake chan struct{} // capacity 1: "evs is not empty"
+}
+
+func newInbox() *inbox { return &inbox{wake: make(chan struct{}, 1)} }
+
+func (b *inbox) push(ev streamEvent) {
+	b.mu.Lock()
+	b.evs = append(b.evs, ev)
+	b.mu.Unlock()
+	select {
+	case b.wake <- struct{}{}:
+	default:
+	}
+}
+
+// take returns the reports received so far, in order.
+func (b *inbox) take() []streamEvent {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	evs := b.evs
+	b.evs = nil
+	return evs
+}
+
+// addStream is the loop's view of one bookie: its adds awaiting an answer
+// and, for own streams, the stream.
 type addStream struct {
 	bookie string
+	// own streams only:
 	gen    uint64
 	cancel context.CancelFunc
 	q      *sendQueue
+	// shared only: subscribed to the bookie's mux.
+	mux *addMux
 	// pending are the adds queued or sent and not answered, in queue order
-	// (so deadlines are in order too).
+	// (so deadlines, and stream generations, are in order too).
 	pending []pendingAdd
 }
 
 type pendingAdd struct {
 	entry    int64
+	gen      uint64 // the stream generation that carries it
 	deadline time.Time
 }
 
-func newAddSet(c *Client, m catalog.LedgerMetadata, ctx context.Context, wg *sync.WaitGroup) *addSet {
+func newAddSet(c *Client, m catalog.LedgerMetadata, ctx context.Context, wg *sync.WaitGroup, shared bool) *addSet {
 	return &addSet{
-		c: c, ledger: int64(m.ID), key: MasterKey(m), ctx: ctx, wg: wg,
-		events:  make(chan streamEvent, 256),
+		c: c, ledger: int64(m.ID), key: MasterKey(m), ctx: ctx, wg: wg, shared: shared,
+		in:      newInbox(),
 		streams: map[string]*addStream{},
 	}
 }
 
-// send queues a SendAdd on its bookie's stream, opening it if needed.
-func (s *addSet) send(a ledger.SendAdd) {
-	st := s.streams[a.Bookie]
-	if st == nil {
+// stream returns the bookie's view, creating it (and, for own streams,
+// starting the stream) on first use.
+func (s *addSet) stream(bookie string) *addStream {
+	st := s.streams[bookie]
+	if st != nil {
+		return st
+	}
+	st = &addStream{bookie: bookie}
+	if s.shared {
+		st.mux = s.c.mux(bookie)
+		st.mux.subscribe(s.ledger, s.in)
+	} else {
 		s.gen++
 		ctx, cancel := context.WithCancel(s.ctx)
-		st = &addStream{bookie: a.Bookie, gen: s.gen, cancel: cancel, q: newSendQueue()}
-		s.streams[a.Bookie] = st
+		st.gen, st.cancel, st.q = s.gen, cancel, newSendQueue()
 		s.c.stats.streamsOpened.Add(1)
 		s.wg.Add(1)
-		go s.runSender(ctx, st.bookie, st.gen, st.q)
+		go s.runSender(ctx, bookie, st.gen, st.q)
 	}
-	st.pending = append(st.pending, pendingAdd{entry: a.Entry, deadline: s.c.cfg.Now().Add(s.c.cfg.AddTimeout)})
+	s.streams[bookie] = st
+	return st
+}
+
+// send queues a SendAdd on its bookie's stream.
+func (s *addSet) send(a ledger.SendAdd) {
+	st := s.stream(a.Bookie)
 	if l := s.last; l == nil || l.GetEntryId() != a.Entry || l.GetLac() != a.LAC || l.GetRecovery() != a.Recovery || len(l.GetPayload()) != len(a.Payload) {
 		s.last = addMessage(s.ledger, a)
 	}
-	st.q.push(s.last)
+	gen := st.gen
+	if st.mux != nil {
+		gen = st.mux.enqueue(muxItem{ledger: s.ledger, key: s.key, add: s.last})
+	} else {
+		st.q.push(s.last)
+	}
+	st.pending = append(st.pending, pendingAdd{entry: a.Entry, gen: gen, deadline: s.c.cfg.Now().Add(s.c.cfg.AddTimeout)})
 	s.c.stats.addsSent.Add(1)
 }
 
+// pushLac sends an explicit LAC to a bookie (SendWriteLac), fire and
+// forget: a lost push only delays readers until the next add carries the
+// LAC. Shared streams only (a recovery pushes none).
+func (s *addSet) pushLac(bookie string, lac int64) {
+	st := s.stream(bookie)
+	if st.mux != nil {
+		st.mux.enqueue(muxItem{ledger: s.ledger, key: s.key, lac: lac})
+	}
+}
+
+// answerAll takes the inbox's reports and returns the machine's events.
+func (s *addSet) answerAll() []ledger.Event {
+	var out []ledger.Event
+	for _, ev := range s.in.take() {
+		out = append(out, s.answer(ev)...)
+	}
+	return out
+}
+
 // answer turns a stream goroutine's report into the machine's events: one
-// per answer the response carries (answers nobody waits for are skipped),
-// nothing for a stale report, or a failure for every pending add when the
-// stream broke.
+// per answer to a pending add (answers nobody waits for are skipped), or a
+// failure for every pending add the broken stream generation carried.
 func (s *addSet) answer(ev streamEvent) []ledger.Event {
 	st := s.streams[ev.bookie]
-	if st == nil || st.gen != ev.gen {
+	if st == nil {
 		return nil // a stream already dropped
 	}
 	if ev.err != nil {
-		if s.ctx.Err() == nil {
+		if st.mux == nil && st.gen != ev.gen {
+			return nil
+		}
+		if s.ctx.Err() == nil && st.hasGen(ev.gen) {
 			s.c.log.Warn("bookie add stream broke", slog.Int64("ledger", s.ledger), slog.String("bookie", ev.bookie),
 				slog.Int("pending", len(st.pending)), slog.Any("err", ev.err))
 		}
-		return s.drop(st)
+		return s.failGen(st, ev.gen)
 	}
-	if ev.resp.GetLedgerId() != s.ledger {
-		return nil
-	}
-	results := ev.resp.GetResults()
-	out := make([]ledger.Event, 0, len(results))
-	for _, r := range results {
-		if e, ok := st.settle(r); ok {
+	out := make([]ledger.Event, 0, len(ev.results))
+	for _, r := range ev.results {
+		if e, ok := st.settle(ev.gen, r); ok {
 			if _, failed := e.(ledger.AddFailed); failed {
 				s.c.stats.addFailures.Add(1)
 			}
@@ -142,10 +216,11 @@ func (s *addSet) answer(ev streamEvent) []ledger.Event {
 }
 
 // settle removes the pending add r answers and returns its event; false
-// for an answer nobody waits for (after a duplicate).
-func (st *addStream) settle(r *bookiev1.AddResult) (ledger.Event, bool) {
+// for an answer nobody waits for (after a duplicate, or from a stream
+// generation whose adds were already failed).
+func (st *addStream) settle(gen uint64, r *bookiev1.AddResult) (ledger.Event, bool) {
 	for i, p := range st.pending {
-		if p.entry == r.GetEntryId() {
+		if p.entry == r.GetEntryId() && p.gen == gen {
 			if i == 0 { // the usual case: answers come in order
 				st.pending[0] = pendingAdd{}
 				st.pending = st.pending[1:]
@@ -156,6 +231,15 @@ func (st *addStream) settle(r *bookiev1.AddResult) (ledger.Event, bool) {
 		}
 	}
 	return nil, false
+}
+
+func (st *addStream) hasGen(gen uint64) bool {
+	for _, p := range st.pending {
+		if p.gen == gen {
+			return true
+		}
+	}
+	return false
 }
 
 // busy reports whether any add awaits an answer.
@@ -169,50 +253,70 @@ func (s *addSet) busy() bool {
 }
 
 // timeouts breaks every stream whose oldest pending add passed its
-// deadline, failing all its pending adds.
+// deadline, failing the pending adds it carried.
 func (s *addSet) timeouts(now time.Time) []ledger.Event {
 	var out []ledger.Event
 	for _, st := range s.streams {
 		if len(st.pending) > 0 && now.After(st.pending[0].deadline) {
+			p := st.pending[0]
 			s.c.log.Warn("bookie add timed out", slog.Int64("ledger", s.ledger), slog.String("bookie", st.bookie),
-				slog.Int64("entry", st.pending[0].entry), slog.Duration("timeout", s.c.cfg.AddTimeout))
-			out = append(out, s.drop(st)...)
+				slog.Int64("entry", p.entry), slog.Duration("timeout", s.c.cfg.AddTimeout))
+			if st.mux != nil {
+				// Every writer's adds on that stream fail: the bookie
+				// answers none of them in time.
+				st.mux.fail(p.gen, fmt.Errorf("%w: ledger %d entry %d unanswered after %v", errAddTimeout, s.ledger, p.entry, s.c.cfg.AddTimeout))
+			}
+			out = append(out, s.failGen(st, p.gen)...)
 		}
 	}
 	return out
 }
 
-// drop ends a stream and fails its pending adds.
-func (s *addSet) drop(st *addStream) []ledger.Event {
-	st.cancel()
-	delete(s.streams, st.bookie)
-	out := make([]ledger.Event, len(st.pending))
-	for i, p := range st.pending {
-		out[i] = ledger.AddFailed{Bookie: st.bookie, Entry: p.entry, Reason: ledger.FailUnavailable}
+// failGen fails the pending adds stream generation gen carried; an own
+// stream is dropped (it carries one generation).
+func (s *addSet) failGen(st *addStream, gen uint64) []ledger.Event {
+	var out []ledger.Event
+	kept := st.pending[:0]
+	for _, p := range st.pending {
+		if p.gen == gen {
+			out = append(out, ledger.AddFailed{Bookie: st.bookie, Entry: p.entry, Reason: ledger.FailUnavailable})
+		} else {
+			kept = append(kept, p)
+		}
+	}
+	clear(st.pending[len(kept):])
+	st.pending = kept
+	if st.mux == nil {
+		st.cancel()
+		delete(s.streams, st.bookie)
 	}
 	s.c.stats.addFailures.Add(int64(len(out)))
 	return out
 }
 
-// closeAll ends every stream without reporting anything (the handle is
-// done). The owner then waits for the goroutines.
+// closeAll ends every own stream and leaves every shared one, without
+// reporting anything (the handle is done). The owner then waits for the
+// goroutines.
 func (s *addSet) closeAll() {
 	for _, st := range s.streams {
-		st.cancel()
+		if st.mux != nil {
+			st.mux.unsubscribe(s.ledger, s.in)
+		} else {
+			st.cancel()
+		}
 	}
 	clear(s.streams)
 }
 
-// runSender opens the stream and sends what is queued, as few messages as
+// runSender opens an own stream and sends what is queued, as few messages as
 // the batch bounds allow (batchLen); the first successful send starts the
 // receiver. Any failure is reported once as the stream's failure. Exits
 // when ctx ends or the stream breaks.
 func (s *addSet) runSender(ctx context.Context, bookie string, gen uint64, q *sendQueue) {
 	defer s.wg.Done()
 	report := func(ev streamEvent) {
-		select {
-		case s.events <- ev:
-		case <-ctx.Done():
+		if ctx.Err() == nil {
+			s.in.push(ev)
 		}
 	}
 	bc, err := s.c.bookies.client(ctx, bookie)
@@ -236,7 +340,7 @@ func (s *addSet) runSender(ctx context.Context, bookie string, gen uint64, q *se
 		}
 		for len(queued) > 0 {
 			n := batchLen(queued, maxAdds, maxBytes)
-			req := &bookiev1.AddEntriesRequest{LedgerId: s.ledger, MasterKey: s.key, Adds: queued[:n:n]}
+			req := &bookiev1.AddEntriesRequest{Ledgers: []*bookiev1.LedgerAdds{{LedgerId: s.ledger, MasterKey: s.key, Adds: queued[:n:n]}}}
 			queued = queued[n:]
 			if err := stream.Send(req); err != nil {
 				// The server ended the stream; the receiver (if any)
@@ -263,7 +367,11 @@ func (s *addSet) runSender(ctx context.Context, bookie string, gen uint64, q *se
 							return
 						}
 						s.c.stats.addResponses.Add(1)
-						report(streamEvent{bookie: bookie, gen: gen, resp: resp})
+						for _, g := range resp.GetLedgers() {
+							if g.GetLedgerId() == s.ledger {
+								report(streamEvent{bookie: bookie, gen: gen, results: g.GetResults()})
+							}
+						}
 					}
 				}()
 			}

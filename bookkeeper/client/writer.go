@@ -289,8 +289,9 @@ type writerLoop struct {
 	lw   *ledger.Writer
 	meta catalog.LedgerMetadata // the catalog record as last stored or read
 	adds *addSet
-	// wg counts the writer's goroutines other than the loop: streams,
-	// catalog operations, LAC pushers, the callback dispatcher.
+	// wg counts the writer's goroutines other than the loop: catalog
+	// operations and the callback dispatcher (its streams are the
+	// client's, shared).
 	wg sync.WaitGroup
 
 	// waiting are the callbacks of the machine's pending entries, in entry
@@ -307,8 +308,6 @@ type writerLoop struct {
 	retry    *time.Timer
 	retryErr error
 	failures int
-
-	pushers map[string]*lacPusher
 
 	finished bool
 	result   closeResult
@@ -335,8 +334,8 @@ type opResult struct {
 
 func (w *Writer) run(lw *ledger.Writer, m catalog.LedgerMetadata) {
 	defer w.c.wg.Done()
-	l := &writerLoop{w: w, lw: lw, meta: m, op: make(chan opResult, 1), pushers: map[string]*lacPusher{}}
-	l.adds = newAddSet(w.c, m, w.ctx, &l.wg)
+	l := &writerLoop{w: w, lw: lw, meta: m, op: make(chan opResult, 1)}
+	l.adds = newAddSet(w.c, m, w.ctx, &l.wg, true)
 	l.wg.Add(1)
 	go w.dispatch(&l.wg)
 	// The ticker runs only while there is something to time: it stops
@@ -364,9 +363,9 @@ func (w *Writer) run(lw *ledger.Writer, m catalog.LedgerMetadata) {
 		case r := <-w.reqs:
 			wake()
 			l.request(r)
-		case ev := <-l.adds.events:
+		case <-l.adds.in.wake:
 			wake()
-			l.stepAll(l.adds.answer(ev))
+			l.stepAll(l.adds.answerAll())
 		case res := <-l.op:
 			wake()
 			l.opDone(res)
@@ -443,7 +442,7 @@ func (l *writerLoop) do(acts []ledger.Action) {
 		case ledger.SendAdd:
 			l.adds.send(a)
 		case ledger.SendWriteLac:
-			l.pushLac(a.Bookie, a.LAC)
+			l.adds.pushLac(a.Bookie, a.LAC)
 		case ledger.Acknowledge:
 			w.lac.Store(a.Entry)
 			l.settle(a.Entry, nil)

@@ -90,18 +90,15 @@ func (AddStatus) EnumDescriptor() ([]byte, []int) {
 	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{0}
 }
 
-// AddEntriesRequest carries adds to one ledger, in the order the server
-// handles them (the ledger client sends each ledger's entries in entry
-// order).
+// AddEntriesRequest carries adds, grouped by ledger, in the order the
+// server handles them (the ledger client sends each ledger's entries in
+// entry order).
 type AddEntriesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Ledger id of every add in this message.
-	LedgerId int64 `protobuf:"varint,8,opt,name=ledger_id,json=ledgerId,proto3" json:"ledger_id,omitempty"`
-	// The writer's master key; fixed for the ledger by its first add.
-	MasterKey []byte `protobuf:"bytes,9,opt,name=master_key,json=masterKey,proto3" json:"master_key,omitempty"`
-	// The adds, at least one; at most the server's in-flight limit (1,024
-	// by default), and the whole message within its byte limit.
-	Adds          []*Add `protobuf:"bytes,10,rep,name=adds,proto3" json:"adds,omitempty"`
+	// The groups, at least one. All the adds of the message together are at
+	// most the server's in-flight limit (1,024 by default), and the whole
+	// message is within its byte limit.
+	Ledgers       []*LedgerAdds `protobuf:"bytes,11,rep,name=ledgers,proto3" json:"ledgers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -136,25 +133,86 @@ func (*AddEntriesRequest) Descriptor() ([]byte, []int) {
 	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{0}
 }
 
-func (x *AddEntriesRequest) GetLedgerId() int64 {
+func (x *AddEntriesRequest) GetLedgers() []*LedgerAdds {
+	if x != nil {
+		return x.Ledgers
+	}
+	return nil
+}
+
+// LedgerAdds is one ledger's part of an AddEntriesRequest.
+type LedgerAdds struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Ledger id of the adds.
+	LedgerId int64 `protobuf:"varint,1,opt,name=ledger_id,json=ledgerId,proto3" json:"ledger_id,omitempty"`
+	// The writer's master key; fixed for the ledger by its first add.
+	MasterKey []byte `protobuf:"bytes,2,opt,name=master_key,json=masterKey,proto3" json:"master_key,omitempty"`
+	// The adds, in entry order; may be empty when lac is set.
+	Adds []*Add `protobuf:"bytes,3,rep,name=adds,proto3" json:"adds,omitempty"`
+	// An explicit LAC, applied after the adds are queued: what WriteLac
+	// does, without an answer (an idle writer's push, so tail readers see
+	// the last entries promptly). Ignored if not above the stored one.
+	Lac           *int64 `protobuf:"varint,4,opt,name=lac,proto3,oneof" json:"lac,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LedgerAdds) Reset() {
+	*x = LedgerAdds{}
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LedgerAdds) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LedgerAdds) ProtoMessage() {}
+
+func (x *LedgerAdds) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LedgerAdds.ProtoReflect.Descriptor instead.
+func (*LedgerAdds) Descriptor() ([]byte, []int) {
+	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *LedgerAdds) GetLedgerId() int64 {
 	if x != nil {
 		return x.LedgerId
 	}
 	return 0
 }
 
-func (x *AddEntriesRequest) GetMasterKey() []byte {
+func (x *LedgerAdds) GetMasterKey() []byte {
 	if x != nil {
 		return x.MasterKey
 	}
 	return nil
 }
 
-func (x *AddEntriesRequest) GetAdds() []*Add {
+func (x *LedgerAdds) GetAdds() []*Add {
 	if x != nil {
 		return x.Adds
 	}
 	return nil
+}
+
+func (x *LedgerAdds) GetLac() int64 {
+	if x != nil && x.Lac != nil {
+		return *x.Lac
+	}
+	return 0
 }
 
 // Add is one entry to store.
@@ -178,7 +236,7 @@ type Add struct {
 
 func (x *Add) Reset() {
 	*x = Add{}
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[1]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -190,7 +248,7 @@ func (x *Add) String() string {
 func (*Add) ProtoMessage() {}
 
 func (x *Add) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[1]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -203,7 +261,7 @@ func (x *Add) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Add.ProtoReflect.Descriptor instead.
 func (*Add) Descriptor() ([]byte, []int) {
-	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{1}
+	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Add) GetEntryId() int64 {
@@ -241,21 +299,19 @@ func (x *Add) GetRecovery() bool {
 	return false
 }
 
-// AddEntriesResponse carries the results of adds to one ledger, in the
+// AddEntriesResponse carries results of adds, grouped by ledger, in the
 // order the server answered them.
 type AddEntriesResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Ledger id of every result in this message.
-	LedgerId int64 `protobuf:"varint,4,opt,name=ledger_id,json=ledgerId,proto3" json:"ledger_id,omitempty"`
-	// One result per add answered, at least one.
-	Results       []*AddResult `protobuf:"bytes,5,rep,name=results,proto3" json:"results,omitempty"`
+	// The groups, at least one, each with at least one result.
+	Ledgers       []*LedgerResults `protobuf:"bytes,6,rep,name=ledgers,proto3" json:"ledgers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AddEntriesResponse) Reset() {
 	*x = AddEntriesResponse{}
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[2]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -267,7 +323,7 @@ func (x *AddEntriesResponse) String() string {
 func (*AddEntriesResponse) ProtoMessage() {}
 
 func (x *AddEntriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[2]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -280,17 +336,65 @@ func (x *AddEntriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddEntriesResponse.ProtoReflect.Descriptor instead.
 func (*AddEntriesResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{2}
+	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{3}
 }
 
-func (x *AddEntriesResponse) GetLedgerId() int64 {
+func (x *AddEntriesResponse) GetLedgers() []*LedgerResults {
+	if x != nil {
+		return x.Ledgers
+	}
+	return nil
+}
+
+// LedgerResults is one ledger's part of an AddEntriesResponse.
+type LedgerResults struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Ledger id of the results.
+	LedgerId int64 `protobuf:"varint,1,opt,name=ledger_id,json=ledgerId,proto3" json:"ledger_id,omitempty"`
+	// One result per add answered, at least one.
+	Results       []*AddResult `protobuf:"bytes,2,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LedgerResults) Reset() {
+	*x = LedgerResults{}
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LedgerResults) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LedgerResults) ProtoMessage() {}
+
+func (x *LedgerResults) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LedgerResults.ProtoReflect.Descriptor instead.
+func (*LedgerResults) Descriptor() ([]byte, []int) {
+	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *LedgerResults) GetLedgerId() int64 {
 	if x != nil {
 		return x.LedgerId
 	}
 	return 0
 }
 
-func (x *AddEntriesResponse) GetResults() []*AddResult {
+func (x *LedgerResults) GetResults() []*AddResult {
 	if x != nil {
 		return x.Results
 	}
@@ -310,7 +414,7 @@ type AddResult struct {
 
 func (x *AddResult) Reset() {
 	*x = AddResult{}
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[3]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -322,7 +426,7 @@ func (x *AddResult) String() string {
 func (*AddResult) ProtoMessage() {}
 
 func (x *AddResult) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[3]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -335,7 +439,7 @@ func (x *AddResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddResult.ProtoReflect.Descriptor instead.
 func (*AddResult) Descriptor() ([]byte, []int) {
-	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{3}
+	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *AddResult) GetEntryId() int64 {
@@ -369,7 +473,7 @@ type Entry struct {
 
 func (x *Entry) Reset() {
 	*x = Entry{}
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[4]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -381,7 +485,7 @@ func (x *Entry) String() string {
 func (*Entry) ProtoMessage() {}
 
 func (x *Entry) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[4]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -394,7 +498,7 @@ func (x *Entry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Entry.ProtoReflect.Descriptor instead.
 func (*Entry) Descriptor() ([]byte, []int) {
-	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{4}
+	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Entry) GetEntryId() int64 {
@@ -448,7 +552,7 @@ type ReadEntriesRequest struct {
 
 func (x *ReadEntriesRequest) Reset() {
 	*x = ReadEntriesRequest{}
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[5]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -460,7 +564,7 @@ func (x *ReadEntriesRequest) String() string {
 func (*ReadEntriesRequest) ProtoMessage() {}
 
 func (x *ReadEntriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[5]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -473,7 +577,7 @@ func (x *ReadEntriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadEntriesRequest.ProtoReflect.Descriptor instead.
 func (*ReadEntriesRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{5}
+	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ReadEntriesRequest) GetLedgerId() int64 {
@@ -534,7 +638,7 @@ type ReadEntriesResponse struct {
 
 func (x *ReadEntriesResponse) Reset() {
 	*x = ReadEntriesResponse{}
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[6]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -546,7 +650,7 @@ func (x *ReadEntriesResponse) String() string {
 func (*ReadEntriesResponse) ProtoMessage() {}
 
 func (x *ReadEntriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[6]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -559,7 +663,7 @@ func (x *ReadEntriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadEntriesResponse.ProtoReflect.Descriptor instead.
 func (*ReadEntriesResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{6}
+	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ReadEntriesResponse) GetEntries() []*Entry {
@@ -598,7 +702,7 @@ type ReadLacRequest struct {
 
 func (x *ReadLacRequest) Reset() {
 	*x = ReadLacRequest{}
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[7]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -610,7 +714,7 @@ func (x *ReadLacRequest) String() string {
 func (*ReadLacRequest) ProtoMessage() {}
 
 func (x *ReadLacRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[7]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -623,7 +727,7 @@ func (x *ReadLacRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadLacRequest.ProtoReflect.Descriptor instead.
 func (*ReadLacRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{7}
+	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ReadLacRequest) GetLedgerId() int64 {
@@ -663,7 +767,7 @@ type ReadLacResponse struct {
 
 func (x *ReadLacResponse) Reset() {
 	*x = ReadLacResponse{}
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[8]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -675,7 +779,7 @@ func (x *ReadLacResponse) String() string {
 func (*ReadLacResponse) ProtoMessage() {}
 
 func (x *ReadLacResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[8]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -688,7 +792,7 @@ func (x *ReadLacResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadLacResponse.ProtoReflect.Descriptor instead.
 func (*ReadLacResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{8}
+	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ReadLacResponse) GetLac() int64 {
@@ -720,7 +824,7 @@ type WriteLacRequest struct {
 
 func (x *WriteLacRequest) Reset() {
 	*x = WriteLacRequest{}
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[9]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -732,7 +836,7 @@ func (x *WriteLacRequest) String() string {
 func (*WriteLacRequest) ProtoMessage() {}
 
 func (x *WriteLacRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[9]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -745,7 +849,7 @@ func (x *WriteLacRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteLacRequest.ProtoReflect.Descriptor instead.
 func (*WriteLacRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{9}
+	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *WriteLacRequest) GetLedgerId() int64 {
@@ -778,7 +882,7 @@ type WriteLacResponse struct {
 
 func (x *WriteLacResponse) Reset() {
 	*x = WriteLacResponse{}
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[10]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -790,7 +894,7 @@ func (x *WriteLacResponse) String() string {
 func (*WriteLacResponse) ProtoMessage() {}
 
 func (x *WriteLacResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[10]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -803,7 +907,7 @@ func (x *WriteLacResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteLacResponse.ProtoReflect.Descriptor instead.
 func (*WriteLacResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{10}
+	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{12}
 }
 
 // FenceRequest fences a ledger.
@@ -819,7 +923,7 @@ type FenceRequest struct {
 
 func (x *FenceRequest) Reset() {
 	*x = FenceRequest{}
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[11]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -831,7 +935,7 @@ func (x *FenceRequest) String() string {
 func (*FenceRequest) ProtoMessage() {}
 
 func (x *FenceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[11]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -844,7 +948,7 @@ func (x *FenceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FenceRequest.ProtoReflect.Descriptor instead.
 func (*FenceRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{11}
+	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *FenceRequest) GetLedgerId() int64 {
@@ -874,7 +978,7 @@ type FenceResponse struct {
 
 func (x *FenceResponse) Reset() {
 	*x = FenceResponse{}
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[12]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -886,7 +990,7 @@ func (x *FenceResponse) String() string {
 func (*FenceResponse) ProtoMessage() {}
 
 func (x *FenceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[12]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -899,7 +1003,7 @@ func (x *FenceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FenceResponse.ProtoReflect.Descriptor instead.
 func (*FenceResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{12}
+	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *FenceResponse) GetLac() int64 {
@@ -927,7 +1031,7 @@ type DeleteLedgerRequest struct {
 
 func (x *DeleteLedgerRequest) Reset() {
 	*x = DeleteLedgerRequest{}
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[13]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -939,7 +1043,7 @@ func (x *DeleteLedgerRequest) String() string {
 func (*DeleteLedgerRequest) ProtoMessage() {}
 
 func (x *DeleteLedgerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[13]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -952,7 +1056,7 @@ func (x *DeleteLedgerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteLedgerRequest.ProtoReflect.Descriptor instead.
 func (*DeleteLedgerRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{13}
+	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DeleteLedgerRequest) GetLedgerId() int64 {
@@ -971,7 +1075,7 @@ type DeleteLedgerResponse struct {
 
 func (x *DeleteLedgerResponse) Reset() {
 	*x = DeleteLedgerResponse{}
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[14]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -983,7 +1087,7 @@ func (x *DeleteLedgerResponse) String() string {
 func (*DeleteLedgerResponse) ProtoMessage() {}
 
 func (x *DeleteLedgerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[14]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -996,7 +1100,7 @@ func (x *DeleteLedgerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteLedgerResponse.ProtoReflect.Descriptor instead.
 func (*DeleteLedgerResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{14}
+	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{16}
 }
 
 // GetStatusRequest asks for a bookie's status.
@@ -1008,7 +1112,7 @@ type GetStatusRequest struct {
 
 func (x *GetStatusRequest) Reset() {
 	*x = GetStatusRequest{}
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[15]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1020,7 +1124,7 @@ func (x *GetStatusRequest) String() string {
 func (*GetStatusRequest) ProtoMessage() {}
 
 func (x *GetStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[15]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1033,7 +1137,7 @@ func (x *GetStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetStatusRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{15}
+	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{17}
 }
 
 // GetStatusResponse is a bookie's identity, disk use and mode.
@@ -1055,7 +1159,7 @@ type GetStatusResponse struct {
 
 func (x *GetStatusResponse) Reset() {
 	*x = GetStatusResponse{}
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[16]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1067,7 +1171,7 @@ func (x *GetStatusResponse) String() string {
 func (*GetStatusResponse) ProtoMessage() {}
 
 func (x *GetStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[16]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1080,7 +1184,7 @@ func (x *GetStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetStatusResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{16}
+	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GetStatusResponse) GetBookieId() string {
@@ -1122,22 +1226,29 @@ var File_sluice_bookie_v1_bookie_proto protoreflect.FileDescriptor
 
 const file_sluice_bookie_v1_bookie_proto_rawDesc = "" +
 	"\n" +
-	"\x1dsluice/bookie/v1/bookie.proto\x12\x10sluice.bookie.v1\"\xaa\x01\n" +
-	"\x11AddEntriesRequest\x12\x1b\n" +
-	"\tledger_id\x18\b \x01(\x03R\bledgerId\x12\x1d\n" +
+	"\x1dsluice/bookie/v1/bookie.proto\x12\x10sluice.bookie.v1\"\x98\x01\n" +
+	"\x11AddEntriesRequest\x126\n" +
+	"\aledgers\x18\v \x03(\v2\x1c.sluice.bookie.v1.LedgerAddsR\aledgersJ\x04\b\x01\x10\vR\bentry_idR\x03lacR\apayloadR\x06crc32cR\brecoveryR\tledger_idR\n" +
+	"master_keyR\x04adds\"\x92\x01\n" +
 	"\n" +
-	"master_key\x18\t \x01(\fR\tmasterKey\x12)\n" +
-	"\x04adds\x18\n" +
-	" \x03(\v2\x15.sluice.bookie.v1.AddR\x04addsJ\x04\b\x01\x10\bR\bentry_idR\x03lacR\apayloadR\x06crc32cR\brecovery\"\x80\x01\n" +
+	"LedgerAdds\x12\x1b\n" +
+	"\tledger_id\x18\x01 \x01(\x03R\bledgerId\x12\x1d\n" +
+	"\n" +
+	"master_key\x18\x02 \x01(\fR\tmasterKey\x12)\n" +
+	"\x04adds\x18\x03 \x03(\v2\x15.sluice.bookie.v1.AddR\x04adds\x12\x15\n" +
+	"\x03lac\x18\x04 \x01(\x03H\x00R\x03lac\x88\x01\x01B\x06\n" +
+	"\x04_lac\"\x80\x01\n" +
 	"\x03Add\x12\x19\n" +
 	"\bentry_id\x18\x01 \x01(\x03R\aentryId\x12\x10\n" +
 	"\x03lac\x18\x02 \x01(\x03R\x03lac\x12\x18\n" +
 	"\apayload\x18\x03 \x01(\fR\apayload\x12\x16\n" +
 	"\x06crc32c\x18\x04 \x01(\aR\x06crc32c\x12\x1a\n" +
-	"\brecovery\x18\x05 \x01(\bR\brecovery\"\x80\x01\n" +
-	"\x12AddEntriesResponse\x12\x1b\n" +
-	"\tledger_id\x18\x04 \x01(\x03R\bledgerId\x125\n" +
-	"\aresults\x18\x05 \x03(\v2\x1b.sluice.bookie.v1.AddResultR\aresultsJ\x04\b\x01\x10\x04R\bentry_idR\x06status\"[\n" +
+	"\brecovery\x18\x05 \x01(\bR\brecovery\"{\n" +
+	"\x12AddEntriesResponse\x129\n" +
+	"\aledgers\x18\x06 \x03(\v2\x1f.sluice.bookie.v1.LedgerResultsR\aledgersJ\x04\b\x01\x10\x06R\bentry_idR\x06statusR\tledger_idR\aresults\"c\n" +
+	"\rLedgerResults\x12\x1b\n" +
+	"\tledger_id\x18\x01 \x01(\x03R\bledgerId\x125\n" +
+	"\aresults\x18\x02 \x03(\v2\x1b.sluice.bookie.v1.AddResultR\aresults\"[\n" +
 	"\tAddResult\x12\x19\n" +
 	"\bentry_id\x18\x01 \x01(\x03R\aentryId\x123\n" +
 	"\x06status\x18\x02 \x01(\x0e2\x1b.sluice.bookie.v1.AddStatusR\x06status\"f\n" +
@@ -1227,51 +1338,55 @@ func file_sluice_bookie_v1_bookie_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_bookie_v1_bookie_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sluice_bookie_v1_bookie_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_sluice_bookie_v1_bookie_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_sluice_bookie_v1_bookie_proto_goTypes = []any{
 	(AddStatus)(0),               // 0: sluice.bookie.v1.AddStatus
 	(*AddEntriesRequest)(nil),    // 1: sluice.bookie.v1.AddEntriesRequest
-	(*Add)(nil),                  // 2: sluice.bookie.v1.Add
-	(*AddEntriesResponse)(nil),   // 3: sluice.bookie.v1.AddEntriesResponse
-	(*AddResult)(nil),            // 4: sluice.bookie.v1.AddResult
-	(*Entry)(nil),                // 5: sluice.bookie.v1.Entry
-	(*ReadEntriesRequest)(nil),   // 6: sluice.bookie.v1.ReadEntriesRequest
-	(*ReadEntriesResponse)(nil),  // 7: sluice.bookie.v1.ReadEntriesResponse
-	(*ReadLacRequest)(nil),       // 8: sluice.bookie.v1.ReadLacRequest
-	(*ReadLacResponse)(nil),      // 9: sluice.bookie.v1.ReadLacResponse
-	(*WriteLacRequest)(nil),      // 10: sluice.bookie.v1.WriteLacRequest
-	(*WriteLacResponse)(nil),     // 11: sluice.bookie.v1.WriteLacResponse
-	(*FenceRequest)(nil),         // 12: sluice.bookie.v1.FenceRequest
-	(*FenceResponse)(nil),        // 13: sluice.bookie.v1.FenceResponse
-	(*DeleteLedgerRequest)(nil),  // 14: sluice.bookie.v1.DeleteLedgerRequest
-	(*DeleteLedgerResponse)(nil), // 15: sluice.bookie.v1.DeleteLedgerResponse
-	(*GetStatusRequest)(nil),     // 16: sluice.bookie.v1.GetStatusRequest
-	(*GetStatusResponse)(nil),    // 17: sluice.bookie.v1.GetStatusResponse
+	(*LedgerAdds)(nil),           // 2: sluice.bookie.v1.LedgerAdds
+	(*Add)(nil),                  // 3: sluice.bookie.v1.Add
+	(*AddEntriesResponse)(nil),   // 4: sluice.bookie.v1.AddEntriesResponse
+	(*LedgerResults)(nil),        // 5: sluice.bookie.v1.LedgerResults
+	(*AddResult)(nil),            // 6: sluice.bookie.v1.AddResult
+	(*Entry)(nil),                // 7: sluice.bookie.v1.Entry
+	(*ReadEntriesRequest)(nil),   // 8: sluice.bookie.v1.ReadEntriesRequest
+	(*ReadEntriesResponse)(nil),  // 9: sluice.bookie.v1.ReadEntriesResponse
+	(*ReadLacRequest)(nil),       // 10: sluice.bookie.v1.ReadLacRequest
+	(*ReadLacResponse)(nil),      // 11: sluice.bookie.v1.ReadLacResponse
+	(*WriteLacRequest)(nil),      // 12: sluice.bookie.v1.WriteLacRequest
+	(*WriteLacResponse)(nil),     // 13: sluice.bookie.v1.WriteLacResponse
+	(*FenceRequest)(nil),         // 14: sluice.bookie.v1.FenceRequest
+	(*FenceResponse)(nil),        // 15: sluice.bookie.v1.FenceResponse
+	(*DeleteLedgerRequest)(nil),  // 16: sluice.bookie.v1.DeleteLedgerRequest
+	(*DeleteLedgerResponse)(nil), // 17: sluice.bookie.v1.DeleteLedgerResponse
+	(*GetStatusRequest)(nil),     // 18: sluice.bookie.v1.GetStatusRequest
+	(*GetStatusResponse)(nil),    // 19: sluice.bookie.v1.GetStatusResponse
 }
 var file_sluice_bookie_v1_bookie_proto_depIdxs = []int32{
-	2,  // 0: sluice.bookie.v1.AddEntriesRequest.adds:type_name -> sluice.bookie.v1.Add
-	4,  // 1: sluice.bookie.v1.AddEntriesResponse.results:type_name -> sluice.bookie.v1.AddResult
-	0,  // 2: sluice.bookie.v1.AddResult.status:type_name -> sluice.bookie.v1.AddStatus
-	5,  // 3: sluice.bookie.v1.ReadEntriesResponse.entries:type_name -> sluice.bookie.v1.Entry
-	1,  // 4: sluice.bookie.v1.BookieService.AddEntries:input_type -> sluice.bookie.v1.AddEntriesRequest
-	6,  // 5: sluice.bookie.v1.BookieService.ReadEntries:input_type -> sluice.bookie.v1.ReadEntriesRequest
-	8,  // 6: sluice.bookie.v1.BookieService.ReadLac:input_type -> sluice.bookie.v1.ReadLacRequest
-	10, // 7: sluice.bookie.v1.BookieService.WriteLac:input_type -> sluice.bookie.v1.WriteLacRequest
-	12, // 8: sluice.bookie.v1.BookieService.Fence:input_type -> sluice.bookie.v1.FenceRequest
-	14, // 9: sluice.bookie.v1.BookieService.DeleteLedger:input_type -> sluice.bookie.v1.DeleteLedgerRequest
-	16, // 10: sluice.bookie.v1.BookieService.GetStatus:input_type -> sluice.bookie.v1.GetStatusRequest
-	3,  // 11: sluice.bookie.v1.BookieService.AddEntries:output_type -> sluice.bookie.v1.AddEntriesResponse
-	7,  // 12: sluice.bookie.v1.BookieService.ReadEntries:output_type -> sluice.bookie.v1.ReadEntriesResponse
-	9,  // 13: sluice.bookie.v1.BookieService.ReadLac:output_type -> sluice.bookie.v1.ReadLacResponse
-	11, // 14: sluice.bookie.v1.BookieService.WriteLac:output_type -> sluice.bookie.v1.WriteLacResponse
-	13, // 15: sluice.bookie.v1.BookieService.Fence:output_type -> sluice.bookie.v1.FenceResponse
-	15, // 16: sluice.bookie.v1.BookieService.DeleteLedger:output_type -> sluice.bookie.v1.DeleteLedgerResponse
-	17, // 17: sluice.bookie.v1.BookieService.GetStatus:output_type -> sluice.bookie.v1.GetStatusResponse
-	11, // [11:18] is the sub-list for method output_type
-	4,  // [4:11] is the sub-list for method input_type
-	4,  // [4:4] is the sub-list for extension type_name
-	4,  // [4:4] is the sub-list for extension extendee
-	0,  // [0:4] is the sub-list for field type_name
+	2,  // 0: sluice.bookie.v1.AddEntriesRequest.ledgers:type_name -> sluice.bookie.v1.LedgerAdds
+	3,  // 1: sluice.bookie.v1.LedgerAdds.adds:type_name -> sluice.bookie.v1.Add
+	5,  // 2: sluice.bookie.v1.AddEntriesResponse.ledgers:type_name -> sluice.bookie.v1.LedgerResults
+	6,  // 3: sluice.bookie.v1.LedgerResults.results:type_name -> sluice.bookie.v1.AddResult
+	0,  // 4: sluice.bookie.v1.AddResult.status:type_name -> sluice.bookie.v1.AddStatus
+	7,  // 5: sluice.bookie.v1.ReadEntriesResponse.entries:type_name -> sluice.bookie.v1.Entry
+	1,  // 6: sluice.bookie.v1.BookieService.AddEntries:input_type -> sluice.bookie.v1.AddEntriesRequest
+	8,  // 7: sluice.bookie.v1.BookieService.ReadEntries:input_type -> sluice.bookie.v1.ReadEntriesRequest
+	10, // 8: sluice.bookie.v1.BookieService.ReadLac:input_type -> sluice.bookie.v1.ReadLacRequest
+	12, // 9: sluice.bookie.v1.BookieService.WriteLac:input_type -> sluice.bookie.v1.WriteLacRequest
+	14, // 10: sluice.bookie.v1.BookieService.Fence:input_type -> sluice.bookie.v1.FenceRequest
+	16, // 11: sluice.bookie.v1.BookieService.DeleteLedger:input_type -> sluice.bookie.v1.DeleteLedgerRequest
+	18, // 12: sluice.bookie.v1.BookieService.GetStatus:input_type -> sluice.bookie.v1.GetStatusRequest
+	4,  // 13: sluice.bookie.v1.BookieService.AddEntries:output_type -> sluice.bookie.v1.AddEntriesResponse
+	9,  // 14: sluice.bookie.v1.BookieService.ReadEntries:output_type -> sluice.bookie.v1.ReadEntriesResponse
+	11, // 15: sluice.bookie.v1.BookieService.ReadLac:output_type -> sluice.bookie.v1.ReadLacResponse
+	13, // 16: sluice.bookie.v1.BookieService.WriteLac:output_type -> sluice.bookie.v1.WriteLacResponse
+	15, // 17: sluice.bookie.v1.BookieService.Fence:output_type -> sluice.bookie.v1.FenceResponse
+	17, // 18: sluice.bookie.v1.BookieService.DeleteLedger:output_type -> sluice.bookie.v1.DeleteLedgerResponse
+	19, // 19: sluice.bookie.v1.BookieService.GetStatus:output_type -> sluice.bookie.v1.GetStatusResponse
+	13, // [13:20] is the sub-list for method output_type
+	6,  // [6:13] is the sub-list for method input_type
+	6,  // [6:6] is the sub-list for extension type_name
+	6,  // [6:6] is the sub-list for extension extendee
+	0,  // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_sluice_bookie_v1_bookie_proto_init() }
@@ -1279,13 +1394,14 @@ func file_sluice_bookie_v1_bookie_proto_init() {
 	if File_sluice_bookie_v1_bookie_proto != nil {
 		return
 	}
+	file_sluice_bookie_v1_bookie_proto_msgTypes[1].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_bookie_v1_bookie_proto_rawDesc), len(file_sluice_bookie_v1_bookie_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   17,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -54,19 +54,22 @@ const (
 
 // BookieServiceClient is a client for the sluice.bookie.v1.BookieService service.
 type BookieServiceClient interface {
-	// AddEntries pipelines adds. One request message carries one or more
-	// adds to one ledger; one response message carries the results of one
-	// or more adds of one ledger. The server answers each add once the entry
-	// is fsynced in its journal (or failed): acknowledgements (OK) come in
-	// journal order, so in order within a ledger; an add refused before it
-	// reaches the journal is answered at once, possibly ahead of earlier
-	// adds still being fsynced. The adds of a message are handled one by
-	// one: a bad add fails alone and the others go on. Neither side waits to
-	// fill a message: each sends what it has ready.
+	// AddEntries pipelines adds. A client keeps one stream per bookie and
+	// sends the adds of all its ledgers on it: one request message carries
+	// adds of one or more ledgers (grouped by ledger), and may carry explicit
+	// LAC updates (as WriteLac, unanswered); one response message carries the
+	// results of adds of one or more ledgers. The server answers each add
+	// once the entry is fsynced in its journal (or failed): acknowledgements
+	// (OK) come in journal order, so in order within a ledger; an add refused
+	// before it reaches the journal is answered at once, possibly ahead of
+	// earlier adds still being fsynced. The adds of a message are handled one
+	// by one: a bad add (or a bad group) fails alone and the others go on.
+	// Neither side waits to fill a message: each sends what it has ready.
 	//
 	// A message that breaks the protocol's limits ends the stream:
-	// INVALID_ARGUMENT for no adds or more adds than the stream may have
-	// unacknowledged, RESOURCE_EXHAUSTED for a message above the byte limit.
+	// INVALID_ARGUMENT for no groups, a group with neither adds nor a LAC,
+	// or more adds than the stream may have unacknowledged,
+	// RESOURCE_EXHAUSTED for a message above the byte limit.
 	AddEntries(context.Context) *connect.BidiStreamForClient[v1.AddEntriesRequest, v1.AddEntriesResponse]
 	// ReadEntries reads a range of entries of one ledger. The bookie returns
 	// what it stores; the ledger client never asks beyond the LAC it learned
@@ -193,19 +196,22 @@ func (c *bookieServiceClient) GetStatus(ctx context.Context, req *connect.Reques
 
 // BookieServiceHandler is an implementation of the sluice.bookie.v1.BookieService service.
 type BookieServiceHandler interface {
-	// AddEntries pipelines adds. One request message carries one or more
-	// adds to one ledger; one response message carries the results of one
-	// or more adds of one ledger. The server answers each add once the entry
-	// is fsynced in its journal (or failed): acknowledgements (OK) come in
-	// journal order, so in order within a ledger; an add refused before it
-	// reaches the journal is answered at once, possibly ahead of earlier
-	// adds still being fsynced. The adds of a message are handled one by
-	// one: a bad add fails alone and the others go on. Neither side waits to
-	// fill a message: each sends what it has ready.
+	// AddEntries pipelines adds. A client keeps one stream per bookie and
+	// sends the adds of all its ledgers on it: one request message carries
+	// adds of one or more ledgers (grouped by ledger), and may carry explicit
+	// LAC updates (as WriteLac, unanswered); one response message carries the
+	// results of adds of one or more ledgers. The server answers each add
+	// once the entry is fsynced in its journal (or failed): acknowledgements
+	// (OK) come in journal order, so in order within a ledger; an add refused
+	// before it reaches the journal is answered at once, possibly ahead of
+	// earlier adds still being fsynced. The adds of a message are handled one
+	// by one: a bad add (or a bad group) fails alone and the others go on.
+	// Neither side waits to fill a message: each sends what it has ready.
 	//
 	// A message that breaks the protocol's limits ends the stream:
-	// INVALID_ARGUMENT for no adds or more adds than the stream may have
-	// unacknowledged, RESOURCE_EXHAUSTED for a message above the byte limit.
+	// INVALID_ARGUMENT for no groups, a group with neither adds nor a LAC,
+	// or more adds than the stream may have unacknowledged,
+	// RESOURCE_EXHAUSTED for a message above the byte limit.
 	AddEntries(context.Context, *connect.BidiStream[v1.AddEntriesRequest, v1.AddEntriesResponse]) error
 	// ReadEntries reads a range of entries of one ledger. The bookie returns
 	// what it stores; the ledger client never asks beyond the LAC it learned
