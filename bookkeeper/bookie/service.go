@@ -326,11 +326,27 @@ func (s service) ReadLac(ctx context.Context, req *connect.Request[bookiev1.Read
 	if wait < 0 || wait > s.b.cfg.MaxLacWait {
 		return nil, code(fmt.Errorf("%w: timeout_ms %d outside [0, %d]", ErrInvalid, m.GetTimeoutMs(), s.b.cfg.MaxLacWait.Milliseconds()))
 	}
+	maxBytes := int(m.GetMaxEntryBytes())
+	if maxBytes < 0 {
+		return nil, code(fmt.Errorf("%w: max_entry_bytes %d is negative", ErrInvalid, maxBytes))
+	}
 	lac, fenced, err := s.b.ReadLAC(ctx, m.GetLedgerId(), m.GetPreviousLac(), wait)
 	if err != nil {
 		return nil, code(err)
 	}
-	return connect.NewResponse(&bookiev1.ReadLacResponse{Lac: lac, Fenced: fenced}), nil
+	resp := &bookiev1.ReadLacResponse{Lac: lac, Fenced: fenced}
+	if prev := m.GetPreviousLac(); maxBytes > 0 && lac > prev {
+		// Best effort: an entry this bookie lacks (or any read error) only
+		// means the reader reads it the usual way.
+		ents, _, err := s.b.Read(m.GetLedgerId(), prev+1, lac, min(maxBytes, s.b.cfg.MaxReadBytes), false, nil)
+		if err == nil {
+			resp.Entries = make([]*bookiev1.Entry, len(ents))
+			for i, e := range ents {
+				resp.Entries[i] = &bookiev1.Entry{EntryId: e.Entry, Lac: e.LAC, Payload: e.Payload, Crc32C: e.Checksum}
+			}
+		}
+	}
+	return connect.NewResponse(resp), nil
 }
 
 func (s service) WriteLac(_ context.Context, req *connect.Request[bookiev1.WriteLacRequest]) (*connect.Response[bookiev1.WriteLacResponse], error) {

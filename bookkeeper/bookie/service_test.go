@@ -80,8 +80,34 @@ func TestServiceAddsAndReads(t *testing.T) {
 		}
 	}
 	lac, err := c.ReadLac(ctx, connect.NewRequest(&bookiev1.ReadLacRequest{LedgerId: 1, PreviousLac: -1}))
-	if err != nil || lac.Msg.GetLac() != n-2 {
+	if err != nil || lac.Msg.GetLac() != n-2 || len(lac.Msg.GetEntries()) != 0 {
 		t.Fatalf("ReadLac = %v, %v", lac, err)
+	}
+	// Asked for, the entries the LAC made readable come along: from
+	// previous+1, up to the LAC, within the byte bound (at least one).
+	for _, tc := range []struct {
+		prev     int64
+		maxBytes int32
+		want     int
+	}{
+		{n - 5, 1 << 20, 3},
+		{n - 2, 1 << 20, 0}, // nothing above previous: the long-poll timed out
+		{n - 40, int32(len(payload(1, n-39)) * 5), 5},
+		{n - 40, 1, 1},
+	} {
+		lac, err := c.ReadLac(ctx, connect.NewRequest(&bookiev1.ReadLacRequest{LedgerId: 1, PreviousLac: tc.prev, MaxEntryBytes: tc.maxBytes, TimeoutMs: 10}))
+		if err != nil || lac.Msg.GetLac() != n-2 || len(lac.Msg.GetEntries()) != tc.want {
+			t.Fatalf("ReadLac after %d within %d bytes: %d entries, lac %d, %v; want %d", tc.prev, tc.maxBytes, len(lac.Msg.GetEntries()), lac.Msg.GetLac(), err, tc.want)
+		}
+		for i, e := range lac.Msg.GetEntries() {
+			id := tc.prev + 1 + int64(i)
+			if e.GetEntryId() != id || !bytes.Equal(e.GetPayload(), payload(1, id)) || e.GetCrc32C() != storage.EntryChecksum(1, id, e.GetLac(), e.GetPayload()) {
+				t.Fatalf("ReadLac entry %d = %v", id, e)
+			}
+		}
+	}
+	if _, err := c.ReadLac(ctx, connect.NewRequest(&bookiev1.ReadLacRequest{LedgerId: 1, PreviousLac: -1, MaxEntryBytes: -1})); connect.CodeOf(err) != connect.CodeInvalidArgument {
+		t.Fatalf("negative max_entry_bytes: %v; want INVALID_ARGUMENT", err)
 	}
 }
 

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"strings"
@@ -169,4 +170,50 @@ func TestWaitLACLearnsOfACloseAtOnce(t *testing.T) {
 		t.Fatal("WaitLAC did not learn of the close within 10 s (its poll round is 20 s, its refresh 1 min)")
 	}
 	t.Logf("WaitLAC learned of the close %v after Close returned", time.Since(start))
+}
+
+// WaitLACEntries brings the entries of the advance with the LAC: verified,
+// in order from previous+1, never beyond the LAC, within the byte bound,
+// and without a read of their own.
+func TestWaitLACEntries(t *testing.T) {
+	cl := newCluster(t, 3)
+	wc := cl.client(t)
+	spy := &lacSpy{calls: map[string]int{}}
+	rc := cl.client(t, func(cfg *Config) { cfg.Dial = spy.dial(t) })
+	w, err := wc.CreateLedger(ctxT(t), spec(catalog.Replication{Ensemble: 3, WriteQuorum: 3, AckQuorum: 2}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := rc.OpenReader(ctxT(t), w.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	prev := int64(-1)
+	for round := range 4 {
+		appendN(t, w, prev+1, prev+1+int64(round))
+		reads := rc.Stats().ReadsSent
+		maxBytes := 1 << 20
+		if round == 3 {
+			maxBytes = 1 // at least one entry even so
+		}
+		lac, ents, err := r.WaitLACEntries(ctxT(t), prev, maxBytes)
+		if err != nil || lac <= prev {
+			t.Fatalf("round %d: WaitLACEntries(%d) = %d, %v", round, prev, lac, err)
+		}
+		if len(ents) == 0 || (maxBytes == 1 && len(ents) != 1) {
+			t.Fatalf("round %d: %d entries for LAC %d after %d (byte bound %d)", round, len(ents), lac, prev, maxBytes)
+		}
+		for i, en := range ents {
+			if en.ID != prev+1+int64(i) || en.ID > lac || !bytes.Equal(en.Payload, payload(en.ID)) {
+				t.Fatalf("round %d: entry %d of the answer is %d (%q); LAC %d", round, i, en.ID, en.Payload, lac)
+			}
+		}
+		if got := rc.Stats().ReadsSent; got != reads {
+			t.Fatalf("round %d: %d reads sent while waiting for the LAC", round, got-reads)
+		}
+		prev = lac
+	}
+	if _, _, err := r.WaitLACEntries(ctxT(t), prev, -1); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("negative byte bound: %v", err)
+	}
 }

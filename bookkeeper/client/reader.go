@@ -117,7 +117,7 @@ func (r *Reader) PollLAC(ctx context.Context) (int64, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.meta.State.Sealed() {
-		_, _ = r.pollLac(ctx, -1, 0)
+		_, _, _ = r.pollLac(ctx, -1, 0, 0)
 	}
 	return r.rd.LAC(), ctxErr(ctx)
 }
@@ -142,7 +142,7 @@ func (r *Reader) Read(ctx context.Context, first, last int64) ([]Entry, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.rd.Readable(first) && !r.meta.State.Sealed() {
-		r.pollLac(ctx, -1, 0)
+		r.pollLac(ctx, -1, 0, 0)
 	}
 	if !r.rd.Readable(first) {
 		return nil, fmt.Errorf("read ledger %d entry %d: %w (readable up to %d)", r.id, first, ledger.ErrNotReadable, r.rd.LAC())
@@ -160,32 +160,45 @@ func (r *Reader) Read(ctx context.Context, first, last int64) ([]Entry, error) {
 // ErrLedgerSealed. When ctx ends first it returns the LAC known and ctx's
 // error.
 func (r *Reader) WaitLAC(ctx context.Context, previous int64) (int64, error) {
+	lac, _, err := r.WaitLACEntries(ctx, previous, 0)
+	return lac, err
+}
+
+// WaitLACEntries is WaitLAC that also asks the bookie that answers for the
+// entries the advance made readable, within maxBytes of payload (0: none),
+// so a tail reader needs no read after each advance. It returns those it
+// got — verified, from previous+1 on, in order, not beyond the LAC — which
+// may be fewer than the advance (none when the reader already knew a LAC
+// above previous, the bookie lacks one, the byte bound): read the rest.
+func (r *Reader) WaitLACEntries(ctx context.Context, previous int64, maxBytes int) (int64, []Entry, error) {
 	ctx, leave, err := r.c.enter(ctx)
 	if err != nil {
-		return -1, err
+		return -1, nil, err
 	}
 	defer leave()
-	if previous < -1 {
-		return -1, fmt.Errorf("wait for ledger %d LAC: %w: previous %d", r.id, ErrInvalidArgument, previous)
+	if previous < -1 || maxBytes < 0 {
+		return -1, nil, fmt.Errorf("wait for ledger %d LAC: %w: previous %d, max bytes %d", r.id, ErrInvalidArgument, previous, maxBytes)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	cfg := r.c.cfg
 	failures := 0
+	var ents []Entry
 	for {
 		if lac := r.rd.LAC(); lac > previous {
-			return lac, nil
+			return lac, ents, nil
 		}
 		if r.meta.State.Sealed() {
-			return r.rd.LAC(), fmt.Errorf("wait for ledger %d LAC above %d: %w at entry %d", r.id, previous, ErrLedgerSealed, r.rd.LAC())
+			return r.rd.LAC(), nil, fmt.Errorf("wait for ledger %d LAC above %d: %w at entry %d", r.id, previous, ErrLedgerSealed, r.rd.LAC())
 		}
 		wait := cfg.LacPollTimeout
 		if dl, ok := ctx.Deadline(); ok {
 			wait = max(min(wait, time.Until(dl)), 0)
 		}
-		allFailed, fenced := r.pollLac(ctx, previous, wait)
+		var allFailed, fenced bool
+		allFailed, fenced, ents = r.pollLac(ctx, previous, wait, maxBytes)
 		if err := ctx.Err(); err != nil {
-			return r.rd.LAC(), fmt.Errorf("wait for ledger %d LAC above %d: %w", r.id, previous, ctxErr(ctx))
+			return r.rd.LAC(), nil, fmt.Errorf("wait for ledger %d LAC above %d: %w", r.id, previous, ctxErr(ctx))
 		}
 		if r.rd.LAC() > previous {
 			continue
@@ -195,20 +208,20 @@ func (r *Reader) WaitLAC(ctx context.Context, previous int64) (int64, error) {
 			// so) or a recovery began: the catalog has, or soon will have,
 			// its end.
 			if err := r.refresh(ctx); err != nil && ctx.Err() == nil && !allFailed {
-				return r.rd.LAC(), err
+				return r.rd.LAC(), nil, err
 			}
 		}
 		if fenced && !r.meta.State.Sealed() {
 			// Fenced but not closed yet (a recovery under way): look again
 			// shortly rather than spinning on answers that come at once.
 			if err := sleep(ctx, fencedRecheck); err != nil {
-				return r.rd.LAC(), fmt.Errorf("wait for ledger %d LAC above %d: %w", r.id, previous, ctxErr(ctx))
+				return r.rd.LAC(), nil, fmt.Errorf("wait for ledger %d LAC above %d: %w", r.id, previous, ctxErr(ctx))
 			}
 			continue
 		}
 		if allFailed {
 			if err := sleep(ctx, cfg.backoff(failures)); err != nil {
-				return r.rd.LAC(), fmt.Errorf("wait for ledger %d LAC above %d: %w", r.id, previous, ctxErr(ctx))
+				return r.rd.LAC(), nil, fmt.Errorf("wait for ledger %d LAC above %d: %w", r.id, previous, ctxErr(ctx))
 			}
 			failures++
 		} else {
@@ -283,7 +296,7 @@ func (r *Reader) refresh(ctx context.Context) error {
 // feeds the best answer to the machine and reports whether every bookie
 // was asked and none answered, and whether one said the ledger is fenced
 // (then it stops too: the LAC will not rise any more).
-func (r *Reader) pollLac(ctx context.Context, previous int64, wait time.Duration) (allFailed, fenced bool) {
+func (r *Reader) pollLac(ctx context.Context, previous int64, wait time.Duration, maxEntryBytes int) (allFailed, fenced bool, ents []Entry) {
 	c := r.c
 	bookies := r.meta.Ensembles[len(r.meta.Ensembles)-1].Bookies
 	n := len(bookies)
@@ -293,6 +306,7 @@ func (r *Reader) pollLac(ctx context.Context, previous int64, wait time.Duration
 		i      int
 		lac    int64
 		fenced bool
+		ents   []Entry
 		err    error
 	}
 	ch := make(chan answer, n)
@@ -306,8 +320,8 @@ func (r *Reader) pollLac(ctx context.Context, previous int64, wait time.Duration
 		wg.Go(func() {
 			cctx, cancel := context.WithTimeout(pctx, left+c.cfg.ReadTimeout)
 			defer cancel()
-			lac, fenced, err := c.readLac(cctx, r.id, bookies[i], previous, left.Milliseconds())
-			ch <- answer{i, lac, fenced, err}
+			lac, fenced, ents, err := c.readLac(cctx, r.id, bookies[i], previous, left.Milliseconds(), maxEntryBytes)
+			ch <- answer{i, lac, fenced, ents, err}
 		})
 	}
 	launch()
@@ -329,6 +343,7 @@ func (r *Reader) pollLac(ctx context.Context, previous int64, wait time.Duration
 			}
 			best = max(best, a.lac)
 			if a.lac > previous {
+				ents = a.ents
 				r.lacFirst = a.i
 				if a.lac > known {
 					r.noteAdvance()
@@ -351,7 +366,7 @@ func (r *Reader) pollLac(ctx context.Context, previous int64, wait time.Duration
 	if best >= 0 {
 		r.step(ledger.LacLearned{LAC: best})
 	}
-	return launched == n && failures == n, fenced
+	return launched == n && failures == n, fenced, ents
 }
 
 // fencedRecheck is how often WaitLAC re-reads the metadata of a ledger its

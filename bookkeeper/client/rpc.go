@@ -141,17 +141,36 @@ func (c *Client) noteCheck(id catalog.LedgerID, entry int64, bookie string, a re
 
 // readLac asks bookie for the ledger's LAC, waiting up to wait for it to
 // rise above previous (0: answer at once).
-func (c *Client) readLac(ctx context.Context, id catalog.LedgerID, bookie string, previous int64, wait int64) (lac int64, fenced bool, err error) {
+func (c *Client) readLac(ctx context.Context, id catalog.LedgerID, bookie string, previous int64, wait int64, maxEntryBytes int) (lac int64, fenced bool, ents []Entry, err error) {
 	bc, err := c.bookies.client(ctx, bookie)
 	if err != nil {
-		return -1, false, err
+		return -1, false, nil, err
 	}
-	resp, err := bc.ReadLac(ctx, connect.NewRequest(&bookiev1.ReadLacRequest{LedgerId: int64(id), PreviousLac: previous, TimeoutMs: int32(wait)}))
+	resp, err := bc.ReadLac(ctx, connect.NewRequest(&bookiev1.ReadLacRequest{
+		LedgerId: int64(id), PreviousLac: previous, TimeoutMs: int32(wait), MaxEntryBytes: int32(maxEntryBytes),
+	}))
 	if err != nil {
 		if unavailable(err) {
 			c.bookies.forgetAfterFailure(bookie)
 		}
-		return -1, false, err
+		return -1, false, nil, err
 	}
-	return resp.Msg.GetLac(), resp.Msg.GetFenced(), nil
+	lac = resp.Msg.GetLac()
+	// The entries it carried: verified, in order from previous+1, not
+	// beyond the LAC it answered; the first that is not ends the list (the
+	// reader reads the rest the usual way).
+	for _, e := range resp.Msg.GetEntries() {
+		next := previous + 1 + int64(len(ents))
+		if next > lac {
+			break
+		}
+		a := entryAnswer(int64(id), bookie, next, e, lac)
+		c.noteCheck(id, next, bookie, a)
+		ok, isOK := a.ev.(ledger.ReadOK)
+		if !isOK {
+			break
+		}
+		ents = append(ents, Entry{ID: next, Payload: ok.Payload})
+	}
+	return lac, resp.Msg.GetFenced(), ents, nil
 }

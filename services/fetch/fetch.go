@@ -260,6 +260,28 @@ func (s *Service) startOffset(ctx context.Context, topic string, partition int, 
 	}
 }
 
+// startOffsetWithin is the offset a group member starts a partition it never
+// committed at (earliest or latest), from a partition record up to maxAge
+// old (primed for the balancing round): earliest asks no bookie at all.
+func (s *Service) startOffsetWithin(ctx context.Context, topic string, partition int, pos sluicev1.StartPosition, maxAge time.Duration) (int64, error) {
+	switch pos {
+	case sluicev1.StartPosition_START_POSITION_EARLIEST:
+		start, err := s.logs.Start(ctx, topic, partition, maxAge)
+		if err != nil {
+			return 0, readErr(err)
+		}
+		return start, nil
+	case sluicev1.StartPosition_START_POSITION_LATEST:
+		_, end, err := s.logs.BoundsWithin(ctx, topic, partition, maxAge)
+		if err != nil {
+			return 0, readErr(err)
+		}
+		return end, nil
+	default:
+		return s.startOffset(ctx, topic, partition, pos, 0, 0)
+	}
+}
+
 // Fetch reads a partition, long-polling up to max_wait_ms at its end.
 func (s *Service) Fetch(ctx context.Context, req *connect.Request[sluicev1.FetchRequest]) (*connect.Response[sluicev1.FetchResponse], error) {
 	m := req.Msg

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluicemq/sluice/internal/apierr"
 	"github.com/sluicemq/sluice/pkg/bookkeeping"
+	"github.com/sluicemq/sluice/pkg/catalog"
 	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
 	"github.com/sluicemq/sluice/services/fetch/assign"
 	"github.com/sluicemq/sluice/services/fetch/partlog"
@@ -504,6 +505,7 @@ func (ss *session) balanceTopic(ctx context.Context, topic string, members []boo
 	// compare-and-set in bookkeeping and, for a partition the group never
 	// committed, a catalog read for its start offset; one after another,
 	// a round over hundreds of new partitions outlasted its deadline.
+	ss.primeStarts(ctx, topic, plan.Acquire, stored)
 	got := make([]*sluicev1.PartitionLease, len(plan.Acquire))
 	errs := make([]error, len(plan.Acquire))
 	sem := make(chan struct{}, acquireParallelism)
@@ -541,6 +543,48 @@ func (ss *session) balanceTopic(ctx context.Context, topic string, members []boo
 // that run at once.
 const acquireParallelism = 16
 
+// primeAge is how old a partition record primed for a balancing round
+// (primeStarts) may be when an acquisition takes its start offset: the
+// round's own listing, not one from before. Should the log start move
+// meanwhile (retention), delivery meets OUT_OF_RANGE and continues at the
+// new start.
+const primeAge = 15 * time.Second
+
+// primeStarts reads in one listing the partition records of the
+// partitions this round acquires that the group never committed (their
+// start offset comes from the record): one catalog call for the round
+// instead of one or two per partition. A failed listing only means each
+// acquisition reads its own.
+func (ss *session) primeStarts(ctx context.Context, topic string, acquire []int32, stored map[int32]bookkeeping.Lease) {
+	lo, hi, n := int32(-1), int32(-1), 0
+	for _, p := range acquire {
+		if st, ok := stored[p]; ok && st.Offset != bookkeeping.NoOffset {
+			continue
+		}
+		if n == 0 || p < lo {
+			lo = p
+		}
+		hi = max(hi, p)
+		n++
+	}
+	if n < 2 {
+		return
+	}
+	s := ss.s
+	for next := int(lo); next <= int(hi); {
+		page, err := s.d.Catalog.ListPartitions(ctx, topic, catalog.IndexToken(next), min(int(hi)-next+1, catalog.MaxPageSize))
+		if err != nil {
+			s.log.Debug("listing partitions for a balancing round failed", slog.String("topic", topic), slog.Any("err", err))
+			return
+		}
+		s.logs.Prime(page.Items)
+		if len(page.Items) == 0 || page.NextPageToken == "" {
+			return
+		}
+		next = page.Items[len(page.Items)-1].Index + 1
+	}
+}
+
 // acquire takes the lease of one partition for the session's member and
 // returns it with the offset delivery starts at (nil, nil: another member
 // holds it).
@@ -558,7 +602,7 @@ func (ss *session) acquire(ctx context.Context, topic string, p int32, stored ma
 		next = st.Offset
 	}
 	if next == bookkeeping.NoOffset {
-		next, err = s.startOffset(ctx, topic, int(p), startOf(ss.start), 0, 0)
+		next, err = s.startOffsetWithin(ctx, topic, int(p), startOf(ss.start), primeAge)
 		if err != nil {
 			// Hold the lease but release it: another round retries.
 			_ = s.d.Bookkeeping.Release(ctx, ss.group, topic, p, ss.member, epoch)

@@ -105,3 +105,64 @@ func TestReadsDoNotWaitForAChainReread(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// Partition records primed from one listing serve Start while younger than
+// the age asked for: no catalog read per partition; an older one is read
+// again, and a stale record never replaces a newer one.
+func TestPrimedChainsServeStart(t *testing.T) {
+	ctx := context.Background()
+	cat, err := embedded.Open("/catalog", embedded.Options{FS: vfs.NewMem()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cat.Close() })
+	if _, err := cat.CreateTopic(ctx, "t", 8, catalog.DefaultTopicConfig()); err != nil {
+		t.Fatal(err)
+	}
+	lc, err := client.New(client.Config{Ledgers: cat, Bookies: cat})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lc.Close() })
+	var now atomic.Int64
+	now.Store(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	parts := &gatedParts{Partitions: cat}
+	ls, err := New(Config{Now: func() time.Time { return time.Unix(0, now.Load()) }}, parts, lc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ls.Close)
+
+	page, err := cat.ListPartitions(ctx, "t", "", catalog.MaxPageSize)
+	if err != nil || len(page.Items) != 8 {
+		t.Fatalf("list: %d partitions, %v", len(page.Items), err)
+	}
+	page.Items[3].LogStartOffset, page.Items[3].Version = 42, page.Items[3].Version+1 // as if retention moved it
+	ls.Prime(page.Items)
+	for p := range 8 {
+		start, err := ls.Start(ctx, "t", p, 10*time.Second)
+		want := int64(0)
+		if p == 3 {
+			want = 42
+		}
+		if err != nil || start != want {
+			t.Fatalf("partition %d: start %d, %v; want %d", p, start, err, want)
+		}
+	}
+	if n := parts.calls.Load(); n != 0 {
+		t.Fatalf("%d catalog reads after priming; want 0", n)
+	}
+	// An older record primed later does not replace the newer one.
+	stale, err := cat.ListPartitions(ctx, "t", "", catalog.MaxPageSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls.Prime(stale.Items)
+	if start, _ := ls.Start(ctx, "t", 3, 10*time.Second); start != 42 {
+		t.Fatalf("after priming an older record: start %d; want 42", start)
+	}
+	now.Add(int64(11 * time.Second)) // older than asked for: read again
+	if start, err := ls.Start(ctx, "t", 5, 10*time.Second); err != nil || start != 0 || parts.calls.Load() != 1 {
+		t.Fatalf("stale chain: start %d, %v after %d catalog reads; want 0 after 1", start, err, parts.calls.Load())
+	}
+}

@@ -319,6 +319,12 @@ func (lg *Log) chain(ctx context.Context, maxAge time.Duration) (catalog.Partiti
 	if err != nil {
 		return catalog.Partition{}, err
 	}
+	return lg.setChain(p, now), nil
+}
+
+// setChain stores a partition record read at now as the chain, unless an
+// older read finished late, and returns the chain in force.
+func (lg *Log) setChain(p catalog.Partition, now time.Time) catalog.Partition {
 	lg.mu.Lock()
 	defer lg.mu.Unlock()
 	if lg.part.TopicID != "" && p.TopicID != lg.part.TopicID {
@@ -327,7 +333,7 @@ func (lg *Log) chain(ctx context.Context, maxAge time.Duration) (catalog.Partiti
 		lg.hints = make(map[int64]position)
 		lg.hw = -1
 	} else if p.Version < lg.part.Version {
-		return lg.part, nil // an older read finished late
+		return lg.part // an older read finished late
 	}
 	lg.part, lg.partAt = p, now
 	keep := make(map[catalog.LedgerID]bool, len(p.Ledgers))
@@ -339,7 +345,7 @@ func (lg *Log) chain(ctx context.Context, maxAge time.Duration) (catalog.Partiti
 			delete(lg.ledgers, id)
 		}
 	}
-	return p, nil
+	return p
 }
 
 // chainCached returns the partition record as cached; one older than
@@ -1017,6 +1023,32 @@ func (ls *Logs) Bounds(ctx context.Context, topic string, partition int) (start,
 // read per partition and call would cost more than the report is worth.
 func (ls *Logs) BoundsForLag(ctx context.Context, topic string, partition int) (start, end int64, err error) {
 	return ls.bounds(ctx, topic, partition, ls.cfg.ChainTTL)
+}
+
+// BoundsWithin is Bounds with the chain up to maxAge old (see Prime).
+func (ls *Logs) BoundsWithin(ctx context.Context, topic string, partition int, maxAge time.Duration) (start, end int64, err error) {
+	return ls.bounds(ctx, topic, partition, maxAge)
+}
+
+// Start returns the partition's log start offset (the first offset still
+// retained) from its chain, read from the catalog unless the one known is
+// less than maxAge old. Unlike Bounds it asks no bookie.
+func (ls *Logs) Start(ctx context.Context, topic string, partition int, maxAge time.Duration) (int64, error) {
+	p, err := ls.get(topic, partition).chain(ctx, maxAge)
+	if err != nil {
+		return 0, err
+	}
+	return p.LogStartOffset, nil
+}
+
+// Prime stores partition records the caller just read in one go (a page of
+// ListPartitions) as the partitions' chains, so that calls allowing a chain
+// that old (Start, BoundsWithin) read none of them one by one.
+func (ls *Logs) Prime(parts []catalog.Partition) {
+	now := ls.cfg.Now()
+	for _, p := range parts {
+		ls.get(p.Topic, p.Index).setChain(p, now)
+	}
 }
 
 func (ls *Logs) bounds(ctx context.Context, topic string, partition int, chainAge time.Duration) (start, end int64, err error) {

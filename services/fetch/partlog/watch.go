@@ -181,10 +181,18 @@ func (lg *Log) watchRound(ctx context.Context, chainAge time.Duration, ws *watch
 		return err
 	}
 	wctx, cancel := context.WithTimeout(ctx, lg.quiet(ws.gap))
-	lac, werr := wr.WaitLAC(wctx, prev)
+	// The answering bookie sends the entries the advance made readable
+	// (as many as advance reads, within its byte bound): into the cache,
+	// so the advance needs no read of its own.
+	lac, ents, werr := wr.WaitLACEntries(wctx, prev, advanceBytes)
 	cancel()
 	switch {
 	case lac > prev:
+		for _, en := range ents {
+			if en.ID >= lac-(advanceEntries-1) {
+				ls.cache.put(entryKey{ledger: st.id, entry: en.ID}, en.Payload)
+			}
+		}
 		st.rd.LearnLAC(lac)
 		ws.advanced(ls.cfg.Now())
 		return lg.advance(ctx, st, prev+1, lac, ws)
@@ -205,12 +213,19 @@ func (lg *Log) watchRound(ctx context.Context, chainAge time.Duration, ws *watch
 	}
 }
 
+// advanceEntries and advanceBytes bound what an advance reads into the
+// cache: read-ahead for the waiting readers.
+const (
+	advanceEntries = 32
+	advanceBytes   = 4 << 20
+)
+
 // advance reads entries from..lac of the tail ledger into the cache (the
-// last 32 at most: read-ahead for the waiting readers), raises the high
-// watermark to the end of entry lac, and moves the mark there.
+// last advanceEntries at most), raises the high watermark to the end of
+// entry lac, and moves the mark there.
 func (lg *Log) advance(ctx context.Context, st *ledgerState, from, lac int64, ws *watchState) error {
 	ls := lg.ls
-	ents, err := ls.entries(ctx, st, max(from, lac-31), lac, 4<<20)
+	ents, err := ls.entries(ctx, st, max(from, lac-(advanceEntries-1)), lac, advanceBytes)
 	if err != nil {
 		return err
 	}

@@ -695,7 +695,13 @@ type ReadLacRequest struct {
 	// Return as soon as the LAC is above this (-1 or more).
 	PreviousLac int64 `protobuf:"varint,2,opt,name=previous_lac,json=previousLac,proto3" json:"previous_lac,omitempty"`
 	// Longest wait in ms: 0..30,000; 0 answers at once.
-	TimeoutMs     int32 `protobuf:"varint,3,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	TimeoutMs int32 `protobuf:"varint,3,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	// When above 0 and the answer's LAC is above previous_lac, the answer
+	// also carries the entries from previous_lac + 1 that this bookie stores,
+	// in order, up to the LAC, within this many payload bytes (at least one
+	// entry if it has any; at most the server's read limit). A tail reader
+	// then needs no read after each advance. 0: no entries.
+	MaxEntryBytes int32 `protobuf:"varint,4,opt,name=max_entry_bytes,json=maxEntryBytes,proto3" json:"max_entry_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -751,6 +757,13 @@ func (x *ReadLacRequest) GetTimeoutMs() int32 {
 	return 0
 }
 
+func (x *ReadLacRequest) GetMaxEntryBytes() int32 {
+	if x != nil {
+		return x.MaxEntryBytes
+	}
+	return 0
+}
+
 // ReadLacResponse carries the LAC.
 type ReadLacResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -760,7 +773,10 @@ type ReadLacResponse struct {
 	// closed it and said so (it fences its own ledger after the close). Its
 	// LAC will not rise through normal adds any more; a long-poll answers at
 	// once, so tail readers learn of a roll-over without polling the catalog.
-	Fenced        bool `protobuf:"varint,2,opt,name=fenced,proto3" json:"fenced,omitempty"`
+	Fenced bool `protobuf:"varint,2,opt,name=fenced,proto3" json:"fenced,omitempty"`
+	// Entries previous_lac + 1.. (see max_entry_bytes), each as ReadEntries
+	// returns it; may stop early (a missing entry, the byte bound).
+	Entries       []*Entry `protobuf:"bytes,3,rep,name=entries,proto3" json:"entries,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -807,6 +823,13 @@ func (x *ReadLacResponse) GetFenced() bool {
 		return x.Fenced
 	}
 	return false
+}
+
+func (x *ReadLacResponse) GetEntries() []*Entry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
 }
 
 // WriteLacRequest pushes an explicit LAC.
@@ -1270,15 +1293,17 @@ const file_sluice_bookie_v1_bookie_proto_rawDesc = "" +
 	"\x13ReadEntriesResponse\x121\n" +
 	"\aentries\x18\x01 \x03(\v2\x17.sluice.bookie.v1.EntryR\aentries\x12\x10\n" +
 	"\x03lac\x18\x02 \x01(\x03R\x03lac\x12\x16\n" +
-	"\x06fenced\x18\x03 \x01(\bR\x06fenced\"o\n" +
+	"\x06fenced\x18\x03 \x01(\bR\x06fenced\"\x97\x01\n" +
 	"\x0eReadLacRequest\x12\x1b\n" +
 	"\tledger_id\x18\x01 \x01(\x03R\bledgerId\x12!\n" +
 	"\fprevious_lac\x18\x02 \x01(\x03R\vpreviousLac\x12\x1d\n" +
 	"\n" +
-	"timeout_ms\x18\x03 \x01(\x05R\ttimeoutMs\";\n" +
+	"timeout_ms\x18\x03 \x01(\x05R\ttimeoutMs\x12&\n" +
+	"\x0fmax_entry_bytes\x18\x04 \x01(\x05R\rmaxEntryBytes\"n\n" +
 	"\x0fReadLacResponse\x12\x10\n" +
 	"\x03lac\x18\x01 \x01(\x03R\x03lac\x12\x16\n" +
-	"\x06fenced\x18\x02 \x01(\bR\x06fenced\"_\n" +
+	"\x06fenced\x18\x02 \x01(\bR\x06fenced\x121\n" +
+	"\aentries\x18\x03 \x03(\v2\x17.sluice.bookie.v1.EntryR\aentries\"_\n" +
 	"\x0fWriteLacRequest\x12\x1b\n" +
 	"\tledger_id\x18\x01 \x01(\x03R\bledgerId\x12\x1d\n" +
 	"\n" +
@@ -1368,25 +1393,26 @@ var file_sluice_bookie_v1_bookie_proto_depIdxs = []int32{
 	6,  // 3: sluice.bookie.v1.LedgerResults.results:type_name -> sluice.bookie.v1.AddResult
 	0,  // 4: sluice.bookie.v1.AddResult.status:type_name -> sluice.bookie.v1.AddStatus
 	7,  // 5: sluice.bookie.v1.ReadEntriesResponse.entries:type_name -> sluice.bookie.v1.Entry
-	1,  // 6: sluice.bookie.v1.BookieService.AddEntries:input_type -> sluice.bookie.v1.AddEntriesRequest
-	8,  // 7: sluice.bookie.v1.BookieService.ReadEntries:input_type -> sluice.bookie.v1.ReadEntriesRequest
-	10, // 8: sluice.bookie.v1.BookieService.ReadLac:input_type -> sluice.bookie.v1.ReadLacRequest
-	12, // 9: sluice.bookie.v1.BookieService.WriteLac:input_type -> sluice.bookie.v1.WriteLacRequest
-	14, // 10: sluice.bookie.v1.BookieService.Fence:input_type -> sluice.bookie.v1.FenceRequest
-	16, // 11: sluice.bookie.v1.BookieService.DeleteLedger:input_type -> sluice.bookie.v1.DeleteLedgerRequest
-	18, // 12: sluice.bookie.v1.BookieService.GetStatus:input_type -> sluice.bookie.v1.GetStatusRequest
-	4,  // 13: sluice.bookie.v1.BookieService.AddEntries:output_type -> sluice.bookie.v1.AddEntriesResponse
-	9,  // 14: sluice.bookie.v1.BookieService.ReadEntries:output_type -> sluice.bookie.v1.ReadEntriesResponse
-	11, // 15: sluice.bookie.v1.BookieService.ReadLac:output_type -> sluice.bookie.v1.ReadLacResponse
-	13, // 16: sluice.bookie.v1.BookieService.WriteLac:output_type -> sluice.bookie.v1.WriteLacResponse
-	15, // 17: sluice.bookie.v1.BookieService.Fence:output_type -> sluice.bookie.v1.FenceResponse
-	17, // 18: sluice.bookie.v1.BookieService.DeleteLedger:output_type -> sluice.bookie.v1.DeleteLedgerResponse
-	19, // 19: sluice.bookie.v1.BookieService.GetStatus:output_type -> sluice.bookie.v1.GetStatusResponse
-	13, // [13:20] is the sub-list for method output_type
-	6,  // [6:13] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	7,  // 6: sluice.bookie.v1.ReadLacResponse.entries:type_name -> sluice.bookie.v1.Entry
+	1,  // 7: sluice.bookie.v1.BookieService.AddEntries:input_type -> sluice.bookie.v1.AddEntriesRequest
+	8,  // 8: sluice.bookie.v1.BookieService.ReadEntries:input_type -> sluice.bookie.v1.ReadEntriesRequest
+	10, // 9: sluice.bookie.v1.BookieService.ReadLac:input_type -> sluice.bookie.v1.ReadLacRequest
+	12, // 10: sluice.bookie.v1.BookieService.WriteLac:input_type -> sluice.bookie.v1.WriteLacRequest
+	14, // 11: sluice.bookie.v1.BookieService.Fence:input_type -> sluice.bookie.v1.FenceRequest
+	16, // 12: sluice.bookie.v1.BookieService.DeleteLedger:input_type -> sluice.bookie.v1.DeleteLedgerRequest
+	18, // 13: sluice.bookie.v1.BookieService.GetStatus:input_type -> sluice.bookie.v1.GetStatusRequest
+	4,  // 14: sluice.bookie.v1.BookieService.AddEntries:output_type -> sluice.bookie.v1.AddEntriesResponse
+	9,  // 15: sluice.bookie.v1.BookieService.ReadEntries:output_type -> sluice.bookie.v1.ReadEntriesResponse
+	11, // 16: sluice.bookie.v1.BookieService.ReadLac:output_type -> sluice.bookie.v1.ReadLacResponse
+	13, // 17: sluice.bookie.v1.BookieService.WriteLac:output_type -> sluice.bookie.v1.WriteLacResponse
+	15, // 18: sluice.bookie.v1.BookieService.Fence:output_type -> sluice.bookie.v1.FenceResponse
+	17, // 19: sluice.bookie.v1.BookieService.DeleteLedger:output_type -> sluice.bookie.v1.DeleteLedgerResponse
+	19, // 20: sluice.bookie.v1.BookieService.GetStatus:output_type -> sluice.bookie.v1.GetStatusResponse
+	14, // [14:21] is the sub-list for method output_type
+	7,  // [7:14] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_sluice_bookie_v1_bookie_proto_init() }

@@ -77,7 +77,8 @@ type BookieServiceClient interface {
 	// (`fence_and_read`) fences the ledger first.
 	ReadEntries(context.Context, *connect.Request[v1.ReadEntriesRequest]) (*connect.Response[v1.ReadEntriesResponse], error)
 	// ReadLac returns the ledger's last add confirmed, long-polling until it
-	// exceeds `previous_lac` or the wait runs out.
+	// exceeds `previous_lac` or the wait runs out; on request, with the
+	// entries it made readable.
 	ReadLac(context.Context, *connect.Request[v1.ReadLacRequest]) (*connect.Response[v1.ReadLacResponse], error)
 	// WriteLac pushes an explicit LAC (sent by an idle writer so readers see
 	// the last entries promptly).
@@ -219,7 +220,8 @@ type BookieServiceHandler interface {
 	// (`fence_and_read`) fences the ledger first.
 	ReadEntries(context.Context, *connect.Request[v1.ReadEntriesRequest]) (*connect.Response[v1.ReadEntriesResponse], error)
 	// ReadLac returns the ledger's last add confirmed, long-polling until it
-	// exceeds `previous_lac` or the wait runs out.
+	// exceeds `previous_lac` or the wait runs out; on request, with the
+	// entries it made readable.
 	ReadLac(context.Context, *connect.Request[v1.ReadLacRequest]) (*connect.Response[v1.ReadLacResponse], error)
 	// WriteLac pushes an explicit LAC (sent by an idle writer so readers see
 	// the last entries promptly).
