@@ -188,9 +188,10 @@ func TestWaitLACEntries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prev := int64(-1)
+	prev, next := int64(-1), int64(0)
 	for round := range 4 {
-		appendN(t, w, prev+1, prev+1+int64(round))
+		appendN(t, w, next, next+int64(round))
+		next += int64(round) + 1
 		reads := rc.Stats().ReadsSent
 		maxBytes := 1 << 20
 		if round == 3 {
