@@ -74,7 +74,22 @@ stop_sluice() {
 }
 kafka_up=0
 stop_kafka() { if [ "$kafka_up" = 1 ]; then bash localstack/kafka.sh down >/dev/null 2>&1 || true; kafka_up=0; fi; }
-trap 'stop_sluice; stop_kafka' EXIT
+# Cassandra and the AWS emulator: stopped at the end when this script started them, left running
+# when they ran before it (another checkout's stack on the same ports would clash otherwise).
+stack_before=$( (bash localstack/stack.sh status 2>/dev/null || true) | awk -F: '$2 ~ /^ (running|up)/ {print $1}' | tr '\n' ' ')
+stack_used=0
+stop_stack() {
+  [ "$stack_used" = 1 ] || return 0
+  local svc
+  for svc in moto cassandra; do
+    case " $stack_before " in
+      *" $svc "*) ;;
+      *) bash localstack/stack.sh down "$svc" >/dev/null 2>&1 || true ;;
+    esac
+  done
+  stack_used=0
+}
+trap 'stop_sluice; stop_kafka; stop_stack' EXIT
 
 healthy() { # ADDR: the gRPC health check answers SERVING (Connect protocol, JSON)
   curl -sf -m 2 -X POST -H 'Content-Type: application/json' -d '{}' "http://$1/grpc.health.v1.Health/Check" 2>/dev/null | grep -q SERVING
@@ -92,6 +107,7 @@ fetch_addr=127.0.0.1:17522
 start_sluice() {
   # A fresh AWS emulator (in memory): its TransactWriteItems deep-copies every table it holds,
   # so a catalog that grew through earlier runs (or earlier tables) slows every takeover.
+  stack_used=1
   bash localstack/stack.sh down moto >&2
   bash localstack/stack.sh up cassandra moto >&2
   eval "$(bash localstack/stack.sh env)"

@@ -256,12 +256,12 @@ func (b *Bookie) Add(ctx context.Context, r AddRequest, done func(error)) error 
 	}
 	b.lacs.update(r.Ledger, r.LAC)
 	bufp := b.recordBuffer.Get().(*[]byte)
-	rec := appendRecord((*bufp)[:0], addRecord{
+	head := appendRecordHead((*bufp)[:0], addRecord{
 		ledger: r.Ledger, entry: r.Entry, lac: r.LAC, checksum: r.Checksum,
-		recovery: r.Recovery, masterKey: r.MasterKey, payload: r.Payload,
+		recovery: r.Recovery, masterKey: r.MasterKey,
 	})
-	size := int64(len(rec))
-	err := b.j.Append(wctx, rec, func(_ uint64, err error) {
+	size := int64(len(head) + len(r.Payload))
+	err := b.j.AppendParts(wctx, func(_ uint64, err error) {
 		if err == nil && b.sinceCkpt.Add(size) >= b.cfg.CheckpointBytes {
 			select {
 			case b.ckptKick <- struct{}{}:
@@ -269,8 +269,8 @@ func (b *Bookie) Add(ctx context.Context, r AddRequest, done func(error)) error 
 			}
 		}
 		done(err)
-	})
-	*bufp = rec
+	}, head, r.Payload)
+	*bufp = head
 	b.recordBuffer.Put(bufp)
 	if errors.Is(err, journal.ErrFailed) {
 		b.fail(err)

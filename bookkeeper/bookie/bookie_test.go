@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/sluicemq/sluice/bookkeeper/journal"
 	"github.com/sluicemq/sluice/bookkeeper/storage"
 )
 
@@ -302,5 +305,23 @@ func waitFor(t testing.TB, cond func() bool) {
 			t.Fatal("condition not reached within 10s")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// Slow group commits are logged, at most one line a second, counting the
+// slow ones in between; fast ones and failed ones are not.
+func TestSlowGroupLogger(t *testing.T) {
+	var buf bytes.Buffer
+	hook := slowGroupLogger(slog.New(slog.NewTextHandler(&buf, nil)))
+	hook(journal.GroupInfo{Bytes: 10, WriteTime: time.Millisecond, SyncTime: 5 * time.Millisecond})
+	hook(journal.GroupInfo{Bytes: 10, SyncTime: time.Second, Err: errors.New("failed")})
+	if buf.Len() != 0 {
+		t.Fatalf("logged a fast or failed group: %s", buf.String())
+	}
+	hook(journal.GroupInfo{Bytes: 111, Records: 3, WriteTime: time.Millisecond, SyncTime: 300 * time.Millisecond})
+	hook(journal.GroupInfo{Bytes: 222, SyncTime: 900 * time.Millisecond}) // within the second: counted, not logged
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 1 || !strings.Contains(lines[0], "slow journal group commit") || !strings.Contains(lines[0], "bytes=111") {
+		t.Fatalf("log: %q", buf.String())
 	}
 }

@@ -245,10 +245,12 @@ func (c Config) Validate() error {
 }
 
 func (c Config) journalConfig() journal.Config {
+	log := c.Logger.With(slog.String("component", "journal"))
 	return journal.Config{
 		Dir:           c.JournalDir,
 		FS:            c.FS,
-		Logger:        c.Logger.With(slog.String("component", "journal")),
+		Logger:        log,
+		Hooks:         journal.Hooks{GroupCommitted: slowGroupLogger(log)},
 		MaxRecordSize: recordHeaderSize + storage.MaxMasterKeySize + c.MaxEntryBytes,
 		GroupBytes:    c.JournalGroupBytes,
 		MaxGroupWait:  c.JournalMaxGroupWait,
@@ -271,5 +273,38 @@ func (c Config) storageOptions() storage.Options {
 		MaxLogFileSize:      c.MaxLogFileSize,
 		MaxReadBytes:        c.MaxReadBytes,
 		GCThreshold:         c.GCThreshold,
+	}
+}
+
+// slowGroupThreshold is the group commit (write + fdatasync) above which the
+// journal logs a warning: every add of the group waited that long, so it is
+// the bookie's share of an add's tail latency.
+const slowGroupThreshold = 200 * time.Millisecond
+
+// slowGroupLogger returns a GroupCommitted hook that logs slow group commits,
+// at most one line a second (with how many were slow meanwhile), so a disk
+// that stalls is visible in the bookie's log without flooding it.
+func slowGroupLogger(log *slog.Logger) func(journal.GroupInfo) {
+	var last time.Time // the hook runs on the journal's writer goroutine only
+	var slow, worst int
+	var worstD time.Duration
+	return func(g journal.GroupInfo) {
+		d := g.WriteTime + g.SyncTime
+		if d < slowGroupThreshold || g.Err != nil {
+			return
+		}
+		slow++
+		if d > worstD {
+			worstD, worst = d, g.Bytes
+		}
+		now := time.Now()
+		if now.Sub(last) < time.Second {
+			return
+		}
+		log.Warn("slow journal group commit (write + fdatasync): adds waited for the disk",
+			slog.Duration("write", g.WriteTime), slog.Duration("sync", g.SyncTime), slog.Int("bytes", g.Bytes),
+			slog.Int("records", g.Records), slog.Int("slow_groups_since_last_line", slow),
+			slog.Duration("worst", worstD), slog.Int("worst_bytes", worst))
+		last, slow, worst, worstD = now, 0, 0, 0
 	}
 }

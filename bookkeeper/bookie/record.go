@@ -48,6 +48,13 @@ type addRecord struct {
 
 // appendRecord appends r's encoding to dst.
 func appendRecord(dst []byte, r addRecord) []byte {
+	return append(appendRecordHead(dst, r), r.payload...)
+}
+
+// appendRecordHead appends what precedes the payload in r's record: the
+// header and the master key (the journal takes the payload as a part of
+// its own, uncopied until it lands in the group buffer).
+func appendRecordHead(dst []byte, r addRecord) []byte {
 	var h [recordHeaderSize]byte
 	h[0] = recordVersion
 	h[1] = recordTypeAdd
@@ -60,8 +67,7 @@ func appendRecord(dst []byte, r addRecord) []byte {
 	binary.LittleEndian.PutUint64(h[24:], uint64(r.lac))
 	binary.LittleEndian.PutUint32(h[32:], r.checksum)
 	dst = append(dst, h[:]...)
-	dst = append(dst, r.masterKey...)
-	return append(dst, r.payload...)
+	return append(dst, r.masterKey...)
 }
 
 // decodeRecord parses a journal record. The slices alias b. Anything but a

@@ -179,13 +179,23 @@ func open(cfg Config, lock io.Closer, replay ReplayFunc) (*Journal, error) {
 // Config.MaxRecordSize, ErrClosed after Close, and ErrFailed after a write
 // or fsync failed.
 func (j *Journal) Append(ctx context.Context, rec []byte, done DoneFunc) error {
+	return j.AppendParts(ctx, done, rec)
+}
+
+// AppendParts is Append of the record made of parts, in order, copied
+// straight into the group buffer (no joined copy of a large payload first).
+func (j *Journal) AppendParts(ctx context.Context, done DoneFunc, parts ...[]byte) error {
 	if done == nil {
 		panic("journal: Append with a nil DoneFunc")
 	}
-	if len(rec) > j.cfg.MaxRecordSize {
-		return fmt.Errorf("%w: %d bytes, limit %d", ErrRecordTooLarge, len(rec), j.cfg.MaxRecordSize)
+	n := 0
+	for _, p := range parts {
+		n += len(p)
 	}
-	size := RecordHeaderSize + len(rec)
+	if n > j.cfg.MaxRecordSize {
+		return fmt.Errorf("%w: %d bytes, limit %d", ErrRecordTooLarge, n, j.cfg.MaxRecordSize)
+	}
+	size := RecordHeaderSize + n
 	j.mu.Lock()
 	for j.err == nil && (j.queuedRecords >= j.cfg.MaxQueueRecords || j.queuedBytes+size > j.cfg.MaxQueueBytes) {
 		ch := j.spaceCh
@@ -209,7 +219,7 @@ func (j *Journal) Append(ctx context.Context, rec []byte, done DoneFunc) error {
 		j.mu.Unlock()
 		return err
 	}
-	wake := j.enqueueLocked(rec, size, done)
+	wake := j.enqueueLocked(parts, n, size, done)
 	j.mu.Unlock()
 	if wake {
 		select {
@@ -220,9 +230,10 @@ func (j *Journal) Append(ctx context.Context, rec []byte, done DoneFunc) error {
 	return nil
 }
 
-// enqueueLocked frames rec into the open batch and reports whether the
-// writer needs a wake-up (a batch was sealed, or a new one opened).
-func (j *Journal) enqueueLocked(rec []byte, size int, done DoneFunc) bool {
+// enqueueLocked frames the record (parts, n bytes) into the open batch and
+// reports whether the writer needs a wake-up (a batch was sealed, or a new
+// one opened).
+func (j *Journal) enqueueLocked(parts [][]byte, n, size int, done DoneFunc) bool {
 	wake := false
 	b := j.open
 	if b != nil && len(b.buf)+size > j.cfg.GroupBytes {
@@ -238,8 +249,10 @@ func (j *Journal) enqueueLocked(rec []byte, size int, done DoneFunc) bool {
 	}
 	off := len(b.buf)
 	b.buf = append(b.buf, make([]byte, RecordHeaderSize)...)
-	putRecordHeader(b.buf[off:], len(rec), j.nextSeq, 0)
-	b.buf = append(b.buf, rec...)
+	putRecordHeader(b.buf[off:], n, j.nextSeq, 0)
+	for _, p := range parts {
+		b.buf = append(b.buf, p...)
+	}
 	b.dones = append(b.dones, done)
 	j.nextSeq++
 	j.queuedBytes += size

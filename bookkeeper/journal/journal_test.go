@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -313,4 +314,37 @@ func TestAppendWaitContext(t *testing.T) {
 	if n := j.Stats().Appends; n != 1 {
 		t.Fatalf("%d records made durable, want the one queued with a done context", n)
 	}
+}
+
+// A record appended in parts is the parts joined, as replay reads it; the
+// size limit counts all of them.
+func TestAppendParts(t *testing.T) {
+	fs := vfs.NewMem()
+	cfg := memConfig(fs)
+	cfg.MaxRecordSize = 100
+	j, _ := mustOpen(t, cfg)
+	want := map[uint64][]byte{}
+	for i, parts := range [][][]byte{
+		{[]byte("head:"), []byte("payload")},
+		{nil, []byte("only the second"), nil},
+		{[]byte("a"), []byte("b"), []byte("c")},
+		{},
+	} {
+		done := make(chan error, 1)
+		if err := j.AppendParts(context.Background(), func(_ uint64, err error) { done <- err }, parts...); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		want[uint64(i+1)] = bytes.Join(parts, nil)
+	}
+	err := j.AppendParts(context.Background(), func(uint64, error) { t.Error("a refused record's DoneFunc ran") }, make([]byte, 60), make([]byte, 41))
+	if !errors.Is(err, ErrRecordTooLarge) || !strings.Contains(err.Error(), "101 bytes, limit 100") {
+		t.Fatalf("parts of 101 bytes: %v, want ErrRecordTooLarge", err)
+	}
+	mustClose(t, j)
+	j, got := mustOpen(t, cfg)
+	defer mustClose(t, j)
+	checkReplay(t, got, 1, want)
 }
