@@ -166,3 +166,68 @@ func TestPrimedChainsServeStart(t *testing.T) {
 		t.Fatalf("stale chain: start %d, %v after %d catalog reads; want 0 after 1", start, err, parts.calls.Load())
 	}
 }
+
+// A tail watcher's periodic chain re-read (chainAge > 0) never holds up
+// its round: it goes on with the chain it has while the catalog answers in
+// the background. After a seal (chainAge 0) the round waits for the read.
+func TestWatchRoundRereadsChainInTheBackground(t *testing.T) {
+	ctx := context.Background()
+	cat, err := embedded.Open("/catalog", embedded.Options{FS: vfs.NewMem()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cat.Close() })
+	if _, err := cat.CreateTopic(ctx, "t", 1, catalog.DefaultTopicConfig()); err != nil {
+		t.Fatal(err)
+	}
+	lc, err := client.New(client.Config{Ledgers: cat, Bookies: cat})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lc.Close() })
+	var now atomic.Int64
+	now.Store(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	parts := &gatedParts{Partitions: cat}
+	ls, err := New(Config{Now: func() time.Time { return time.Unix(0, now.Load()) }}, parts, lc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ls.Close)
+	lg := ls.get("t", 0)
+	var ws watchState
+	if err := lg.watchRound(ctx, time.Second, &ws); err != errNoTail || parts.calls.Load() != 1 {
+		t.Fatalf("first round: %v after %d catalog reads; want errNoTail after 1 (no chain yet: read inline)", err, parts.calls.Load())
+	}
+	gate := make(chan struct{})
+	parts.mu.Lock()
+	parts.gate = gate
+	parts.mu.Unlock()
+	now.Add(int64(2 * time.Second)) // the chain is older than chainAge
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	if err := lg.watchRound(rctx, time.Second, &ws); err != errNoTail {
+		t.Fatalf("round with a stale chain and a stalled catalog: %v; want errNoTail at once", err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("the round waited %v for the catalog", d)
+	}
+	eventually(t, "the background re-read started", func() bool { return parts.calls.Load() == 2 })
+	sctx, scancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer scancel()
+	if err := lg.watchRound(sctx, 0, &ws); err == nil || err == errNoTail {
+		t.Fatalf("round after a seal with a stalled catalog: %v; want it to wait for the read (and time out)", err)
+	}
+	close(gate)
+}
+
+func eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

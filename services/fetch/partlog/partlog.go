@@ -359,14 +359,19 @@ func (lg *Log) setChain(p catalog.Partition, now time.Time) catalog.Partition {
 // and a read of a ledger trimmed meanwhile fails and re-reads the chain
 // (Log.recover).
 func (lg *Log) chainCached(ctx context.Context) (catalog.Partition, error) {
+	return lg.chainCachedAge(ctx, lg.ls.cfg.ChainTTL)
+}
+
+// chainCachedAge is chainCached with maxAge in place of ChainTTL.
+func (lg *Log) chainCachedAge(ctx context.Context, maxAge time.Duration) (catalog.Partition, error) {
 	ls := lg.ls
 	lg.mu.Lock()
 	if lg.partAt.IsZero() {
 		lg.mu.Unlock()
-		return lg.chain(ctx, ls.cfg.ChainTTL)
+		return lg.chain(ctx, maxAge)
 	}
 	p := lg.part
-	if ls.cfg.Now().Sub(lg.partAt) >= ls.cfg.ChainTTL && !lg.rereading && ls.ctx.Err() == nil {
+	if ls.cfg.Now().Sub(lg.partAt) >= maxAge && !lg.rereading && ls.ctx.Err() == nil {
 		lg.rereading = true
 		ls.wg.Add(1)
 		go func() {

@@ -127,7 +127,18 @@ func (ws *watchState) advanced(now time.Time) {
 // watermark.
 func (lg *Log) watchRound(ctx context.Context, chainAge time.Duration, ws *watchState) error {
 	ls := lg.ls
-	p, err := lg.chain(ctx, chainAge)
+	// The periodic re-read (chainAge > 0) is a fallback — roll-overs and
+	// hand-overs announce themselves (errSealed) — so it runs in the
+	// background while the round goes on with the chain it has: done
+	// inline, every watcher of a copy waited for the catalog at the same
+	// moment (they start together), and the emulated catalog answers one
+	// call at a time: a delivery stall of ~100-300 ms every ChainTTL in S2.
+	// After a seal, or with no tail, the round needs the new chain now.
+	read := lg.chain
+	if chainAge > 0 {
+		read = lg.chainCachedAge
+	}
+	p, err := read(ctx, chainAge)
 	if err != nil {
 		return err
 	}
