@@ -129,12 +129,19 @@ func (e *env) sealedLedgers(t testing.TB, topic string, partition int) (catalog.
 // puts segments.
 func (e *env) objectCopy(t testing.TB, cfg fetch.Config, b *blob.Bucket) (*fetch.Service, sluicev1connect.ConsumerServiceClient) {
 	t.Helper()
+	return e.fetchCopy(t, cfg, fetch.Deps{Catalog: e.c.Catalog, Ledgers: e.c.Ledgers, Bookkeeping: e.c.Bookkeeping, Objects: b})
+}
+
+// fetchCopy is a fetch copy with the given dependencies, served on its own
+// address.
+func (e *env) fetchCopy(t testing.TB, cfg fetch.Config, d fetch.Deps) (*fetch.Service, sluicev1connect.ConsumerServiceClient) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.Address = ln.Addr().String()
-	svc, err := fetch.New(cfg, fetch.Deps{Catalog: e.c.Catalog, Ledgers: e.c.Ledgers, Bookkeeping: e.c.Bookkeeping, Objects: b})
+	svc, err := fetch.New(cfg, d)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -572,7 +572,11 @@ func (ss *session) primeStarts(ctx context.Context, topic string, acquire []int3
 	}
 	s := ss.s
 	for next := int(lo); next <= int(hi); {
-		page, err := s.d.Catalog.ListPartitions(ctx, topic, catalog.IndexToken(next), min(int(hi)-next+1, catalog.MaxPageSize))
+		token := "" // the first page: IndexToken starts at 1
+		if next > 0 {
+			token = catalog.IndexToken(next)
+		}
+		page, err := s.d.Catalog.ListPartitions(ctx, topic, token, min(int(hi)-next+1, catalog.MaxPageSize))
 		if err != nil {
 			s.log.Debug("listing partitions for a balancing round failed", slog.String("topic", topic), slog.Any("err", err))
 			return
