@@ -42,27 +42,7 @@ func (g *gatedParts) GetPartition(ctx context.Context, topic string, partition i
 // while reads go on with the cached one.
 func TestReadsDoNotWaitForAChainReread(t *testing.T) {
 	ctx := context.Background()
-	cat, err := embedded.Open("/catalog", embedded.Options{FS: vfs.NewMem()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cat.Close() })
-	if _, err := cat.CreateTopic(ctx, "t", 1, catalog.DefaultTopicConfig()); err != nil {
-		t.Fatal(err)
-	}
-	lc, err := client.New(client.Config{Ledgers: cat, Bookies: cat})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = lc.Close() })
-	var now atomic.Int64
-	now.Store(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC).UnixNano())
-	parts := &gatedParts{Partitions: cat}
-	ls, err := New(Config{ChainTTL: time.Second, Now: func() time.Time { return time.Unix(0, now.Load()) }}, parts, lc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ls.Close)
+	_, parts, ls, now := chainFixture(t, 1, time.Second)
 
 	if _, err := ls.Read(ctx, "t", 0, 0, Limits{MaxRecords: 10, MaxBytes: 1 << 20}); err != nil {
 		t.Fatal(err)
@@ -111,27 +91,7 @@ func TestReadsDoNotWaitForAChainReread(t *testing.T) {
 // again, and a stale record never replaces a newer one.
 func TestPrimedChainsServeStart(t *testing.T) {
 	ctx := context.Background()
-	cat, err := embedded.Open("/catalog", embedded.Options{FS: vfs.NewMem()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cat.Close() })
-	if _, err := cat.CreateTopic(ctx, "t", 8, catalog.DefaultTopicConfig()); err != nil {
-		t.Fatal(err)
-	}
-	lc, err := client.New(client.Config{Ledgers: cat, Bookies: cat})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = lc.Close() })
-	var now atomic.Int64
-	now.Store(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC).UnixNano())
-	parts := &gatedParts{Partitions: cat}
-	ls, err := New(Config{Now: func() time.Time { return time.Unix(0, now.Load()) }}, parts, lc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ls.Close)
+	cat, parts, ls, now := chainFixture(t, 8, 0)
 
 	page, err := cat.ListPartitions(ctx, "t", "", catalog.MaxPageSize)
 	if err != nil || len(page.Items) != 8 {
@@ -172,27 +132,7 @@ func TestPrimedChainsServeStart(t *testing.T) {
 // the background. After a seal (chainAge 0) the round waits for the read.
 func TestWatchRoundRereadsChainInTheBackground(t *testing.T) {
 	ctx := context.Background()
-	cat, err := embedded.Open("/catalog", embedded.Options{FS: vfs.NewMem()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cat.Close() })
-	if _, err := cat.CreateTopic(ctx, "t", 1, catalog.DefaultTopicConfig()); err != nil {
-		t.Fatal(err)
-	}
-	lc, err := client.New(client.Config{Ledgers: cat, Bookies: cat})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = lc.Close() })
-	var now atomic.Int64
-	now.Store(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC).UnixNano())
-	parts := &gatedParts{Partitions: cat}
-	ls, err := New(Config{Now: func() time.Time { return time.Unix(0, now.Load()) }}, parts, lc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ls.Close)
+	_, parts, ls, now := chainFixture(t, 1, 0)
 	lg := ls.get("t", 0)
 	var ws watchState
 	if err := lg.watchRound(ctx, time.Second, &ws); err != errNoTail || parts.calls.Load() != 1 {
@@ -230,4 +170,33 @@ func eventually(t testing.TB, what string, cond func() bool) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// chainFixture is an embedded catalog with topic "t" of the given
+// partitions, its partition reads counted (and gated) by parts, and the
+// logs over it on a clock the test moves (now, UnixNano).
+func chainFixture(t *testing.T, partitions int, chainTTL time.Duration) (*embedded.Catalog, *gatedParts, *Logs, *atomic.Int64) {
+	t.Helper()
+	cat, err := embedded.Open("/catalog", embedded.Options{FS: vfs.NewMem()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cat.Close() })
+	if _, err := cat.CreateTopic(context.Background(), "t", partitions, catalog.DefaultTopicConfig()); err != nil {
+		t.Fatal(err)
+	}
+	lc, err := client.New(client.Config{Ledgers: cat, Bookies: cat})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lc.Close() })
+	now := new(atomic.Int64)
+	now.Store(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	parts := &gatedParts{Partitions: cat}
+	ls, err := New(Config{ChainTTL: chainTTL, Now: func() time.Time { return time.Unix(0, now.Load()) }}, parts, lc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ls.Close)
+	return cat, parts, ls, now
 }
