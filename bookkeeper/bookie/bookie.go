@@ -348,13 +348,30 @@ func (b *Bookie) ReadLAC(ctx context.Context, ledger, previous int64, wait time.
 		return 0, false, fmt.Errorf("%w: ledger %d previous lac %d", ErrInvalid, ledger, previous)
 	}
 	wait = min(max(wait, 0), b.cfg.MaxLacWait)
-	return b.lacs.wait(ctx, ledger, previous, wait, func() (int64, bool, error) {
-		info, err := b.st.Ledger(ledger)
-		if errors.Is(err, storage.ErrNoSuchLedger) {
-			return -1, false, nil
-		}
-		return info.LAC, info.Fenced, err
-	})
+	return b.lacs.wait(ctx, ledger, previous, wait, func() (int64, bool, error) { return b.lacInfo(ledger) })
+}
+
+// lacInfo reads the ledger's stored LAC and fenced flag (-1, false for a
+// ledger this bookie has not seen).
+func (b *Bookie) lacInfo(ledger int64) (int64, bool, error) {
+	info, err := b.st.Ledger(ledger)
+	if errors.Is(err, storage.ErrNoSuchLedger) {
+		return -1, false, nil
+	}
+	return info.LAC, info.Fenced, err
+}
+
+// watchLAC registers a WatchLac watch; it fires (r.s.push) once the
+// ledger's LAC is above r.prev or the ledger is fenced, at once if it
+// already is.
+func (b *Bookie) watchLAC(r *lacReg) error {
+	if err := b.err(); err != nil {
+		return err
+	}
+	if r.ledger < 0 || r.prev < -1 || r.maxBytes < 0 {
+		return fmt.Errorf("%w: ledger %d previous lac %d max entry bytes %d", ErrInvalid, r.ledger, r.prev, r.maxBytes)
+	}
+	return b.lacs.register(r, func() (int64, bool, error) { return b.lacInfo(r.ledger) })
 }
 
 // DeleteLedger drops a ledger; GC reclaims its space.

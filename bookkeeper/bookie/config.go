@@ -83,8 +83,10 @@ type Config struct {
 	MaxAddMessageBytes int
 	// MaxLacWait bounds a ReadLac long-poll. Zero means DefaultMaxLacWait.
 	MaxLacWait time.Duration
-	// MaxLacWaiters bounds the ReadLac calls waiting at once; beyond it
-	// ReadLac answers RESOURCE_EXHAUSTED. Zero means DefaultMaxLacWaiters.
+	// MaxLacWaiters bounds the LAC long-polls waiting at once: ReadLac
+	// calls and WatchLac watches together. Beyond it ReadLac answers
+	// RESOURCE_EXHAUSTED and a watch is refused. Zero means
+	// DefaultMaxLacWaiters.
 	MaxLacWaiters int
 	// AddQueueWait is how long an add waits for room in the storage's write
 	// buffer or the journal's queue before it is rejected (the client then

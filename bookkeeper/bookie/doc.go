@@ -83,10 +83,10 @@
 // # Goroutines and locks
 //
 // Open starts none of its own (the journal and storage start theirs). Run
-// is the owner of the background loop; each AddEntries call starts one sender
-// goroutine and waits for it. Heartbeat runs in the caller's goroutine.
-// Locks: lacWatch.mu only (never held while calling the journal or
-// storage); the journal's and storage's own lock orders apply below.
+// is the owner of the background loop; each AddEntries and WatchLac call
+// starts one sender goroutine and waits for it. Heartbeat runs in the caller's goroutine.
+// Locks: lacWatch.mu, then a WatchLac stream's lacStream.mu (never held
+// while calling the journal or storage); the journal's and storage's own lock orders apply below.
 //
 // # Files
 //
@@ -94,7 +94,8 @@
 //	config.go    Config, defaults, Validate
 //	record.go    the journal record format (version 1)
 //	bookie.go    Open (identity, replay), Add, Read, Fence, LACs, Status, Run, Close
-//	lac.go       ReadLAC long-poll wake-ups
+//	lac.go       LAC long-poll wake-ups and watch registrations
 //	service.go   the RPC edge: BookieService, error and status mapping
+//	watch.go     the RPC edge: the WatchLac stream
 //	registry.go  the registry heartbeat
 package bookie

@@ -105,3 +105,58 @@ func FuzzAddEntriesMessage(f *testing.F) {
 		}
 	})
 }
+
+// FuzzWatchLacMessage: any WatchLac message either ends the stream or
+// leaves every watch it registers answered at most once, counted against
+// the bound while registered, and gone once the stream ends.
+func FuzzWatchLacMessage(f *testing.F) {
+	for _, m := range []*bookiev1.WatchLacRequest{
+		{Watches: []*bookiev1.LacWatch{{Id: 1, LedgerId: 1, PreviousLac: -1}, {Id: 2, LedgerId: 1, PreviousLac: 0, MaxEntryBytes: 10}}},
+		{Watches: []*bookiev1.LacWatch{{Id: 1, LedgerId: 2, PreviousLac: 5}, {Id: 1, Cancel: true}, {Id: 1, LedgerId: 2, PreviousLac: -2}}},
+		{Watches: []*bookiev1.LacWatch{{Id: 3, LedgerId: -1}, {Id: 4, LedgerId: 1, MaxEntryBytes: -5}}},
+	} {
+		b, err := proto.Marshal(m)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		var req bookiev1.WatchLacRequest
+		if proto.Unmarshal(raw, &req) != nil || validateWatchLac(&req) != nil {
+			return
+		}
+		cfg := testConfig(vfs.NewMem())
+		cfg.MaxLacWaiters = 4
+		b := mustOpen(t, cfg)
+		defer mustClose(t, b)
+		addWait(t, b, 1, 0, -1)
+		addWait(t, b, 1, 1, 0)
+		s := service{b}
+		ls := newLacStream()
+		for i, w := range req.GetWatches() {
+			if err := s.watch(ls, i, w); err != nil {
+				break // the stream ends
+			}
+		}
+		seen := map[uint64]bool{}
+		for _, r := range ls.take() {
+			if seen[r.id] {
+				t.Fatalf("watch %d answered twice", r.id)
+			}
+			seen[r.id] = true
+			if a := s.advance(r); a.GetRefused() == "" && !a.GetFenced() && a.GetLac() <= r.prev {
+				t.Fatalf("watch %d answered at LAC %d, not above %d", r.id, a.GetLac(), r.prev)
+			}
+		}
+		if n := b.lacWaiters(); n > cfg.MaxLacWaiters || n != len(ls.regs) {
+			t.Fatalf("%d watches counted, %d registered on the stream (bound %d)", n, len(ls.regs), cfg.MaxLacWaiters)
+		}
+		for _, r := range ls.regs {
+			b.lacs.cancel(r)
+		}
+		if n := b.lacWaiters(); n != 0 {
+			t.Fatalf("%d watches counted after the stream ended", n)
+		}
+	})
+}

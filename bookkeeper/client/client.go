@@ -36,10 +36,11 @@ type Client struct {
 	mu     sync.Mutex
 	closed bool
 
-	// muxMu guards muxes: the shared AddEntries stream per bookie id
-	// (mux.go). Leaf lock.
-	muxMu sync.Mutex
-	muxes map[string]*addMux
+	// muxMu guards muxes and lacMuxes: the shared AddEntries stream
+	// (mux.go) and WatchLac stream (lacwatch.go) per bookie id. Leaf lock.
+	muxMu    sync.Mutex
+	muxes    map[string]*addMux
+	lacMuxes map[string]*lacMux
 
 	stats clientStats
 }
@@ -50,7 +51,7 @@ func New(cfg Config) (*Client, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	c := &Client{cfg: cfg, log: cfg.Logger, muxes: map[string]*addMux{}}
+	c := &Client{cfg: cfg, log: cfg.Logger, muxes: map[string]*addMux{}, lacMuxes: map[string]*lacMux{}}
 	dial := cfg.Dial
 	if dial == nil {
 		hc := cfg.HTTPClient
@@ -137,24 +138,26 @@ func (c *Client) updateLedger(ctx context.Context, m catalog.LedgerMetadata) (ca
 
 // Stats are the client's counters since New.
 type Stats struct {
-	AddsSent          int64 // adds queued to bookies (one per entry per bookie)
-	AddMessagesSent   int64 // AddEntries request messages sent (each carries one or more adds)
-	AddResponses      int64 // AddEntries response messages received (each answers one or more adds)
-	AddFailures       int64 // adds answered with a failure or timed out
-	StreamsOpened     int64 // AddEntries streams opened
-	EnsembleChanges   int64 // ensemble changes stored in the catalog
-	LedgersCreated    int64
-	LedgersClosed     int64 // sealed by their writer
-	LedgersRecovered  int64 // sealed by a recovery of this client
-	ReadsSent         int64 // ReadEntries calls (regular and recovery)
-	SpeculativeReads  int64 // speculative timeouts that asked another replica
-	ChecksumFailures  int64 // entries read that failed verification
-	RegistryRefreshes int64 // bookie registry reads
+	AddsSent           int64 // adds queued to bookies (one per entry per bookie)
+	AddMessagesSent    int64 // AddEntries request messages sent (each carries one or more adds)
+	AddResponses       int64 // AddEntries response messages received (each answers one or more adds)
+	AddFailures        int64 // adds answered with a failure or timed out
+	StreamsOpened      int64 // AddEntries streams opened
+	EnsembleChanges    int64 // ensemble changes stored in the catalog
+	LedgersCreated     int64
+	LedgersClosed      int64 // sealed by their writer
+	LedgersRecovered   int64 // sealed by a recovery of this client
+	ReadsSent          int64 // ReadEntries calls (regular and recovery)
+	SpeculativeReads   int64 // speculative timeouts that asked another replica
+	ChecksumFailures   int64 // entries read that failed verification
+	RegistryRefreshes  int64 // bookie registry reads
+	LacWatches         int64 // LAC long-polls registered on WatchLac streams
+	WatchStreamsOpened int64 // WatchLac streams opened
 }
 
 type clientStats struct {
 	addsSent, addMessagesSent, addResponses, addFailures, streamsOpened, ensembleChanges, ledgersCreated, ledgersClosed,
-	ledgersRecovered, readsSent, speculativeReads, checksumFailures, registryRefreshes atomic.Int64
+	ledgersRecovered, readsSent, speculativeReads, checksumFailures, registryRefreshes, lacWatches, watchStreamsOpened atomic.Int64
 }
 
 // Stats returns the client's counters.
@@ -167,5 +170,6 @@ func (c *Client) Stats() Stats {
 		LedgersClosed: s.ledgersClosed.Load(), LedgersRecovered: s.ledgersRecovered.Load(),
 		ReadsSent: s.readsSent.Load(), SpeculativeReads: s.speculativeReads.Load(),
 		ChecksumFailures: s.checksumFailures.Load(), RegistryRefreshes: s.registryRefreshes.Load(),
+		LacWatches: s.lacWatches.Load(), WatchStreamsOpened: s.watchStreamsOpened.Load(),
 	}
 }

@@ -37,6 +37,12 @@
 //     (Client.Close waits for them). A generation ends when it breaks, when
 //     an add on it times out, when its last writer leaves, or when the
 //     client closes; the next add opens a new one.
+//   - The shared WatchLac stream per bookie (lacMux, lacwatch.go): the
+//     same sender/receiver pair per generation, owned by the client. The
+//     long-polls of WaitLAC register watches on it (one per bookie asked)
+//     and wait for their answer on a channel; the receiver routes answers
+//     by watch id. A generation ends when it breaks (every watch on it
+//     fails) or the client closes; an idle one stays open.
 //   - Recover, Read, WaitLAC, Refresh run on the caller's goroutine, which
 //     owns the machine; the RPCs they start (one goroutine each, or a
 //     recovery's own add streams) all answer through channels, and the
@@ -159,6 +165,7 @@
 //	rpc.go        the unary RPCs (Fence, ReadEntries, ReadLac)
 //	stream.go     addSet: a handle's pending adds per bookie, add timeouts; a recovery's own streams
 //	mux.go        addMux: the client's shared AddEntries stream per bookie
+//	lacwatch.go   lacMux: the client's shared WatchLac stream per bookie
 //	writer.go     CreateLedger, Writer, its loop
 //	ensemble.go   the writer's catalog operations: ensemble change, seal
 //	callbacks.go  the callback dispatcher

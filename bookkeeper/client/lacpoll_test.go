@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -12,11 +13,13 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/sluicemq/sluice/pkg/catalog"
+	bookiev1 "github.com/sluicemq/sluice/pkg/gen/sluice/bookie/v1"
 	"github.com/sluicemq/sluice/pkg/gen/sluice/bookie/v1/bookiev1connect"
 )
 
-// lacSpy counts ReadLac calls per bookie address and can stall one
-// address's ReadLac (as a paused bookie would: no answer until cancelled).
+// lacSpy counts LAC watches per bookie address (registrations sent on the
+// WatchLac stream) and can stall one address's answers (as a paused bookie
+// would: none arrive until the stream is cancelled).
 type lacSpy struct {
 	mu      sync.Mutex
 	calls   map[string]int
@@ -27,23 +30,61 @@ func (s *lacSpy) dial(t testing.TB) func(string) bookiev1connect.BookieServiceCl
 	hc, tr := defaultHTTPClient()
 	t.Cleanup(tr.CloseIdleConnections)
 	return func(addr string) bookiev1connect.BookieServiceClient {
-		spy := connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
-			return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-				if strings.HasSuffix(req.Spec().Procedure, "/ReadLac") {
-					s.mu.Lock()
-					s.calls[addr]++
-					stalled := s.stalled == addr
-					s.mu.Unlock()
-					if stalled {
-						<-ctx.Done()
-						return nil, connect.NewError(connect.CodeDeadlineExceeded, ctx.Err())
-					}
-				}
-				return next(ctx, req)
-			}
-		})
+		spy := spyInterceptor{s: s, addr: addr}
 		return bookiev1connect.NewBookieServiceClient(hc, "http://"+addr, connect.WithGRPC(), connect.WithInterceptors(spy))
 	}
+}
+
+type spyInterceptor struct {
+	s    *lacSpy
+	addr string
+}
+
+func (i spyInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc { return next }
+
+func (i spyInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return next
+}
+
+func (i spyInterceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
+		conn := next(ctx, spec)
+		if !strings.HasSuffix(spec.Procedure, "/WatchLac") {
+			return conn
+		}
+		return &spyConn{StreamingClientConn: conn, i: i, ctx: ctx}
+	}
+}
+
+type spyConn struct {
+	connect.StreamingClientConn
+	i   spyInterceptor
+	ctx context.Context
+}
+
+func (c *spyConn) Send(m any) error {
+	n := 0
+	for _, w := range m.(*bookiev1.WatchLacRequest).GetWatches() {
+		if !w.GetCancel() {
+			n++
+		}
+	}
+	c.i.s.mu.Lock()
+	c.i.s.calls[c.i.addr] += n
+	c.i.s.mu.Unlock()
+	return c.StreamingClientConn.Send(m)
+}
+
+func (c *spyConn) Receive(m any) error {
+	err := c.StreamingClientConn.Receive(m)
+	c.i.s.mu.Lock()
+	stalled := c.i.s.stalled == c.i.addr
+	c.i.s.mu.Unlock()
+	if stalled {
+		<-c.ctx.Done()
+		return connect.NewError(connect.CodeCanceled, c.ctx.Err())
+	}
+	return err
 }
 
 func (s *lacSpy) total() int {
@@ -57,7 +98,7 @@ func (s *lacSpy) total() int {
 }
 
 // WaitLAC long-polls one bookie at a time: a tail that advances often costs
-// one ReadLac per advance, not one per bookie; and when the bookie it asks
+// one watch per advance, not one per bookie; and when the bookie it asks
 // stops answering, the next one is asked after SpeculativeLacTimeout, so
 // the reader still wakes promptly (and asks that one first from then on).
 func TestWaitLACAsksOneBookieAtATime(t *testing.T) {
@@ -94,7 +135,7 @@ func TestWaitLACAsksOneBookieAtATime(t *testing.T) {
 	// speculative timeout on a loaded machine. Asking every bookie would be
 	// 3 per advance.
 	if got := spy.total(); got > n+n/2 {
-		t.Fatalf("%d ReadLac calls for %d advances; want about one each", got, n)
+		t.Fatalf("%d LAC watches for %d advances; want about one each", got, n)
 	}
 
 	// Stall the bookie asked first: the next one answers.
@@ -217,4 +258,55 @@ func TestWaitLACEntries(t *testing.T) {
 	if _, _, err := r.WaitLACEntries(ctxT(t), prev, -1); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("negative byte bound: %v", err)
 	}
+}
+
+// The long-polls of every reader of a client share one WatchLac stream per
+// bookie: eight readers following eight ledgers through many advances open
+// at most one stream per bookie, and each wakes with its own ledger's LAC.
+func TestReadersShareOneWatchStreamPerBookie(t *testing.T) {
+	cl := newCluster(t, 3)
+	wc := cl.client(t)
+	rc := cl.client(t)
+	const ledgers, rounds = 8, 5
+	var ws []*Writer
+	var rs []*Reader
+	for range ledgers {
+		w, err := wc.CreateLedger(ctxT(t), spec(catalog.Replication{Ensemble: 3, WriteQuorum: 3, AckQuorum: 2}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := rc.OpenReader(ctxT(t), w.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws, rs = append(ws, w), append(rs, r)
+	}
+	for e := range int64(rounds) {
+		errs := make(chan error, ledgers)
+		for i, r := range rs {
+			go func() {
+				lac, err := r.WaitLAC(ctxT(t), e-1)
+				if err == nil && lac != e {
+					err = fmt.Errorf("reader %d woke at LAC %d; want %d", i, lac, e)
+				}
+				errs <- err
+			}()
+		}
+		for _, w := range ws {
+			appendN(t, w, e, e)
+		}
+		for range ledgers {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	st := rc.Stats()
+	if st.WatchStreamsOpened < 1 || st.WatchStreamsOpened > 3 {
+		t.Fatalf("%d WatchLac streams opened for %d readers on 3 bookies; want at most one per bookie", st.WatchStreamsOpened, ledgers)
+	}
+	if st.LacWatches < ledgers*rounds {
+		t.Fatalf("%d watches for %d waits", st.LacWatches, ledgers*rounds)
+	}
+	t.Logf("%d watches on %d streams", st.LacWatches, st.WatchStreamsOpened)
 }

@@ -213,9 +213,8 @@ func (m *addMux) route(gen uint64, resp *bookiev1.AddEntriesResponse) {
 }
 
 // run is generation st's sender: it opens the stream and sends what is
-// queued in as few messages as the batch bounds allow (muxBatch); the
-// first successful send starts the receiver. Owned by the client (its wg);
-// exits when st ends.
+// queued in as few messages as the batch bounds allow (muxBatch,
+// pumpStream). Owned by the client (its wg); exits when st ends.
 func (m *addMux) run(st *muxStream) {
 	c := m.c
 	defer c.wg.Done()
@@ -224,52 +223,27 @@ func (m *addMux) run(st *muxStream) {
 		m.broken(st, err)
 		return
 	}
-	stream := bc.AddEntries(st.ctx)
-	receiving := false
-	defer func() {
-		_ = stream.CloseRequest()
-		if !receiving {
-			_ = stream.CloseResponse()
-		}
-	}()
 	maxAdds, maxBytes := c.cfg.MaxAddBatch, c.cfg.MaxAddBatchBytes
-	for {
+	next := func() ([]*bookiev1.AddEntriesRequest, error) {
 		queued, ok := m.take(st)
 		if !ok {
-			m.broken(st, context.Cause(st.ctx))
-			return
+			return nil, context.Cause(st.ctx)
 		}
+		var msgs []*bookiev1.AddEntriesRequest
 		for len(queued) > 0 {
 			req, n := muxBatch(queued, maxAdds, maxBytes)
+			msgs = append(msgs, req)
 			queued = queued[n:]
-			if err := stream.Send(req); err != nil {
-				// The server ended the stream; the receiver (if any)
-				// reports its real error first.
-				if !receiving {
-					m.broken(st, err)
-				}
-				return
-			}
-			c.stats.addMessagesSent.Add(1)
-			if !receiving {
-				receiving = true
-				c.wg.Add(1)
-				go func() {
-					defer c.wg.Done()
-					defer func() { _ = stream.CloseResponse() }()
-					for {
-						resp, err := stream.Receive()
-						if err != nil {
-							m.broken(st, err)
-							return
-						}
-						c.stats.addResponses.Add(1)
-						m.route(st.gen, resp)
-					}
-				}()
-			}
 		}
+		return msgs, nil
 	}
+	pumpStream(c, bc.AddEntries(st.ctx), next,
+		func() { c.stats.addMessagesSent.Add(1) },
+		func(resp *bookiev1.AddEntriesResponse) {
+			c.stats.addResponses.Add(1)
+			m.route(st.gen, resp)
+		},
+		func(err error) { m.broken(st, err) })
 }
 
 // muxBatch builds the next AddEntries message from the head of queued:

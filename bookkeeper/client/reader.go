@@ -289,7 +289,8 @@ func (r *Reader) refresh(ctx context.Context) error {
 }
 
 // pollLac long-polls the bookies of the last segment for a LAC above
-// previous, waiting up to wait: first the one that answered first last
+// previous, waiting up to wait (a watch on each bookie's shared WatchLac
+// stream; a wait of 0 asks each with one ReadLac call): first the one that answered first last
 // time, then one more each lacSpeculation without progress (or at
 // once when a poll fails). The first answer above previous wins and the
 // others are cancelled; every poll's wait ends at the same deadline. It
@@ -318,9 +319,19 @@ func (r *Reader) pollLac(ctx context.Context, previous int64, wait time.Duration
 		launched++
 		left := max(time.Until(deadline), 0)
 		wg.Go(func() {
-			cctx, cancel := context.WithTimeout(pctx, left+c.cfg.ReadTimeout)
-			defer cancel()
-			lac, fenced, ents, err := c.readLac(cctx, r.id, bookies[i], previous, left.Milliseconds(), maxEntryBytes)
+			var (
+				lac    int64
+				fenced bool
+				ents   []Entry
+				err    error
+			)
+			if wait > 0 {
+				lac, fenced, ents, err = c.watchLac(pctx, r.id, bookies[i], previous, left, maxEntryBytes)
+			} else {
+				cctx, cancel := context.WithTimeout(pctx, c.cfg.ReadTimeout)
+				defer cancel()
+				lac, fenced, ents, err = c.readLac(cctx, r.id, bookies[i], previous, 0, maxEntryBytes)
+			}
 			ch <- answer{i, lac, fenced, ents, err}
 		})
 	}

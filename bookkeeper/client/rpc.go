@@ -139,8 +139,9 @@ func (c *Client) noteCheck(id catalog.LedgerID, entry int64, bookie string, a re
 		slog.Int64("entry", entry), slog.String("bookie", bookie), slog.Any("err", a.checkErr))
 }
 
-// readLac asks bookie for the ledger's LAC, waiting up to wait for it to
-// rise above previous (0: answer at once).
+// readLac asks bookie for the ledger's LAC, waiting up to wait ms for it
+// to rise above previous (0: answer at once). Long-polls go on the watch
+// stream (watchLac); this is the one-off question.
 func (c *Client) readLac(ctx context.Context, id catalog.LedgerID, bookie string, previous int64, wait int64, maxEntryBytes int) (lac int64, fenced bool, ents []Entry, err error) {
 	bc, err := c.bookies.client(ctx, bookie)
 	if err != nil {
@@ -156,10 +157,16 @@ func (c *Client) readLac(ctx context.Context, id catalog.LedgerID, bookie string
 		return -1, false, nil, err
 	}
 	lac = resp.Msg.GetLac()
-	// The entries it carried: verified, in order from previous+1, not
-	// beyond the LAC it answered; the first that is not ends the list (the
-	// reader reads the rest the usual way).
-	for _, e := range resp.Msg.GetEntries() {
+	return lac, resp.Msg.GetFenced(), c.lacEntries(id, bookie, previous, lac, resp.Msg.GetEntries()), nil
+}
+
+// lacEntries checks the entries a LAC answer carried: it returns those
+// verified, in order from previous+1, not beyond the LAC it answered; the
+// first that is not ends the list (the reader reads the rest the usual
+// way).
+func (c *Client) lacEntries(id catalog.LedgerID, bookie string, previous, lac int64, got []*bookiev1.Entry) []Entry {
+	var ents []Entry
+	for _, e := range got {
 		next := previous + 1 + int64(len(ents))
 		if next > lac {
 			break
@@ -172,5 +179,5 @@ func (c *Client) readLac(ctx context.Context, id catalog.LedgerID, bookie string
 		}
 		ents = append(ents, Entry{ID: next, Payload: ok.Payload})
 	}
-	return lac, resp.Msg.GetFenced(), ents, nil
+	return ents
 }

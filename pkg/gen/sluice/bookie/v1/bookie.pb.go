@@ -832,6 +832,273 @@ func (x *ReadLacResponse) GetEntries() []*Entry {
 	return nil
 }
 
+// WatchLacRequest registers and cancels watches on a WatchLac stream.
+type WatchLacRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// At least one, at most 4,096.
+	Watches       []*LacWatch `protobuf:"bytes,1,rep,name=watches,proto3" json:"watches,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchLacRequest) Reset() {
+	*x = WatchLacRequest{}
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchLacRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchLacRequest) ProtoMessage() {}
+
+func (x *WatchLacRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchLacRequest.ProtoReflect.Descriptor instead.
+func (*WatchLacRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *WatchLacRequest) GetWatches() []*LacWatch {
+	if x != nil {
+		return x.Watches
+	}
+	return nil
+}
+
+// LacWatch is one watch (or the cancel of one).
+type LacWatch struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The client's id for the watch: unique among the stream's watches not
+	// yet answered or cancelled.
+	Id uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Ledger id.
+	LedgerId int64 `protobuf:"varint,2,opt,name=ledger_id,json=ledgerId,proto3" json:"ledger_id,omitempty"`
+	// Answer once the LAC is above this (-1 or more).
+	PreviousLac int64 `protobuf:"varint,3,opt,name=previous_lac,json=previousLac,proto3" json:"previous_lac,omitempty"`
+	// As ReadLacRequest.max_entry_bytes.
+	MaxEntryBytes int32 `protobuf:"varint,4,opt,name=max_entry_bytes,json=maxEntryBytes,proto3" json:"max_entry_bytes,omitempty"`
+	// Ends watch `id` without an answer; the other fields are not used.
+	Cancel        bool `protobuf:"varint,5,opt,name=cancel,proto3" json:"cancel,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LacWatch) Reset() {
+	*x = LacWatch{}
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LacWatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LacWatch) ProtoMessage() {}
+
+func (x *LacWatch) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LacWatch.ProtoReflect.Descriptor instead.
+func (*LacWatch) Descriptor() ([]byte, []int) {
+	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *LacWatch) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *LacWatch) GetLedgerId() int64 {
+	if x != nil {
+		return x.LedgerId
+	}
+	return 0
+}
+
+func (x *LacWatch) GetPreviousLac() int64 {
+	if x != nil {
+		return x.PreviousLac
+	}
+	return 0
+}
+
+func (x *LacWatch) GetMaxEntryBytes() int32 {
+	if x != nil {
+		return x.MaxEntryBytes
+	}
+	return 0
+}
+
+func (x *LacWatch) GetCancel() bool {
+	if x != nil {
+		return x.Cancel
+	}
+	return false
+}
+
+// WatchLacResponse answers one or more watches.
+type WatchLacResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// At least one.
+	Advances      []*LacAdvance `protobuf:"bytes,1,rep,name=advances,proto3" json:"advances,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchLacResponse) Reset() {
+	*x = WatchLacResponse{}
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchLacResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchLacResponse) ProtoMessage() {}
+
+func (x *WatchLacResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchLacResponse.ProtoReflect.Descriptor instead.
+func (*WatchLacResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *WatchLacResponse) GetAdvances() []*LacAdvance {
+	if x != nil {
+		return x.Advances
+	}
+	return nil
+}
+
+// LacAdvance answers one watch, as ReadLacResponse answers a long-poll.
+type LacAdvance struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The watch's id.
+	Id uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Ledger id.
+	LedgerId int64 `protobuf:"varint,2,opt,name=ledger_id,json=ledgerId,proto3" json:"ledger_id,omitempty"`
+	// Bookie's LAC for the ledger; -1 when nothing is confirmed.
+	Lac int64 `protobuf:"varint,3,opt,name=lac,proto3" json:"lac,omitempty"`
+	// As ReadLacResponse.fenced.
+	Fenced bool `protobuf:"varint,4,opt,name=fenced,proto3" json:"fenced,omitempty"`
+	// As ReadLacResponse.entries.
+	Entries []*Entry `protobuf:"bytes,5,rep,name=entries,proto3" json:"entries,omitempty"`
+	// Not empty: the watch was not taken, and says why (lac and fenced are
+	// not set). The client asks another bookie.
+	Refused       string `protobuf:"bytes,6,opt,name=refused,proto3" json:"refused,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LacAdvance) Reset() {
+	*x = LacAdvance{}
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LacAdvance) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LacAdvance) ProtoMessage() {}
+
+func (x *LacAdvance) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LacAdvance.ProtoReflect.Descriptor instead.
+func (*LacAdvance) Descriptor() ([]byte, []int) {
+	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *LacAdvance) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *LacAdvance) GetLedgerId() int64 {
+	if x != nil {
+		return x.LedgerId
+	}
+	return 0
+}
+
+func (x *LacAdvance) GetLac() int64 {
+	if x != nil {
+		return x.Lac
+	}
+	return 0
+}
+
+func (x *LacAdvance) GetFenced() bool {
+	if x != nil {
+		return x.Fenced
+	}
+	return false
+}
+
+func (x *LacAdvance) GetEntries() []*Entry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+func (x *LacAdvance) GetRefused() string {
+	if x != nil {
+		return x.Refused
+	}
+	return ""
+}
+
 // WriteLacRequest pushes an explicit LAC.
 type WriteLacRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -847,7 +1114,7 @@ type WriteLacRequest struct {
 
 func (x *WriteLacRequest) Reset() {
 	*x = WriteLacRequest{}
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[11]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -859,7 +1126,7 @@ func (x *WriteLacRequest) String() string {
 func (*WriteLacRequest) ProtoMessage() {}
 
 func (x *WriteLacRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[11]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -872,7 +1139,7 @@ func (x *WriteLacRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteLacRequest.ProtoReflect.Descriptor instead.
 func (*WriteLacRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{11}
+	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *WriteLacRequest) GetLedgerId() int64 {
@@ -905,7 +1172,7 @@ type WriteLacResponse struct {
 
 func (x *WriteLacResponse) Reset() {
 	*x = WriteLacResponse{}
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[12]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -917,7 +1184,7 @@ func (x *WriteLacResponse) String() string {
 func (*WriteLacResponse) ProtoMessage() {}
 
 func (x *WriteLacResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[12]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -930,7 +1197,7 @@ func (x *WriteLacResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteLacResponse.ProtoReflect.Descriptor instead.
 func (*WriteLacResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{12}
+	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{16}
 }
 
 // FenceRequest fences a ledger.
@@ -946,7 +1213,7 @@ type FenceRequest struct {
 
 func (x *FenceRequest) Reset() {
 	*x = FenceRequest{}
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[13]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -958,7 +1225,7 @@ func (x *FenceRequest) String() string {
 func (*FenceRequest) ProtoMessage() {}
 
 func (x *FenceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[13]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -971,7 +1238,7 @@ func (x *FenceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FenceRequest.ProtoReflect.Descriptor instead.
 func (*FenceRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{13}
+	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *FenceRequest) GetLedgerId() int64 {
@@ -1001,7 +1268,7 @@ type FenceResponse struct {
 
 func (x *FenceResponse) Reset() {
 	*x = FenceResponse{}
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[14]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1013,7 +1280,7 @@ func (x *FenceResponse) String() string {
 func (*FenceResponse) ProtoMessage() {}
 
 func (x *FenceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[14]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1026,7 +1293,7 @@ func (x *FenceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FenceResponse.ProtoReflect.Descriptor instead.
 func (*FenceResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{14}
+	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *FenceResponse) GetLac() int64 {
@@ -1054,7 +1321,7 @@ type DeleteLedgerRequest struct {
 
 func (x *DeleteLedgerRequest) Reset() {
 	*x = DeleteLedgerRequest{}
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[15]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1066,7 +1333,7 @@ func (x *DeleteLedgerRequest) String() string {
 func (*DeleteLedgerRequest) ProtoMessage() {}
 
 func (x *DeleteLedgerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[15]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1079,7 +1346,7 @@ func (x *DeleteLedgerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteLedgerRequest.ProtoReflect.Descriptor instead.
 func (*DeleteLedgerRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{15}
+	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DeleteLedgerRequest) GetLedgerId() int64 {
@@ -1098,7 +1365,7 @@ type DeleteLedgerResponse struct {
 
 func (x *DeleteLedgerResponse) Reset() {
 	*x = DeleteLedgerResponse{}
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[16]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1110,7 +1377,7 @@ func (x *DeleteLedgerResponse) String() string {
 func (*DeleteLedgerResponse) ProtoMessage() {}
 
 func (x *DeleteLedgerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[16]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1123,7 +1390,7 @@ func (x *DeleteLedgerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteLedgerResponse.ProtoReflect.Descriptor instead.
 func (*DeleteLedgerResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{16}
+	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{20}
 }
 
 // GetStatusRequest asks for a bookie's status.
@@ -1135,7 +1402,7 @@ type GetStatusRequest struct {
 
 func (x *GetStatusRequest) Reset() {
 	*x = GetStatusRequest{}
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[17]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1147,7 +1414,7 @@ func (x *GetStatusRequest) String() string {
 func (*GetStatusRequest) ProtoMessage() {}
 
 func (x *GetStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[17]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1160,7 +1427,7 @@ func (x *GetStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetStatusRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{17}
+	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{21}
 }
 
 // GetStatusResponse is a bookie's identity, disk use and mode.
@@ -1182,7 +1449,7 @@ type GetStatusResponse struct {
 
 func (x *GetStatusResponse) Reset() {
 	*x = GetStatusResponse{}
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[18]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1194,7 +1461,7 @@ func (x *GetStatusResponse) String() string {
 func (*GetStatusResponse) ProtoMessage() {}
 
 func (x *GetStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[18]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1207,7 +1474,7 @@ func (x *GetStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetStatusResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{18}
+	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GetStatusResponse) GetBookieId() string {
@@ -1303,7 +1570,25 @@ const file_sluice_bookie_v1_bookie_proto_rawDesc = "" +
 	"\x0fReadLacResponse\x12\x10\n" +
 	"\x03lac\x18\x01 \x01(\x03R\x03lac\x12\x16\n" +
 	"\x06fenced\x18\x02 \x01(\bR\x06fenced\x121\n" +
-	"\aentries\x18\x03 \x03(\v2\x17.sluice.bookie.v1.EntryR\aentries\"_\n" +
+	"\aentries\x18\x03 \x03(\v2\x17.sluice.bookie.v1.EntryR\aentries\"G\n" +
+	"\x0fWatchLacRequest\x124\n" +
+	"\awatches\x18\x01 \x03(\v2\x1a.sluice.bookie.v1.LacWatchR\awatches\"\x9a\x01\n" +
+	"\bLacWatch\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1b\n" +
+	"\tledger_id\x18\x02 \x01(\x03R\bledgerId\x12!\n" +
+	"\fprevious_lac\x18\x03 \x01(\x03R\vpreviousLac\x12&\n" +
+	"\x0fmax_entry_bytes\x18\x04 \x01(\x05R\rmaxEntryBytes\x12\x16\n" +
+	"\x06cancel\x18\x05 \x01(\bR\x06cancel\"L\n" +
+	"\x10WatchLacResponse\x128\n" +
+	"\badvances\x18\x01 \x03(\v2\x1c.sluice.bookie.v1.LacAdvanceR\badvances\"\xb0\x01\n" +
+	"\n" +
+	"LacAdvance\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1b\n" +
+	"\tledger_id\x18\x02 \x01(\x03R\bledgerId\x12\x10\n" +
+	"\x03lac\x18\x03 \x01(\x03R\x03lac\x12\x16\n" +
+	"\x06fenced\x18\x04 \x01(\bR\x06fenced\x121\n" +
+	"\aentries\x18\x05 \x03(\v2\x17.sluice.bookie.v1.EntryR\aentries\x12\x18\n" +
+	"\arefused\x18\x06 \x01(\tR\arefused\"_\n" +
 	"\x0fWriteLacRequest\x12\x1b\n" +
 	"\tledger_id\x18\x01 \x01(\x03R\bledgerId\x12\x1d\n" +
 	"\n" +
@@ -1338,12 +1623,13 @@ const file_sluice_bookie_v1_bookie_proto_rawDesc = "" +
 	"\x17ADD_STATUS_UNAUTHORIZED\x10\x03\x12\x1b\n" +
 	"\x17ADD_STATUS_BAD_CHECKSUM\x10\x04\x12\x17\n" +
 	"\x13ADD_STATUS_REJECTED\x10\x05\x12\x14\n" +
-	"\x10ADD_STATUS_ERROR\x10\x062\xf8\x04\n" +
+	"\x10ADD_STATUS_ERROR\x10\x062\xd1\x05\n" +
 	"\rBookieService\x12]\n" +
 	"\n" +
 	"AddEntries\x12#.sluice.bookie.v1.AddEntriesRequest\x1a$.sluice.bookie.v1.AddEntriesResponse\"\x00(\x010\x01\x12\\\n" +
 	"\vReadEntries\x12$.sluice.bookie.v1.ReadEntriesRequest\x1a%.sluice.bookie.v1.ReadEntriesResponse\"\x00\x12P\n" +
-	"\aReadLac\x12 .sluice.bookie.v1.ReadLacRequest\x1a!.sluice.bookie.v1.ReadLacResponse\"\x00\x12S\n" +
+	"\aReadLac\x12 .sluice.bookie.v1.ReadLacRequest\x1a!.sluice.bookie.v1.ReadLacResponse\"\x00\x12W\n" +
+	"\bWatchLac\x12!.sluice.bookie.v1.WatchLacRequest\x1a\".sluice.bookie.v1.WatchLacResponse\"\x00(\x010\x01\x12S\n" +
 	"\bWriteLac\x12!.sluice.bookie.v1.WriteLacRequest\x1a\".sluice.bookie.v1.WriteLacResponse\"\x00\x12J\n" +
 	"\x05Fence\x12\x1e.sluice.bookie.v1.FenceRequest\x1a\x1f.sluice.bookie.v1.FenceResponse\"\x00\x12_\n" +
 	"\fDeleteLedger\x12%.sluice.bookie.v1.DeleteLedgerRequest\x1a&.sluice.bookie.v1.DeleteLedgerResponse\"\x00\x12V\n" +
@@ -1363,7 +1649,7 @@ func file_sluice_bookie_v1_bookie_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_bookie_v1_bookie_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sluice_bookie_v1_bookie_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_sluice_bookie_v1_bookie_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_sluice_bookie_v1_bookie_proto_goTypes = []any{
 	(AddStatus)(0),               // 0: sluice.bookie.v1.AddStatus
 	(*AddEntriesRequest)(nil),    // 1: sluice.bookie.v1.AddEntriesRequest
@@ -1377,14 +1663,18 @@ var file_sluice_bookie_v1_bookie_proto_goTypes = []any{
 	(*ReadEntriesResponse)(nil),  // 9: sluice.bookie.v1.ReadEntriesResponse
 	(*ReadLacRequest)(nil),       // 10: sluice.bookie.v1.ReadLacRequest
 	(*ReadLacResponse)(nil),      // 11: sluice.bookie.v1.ReadLacResponse
-	(*WriteLacRequest)(nil),      // 12: sluice.bookie.v1.WriteLacRequest
-	(*WriteLacResponse)(nil),     // 13: sluice.bookie.v1.WriteLacResponse
-	(*FenceRequest)(nil),         // 14: sluice.bookie.v1.FenceRequest
-	(*FenceResponse)(nil),        // 15: sluice.bookie.v1.FenceResponse
-	(*DeleteLedgerRequest)(nil),  // 16: sluice.bookie.v1.DeleteLedgerRequest
-	(*DeleteLedgerResponse)(nil), // 17: sluice.bookie.v1.DeleteLedgerResponse
-	(*GetStatusRequest)(nil),     // 18: sluice.bookie.v1.GetStatusRequest
-	(*GetStatusResponse)(nil),    // 19: sluice.bookie.v1.GetStatusResponse
+	(*WatchLacRequest)(nil),      // 12: sluice.bookie.v1.WatchLacRequest
+	(*LacWatch)(nil),             // 13: sluice.bookie.v1.LacWatch
+	(*WatchLacResponse)(nil),     // 14: sluice.bookie.v1.WatchLacResponse
+	(*LacAdvance)(nil),           // 15: sluice.bookie.v1.LacAdvance
+	(*WriteLacRequest)(nil),      // 16: sluice.bookie.v1.WriteLacRequest
+	(*WriteLacResponse)(nil),     // 17: sluice.bookie.v1.WriteLacResponse
+	(*FenceRequest)(nil),         // 18: sluice.bookie.v1.FenceRequest
+	(*FenceResponse)(nil),        // 19: sluice.bookie.v1.FenceResponse
+	(*DeleteLedgerRequest)(nil),  // 20: sluice.bookie.v1.DeleteLedgerRequest
+	(*DeleteLedgerResponse)(nil), // 21: sluice.bookie.v1.DeleteLedgerResponse
+	(*GetStatusRequest)(nil),     // 22: sluice.bookie.v1.GetStatusRequest
+	(*GetStatusResponse)(nil),    // 23: sluice.bookie.v1.GetStatusResponse
 }
 var file_sluice_bookie_v1_bookie_proto_depIdxs = []int32{
 	2,  // 0: sluice.bookie.v1.AddEntriesRequest.ledgers:type_name -> sluice.bookie.v1.LedgerAdds
@@ -1394,25 +1684,30 @@ var file_sluice_bookie_v1_bookie_proto_depIdxs = []int32{
 	0,  // 4: sluice.bookie.v1.AddResult.status:type_name -> sluice.bookie.v1.AddStatus
 	7,  // 5: sluice.bookie.v1.ReadEntriesResponse.entries:type_name -> sluice.bookie.v1.Entry
 	7,  // 6: sluice.bookie.v1.ReadLacResponse.entries:type_name -> sluice.bookie.v1.Entry
-	1,  // 7: sluice.bookie.v1.BookieService.AddEntries:input_type -> sluice.bookie.v1.AddEntriesRequest
-	8,  // 8: sluice.bookie.v1.BookieService.ReadEntries:input_type -> sluice.bookie.v1.ReadEntriesRequest
-	10, // 9: sluice.bookie.v1.BookieService.ReadLac:input_type -> sluice.bookie.v1.ReadLacRequest
-	12, // 10: sluice.bookie.v1.BookieService.WriteLac:input_type -> sluice.bookie.v1.WriteLacRequest
-	14, // 11: sluice.bookie.v1.BookieService.Fence:input_type -> sluice.bookie.v1.FenceRequest
-	16, // 12: sluice.bookie.v1.BookieService.DeleteLedger:input_type -> sluice.bookie.v1.DeleteLedgerRequest
-	18, // 13: sluice.bookie.v1.BookieService.GetStatus:input_type -> sluice.bookie.v1.GetStatusRequest
-	4,  // 14: sluice.bookie.v1.BookieService.AddEntries:output_type -> sluice.bookie.v1.AddEntriesResponse
-	9,  // 15: sluice.bookie.v1.BookieService.ReadEntries:output_type -> sluice.bookie.v1.ReadEntriesResponse
-	11, // 16: sluice.bookie.v1.BookieService.ReadLac:output_type -> sluice.bookie.v1.ReadLacResponse
-	13, // 17: sluice.bookie.v1.BookieService.WriteLac:output_type -> sluice.bookie.v1.WriteLacResponse
-	15, // 18: sluice.bookie.v1.BookieService.Fence:output_type -> sluice.bookie.v1.FenceResponse
-	17, // 19: sluice.bookie.v1.BookieService.DeleteLedger:output_type -> sluice.bookie.v1.DeleteLedgerResponse
-	19, // 20: sluice.bookie.v1.BookieService.GetStatus:output_type -> sluice.bookie.v1.GetStatusResponse
-	14, // [14:21] is the sub-list for method output_type
-	7,  // [7:14] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	13, // 7: sluice.bookie.v1.WatchLacRequest.watches:type_name -> sluice.bookie.v1.LacWatch
+	15, // 8: sluice.bookie.v1.WatchLacResponse.advances:type_name -> sluice.bookie.v1.LacAdvance
+	7,  // 9: sluice.bookie.v1.LacAdvance.entries:type_name -> sluice.bookie.v1.Entry
+	1,  // 10: sluice.bookie.v1.BookieService.AddEntries:input_type -> sluice.bookie.v1.AddEntriesRequest
+	8,  // 11: sluice.bookie.v1.BookieService.ReadEntries:input_type -> sluice.bookie.v1.ReadEntriesRequest
+	10, // 12: sluice.bookie.v1.BookieService.ReadLac:input_type -> sluice.bookie.v1.ReadLacRequest
+	12, // 13: sluice.bookie.v1.BookieService.WatchLac:input_type -> sluice.bookie.v1.WatchLacRequest
+	16, // 14: sluice.bookie.v1.BookieService.WriteLac:input_type -> sluice.bookie.v1.WriteLacRequest
+	18, // 15: sluice.bookie.v1.BookieService.Fence:input_type -> sluice.bookie.v1.FenceRequest
+	20, // 16: sluice.bookie.v1.BookieService.DeleteLedger:input_type -> sluice.bookie.v1.DeleteLedgerRequest
+	22, // 17: sluice.bookie.v1.BookieService.GetStatus:input_type -> sluice.bookie.v1.GetStatusRequest
+	4,  // 18: sluice.bookie.v1.BookieService.AddEntries:output_type -> sluice.bookie.v1.AddEntriesResponse
+	9,  // 19: sluice.bookie.v1.BookieService.ReadEntries:output_type -> sluice.bookie.v1.ReadEntriesResponse
+	11, // 20: sluice.bookie.v1.BookieService.ReadLac:output_type -> sluice.bookie.v1.ReadLacResponse
+	14, // 21: sluice.bookie.v1.BookieService.WatchLac:output_type -> sluice.bookie.v1.WatchLacResponse
+	17, // 22: sluice.bookie.v1.BookieService.WriteLac:output_type -> sluice.bookie.v1.WriteLacResponse
+	19, // 23: sluice.bookie.v1.BookieService.Fence:output_type -> sluice.bookie.v1.FenceResponse
+	21, // 24: sluice.bookie.v1.BookieService.DeleteLedger:output_type -> sluice.bookie.v1.DeleteLedgerResponse
+	23, // 25: sluice.bookie.v1.BookieService.GetStatus:output_type -> sluice.bookie.v1.GetStatusResponse
+	18, // [18:26] is the sub-list for method output_type
+	10, // [10:18] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_sluice_bookie_v1_bookie_proto_init() }
@@ -1427,7 +1722,7 @@ func file_sluice_bookie_v1_bookie_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_bookie_v1_bookie_proto_rawDesc), len(file_sluice_bookie_v1_bookie_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   19,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -41,6 +41,8 @@ const (
 	BookieServiceReadEntriesProcedure = "/sluice.bookie.v1.BookieService/ReadEntries"
 	// BookieServiceReadLacProcedure is the fully-qualified name of the BookieService's ReadLac RPC.
 	BookieServiceReadLacProcedure = "/sluice.bookie.v1.BookieService/ReadLac"
+	// BookieServiceWatchLacProcedure is the fully-qualified name of the BookieService's WatchLac RPC.
+	BookieServiceWatchLacProcedure = "/sluice.bookie.v1.BookieService/WatchLac"
 	// BookieServiceWriteLacProcedure is the fully-qualified name of the BookieService's WriteLac RPC.
 	BookieServiceWriteLacProcedure = "/sluice.bookie.v1.BookieService/WriteLac"
 	// BookieServiceFenceProcedure is the fully-qualified name of the BookieService's Fence RPC.
@@ -80,6 +82,27 @@ type BookieServiceClient interface {
 	// exceeds `previous_lac` or the wait runs out; on request, with the
 	// entries it made readable.
 	ReadLac(context.Context, *connect.Request[v1.ReadLacRequest]) (*connect.Response[v1.ReadLacResponse], error)
+	// WatchLac carries many LAC long-polls on one stream: a client keeps one
+	// per bookie and registers on it a watch per ledger it follows (each with
+	// the client's id for it), instead of one ReadLac call per ledger and
+	// round. A watch is answered once, when the ledger's LAC is above its
+	// previous_lac or the ledger is fenced (at once if it already is), with
+	// the entries it made readable on request, and then ends; the client
+	// registers a new one to go on. A cancel ends a watch without an answer
+	// (one already sent may still arrive). Watches have no timeout: the
+	// client cancels those it gives up on. A watch the bookie cannot take
+	// (its bound on waiting long-polls, an invalid field) is answered at once
+	// with `refused` saying why; the others go on. The bookie answers every
+	// watch ready at a time in as few messages as it may: at most 1,024
+	// answers a message, whose entries' payloads stay within the largest
+	// max_entry_bytes of the watches it answers (one answer may carry one
+	// larger entry, as ReadLac may). Closing the request side ends the
+	// stream and drops its watches.
+	//
+	// A message that breaks the protocol's limits ends the stream:
+	// INVALID_ARGUMENT for no watches, more than 4,096 watches, or an id
+	// registered twice.
+	WatchLac(context.Context) *connect.BidiStreamForClient[v1.WatchLacRequest, v1.WatchLacResponse]
 	// WriteLac pushes an explicit LAC (sent by an idle writer so readers see
 	// the last entries promptly).
 	WriteLac(context.Context, *connect.Request[v1.WriteLacRequest]) (*connect.Response[v1.WriteLacResponse], error)
@@ -122,6 +145,12 @@ func NewBookieServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithSchema(bookieServiceMethods.ByName("ReadLac")),
 			connect.WithClientOptions(opts...),
 		),
+		watchLac: connect.NewClient[v1.WatchLacRequest, v1.WatchLacResponse](
+			httpClient,
+			baseURL+BookieServiceWatchLacProcedure,
+			connect.WithSchema(bookieServiceMethods.ByName("WatchLac")),
+			connect.WithClientOptions(opts...),
+		),
 		writeLac: connect.NewClient[v1.WriteLacRequest, v1.WriteLacResponse](
 			httpClient,
 			baseURL+BookieServiceWriteLacProcedure,
@@ -154,6 +183,7 @@ type bookieServiceClient struct {
 	addEntries   *connect.Client[v1.AddEntriesRequest, v1.AddEntriesResponse]
 	readEntries  *connect.Client[v1.ReadEntriesRequest, v1.ReadEntriesResponse]
 	readLac      *connect.Client[v1.ReadLacRequest, v1.ReadLacResponse]
+	watchLac     *connect.Client[v1.WatchLacRequest, v1.WatchLacResponse]
 	writeLac     *connect.Client[v1.WriteLacRequest, v1.WriteLacResponse]
 	fence        *connect.Client[v1.FenceRequest, v1.FenceResponse]
 	deleteLedger *connect.Client[v1.DeleteLedgerRequest, v1.DeleteLedgerResponse]
@@ -173,6 +203,11 @@ func (c *bookieServiceClient) ReadEntries(ctx context.Context, req *connect.Requ
 // ReadLac calls sluice.bookie.v1.BookieService.ReadLac.
 func (c *bookieServiceClient) ReadLac(ctx context.Context, req *connect.Request[v1.ReadLacRequest]) (*connect.Response[v1.ReadLacResponse], error) {
 	return c.readLac.CallUnary(ctx, req)
+}
+
+// WatchLac calls sluice.bookie.v1.BookieService.WatchLac.
+func (c *bookieServiceClient) WatchLac(ctx context.Context) *connect.BidiStreamForClient[v1.WatchLacRequest, v1.WatchLacResponse] {
+	return c.watchLac.CallBidiStream(ctx)
 }
 
 // WriteLac calls sluice.bookie.v1.BookieService.WriteLac.
@@ -223,6 +258,27 @@ type BookieServiceHandler interface {
 	// exceeds `previous_lac` or the wait runs out; on request, with the
 	// entries it made readable.
 	ReadLac(context.Context, *connect.Request[v1.ReadLacRequest]) (*connect.Response[v1.ReadLacResponse], error)
+	// WatchLac carries many LAC long-polls on one stream: a client keeps one
+	// per bookie and registers on it a watch per ledger it follows (each with
+	// the client's id for it), instead of one ReadLac call per ledger and
+	// round. A watch is answered once, when the ledger's LAC is above its
+	// previous_lac or the ledger is fenced (at once if it already is), with
+	// the entries it made readable on request, and then ends; the client
+	// registers a new one to go on. A cancel ends a watch without an answer
+	// (one already sent may still arrive). Watches have no timeout: the
+	// client cancels those it gives up on. A watch the bookie cannot take
+	// (its bound on waiting long-polls, an invalid field) is answered at once
+	// with `refused` saying why; the others go on. The bookie answers every
+	// watch ready at a time in as few messages as it may: at most 1,024
+	// answers a message, whose entries' payloads stay within the largest
+	// max_entry_bytes of the watches it answers (one answer may carry one
+	// larger entry, as ReadLac may). Closing the request side ends the
+	// stream and drops its watches.
+	//
+	// A message that breaks the protocol's limits ends the stream:
+	// INVALID_ARGUMENT for no watches, more than 4,096 watches, or an id
+	// registered twice.
+	WatchLac(context.Context, *connect.BidiStream[v1.WatchLacRequest, v1.WatchLacResponse]) error
 	// WriteLac pushes an explicit LAC (sent by an idle writer so readers see
 	// the last entries promptly).
 	WriteLac(context.Context, *connect.Request[v1.WriteLacRequest]) (*connect.Response[v1.WriteLacResponse], error)
@@ -261,6 +317,12 @@ func NewBookieServiceHandler(svc BookieServiceHandler, opts ...connect.HandlerOp
 		connect.WithSchema(bookieServiceMethods.ByName("ReadLac")),
 		connect.WithHandlerOptions(opts...),
 	)
+	bookieServiceWatchLacHandler := connect.NewBidiStreamHandler(
+		BookieServiceWatchLacProcedure,
+		svc.WatchLac,
+		connect.WithSchema(bookieServiceMethods.ByName("WatchLac")),
+		connect.WithHandlerOptions(opts...),
+	)
 	bookieServiceWriteLacHandler := connect.NewUnaryHandler(
 		BookieServiceWriteLacProcedure,
 		svc.WriteLac,
@@ -293,6 +355,8 @@ func NewBookieServiceHandler(svc BookieServiceHandler, opts ...connect.HandlerOp
 			bookieServiceReadEntriesHandler.ServeHTTP(w, r)
 		case BookieServiceReadLacProcedure:
 			bookieServiceReadLacHandler.ServeHTTP(w, r)
+		case BookieServiceWatchLacProcedure:
+			bookieServiceWatchLacHandler.ServeHTTP(w, r)
 		case BookieServiceWriteLacProcedure:
 			bookieServiceWriteLacHandler.ServeHTTP(w, r)
 		case BookieServiceFenceProcedure:
@@ -320,6 +384,10 @@ func (UnimplementedBookieServiceHandler) ReadEntries(context.Context, *connect.R
 
 func (UnimplementedBookieServiceHandler) ReadLac(context.Context, *connect.Request[v1.ReadLacRequest]) (*connect.Response[v1.ReadLacResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.bookie.v1.BookieService.ReadLac is not implemented"))
+}
+
+func (UnimplementedBookieServiceHandler) WatchLac(context.Context, *connect.BidiStream[v1.WatchLacRequest, v1.WatchLacResponse]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("sluice.bookie.v1.BookieService.WatchLac is not implemented"))
 }
 
 func (UnimplementedBookieServiceHandler) WriteLac(context.Context, *connect.Request[v1.WriteLacRequest]) (*connect.Response[v1.WriteLacResponse], error) {
