@@ -28,6 +28,8 @@
 #                          Sluice needs ~1.5 min for takeovers on the emulated catalog, and
 #                          every S4 run of both systems in every repetition would not fit the
 #                          45-minute budget
+#   BENCH_ARGS="..."       more `sluice bench` flags for every run (e.g. "--test-duration 120s"
+#                          for a long look at one scenario); the results are then not the compare's
 #   QUICK=1                short windows, one repetition, s4 at 256 only: proves the harness
 #                          end to end in a few minutes; the numbers are not results
 #   LEDGER=1               at the end, also the ledger tier vs Apache BookKeeper
@@ -55,6 +57,10 @@ if [ "$quick" = 1 ]; then
   reps=1
   read -r -a s4 <<< "${S4_WORKLOADS:-s4-256}"
   extra=(--warmup-duration 12s --test-duration 8s --drain-timeout 15s)
+fi
+if [ -n "${BENCH_ARGS:-}" ]; then
+  read -r -a more <<< "$BENCH_ARGS"
+  extra+=("${more[@]}")
 fi
 
 say "building sluice"

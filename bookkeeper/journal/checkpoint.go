@@ -15,7 +15,8 @@ import (
 // seq must not exceed Durable (ErrCheckpointAhead). A seq at or below the
 // current checkpoint is a no-op: checkpoints only move forward. The
 // checkpoint is persisted (write temporary file, fsync, rename, fsync dir)
-// before any file is deleted. The newest file is never deleted. A file
+// before any file is deleted (in steps: removeFile). The newest file is
+// never deleted. A file
 // whose deletion fails stays until the next Open, which deletes it; the
 // error is returned but the checkpoint stands.
 //
@@ -47,7 +48,7 @@ func (j *Journal) Checkpoint(seq uint64) error {
 	j.filesMu.Unlock()
 	var errs []error
 	for _, fm := range obsolete {
-		if err := j.fs.Remove(j.fs.PathJoin(j.cfg.Dir, fileName(fm.fileSeq))); err != nil {
+		if err := removeFile(j.fs, j.fs.PathJoin(j.cfg.Dir, fileName(fm.fileSeq))); err != nil {
 			errs = append(errs, err)
 		}
 	}

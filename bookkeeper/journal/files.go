@@ -6,6 +6,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
@@ -85,4 +86,38 @@ func readCheckpoint(fs vfs.FS, dir string) (uint64, error) {
 		return 0, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
 	return seq, nil
+}
+
+// Freeing an obsolete file's space in steps (removeFile): on ext4, one
+// unlink of a 32 MiB journal file took 30-80 ms on this project's CI
+// machine, and the journal's own fdatasyncs stalled behind it (35-52 ms,
+// in a Go execution trace of a bookie under 10k records/s): the freed
+// blocks go into the filesystem's journal transaction the fsyncs wait on.
+// Truncating 4 MiB at a time with a short pause between steps lets the
+// fsyncs in between (in a probe beside a 64 KiB write+fdatasync loop: max
+// 4-5 ms against 17-20 ms for plain unlinks).
+const (
+	removeStep  = 4 << 20
+	removePause = 5 * time.Millisecond
+)
+
+// removeFile deletes an obsolete journal file, first shrinking it in
+// removeStep steps when the file system's files can be truncated; it
+// keeps the header until the unlink, so a crash in between leaves a file
+// Open still recognizes (and deletes as obsolete).
+func removeFile(fs vfs.FS, path string) error {
+	if fi, err := fs.Stat(path); err == nil && fi.Size() > FileHeaderSize+removeStep {
+		if f, err := fs.OpenReadWrite(path, vfs.WriteCategoryUnspecified); err == nil {
+			if t, ok := f.(interface{ Truncate(size int64) error }); ok {
+				for size := fi.Size() - removeStep; size > FileHeaderSize; size -= removeStep {
+					if t.Truncate(size) != nil {
+						break
+					}
+					time.Sleep(removePause)
+				}
+			}
+			_ = f.Close()
+		}
+	}
+	return fs.Remove(path)
 }
