@@ -351,8 +351,8 @@ func follow(ctx context.Context, c *sluice.Client, f consumeFlags, p int32, out 
 // consumeGroup consumes as a group member. It commits exactly what it
 // printed (auto-commit would also count records a Poll returned beyond
 // --count), every --commit-interval and when it stops. A commit fenced
-// because the partition moved to another member is reported on stderr and
-// consuming goes on (the new owner resumes from the last commit that
+// because the partition moved to another member (or refused because it
+// is no longer assigned) is reported on stderr and consuming goes on (the new owner resumes from the last commit that
 // counted).
 func consumeGroup(ctx context.Context, c *sluice.Client, f consumeFlags, out *recordPrinter) (err error) {
 	host, _ := os.Hostname()
@@ -375,7 +375,10 @@ func consumeGroup(ctx context.Context, c *sluice.Client, f consumeFlags, out *re
 			return nil
 		}
 		err := k.CommitOffsets(ctx, offsets)
-		if errors.Is(err, sluice.ErrFenced) {
+		// ErrNotAssigned: the assignment changed between Assignment and
+		// the commit (the session ended while this process was paused, say,
+		// and the consumer let its partitions go): the same as fenced.
+		if errors.Is(err, sluice.ErrFenced) || errors.Is(err, sluice.ErrNotAssigned) {
 			fmt.Fprintf(f.stderr, "sluice consume: commit failed, the partitions moved to another member (their records may be printed again there): %v\n", err)
 			return nil
 		}
