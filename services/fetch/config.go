@@ -37,8 +37,6 @@ const (
 	DefaultRetryAfter       = 100 * time.Millisecond
 	DefaultSessionBatch     = 1000
 	DefaultSessionBatchSize = 1 << 20
-	DefaultSessionReadAhead = 4
-	MaxSessionReadAhead     = 64
 )
 
 // Config configures a fetch copy. Zero fields take the defaults.
@@ -84,13 +82,6 @@ type Config struct {
 	// message (also bounded by the session's credits).
 	SessionBatchRecords int
 	SessionBatchBytes   int
-	// SessionReadAhead is how many partitions' reads a session's delivery
-	// loop runs at once (each within its share of the credits, all within
-	// the copy's read budget); 1 reads one partition after another. A
-	// consumer catching up on many partitions otherwise waits for one
-	// bookie round trip per partition in turn. Zero means
-	// DefaultSessionReadAhead.
-	SessionReadAhead int
 	// GroupQuota sets byte-rate quotas per consumer group (keyed by group
 	// name; Subscribe deliveries): a group over it has its deliveries
 	// delayed (Kafka's consumer quotas). The zero value is unlimited.
@@ -118,7 +109,6 @@ func (c Config) withDefaults() Config {
 	seti(&c.MaxReadsInFlight, DefaultMaxReadsInFlight)
 	seti(&c.SessionBatchRecords, DefaultSessionBatch)
 	seti(&c.SessionBatchBytes, DefaultSessionBatchSize)
-	seti(&c.SessionReadAhead, DefaultSessionReadAhead)
 	setd(&c.BalanceInterval, DefaultBalanceInterval)
 	setd(&c.RevokeTimeout, DefaultRevokeTimeout)
 	setd(&c.TopicCacheTTL, DefaultTopicCacheTTL)
@@ -154,7 +144,6 @@ func (c Config) Validate() error {
 	rng("MaxReadsInFlight", c.MaxReadsInFlight, 1, 100_000)
 	rng("SessionBatchRecords", c.SessionBatchRecords, 1, MaxMaxRecords)
 	rng("SessionBatchBytes", c.SessionBatchBytes, 1, MaxMaxBytes)
-	rng("SessionReadAhead", c.SessionReadAhead, 1, MaxSessionReadAhead)
 	dur := func(name string, v, lo, hi time.Duration) {
 		if v != 0 && (v < lo || v > hi) {
 			bad(name, "%v is outside [%v, %v]", v, lo, hi)

@@ -250,12 +250,9 @@ func (ss *session) deliver(stream *connect.ServerStream[sluicev1.SubscribeRespon
 			return int(a.partition - b.partition)
 		})
 		sent := false
-		for i := 0; i < len(order); i += s.cfg.SessionReadAhead {
-			var ks []tp
-			for j := i; j < min(i+s.cfg.SessionReadAhead, len(order)); j++ {
-				ks = append(ks, order[(rr+j)%len(order)])
-			}
-			n, err := ss.deliverSome(stream, ks)
+		for i := range order {
+			k := order[(rr+i)%len(order)]
+			n, err := ss.deliverOne(stream, k)
 			if err != nil {
 				return err
 			}
@@ -278,88 +275,28 @@ func (ss *session) deliver(stream *connect.ServerStream[sluicev1.SubscribeRespon
 	}
 }
 
-// delivery is one partition's part of a deliverSome round: what was read
-// for it, from where, under which epoch.
-type delivery struct {
-	k      tp
-	epoch  int64
-	next   int64
-	behind bool // more than catchUpRecords behind the partition's end
-	res    partlog.Result
-	err    error
-}
-
-// catchUpRecords: a partition this far behind its end is catching up.
-const catchUpRecords = 256
-
-// deliverSome reads one batch of each partition of ks — at once, so a
-// catch-up read of one partition (a bookie round trip on a cache miss)
-// does not wait for another's — and sends them in ks's order within the
-// credits; it returns the records sent. Each read asks for at most its
-// share of the credits; a batch that no longer fits when its turn comes
-// (an oversized first record) is not sent, and is read again (from the
-// cache) next round.
-func (ss *session) deliverSome(stream *connect.ServerStream[sluicev1.SubscribeResponse], ks []tp) (int, error) {
+// deliverOne reads and sends one batch of a partition within the credits;
+// it returns the records sent.
+func (ss *session) deliverOne(stream *connect.ServerStream[sluicev1.SubscribeResponse], k tp) (int, error) {
 	s := ss.s
-	ds := make([]delivery, 0, len(ks))
 	ss.mu.Lock()
+	l, ok := ss.leases[k]
+	if !ok || l.revoking || ss.credRecs <= 0 || ss.credBytes <= 0 {
+		ss.mu.Unlock()
+		return 0, nil
+	}
+	epoch, next := l.epoch, l.next
 	recs, bytes := ss.credRecs, ss.credBytes
-	for _, k := range ks {
-		if l, ok := ss.leases[k]; ok && !l.revoking {
-			ds = append(ds, delivery{k: k, epoch: l.epoch, next: l.next})
-		}
-	}
 	ss.mu.Unlock()
-	if recs <= 0 || bytes <= 0 {
+	if hw := s.logs.HighWatermark(k.topic, int(k.partition)); hw >= 0 && hw <= next {
 		return 0, nil
 	}
-	live := ds[:0]
-	for _, d := range ds {
-		if hw := s.logs.HighWatermark(d.k.topic, int(d.k.partition)); hw < 0 || hw > d.next {
-			d.behind = hw < 0 || hw-d.next > catchUpRecords
-			live = append(live, d)
-		}
-	}
-	ds = live
-	if len(ds) == 0 {
-		return 0, nil
-	}
-	share := int64(len(ds))
 	lim := partlog.Limits{
-		MaxRecords:   int(max(1, min(recs/share, int64(s.cfg.SessionBatchRecords)))),
-		MaxBytes:     int(max(1, min(bytes/share, int64(s.cfg.SessionBatchBytes)))),
+		MaxRecords:   int(min(recs, int64(s.cfg.SessionBatchRecords))),
+		MaxBytes:     int(min(bytes, int64(s.cfg.SessionBatchBytes))),
 		HardMaxBytes: int(min(bytes, MaxMaxBytes)),
 	}
-	// Partitions far behind their end read in their own goroutines (their
-	// reads likely miss the cache); those near it read here, from the
-	// cache their tail watchers fill.
-	var wg sync.WaitGroup
-	for i := range ds {
-		d := &ds[i]
-		read := func() { d.res, d.err = s.read(ss.ctx, d.k.topic, int(d.k.partition), d.next, lim) }
-		if d.behind && len(ds) > 1 {
-			wg.Go(read)
-		} else {
-			read()
-		}
-	}
-	wg.Wait()
-	total := 0
-	for i := range ds {
-		n, err := ss.finish(stream, &ds[i])
-		if err != nil {
-			return total, err
-		}
-		total += n
-	}
-	return total, nil
-}
-
-// finish handles one partition's read: it sends the records within the
-// credits, moves the partition's position, or handles the read's error.
-func (ss *session) finish(stream *connect.ServerStream[sluicev1.SubscribeResponse], d *delivery) (int, error) {
-	s := ss.s
-	k, epoch, next, res, err := d.k, d.epoch, d.next, d.res, d.err
+	res, err := s.read(ss.ctx, k.topic, int(k.partition), next, lim)
 	if err != nil {
 		var ce *connect.Error
 		switch {
@@ -398,9 +335,8 @@ func (ss *session) finish(stream *connect.ServerStream[sluicev1.SubscribeRespons
 		return 0, nil
 	}
 	ss.mu.Lock()
-	l, ok := ss.leases[k]
-	if !ok || l.epoch != epoch || l.revoking || l.next != next ||
-		int64(len(res.Records)) > ss.credRecs || int64(res.Bytes) > ss.credBytes {
+	l, ok = ss.leases[k]
+	if !ok || l.epoch != epoch || l.revoking || l.next != next {
 		ss.mu.Unlock()
 		return 0, nil
 	}
