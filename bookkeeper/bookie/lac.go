@@ -36,9 +36,8 @@ type lacReg struct {
 	prev     int64
 	maxBytes int
 	refused  string // answer at once with this reason; never registered
-	lac      int64  // the LAC that fired it (guarded by lacWatch.mu)
-	fenced   bool   // fired by a fence (guarded by lacWatch.mu)
-	done     bool   // fired or cancelled (guarded by lacWatch.mu)
+	lac      int64  // the LAC that fired it (set under lacWatch.mu before the push)
+	fenced   bool   // fired by a fence (likewise)
 }
 
 func newLacWatch(max int) *lacWatch {
@@ -108,8 +107,8 @@ func (w *lacWatch) register(r *lacReg, current func() (int64, bool, error)) erro
 	}
 	if lac > r.prev || fenced {
 		w.mu.Lock()
-		if !r.done {
-			w.fireLocked(w.ledgers[r.ledger], r, lac, fenced)
+		if e := w.registeredLocked(r); e != nil {
+			w.fireLocked(e, r, lac, fenced)
 		}
 		w.mu.Unlock()
 	}
@@ -119,12 +118,20 @@ func (w *lacWatch) register(r *lacReg, current func() (int64, bool, error)) erro
 // cancel drops watch r if it is registered (not fired, not refused).
 func (w *lacWatch) cancel(r *lacReg) {
 	w.mu.Lock()
-	if e := w.ledgers[r.ledger]; e != nil {
-		if _, ok := e.regs[r]; ok {
-			w.dropLocked(e, r)
-		}
+	if e := w.registeredLocked(r); e != nil {
+		w.dropLocked(e, r)
 	}
 	w.mu.Unlock()
+}
+
+// registeredLocked returns r's ledger entry while r is registered in it.
+func (w *lacWatch) registeredLocked(r *lacReg) *lacWaiters {
+	if e := w.ledgers[r.ledger]; e != nil {
+		if _, ok := e.regs[r]; ok {
+			return e
+		}
+	}
+	return nil
 }
 
 // fireLocked ends watch r and hands it to its stream. Lock order:
@@ -136,7 +143,6 @@ func (w *lacWatch) fireLocked(e *lacWaiters, r *lacReg, lac int64, fenced bool) 
 }
 
 func (w *lacWatch) dropLocked(e *lacWaiters, r *lacReg) {
-	r.done = true
 	delete(e.regs, r)
 	e.n--
 	w.waiters--

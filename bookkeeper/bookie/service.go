@@ -313,11 +313,7 @@ func (s service) ReadEntries(_ context.Context, req *connect.Request[bookiev1.Re
 	if err != nil {
 		return nil, code(err)
 	}
-	resp := &bookiev1.ReadEntriesResponse{Lac: info.LAC, Fenced: info.Fenced, Entries: make([]*bookiev1.Entry, len(ents))}
-	for i, e := range ents {
-		resp.Entries[i] = &bookiev1.Entry{EntryId: e.Entry, Lac: e.LAC, Payload: e.Payload, Crc32C: e.Checksum}
-	}
-	return connect.NewResponse(resp), nil
+	return connect.NewResponse(&bookiev1.ReadEntriesResponse{Lac: info.LAC, Fenced: info.Fenced, Entries: wireEntries(ents)}), nil
 }
 
 func (s service) ReadLac(ctx context.Context, req *connect.Request[bookiev1.ReadLacRequest]) (*connect.Response[bookiev1.ReadLacResponse], error) {
@@ -334,19 +330,33 @@ func (s service) ReadLac(ctx context.Context, req *connect.Request[bookiev1.Read
 	if err != nil {
 		return nil, code(err)
 	}
-	resp := &bookiev1.ReadLacResponse{Lac: lac, Fenced: fenced}
-	if prev := m.GetPreviousLac(); maxBytes > 0 && lac > prev {
-		// Best effort: an entry this bookie lacks (or any read error) only
-		// means the reader reads it the usual way.
-		ents, _, err := s.b.Read(m.GetLedgerId(), prev+1, lac, min(maxBytes, s.b.cfg.MaxReadBytes), false, nil)
-		if err == nil {
-			resp.Entries = make([]*bookiev1.Entry, len(ents))
-			for i, e := range ents {
-				resp.Entries[i] = &bookiev1.Entry{EntryId: e.Entry, Lac: e.LAC, Payload: e.Payload, Crc32C: e.Checksum}
-			}
-		}
+	return connect.NewResponse(&bookiev1.ReadLacResponse{
+		Lac: lac, Fenced: fenced, Entries: s.advanceEntries(m.GetLedgerId(), m.GetPreviousLac(), lac, maxBytes),
+	}), nil
+}
+
+// advanceEntries reads the entries a LAC advance from prev to lac made
+// readable, within maxBytes (0: none), for a ReadLac or WatchLac answer.
+// Best effort: an entry this bookie lacks (or any read error) only means
+// the reader reads it the usual way.
+func (s service) advanceEntries(ledger, prev, lac int64, maxBytes int) []*bookiev1.Entry {
+	if maxBytes <= 0 || lac <= prev {
+		return nil
 	}
-	return connect.NewResponse(resp), nil
+	ents, _, err := s.b.Read(ledger, prev+1, lac, min(maxBytes, s.b.cfg.MaxReadBytes), false, nil)
+	if err != nil {
+		return nil
+	}
+	return wireEntries(ents)
+}
+
+// wireEntries converts entries read to their RPC form.
+func wireEntries(ents []storage.Entry) []*bookiev1.Entry {
+	out := make([]*bookiev1.Entry, len(ents))
+	for i, e := range ents {
+		out[i] = &bookiev1.Entry{EntryId: e.Entry, Lac: e.LAC, Payload: e.Payload, Crc32C: e.Checksum}
+	}
+	return out
 }
 
 func (s service) WriteLac(_ context.Context, req *connect.Request[bookiev1.WriteLacRequest]) (*connect.Response[bookiev1.WriteLacResponse], error) {

@@ -89,9 +89,15 @@ func validateWatchLac(req *bookiev1.WatchLacRequest) error {
 	return nil
 }
 
+// maxStreamWatches bounds one stream's watches not yet answered: those
+// registered (at most MaxLacWaiters) and a message's worth of refusals
+// more.
+func maxStreamWatches(cfg Config) int { return cfg.MaxLacWaiters + maxWatchesPerMessage }
+
 // watch registers or cancels one watch of message index i. Only an id
-// registered twice ends the stream; a watch the bookie cannot take is
-// answered with its reason.
+// registered twice, or maxStreamWatches unanswered on the stream, ends
+// it; a watch the bookie cannot take is answered with its
+// reason.
 func (s service) watch(ls *lacStream, i int, w *bookiev1.LacWatch) error {
 	ls.mu.Lock()
 	old := ls.regs[w.GetId()]
@@ -106,6 +112,12 @@ func (s service) watch(ls *lacStream, i int, w *bookiev1.LacWatch) error {
 	if old != nil {
 		ls.mu.Unlock()
 		return fmt.Errorf("%w: WatchLac message: watches[%d]: id %d is already registered on this stream", ErrInvalid, i, w.GetId())
+	}
+	if n := len(ls.regs); n >= maxStreamWatches(s.b.cfg) {
+		// Registered watches are bounded by MaxLacWaiters; the rest are
+		// refusals a client that does not read its answers lets pile up.
+		ls.mu.Unlock()
+		return fmt.Errorf("%w: WatchLac stream has %d watches unanswered; the client is not reading its answers", ErrBusy, n)
 	}
 	r := &lacReg{s: ls, id: w.GetId(), ledger: w.GetLedgerId(), prev: w.GetPreviousLac(), maxBytes: int(w.GetMaxEntryBytes())}
 	ls.regs[r.id] = r
@@ -177,18 +189,9 @@ func (s service) advance(r *lacReg) *bookiev1.LacAdvance {
 		a.Refused = err.Error()
 		return a
 	}
-	s.b.lacs.mu.Lock()
-	lac, fenced = max(lac, r.lac), fenced || r.fenced
-	s.b.lacs.mu.Unlock()
-	a.Lac, a.Fenced = lac, fenced
-	if r.maxBytes > 0 && lac > r.prev {
-		ents, _, err := s.b.Read(r.ledger, r.prev+1, lac, min(r.maxBytes, s.b.cfg.MaxReadBytes), false, nil)
-		if err == nil {
-			a.Entries = make([]*bookiev1.Entry, len(ents))
-			for i, e := range ents {
-				a.Entries[i] = &bookiev1.Entry{EntryId: e.Entry, Lac: e.LAC, Payload: e.Payload, Crc32C: e.Checksum}
-			}
-		}
-	}
+	// r.lac and r.fenced were set before r was pushed; take (under the
+	// stream's lock) orders that write before this read.
+	a.Lac, a.Fenced = max(lac, r.lac), fenced || r.fenced
+	a.Entries = s.advanceEntries(r.ledger, r.prev, a.Lac, r.maxBytes)
 	return a
 }

@@ -166,3 +166,24 @@ func TestWatchLacRefusalsAndProtocolErrors(t *testing.T) {
 		}
 	}
 }
+
+// Refusals wait on the stream until its sender answers them; a client that
+// never reads its answers cannot pile up more than maxStreamWatches:
+// beyond that the stream ends, RESOURCE_EXHAUSTED.
+func TestWatchLacStreamBound(t *testing.T) {
+	cfg := testConfig(vfs.NewMem())
+	cfg.MaxLacWaiters = 2
+	b := mustOpen(t, cfg)
+	defer mustClose(t, b)
+	s := service{b}
+	ls := newLacStream() // no sender: nothing is answered
+	for i := range maxStreamWatches(cfg) {
+		if err := s.watch(ls, i, &bookiev1.LacWatch{Id: uint64(i), LedgerId: 1, PreviousLac: -2}); err != nil {
+			t.Fatalf("watch %d: %v", i, err)
+		}
+	}
+	err := s.watch(ls, 0, &bookiev1.LacWatch{Id: 1 << 40, LedgerId: 1, PreviousLac: 5})
+	if connect.CodeOf(code(err)) != connect.CodeResourceExhausted {
+		t.Fatalf("watch beyond the stream's bound: %v; want RESOURCE_EXHAUSTED", err)
+	}
+}

@@ -330,7 +330,7 @@ func (r *Reader) pollLac(ctx context.Context, previous int64, wait time.Duration
 			} else {
 				cctx, cancel := context.WithTimeout(pctx, c.cfg.ReadTimeout)
 				defer cancel()
-				lac, fenced, ents, err = c.readLac(cctx, r.id, bookies[i], previous, 0, maxEntryBytes)
+				lac, fenced, ents, err = c.readLac(cctx, r.id, bookies[i], previous, maxEntryBytes)
 			}
 			ch <- answer{i, lac, fenced, ents, err}
 		})

@@ -139,16 +139,16 @@ func (c *Client) noteCheck(id catalog.LedgerID, entry int64, bookie string, a re
 		slog.Int64("entry", entry), slog.String("bookie", bookie), slog.Any("err", a.checkErr))
 }
 
-// readLac asks bookie for the ledger's LAC, waiting up to wait ms for it
-// to rise above previous (0: answer at once). Long-polls go on the watch
-// stream (watchLac); this is the one-off question.
-func (c *Client) readLac(ctx context.Context, id catalog.LedgerID, bookie string, previous int64, wait int64, maxEntryBytes int) (lac int64, fenced bool, ents []Entry, err error) {
+// readLac asks bookie for the ledger's LAC once, without waiting for it
+// to rise above previous. Long-polls go on the watch stream (watchLac);
+// this is the one-off question.
+func (c *Client) readLac(ctx context.Context, id catalog.LedgerID, bookie string, previous int64, maxEntryBytes int) (lac int64, fenced bool, ents []Entry, err error) {
 	bc, err := c.bookies.client(ctx, bookie)
 	if err != nil {
 		return -1, false, nil, err
 	}
 	resp, err := bc.ReadLac(ctx, connect.NewRequest(&bookiev1.ReadLacRequest{
-		LedgerId: int64(id), PreviousLac: previous, TimeoutMs: int32(wait), MaxEntryBytes: int32(maxEntryBytes),
+		LedgerId: int64(id), PreviousLac: previous, MaxEntryBytes: int32(maxEntryBytes),
 	}))
 	if err != nil {
 		if unavailable(err) {

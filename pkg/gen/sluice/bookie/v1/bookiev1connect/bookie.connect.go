@@ -101,7 +101,9 @@ type BookieServiceClient interface {
 	//
 	// A message that breaks the protocol's limits ends the stream:
 	// INVALID_ARGUMENT for no watches, more than 4,096 watches, or an id
-	// registered twice.
+	// registered twice; RESOURCE_EXHAUSTED when the stream has more watches
+	// unanswered than MaxLacWaiters + 4,096 (a client not reading its
+	// answers).
 	WatchLac(context.Context) *connect.BidiStreamForClient[v1.WatchLacRequest, v1.WatchLacResponse]
 	// WriteLac pushes an explicit LAC (sent by an idle writer so readers see
 	// the last entries promptly).
@@ -277,7 +279,9 @@ type BookieServiceHandler interface {
 	//
 	// A message that breaks the protocol's limits ends the stream:
 	// INVALID_ARGUMENT for no watches, more than 4,096 watches, or an id
-	// registered twice.
+	// registered twice; RESOURCE_EXHAUSTED when the stream has more watches
+	// unanswered than MaxLacWaiters + 4,096 (a client not reading its
+	// answers).
 	WatchLac(context.Context, *connect.BidiStream[v1.WatchLacRequest, v1.WatchLacResponse]) error
 	// WriteLac pushes an explicit LAC (sent by an idle writer so readers see
 	// the last entries promptly).
