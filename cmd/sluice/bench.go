@@ -25,6 +25,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	brokers := fs.String("brokers", "", "kafka: bootstrap brokers, host:port,host:port,... (required for kafka)")
 	sluiceAddr := fs.String("sluice-addr", "127.0.0.1:7420", "sluice: sluice dev's address, or an ingest copy's (ProducerService and the topic admin RPCs)")
 	sluiceFetchAddr := fs.String("sluice-fetch-addr", "", "sluice: a fetch copy's address for the consumers (default --sluice-addr)")
+	sluicePerRecord := fs.Bool("sluice-per-record", false, "sluice: consumers ask for one message per record (as browsers do) instead of the stored record batches")
 	workloadPath := fs.String("workload", "", "workload YAML file, e.g. bench/workloads/s1.yaml (required)")
 	out := fs.String("out", "", "directory for results.json and results.md (created; required)")
 	label := fs.String("label", "", "name of this run in the tables (default \"<driver> <workload name>\")")
@@ -121,7 +122,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	case "mem":
 		drv = memdriver.New()
 	case "sluice":
-		drv, err = sluicedriver.New(sluicedriver.Config{Addr: *sluiceAddr, FetchAddr: *sluiceFetchAddr})
+		drv, err = sluicedriver.New(sluicedriver.Config{Addr: *sluiceAddr, FetchAddr: *sluiceFetchAddr, PerRecord: *sluicePerRecord})
 		if err != nil {
 			return err
 		}

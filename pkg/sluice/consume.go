@@ -14,6 +14,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 
 	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
+	"github.com/sluicemq/sluice/pkg/record"
 )
 
 // TopicPartition names one partition of a topic.
@@ -64,6 +65,95 @@ func consumedRecord(topic string, partition int32, r *sluicev1.ConsumedRecord) C
 		out.Headers = make([]Header, len(hs))
 		for i, h := range hs {
 			out.Headers[i] = Header{Key: h.GetKey(), Value: h.GetValue()}
+		}
+	}
+	return out
+}
+
+// batchLimits bound the record batches the SDK decodes. The server checked
+// every batch against its own limits when it was produced and verifies its
+// CRC before sending it, so these are the format's outer bounds: a batch
+// the server stored is never refused here.
+var batchLimits = record.Limits{
+	MaxBatchBytes:        record.MaxMaxBatchBytes,
+	MaxRecords:           1 << 24,
+	MaxDecompressedBytes: record.MaxMaxDecompressedBytes,
+	MaxKeyBytes:          record.MaxMaxDecompressedBytes,
+	MaxValueBytes:        record.MaxMaxDecompressedBytes,
+	MaxHeaders:           1 << 16,
+	MaxHeaderKeyBytes:    record.MaxMaxDecompressedBytes,
+	MaxHeaderValueBytes:  record.MaxMaxDecompressedBytes,
+}
+
+// batchDecoder turns delivered record batches (record_batches) into
+// ConsumedRecords. Records of uncompressed batches alias the batch bytes
+// (the received message's own memory); those of a compressed batch alias a
+// buffer decompressed for that batch alone. Not safe for concurrent use.
+type batchDecoder struct {
+	it *record.Iterator
+}
+
+func newBatchDecoder() *batchDecoder {
+	return &batchDecoder{it: record.NewIterator(batchLimits)}
+}
+
+// decode appends to out the records at or after offset from of runs (each
+// one or more whole batches back to back), in offset order. Control
+// batches (transaction markers) hold no records. An error names what does
+// not decode: the batches did not arrive as stored.
+func (d *batchDecoder) decode(out []ConsumedRecord, tp TopicPartition, runs [][]byte, from int64) ([]ConsumedRecord, error) {
+	for _, run := range runs {
+		for rest := run; len(rest) > 0; {
+			bt, r, err := record.Split(rest)
+			if err != nil {
+				return out, err
+			}
+			rest = r
+			if bt.LastOffset() < from || bt.Attributes().Control() {
+				continue
+			}
+			if bt.Codec() != record.CodecNone {
+				recs, err := record.Decode(bt, batchLimits)
+				if err != nil {
+					return out, err
+				}
+				for i := range recs {
+					if recs[i].Offset >= from {
+						out = append(out, fromStored(tp, &recs[i]))
+					}
+				}
+				continue
+			}
+			if err := d.it.Reset(bt); err != nil {
+				return out, err
+			}
+			for d.it.Next() {
+				if rec := d.it.Record(); rec.Offset >= from {
+					out = append(out, fromStored(tp, rec))
+				}
+			}
+			if err := d.it.Err(); err != nil {
+				return out, err
+			}
+		}
+	}
+	return out, nil
+}
+
+// fromStored converts a decoded record. Its slices are clipped, so that
+// appending to one never writes over the next record.
+func fromStored(tp TopicPartition, r *record.Record) ConsumedRecord {
+	out := ConsumedRecord{
+		Topic: tp.Topic, Partition: tp.Partition, Offset: r.Offset,
+		Key: slices.Clip(r.Key), Value: slices.Clip(r.Value), Timestamp: time.UnixMilli(r.Timestamp),
+	}
+	if len(out.Key) == 0 {
+		out.Key = nil // as the per-record API delivers it
+	}
+	if len(r.Headers) > 0 {
+		out.Headers = make([]Header, len(r.Headers))
+		for i, h := range r.Headers {
+			out.Headers[i] = Header{Key: h.Key, Value: slices.Clip(h.Value)}
 		}
 	}
 	return out

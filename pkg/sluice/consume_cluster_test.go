@@ -1,13 +1,16 @@
 package sluice_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/pkg/record"
 	"github.com/sluicemq/sluice/pkg/sluice"
 )
 
@@ -290,4 +293,92 @@ func TestClusterRebalanceCommitsOnRevoke(t *testing.T) {
 		t.Fatalf("%d records consumed twice; want at most %d (one Poll)", dups, pollMax)
 	}
 	t.Logf("%d records consumed twice after the rebalance", dups)
+}
+
+// Stored record batches (the default) and per-record messages
+// (WithRecordBatches(false)) give the same records: compressed and
+// uncompressed batches, headers, timestamps; starts by offset and by time
+// inside a batch skip the batch's earlier records; a group consumer with a
+// credit window smaller than a batch still reads everything once, in order.
+func TestClusterStoredBatchesMatchRecords(t *testing.T) {
+	tc := startCluster(t, nil)
+	c := tc.client()
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	const n = 400
+	if _, err := c.CreateTopic(ctx, "sb", 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	base := time.UnixMilli(1_700_000_000_000)
+	for half, codec := range []record.Codec{record.CodecNone, record.CodecZstd} {
+		p := producer(t, c, sluice.WithCompression(codec), sluice.WithLinger(20*time.Millisecond))
+		var wg sync.WaitGroup
+		for i := half * n / 2; i < (half+1)*n/2; i++ {
+			wg.Add(1)
+			r := &sluice.Record{Topic: "sb", Key: fmt.Appendf(nil, "k%d", i), Value: bytes.Repeat(fmt.Appendf(nil, "v%d;", i), 10),
+				Headers: []sluice.Header{{Key: "i", Value: fmt.Append(nil, i)}}, Timestamp: base.Add(time.Duration(i) * time.Millisecond)}
+			p.Produce(ctx, r, func(res sluice.Result) {
+				defer wg.Done()
+				if res.Err != nil {
+					t.Errorf("produce %d: %v", i, res.Err)
+				}
+			})
+		}
+		if err := p.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		wg.Wait()
+	}
+	readAll := func(from sluice.Position, opts ...sluice.ReaderOption) []sluice.ConsumedRecord {
+		t.Helper()
+		r, err := c.NewReader("sb", 0, append(opts, sluice.StartAt(from), sluice.WithFetchMaxRecords(37), sluice.WithFetchMaxWait(10*time.Millisecond))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		var got []sluice.ConsumedRecord
+		for r.Offset() < n {
+			recs, err := r.Poll(ctx)
+			if err != nil {
+				t.Fatalf("after %d records: %v", len(got), err)
+			}
+			got = append(got, recs...)
+		}
+		return got
+	}
+	batches := readAll(sluice.Earliest())
+	records := readAll(sluice.Earliest(), sluice.WithRecordBatches(false))
+	if len(batches) != n || !reflect.DeepEqual(batches, records) {
+		t.Fatalf("stored batches gave %d records, per-record delivery %d; equal: %v", len(batches), len(records), reflect.DeepEqual(batches, records))
+	}
+	for i, r := range batches {
+		if r.Offset != int64(i) || string(r.Key) != fmt.Sprintf("k%d", i) || !r.Timestamp.Equal(base.Add(time.Duration(i)*time.Millisecond)) {
+			t.Fatalf("record %d: offset %d key %q time %v", i, r.Offset, r.Key, r.Timestamp)
+		}
+	}
+	for _, start := range []int{103, 317} {
+		for name, pos := range map[string]sluice.Position{"offset": sluice.AtOffset(int64(start)), "time": sluice.AtTime(base.Add(time.Duration(start) * time.Millisecond))} {
+			got := readAll(pos)
+			if len(got) != n-start || got[0].Offset != int64(start) {
+				t.Fatalf("start at %s %d: %d records from offset %d", name, start, len(got), got[0].Offset)
+			}
+		}
+	}
+
+	k, err := c.NewConsumer("sbg", []string{"sb"}, sluice.WithCreditWindow(7, sluice.MinCreditBytes), sluice.WithMaxPollRecords(20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close(context.Background())
+	var got []sluice.ConsumedRecord
+	for len(got) < n {
+		recs, err := k.Poll(ctx)
+		if err != nil {
+			t.Fatalf("Poll after %d records: %v", len(got), err)
+		}
+		got = append(got, recs...)
+	}
+	if !reflect.DeepEqual(got, batches) {
+		t.Fatalf("the group consumer's %d records differ from the reader's", len(got))
+	}
 }

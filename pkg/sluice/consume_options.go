@@ -109,6 +109,15 @@ func StartAt(p Position) ReadOption {
 	return readOpt(func(c *readConfig) { c.start = p })
 }
 
+// WithRecordBatches chooses how records travel from the server (default
+// true): as the stored record batches, which the SDK decodes (no protobuf
+// message per record on either side, and compressed batches stay
+// compressed on the wire), or, with false, one message per record, as
+// browsers and JSON clients get them. Both give the same records.
+func WithRecordBatches(on bool) ReadOption {
+	return readOpt(func(c *readConfig) { c.perRecord = !on })
+}
+
 // WithReadBackoff sets the first and the largest delay between retries of
 // a failed Fetch or Commit and between group session reconnects (defaults
 // DefaultRetryBackoff and DefaultMaxRetryBackoff; both within
@@ -223,6 +232,10 @@ type readConfig struct {
 	backoffInitial time.Duration
 	backoffMax     time.Duration
 	retryTimeout   time.Duration
+	// perRecord asks the server for one message per record (what browsers
+	// and JSON clients get) instead of the stored record batches
+	// (WithRecordBatches(false)).
+	perRecord bool
 }
 
 func defaultReadConfig() readConfig {

@@ -426,28 +426,68 @@ func (k *Consumer) onAssignment(s *groupSession, a *sluicev1.AssignmentChanged) 
 // onRecords buffers a RecordsDelivered of session s. Records of partitions
 // not (or no longer) leased under that epoch, and records before the
 // partition's next offset, are dropped (their credits are spent anyway).
+// Owned by the session's receiver, which alone uses s.batches.
 func (k *Consumer) onRecords(s *groupSession, d *sluicev1.RecordsDelivered) {
-	recs := d.GetRecords()
-	var bytes int64
-	for _, r := range recs {
-		bytes += creditBytes(r)
-	}
 	tp := TopicPartition{d.GetTopic(), d.GetPartition()}
+	k.mu.Lock()
+	if k.sess != s {
+		k.mu.Unlock()
+		return
+	}
+	from := int64(-1)
+	if p := k.parts[tp]; p != nil && p.epoch == d.GetEpoch() {
+		from = p.next
+	}
+	k.mu.Unlock()
+
+	// Decode outside the lock. What the delivery spent of the credits is
+	// what the server says (sessions with stored batches), else the
+	// records' sizes; the records of stored batches share the bytes spent.
+	var recs []ConsumedRecord
+	var sizes []int64
+	var spentRecs, spentBytes int64
+	var decodeErr error
+	if runs := d.GetRecordBatches(); len(runs) > 0 {
+		recs, decodeErr = s.batches.decode(nil, tp, runs, from)
+		spentRecs = int64(len(recs))
+		for _, r := range runs {
+			spentBytes += int64(len(r))
+		}
+	} else {
+		recs = make([]ConsumedRecord, len(d.GetRecords()))
+		sizes = make([]int64, len(d.GetRecords()))
+		for i, r := range d.GetRecords() {
+			recs[i], sizes[i] = consumedRecord(tp.Topic, tp.Partition, r), creditBytes(r)
+			spentBytes += sizes[i]
+		}
+		spentRecs = int64(len(recs))
+	}
+	if c := d.GetCreditsSpent(); c != nil {
+		spentRecs, spentBytes = c.GetRecords(), c.GetBytes()
+		sizes = shareBytes(sizes[:0], spentBytes, len(recs))
+	} else if len(d.GetRecordBatches()) > 0 {
+		sizes = shareBytes(nil, spentBytes, len(recs))
+	}
+
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.sess != s {
 		return
 	}
-	k.credRecords -= int64(len(recs))
-	k.credBytes -= bytes
+	if decodeErr != nil {
+		s.cancel(fmt.Errorf("%w: partition %s: delivered record batches do not decode: %w", errProtocol, tp, decodeErr))
+		return
+	}
+	k.credRecords -= spentRecs
+	k.credBytes -= spentBytes
 	if k.credRecords < 0 || k.credBytes < 0 {
 		k.log.Debug("sluice: server sent beyond the credits this consumer counted", slog.String("partition", tp.String()),
 			slog.Int64("records", k.credRecords), slog.Int64("bytes", k.credBytes))
 	}
-	if k.bufRecords+int64(len(recs)) > 2*k.cfg.windowRecords || k.bufBytes+bytes > 2*k.cfg.windowBytes {
+	if k.bufRecords+spentRecs > 2*k.cfg.windowRecords || k.bufBytes+spentBytes > 2*k.cfg.windowBytes {
 		// Far beyond the credits (a lost grant answer explains up to one
 		// window): the server is broken; bound the memory, start over.
-		s.cancel(fmt.Errorf("%w: %d records buffered, %d more delivered: beyond the credits", errProtocol, k.bufRecords, len(recs)))
+		s.cancel(fmt.Errorf("%w: %d records buffered, %d more delivered: beyond the credits", errProtocol, k.bufRecords, spentRecs))
 		return
 	}
 	p := k.parts[tp]
@@ -456,15 +496,15 @@ func (k *Consumer) onRecords(s *groupSession, d *sluicev1.RecordsDelivered) {
 		return
 	}
 	added := 0
-	for _, r := range recs {
-		if p.next >= 0 && r.GetOffset() < p.next {
+	for i := range recs {
+		r := &recs[i]
+		if p.next >= 0 && r.Offset < p.next {
 			continue
 		}
-		size := creditBytes(r)
-		p.buf = append(p.buf, bufferedRecord{rec: consumedRecord(tp.Topic, tp.Partition, r), size: size})
-		p.next = r.GetOffset() + 1
+		p.buf = append(p.buf, bufferedRecord{rec: *r, size: sizes[i]})
+		p.next = r.Offset + 1
 		k.bufRecords++
-		k.bufBytes += size
+		k.bufBytes += sizes[i]
 		added++
 	}
 	if added < len(recs) {
@@ -474,4 +514,22 @@ func (k *Consumer) onRecords(s *groupSession, d *sluicev1.RecordsDelivered) {
 	if added > 0 {
 		k.notify()
 	}
+}
+
+// shareBytes spreads the bytes a delivery of stored batches spent over its
+// n records (appended to dst), so that the buffer gives back to the credit
+// window exactly what the delivery took.
+func shareBytes(dst []int64, bytes int64, n int) []int64 {
+	if n == 0 {
+		return dst
+	}
+	each, rest := bytes/int64(n), bytes%int64(n)
+	for i := range n {
+		size := each
+		if int64(i) < rest {
+			size++
+		}
+		dst = append(dst, size)
+	}
+	return dst
 }

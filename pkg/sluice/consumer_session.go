@@ -38,6 +38,7 @@ type groupSession struct {
 	cancel    context.CancelCauseFunc
 	stream    *connect.ServerStreamForClient[sluicev1.SubscribeResponse]
 	started   time.Time
+	batches   *batchDecoder // used by the receiver alone
 }
 
 // run opens sessions one after the other until Close (runCtx) or a fatal
@@ -114,6 +115,7 @@ func (k *Consumer) open() (*groupSession, error) {
 		Credits:          &sluicev1.Credits{Records: k.cfg.windowRecords, Bytes: k.cfg.windowBytes},
 		SessionTimeoutMs: int32(k.cfg.sessionTimeout.Milliseconds()),
 		Start:            start, ClientInfo: k.cfg.clientInfo,
+		RecordBatches: !k.cfg.perRecord,
 	}
 	timer := time.AfterFunc(sessionStartTimeout, func() {
 		cancel(fmt.Errorf("%w: no SessionStarted within %v", errProtocol, sessionStartTimeout))
@@ -150,6 +152,7 @@ func (k *Consumer) open() (*groupSession, error) {
 		timeout:   time.Duration(st.GetSessionTimeoutMs()) * time.Millisecond,
 		heartbeat: time.Duration(st.GetHeartbeatIntervalMs()) * time.Millisecond,
 		ctx:       ctx, cancel: cancel, stream: stream, started: time.Now(),
+		batches: newBatchDecoder(),
 	}
 	if s.timeout <= 0 {
 		s.timeout = max(k.cfg.sessionTimeout, 10*time.Second)

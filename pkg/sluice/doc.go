@@ -159,6 +159,15 @@
 // own goroutine, whether or not the application polls. A process paused
 // for longer than the session timeout loses its leases like a dead one.
 //
+// Records arrive as the stored record batches (Kafka RecordBatch v2, as
+// the producer sent them; SubscribeRequest.record_batches), which the
+// Consumer and the Reader decode themselves: the server sends the bytes
+// the ledger holds, and neither side encodes or decodes a protobuf message
+// per record. Records of uncompressed batches share the received
+// message's memory. A batch spends the offsets it covers and its stored
+// size of the credits (the server reports it with each delivery). Browsers
+// and JSON clients get one message per record instead.
+//
 // Processed offsets and at-least-once. A record counts as processed once
 // Poll is called again after the Poll that returned it: the loop above
 // calls Poll only after handling the previous records. Auto-commit (every

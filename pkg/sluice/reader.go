@@ -27,8 +27,9 @@ type Reader struct {
 	closed context.Context
 	close  context.CancelFunc
 
-	pollMu sync.Mutex       // one Poll/Next at a time; held across the Fetch
-	buf    []ConsumedRecord // fetched, not yet returned by Next; guarded by pollMu
+	pollMu  sync.Mutex       // one Poll/Next at a time; held across the Fetch
+	buf     []ConsumedRecord // fetched, not yet returned by Next; guarded by pollMu
+	batches *batchDecoder    // guarded by pollMu
 
 	mu sync.Mutex
 	// Guarded by mu.
@@ -177,7 +178,8 @@ func (r *Reader) fetch(ctx context.Context) ([]ConsumedRecord, error) {
 		req := &sluicev1.FetchRequest{
 			Topic: r.tp.Topic, Partition: r.tp.Partition, Offset: r.next,
 			MaxRecords: int32(r.cfg.maxRecords), MaxBytes: int32(r.cfg.maxBytes),
-			MaxWaitMs: int32(r.cfg.maxWait.Milliseconds()),
+			MaxWaitMs:     int32(r.cfg.maxWait.Milliseconds()),
+			RecordBatches: !r.cfg.perRecord,
 		}
 		if r.next < 0 {
 			req.Start, req.Offset, req.StartTimestampMs = r.start.proto()
@@ -232,6 +234,23 @@ func (r *Reader) take(req *sluicev1.FetchRequest, resp *sluicev1.FetchResponse) 
 	if req.Start == sluicev1.StartPosition_START_POSITION_UNSPECIFIED {
 		from = req.Offset
 	}
+	if runs := resp.GetRecordBatches(); len(runs) > 0 {
+		// Stored batches: the first may start before the offset read.
+		if from < 0 {
+			from = resp.GetOffset()
+		}
+		if r.batches == nil {
+			r.batches = newBatchDecoder()
+		}
+		recs, err := r.batches.decode(nil, r.tp, runs, from)
+		if err != nil {
+			return nil, fmt.Errorf("sluice: fetch %s: the record batches received do not decode: %w", r.tp, err)
+		}
+		if len(recs) > 0 {
+			from = recs[len(recs)-1].Offset + 1
+		}
+		return r.advance(resp, from, recs)
+	}
 	recs := make([]ConsumedRecord, 0, len(resp.GetRecords()))
 	for _, pr := range resp.GetRecords() {
 		if pr.GetOffset() < from {
@@ -240,6 +259,11 @@ func (r *Reader) take(req *sluicev1.FetchRequest, resp *sluicev1.FetchResponse) 
 		from = pr.GetOffset() + 1
 		recs = append(recs, consumedRecord(r.tp.Topic, r.tp.Partition, pr))
 	}
+	return r.advance(resp, from, recs)
+}
+
+// advance moves the position past an answer whose records end before from.
+func (r *Reader) advance(resp *sluicev1.FetchResponse, from int64, recs []ConsumedRecord) ([]ConsumedRecord, error) {
 	next := resp.GetNextOffset()
 	if next < from {
 		return nil, fmt.Errorf("sluice: fetch %s: server answered next offset %d, expected at least %d", r.tp, next, from)

@@ -296,7 +296,7 @@ func (s *Service) Fetch(ctx context.Context, req *connect.Request[sluicev1.Fetch
 	if err != nil {
 		return nil, err
 	}
-	lim := partlog.Limits{MaxRecords: int(m.MaxRecords), MaxBytes: int(m.MaxBytes)}
+	lim := partlog.Limits{MaxRecords: int(m.MaxRecords), MaxBytes: int(m.MaxBytes), Batches: m.RecordBatches}
 	if lim.MaxRecords == 0 {
 		lim.MaxRecords = DefaultMaxRecords
 	}
@@ -310,8 +310,9 @@ func (s *Service) Fetch(ctx context.Context, req *connect.Request[sluicev1.Fetch
 		if err != nil {
 			return nil, err
 		}
-		if len(res.Records) > 0 || res.Next > offset || wait == 0 || !time.Now().Before(deadline) {
+		if res.Count > 0 || res.Next > offset || wait == 0 || !time.Now().Before(deadline) {
 			resp := connect.NewResponse(fetchResponse(res))
+			resp.Msg.Offset = offset
 			if d := throttle(s.fetchQ, req.Header().Get("Sluice-Client-Id"), res.Bytes); d > 0 {
 				resp.Msg.ThrottleTimeMs = int32(min(d, time.Minute).Milliseconds())
 				if err := sleepCtx(ctx, d); err != nil {
@@ -352,7 +353,7 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 }
 
 func fetchResponse(res partlog.Result) *sluicev1.FetchResponse {
-	return &sluicev1.FetchResponse{Records: consumed(res.Records), HighWatermark: res.HighWatermark, LogStartOffset: res.LogStart, NextOffset: res.Next}
+	return &sluicev1.FetchResponse{Records: consumed(res.Records), RecordBatches: res.Batches, HighWatermark: res.HighWatermark, LogStartOffset: res.LogStart, NextOffset: res.Next}
 }
 
 func consumed(recs []record.Record) []*sluicev1.ConsumedRecord {

@@ -18,6 +18,7 @@ import (
 	"github.com/sluicemq/sluice/internal/telemetry"
 	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
 	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicemq/sluice/pkg/record"
 	"github.com/sluicemq/sluice/services/fetch"
 	"github.com/sluicemq/sluice/services/ingest/quota"
 )
@@ -38,6 +39,10 @@ type member struct {
 	total    int
 	revoked  []*sluicev1.PartitionLease
 	changed  chan struct{}
+	// Sessions with record_batches: deliveries that carried batches, and
+	// the credits the server said it spent.
+	batchMsgs             int
+	spentRecs, spentBytes int64
 }
 
 func groupConfig() cluster.Config {
@@ -119,6 +124,35 @@ func (m *member) handle(msg *sluicev1.SubscribeResponse, commitOnRevoke bool) {
 			m.records[fmt.Sprintf("%s@%d", k, rec.Offset)]++
 			m.total++
 			m.next[k] = rec.Offset + 1
+		}
+		if len(r.RecordBatches) > 0 {
+			m.batchMsgs++
+		}
+		for _, run := range r.RecordBatches {
+			for rest := run; len(rest) > 0; {
+				bt, tail, err := record.Split(rest)
+				if err != nil {
+					m.t.Errorf("delivered batches of %s: %v", k, err)
+					break
+				}
+				rest = tail
+				recs, err := record.Decode(bt, record.Limits{})
+				if err != nil {
+					m.t.Errorf("delivered batch of %s: %v", k, err)
+				}
+				for _, rec := range recs {
+					if rec.Offset < m.next[k] {
+						continue // the batch starts before the delivery position
+					}
+					m.records[fmt.Sprintf("%s@%d", k, rec.Offset)]++
+					m.total++
+					m.next[k] = rec.Offset + 1
+				}
+			}
+		}
+		if c := r.CreditsSpent; c != nil {
+			m.spentRecs += c.Records
+			m.spentBytes += c.Bytes
 		}
 	}
 	m.mu.Unlock()
@@ -359,6 +393,46 @@ func TestGroupCreditsAndKeepalive(t *testing.T) {
 	_, err = e.cons.GrantCredits(context.Background(), connect.NewRequest(&sluicev1.GrantCreditsRequest{Group: "cg", SessionId: "s-nope"}))
 	if connect.CodeOf(err) != connect.CodeNotFound {
 		t.Fatalf("unknown session: want NOT_FOUND, got %v", err)
+	}
+}
+
+// A session with record_batches gets the stored batches whole while they
+// fit its credits; a first batch that cannot fit arrives as records within
+// the credits; the rest of that batch comes whole later, and the member
+// skips what it already has. credits_spent adds up to what was sent and
+// never beyond the grant.
+func TestGroupCreditsWithStoredBatches(t *testing.T) {
+	e := startCluster(t, groupConfig())
+	e.createTopic(t, "sb", 1)
+	e.produce(t, "sb", 0, 0, 30, 10) // three batches of 10 records
+	m := subscribe(t, e.cons, &sluicev1.SubscribeRequest{Group: "sb", Topics: []string{"sb"}, Credits: &sluicev1.Credits{Records: 25, Bytes: 1 << 20}, RecordBatches: true}, true)
+	waitFor(t, "25 records", 5*time.Second, func() bool { return m.count() == 25 })
+	time.Sleep(300 * time.Millisecond)
+	m.mu.Lock()
+	total, batchMsgs, spentRecs, spentBytes := m.total, m.batchMsgs, m.spentRecs, m.spentBytes
+	m.mu.Unlock()
+	if total != 25 || spentRecs != 25 {
+		t.Fatalf("with 25 credits: %d records received, %d credits spent", total, spentRecs)
+	}
+	if batchMsgs == 0 {
+		t.Fatal("no delivery carried stored batches")
+	}
+	if _, err := e.cons.GrantCredits(context.Background(), connect.NewRequest(&sluicev1.GrantCreditsRequest{Group: "sb", SessionId: m.sess, Credits: &sluicev1.Credits{Records: 100, Bytes: 1 << 20}})); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "30 records", 5*time.Second, func() bool { return m.count() == 30 })
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i := range 30 {
+		if n := m.records[fmt.Sprintf("sb/0@%d", i)]; n != 1 {
+			t.Errorf("offset %d delivered %d times", i, n)
+		}
+	}
+	if m.spentRecs != 30 {
+		t.Errorf("credits spent on 30 offsets: %d", m.spentRecs)
+	}
+	if m.spentBytes <= spentBytes {
+		t.Errorf("byte credits spent did not grow with the last batch: %d then %d", spentBytes, m.spentBytes)
 	}
 }
 

@@ -45,6 +45,7 @@ type session struct {
 	timeout time.Duration
 	start   sluicev1.StartPosition
 	info    string
+	batches bool // deliver stored record batches (SubscribeRequest.record_batches)
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -121,7 +122,7 @@ func (s *Service) Subscribe(ctx context.Context, req *connect.Request[sluicev1.S
 	sctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	ss := &session{s: s, id: s.routedID("s-"), group: m.Group, member: s.routedID("m-"), topics: topics, timeout: timeout,
-		start: m.Start, info: m.ClientInfo, ctx: sctx, cancel: cancel, wake: make(chan struct{}, 1), left: make(chan struct{}),
+		start: m.Start, info: m.ClientInfo, batches: m.RecordBatches, ctx: sctx, cancel: cancel, wake: make(chan struct{}, 1), left: make(chan struct{}),
 		lastActive: time.Now(), leases: make(map[tp]*heldLease)}
 	if c := m.Credits; c != nil {
 		if c.Records < 0 || c.Bytes < 0 {
@@ -292,9 +293,11 @@ func (ss *session) deliverOne(stream *connect.ServerStream[sluicev1.SubscribeRes
 		return 0, nil
 	}
 	lim := partlog.Limits{
-		MaxRecords:   int(min(recs, int64(s.cfg.SessionBatchRecords))),
-		MaxBytes:     int(min(bytes, int64(s.cfg.SessionBatchBytes))),
-		HardMaxBytes: int(min(bytes, MaxMaxBytes)),
+		MaxRecords:     int(min(recs, int64(s.cfg.SessionBatchRecords))),
+		MaxBytes:       int(min(bytes, int64(s.cfg.SessionBatchBytes))),
+		HardMaxBytes:   int(min(bytes, MaxMaxBytes)),
+		Batches:        ss.batches,
+		HardMaxRecords: int(min(recs, 1<<30)),
 	}
 	res, err := s.read(ss.ctx, k.topic, int(k.partition), next, lim)
 	if err != nil {
@@ -324,7 +327,7 @@ func (ss *session) deliverOne(stream *connect.ServerStream[sluicev1.SubscribeRes
 			return 0, nil
 		}
 	}
-	if len(res.Records) == 0 {
+	if res.Count == 0 {
 		if res.Next > next {
 			ss.mu.Lock()
 			if l, ok := ss.leases[k]; ok && l.epoch == epoch && l.next == next {
@@ -340,7 +343,7 @@ func (ss *session) deliverOne(stream *connect.ServerStream[sluicev1.SubscribeRes
 		ss.mu.Unlock()
 		return 0, nil
 	}
-	ss.credRecs -= int64(len(res.Records))
+	ss.credRecs -= int64(res.Count)
 	ss.credBytes -= int64(res.Bytes)
 	l.next = res.Next
 	ss.mu.Unlock()
@@ -349,10 +352,14 @@ func (ss *session) deliverOne(stream *connect.ServerStream[sluicev1.SubscribeRes
 			return 0, nil
 		}
 	}
-	err = stream.Send(&sluicev1.SubscribeResponse{Event: &sluicev1.SubscribeResponse_Records{Records: &sluicev1.RecordsDelivered{
-		Topic: k.topic, Partition: k.partition, Epoch: epoch, Records: consumed(res.Records), HighWatermark: res.HighWatermark,
-	}}})
-	return len(res.Records), err
+	d := &sluicev1.RecordsDelivered{
+		Topic: k.topic, Partition: k.partition, Epoch: epoch, Records: consumed(res.Records), RecordBatches: res.Batches, HighWatermark: res.HighWatermark,
+	}
+	if ss.batches {
+		d.CreditsSpent = &sluicev1.Credits{Records: int64(res.Count), Bytes: int64(res.Bytes)}
+	}
+	err = stream.Send(&sluicev1.SubscribeResponse{Event: &sluicev1.SubscribeResponse_Records{Records: d}})
+	return res.Count, err
 }
 
 // coordinate runs the member's keepalive, heartbeat and balancing until the

@@ -12,6 +12,7 @@ import (
 
 	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
 	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicemq/sluice/pkg/record"
 )
 
 // A consumer is one member of a consumer group, spoken to over the
@@ -83,7 +84,8 @@ type session struct {
 	member    string
 	id        string
 	heartbeat time.Duration
-	grantNow  chan struct{} // buffered 1: credits are due
+	grantNow  chan struct{}    // buffered 1: credits are due
+	it        *record.Iterator // stored batches; the receive loop's
 
 	mu        sync.Mutex
 	leases    map[int32]*lease // held and not revoked
@@ -154,6 +156,7 @@ func (c *consumer) subscribe(ctx context.Context) (*openStream, error) {
 		SessionTimeoutMs: int32(c.cfg.SessionTimeout.Milliseconds()),
 		Start:            sluicev1.StartPosition_START_POSITION_EARLIEST,
 		ClientInfo:       "sluice bench (internal/loadgen/sluicedriver)",
+		RecordBatches:    !c.cfg.PerRecord,
 	}
 	stream, err := c.cons.Subscribe(sctx, connect.NewRequest(req))
 	if err != nil {
@@ -295,6 +298,12 @@ func (ss *session) records(r *sluicev1.RecordsDelivered) bool {
 	var n, size int64
 	p := r.Partition
 	skipBelow, seen := c.delivered[p]
+	ss.mu.Lock()
+	if l, ok := ss.leases[p]; ok && l.epoch == r.Epoch && l.next >= 0 {
+		// Stored batches may start before the delivery position.
+		skipBelow, seen = max(skipBelow, l.next), true
+	}
+	ss.mu.Unlock()
 	next := int64(-1)
 	c.deliverMu.Lock()
 	if c.closed {
@@ -310,13 +319,28 @@ func (ss *session) records(r *sluicev1.RecordsDelivered) bool {
 		c.deliver(rec.Value)
 		next = rec.Offset + 1
 	}
+	end := int64(-1) // one past the last record in the event
+	if len(r.Records) > 0 {
+		end = r.Records[len(r.Records)-1].Offset + 1
+	}
+	var err error
+	if len(r.RecordBatches) > 0 {
+		next, end, err = ss.batches(r.RecordBatches, seen, skipBelow)
+	}
 	c.deliverMu.Unlock()
+	if err != nil {
+		c.noteErr(fmt.Errorf("partition %d: delivered record batches do not decode: %w", p, err))
+		return false
+	}
+	if cs := r.CreditsSpent; cs != nil {
+		n, size = cs.Records, cs.Bytes
+	}
 	if next >= 0 {
 		c.delivered[p] = next
 	}
 	ss.mu.Lock()
-	if l, ok := ss.leases[p]; ok && l.epoch == r.Epoch && len(r.Records) > 0 {
-		l.next = max(l.next, r.Records[len(r.Records)-1].Offset+1)
+	if l, ok := ss.leases[p]; ok && l.epoch == r.Epoch && end >= 0 {
+		l.next = max(l.next, end)
 	}
 	ss.pendRecs += n
 	ss.pendBytes += size
@@ -329,6 +353,50 @@ func (ss *session) records(r *sluicev1.RecordsDelivered) bool {
 		}
 	}
 	return true
+}
+
+// batches delivers the records of stored record batches (each run one or
+// more batches back to back), skipping control batches and, when seen,
+// records below skipBelow. next is the offset after the last record
+// delivered, end after the last record in the batches (-1 if none). Called
+// by the receive loop with deliverMu held.
+func (ss *session) batches(runs [][]byte, seen bool, skipBelow int64) (next, end int64, err error) {
+	next, end = -1, -1
+	if ss.it == nil {
+		ss.it = record.NewIterator(record.Limits{MaxBatchBytes: record.MaxMaxBatchBytes, MaxDecompressedBytes: record.MaxMaxDecompressedBytes, MaxValueBytes: record.MaxMaxDecompressedBytes})
+	}
+	for _, run := range runs {
+		for rest := run; len(rest) > 0; {
+			bt, r, err := record.Split(rest)
+			if err != nil {
+				return next, end, err
+			}
+			rest = r
+			if bt.Attributes().Control() {
+				continue
+			}
+			if seen && bt.LastOffset() < skipBelow {
+				end = bt.NextOffset()
+				continue
+			}
+			if err := ss.it.Reset(bt); err != nil {
+				return next, end, err
+			}
+			for ss.it.Next() {
+				rec := ss.it.Record()
+				end = rec.Offset + 1
+				if seen && rec.Offset < skipBelow {
+					continue
+				}
+				ss.c.deliver(rec.Value) // synchronous: the value is not kept
+				next = rec.Offset + 1
+			}
+			if err := ss.it.Err(); err != nil {
+				return next, end, err
+			}
+		}
+	}
+	return next, end, nil
 }
 
 // recordSize is what a record costs in byte credits: key, value, header

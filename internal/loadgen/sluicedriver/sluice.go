@@ -52,6 +52,10 @@ type Config struct {
 	// SessionTimeout is the consumers' group session timeout (zero: the
 	// server's default).
 	SessionTimeout time.Duration
+	// PerRecord has the consumers ask for one message per record (what
+	// browsers and JSON clients get) instead of the stored record batches
+	// the Go SDK reads.
+	PerRecord bool
 }
 
 // Consumer defaults and limits.

@@ -45,7 +45,7 @@ func (lg *Log) collectObject(ctx context.Context, st *ledgerState, offset int64,
 		if b.last < next {
 			continue
 		}
-		full, err := appendRecords(it, p, &next, lim, res)
+		full, err := appendPayload(it, p, &next, lim, res)
 		if err != nil {
 			return fmt.Errorf("%w: ledger %d object %q interval %d of this read: %w", ErrCorrupt, m.ID, m.Location, k, err)
 		}

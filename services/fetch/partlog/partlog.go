@@ -94,7 +94,18 @@ type Result struct {
 	// Records in offset order, at or after the requested offset. Their
 	// byte slices are shared with the entry cache: read-only.
 	Records []record.Record
-	// Bytes is the size of the records (keys, values, header keys and values).
+	// Batches, with Limits.Batches: stored record batches in offset order,
+	// each element one or more whole batches back to back, shared with the
+	// entry cache (read-only). The first may start before the requested
+	// offset. A Result holds Records or Batches, never both: a first batch
+	// that cannot fit the hard limits comes as Records.
+	Batches [][]byte
+	// Count is the number of Records, or the offsets the Batches cover from
+	// the requested offset on (at least the records they hold there): what
+	// a delivery spends of record credits.
+	Count int
+	// Bytes is the size of the records (keys, values, header keys and
+	// values), or of the Batches as stored.
 	Bytes         int
 	HighWatermark int64
 	LogStart      int64
@@ -109,6 +120,14 @@ type Limits struct {
 	// HardMaxBytes, when set, bounds that first record too (credits: never
 	// send beyond them). A first record larger than it is not returned.
 	HardMaxBytes int
+	// Batches returns whole stored batches (Result.Batches) instead of
+	// decoded records. MaxRecords and MaxBytes then stop the read before a
+	// batch that would cross them, except the first. The first batch must
+	// fit HardMaxRecords (MaxRecords when 0) and HardMaxBytes (when set);
+	// one that does not is decoded and returned as Records within the
+	// limits, and the read stops there.
+	Batches        bool
+	HardMaxRecords int
 }
 
 // Logs reads the partitions of every topic for one fetch copy. Close stops
@@ -662,7 +681,7 @@ func (ls *Logs) Read(ctx context.Context, topic string, partition int, offset in
 	lg := ls.get(topic, partition)
 	lg.touch()
 	res, beyond, err := lg.read(ctx, offset, lim, readCached)
-	if err == nil && len(res.Records) == 0 && res.HighWatermark <= offset {
+	if err == nil && res.Count == 0 && res.HighWatermark <= offset {
 		lg.mu.Lock()
 		watched := lg.watching
 		lg.mu.Unlock()
@@ -886,7 +905,7 @@ func (lg *Log) collect(ctx context.Context, st *ledgerState, first, last, offset
 		if b.last < next {
 			continue
 		}
-		full, err := appendRecords(it, en.Payload, &next, lim, res)
+		full, err := appendPayload(it, en.Payload, &next, lim, res)
 		if err != nil {
 			return fmt.Errorf("%w: ledger %d entry %d: %w", ErrCorrupt, st.id, en.ID, err)
 		}
@@ -910,6 +929,77 @@ func (lg *Log) collect(ctx context.Context, st *ledgerState, first, last, offset
 // busy partition's batches of a few records) would otherwise cost a bookie
 // round trip per few records while a consumer catches up.
 const collectEntries = 256
+
+// appendPayload takes what lim asks of payload (record batches: an entry,
+// or an interval of a segment): whole batches or decoded records.
+func appendPayload(it *record.Iterator, payload []byte, next *int64, lim Limits, res *Result) (full bool, err error) {
+	if lim.Batches {
+		return appendBatches(it, payload, next, lim, res)
+	}
+	return appendRecords(it, payload, next, lim, res)
+}
+
+// appendBatches adds the whole batches of payload from *next on to res,
+// within lim (see Limits.Batches), moving *next past each batch taken and
+// each control or empty batch skipped. Batches taken one after another
+// share one element of res.Batches. Every batch taken has its CRC
+// verified: corruption is never sent on. full: a limit stopped it.
+func appendBatches(it *record.Iterator, payload []byte, next *int64, lim Limits, res *Result) (full bool, err error) {
+	run, runEnd := -1, 0 // the open run of batches taken: payload[run:runEnd]
+	flush := func() {
+		if run >= 0 {
+			res.Batches = append(res.Batches, payload[run:runEnd:runEnd])
+			run = -1
+		}
+	}
+	hardRecs := lim.HardMaxRecords
+	if hardRecs <= 0 {
+		hardRecs = lim.MaxRecords
+	}
+	for pos := 0; pos < len(payload); {
+		bt, _, err := record.Split(payload[pos:])
+		if err != nil {
+			return false, err
+		}
+		start := pos
+		pos += len(bt)
+		if bt.LastOffset() < *next {
+			continue
+		}
+		if err := record.Verify(bt); err != nil {
+			return false, err
+		}
+		if bt.Attributes().Control() || bt.RecordCount() <= 0 {
+			flush() // transaction markers are not records; empty batches hold none
+			*next = bt.NextOffset()
+			continue
+		}
+		covered := int(min(int64(bt.RecordCount()), bt.LastOffset()-max(bt.BaseOffset(), *next)+1))
+		switch {
+		case res.Count == 0 && (covered > hardRecs || lim.HardMaxBytes > 0 && len(bt) > lim.HardMaxBytes):
+			// The first batch cannot fit the credits: its records, as many
+			// as fit.
+			rl := lim
+			rl.MaxRecords = min(lim.MaxRecords, hardRecs)
+			if _, err := appendRecords(it, bt, next, rl, res); err != nil {
+				return false, err
+			}
+			return true, nil
+		case res.Count > 0 && (res.Count+covered > lim.MaxRecords || res.Bytes+len(bt) > lim.MaxBytes):
+			flush()
+			return true, nil
+		}
+		if run < 0 {
+			run = start
+		}
+		runEnd = pos
+		res.Count += covered
+		res.Bytes += len(bt)
+		*next = bt.NextOffset()
+	}
+	flush()
+	return false, nil
+}
 
 // appendRecords decodes the records of payload (record batches: an entry,
 // or an interval of a segment) from *next on into res, within lim, moving
@@ -954,6 +1044,7 @@ func appendRecords(it *record.Iterator, payload []byte, next *int64, lim Limits,
 				r.Headers = slices.Clone(rec.Headers)
 			}
 			res.Records = append(res.Records, r)
+			res.Count++
 			res.Bytes += size
 			*next = rec.Offset + 1
 		}

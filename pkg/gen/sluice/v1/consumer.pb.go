@@ -100,8 +100,18 @@ type FetchRequest struct {
 	// With START_POSITION_TIMESTAMP: the first record whose timestamp is at
 	// or after this time (ms since the Unix epoch).
 	StartTimestampMs int64 `protobuf:"varint,8,opt,name=start_timestamp_ms,json=startTimestampMs,proto3" json:"start_timestamp_ms,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Return the stored record batches as they are, in `record_batches`,
+	// instead of one `records` message per record: Kafka RecordBatch v2
+	// bytes (magic 2, CRC32C, compressed as the producer sent them), decoded
+	// by the client. For SDKs that read the format; browsers and JSON clients
+	// leave it unset. A response then holds whole batches: `max_records`
+	// counts the offsets a batch covers from the requested offset on, and
+	// the first batch is returned even beyond `max_bytes`. When the first
+	// batch covers more offsets than `max_records`, that response falls back
+	// to `records`. Control batches (transaction markers) are never returned.
+	RecordBatches bool `protobuf:"varint,9,opt,name=record_batches,json=recordBatches,proto3" json:"record_batches,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *FetchRequest) Reset() {
@@ -190,6 +200,13 @@ func (x *FetchRequest) GetStartTimestampMs() int64 {
 	return 0
 }
 
+func (x *FetchRequest) GetRecordBatches() bool {
+	if x != nil {
+		return x.RecordBatches
+	}
+	return false
+}
+
 // FetchResponse returns records in offset order.
 type FetchResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -203,8 +220,17 @@ type FetchResponse struct {
 	NextOffset int64 `protobuf:"varint,4,opt,name=next_offset,json=nextOffset,proto3" json:"next_offset,omitempty"`
 	// Time in milliseconds the response was delayed by a quota (0 if none).
 	ThrottleTimeMs int32 `protobuf:"varint,5,opt,name=throttle_time_ms,json=throttleTimeMs,proto3" json:"throttle_time_ms,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// With `record_batches` requested: stored record batches in offset
+	// order, each element one or more whole batches back to back. The first
+	// batch may start before the requested offset: skip its records below
+	// it. Either this or `records` is set, never both.
+	RecordBatches [][]byte `protobuf:"bytes,6,rep,name=record_batches,json=recordBatches,proto3" json:"record_batches,omitempty"`
+	// The offset this response read from: the requested one, or where
+	// `start` resolved to. Records of `record_batches` below it are not part
+	// of the answer.
+	Offset        int64 `protobuf:"varint,7,opt,name=offset,proto3" json:"offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *FetchResponse) Reset() {
@@ -272,6 +298,20 @@ func (x *FetchResponse) GetThrottleTimeMs() int32 {
 	return 0
 }
 
+func (x *FetchResponse) GetRecordBatches() [][]byte {
+	if x != nil {
+		return x.RecordBatches
+	}
+	return nil
+}
+
+func (x *FetchResponse) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
 // SubscribeRequest starts a group member session.
 type SubscribeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -292,7 +332,15 @@ type SubscribeRequest struct {
 	ReadCommitted bool `protobuf:"varint,6,opt,name=read_committed,json=readCommitted,proto3" json:"read_committed,omitempty"`
 	// Free-form description shown by DescribeGroup (host, SDK version); at
 	// most 1 KiB.
-	ClientInfo    string `protobuf:"bytes,7,opt,name=client_info,json=clientInfo,proto3" json:"client_info,omitempty"`
+	ClientInfo string `protobuf:"bytes,7,opt,name=client_info,json=clientInfo,proto3" json:"client_info,omitempty"`
+	// Deliver stored record batches as they are (see
+	// FetchRequest.record_batches) in RecordsDelivered.record_batches. Credits
+	// are then spent per batch: the offsets it covers from the delivery
+	// position on, and its stored size in bytes (compressed as produced).
+	// A batch is sent only when both fit the credits left; a first batch that
+	// cannot fit the credits at all is delivered as `records` instead, within
+	// the credits. Every delivery reports what it spent in `credits_spent`.
+	RecordBatches bool `protobuf:"varint,8,opt,name=record_batches,json=recordBatches,proto3" json:"record_batches,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -376,13 +424,20 @@ func (x *SubscribeRequest) GetClientInfo() string {
 	return ""
 }
 
+func (x *SubscribeRequest) GetRecordBatches() bool {
+	if x != nil {
+		return x.RecordBatches
+	}
+	return false
+}
+
 // Credits bound what the server may send on a session.
 type Credits struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Records the server may send.
 	Records int64 `protobuf:"varint,1,opt,name=records,proto3" json:"records,omitempty"`
-	// Record bytes (key + value + header keys and values) the server may
-	// send. Strict: a record larger than the bytes left waits until more are
+	// Record bytes (key + value + header keys and values; for stored batches,
+	// their size) the server may send. Strict: a record larger than the bytes left waits until more are
 	// granted, so grant at least the largest record size (the topic's
 	// max.message.bytes) at a time.
 	Bytes         int64 `protobuf:"varint,2,opt,name=bytes,proto3" json:"bytes,omitempty"`
@@ -775,6 +830,12 @@ type RecordsDelivered struct {
 	Records []*ConsumedRecord `protobuf:"bytes,4,rep,name=records,proto3" json:"records,omitempty"`
 	// Partition high watermark when the records were read.
 	HighWatermark int64 `protobuf:"varint,5,opt,name=high_watermark,json=highWatermark,proto3" json:"high_watermark,omitempty"`
+	// On sessions with `record_batches`: stored record batches in offset
+	// order (see FetchResponse.record_batches); either this or `records` is
+	// set, never both.
+	RecordBatches [][]byte `protobuf:"bytes,6,rep,name=record_batches,json=recordBatches,proto3" json:"record_batches,omitempty"`
+	// On sessions with `record_batches`: the credits this delivery spent.
+	CreditsSpent  *Credits `protobuf:"bytes,7,opt,name=credits_spent,json=creditsSpent,proto3" json:"credits_spent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -842,6 +903,20 @@ func (x *RecordsDelivered) GetHighWatermark() int64 {
 		return x.HighWatermark
 	}
 	return 0
+}
+
+func (x *RecordsDelivered) GetRecordBatches() [][]byte {
+	if x != nil {
+		return x.RecordBatches
+	}
+	return nil
+}
+
+func (x *RecordsDelivered) GetCreditsSpent() *Credits {
+	if x != nil {
+		return x.CreditsSpent
+	}
+	return nil
 }
 
 // GrantCreditsRequest adds credits to a session.
@@ -1225,7 +1300,7 @@ var File_sluice_v1_consumer_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_consumer_proto_rawDesc = "" +
 	"\n" +
-	"\x18sluice/v1/consumer.proto\x12\tsluice.v1\x1a\x16sluice/v1/record.proto\"\x96\x02\n" +
+	"\x18sluice/v1/consumer.proto\x12\tsluice.v1\x1a\x16sluice/v1/record.proto\"\xbd\x02\n" +
 	"\fFetchRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
@@ -1235,14 +1310,17 @@ const file_sluice_v1_consumer_proto_rawDesc = "" +
 	"\vmax_wait_ms\x18\x05 \x01(\x05R\tmaxWaitMs\x12\x1b\n" +
 	"\tmax_bytes\x18\x06 \x01(\x05R\bmaxBytes\x12.\n" +
 	"\x05start\x18\a \x01(\x0e2\x18.sluice.v1.StartPositionR\x05start\x12,\n" +
-	"\x12start_timestamp_ms\x18\b \x01(\x03R\x10startTimestampMs\"\xe0\x01\n" +
+	"\x12start_timestamp_ms\x18\b \x01(\x03R\x10startTimestampMs\x12%\n" +
+	"\x0erecord_batches\x18\t \x01(\bR\rrecordBatches\"\x9f\x02\n" +
 	"\rFetchResponse\x123\n" +
 	"\arecords\x18\x01 \x03(\v2\x19.sluice.v1.ConsumedRecordR\arecords\x12%\n" +
 	"\x0ehigh_watermark\x18\x02 \x01(\x03R\rhighWatermark\x12(\n" +
 	"\x10log_start_offset\x18\x03 \x01(\x03R\x0elogStartOffset\x12\x1f\n" +
 	"\vnext_offset\x18\x04 \x01(\x03R\n" +
 	"nextOffset\x12(\n" +
-	"\x10throttle_time_ms\x18\x05 \x01(\x05R\x0ethrottleTimeMs\"\x94\x02\n" +
+	"\x10throttle_time_ms\x18\x05 \x01(\x05R\x0ethrottleTimeMs\x12%\n" +
+	"\x0erecord_batches\x18\x06 \x03(\fR\rrecordBatches\x12\x16\n" +
+	"\x06offset\x18\a \x01(\x03R\x06offset\"\xbb\x02\n" +
 	"\x10SubscribeRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x16\n" +
 	"\x06topics\x18\x02 \x03(\tR\x06topics\x12,\n" +
@@ -1251,7 +1329,8 @@ const file_sluice_v1_consumer_proto_rawDesc = "" +
 	"\x05start\x18\x05 \x01(\x0e2\x18.sluice.v1.StartPositionR\x05start\x12%\n" +
 	"\x0eread_committed\x18\x06 \x01(\bR\rreadCommitted\x12\x1f\n" +
 	"\vclient_info\x18\a \x01(\tR\n" +
-	"clientInfo\"9\n" +
+	"clientInfo\x12%\n" +
+	"\x0erecord_batches\x18\b \x01(\bR\rrecordBatches\"9\n" +
 	"\aCredits\x12\x18\n" +
 	"\arecords\x18\x01 \x01(\x03R\arecords\x12\x14\n" +
 	"\x05bytes\x18\x02 \x01(\x03R\x05bytes\"\xcc\x01\n" +
@@ -1277,13 +1356,15 @@ const file_sluice_v1_consumer_proto_rawDesc = "" +
 	"\x05added\x18\x01 \x03(\v2\x19.sluice.v1.PartitionLeaseR\x05added\x123\n" +
 	"\arevoked\x18\x02 \x03(\v2\x19.sluice.v1.PartitionLeaseR\arevoked\x12\x12\n" +
 	"\x04lost\x18\x03 \x01(\bR\x04lost\x12*\n" +
-	"\x11revoke_timeout_ms\x18\x04 \x01(\x05R\x0frevokeTimeoutMs\"\xb8\x01\n" +
+	"\x11revoke_timeout_ms\x18\x04 \x01(\x05R\x0frevokeTimeoutMs\"\x98\x02\n" +
 	"\x10RecordsDelivered\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x14\n" +
 	"\x05epoch\x18\x03 \x01(\x03R\x05epoch\x123\n" +
 	"\arecords\x18\x04 \x03(\v2\x19.sluice.v1.ConsumedRecordR\arecords\x12%\n" +
-	"\x0ehigh_watermark\x18\x05 \x01(\x03R\rhighWatermark\"x\n" +
+	"\x0ehigh_watermark\x18\x05 \x01(\x03R\rhighWatermark\x12%\n" +
+	"\x0erecord_batches\x18\x06 \x03(\fR\rrecordBatches\x127\n" +
+	"\rcredits_spent\x18\a \x01(\v2\x12.sluice.v1.CreditsR\fcreditsSpent\"x\n" +
 	"\x13GrantCreditsRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1d\n" +
 	"\n" +
@@ -1365,23 +1446,24 @@ var file_sluice_v1_consumer_proto_depIdxs = []int32{
 	7,  // 7: sluice.v1.AssignmentChanged.added:type_name -> sluice.v1.PartitionLease
 	7,  // 8: sluice.v1.AssignmentChanged.revoked:type_name -> sluice.v1.PartitionLease
 	17, // 9: sluice.v1.RecordsDelivered.records:type_name -> sluice.v1.ConsumedRecord
-	4,  // 10: sluice.v1.GrantCreditsRequest.credits:type_name -> sluice.v1.Credits
-	13, // 11: sluice.v1.CommitRequest.offsets:type_name -> sluice.v1.CommitOffset
-	1,  // 12: sluice.v1.ConsumerService.Fetch:input_type -> sluice.v1.FetchRequest
-	3,  // 13: sluice.v1.ConsumerService.Subscribe:input_type -> sluice.v1.SubscribeRequest
-	10, // 14: sluice.v1.ConsumerService.GrantCredits:input_type -> sluice.v1.GrantCreditsRequest
-	12, // 15: sluice.v1.ConsumerService.Commit:input_type -> sluice.v1.CommitRequest
-	15, // 16: sluice.v1.ConsumerService.Leave:input_type -> sluice.v1.LeaveRequest
-	2,  // 17: sluice.v1.ConsumerService.Fetch:output_type -> sluice.v1.FetchResponse
-	5,  // 18: sluice.v1.ConsumerService.Subscribe:output_type -> sluice.v1.SubscribeResponse
-	11, // 19: sluice.v1.ConsumerService.GrantCredits:output_type -> sluice.v1.GrantCreditsResponse
-	14, // 20: sluice.v1.ConsumerService.Commit:output_type -> sluice.v1.CommitResponse
-	16, // 21: sluice.v1.ConsumerService.Leave:output_type -> sluice.v1.LeaveResponse
-	17, // [17:22] is the sub-list for method output_type
-	12, // [12:17] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	4,  // 10: sluice.v1.RecordsDelivered.credits_spent:type_name -> sluice.v1.Credits
+	4,  // 11: sluice.v1.GrantCreditsRequest.credits:type_name -> sluice.v1.Credits
+	13, // 12: sluice.v1.CommitRequest.offsets:type_name -> sluice.v1.CommitOffset
+	1,  // 13: sluice.v1.ConsumerService.Fetch:input_type -> sluice.v1.FetchRequest
+	3,  // 14: sluice.v1.ConsumerService.Subscribe:input_type -> sluice.v1.SubscribeRequest
+	10, // 15: sluice.v1.ConsumerService.GrantCredits:input_type -> sluice.v1.GrantCreditsRequest
+	12, // 16: sluice.v1.ConsumerService.Commit:input_type -> sluice.v1.CommitRequest
+	15, // 17: sluice.v1.ConsumerService.Leave:input_type -> sluice.v1.LeaveRequest
+	2,  // 18: sluice.v1.ConsumerService.Fetch:output_type -> sluice.v1.FetchResponse
+	5,  // 19: sluice.v1.ConsumerService.Subscribe:output_type -> sluice.v1.SubscribeResponse
+	11, // 20: sluice.v1.ConsumerService.GrantCredits:output_type -> sluice.v1.GrantCreditsResponse
+	14, // 21: sluice.v1.ConsumerService.Commit:output_type -> sluice.v1.CommitResponse
+	16, // 22: sluice.v1.ConsumerService.Leave:output_type -> sluice.v1.LeaveResponse
+	18, // [18:23] is the sub-list for method output_type
+	13, // [13:18] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_consumer_proto_init() }
