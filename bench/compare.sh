@@ -218,10 +218,17 @@ profile() {
       curl -sf -m 40 -o "$f" "http://${target#*=}/debug/pprof/profile?seconds=20" &
     done
     wait
-    for f in "$out/profiles/$sys-$w-r$rep"-*.pprof; do
-      [ -s "$f" ] && go tool pprof -top -nodecount 25 "$bin" "$f" > "${f%.pprof}.top.txt" 2>/dev/null || true
-    done
   ) &
+}
+
+# summarize_profiles: a `go tool pprof -top` summary beside every profile. Run after all the
+# runs: `go tool pprof` (re)builds pprof and costs a core for a moment, which inside a
+# measured window showed up in S2's tail.
+summarize_profiles() {
+  local f
+  for f in "$out"/profiles/*.pprof; do
+    [ -s "$f" ] && go tool pprof -top -nodecount 25 "$bin" "$f" > "${f%.pprof}.top.txt" 2>/dev/null || true
+  done
 }
 
 # rate_of DIR: the publish rate a finished run held (0 when it did not finish).
@@ -300,4 +307,5 @@ if [ "${LEDGER:-0}" = 1 ]; then
   QUICK=$quick bash bench/ledger-compare.sh "$out/ledger" || say "ledger-compare failed; see its output above"
 fi
 say "all runs done in $(( ($(date +%s) - start) / 60 )) min; writing the report"
+summarize_profiles
 bash bench/report.sh "$out"

@@ -10,7 +10,9 @@
 #
 # Environment: SLUICE_CASSANDRA_PORT (9042), SLUICE_CASSANDRA_STORAGE_PORT (7000),
 # SLUICE_CASSANDRA_JMX_PORT (7199), SLUICE_CASSANDRA_START_TIMEOUT (180),
-# SLUICE_CASSANDRA_HEAP (1G), SLUICE_CASSANDRA_JAVA (a Java 11 or 17 `java`; found if unset).
+# SLUICE_CASSANDRA_HEAP (1G), SLUICE_CASSANDRA_JAVA (a Java 11 or 17 `java`; found if unset),
+# SLUICE_CASSANDRA_JVM_OPTS (extra JVM flags, space-separated, e.g. GC settings to try).
+# GC pauses are logged to DATA/logs/gc.log (with wall-clock times, to line up with traces).
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -153,9 +155,15 @@ up() {
     -Dcassandra.skip_wait_for_gossip_to_settle=0 # one node: no gossip to wait for
     -Dcassandra.unsafesystem=true                # no fsync for system tables: faster schema changes
     "-XX:ErrorFile=$DATA/logs/hs_err_%p.log"
+    "-Xlog:gc:file=$DATA/logs/gc.log:time,uptime:filecount=3,filesize=10m"
     -cp "$CONF:$LIB/*"
     org.apache.cassandra.service.CassandraDaemon
   )
+  if [[ -n ${SLUICE_CASSANDRA_JVM_OPTS:-} ]]; then
+    local -a extra
+    read -r -a extra <<< "$SLUICE_CASSANDRA_JVM_OPTS"
+    args=("${extra[@]}" "${args[@]}")
+  fi
   log "cassandra: starting $CASSANDRA_VERSION on 127.0.0.1:$PORT with $java (log: $(logfile "$NAME"))"
   start_bg "$NAME" "$java" "${args[@]}"
   wait_for "$NAME" "$START_TIMEOUT" cql_answers

@@ -6,6 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
+	"net/http/pprof"
 	"strings"
 	"time"
 
@@ -25,6 +28,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	brokers := fs.String("brokers", "", "kafka: bootstrap brokers, host:port,host:port,... (required for kafka)")
 	sluiceAddr := fs.String("sluice-addr", "127.0.0.1:7420", "sluice: sluice dev's address, or an ingest copy's (ProducerService and the topic admin RPCs)")
 	sluiceFetchAddr := fs.String("sluice-fetch-addr", "", "sluice: a fetch copy's address for the consumers (default --sluice-addr)")
+	pprofAddr := fs.String("pprof", "", "serve the load generator's own /debug/pprof/ (profiles, execution traces) on this address, e.g. 127.0.0.1:17520")
 	sluicePerRecord := fs.Bool("sluice-per-record", false, "sluice: consumers ask for one message per record (as browsers do) instead of the stored record batches")
 	workloadPath := fs.String("workload", "", "workload YAML file, e.g. bench/workloads/s1.yaml (required)")
 	out := fs.String("out", "", "directory for results.json and results.md (created; required)")
@@ -102,6 +106,13 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	if *pprofAddr != "" {
+		stop, err := servePprof(*pprofAddr)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 
 	var drv loadgen.Driver
 	switch *driver {
@@ -170,4 +181,29 @@ func (f *kvFlag) Set(s string) error {
 	}
 	f.m[k] = v
 	return nil
+}
+
+// servePprof serves net/http/pprof on addr until stop is called (which
+// waits for the server goroutine).
+func servePprof(addr string) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--pprof %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan struct{})
+	go func() { // owned here: stop closes the server and waits
+		defer close(done)
+		_ = srv.Serve(ln)
+	}()
+	return func() {
+		_ = srv.Close()
+		<-done
+	}, nil
 }
