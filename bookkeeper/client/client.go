@@ -43,6 +43,7 @@ type Client struct {
 	lacMuxes map[string]*lacMux
 
 	stats clientStats
+	slow  slowAdds
 }
 
 // New returns a client. It starts no goroutine: writers start theirs.

@@ -23,6 +23,7 @@ const (
 	DefaultSpeculativeReadTimeout  = 100 * time.Millisecond
 	DefaultSpeculativeLacTimeout   = 20 * time.Millisecond
 	DefaultTickInterval            = 5 * time.Millisecond
+	DefaultSlowAdd                 = 100 * time.Millisecond
 	DefaultLacPollTimeout          = 2 * time.Second
 	DefaultMetadataRefreshInterval = 15 * time.Second
 	DefaultRegistryRefreshInterval = time.Second
@@ -112,6 +113,12 @@ type Config struct {
 	// entries within about one interval; add deadlines are checked at each
 	// tick. Zero means DefaultTickInterval; within [100µs, 1s].
 	TickInterval time.Duration
+	// SlowAdd: an append acknowledged this long after the writer took it
+	// is logged (at most once a second per client, with a count of the
+	// others) with the time each bookie of its write set took to answer,
+	// so a tail can be traced to a bookie, or to waiting for an earlier
+	// entry. Zero means DefaultSlowAdd; within [1ms, 1h].
+	SlowAdd time.Duration
 	// LacPollTimeout is one WaitLAC long-poll round (ReadLac's wait on the
 	// bookies); at most 30 s. Zero means DefaultLacPollTimeout.
 	LacPollTimeout time.Duration
@@ -189,6 +196,7 @@ func (c Config) withDefaults() Config {
 	defD(&c.SpeculativeReadTimeout, DefaultSpeculativeReadTimeout)
 	defD(&c.SpeculativeLacTimeout, DefaultSpeculativeLacTimeout)
 	defD(&c.TickInterval, DefaultTickInterval)
+	defD(&c.SlowAdd, DefaultSlowAdd)
 	defD(&c.LacPollTimeout, DefaultLacPollTimeout)
 	defD(&c.MetadataRefreshInterval, DefaultMetadataRefreshInterval)
 	defD(&c.RegistryRefreshInterval, DefaultRegistryRefreshInterval)
@@ -236,6 +244,7 @@ func (c Config) Validate() error {
 		{"SpeculativeReadTimeout", c.SpeculativeReadTimeout, time.Microsecond, maxTimeout},
 		{"SpeculativeLacTimeout", c.SpeculativeLacTimeout, time.Microsecond, maxTimeout},
 		{"TickInterval", c.TickInterval, 100 * time.Microsecond, time.Second},
+		{"SlowAdd", c.SlowAdd, time.Millisecond, time.Hour},
 		{"LacPollTimeout", c.LacPollTimeout, time.Millisecond, maxLacPoll},
 		{"MetadataRefreshInterval", c.MetadataRefreshInterval, time.Millisecond, maxTimeout},
 		{"RegistryRefreshInterval", c.RegistryRefreshInterval, time.Microsecond, maxTimeout},

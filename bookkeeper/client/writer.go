@@ -316,6 +316,15 @@ type writerLoop struct {
 type waitingAppend struct {
 	entry int64
 	done  func(int64, error)
+	start time.Time    // when the writer took it
+	acks  []bookieTime // answers so far, in arrival order (for the slow-add log)
+}
+
+// bookieTime is when a bookie answered an add, after the writer took it.
+type bookieTime struct {
+	bookie string
+	after  time.Duration
+	failed bool
 }
 
 type opKind uint8
@@ -365,7 +374,9 @@ func (w *Writer) run(lw *ledger.Writer, m catalog.LedgerMetadata) {
 			l.request(r)
 		case <-l.adds.in.wake:
 			wake()
-			l.stepAll(l.adds.answerAll())
+			evs := l.adds.answerAll()
+			l.noteAnswers(evs)
+			l.stepAll(evs)
 		case res := <-l.op:
 			wake()
 			l.opDone(res)
@@ -412,7 +423,7 @@ func (l *writerLoop) request(r writerReq) {
 		l.w.cbs.push(callback{fn: r.done, entry: -1, err: fmt.Errorf("append to ledger %d: %w", l.w.id, err)})
 		return
 	}
-	l.waiting = append(l.waiting, waitingAppend{entry: entry, done: r.done})
+	l.waiting = append(l.waiting, waitingAppend{entry: entry, done: r.done, start: l.w.c.cfg.Now()})
 	l.do(acts)
 }
 
@@ -476,8 +487,43 @@ func (l *writerLoop) settle(entry int64, err error) {
 	wa := l.waiting[0]
 	l.waiting[0] = waitingAppend{}
 	l.waiting = l.waiting[1:]
+	if err == nil {
+		l.w.c.slow.note(l.w.c, int64(l.w.id), &wa)
+	}
 	l.w.cbs.push(callback{fn: wa.done, entry: entry, err: err})
 }
+
+// noteAnswers records when each bookie answered a waiting append.
+func (l *writerLoop) noteAnswers(evs []ledger.Event) {
+	if len(l.waiting) == 0 {
+		return
+	}
+	now := l.w.c.cfg.Now()
+	first := l.waiting[0].entry
+	for _, ev := range evs {
+		var bt bookieTime
+		var entry int64
+		switch e := ev.(type) {
+		case ledger.AddAcked:
+			bt, entry = bookieTime{bookie: e.Bookie}, e.Entry
+		case ledger.AddFailed:
+			bt, entry = bookieTime{bookie: e.Bookie, failed: true}, e.Entry
+		default:
+			continue
+		}
+		if i := entry - first; i >= 0 && i < int64(len(l.waiting)) {
+			wa := &l.waiting[i]
+			if len(wa.acks) < maxNotedAnswers {
+				bt.after = now.Sub(wa.start)
+				wa.acks = append(wa.acks, bt)
+			}
+		}
+	}
+}
+
+// maxNotedAnswers bounds the answers kept per waiting append (an
+// ensemble change resends it to new bookies).
+const maxNotedAnswers = 8
 
 func (l *writerLoop) startOp(f func(context.Context) opResult) {
 	if l.opRunning {

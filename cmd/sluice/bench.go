@@ -29,6 +29,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	sluiceAddr := fs.String("sluice-addr", "127.0.0.1:7420", "sluice: sluice dev's address, or an ingest copy's (ProducerService and the topic admin RPCs)")
 	sluiceFetchAddr := fs.String("sluice-fetch-addr", "", "sluice: a fetch copy's address for the consumers (default --sluice-addr)")
 	pprofAddr := fs.String("pprof", "", "serve the load generator's own /debug/pprof/ (profiles, execution traces) on this address, e.g. 127.0.0.1:17520")
+	sluiceSlowBatch := fs.Duration("sluice-slow-batch", 0, "sluice: log produce batches acknowledged later than this after their first record (at most one line a second), with when they were sent")
 	sluicePerRecord := fs.Bool("sluice-per-record", false, "sluice: consumers ask for one message per record (as browsers do) instead of the stored record batches")
 	workloadPath := fs.String("workload", "", "workload YAML file, e.g. bench/workloads/s1.yaml (required)")
 	out := fs.String("out", "", "directory for results.json and results.md (created; required)")
@@ -133,7 +134,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	case "mem":
 		drv = memdriver.New()
 	case "sluice":
-		drv, err = sluicedriver.New(sluicedriver.Config{Addr: *sluiceAddr, FetchAddr: *sluiceFetchAddr, PerRecord: *sluicePerRecord})
+		drv, err = sluicedriver.New(sluicedriver.Config{Addr: *sluiceAddr, FetchAddr: *sluiceFetchAddr, PerRecord: *sluicePerRecord,
+			SlowBatch: *sluiceSlowBatch, SlowLog: stderr})
 		if err != nil {
 			return err
 		}

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -52,6 +53,12 @@ type Config struct {
 	// SessionTimeout is the consumers' group session timeout (zero: the
 	// server's default).
 	SessionTimeout time.Duration
+	// SlowBatch, when positive, logs (to SlowLog, at most once a second)
+	// produce batches acknowledged more than this long after their first
+	// record was produced, with how long they waited before being sent:
+	// where a publish tail comes from.
+	SlowBatch time.Duration
+	SlowLog   io.Writer
 	// PerRecord has the consumers ask for one message per record (what
 	// browsers and JSON clients get) instead of the stored record batches
 	// the Go SDK reads.
@@ -243,6 +250,9 @@ func (d *Driver) NewProducer(_ context.Context, topic string) (loadgen.Producer,
 	}
 	if d.cfg.BatchBytes > 0 {
 		opts = append(opts, sluice.WithBatchBytes(d.cfg.BatchBytes))
+	}
+	if d.cfg.SlowBatch > 0 && d.cfg.SlowLog != nil {
+		opts = append(opts, sluice.WithHooks(newSlowBatches(d.cfg.SlowBatch, d.cfg.SlowLog).hooks()))
 	}
 	p, err := d.c.NewProducer(opts...)
 	if err != nil {
