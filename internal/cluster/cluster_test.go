@@ -425,6 +425,70 @@ func TestProduceStreamPipelines(t *testing.T) {
 	}
 }
 
+// With any_order, every request is answered once with its correlation id,
+// and the answers of each partition come in send order with dense offsets
+// (whatever the order across partitions).
+func TestProduceStreamAnswersInAnyOrder(t *testing.T) {
+	c, _ := start(t, t.TempDir())
+	admin, prod := clients(c, connect.WithGRPC())
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const parts, n = 4, 400
+	if _, err := admin.CreateTopic(ctx, connect.NewRequest(&sluicev1.CreateTopicRequest{Name: "u", Partitions: parts})); err != nil {
+		t.Fatal(err)
+	}
+	waitOwnerLive(t, c, "ingest-1")
+	stream := prod.ProduceStream(ctx)
+	go func() {
+		for i := range n {
+			p := int32(i % parts)
+			req := &sluicev1.ProduceStreamRequest{CorrelationId: uint64(i), AnyOrder: true, Request: &sluicev1.ProduceRequest{
+				Topic: "u", Partition: &p, Records: []*sluicev1.Record{{Value: fmt.Appendf(nil, "m%d", i)}}}}
+			if i == 9 {
+				req.Request.Topic = "missing"
+			}
+			if err := stream.Send(req); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+		_ = stream.CloseRequest()
+	}()
+	seen := map[uint64]bool{}
+	next := make([]int64, parts)
+	lastIdx := make([]int, parts)
+	for p := range lastIdx {
+		lastIdx[p] = -1
+	}
+	for range n {
+		resp, err := stream.Receive()
+		if err != nil {
+			t.Fatalf("receive after %d answers: %v", len(seen), err)
+		}
+		id := resp.GetCorrelationId()
+		if id >= n || seen[id] {
+			t.Fatalf("answer for correlation id %d (seen before: %v)", id, seen[id])
+		}
+		seen[id] = true
+		if id == 9 {
+			if resp.GetError().GetCode() != int32(connect.CodeNotFound) {
+				t.Fatalf("answer 9 = %v; want NOT_FOUND", resp)
+			}
+			continue
+		}
+		p := int(id) % parts
+		res := resp.GetResponse().GetResults()
+		if len(res) != 1 || res[0].GetPartition() != int32(p) || res[0].GetOffset() != next[p] || int(id) < lastIdx[p] {
+			t.Fatalf("answer %d = %v; want partition %d offset %d after request %d", id, resp, p, next[p], lastIdx[p])
+		}
+		next[p]++
+		lastIdx[p] = int(id)
+	}
+	if err := stream.CloseResponse(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // An idempotent producer's batches (encoded client-side, as the SDK does)
 // are deduplicated: a retry returns the original offset and is not written
 // again, also after the whole cluster restarted (the new writer rebuilds

@@ -146,6 +146,7 @@ func (p *Producer) send(s *session, b *batch, now time.Time) {
 	s.corrs[p.corr] = b
 	req := &sluicev1.ProduceStreamRequest{
 		CorrelationId: p.corr,
+		AnyOrder:      true, // answers are matched by correlation id
 		Request: &sluicev1.ProduceRequest{
 			Topic:   ps.topic.name,
 			Batches: []*sluicev1.EncodedBatch{{Partition: ps.id, Data: b.data}},

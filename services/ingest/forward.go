@@ -129,7 +129,7 @@ func (s *Service) fwdStreamTo(address string) (*fwdStream, error) {
 		for {
 			select {
 			case r := <-fs.queue:
-				if err := stream.Send(&sluicev1.ProduceStreamRequest{CorrelationId: r.id, Request: r.req}); err != nil {
+				if err := stream.Send(&sluicev1.ProduceStreamRequest{CorrelationId: r.id, Request: r.req, AnyOrder: true}); err != nil {
 					fs.fail(err) // the receiver usually has the better error first
 					return
 				}

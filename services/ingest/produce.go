@@ -399,38 +399,9 @@ func (s *Service) ProduceStream(ctx context.Context, stream *connect.BidiStream[
 	if err != nil {
 		return err
 	}
-	type inflight struct {
-		id  uint64
-		pl  *plan
-		err error
-	}
-	queue := make(chan inflight, s.cfg.MaxStreamInFlight)
-	var wg sync.WaitGroup
-	var sendErr error
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for f := range queue {
-			out := &sluicev1.ProduceStreamResponse{CorrelationId: f.id}
-			err := f.err
-			if err == nil {
-				out.Response, err = s.finish(ctx, f.pl)
-				s.done(f.pl)
-			}
-			if err == nil {
-				err = s.throttle(ctx, client, f.pl, out.Response)
-			}
-			if err != nil {
-				out.Response = nil
-				out.Error = streamError(err)
-			}
-			if sendErr == nil {
-				sendErr = stream.Send(out)
-			}
-		}
-	}()
+	var ans streamAnswerer
 	var recvErr error
-	for {
+	for first := true; ; first = false {
 		req, err := stream.Receive()
 		if err != nil {
 			switch {
@@ -443,7 +414,15 @@ func (s *Service) ProduceStream(ctx context.Context, stream *connect.BidiStream[
 			}
 			break
 		}
-		f := inflight{id: req.GetCorrelationId()}
+		if first {
+			answer := func(f *inflight) *sluicev1.ProduceStreamResponse { return s.answer(ctx, client, f) }
+			if req.GetAnyOrder() {
+				ans = newUnorderedAnswerer(stream, answer, s.cfg.MaxStreamInFlight)
+			} else {
+				ans = newOrderedAnswerer(stream, answer, s.cfg.MaxStreamInFlight)
+			}
+		}
+		f := &inflight{id: req.GetCorrelationId()}
 		if req.GetRequest() == nil {
 			f.err = apierr.Invalid("request", "required")
 		} else if f.pl, f.err = s.prepare(ctx, req.GetRequest()); f.err == nil {
@@ -451,21 +430,177 @@ func (s *Service) ProduceStream(ctx context.Context, stream *connect.BidiStream[
 				s.start(ctx, f.pl, forwarded)
 			}
 		}
-		select {
-		case queue <- f:
-		case <-ctx.Done():
+		if !ans.add(ctx, f) {
 			recvErr = ctx.Err()
-		}
-		if recvErr != nil {
 			break
 		}
 	}
-	close(queue)
-	wg.Wait()
+	sendErr := error(nil)
+	if ans != nil {
+		sendErr = ans.close()
+	}
 	if recvErr != nil {
 		return recvErr
 	}
 	return sendErr
+}
+
+// inflight is one received ProduceStream request: its plan (started), or
+// why it fails.
+type inflight struct {
+	id  uint64
+	pl  *plan
+	err error
+}
+
+// answer waits for f's plan and builds its answer.
+func (s *Service) answer(ctx context.Context, client string, f *inflight) *sluicev1.ProduceStreamResponse {
+	out := &sluicev1.ProduceStreamResponse{CorrelationId: f.id}
+	err := f.err
+	if err == nil {
+		out.Response, err = s.finish(ctx, f.pl)
+		s.done(f.pl)
+	}
+	if err == nil {
+		err = s.throttle(ctx, client, f.pl, out.Response)
+	}
+	if err != nil {
+		out.Response = nil
+		out.Error = streamError(err)
+	}
+	return out
+}
+
+// streamAnswerer answers a ProduceStream's requests, at most max unanswered
+// at a time: add waits for room (false when ctx ended first); close waits
+// for every answer and returns the first send error.
+type streamAnswerer interface {
+	add(ctx context.Context, f *inflight) bool
+	close() error
+}
+
+type answerFunc func(*inflight) *sluicev1.ProduceStreamResponse
+
+type sender interface {
+	Send(*sluicev1.ProduceStreamResponse) error
+}
+
+// orderedAnswerer answers in the order received: one goroutine, owned by
+// the answerer (close waits for it), takes the requests from a queue.
+type orderedAnswerer struct {
+	queue   chan *inflight
+	done    chan struct{}
+	sendErr error // written by the goroutine, read after done
+}
+
+func newOrderedAnswerer(st sender, answer answerFunc, max int) *orderedAnswerer {
+	a := &orderedAnswerer{queue: make(chan *inflight, max), done: make(chan struct{})}
+	go func() {
+		defer close(a.done)
+		for f := range a.queue {
+			out := answer(f)
+			if a.sendErr == nil {
+				a.sendErr = st.Send(out)
+			}
+		}
+	}()
+	return a
+}
+
+func (a *orderedAnswerer) add(ctx context.Context, f *inflight) bool {
+	select {
+	case a.queue <- f:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (a *orderedAnswerer) close() error {
+	close(a.queue)
+	<-a.done
+	return a.sendErr
+}
+
+// unorderedAnswerer answers each request as soon as it is done (any_order):
+// a goroutine per unanswered request (at most max, owned by the answerer:
+// close waits for them), which first waits for the answers of the earlier
+// requests of its partitions, so a partition's answers keep their order.
+type unorderedAnswerer struct {
+	st     sender
+	answer answerFunc
+	slots  chan struct{}
+	wg     sync.WaitGroup
+	// last is, per partition, the answered channel of the latest request
+	// touching it; used by add only (the receive loop).
+	last map[partKey]chan struct{}
+
+	sendMu  sync.Mutex
+	sendErr error
+}
+
+type partKey struct {
+	topic     string
+	partition int
+}
+
+func newUnorderedAnswerer(st sender, answer answerFunc, max int) *unorderedAnswerer {
+	return &unorderedAnswerer{st: st, answer: answer, slots: make(chan struct{}, max), last: map[partKey]chan struct{}{}}
+}
+
+func (a *unorderedAnswerer) add(ctx context.Context, f *inflight) bool {
+	select {
+	case a.slots <- struct{}{}:
+	case <-ctx.Done():
+		return false
+	}
+	answered := make(chan struct{})
+	var before []chan struct{}
+	if f.pl != nil {
+		for p := range f.pl.parts {
+			k := partKey{f.pl.topic.Name, p}
+			if prev := a.last[k]; prev != nil {
+				before = append(before, prev)
+			}
+			a.last[k] = answered
+		}
+	}
+	if len(a.last) > 4*cap(a.slots) {
+		a.forgetAnswered()
+	}
+	a.wg.Go(func() {
+		defer func() { <-a.slots }()
+		defer close(answered)
+		out := a.answer(f)
+		for _, b := range before {
+			<-b // never blocks forever: earlier goroutines do not wait for later ones
+		}
+		a.sendMu.Lock()
+		if a.sendErr == nil {
+			a.sendErr = a.st.Send(out)
+		}
+		a.sendMu.Unlock()
+	})
+	return true
+}
+
+// forgetAnswered drops the partitions whose latest request is answered,
+// so last stays bounded by the unanswered requests.
+func (a *unorderedAnswerer) forgetAnswered() {
+	for k, ch := range a.last {
+		select {
+		case <-ch:
+			delete(a.last, k)
+		default:
+		}
+	}
+}
+
+func (a *unorderedAnswerer) close() error {
+	a.wg.Wait()
+	a.sendMu.Lock()
+	defer a.sendMu.Unlock()
+	return a.sendErr
 }
 
 func streamError(err error) *sluicev1.ProduceError {

@@ -307,6 +307,14 @@ type ProduceStreamRequest struct {
 	// Producer epoch; a request with an older epoch than the partition's
 	// latest is FAILED_PRECONDITION (fenced).
 	ProducerEpoch int32 `protobuf:"varint,4,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	// Answer each request as soon as it is durable instead of in the order
+	// received; answers of requests that share a partition keep their
+	// order. Read from the stream's first request and applied to the whole
+	// stream. Without it one slow request (a partition whose bookies
+	// answered late) holds back the answers of every request after it, and
+	// once `max_in_flight` are waiting, the stream stops reading. The Go SDK
+	// sets it and matches answers by correlation id.
+	AnyOrder      bool `protobuf:"varint,5,opt,name=any_order,json=anyOrder,proto3" json:"any_order,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -367,6 +375,13 @@ func (x *ProduceStreamRequest) GetProducerEpoch() int32 {
 		return x.ProducerEpoch
 	}
 	return 0
+}
+
+func (x *ProduceStreamRequest) GetAnyOrder() bool {
+	if x != nil {
+		return x.AnyOrder
+	}
+	return false
 }
 
 // ProduceStreamResponse answers one ProduceStreamRequest.
@@ -539,13 +554,14 @@ const file_sluice_v1_producer_proto_rawDesc = "" +
 	"\rProduceResult\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x16\n" +
 	"\x06offset\x18\x02 \x01(\x03R\x06offset\x12\x1c\n" +
-	"\tduplicate\x18\x03 \x01(\bR\tduplicate\"\xba\x01\n" +
+	"\tduplicate\x18\x03 \x01(\bR\tduplicate\"\xd7\x01\n" +
 	"\x14ProduceStreamRequest\x12%\n" +
 	"\x0ecorrelation_id\x18\x01 \x01(\x04R\rcorrelationId\x123\n" +
 	"\arequest\x18\x02 \x01(\v2\x19.sluice.v1.ProduceRequestR\arequest\x12\x1f\n" +
 	"\vproducer_id\x18\x03 \x01(\x03R\n" +
 	"producerId\x12%\n" +
-	"\x0eproducer_epoch\x18\x04 \x01(\x05R\rproducerEpoch\"\xa5\x01\n" +
+	"\x0eproducer_epoch\x18\x04 \x01(\x05R\rproducerEpoch\x12\x1b\n" +
+	"\tany_order\x18\x05 \x01(\bR\banyOrder\"\xa5\x01\n" +
 	"\x15ProduceStreamResponse\x12%\n" +
 	"\x0ecorrelation_id\x18\x01 \x01(\x04R\rcorrelationId\x126\n" +
 	"\bresponse\x18\x02 \x01(\v2\x1a.sluice.v1.ProduceResponseR\bresponse\x12-\n" +

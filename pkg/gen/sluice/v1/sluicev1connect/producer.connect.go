@@ -47,8 +47,9 @@ type ProducerServiceClient interface {
 	// sticky. Suited to JSON, curl and browser clients.
 	Produce(context.Context, *connect.Request[v1.ProduceRequest]) (*connect.Response[v1.ProduceResponse], error)
 	// ProduceStream pipelines produce requests on one stream: the server
-	// answers every request, in the order received, with the same correlation
-	// id. Used by the Go SDK. At most `max_in_flight` (server config, default
+	// answers every request with the same correlation id, in the order
+	// received (or, with `any_order`, as each becomes durable). Used by the
+	// Go SDK. At most `max_in_flight` (server config, default
 	// 64) unanswered requests per stream; more wait (backpressure).
 	ProduceStream(context.Context) *connect.BidiStreamForClient[v1.ProduceStreamRequest, v1.ProduceStreamResponse]
 }
@@ -102,8 +103,9 @@ type ProducerServiceHandler interface {
 	// sticky. Suited to JSON, curl and browser clients.
 	Produce(context.Context, *connect.Request[v1.ProduceRequest]) (*connect.Response[v1.ProduceResponse], error)
 	// ProduceStream pipelines produce requests on one stream: the server
-	// answers every request, in the order received, with the same correlation
-	// id. Used by the Go SDK. At most `max_in_flight` (server config, default
+	// answers every request with the same correlation id, in the order
+	// received (or, with `any_order`, as each becomes durable). Used by the
+	// Go SDK. At most `max_in_flight` (server config, default
 	// 64) unanswered requests per stream; more wait (backpressure).
 	ProduceStream(context.Context, *connect.BidiStream[v1.ProduceStreamRequest, v1.ProduceStreamResponse]) error
 }
