@@ -118,7 +118,10 @@
 // to readers, who verify it again. Nothing recomputes it over another
 // layout. Frames carry no sync markers: the log is never scanned, only
 // read at locations the index gives, and a read checks that the frame
-// there decodes, passes its checksum and names the entry asked for.
+// there decodes, passes its checksum and names the entry asked for. A
+// flush writes each ledger's entries together, so ReadRange finds runs of
+// frames back to back and reads each run with one read (then checks every
+// frame in it the same way).
 //
 // # Index format (version 1, in Pebble; keys big-endian so they sort)
 //

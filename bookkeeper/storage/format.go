@@ -219,6 +219,12 @@ type location struct {
 	length uint32 // payload bytes (the frame is FrameHeaderSize more)
 }
 
+// precedes reports whether next's frame starts where l's ends, in the same
+// entry log file: the two can be read with one read.
+func (l location) precedes(next location) bool {
+	return l.file == next.file && l.offset+frameSize(int(l.length)) == next.offset
+}
+
 // encodeLocation encodes loc as the value of key. The checksum covers the
 // key too, so a value that ends up under another key does not verify.
 func encodeLocation(key []byte, loc location) []byte {

@@ -232,6 +232,7 @@ type Stats struct {
 	BufferFullErrs  uint64 // adds that gave up with ErrBufferFull
 	Reads           uint64 // entries returned by reads
 	ReadBytes       uint64 // payload bytes returned by reads
+	LogReads        uint64 // reads of entry log files: one per entry, or per run of adjacent entries in a range read
 	Flushes         uint64 // successful flushes
 	FlushedEntries  uint64 // entries written by flushes
 	FlushedBytes    uint64 // frame bytes written by flushes

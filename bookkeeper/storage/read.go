@@ -117,21 +117,75 @@ func (s *Storage) ReadRange(ledger, first, last int64, maxBytes int) ([]Entry, e
 	if maxBytes <= 0 || maxBytes > s.opts.MaxReadBytes {
 		maxBytes = s.opts.MaxReadBytes
 	}
+	// As ReadEntry: filesMu shared until every frame is read.
+	s.filesMu.RLock()
+	defer s.filesMu.RUnlock()
 	var out []Entry
+	var run []located // flushed entries next to each other in one entry log, not read yet
 	total := 0
-	for e := first; e <= last && e >= 0; e++ {
-		ent, err := s.ReadEntry(ledger, e)
-		if errors.Is(err, ErrNoSuchEntry) && len(out) > 0 {
-			break
+	readRun := func() error {
+		if len(run) == 0 {
+			return nil
 		}
+		ents, err := s.cache.readRun(ledger, run)
+		if err != nil {
+			return err
+		}
+		for _, e := range ents {
+			s.stats.reads.Add(1)
+			s.stats.readBytes.Add(uint64(len(e.Payload)))
+		}
+		out = append(out, ents...)
+		run = run[:0]
+		return nil
+	}
+	for e := first; e <= last && e >= 0; e++ {
+		ent, buffered, err := s.readBuffered(ledger, e)
 		if err != nil {
 			return nil, err
 		}
-		if len(out) > 0 && total+len(ent.Payload) > maxBytes {
+		var loc location
+		size := len(ent.Payload)
+		if !buffered {
+			var found bool
+			loc, found, err = s.lookup(entryKey(ledger, e))
+			if err != nil {
+				return nil, fmt.Errorf("entry %d/%d: %w", ledger, e, err)
+			}
+			if !found {
+				if len(out)+len(run) > 0 {
+					break
+				}
+				return nil, fmt.Errorf("%w: %d/%d", ErrNoSuchEntry, ledger, e)
+			}
+			size = int(loc.length)
+		}
+		if len(out)+len(run) > 0 && total+size > maxBytes {
 			break
 		}
-		out = append(out, ent)
-		total += len(ent.Payload)
+		total += size
+		if buffered {
+			if err := readRun(); err != nil {
+				return nil, err
+			}
+			out = append(out, ent)
+			continue
+		}
+		if n := len(run); n > 0 && !run[n-1].loc.precedes(loc) {
+			if err := readRun(); err != nil {
+				return nil, err
+			}
+		}
+		run = append(run, located{entry: e, loc: loc})
+	}
+	if err := readRun(); err != nil {
+		return nil, err
 	}
 	return out, nil
+}
+
+// located is an entry of a range read and where the index says it is.
+type located struct {
+	entry int64
+	loc   location
 }

@@ -259,7 +259,7 @@ func (s *Storage) Stats() Stats {
 	return Stats{
 		Adds: st.adds.Load(), AddBytes: st.addBytes.Load(), ReplayDropped: st.replayDropped.Load(),
 		BufferFullWaits: st.bufferWaits.Load(), BufferFullErrs: st.bufferErrs.Load(),
-		Reads: st.reads.Load(), ReadBytes: st.readBytes.Load(),
+		Reads: st.reads.Load(), ReadBytes: st.readBytes.Load(), LogReads: s.cache.logReads.Load(),
 		Flushes: st.flushes.Load(), FlushedEntries: st.flushedEntries.Load(), FlushedBytes: st.flushBytes.Load(),
 		FilesRemoved: st.filesRemoved.Load(), BytesReclaimed: st.bytesReclaimed.Load(), EntriesMoved: st.entriesMoved.Load(),
 		LogFiles: files,
