@@ -247,17 +247,21 @@ func (c *fileCache) close() {
 	}
 }
 
-// readRun reads the frames of run, which lie back to back in one entry log
-// (location.precedes), with one read, and verifies each as readFrame does.
-// The payloads share one buffer.
-func (c *fileCache) readRun(ledger int64, run []located) ([]Entry, error) {
-	if len(run) == 1 {
-		f, err := c.readFrame(ledger, run[0].entry, run[0].loc)
-		if err != nil {
-			return nil, err
-		}
-		return []Entry{{Ledger: ledger, Entry: run[0].entry, LAC: f.lac, Payload: f.payload, Checksum: f.crc}}, nil
+// readFrame reads and verifies the frame at loc, which the index gave for
+// (ledger, entry). A frame that does not decode, fails its checksum, or
+// names another entry is ErrCorrupt.
+func (c *fileCache) readFrame(ledger, entry int64, loc location) (frame, error) {
+	fs, err := c.readFrames(ledger, []located{{entry: entry, loc: loc}})
+	if err != nil {
+		return frame{}, err
 	}
+	return fs[0], nil
+}
+
+// readFrames reads the frames of run, which lie back to back in one entry
+// log (location.precedes), with one read, and verifies each as readFrame
+// says. The payloads share one buffer.
+func (c *fileCache) readFrames(ledger int64, run []located) ([]frame, error) {
 	first, end := run[0].loc, run[len(run)-1].loc
 	cf, err := c.acquire(first.file)
 	if err != nil {
@@ -272,15 +276,16 @@ func (c *fileCache) readRun(ledger int64, run []located) ([]Entry, error) {
 	n, err := cf.f.ReadAt(b, first.offset)
 	if n < len(b) {
 		if err == nil || errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("entries %d..%d of ledger %d: %w", run[0].entry, run[len(run)-1].entry, ledger,
-				corruptf("index points at entry log %d offset %d..%d, past the end of the file", first.file, first.offset, first.offset+int64(len(b))))
+			return nil, fmt.Errorf("entry %d/%d: %w", ledger, run[0].entry,
+				corruptf("index points at entry log %d offset %d length %d, past the end of the file", first.file, first.offset, len(b)))
 		}
 		return nil, fmt.Errorf("read entry log %d: %w", first.file, err)
 	}
-	out := make([]Entry, len(run))
+	out := make([]frame, len(run))
 	for i, r := range run {
 		at := r.loc.offset - first.offset
-		f, err := decodeFrame(b[at : at+frameSize(int(r.loc.length)) : at+frameSize(int(r.loc.length))])
+		size := frameSize(int(r.loc.length))
+		f, err := decodeFrame(b[at : at+size : at+size])
 		if err != nil {
 			return nil, fmt.Errorf("entry %d/%d in entry log %d at %d: %w", ledger, r.entry, r.loc.file, r.loc.offset, err)
 		}
@@ -288,40 +293,7 @@ func (c *fileCache) readRun(ledger int64, run []located) ([]Entry, error) {
 			return nil, fmt.Errorf("entry %d/%d: %w", ledger, r.entry,
 				corruptf("entry log %d at %d holds entry %d/%d", r.loc.file, r.loc.offset, f.ledger, f.entry))
 		}
-		out[i] = Entry{Ledger: ledger, Entry: r.entry, LAC: f.lac, Payload: f.payload, Checksum: f.crc}
+		out[i] = f
 	}
 	return out, nil
-}
-
-// readFrame reads and verifies the frame at loc, which the index gave for
-// (ledger, entry). A frame that does not decode, fails its checksum, or
-// names another entry is ErrCorrupt.
-func (c *fileCache) readFrame(ledger, entry int64, loc location) (frame, error) {
-	cf, err := c.acquire(loc.file)
-	if err != nil {
-		if durable.IsNotExist(err) {
-			return frame{}, fmt.Errorf("%w: entry %d/%d is in entry log %d, which is missing: %w", ErrDataLoss, ledger, entry, loc.file, err)
-		}
-		return frame{}, fmt.Errorf("open entry log %d: %w", loc.file, err)
-	}
-	defer c.release(cf)
-	b := make([]byte, frameSize(int(loc.length)))
-	c.logReads.Add(1)
-	n, err := cf.f.ReadAt(b, loc.offset)
-	if n < len(b) {
-		if err == nil || errors.Is(err, io.EOF) {
-			return frame{}, fmt.Errorf("entry %d/%d: %w", ledger, entry,
-				corruptf("index points at entry log %d offset %d length %d, past the end of the file", loc.file, loc.offset, loc.length))
-		}
-		return frame{}, fmt.Errorf("read entry log %d: %w", loc.file, err)
-	}
-	f, err := decodeFrame(b)
-	if err != nil {
-		return frame{}, fmt.Errorf("entry %d/%d in entry log %d at %d: %w", ledger, entry, loc.file, loc.offset, err)
-	}
-	if f.ledger != ledger || f.entry != entry {
-		return frame{}, fmt.Errorf("entry %d/%d: %w", ledger, entry,
-			corruptf("entry log %d at %d holds entry %d/%d", loc.file, loc.offset, f.ledger, f.entry))
-	}
-	return f, nil
 }

@@ -127,15 +127,15 @@ func (s *Storage) ReadRange(ledger, first, last int64, maxBytes int) ([]Entry, e
 		if len(run) == 0 {
 			return nil
 		}
-		ents, err := s.cache.readRun(ledger, run)
+		fs, err := s.cache.readFrames(ledger, run)
 		if err != nil {
 			return err
 		}
-		for _, e := range ents {
+		for i, f := range fs {
 			s.stats.reads.Add(1)
-			s.stats.readBytes.Add(uint64(len(e.Payload)))
+			s.stats.readBytes.Add(uint64(len(f.payload)))
+			out = append(out, Entry{Ledger: ledger, Entry: run[i].entry, LAC: f.lac, Payload: f.payload, Checksum: f.crc})
 		}
-		out = append(out, ents...)
 		run = run[:0]
 		return nil
 	}

@@ -34,7 +34,26 @@ type Limits struct {
 const (
 	MaxMaxBatchBytes        = 256 << 20
 	MaxMaxDecompressedBytes = 1 << 30
+	maxMaxRecords           = 1 << 24
+	maxMaxHeaders           = 1 << 16
 )
+
+// MaxLimits returns the widest Limits that Check accepts: for reading
+// batches that were checked against their own limits when they were
+// stored (a consumer of the batches a server sends), so that no batch the
+// server holds is refused.
+func MaxLimits() Limits {
+	return Limits{
+		MaxBatchBytes:        MaxMaxBatchBytes,
+		MaxRecords:           maxMaxRecords,
+		MaxDecompressedBytes: MaxMaxDecompressedBytes,
+		MaxKeyBytes:          MaxMaxDecompressedBytes,
+		MaxValueBytes:        MaxMaxDecompressedBytes,
+		MaxHeaders:           maxMaxHeaders,
+		MaxHeaderKeyBytes:    MaxMaxDecompressedBytes,
+		MaxHeaderValueBytes:  MaxMaxDecompressedBytes,
+	}
+}
 
 // DefaultLimits returns the limits used for zero fields.
 func DefaultLimits() Limits {
@@ -79,11 +98,11 @@ func (l Limits) Check() error {
 		}
 	}
 	check("MaxBatchBytes", l.MaxBatchBytes, MaxMaxBatchBytes)
-	check("MaxRecords", l.MaxRecords, 1<<24)
+	check("MaxRecords", l.MaxRecords, maxMaxRecords)
 	check("MaxDecompressedBytes", l.MaxDecompressedBytes, MaxMaxDecompressedBytes)
 	check("MaxKeyBytes", l.MaxKeyBytes, MaxMaxDecompressedBytes)
 	check("MaxValueBytes", l.MaxValueBytes, MaxMaxDecompressedBytes)
-	check("MaxHeaders", l.MaxHeaders, 1<<16)
+	check("MaxHeaders", l.MaxHeaders, maxMaxHeaders)
 	check("MaxHeaderKeyBytes", l.MaxHeaderKeyBytes, MaxMaxDecompressedBytes)
 	check("MaxHeaderValueBytes", l.MaxHeaderValueBytes, MaxMaxDecompressedBytes)
 	if l.MaxBatchBytes > 0 && l.MaxBatchBytes < HeaderSize+minRecordSize {

@@ -298,6 +298,22 @@ func TestLimitsCheck(t *testing.T) {
 			t.Errorf("Check does not report %s: %v", name, err)
 		}
 	}
+	// MaxLimits is the widest Check accepts: each field one more fails.
+	if err := MaxLimits().Check(); err != nil {
+		t.Fatalf("MaxLimits: %v", err)
+	}
+	for name, grow := range map[string]func(*Limits){
+		"MaxBatchBytes": func(l *Limits) { l.MaxBatchBytes++ },
+		"MaxRecords":    func(l *Limits) { l.MaxRecords++ },
+		"MaxHeaders":    func(l *Limits) { l.MaxHeaders++ },
+		"MaxValueBytes": func(l *Limits) { l.MaxValueBytes++ },
+	} {
+		l := MaxLimits()
+		grow(&l)
+		if err := l.Check(); err == nil || !bytes.Contains([]byte(err.Error()), []byte(name)) {
+			t.Errorf("MaxLimits with %s one larger: %v", name, err)
+		}
+	}
 }
 
 // SetProducer renumbers an encoded batch in place: the fields read back,

@@ -70,31 +70,19 @@ func consumedRecord(topic string, partition int32, r *sluicev1.ConsumedRecord) C
 	return out
 }
 
-// batchLimits bound the record batches the SDK decodes. The server checked
-// every batch against its own limits when it was produced and verifies its
-// CRC before sending it, so these are the format's outer bounds: a batch
-// the server stored is never refused here.
-var batchLimits = record.Limits{
-	MaxBatchBytes:        record.MaxMaxBatchBytes,
-	MaxRecords:           1 << 24,
-	MaxDecompressedBytes: record.MaxMaxDecompressedBytes,
-	MaxKeyBytes:          record.MaxMaxDecompressedBytes,
-	MaxValueBytes:        record.MaxMaxDecompressedBytes,
-	MaxHeaders:           1 << 16,
-	MaxHeaderKeyBytes:    record.MaxMaxDecompressedBytes,
-	MaxHeaderValueBytes:  record.MaxMaxDecompressedBytes,
-}
-
 // batchDecoder turns delivered record batches (record_batches) into
-// ConsumedRecords. Records of uncompressed batches alias the batch bytes
-// (the received message's own memory); those of a compressed batch alias a
-// buffer decompressed for that batch alone. Not safe for concurrent use.
+// ConsumedRecords. The server checked every batch against its limits when
+// it was produced and verifies its CRC before sending it, so the decoder
+// holds batches to the format's outer bounds (record.MaxLimits) only.
+// Records of uncompressed batches alias the batch bytes (the received
+// message's own memory); those of a compressed batch alias a buffer
+// decompressed for that batch alone. Not safe for concurrent use.
 type batchDecoder struct {
 	it *record.Iterator
 }
 
 func newBatchDecoder() *batchDecoder {
-	return &batchDecoder{it: record.NewIterator(batchLimits)}
+	return &batchDecoder{it: record.NewIterator(record.MaxLimits())}
 }
 
 // decode appends to out the records at or after offset from of runs (each
@@ -113,7 +101,7 @@ func (d *batchDecoder) decode(out []ConsumedRecord, tp TopicPartition, runs [][]
 				continue
 			}
 			if bt.Codec() != record.CodecNone {
-				recs, err := record.Decode(bt, batchLimits)
+				recs, err := record.Decode(bt, record.MaxLimits())
 				if err != nil {
 					return out, err
 				}

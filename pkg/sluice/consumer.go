@@ -464,8 +464,8 @@ func (k *Consumer) onRecords(s *groupSession, d *sluicev1.RecordsDelivered) {
 	}
 	if c := d.GetCreditsSpent(); c != nil {
 		spentRecs, spentBytes = c.GetRecords(), c.GetBytes()
-		sizes = shareBytes(sizes[:0], spentBytes, len(recs))
-	} else if len(d.GetRecordBatches()) > 0 {
+	}
+	if len(d.GetRecordBatches()) > 0 {
 		sizes = shareBytes(nil, spentBytes, len(recs))
 	}
 

@@ -431,6 +431,7 @@ func (s *Service) ProduceStream(ctx context.Context, stream *connect.BidiStream[
 			}
 		}
 		if !ans.add(ctx, f) {
+			s.done(f.pl) // never answered: its bytes go back to the budget
 			recvErr = ctx.Err()
 			break
 		}

@@ -363,7 +363,7 @@ func (ss *session) records(r *sluicev1.RecordsDelivered) bool {
 func (ss *session) batches(runs [][]byte, seen bool, skipBelow int64) (next, end int64, err error) {
 	next, end = -1, -1
 	if ss.it == nil {
-		ss.it = record.NewIterator(record.Limits{MaxBatchBytes: record.MaxMaxBatchBytes, MaxDecompressedBytes: record.MaxMaxDecompressedBytes, MaxValueBytes: record.MaxMaxDecompressedBytes})
+		ss.it = record.NewIterator(record.MaxLimits())
 	}
 	for _, run := range runs {
 		for rest := run; len(rest) > 0; {
