@@ -3,6 +3,7 @@ package storage
 import (
 	"cmp"
 	"slices"
+	"time"
 )
 
 // entryRef names an entry.
@@ -24,10 +25,13 @@ type bufEntry struct {
 // log and index (DbLedgerStorage's write cache).
 type writeBuffer struct {
 	entries map[entryRef]*bufEntry
-	bytes   int64 // frame bytes, headers included
+	bytes   int64     // frame bytes, headers included
+	since   time.Time // when it started taking adds
 }
 
-func newWriteBuffer() *writeBuffer { return &writeBuffer{entries: map[entryRef]*bufEntry{}} }
+func newWriteBuffer() *writeBuffer {
+	return &writeBuffer{entries: map[entryRef]*bufEntry{}, since: time.Now()}
+}
 
 // put buffers e as entry r and reports whether r was not buffered yet.
 func (b *writeBuffer) put(r entryRef, e *bufEntry) bool {

@@ -51,10 +51,14 @@ func (s *Storage) flush() error {
 		s.ledgers[r.ledger].buffered = 0
 	}
 	s.broadcastSpaceLocked()
+	if s.hurried && !s.closed {
+		s.hurry, s.hurried = make(chan struct{}), false
+	}
+	pace := s.newPacer(buf, start, s.hurry)
 	s.mu.Unlock()
 
-	info, err := s.writeBuffer(buf)
-	info.Duration = time.Since(start)
+	info, err := s.writeBuffer(buf, pace)
+	info.Duration, info.Paced = time.Since(start), pace.paced()
 	if err != nil {
 		info.Err = s.fail(err)
 	}
@@ -80,7 +84,7 @@ func (s *Storage) anyDirtyLocked() bool {
 }
 
 // writeBuffer is flush's I/O. Holds flushMu; buf is s.flushing.
-func (s *Storage) writeBuffer(buf *writeBuffer) (FlushInfo, error) {
+func (s *Storage) writeBuffer(buf *writeBuffer, pace *flushPacer) (FlushInfo, error) {
 	var info FlushInfo
 	b := s.db.NewBatch()
 	defer b.Close()
@@ -102,6 +106,7 @@ func (s *Storage) writeBuffer(buf *writeBuffer) (FlushInfo, error) {
 		}
 		info.Entries++
 		info.Bytes += frameSize(len(e.payload))
+		pace.wait(info.Bytes)
 	}
 	if info.Entries > 0 {
 		// The frames must be durable before the index points at them.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -237,6 +238,7 @@ func (s *Storage) AddEntry(ctx context.Context, r AddRequest) error {
 		}
 		if s.active.bytes > 0 && s.active.bytes+size > s.opts.MaxWriteBufferBytes {
 			ch := s.spaceCh
+			s.hurryLocked() // the flush holding the space must not pace itself
 			s.mu.Unlock()
 			s.kickFlusher()
 			if !waited {
@@ -262,6 +264,7 @@ func (s *Storage) AddEntry(ctx context.Context, r AddRequest) error {
 		s.mu.Unlock()
 		s.stats.adds.Add(1)
 		s.stats.addBytes.Add(uint64(len(r.Payload)))
+		s.lastAdd.Store(time.Now().UnixNano())
 		if kick {
 			s.kickFlusher()
 		}

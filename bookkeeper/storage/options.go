@@ -22,6 +22,7 @@ const (
 	DefaultMaxReadBytes        = 16 << 20 // the bookie protocol's read response limit
 	DefaultGCThreshold         = 0.5
 	DefaultGCChunkBytes        = 16 << 20
+	DefaultMaxFlushSpread      = time.Second
 	// DefaultIndexSubdir is where the index lives when Options.IndexDir is
 	// empty: a subdirectory of Options.Dir.
 	DefaultIndexSubdir = "index"
@@ -89,6 +90,17 @@ type Options struct {
 	// flush lock and ends with one entry log sync and one index commit.
 	// Zero means DefaultGCChunkBytes; at least one largest frame.
 	GCChunkBytes int64
+	// MaxFlushSpread bounds how long a flush may spread its entry log
+	// writes over while adds keep arriving. A flush paces its writes to end
+	// in half the time its buffer took to fill, at most this long, instead
+	// of writing tens of MiB at once: on a disk the journal shares, such a
+	// burst makes every journal fsync meanwhile wait behind it, and with
+	// all bookies of an ensemble flushing the same entries at the same
+	// moment, the ack quorum's adds wait with them. A flush hurries (full
+	// speed) once adds wait for buffer space, and never waits while no add
+	// arrives (shutdown, an idle checkpoint). Zero means
+	// DefaultMaxFlushSpread; negative turns pacing off.
+	MaxFlushSpread time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -109,6 +121,9 @@ func (o Options) withDefaults() Options {
 	setDefault(&o.MaxReadBytes, DefaultMaxReadBytes)
 	setDefault(&o.GCThreshold, DefaultGCThreshold)
 	setDefault(&o.GCChunkBytes, DefaultGCChunkBytes)
+	if o.MaxFlushSpread == 0 {
+		o.MaxFlushSpread = DefaultMaxFlushSpread
+	}
 	return o
 }
 
@@ -168,6 +183,9 @@ func (o Options) Validate() error {
 	if o.GCChunkBytes < largest || o.GCChunkBytes > 1<<30 {
 		bad("GCChunkBytes %d outside [%d, %d] (at least the largest frame)", o.GCChunkBytes, largest, 1<<30)
 	}
+	if o.MaxFlushSpread > time.Minute {
+		bad("MaxFlushSpread %v above 1m", o.MaxFlushSpread)
+	}
 	if len(errs) > 0 {
 		return fmt.Errorf("storage options: %w", errors.Join(errs...))
 	}
@@ -210,6 +228,7 @@ type FlushInfo struct {
 	Bytes    int64         // frame bytes written
 	Ledgers  int           // ledger metadata rows written
 	Duration time.Duration // swap to index commit
+	Paced    time.Duration // of Duration, spent waiting for the pacing schedule (MaxFlushSpread)
 	Err      error
 }
 

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -65,6 +66,11 @@ type Storage struct {
 	spaceCh chan struct{}
 	closed  bool
 	failErr error // sticky; wraps ErrFailed
+	// hurry is closed (once; hurried) to make the flush in progress write
+	// at full speed; each flush starts with a fresh one.
+	hurry   chan struct{}
+	hurried bool
+	lastAdd atomic.Int64 // UnixNano of the last add (flush pacing)
 
 	kick chan struct{} // asks the flusher for a flush
 	stop chan struct{} // closed by Close
@@ -107,6 +113,7 @@ func Open(o Options) (*Storage, error) {
 		ledgers: map[int64]*ledgerState{},
 		files:   map[uint64]bool{},
 		spaceCh: make(chan struct{}),
+		hurry:   make(chan struct{}),
 		kick:    make(chan struct{}, 1),
 		stop:    make(chan struct{}),
 	}
@@ -300,6 +307,14 @@ func (s *Storage) failLocked(err error) error {
 	return s.failErr
 }
 
+// hurryLocked makes the flush in progress, if any, stop pacing its writes.
+func (s *Storage) hurryLocked() {
+	if !s.hurried {
+		s.hurried = true
+		close(s.hurry)
+	}
+}
+
 func (s *Storage) broadcastSpaceLocked() {
 	close(s.spaceCh)
 	s.spaceCh = make(chan struct{})
@@ -338,6 +353,7 @@ func (s *Storage) Close() error {
 	}
 	s.closed = true
 	s.broadcastSpaceLocked()
+	s.hurryLocked()
 	s.mu.Unlock()
 
 	close(s.stop)

@@ -26,6 +26,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	offloadAge := fs.Duration("offload-age", compactor.DefaultOffloadAge, "the compactor moves a sealed ledger to the object store (DATA-DIR/objects) this long after it was sealed")
 	cors := fs.String("cors-origins", "", "comma-separated extra browser origins allowed to call (localhost origins are always allowed in dev)")
+	pprofOn := fs.Bool("pprof", false, "serve Go's runtime profiles under /debug/pprof/ on --addr (benchmarks, diagnosis)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: sluice dev [flags]")
 		fmt.Fprintln(stderr)
@@ -57,7 +58,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fmt.Fprintf(stdout, "sluice dev: opening 3 bookies, the catalog, bookkeeping, ingest, fetch and the compactor in %s ...\n", *dataDir)
 	c, err := cluster.New(cluster.Config{
 		Dir: *dataDir, Addr: *addr, Telemetry: tel,
-		Server:    rpcserver.Config{AllowLocalhost: true, CORSOrigins: origins},
+		Server:    rpcserver.Config{AllowLocalhost: true, CORSOrigins: origins, Pprof: *pprofOn},
 		Compactor: compactor.Config{OffloadAge: *offloadAge},
 	})
 	if err != nil {
