@@ -50,7 +50,10 @@
 // and the index (synced commit), together with the master keys and LACs
 // set so far. Entries added during a Checkpoint may or may not be
 // included. The write buffer also flushes on its own when half full; that
-// makes data durable earlier but promises nothing to the journal.
+// makes data durable earlier but promises nothing to the journal. While
+// adds keep arriving, a flush paces its entry log writes
+// (Options.MaxFlushSpread) so that a shared disk still serves the
+// journal's fsyncs meanwhile.
 //
 // LACs are persisted only by flushes, so after a crash a ledger's LAC may
 // be lower than before: the replayed adds (which piggyback LACs) and the

@@ -221,12 +221,20 @@ func (d *Driver) Describe(ctx context.Context, topic string) (map[string]string,
 	if err != nil {
 		return nil, err
 	}
+	// Zero settings are the SDK's defaults: report what is in effect.
+	linger, batchBytes := d.cfg.Linger, d.cfg.BatchBytes
+	if linger <= 0 {
+		linger = sluice.DefaultLinger
+	}
+	if batchBytes <= 0 {
+		batchBytes = sluice.DefaultBatchBytes
+	}
 	out := map[string]string{
 		"client":             "pkg/sluice",
 		"client.idempotence": "true",
 		"client.compression": "none",
-		"client.linger":      d.cfg.Linger.String(),
-		"client.batchBytes":  strconv.Itoa(d.cfg.BatchBytes),
+		"client.linger":      linger.String(),
+		"client.batchBytes":  strconv.Itoa(batchBytes),
 		"server.ack":         "after fsync on the ack quorum of bookies",
 		"consumer":           "ConsumerService.Subscribe group session (generated Connect client, gRPC)",
 		"consumer.credits":   fmt.Sprintf("%d records / %d bytes, returned at half", d.cfg.CreditRecords, d.cfg.CreditBytes),
