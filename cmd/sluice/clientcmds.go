@@ -63,6 +63,16 @@ func runTopic(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		return err
 	}
+	if name == "" && fs.NArg() > 0 { // flags before the name, maybe more after it
+		name = fs.Arg(0)
+		if err := fs.Parse(fs.Args()[1:]); err != nil {
+			return err
+		}
+	}
+	if fs.NArg() > 0 {
+		usage()
+		return fmt.Errorf("topic %s takes one topic name; unexpected arguments %q", verb, fs.Args())
+	}
 	admin := sluicev1connect.NewAdminServiceClient(clientHTTP, baseURL(*addr), connect.WithGRPC())
 	needName := func() error {
 		if name == "" {

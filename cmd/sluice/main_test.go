@@ -44,6 +44,27 @@ func TestUnknownCommandExits2(t *testing.T) {
 	}
 }
 
+func TestTopicFlagsBeforeOrAfterTheName(t *testing.T) {
+	// Nothing listens on port 1: parsing succeeded when the error is the
+	// connection's, not the usage's.
+	for _, args := range [][]string{
+		{"topic", "create", "t", "--partitions", "2", "--addr", "127.0.0.1:1"},
+		{"topic", "create", "--addr", "127.0.0.1:1", "t", "--partitions", "2"},
+		{"topic", "create", "--addr", "127.0.0.1:1", "--partitions", "2", "t"},
+	} {
+		var errOut bytes.Buffer
+		code := run(context.Background(), args, io.Discard, &errOut)
+		if code == 0 || strings.Contains(errOut.String(), "topic name") || !strings.Contains(errOut.String(), "127.0.0.1:1") {
+			t.Errorf("%q: exit %d, stderr %q; want a connection error", args, code, errOut.String())
+		}
+	}
+	var errOut bytes.Buffer
+	if code := run(context.Background(), []string{"topic", "create", "--addr", "127.0.0.1:1", "a", "b"}, io.Discard, &errOut); code == 0 ||
+		!strings.Contains(errOut.String(), `unexpected arguments ["b"]`) {
+		t.Errorf("two names: exit %d, stderr %q", code, errOut.String())
+	}
+}
+
 func TestDevServesHealthAndStops(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
