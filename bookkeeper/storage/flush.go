@@ -58,7 +58,8 @@ func (s *Storage) flush() error {
 	s.mu.Unlock()
 
 	info, err := s.writeBuffer(buf, pace)
-	info.Duration, info.Paced = time.Since(start), pace.paced()
+	info.Duration = time.Since(start)
+	info.Paced, info.Spread, info.Hurried = pace.report()
 	if err != nil {
 		info.Err = s.fail(err)
 	}

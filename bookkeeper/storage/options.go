@@ -229,6 +229,8 @@ type FlushInfo struct {
 	Ledgers  int           // ledger metadata rows written
 	Duration time.Duration // swap to index commit
 	Paced    time.Duration // of Duration, spent waiting for the pacing schedule (MaxFlushSpread)
+	Spread   time.Duration // the span its writes were scheduled over; 0 when not paced
+	Hurried  bool          // adds waited for buffer space (or the storage closed) and cut the schedule short
 	Err      error
 }
 

@@ -26,6 +26,7 @@ type flushPacer struct {
 	// lastAdd is the storage's time of the last add (UnixNano).
 	lastAdd *atomic.Int64
 	slept   time.Duration
+	hurried bool
 }
 
 // newPacer returns the pacer of a flush of buf that starts now, or nil
@@ -63,13 +64,15 @@ func (p *flushPacer) wait(written int64) {
 	case <-t.C:
 	case <-p.hurry:
 		p.next = p.total + 1 // never again
+		p.hurried = true
 	}
 }
 
-// paced is how long the flush waited for its schedule.
-func (p *flushPacer) paced() time.Duration {
+// report returns how long the flush waited for its schedule, the span of
+// that schedule, and whether a hurry cut a wait short.
+func (p *flushPacer) report() (paced, spread time.Duration, hurried bool) {
 	if p == nil {
-		return 0
+		return 0, 0, false
 	}
-	return p.slept
+	return p.slept, p.spread, p.hurried
 }
