@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/sluicemq/sluice/internal/testenv"
 )
@@ -57,7 +58,11 @@ func txItem(pk, sk string, v int64) map[string]av {
 // getV returns item (pk, sk)'s "v", or -1 when the item does not exist.
 func getV(t *testing.T, client *dynamodb.Client, table, pk, sk string) int64 {
 	t.Helper()
-	out, err := client.GetItem(t.Context(), &dynamodb.GetItemInput{TableName: &table, Key: txKey(pk, sk), ConsistentRead: aws.Bool(true)})
+	var out *dynamodb.GetItemOutput
+	err := unlessDropped(t, "GetItem", func() (err error) {
+		out, err = client.GetItem(t.Context(), &dynamodb.GetItemInput{TableName: &table, Key: txKey(pk, sk), ConsistentRead: aws.Bool(true)})
+		return err
+	})
 	if err != nil {
 		t.Fatalf("GetItem %s/%s: %v", pk, sk, err)
 	}
@@ -73,8 +78,31 @@ func getV(t *testing.T, client *dynamodb.Client, table, pk, sk string) int64 {
 
 func put(t *testing.T, client *dynamodb.Client, table string, item map[string]av) {
 	t.Helper()
-	if _, err := client.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: &table, Item: item}); err != nil {
+	err := unlessDropped(t, "PutItem", func() error {
+		_, err := client.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: &table, Item: item})
+		return err
+	})
+	if err != nil {
 		t.Fatalf("PutItem: %v", err)
+	}
+}
+
+// unlessDropped runs an idempotent call (an unconditional put, a read) up to
+// three times while it fails in transit: a dropped connection or an answer
+// that could not be read. Once in a CI run a PutItem answer's body was lost
+// under load (the SDK saw a closed connection and checksum 0). Every answer
+// the emulator gives, a 5xx above all (what serve.py's serialization
+// fixed), is returned at once.
+func unlessDropped(t *testing.T, what string, call func() error) error {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		err := call()
+		var re *smithyhttp.ResponseError
+		answered := errors.As(err, &re) && re.HTTPStatusCode() >= 300
+		if err == nil || answered || !IsTransient(err) || attempt == 3 {
+			return err
+		}
+		t.Logf("%s attempt %d failed in transit, sending it again: %v", what, attempt, err)
 	}
 }
 

@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
@@ -202,5 +205,60 @@ func TestCancellationErrorMapsTheFailingItem(t *testing.T) {
 	}
 	if got := cancellationError(nil, onFail); got != nil {
 		t.Errorf("nil became %v", got)
+	}
+}
+
+// TestIsTransientOnSDKErrors classifies what the real SDK client returns
+// when an answer is lost or damaged in transit, served by a local HTTP
+// server: those are transient (a read may be sent again), an answer is not.
+// (An answer read whole whose X-Amz-Crc32 does not match is no error at all:
+// the SDK checks the checksum when the body is closed and ignores that
+// close's error on success.)
+func TestIsTransientOnSDKErrors(t *testing.T) {
+	const okCRC = "2745614147" // CRC-32 of "{}"
+	cases := []struct {
+		name      string
+		serve     func(w http.ResponseWriter)
+		transient bool
+	}{
+		{"body cut short", func(w http.ResponseWriter) {
+			conn, buf, err := http.NewResponseController(w).Hijack()
+			if err != nil {
+				panic(err)
+			}
+			fmt.Fprint(buf, "HTTP/1.1 200 OK\r\nContent-Type: application/x-amz-json-1.0\r\nX-Amz-Crc32: "+okCRC+"\r\nContent-Length: 2\r\n\r\n")
+			_ = buf.Flush()
+			_ = conn.Close()
+		}, true},
+		{"5xx", func(w http.ResponseWriter) {
+			w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+			w.WriteHeader(http.StatusInternalServerError)
+			_, _ = io.WriteString(w, `{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError","message":"boom"}`)
+		}, true},
+		{"an answer", func(w http.ResponseWriter) {
+			w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = io.WriteString(w, `{"__type":"com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException","message":"no"}`)
+		}, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.Copy(io.Discard, r.Body)
+				c.serve(w)
+			}))
+			defer srv.Close()
+			client := NewClient(aws.Config{
+				Region: "us-east-1", BaseEndpoint: aws.String(srv.URL),
+				Credentials: credentials.NewStaticCredentialsProvider("test", "test", ""),
+			})
+			_, err := client.GetItem(t.Context(), &dynamodb.GetItemInput{TableName: aws.String("t"), Key: map[string]types.AttributeValue{}})
+			if err == nil {
+				t.Fatal("GetItem succeeded")
+			}
+			if IsTransient(err) != c.transient {
+				t.Errorf("IsTransient(%v) = %v, want %v", err, !c.transient, c.transient)
+			}
+		})
 	}
 }
