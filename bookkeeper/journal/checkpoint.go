@@ -21,7 +21,8 @@ import (
 // error is returned but the checkpoint stands.
 //
 // Checkpoint may run concurrently with appends; concurrent Checkpoint calls
-// are serialized.
+// are serialized. Up to Config.RecycleFiles obsolete files are kept for
+// reuse instead of being deleted.
 func (j *Journal) Checkpoint(seq uint64) error {
 	j.ckptMu.Lock()
 	defer j.ckptMu.Unlock()
@@ -46,15 +47,47 @@ func (j *Journal) Checkpoint(seq uint64) error {
 		j.files = j.files[1:]
 	}
 	j.filesMu.Unlock()
-	var errs []error
+	// Obsolete files become recycled files while the pool has room (see
+	// Config.RecycleFiles), else they are deleted. The renames are made
+	// durable before a recycled file can be reused: reuse rewrites the
+	// header, and a crash must never find that header under the old name.
+	var errs, removed, recycled = []error(nil), 0, []string(nil)
+	room := j.poolRoom()
 	for _, fm := range obsolete {
-		if err := removeFile(j.fs, j.fs.PathJoin(j.cfg.Dir, fileName(fm.fileSeq))); err != nil {
+		path := j.fs.PathJoin(j.cfg.Dir, fileName(fm.fileSeq))
+		if len(recycled) < room {
+			name := recycleName(fm.fileSeq)
+			if err := j.fs.Rename(path, j.fs.PathJoin(j.cfg.Dir, name)); err == nil {
+				recycled = append(recycled, name)
+				continue
+			}
+		}
+		if err := removeFile(j.fs, path); err != nil {
 			errs = append(errs, err)
+		} else {
+			removed++
 		}
 	}
-	j.log.Debug("journal checkpoint", slog.Uint64("seq", seq), slog.Int("removed_files", len(obsolete)-len(errs)))
+	if len(recycled) > 0 {
+		if err := durable.SyncDir(j.fs, j.cfg.Dir); err != nil {
+			// Not reused: Open finds them (or the old names) and decides.
+			errs = append(errs, fmt.Errorf("sync journal dir after recycling files: %w", err))
+		} else {
+			j.filesMu.Lock()
+			j.pool = append(j.pool, recycled...)
+			j.filesMu.Unlock()
+		}
+	}
+	j.log.Debug("journal checkpoint", slog.Uint64("seq", seq), slog.Int("removed_files", removed), slog.Int("recycled_files", len(recycled)))
 	if len(errs) > 0 {
 		return fmt.Errorf("journal: checkpoint %d persisted, removing old files: %w", seq, errors.Join(errs...))
 	}
 	return nil
+}
+
+// poolRoom is how many more files the recycled pool may take.
+func (j *Journal) poolRoom() int {
+	j.filesMu.Lock()
+	defer j.filesMu.Unlock()
+	return max(j.cfg.RecycleFiles-len(j.pool), 0)
 }

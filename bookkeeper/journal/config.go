@@ -16,6 +16,9 @@ const (
 	DefaultMaxFileSize     = 32 << 20
 	DefaultMaxQueueBytes   = 64 << 20
 	DefaultMaxQueueRecords = 1 << 16
+	DefaultRecycleFiles    = 4
+	// maxRecycleFiles bounds Config.RecycleFiles.
+	maxRecycleFiles = 64
 )
 
 // Config configures a Journal. Zero fields take the documented defaults;
@@ -56,6 +59,16 @@ type Config struct {
 	// likely cost is rotating to, and trimming by removing, large files;
 	// reusing preallocated files, as BookKeeper can, is the thorough fix.
 	MaxFileSize int64
+	// RecycleFiles is how many journal files made obsolete by checkpoints
+	// are kept (renamed recycle-*.log) to become later journal files,
+	// instead of being deleted. A recycled file's blocks are already
+	// allocated, so appends overwrite within its size: their fdatasyncs
+	// write data only, with no filesystem journal commit, and obsolete
+	// files are not unlinked (on ext4 with the discard option an unlink
+	// stalled the fsyncs around it). It costs up to RecycleFiles x
+	// MaxFileSize of disk. Zero means DefaultRecycleFiles; negative turns
+	// reuse off (obsolete files are deleted); at most 64.
+	RecycleFiles int
 	// MaxQueueBytes and MaxQueueRecords bound the records accepted by Append
 	// and not yet acknowledged (queued, being written, or being completed).
 	// Zero means DefaultMaxQueueBytes / DefaultMaxQueueRecords. MaxQueueBytes
@@ -87,6 +100,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxQueueRecords == 0 {
 		c.MaxQueueRecords = DefaultMaxQueueRecords
 	}
+	if c.RecycleFiles == 0 {
+		c.RecycleFiles = DefaultRecycleFiles
+	}
 	return c
 }
 
@@ -107,15 +123,18 @@ func (c Config) Validate() error {
 	if c.MaxGroupWait < 0 || c.MaxGroupWait > time.Second {
 		bad("MaxGroupWait %v outside [0, 1s]", c.MaxGroupWait)
 	}
-	largestGroup := int64(max(c.GroupBytes, RecordHeaderSize+c.MaxRecordSize))
+	largestGroup := int64(max(c.GroupBytes, RecordHeaderSize+c.MaxRecordSize)) + terminatorSize
 	if c.MaxFileSize < FileHeaderSize+largestGroup || c.MaxFileSize > 1<<40 {
-		bad("MaxFileSize %d outside [%d, %d] (file header plus the largest group)", c.MaxFileSize, FileHeaderSize+largestGroup, int64(1)<<40)
+		bad("MaxFileSize %d outside [%d, %d] (file header plus the largest group and its terminator)", c.MaxFileSize, FileHeaderSize+largestGroup, int64(1)<<40)
 	}
 	if c.MaxQueueBytes < RecordHeaderSize+c.MaxRecordSize {
 		bad("MaxQueueBytes %d below the largest record with framing (%d)", c.MaxQueueBytes, RecordHeaderSize+c.MaxRecordSize)
 	}
 	if c.MaxQueueRecords < 1 {
 		bad("MaxQueueRecords %d below 1", c.MaxQueueRecords)
+	}
+	if c.RecycleFiles > maxRecycleFiles {
+		bad("RecycleFiles %d above %d", c.RecycleFiles, maxRecycleFiles)
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("journal config: %w", errors.Join(errs...))

@@ -210,6 +210,11 @@ func crashScript(t *testing.T, fs vfs.FS, m *model, c *crasher) {
 			checkpoint(j.Durable() - 1)
 		}
 	}
+	// Crash images must include journal files reused from the recycled
+	// pool (stale records after their terminators).
+	if j.Stats().Reused == 0 {
+		t.Fatal("the crash script never reused a recycled file")
+	}
 	mustClose(t, j)
 	j, _ = mustOpen(t, crashConfig(fs))
 	for r := 12; r < 16; r++ {

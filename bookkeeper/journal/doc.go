@@ -94,18 +94,25 @@
 //	LOCK                          held by the open Journal (vfs Lock)
 //	CHECKPOINT                    the persisted checkpoint
 //	journal-<16 hex digits>.log   journal files, numbered by file sequence
+//	recycle-<16 hex digits>.log   obsolete journal files kept for reuse (Config.RecycleFiles)
 //	*.tmp                         atomic writes in progress; deleted by Open
 //
-// # File format (version 1, all integers little-endian)
+// # File format (version 2, all integers little-endian)
 //
-// A journal file is a 32-byte header followed by records back to back:
+// A journal file is a 32-byte header followed by records back to back, in
+// groups; each group is written together with a terminator after it, 24
+// zero bytes where the next record header would go, which the next group
+// overwrites. A file's records end at a terminator or where the file ends
+// (a file with no group yet ends after its header). Bytes after the
+// terminator are not part of the journal: a recycled file (below) keeps its
+// old contents there.
 //
 //	0        8     10    12              20              28     32
 //	+--------+-----+-----+---------------+---------------+------+
 //	| magic  | ver | 0   | file seq      | first rec seq | crc  |
 //	+--------+-----+-----+---------------+---------------+------+
 //	magic          "SLCJRNL\x00"
-//	ver            format version (u16) = 1
+//	ver            format version (u16) = 2; 1 is still read
 //	0              reserved (u16), must be zero
 //	file seq       u64; the file's number, consecutive from 1
 //	first rec seq  u64; sequence number of the file's first record (or
@@ -133,10 +140,36 @@
 //	magic "SLCJCKPT", checkpoint u64 (records ≤ it need no replay),
 //	crc CRC32C of bytes [0,20)
 //
+// A terminator never decodes as a record (its checksum does not match).
+//
+// Version 1 files have no terminators: their records end where the file
+// ends, and anything after the last record of a file other than the newest
+// is damage. The CHECKPOINT file is still at its version 1.
+//
 // Versions only move forward: a reader refuses a version it does not know
 // (ErrCorrupt names it) rather than guess, and a new version needs new code
 // that reads every older one. testdata/golden pins the bytes of a tiny
-// journal (regenerate with go test -run Golden -update).
+// journal (regenerate with go test -run Golden -update); tiny-v1.hex, the
+// same journal in version 1, must still open.
+//
+// # Recycled files
+//
+// Checkpoint renames up to Config.RecycleFiles obsolete files to
+// recycle-*.log (and syncs the directory) instead of deleting them; a new
+// journal file, at rotation or Open, takes the oldest: its header and a
+// terminator are written over the start and synced, then it is renamed to
+// its journal name and the directory synced. Appends then overwrite blocks
+// the file already has, within its size, so their fdatasyncs need no
+// filesystem metadata commit, and no obsolete file is unlinked (both
+// stalled the fsyncs of all three bookies on one ext4 disk).
+//
+// The old records after a reused file's terminator are never taken for
+// this file's records: they were all at or before a checkpoint, so their
+// sequence numbers are below the file's first rec seq and fail the
+// sequence check, and they cannot serve as proof of an earlier fsync (see
+// Recovery). That holds as long as sequence numbers never go back, so a
+// journal that starts afresh (no journal files, no checkpoint) deletes any
+// recycled files it finds.
 //
 // # Invariants
 //
@@ -146,7 +179,9 @@
 //  2. File sequence numbers are consecutive; only the oldest files are ever
 //     deleted, and the newest never.
 //  3. A journal file appears under its final name only with a complete,
-//     synced header (written as *.tmp, synced, renamed, directory synced).
+//     synced header (written as *.tmp, synced, renamed, directory synced;
+//     or, for a recycled file, header and terminator written over its
+//     start and synced before the rename, then the directory synced).
 //  4. A group is written only after the previous group's fsync returned, so
 //     synced-to equals the group's start offset and groups are contiguous:
 //     each record's synced-to repeats its predecessor's or equals its own
@@ -171,8 +206,8 @@
 // function.
 //
 // By invariant 5, every byte of a file other than the newest was synced, so
-// an invalid record, or bytes after the last record, in such a file is
-// ErrCorrupt. So is anything breaking invariants 1–3, a checkpoint beyond
+// an invalid record in such a file, or bytes after its last record other
+// than a terminator (version 2), is ErrCorrupt. So is anything breaking invariants 1–3, a checkpoint beyond
 // the last record, and records missing between the checkpoint and the
 // oldest file.
 //
@@ -188,7 +223,11 @@
 // back unsynced pages out of order, and records never synced were never
 // acknowledged. The sequence-number condition keeps stale bytes of a
 // deleted file, which a filesystem may expose in an unsynced tail, from
-// being taken as proof.
+// being taken as proof, and the old records of a recycled file likewise.
+//
+// A terminator at x in the newest file is checked for proof the same way
+// (zeros can be damage too); without proof the file's records end there and
+// nothing is cut, since what follows is stale or was never synced.
 //
 // Limitation: damage inside the last group(s) synced before a crash leaves
 // no later record to prove it and is cut as a torn tail, though those
@@ -203,7 +242,7 @@
 //	recover.go     Open's recovery: validation, obsolete files, replay, torn-tail truncation
 //	scan.go        per-file record scan and the "proves synced" check
 //	reader.go      bounded sliding-window file reader
-//	checkpoint.go  Checkpoint
+//	checkpoint.go  Checkpoint, recycling obsolete files
 //	format.go      byte layouts, encode/decode, checksums
 //	files.go       names, atomic file creation, directory syncs
 //	config.go      Config, defaults, Validate

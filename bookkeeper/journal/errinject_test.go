@@ -172,7 +172,7 @@ func TestSyncFailureFailsGroupAndJournal(t *testing.T) {
 
 // A failing write is handled like a failing sync.
 func TestWriteFailureFailsJournal(t *testing.T) {
-	g := newGate(errorfs.OpFileWrite)
+	g := newGate(errorfs.OpFileWriteAt) // groups are written at their offset
 	cfg := memConfig(errorfs.Wrap(vfs.NewMem(), g))
 	j, _ := mustOpen(t, cfg)
 	g.set(-1, 2) // writes 0 and 1 succeed (records 1 and 2 with AppendWait)

@@ -15,8 +15,11 @@ import (
 
 // Names in the journal directory.
 const (
-	filePrefix     = "journal-"
-	fileSuffix     = ".log"
+	filePrefix = "journal-"
+	fileSuffix = ".log"
+	// recyclePrefix names an obsolete journal file kept to be reused
+	// (Config.RecycleFiles): recycle-<its old file sequence>.log.
+	recyclePrefix  = "recycle-"
 	checkpointName = "CHECKPOINT"
 	lockName       = "LOCK"
 	// cookieName is the bookie's identity cookie for this directory
@@ -44,10 +47,22 @@ func parseFileName(name string) (uint64, bool) {
 	return seq, err == nil
 }
 
+// recycleName is the name of obsolete journal file seq once it is kept
+// for reuse.
+func recycleName(seq uint64) string {
+	return fmt.Sprintf("%s%016x%s", recyclePrefix, seq, fileSuffix)
+}
+
+// isRecycleName reports whether name is a file kept for reuse.
+func isRecycleName(name string) bool {
+	return strings.HasPrefix(name, recyclePrefix) && strings.HasSuffix(name, fileSuffix)
+}
+
 // fileMeta is what the journal remembers about a live journal file.
 type fileMeta struct {
 	fileSeq  uint64
 	firstSeq uint64
+	version  uint16
 }
 
 // createJournalFile makes journal file h.fileSeq appear atomically with a
@@ -55,12 +70,55 @@ type fileMeta struct {
 // and the directory synced. The file is returned open for appending, its
 // write position after the header. Hence every journal file that exists
 // under its final name has a complete, synced header.
+//
+// The writer writes at explicit offsets (a group's terminator is
+// overwritten by the next group), so the file is reopened read-write.
 func createJournalFile(fs vfs.FS, dir string, h fileHeader) (vfs.File, error) {
 	var hdr [FileHeaderSize]byte
 	h.encode(hdr[:])
 	f, err := durable.CreateWithHeader(fs, dir, fileName(h.fileSeq), hdr[:])
+	if err == nil {
+		err = f.Close()
+	}
+	if err == nil {
+		f, err = fs.OpenReadWrite(fs.PathJoin(dir, fileName(h.fileSeq)), vfs.WriteCategoryUnspecified)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("create journal file %d: %w", h.fileSeq, err)
+	}
+	return f, nil
+}
+
+// reuseJournalFile turns the recycled file dir/pooled into journal file
+// h.fileSeq: it writes the new header and a terminator over the start of
+// the old contents, syncs them, and only then renames the file and syncs
+// the directory. A crash before the rename leaves a recycled file (whose
+// contents nobody reads); after it, a journal file with a durable header
+// and no records. Its stale bytes beyond the terminator are records of
+// files made obsolete by a checkpoint, so their sequence numbers are below
+// h.firstSeq and recovery never takes them for records of this file.
+//
+// Appends to a recycled file overwrite allocated blocks within its size,
+// so their fdatasyncs need no filesystem metadata commit, and no obsolete
+// file is ever unlinked.
+func reuseJournalFile(fs vfs.FS, dir, pooled string, h fileHeader) (vfs.File, error) {
+	f, err := fs.OpenReadWrite(fs.PathJoin(dir, pooled), vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return nil, fmt.Errorf("reuse %s as journal file %d: %w", pooled, h.fileSeq, err)
+	}
+	var b [FileHeaderSize + terminatorSize]byte
+	h.encode(b[:])
+	if _, err = f.WriteAt(b[:], 0); err == nil {
+		err = f.SyncData()
+	}
+	if err == nil {
+		err = fs.Rename(fs.PathJoin(dir, pooled), fs.PathJoin(dir, fileName(h.fileSeq)))
+	}
+	if err == nil {
+		err = durable.SyncDir(fs, dir)
+	}
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("reuse %s as journal file %d: %w", pooled, h.fileSeq, err), f.Close())
 	}
 	return f, nil
 }

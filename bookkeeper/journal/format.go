@@ -10,10 +10,17 @@ import (
 // On-disk format constants. They are part of the format: changing any of them
 // needs a new format version (see the package doc).
 const (
-	// formatVersion is the only journal file and checkpoint format this code
-	// writes and reads. Versions only move forward: a reader refuses files with
-	// a version it does not know instead of guessing.
-	formatVersion = 1
+	// formatVersion is the journal file format this code writes: version 2,
+	// in which every group is followed by a terminator and a file may be a
+	// recycled one holding stale bytes after it (see the package doc).
+	// Version 1 files (no terminators, nothing after the last record) are
+	// still read. Versions only move forward: a reader refuses files with a
+	// version it does not know instead of guessing.
+	formatVersion = 2
+	// formatV1 is the first journal file format, read but no longer written.
+	formatV1 = 1
+	// checkpointVersion is the only CHECKPOINT format.
+	checkpointVersion = 1
 
 	fileMagic       = "SLCJRNL\x00"
 	checkpointMagic = "SLCJCKPT"
@@ -24,6 +31,10 @@ const (
 	RecordHeaderSize = 24
 	// checkpointSize is the size of the CHECKPOINT file.
 	checkpointSize = 24
+	// terminatorSize is the size of the terminator written after every
+	// group in a version 2 file: that many zero bytes, where the next
+	// record header would be. The next group overwrites it.
+	terminatorSize = RecordHeaderSize
 
 	// MaxRecordSizeLimit is the largest payload the format admits, whatever
 	// the configuration says. Readers treat a larger length field as damage,
@@ -37,6 +48,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 type fileHeader struct {
 	fileSeq  uint64 // position of the file in the journal; consecutive
 	firstSeq uint64 // sequence number of the first record the file holds (or would hold)
+	version  uint16 // file format version; encode writes formatVersion whatever it says
 }
 
 func (h fileHeader) encode(b []byte) {
@@ -59,8 +71,9 @@ func decodeFileHeader(b []byte) (fileHeader, error) {
 	if got, want := binary.LittleEndian.Uint32(b[28:32]), crc32.Checksum(b[0:28], castagnoli); got != want {
 		return fileHeader{}, fmt.Errorf("file header: checksum %#08x, want %#08x", got, want)
 	}
-	if v := binary.LittleEndian.Uint16(b[8:10]); v != formatVersion {
-		return fileHeader{}, fmt.Errorf("file header: format version %d, this build reads only %d", v, formatVersion)
+	v := binary.LittleEndian.Uint16(b[8:10])
+	if v != formatV1 && v != formatVersion {
+		return fileHeader{}, fmt.Errorf("file header: format version %d, this build reads only %d and %d", v, formatV1, formatVersion)
 	}
 	if r := binary.LittleEndian.Uint16(b[10:12]); r != 0 {
 		return fileHeader{}, fmt.Errorf("file header: reserved field %#04x, want 0", r)
@@ -68,11 +81,25 @@ func decodeFileHeader(b []byte) (fileHeader, error) {
 	h := fileHeader{
 		fileSeq:  binary.LittleEndian.Uint64(b[12:20]),
 		firstSeq: binary.LittleEndian.Uint64(b[20:28]),
+		version:  v,
 	}
 	if h.firstSeq == 0 {
 		return fileHeader{}, errors.New("file header: first record sequence 0")
 	}
 	return h, nil
+}
+
+// isTerminator reports whether b starts with a group terminator.
+func isTerminator(b []byte) bool {
+	if len(b) < terminatorSize {
+		return false
+	}
+	for _, c := range b[:terminatorSize] {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // recordHeader is the framing in front of every record payload.
@@ -162,7 +189,7 @@ func decodeRecord(b []byte) (recordHeader, []byte, int, error) {
 func encodeCheckpoint(seq uint64) []byte {
 	b := make([]byte, checkpointSize)
 	copy(b[0:8], checkpointMagic)
-	binary.LittleEndian.PutUint16(b[8:10], formatVersion)
+	binary.LittleEndian.PutUint16(b[8:10], checkpointVersion)
 	binary.LittleEndian.PutUint16(b[10:12], 0)
 	binary.LittleEndian.PutUint64(b[12:20], seq)
 	binary.LittleEndian.PutUint32(b[20:24], crc32.Checksum(b[0:20], castagnoli))
@@ -179,8 +206,8 @@ func decodeCheckpoint(b []byte) (uint64, error) {
 	if got, want := binary.LittleEndian.Uint32(b[20:24]), crc32.Checksum(b[0:20], castagnoli); got != want {
 		return 0, fmt.Errorf("checkpoint: checksum %#08x, want %#08x", got, want)
 	}
-	if v := binary.LittleEndian.Uint16(b[8:10]); v != formatVersion {
-		return 0, fmt.Errorf("checkpoint: format version %d, this build reads only %d", v, formatVersion)
+	if v := binary.LittleEndian.Uint16(b[8:10]); v != checkpointVersion {
+		return 0, fmt.Errorf("checkpoint: format version %d, this build reads only %d", v, checkpointVersion)
 	}
 	if r := binary.LittleEndian.Uint16(b[10:12]); r != 0 {
 		return 0, fmt.Errorf("checkpoint: reserved field %#04x, want 0", r)

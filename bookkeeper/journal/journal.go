@@ -65,6 +65,7 @@ type Journal struct {
 
 	filesMu sync.Mutex
 	files   []fileMeta // guarded by filesMu: live journal files, oldest first
+	pool    []string   // guarded by filesMu: recycled files to reuse, oldest first
 
 	ckptMu     sync.Mutex
 	ckpt       atomic.Uint64 // written under ckptMu
@@ -113,19 +114,15 @@ func Open(cfg Config, replay ReplayFunc) (*Journal, error) {
 }
 
 func open(cfg Config, lock io.Closer, replay ReplayFunc) (*Journal, error) {
-	rec, err := recoverDir(cfg.FS, cfg.Dir, cfg.Logger, replay)
+	rec, err := recoverDir(cfg.FS, cfg.Dir, cfg.Logger, replay, cfg.RecycleFiles)
 	if err != nil {
 		return nil, err
 	}
 	// Never append to a file written before: start a new one, so every
 	// file but the newest is complete and was synced in full.
-	h := fileHeader{firstSeq: rec.info.LastSeq + 1, fileSeq: 1}
+	h := fileHeader{firstSeq: rec.info.LastSeq + 1, fileSeq: 1, version: formatVersion}
 	if n := len(rec.files); n > 0 {
 		h.fileSeq = rec.files[n-1].fileSeq + 1
-	}
-	f, err := createJournalFile(cfg.FS, cfg.Dir, h)
-	if err != nil {
-		return nil, fmt.Errorf("journal: %w", err)
 	}
 	j := &Journal{
 		cfg:         cfg,
@@ -139,9 +136,14 @@ func open(cfg Config, lock io.Closer, replay ReplayFunc) (*Journal, error) {
 		completions: make(chan *batch, 16),
 		writerDone:  make(chan struct{}),
 		complDone:   make(chan struct{}),
-		w:           writerState{file: f, fileSeq: h.fileSeq, off: FileHeaderSize},
-		files:       append(rec.files, fileMeta(h)),
+		pool:        rec.pool,
 	}
+	f, err := j.startFile(h)
+	if err != nil {
+		return nil, fmt.Errorf("journal: %w", err)
+	}
+	j.w = writerState{file: f, fileSeq: h.fileSeq, off: FileHeaderSize}
+	j.files = append(rec.files, fileMeta{fileSeq: h.fileSeq, firstSeq: h.firstSeq, version: formatVersion})
 	j.durable.Store(rec.info.LastSeq)
 	j.ckpt.Store(rec.info.Checkpoint)
 	j.log.Info("journal opened",
@@ -270,13 +272,14 @@ func (j *Journal) sealLocked() {
 }
 
 func (j *Journal) newBatchLocked(size int) *batch {
-	if n := len(j.free); n > 0 && cap(j.free[n-1].buf) >= size {
+	// Room for the terminator the writer appends (see commit).
+	if n := len(j.free); n > 0 && cap(j.free[n-1].buf) >= size+terminatorSize {
 		b := j.free[n-1]
 		j.free[n-1] = nil
 		j.free = j.free[:n-1]
 		return b
 	}
-	return &batch{buf: make([]byte, 0, max(size, j.cfg.GroupBytes))}
+	return &batch{buf: make([]byte, 0, max(size, j.cfg.GroupBytes)+terminatorSize)}
 }
 
 // AppendWait appends rec and waits until it is durable, returning its

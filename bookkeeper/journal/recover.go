@@ -25,6 +25,7 @@ type RecoveryInfo struct {
 // recovered is the state recoverDir hands to Open.
 type recovered struct {
 	files []fileMeta // live files, oldest first
+	pool  []string   // recycled files to reuse, at most Config.RecycleFiles
 	info  RecoveryInfo
 }
 
@@ -36,17 +37,25 @@ func corruptf(format string, args ...any) error {
 // obsolete, replays every record after the checkpoint, truncates a torn tail
 // of the newest file, and makes the newest file durable. The rules are in the
 // package doc under "Recovery".
-func recoverDir(fs vfs.FS, dir string, log *slog.Logger, replay ReplayFunc) (recovered, error) {
+//
+// It keeps up to keep recycled files for reuse and deletes the rest. A
+// journal with no files and no checkpoint starts its sequence numbers
+// afresh, so it deletes every recycled file: their stale records might
+// carry sequence numbers the new journal will use.
+func recoverDir(fs vfs.FS, dir string, log *slog.Logger, replay ReplayFunc, keep int) (recovered, error) {
 	var rec recovered
 	names, err := fs.List(dir)
 	if err != nil {
 		return rec, fmt.Errorf("list journal dir: %w", err)
 	}
 	var seqs []uint64
+	var pool []string
 	for _, name := range names {
 		switch seq, ok := parseFileName(name); {
 		case ok:
 			seqs = append(seqs, seq)
+		case isRecycleName(name):
+			pool = append(pool, name)
 		case strings.HasSuffix(name, tmpSuffix):
 			// An interrupted atomic write: its final name never took over.
 			if err := fs.Remove(fs.PathJoin(dir, name)); err != nil {
@@ -78,8 +87,19 @@ func recoverDir(fs vfs.FS, dir string, log *slog.Logger, replay ReplayFunc) (rec
 		if n := len(files); n > 0 && h.firstSeq < files[n-1].firstSeq {
 			return rec, corruptf("%s starts at record %d, before its predecessor (%d)", fileName(seq), h.firstSeq, files[n-1].firstSeq)
 		}
-		files = append(files, fileMeta{fileSeq: seq, firstSeq: h.firstSeq})
+		files = append(files, fileMeta{fileSeq: seq, firstSeq: h.firstSeq, version: h.version})
 	}
+	slices.Sort(pool)
+	if len(files) == 0 && ckpt == 0 {
+		keep = 0
+	}
+	for len(pool) > max(keep, 0) {
+		if err := fs.Remove(fs.PathJoin(dir, pool[0])); err != nil {
+			return rec, fmt.Errorf("remove recycled journal file: %w", err)
+		}
+		pool = pool[1:]
+	}
+	rec.pool = pool
 
 	// Files whose successor starts at or before ckpt+1 hold nothing after
 	// the checkpoint. A crash may have stopped Checkpoint before it deleted
@@ -155,8 +175,11 @@ func readFileHeader(fs vfs.FS, dir string, seq uint64) (fileHeader, error) {
 }
 
 // replayFile scans one file and returns its last record's sequence number.
-// Damage in any file but the newest is corruption. In the newest it is a
-// torn tail, cut off here, unless later data proves it had been synced.
+// A file's records end where it ends or at a terminator (version 2). Other
+// damage in any file but the newest is corruption. In the newest it is a
+// torn tail, cut off here, unless later data proves it had been synced; a
+// terminator in the newest file is checked the same way (zeros may be
+// damage too), but nothing is cut: the bytes after it are stale.
 func replayFile(fs vfs.FS, dir string, fm fileMeta, newest bool, deliver func(uint64, []byte) error, info *RecoveryInfo) (uint64, error) {
 	name := fileName(fm.fileSeq)
 	f, err := fs.Open(fs.PathJoin(dir, name))
@@ -173,7 +196,7 @@ func replayFile(fs vfs.FS, dir string, fm fileMeta, newest bool, deliver func(ui
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", name, err)
 	}
-	if res.bad == nil {
+	if res.bad == nil || (res.terminated && !newest) {
 		if newest {
 			// It may hold bytes a crashed process wrote but never synced: make
 			// them durable before a newer file exists, so that every file but
@@ -194,6 +217,13 @@ func replayFile(fs vfs.FS, dir string, fm fileMeta, newest bool, deliver func(ui
 	if synced {
 		return 0, corruptf("%s offset %d (after record %d): %v, and a later record shows it had been synced",
 			name, res.validEnd, res.lastSeq, res.bad)
+	}
+	if res.terminated {
+		// See res.bad == nil above: the newest file's writes made durable.
+		if err := f.SyncData(); err != nil {
+			return 0, fmt.Errorf("sync %s: %w", name, err)
+		}
+		return res.lastSeq, nil
 	}
 	if err := truncateFile(fs, dir, name, r, res.validEnd); err != nil {
 		return 0, fmt.Errorf("truncate torn tail of %s: %w", name, err)

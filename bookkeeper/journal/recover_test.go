@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"hash/crc32"
 	"strings"
 	"testing"
@@ -68,35 +69,50 @@ func payloads(n int) map[uint64][]byte {
 	return m
 }
 
-// A cut-off record or a zeroed region at the end of the newest file is a
-// torn write: it is truncated, and the truncation is durable.
+// A cut-off record or garbage where the newest file's records end (where
+// the last group's terminator was) is a torn write: it is truncated, and
+// the truncation is durable. Zeros there read as a terminator: the records
+// end the same, and nothing is cut.
 func TestTornTailTruncated(t *testing.T) {
-	for name, tail := range map[string]func(full []byte) []byte{
-		"half record": func(full []byte) []byte {
+	for name, tc := range map[string]struct {
+		tail func() []byte
+		torn bool
+	}{
+		"half record": {func() []byte {
 			rec, _ := craftFile(1, 6, [][]byte{payload(5, 40)})
 			return rec[FileHeaderSize : FileHeaderSize+30]
-		},
-		"zeros":   func([]byte) []byte { return make([]byte, 4096) },
-		"garbage": func([]byte) []byte { return bytes.Repeat([]byte{0xa5}, 100) },
+		}, true},
+		"zeros":   {func() []byte { return make([]byte, 4096) }, false},
+		"garbage": {func() []byte { return bytes.Repeat([]byte{0xa5}, 100) }, true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			fs := vfs.NewMem()
 			singleRecordJournal(t, fs, 5)
 			full := readFile(t, fs, fileName(1))
-			extra := tail(full)
-			writeFile(t, fs, fileName(1), append(bytes.Clone(full), extra...))
+			valid := withoutTerminator(t, full)
+			extra := tc.tail()
+			damaged := append(bytes.Clone(valid), extra...)
+			writeFile(t, fs, fileName(1), damaged)
 
 			j, got := mustOpen(t, memConfig(fs))
 			checkReplay(t, got, 1, payloads(5))
-			if len(got) != 5 || j.Recovery().TornBytes != int64(len(extra)) {
-				t.Fatalf("replayed %d, torn %d; want 5 and %d", len(got), j.Recovery().TornBytes, len(extra))
+			wantTorn := int64(0)
+			if tc.torn {
+				wantTorn = int64(len(extra))
+			}
+			if len(got) != 5 || j.Recovery().TornBytes != wantTorn {
+				t.Fatalf("replayed %d, torn %d; want 5 and %d", len(got), j.Recovery().TornBytes, wantTorn)
 			}
 			if seq, err := j.AppendWait(context.Background(), payload(5, 40)); err != nil || seq != 6 {
 				t.Fatalf("append after truncation: %d, %v", seq, err)
 			}
 			mustClose(t, j)
-			if !bytes.Equal(readFile(t, fs, fileName(1)), full) {
-				t.Fatal("file 1 not truncated back to its valid prefix")
+			want := valid
+			if !tc.torn {
+				want = damaged
+			}
+			if !bytes.Equal(readFile(t, fs, fileName(1)), want) {
+				t.Fatal("file 1 not truncated back to its valid prefix, or cut though it ended at a terminator")
 			}
 			j, got = mustOpen(t, memConfig(fs))
 			defer mustClose(t, j)
@@ -108,20 +124,39 @@ func TestTornTailTruncated(t *testing.T) {
 	}
 }
 
-// Every byte of a file other than the newest was synced: damage there is
-// corruption, including bytes after the last record.
+// withoutTerminator returns a version 2 file's bytes without the
+// terminator that follows its last group.
+func withoutTerminator(t *testing.T, b []byte) []byte {
+	t.Helper()
+	if len(b) < FileHeaderSize+terminatorSize || !isTerminator(b[len(b)-terminatorSize:]) {
+		t.Fatalf("file of %d bytes does not end with a terminator", len(b))
+	}
+	return b[:len(b)-terminatorSize]
+}
+
+// Every byte of a file other than the newest up to its terminator was
+// synced: damage there is corruption, including garbage where the
+// terminator was (the bytes after a terminator are stale and not read).
 func TestDamageInOlderFileIsCorrupt(t *testing.T) {
 	for name, damage := range map[string]func([]byte) []byte{
-		"flipped payload byte": func(b []byte) []byte { b[len(b)-3] ^= 1; return b },
-		"trailing bytes":       func(b []byte) []byte { return append(b, 0, 0, 0) },
-		"cut short":            func(b []byte) []byte { return b[:len(b)-1] },
+		"flipped payload byte":    func(b []byte) []byte { b[len(b)-terminatorSize-3] ^= 1; return b },
+		"garbage for terminator":  func(b []byte) []byte { b[len(b)-1] = 7; return b },
+		"cut short":               func(b []byte) []byte { return b[:len(b)-terminatorSize-1] },
+		"terminator cut short":    func(b []byte) []byte { return b[:len(b)-1] },
+		"no terminator (version)": func(b []byte) []byte { return b[:len(b)-terminatorSize] },
 	} {
 		t.Run(name, func(t *testing.T) {
 			fs := vfs.NewMem()
 			singleRecordJournal(t, fs, 5)
 			j, _ := mustOpen(t, memConfig(fs)) // file 2 is now the newest
 			mustClose(t, j)
-			writeFile(t, fs, fileName(1), damage(readFile(t, fs, fileName(1))))
+			b := damage(readFile(t, fs, fileName(1)))
+			if name == "no terminator (version)" {
+				b = append(b, 0, 0, 0) // a version 1 file: bytes after the last record are damage
+				binary.LittleEndian.PutUint16(b[8:], formatV1)
+				binary.LittleEndian.PutUint32(b[28:], crc32.Checksum(b[:28], castagnoli))
+			}
+			writeFile(t, fs, fileName(1), b)
 			wantCorrupt(t, fs, fileName(1))
 		})
 	}
@@ -151,12 +186,12 @@ func TestDamageInLastGroupIsCutAsTorn(t *testing.T) {
 	fs := vfs.NewMem()
 	singleRecordJournal(t, fs, 5)
 	b := readFile(t, fs, fileName(1))
-	b[len(b)-1] ^= 0xff
+	b[len(b)-terminatorSize-1] ^= 0xff
 	writeFile(t, fs, fileName(1), b)
 	j, got := mustOpen(t, memConfig(fs))
 	defer mustClose(t, j)
 	checkReplay(t, got, 1, payloads(4))
-	if len(got) != 4 || j.Recovery().TornBytes != RecordHeaderSize+40 {
+	if len(got) != 4 || j.Recovery().TornBytes != RecordHeaderSize+40+terminatorSize {
 		t.Fatalf("replayed %d, torn %d", len(got), j.Recovery().TornBytes)
 	}
 }
@@ -254,10 +289,10 @@ func TestFileHeaderDamageIsCorrupt(t *testing.T) {
 		fs := vfs.NewMem()
 		singleRecordJournal(t, fs, 2)
 		b := readFile(t, fs, fileName(1))
-		binary.LittleEndian.PutUint16(b[8:], 2)
+		binary.LittleEndian.PutUint16(b[8:], formatVersion+1)
 		binary.LittleEndian.PutUint32(b[28:], crc32.Checksum(b[:28], castagnoli))
 		writeFile(t, fs, fileName(1), b)
-		wantCorrupt(t, fs, "format version 2")
+		wantCorrupt(t, fs, fmt.Sprintf("format version %d", formatVersion+1))
 	})
 	t.Run("cut short", func(t *testing.T) {
 		fs := vfs.NewMem()

@@ -8,6 +8,8 @@ import (
 var (
 	errSeq      = errors.New("record sequence out of order")
 	errSyncedTo = errors.New("record synced-to offset inconsistent with its groups")
+	// errTerminator is not damage: the file's records end at a terminator.
+	errTerminator = errors.New("group terminator")
 )
 
 // ReplayFunc receives one replayed record. rec is only valid during the call.
@@ -18,11 +20,16 @@ type ReplayFunc func(seq uint64, rec []byte) error
 type scanResult struct {
 	lastSeq  uint64 // last valid record's sequence number, or firstSeq-1 if none
 	validEnd int64  // offset just past the last valid record
-	bad      error  // why the record at validEnd does not decode; nil if the file ended cleanly
+	bad      error  // why the record at validEnd does not decode; nil if the file ended there
+	// terminated: the bytes at validEnd are a group terminator of a version
+	// 2 file, where a write of the journal ended (what follows, if
+	// anything, is stale or an unsynced write that never completed).
+	terminated bool
 }
 
 // scanFile reads every record of a file in order, calls deliver for each
-// valid one, and stops at the first record that is not valid where it is:
+// valid one, and stops at a group terminator (version 2 files) or at the
+// first record that is not valid where it is:
 // it must decode with a matching checksum, carry the next sequence number,
 // and its synced-to must either repeat the previous record's (same group) or
 // equal its own offset (first record of the next group; groups are
@@ -42,6 +49,10 @@ func scanFile(r *fileReader, h fileHeader, deliver func(seq uint64, rec []byte) 
 		rh, err := peekRecordHeader(b)
 		if err != nil {
 			res.bad = err
+			return res, nil
+		}
+		if h.version >= 2 && isTerminator(b) {
+			res.bad, res.terminated = errTerminator, true
 			return res, nil
 		}
 		if b, err = r.at(off, RecordHeaderSize+int(rh.length)); err != nil {

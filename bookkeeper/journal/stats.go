@@ -36,6 +36,7 @@ type Stats struct {
 	SyncTime     time.Duration // total time in group fdatasync calls
 	MaxSyncTime  time.Duration // slowest group fdatasync
 	Rotations    uint64        // journal files started after the one created at Open
+	Reused       uint64        // journal files started (at Open or rotation) in a recycled file
 	QueueFullErr uint64        // Append calls that gave up with ErrQueueFull
 }
 
@@ -43,7 +44,7 @@ type Stats struct {
 type stats struct {
 	appends, appendBytes, groups, groupBytes atomic.Uint64
 	syncNanos, maxSyncNanos                  atomic.Int64
-	rotations, queueFull                     atomic.Uint64
+	rotations, queueFull, reused             atomic.Uint64
 }
 
 func (s *stats) snapshot() Stats {
@@ -55,6 +56,7 @@ func (s *stats) snapshot() Stats {
 		SyncTime:     time.Duration(s.syncNanos.Load()),
 		MaxSyncTime:  time.Duration(s.maxSyncNanos.Load()),
 		Rotations:    s.rotations.Load(),
+		Reused:       s.reused.Load(),
 		QueueFullErr: s.queueFull.Load(),
 	}
 }

@@ -3,12 +3,11 @@ package journal
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
-
-	"github.com/sluicemq/sluice/bookkeeper/internal/durable"
 )
 
 // writerState is owned by the writer goroutine (and read by Close after the
@@ -86,7 +85,7 @@ func (j *Journal) nextGroup(timer *time.Timer) *batch {
 // would not fit) and fsyncs it.
 func (j *Journal) commit(b *batch) error {
 	w := &j.w
-	if w.off+int64(len(b.buf)) > j.cfg.MaxFileSize && w.off > FileHeaderSize {
+	if w.off+int64(len(b.buf))+terminatorSize > j.cfg.MaxFileSize && w.off > FileHeaderSize {
 		if err := j.rotate(b.firstSeq); err != nil {
 			return err
 		}
@@ -100,7 +99,15 @@ func (j *Journal) commit(b *batch) error {
 	info := GroupInfo{Records: len(b.dones), Bytes: len(b.buf), FirstSeq: b.firstSeq}
 	start := time.Now()
 	info.Wait = start.Sub(b.queuedAt)
-	err := durable.WriteFull(w.file, b.buf)
+	// The group and a terminator after it, in one write at the group's
+	// offset: the next group overwrites the terminator.
+	n := len(b.buf)
+	b.buf = append(b.buf, terminator[:]...)
+	written, err := w.file.WriteAt(b.buf, w.off)
+	if err == nil && written != len(b.buf) {
+		err = io.ErrShortWrite
+	}
+	b.buf = b.buf[:n]
 	info.WriteTime = time.Since(start)
 	if err == nil {
 		w.off += int64(len(b.buf))
@@ -125,12 +132,35 @@ func (j *Journal) commit(b *batch) error {
 	return err
 }
 
+// terminator is what follows every group (see terminatorSize).
+var terminator [terminatorSize]byte
+
+// startFile makes journal file h, durable with its header and no records:
+// a recycled file when there is one, else a new file.
+func (j *Journal) startFile(h fileHeader) (vfs.File, error) {
+	j.filesMu.Lock()
+	var pooled string
+	if len(j.pool) > 0 {
+		pooled = j.pool[0]
+		j.pool = j.pool[1:]
+	}
+	j.filesMu.Unlock()
+	if pooled == "" {
+		return createJournalFile(j.fs, j.cfg.Dir, h)
+	}
+	f, err := reuseJournalFile(j.fs, j.cfg.Dir, pooled, h)
+	if err == nil {
+		j.stats.reused.Add(1)
+	}
+	return f, err
+}
+
 // rotate closes the newest file (fully synced) and starts the next one,
 // whose first record will be firstSeq.
 func (j *Journal) rotate(firstSeq uint64) error {
 	w := &j.w
-	h := fileHeader{fileSeq: w.fileSeq + 1, firstSeq: firstSeq}
-	f, err := createJournalFile(j.fs, j.cfg.Dir, h)
+	h := fileHeader{fileSeq: w.fileSeq + 1, firstSeq: firstSeq, version: formatVersion}
+	f, err := j.startFile(h)
 	if err != nil {
 		return err
 	}
