@@ -10,19 +10,20 @@ import (
 
 // Checkpoint records that every record up to and including seq is durable
 // elsewhere (the bookie flushed its entry log and index), so Open will not
-// replay them and journal files holding nothing after seq are deleted.
+// replay them and journal files holding nothing after seq are recycled
+// (up to Config.RecycleFiles of them are renamed recycle-*.log, and the
+// directory synced, to become later journal files) or deleted (in steps:
+// removeFile).
 //
 // seq must not exceed Durable (ErrCheckpointAhead). A seq at or below the
 // current checkpoint is a no-op: checkpoints only move forward. The
 // checkpoint is persisted (write temporary file, fsync, rename, fsync dir)
-// before any file is deleted (in steps: removeFile). The newest file is
-// never deleted. A file
+// before any file is recycled or deleted. The newest file never is. A file
 // whose deletion fails stays until the next Open, which deletes it; the
 // error is returned but the checkpoint stands.
 //
 // Checkpoint may run concurrently with appends; concurrent Checkpoint calls
-// are serialized. Up to Config.RecycleFiles obsolete files are kept for
-// reuse instead of being deleted.
+// are serialized.
 func (j *Journal) Checkpoint(seq uint64) error {
 	j.ckptMu.Lock()
 	defer j.ckptMu.Unlock()
@@ -51,6 +52,7 @@ func (j *Journal) Checkpoint(seq uint64) error {
 	// Config.RecycleFiles), else they are deleted. The renames are made
 	// durable before a recycled file can be reused: reuse rewrites the
 	// header, and a crash must never find that header under the old name.
+	// (Open syncs the directory before reusing recycled files it found.)
 	var errs, removed, recycled = []error(nil), 0, []string(nil)
 	room := j.poolRoom()
 	for _, fm := range obsolete {

@@ -56,8 +56,8 @@ type Config struct {
 	// on one disk showed publish p99 spikes of ~120 ms every ~26 s — the
 	// time one file took to fill — and with 32 MiB the same run's publish
 	// p99 fell from 81 to 42 ms (S2 in process mode, one run each). The
-	// likely cost is rotating to, and trimming by removing, large files;
-	// reusing preallocated files, as BookKeeper can, is the thorough fix.
+	// likely cost was rotating to, and trimming by removing, large files;
+	// since then obsolete files are reused instead (RecycleFiles).
 	MaxFileSize int64
 	// RecycleFiles is how many journal files made obsolete by checkpoints
 	// are kept (renamed recycle-*.log) to become later journal files,

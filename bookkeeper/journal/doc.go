@@ -39,10 +39,11 @@
 // # Group commit
 //
 // One writer goroutine takes the next group, frames it (checksums are
-// computed here, off the appenders' lock), writes it with one Write at the
-// end of the newest file, calls SyncData (fdatasync: data plus the size
-// change, which is all a later read needs; a full fsync would also flush
-// unrelated metadata such as mtime), and hands the group to the completion
+// computed here, off the appenders' lock), writes it and a terminator with
+// one WriteAt at the end of the newest file's records, calls SyncData
+// (fdatasync: data plus any size change, which is all a later read needs; a
+// full fsync would also flush unrelated metadata such as mtime; in a
+// recycled file there is no size change), and hands the group to the completion
 // goroutine. A group is bounded by Config.GroupBytes (default 512 KiB): the
 // appender whose record would overflow the group seals it and starts the
 // next. A group bigger than that holds exactly one record.
@@ -126,7 +127,8 @@
 //	| length | crc    | record seq      | synced-to       | payload   |
 //	+--------+--------+-----------------+-----------------+===========+
 //	length     u32; payload bytes, at most MaxRecordSizeLimit (64 MiB)
-//	crc        CRC32C of header bytes [0,4) ++ [8,24) ++ payload
+//	crc        CRC32C of file seq (u64) ++ header bytes [0,4) ++ [8,24) ++
+//	           payload; version 1: without the file seq
 //	record seq u64; journal-wide sequence number, consecutive from 1
 //	synced-to  u64; offset up to which this file had been fsynced when the
 //	           record's group was written, which is the group's start offset
@@ -163,13 +165,17 @@
 // filesystem metadata commit, and no obsolete file is unlinked (both
 // stalled the fsyncs of all three bookies on one ext4 disk).
 //
-// The old records after a reused file's terminator are never taken for
-// this file's records: they were all at or before a checkpoint, so their
-// sequence numbers are below the file's first rec seq and fail the
-// sequence check, and they cannot serve as proof of an earlier fsync (see
-// Recovery). That holds as long as sequence numbers never go back, so a
-// journal that starts afresh (no journal files, no checkpoint) deletes any
-// recycled files it finds.
+// The old records after a reused file's terminator never decode in it:
+// their checksums start from the file sequence they were written under,
+// and a reused file always gets a higher one. So they are neither replayed
+// nor taken as proof of an earlier fsync (see Recovery), even old records
+// whose sequence numbers the journal reaches again (a group torn after the
+// terminator is left in place, unacknowledged, and its sequence numbers
+// are given to new records). File sequence numbers must never go back for
+// this, so a journal that starts afresh (no journal files, no checkpoint)
+// deletes any recycled files it finds, and Open syncs the directory before
+// it reuses a recycled file it found (its recycled name must be durable
+// before its header is rewritten).
 //
 // # Invariants
 //
@@ -223,11 +229,15 @@
 // back unsynced pages out of order, and records never synced were never
 // acknowledged. The sequence-number condition keeps stale bytes of a
 // deleted file, which a filesystem may expose in an unsynced tail, from
-// being taken as proof, and the old records of a recycled file likewise.
+// being taken as proof; the old records of a recycled file do not even
+// decode.
 //
 // A terminator at x in the newest file is checked for proof the same way
 // (zeros can be damage too); without proof the file's records end there and
-// nothing is cut, since what follows is stale or was never synced.
+// nothing is cut: what follows is a recycled file's old contents or a group
+// whose write a crash tore, never acknowledged. The file is synced like any
+// newest file, and a new one started; its bytes after x are never read as
+// records again.
 //
 // Limitation: damage inside the last group(s) synced before a crash leaves
 // no later record to prove it and is cut as a torn tail, though those

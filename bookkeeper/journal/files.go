@@ -53,9 +53,19 @@ func recycleName(seq uint64) string {
 	return fmt.Sprintf("%s%016x%s", recyclePrefix, seq, fileSuffix)
 }
 
-// isRecycleName reports whether name is a file kept for reuse.
+// isRecycleName reports whether name is a file kept for reuse (exactly
+// the form recycleName makes: nothing else in the directory is touched).
 func isRecycleName(name string) bool {
-	return strings.HasPrefix(name, recyclePrefix) && strings.HasSuffix(name, fileSuffix)
+	hex, ok := strings.CutPrefix(name, recyclePrefix)
+	if !ok {
+		return false
+	}
+	hex, ok = strings.CutSuffix(hex, fileSuffix)
+	if !ok || len(hex) != 16 {
+		return false
+	}
+	_, err := strconv.ParseUint(hex, 16, 64)
+	return err == nil
 }
 
 // fileMeta is what the journal remembers about a live journal file.
@@ -94,9 +104,9 @@ func createJournalFile(fs vfs.FS, dir string, h fileHeader) (vfs.File, error) {
 // the old contents, syncs them, and only then renames the file and syncs
 // the directory. A crash before the rename leaves a recycled file (whose
 // contents nobody reads); after it, a journal file with a durable header
-// and no records. Its stale bytes beyond the terminator are records of
-// files made obsolete by a checkpoint, so their sequence numbers are below
-// h.firstSeq and recovery never takes them for records of this file.
+// and no records. Its stale bytes beyond the terminator are records
+// checksummed from another file sequence's seed (fileHeader.seed), so they
+// never decode as records of this file.
 //
 // Appends to a recycled file overwrite allocated blocks within its size,
 // so their fdatasyncs need no filesystem metadata commit, and no obsolete

@@ -121,21 +121,35 @@ func putRecordHeader(b []byte, n int, seq, syncedTo uint64) {
 	binary.LittleEndian.PutUint64(b[16:24], syncedTo)
 }
 
+// seed is where a record checksum of this file starts: in version 2, the
+// CRC32C of the file sequence number (u64), so a record checksums only in
+// the file it was written to; a recycled file's old records, written under
+// another file sequence, never decode in it. Version 1 records start from 0.
+func (h fileHeader) seed() uint32 {
+	if h.version == formatV1 {
+		return 0
+	}
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], h.fileSeq)
+	return crc32.Update(0, castagnoli, b[:])
+}
+
 // recordChecksum is the CRC32C of a framed record (header then payload),
-// skipping the checksum field itself.
-func recordChecksum(hdr, payload []byte) uint32 {
-	c := crc32.Update(0, castagnoli, hdr[0:4])
+// skipping the checksum field itself, continued from seed (fileHeader.seed).
+func recordChecksum(seed uint32, hdr, payload []byte) uint32 {
+	c := crc32.Update(seed, castagnoli, hdr[0:4])
 	c = crc32.Update(c, castagnoli, hdr[8:RecordHeaderSize])
 	return crc32.Update(c, castagnoli, payload)
 }
 
-// sealRecord sets syncedTo and the checksum of the framed record at the start
-// of b (header followed by its payload) and returns the record's total size.
-func sealRecord(b []byte, syncedTo uint64) int {
+// sealRecord sets syncedTo and the checksum (from seed) of the framed record
+// at the start of b (header followed by its payload) and returns the
+// record's total size.
+func sealRecord(b []byte, seed uint32, syncedTo uint64) int {
 	n := int(binary.LittleEndian.Uint32(b[0:4]))
 	binary.LittleEndian.PutUint64(b[16:24], syncedTo)
 	end := RecordHeaderSize + n
-	binary.LittleEndian.PutUint32(b[4:8], recordChecksum(b[:RecordHeaderSize], b[RecordHeaderSize:end]))
+	binary.LittleEndian.PutUint32(b[4:8], recordChecksum(seed, b[:RecordHeaderSize], b[RecordHeaderSize:end]))
 	return end
 }
 
@@ -168,9 +182,10 @@ func peekRecordHeader(b []byte) (recordHeader, error) {
 
 // decodeRecord decodes the record at the start of b. It returns the header,
 // the payload (aliasing b) and the record's total size. A record is returned
-// only if its checksum matches; it knows nothing about where the record sits,
-// so sequence and synced-to checks are the caller's.
-func decodeRecord(b []byte) (recordHeader, []byte, int, error) {
+// only if its checksum, from seed (its file's fileHeader.seed), matches; it
+// knows nothing else about where the record sits, so sequence and synced-to
+// checks are the caller's.
+func decodeRecord(b []byte, seed uint32) (recordHeader, []byte, int, error) {
 	h, err := peekRecordHeader(b)
 	if err != nil {
 		return h, nil, 0, err
@@ -180,7 +195,7 @@ func decodeRecord(b []byte) (recordHeader, []byte, int, error) {
 		return h, nil, 0, errShortPayload
 	}
 	payload := b[RecordHeaderSize:end]
-	if recordChecksum(b[:RecordHeaderSize], payload) != h.crc {
+	if recordChecksum(seed, b[:RecordHeaderSize], payload) != h.crc {
 		return h, nil, 0, errChecksum
 	}
 	return h, payload, end, nil

@@ -67,7 +67,7 @@ func TestGolden(t *testing.T) {
 	}{{32, 32, "hello"}, {61, 32, "sluice"}, {91, 91, ""}}
 	off := FileHeaderSize
 	for i, w := range want3 {
-		rh, p, n, err := decodeRecord(journal[off:])
+		rh, p, n, err := decodeRecord(journal[off:], h.seed())
 		if err != nil || off != w.off || rh.seq != uint64(i+1) || rh.syncedTo != uint64(w.syncedTo) || !bytes.Equal(p, []byte(w.rec)) {
 			t.Fatalf("record %d at %d: %+v %q %v", i, off, rh, p, err)
 		}

@@ -142,7 +142,7 @@ func open(cfg Config, lock io.Closer, replay ReplayFunc) (*Journal, error) {
 	if err != nil {
 		return nil, fmt.Errorf("journal: %w", err)
 	}
-	j.w = writerState{file: f, fileSeq: h.fileSeq, off: FileHeaderSize}
+	j.w = writerState{file: f, fileSeq: h.fileSeq, seed: h.seed(), off: FileHeaderSize}
 	j.files = append(rec.files, fileMeta{fileSeq: h.fileSeq, firstSeq: h.firstSeq, version: formatVersion})
 	j.durable.Store(rec.info.LastSeq)
 	j.ckpt.Store(rec.info.Checkpoint)

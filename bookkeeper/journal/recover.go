@@ -99,6 +99,15 @@ func recoverDir(fs vfs.FS, dir string, log *slog.Logger, replay ReplayFunc, keep
 		}
 		pool = pool[1:]
 	}
+	if len(pool) > 0 {
+		// A recycled name Checkpoint made may not be durable yet (a crash
+		// between its rename and directory sync, with the OS still up):
+		// reuse rewrites the header, which must never land under the old
+		// journal name.
+		if err := durable.SyncDir(fs, dir); err != nil {
+			return rec, fmt.Errorf("sync journal dir: %w", err)
+		}
+	}
 	rec.pool = pool
 
 	// Files whose successor starts at or before ckpt+1 hold nothing after
@@ -210,7 +219,7 @@ func replayFile(fs vfs.FS, dir string, fm fileMeta, newest bool, deliver func(ui
 	if !newest {
 		return 0, corruptf("%s offset %d (after record %d): %v", name, res.validEnd, res.lastSeq, res.bad)
 	}
-	synced, err := provesSyncedBefore(r, res.validEnd, res.lastSeq+1)
+	synced, err := provesSyncedBefore(r, fileHeader(fm), res.validEnd, res.lastSeq+1)
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", name, err)
 	}

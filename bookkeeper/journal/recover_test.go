@@ -13,12 +13,16 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
+// file1Seed is the record checksum seed of journal file 1 (version 2).
+var file1Seed = fileHeader{fileSeq: 1, version: formatVersion}.seed()
+
 // craftFile frames groups of records as the writer does (each record's
 // synced-to is its group's start offset) and returns the file and each
 // record's offset.
 func craftFile(fileSeq, firstSeq uint64, groups ...[][]byte) ([]byte, []int) {
 	b := make([]byte, FileHeaderSize)
-	fileHeader{fileSeq: fileSeq, firstSeq: firstSeq}.encode(b)
+	h := fileHeader{fileSeq: fileSeq, firstSeq: firstSeq, version: formatVersion}
+	h.encode(b)
 	var offs []int
 	seq := firstSeq
 	for _, g := range groups {
@@ -29,7 +33,7 @@ func craftFile(fileSeq, firstSeq uint64, groups ...[][]byte) ([]byte, []int) {
 			b = append(b, make([]byte, RecordHeaderSize)...)
 			putRecordHeader(b[off:], len(rec), seq, 0)
 			b = append(b, rec...)
-			sealRecord(b[off:], uint64(start))
+			sealRecord(b[off:], h.seed(), uint64(start))
 			seq++
 		}
 	}
@@ -218,7 +222,17 @@ func TestValidRecordsAfterHoleThatProveNothing(t *testing.T) {
 			old, _ := craftFile(7, 1, [][]byte{recs[2]})
 			stale := old[FileHeaderSize:]
 			binary.LittleEndian.PutUint64(stale[16:], uint64(len(b)))
-			sealRecord(stale, uint64(len(b)))
+			sealRecord(stale, file1Seed, uint64(len(b))) // its checksum fits file 1: only the seq tells
+			return append(b, stale...)
+		}},
+		"record of another file claiming a later sync": {build: func() []byte {
+			b, offs := craftFile(1, 1, [][]byte{recs[0]}, [][]byte{recs[1]})
+			clear(b[offs[1]:])
+			// A recycled file's old record with the seq due and a synced-to
+			// beyond the hole: its checksum is seeded with file 7, not 1.
+			old, _ := craftFile(7, 2, [][]byte{recs[2]})
+			stale := old[FileHeaderSize:]
+			sealRecord(stale, fileHeader{fileSeq: 7, version: formatVersion}.seed(), uint64(len(b)))
 			return append(b, stale...)
 		}},
 		"later record claiming a later sync": {corrupt: true, build: func() []byte {
@@ -255,7 +269,7 @@ func TestMisplacedValidRecordIsCorrupt(t *testing.T) {
 	}{
 		"synced-to of no group": {mention: "synced-to", build: func() []byte {
 			b, offs := craftFile(1, 1, [][]byte{payload(0, 40)}, [][]byte{payload(1, 40)})
-			sealRecord(b[offs[1]:], 7) // a group cannot start at 7
+			sealRecord(b[offs[1]:], file1Seed, 7) // a group cannot start at 7
 			return b
 		}},
 		"record repeated": {mention: "sequence out of order", build: func() []byte {

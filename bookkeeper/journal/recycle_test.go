@@ -164,7 +164,88 @@ func TestFreshJournalDropsRecycledFiles(t *testing.T) {
 
 // A group terminator never decodes as a record.
 func TestTerminatorIsNoRecord(t *testing.T) {
-	if _, _, _, err := decodeRecord(terminator[:]); err == nil {
-		t.Fatal("a terminator decodes as a record")
+	for _, h := range []fileHeader{{fileSeq: 1, version: formatV1}, {fileSeq: 1, version: formatVersion}, {fileSeq: 1 << 40, version: formatVersion}} {
+		if _, _, _, err := decodeRecord(terminator[:], h.seed()); err == nil {
+			t.Fatalf("a terminator decodes as a record of %+v", h)
+		}
+	}
+}
+
+// Records a crash left after the newest file's terminator (a torn group
+// whose first page never reached the disk) stay there, unacknowledged,
+// when that file is recycled. Reused as a later file, whose sequence
+// numbers may then reach theirs, they must neither replay nor pass for
+// proof of an fsync (a false ErrCorrupt): their checksums are seeded with
+// the file they were written to.
+func TestTornRecordsInRecycledFileAreNoProof(t *testing.T) {
+	fs := vfs.NewMem()
+	cfg := memConfig(fs)
+	cfg.RecycleFiles = 1
+	singleRecordJournal(t, fs, 5) // records 1-5 in file 1, then its terminator
+	b := readFile(t, fs, fileName(1))
+	x := len(b) - terminatorSize
+	// The torn group 6-8 at x: its first page lost (the terminator stays),
+	// a later part on disk: record 7, valid, synced-to x.
+	torn, _ := craftFile(1, 7, [][]byte{payload(7, 40)})
+	rec := torn[FileHeaderSize:]
+	sealRecord(rec, file1Seed, uint64(x))
+	b = append(b, make([]byte, 64)...) // the lost part of record 6
+	b = append(b, rec...)
+	writeFile(t, fs, fileName(1), b)
+
+	j, got := mustOpen(t, cfg) // file 2 from record 6 on
+	if len(got) != 5 {
+		t.Fatalf("replayed %d records, want 5", len(got))
+	}
+	if err := j.Checkpoint(5); err != nil { // file 1 is recycled
+		t.Fatal(err)
+	}
+	mustClose(t, j)
+	j, _ = mustOpen(t, cfg) // file 3 is file 1 reused, from record 6 on
+	if j.Stats().Reused != 1 {
+		t.Fatalf("Stats.Reused %d, want 1", j.Stats().Reused)
+	}
+	if seq, err := j.AppendWait(context.Background(), payload(6, 40)); err != nil || seq != 6 {
+		t.Fatalf("append: %d, %v", seq, err)
+	}
+	mustClose(t, j)
+	// File 3's records end at 6, before the old record 7 with a synced-to
+	// beyond; file 3 is the newest at this Open.
+	j, got = mustOpen(t, cfg)
+	defer mustClose(t, j)
+	if len(got) != 1 || got[0].seq != 6 {
+		t.Fatalf("replayed %v, want record 6 only", got)
+	}
+}
+
+// Open makes the directory durable before it reuses a recycled file it
+// found, and a recycled file that cannot be reused is replaced by a new one.
+func TestRecycledFileNotReusableIsReplaced(t *testing.T) {
+	fs := vfs.NewMem()
+	j, _ := mustOpen(t, memConfig(fs))
+	appendN(t, j, 0, 100)
+	if err := j.Checkpoint(j.Durable()); err != nil {
+		t.Fatal(err)
+	}
+	mustClose(t, j)
+	recycled, _ := names(t, fs)
+	if len(recycled) == 0 {
+		t.Fatal("no recycled files")
+	}
+	// Replace the oldest recycled file by a directory: it cannot be opened
+	// for writing.
+	if err := fs.Remove(fs.PathJoin(testDir, recycled[0])); err != nil {
+		t.Fatal(err)
+	}
+	if err := fs.MkdirAll(fs.PathJoin(testDir, recycled[0]), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	j, _ = mustOpen(t, memConfig(fs))
+	defer mustClose(t, j)
+	if j.Stats().Reused != 0 {
+		t.Fatalf("Stats.Reused %d, want 0", j.Stats().Reused)
+	}
+	if seq, err := j.AppendWait(context.Background(), []byte("x")); err != nil || seq != 101 {
+		t.Fatalf("append: %d, %v", seq, err)
 	}
 }

@@ -58,7 +58,7 @@ func scanFile(r *fileReader, h fileHeader, deliver func(seq uint64, rec []byte) 
 		if b, err = r.at(off, RecordHeaderSize+int(rh.length)); err != nil {
 			return res, err
 		}
-		rh, payload, n, err := decodeRecord(b)
+		rh, payload, n, err := decodeRecord(b, h.seed())
 		switch {
 		case err != nil:
 		case rh.seq != res.lastSeq+1:
@@ -91,7 +91,7 @@ func scanFile(r *fileReader, h fileHeader, deliver func(seq uint64, rec []byte) 
 //
 // It tries every byte offset, since the damage may have destroyed the
 // framing; cheap header checks come before any checksum.
-func provesSyncedBefore(r *fileReader, x int64, expect uint64) (bool, error) {
+func provesSyncedBefore(r *fileReader, h fileHeader, x int64, expect uint64) (bool, error) {
 	p := x + 1
 	for p+RecordHeaderSize <= r.size {
 		wOff := p
@@ -110,7 +110,7 @@ func provesSyncedBefore(r *fileReader, x int64, expect uint64) (bool, error) {
 			if err != nil {
 				return false, err
 			}
-			if _, _, _, err := decodeRecord(b); err == nil {
+			if _, _, _, err := decodeRecord(b, h.seed()); err == nil {
 				return true, nil
 			}
 			// r.at moved the window: go on from the next offset with a fresh one.

@@ -15,7 +15,8 @@ import (
 type writerState struct {
 	file    vfs.File // the newest journal file, open for appending
 	fileSeq uint64
-	off     int64 // bytes in file; all of them are synced between groups
+	seed    uint32 // record checksum seed of the file (fileHeader.seed)
+	off     int64  // bytes of records in file; all of them are synced between groups
 }
 
 // runWriter is the group-commit loop: take the next group, write it with one
@@ -94,7 +95,7 @@ func (j *Journal) commit(b *batch) error {
 	// was, and so was the header. Every record says so.
 	groupStart := uint64(w.off)
 	for p := 0; p < len(b.buf); {
-		p += sealRecord(b.buf[p:], groupStart)
+		p += sealRecord(b.buf[p:], w.seed, groupStart)
 	}
 	info := GroupInfo{Records: len(b.dones), Bytes: len(b.buf), FirstSeq: b.firstSeq}
 	start := time.Now()
@@ -145,14 +146,18 @@ func (j *Journal) startFile(h fileHeader) (vfs.File, error) {
 		j.pool = j.pool[1:]
 	}
 	j.filesMu.Unlock()
-	if pooled == "" {
-		return createJournalFile(j.fs, j.cfg.Dir, h)
+	if pooled != "" {
+		f, err := reuseJournalFile(j.fs, j.cfg.Dir, pooled, h)
+		if err == nil {
+			j.stats.reused.Add(1)
+			return f, nil
+		}
+		// A recycled file is only an optimization: drop it and make a new
+		// one (which replaces the file if the rename already happened).
+		j.log.Warn("journal: recycled file not reusable, deleting it", slog.String("file", pooled), slog.Any("err", err))
+		_ = j.fs.Remove(j.fs.PathJoin(j.cfg.Dir, pooled))
 	}
-	f, err := reuseJournalFile(j.fs, j.cfg.Dir, pooled, h)
-	if err == nil {
-		j.stats.reused.Add(1)
-	}
-	return f, err
+	return createJournalFile(j.fs, j.cfg.Dir, h)
 }
 
 // rotate closes the newest file (fully synced) and starts the next one,
@@ -165,7 +170,7 @@ func (j *Journal) rotate(firstSeq uint64) error {
 		return err
 	}
 	old := w.file
-	*w = writerState{file: f, fileSeq: h.fileSeq, off: FileHeaderSize}
+	*w = writerState{file: f, fileSeq: h.fileSeq, seed: h.seed(), off: FileHeaderSize}
 	j.filesMu.Lock()
 	j.files = append(j.files, fileMeta(h))
 	j.filesMu.Unlock()
