@@ -113,6 +113,12 @@ type Ledgers interface {
 	// GetLedger returns a ledger's metadata. Errors: ErrNotFound.
 	GetLedger(ctx context.Context, id LedgerID) (LedgerMetadata, error)
 
+	// GetLedgers returns the metadata of those of ids that exist, each
+	// once, in id order (ids may repeat; ids that do not exist are left
+	// out), read as GetLedger would: one call instead of one per ledger.
+	// Errors: *ValidationError (field "ids": more than MaxPageSize ids).
+	GetLedgers(ctx context.Context, ids []LedgerID) ([]LedgerMetadata, error)
+
 	// UpdateLedger stores m if the stored version is still m.Version
 	// (compare-and-set) and the change is legal (NextLedger), and returns the
 	// stored record (Version+1). Start m from a read. Errors: ErrNotFound,

@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"slices"
 	"time"
 	"unicode/utf8"
 )
@@ -86,6 +87,17 @@ func ValidateTTL(ttl time.Duration) error {
 		return Invalid("ttl", "%v is outside [%v, %v]", ttl, MinHeartbeatTTL, MaxHeartbeatTTL)
 	}
 	return nil
+}
+
+// LedgerIDs checks a GetLedgers call's ids and returns them sorted, each
+// once.
+func LedgerIDs(ids []LedgerID) ([]LedgerID, error) {
+	if len(ids) > MaxPageSize {
+		return nil, Invalid("ids", "%d ids, at most %d per call", len(ids), MaxPageSize)
+	}
+	out := slices.Clone(ids)
+	slices.Sort(out)
+	return slices.Compact(out), nil
 }
 
 // PageLimit resolves a List call's limit: 0 means DefaultPageSize; otherwise

@@ -149,7 +149,8 @@ func topicInfo(t catalog.Topic) *sluicev1.TopicInfo {
 // describe adds each partition's owner, epoch and offsets. The end offset
 // is the writer's when known (EndOffset), else what the catalog says: the
 // tail ledger's end once sealed, its first offset while it is being written
-// (a lower bound; the fetch service's high watermark is exact).
+// (a lower bound; the fetch service's high watermark is exact). The tail
+// ledgers of a page of partitions are read with one GetLedgers call.
 func (s *Service) describe(ctx context.Context, t catalog.Topic) (*sluicev1.TopicInfo, error) {
 	info := topicInfo(t)
 	owners, err := s.d.Catalog.ListLiveOwners(ctx)
@@ -166,15 +167,13 @@ func (s *Service) describe(ctx context.Context, t catalog.Topic) (*sluicev1.Topi
 		if err != nil {
 			return nil, apierr.FromCatalog(err)
 		}
-		for _, p := range page.Items {
-			pi := &sluicev1.PartitionInfo{Partition: int32(p.Index), Epoch: p.Epoch, StartOffset: p.LogStartOffset, EndOffset: p.LogStartOffset}
+		ends := s.endOffsets(ctx, page.Items)
+		for i, p := range page.Items {
+			pi := &sluicev1.PartitionInfo{Partition: int32(p.Index), Epoch: p.Epoch, StartOffset: p.LogStartOffset, EndOffset: ends[i]}
 			if a, live := addr[p.Owner]; live && p.Owner != "" {
 				// An owner whose heartbeat expired owns nothing: the
 				// partition is free (the next produce takes it).
 				pi.Owner, pi.OwnerId = a, p.Owner
-			}
-			if end, ok := s.endOffset(ctx, t.Name, p); ok {
-				pi.EndOffset = end
 			}
 			info.Partitions = append(info.Partitions, pi)
 		}
@@ -185,25 +184,45 @@ func (s *Service) describe(ctx context.Context, t catalog.Topic) (*sluicev1.Topi
 	return info, nil
 }
 
-func (s *Service) endOffset(ctx context.Context, topic string, p catalog.Partition) (int64, bool) {
-	if s.d.EndOffset != nil {
-		if end, ok := s.d.EndOffset(p.TopicID, p.Index); ok {
-			return end, true
+// endOffsets returns each partition's end offset (see describe). A failed
+// catalog read leaves the lower bounds: the tail's first offset, or the
+// log start when the partition has no ledger.
+func (s *Service) endOffsets(ctx context.Context, parts []catalog.Partition) []int64 {
+	ends := make([]int64, len(parts))
+	tail := make([]catalog.LedgerID, len(parts)) // the ledger to read for ends[i]; 0: none
+	var tails []catalog.LedgerID
+	for i, p := range parts {
+		ends[i] = p.LogStartOffset
+		if s.d.EndOffset != nil {
+			if end, ok := s.d.EndOffset(p.TopicID, p.Index); ok {
+				ends[i] = end
+				continue
+			}
+		}
+		if n := len(p.Ledgers); n > 0 {
+			ends[i], tail[i] = p.Ledgers[n-1].FirstOffset, p.Ledgers[n-1].ID
+			tails = append(tails, tail[i])
 		}
 	}
-	n := len(p.Ledgers)
-	if n == 0 {
-		return 0, false
+	if len(tails) == 0 {
+		return ends
 	}
-	tail := p.Ledgers[n-1]
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	m, err := s.d.Catalog.GetLedger(ctx, tail.ID)
+	ms, err := s.d.Catalog.GetLedgers(ctx, tails)
 	if err != nil {
-		return tail.FirstOffset, true
+		return ends
 	}
-	if m.State.Sealed() {
-		return m.LastOffset + 1, true
+	sealed := make(map[catalog.LedgerID]int64, len(ms))
+	for _, m := range ms {
+		if m.State.Sealed() {
+			sealed[m.ID] = m.LastOffset + 1
+		}
 	}
-	return tail.FirstOffset, true
+	for i, id := range tail {
+		if end, ok := sealed[id]; ok && id != 0 {
+			ends[i] = end
+		}
+	}
+	return ends
 }

@@ -12,6 +12,7 @@ import (
 func runLedgers(t *testing.T, h Harness) {
 	subtests(t, h, map[string]func(e *env){
 		"CreateGet":           ledgersCreateGet,
+		"GetMany":             ledgersGetMany,
 		"IDsIncrease":         ledgersIDsIncrease,
 		"CreateValidation":    ledgersCreateValidation,
 		"UpdateCAS":           ledgersUpdateCAS,
@@ -47,6 +48,50 @@ func ledgersCreateGet(e *env) {
 	}
 	_, err = e.b.GetLedger(e.ctx, m.ID+1)
 	wantErr(e.t, err, catalog.ErrNotFound, "GetLedger of an unallocated id")
+}
+
+// GetLedgers answers as GetLedger would, for many ids at once: those that
+// exist, once each, in id order, over more than one backend request's worth
+// (DynamoDB's BatchGetItem takes 100 keys).
+func ledgersGetMany(e *env) {
+	var made []catalog.LedgerMetadata
+	for i := range 120 {
+		made = append(made, e.ledgerFor(lease(i%3), int64(i)))
+	}
+	// Change one, so the answer must be the stored record, not the first.
+	upd := made[7]
+	upd.State = catalog.LedgerClosed
+	upd.LastEntry, upd.LastOffset = -1, upd.FirstOffset-1
+	upd, err := e.b.UpdateLedger(e.ctx, upd)
+	if err != nil {
+		e.t.Fatalf("UpdateLedger: %v", err)
+	}
+	made[7] = upd
+	var ids []catalog.LedgerID
+	for i := len(made) - 1; i >= 0; i-- { // reversed, and some twice
+		ids = append(ids, made[i].ID)
+		if i%10 == 0 {
+			ids = append(ids, made[i].ID)
+		}
+	}
+	ids = append(ids, made[len(made)-1].ID+1000, 0) // never allocated
+	got, err := e.b.GetLedgers(e.ctx, ids)
+	if err != nil {
+		e.t.Fatalf("GetLedgers: %v", err)
+	}
+	if len(got) != len(made) {
+		e.t.Fatalf("GetLedgers returned %d ledgers, want %d", len(got), len(made))
+	}
+	for i, m := range got {
+		if !ledgerEqual(m, made[i]) || m.Version != made[i].Version {
+			e.t.Fatalf("GetLedgers[%d] = %+v, want %+v", i, m, made[i])
+		}
+	}
+	if got, err := e.b.GetLedgers(e.ctx, nil); err != nil || len(got) != 0 {
+		e.t.Fatalf("GetLedgers(nil) = %v, %v; want nothing", got, err)
+	}
+	_, err = e.b.GetLedgers(e.ctx, make([]catalog.LedgerID, catalog.MaxPageSize+1))
+	wantInvalid(e.t, err, "ids", "GetLedgers of too many ids")
 }
 
 func ledgersIDsIncrease(e *env) {

@@ -85,6 +85,20 @@ func (c *Catalog) GetLedger(ctx context.Context, id catalog.LedgerID) (catalog.L
 	return m, nil
 }
 
+// GetLedgers implements catalog.Ledgers with BatchGetItem (100 keys per
+// request).
+func (c *Catalog) GetLedgers(ctx context.Context, ids []catalog.LedgerID) ([]catalog.LedgerMetadata, error) {
+	ids, err := catalog.LedgerIDs(ids)
+	if err != nil {
+		return nil, err
+	}
+	ms, err := c.batchGetLedgers(ctx, ids)
+	if err != nil {
+		return nil, fmt.Errorf("get %d ledgers: %w", len(ids), err)
+	}
+	return ms, nil
+}
+
 // UpdateLedger implements catalog.Ledgers: the proposal is checked against
 // the item read, and written conditioned on that item's version — so the
 // check was made on exactly what is replaced. A state change moves the

@@ -2,6 +2,7 @@ package embedded
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/sluicemq/sluice/pkg/catalog"
@@ -63,6 +64,32 @@ func (c *Catalog) GetLedger(_ context.Context, id catalog.LedgerID) (catalog.Led
 		return catalog.LedgerMetadata{}, fmt.Errorf("get ledger %d: %w", id, err)
 	}
 	return m, nil
+}
+
+// GetLedgers implements catalog.Ledgers: one read transaction.
+func (c *Catalog) GetLedgers(_ context.Context, ids []catalog.LedgerID) ([]catalog.LedgerMetadata, error) {
+	ids, err := catalog.LedgerIDs(ids)
+	if err != nil {
+		return nil, err
+	}
+	var out []catalog.LedgerMetadata
+	err = c.read(func() error {
+		for _, id := range ids {
+			m, err := c.getLedger(id)
+			if errors.Is(err, catalog.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			out = append(out, m)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("get %d ledgers: %w", len(ids), err)
+	}
+	return out, nil
 }
 
 // UpdateLedger implements catalog.Ledgers.
