@@ -125,6 +125,10 @@ type Config struct {
 	JournalMaxGroupWait time.Duration
 	JournalMaxFileSize  int64
 	JournalMaxQueue     int
+	// JournalRecycleFiles is journal.Config.RecycleFiles: how many
+	// checkpointed journal files are kept for reuse (0: the default, 4;
+	// negative: none, obsolete files are deleted).
+	JournalRecycleFiles int
 	// Storage tuning; see bookkeeper/storage.Options. Zero means the
 	// storage's defaults.
 	WriteBufferBytes int64
@@ -258,6 +262,7 @@ func (c Config) journalConfig() journal.Config {
 		MaxGroupWait:  c.JournalMaxGroupWait,
 		MaxFileSize:   c.JournalMaxFileSize,
 		MaxQueueBytes: c.JournalMaxQueue,
+		RecycleFiles:  c.JournalRecycleFiles,
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/bookkeeper/bookie"
+	"github.com/sluicemq/sluice/bookkeeper/journal"
 	"github.com/sluicemq/sluice/internal/rpcserver"
 	"github.com/sluicemq/sluice/internal/telemetry"
 )
@@ -28,6 +29,7 @@ func runBookie(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	table := fs.String("catalog-table", "", "DynamoDB catalog table to register in (endpoint and credentials from the AWS environment); empty: do not register")
 	heartbeat := fs.Duration("heartbeat", bookie.DefaultHeartbeatInterval, "registry heartbeat interval")
 	groupWait := fs.Duration("journal-max-group-wait", 0, "how long an idle journal waits to fill a group commit (0: write at once)")
+	recycle := fs.Int("journal-recycle-files", journal.DefaultRecycleFiles, "checkpointed journal files kept for reuse, so appends overwrite allocated blocks (0: delete them instead)")
 	ckpt := fs.Duration("checkpoint-interval", bookie.DefaultCheckpointInterval, "checkpoint interval (storage flush, journal trim)")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	pprofOn := fs.Bool("pprof", false, "serve Go's runtime profiles under /debug/pprof/ (benchmarks, diagnosis)")
@@ -68,7 +70,7 @@ func runBookie(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	b, err := bookie.Open(bookie.Config{
 		ID: *id, InstanceID: *instance, Dir: *dir, JournalDir: *journalDir,
 		RequireStorageID: *storageID, Logger: tel.Logger, FS: bookieFS(tel.Logger),
-		JournalMaxGroupWait: *groupWait, CheckpointInterval: *ckpt,
+		JournalMaxGroupWait: *groupWait, CheckpointInterval: *ckpt, JournalRecycleFiles: recycleFiles(*recycle),
 	})
 	if err != nil {
 		return err
@@ -125,4 +127,14 @@ func runBookie(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		all = append(all, err)
 	}
 	return errors.Join(all...)
+}
+
+// recycleFiles maps --journal-recycle-files to bookie.Config: 0 (or less)
+// turns reuse off, which the config spells as negative (its zero is the
+// default).
+func recycleFiles(n int) int {
+	if n <= 0 {
+		return -1
+	}
+	return n
 }

@@ -65,6 +65,19 @@ func TestTopicFlagsBeforeOrAfterTheName(t *testing.T) {
 	}
 }
 
+// --journal-recycle-files reaches the journal's config: above its bound,
+// the bookie refuses to start and says which setting; 0 turns reuse off.
+func TestBookieJournalRecycleFlag(t *testing.T) {
+	var errOut bytes.Buffer
+	code := run(context.Background(), []string{"bookie", "--dir", t.TempDir(), "--journal-recycle-files", "65"}, io.Discard, &errOut)
+	if code == 0 || !strings.Contains(errOut.String(), "RecycleFiles 65") {
+		t.Fatalf("exit %d, stderr %q; want the journal's RecycleFiles bound", code, errOut.String())
+	}
+	if recycleFiles(0) >= 0 || recycleFiles(-3) >= 0 || recycleFiles(7) != 7 {
+		t.Fatalf("recycleFiles: 0 -> %d, -3 -> %d, 7 -> %d", recycleFiles(0), recycleFiles(-3), recycleFiles(7))
+	}
+}
+
 func TestDevServesHealthAndStops(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
