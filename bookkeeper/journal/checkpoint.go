@@ -59,10 +59,12 @@ func (j *Journal) Checkpoint(seq uint64) error {
 		path := j.fs.PathJoin(j.cfg.Dir, fileName(fm.fileSeq))
 		if len(recycled) < room {
 			name := recycleName(fm.fileSeq)
-			if err := j.fs.Rename(path, j.fs.PathJoin(j.cfg.Dir, name)); err == nil {
+			err := j.fs.Rename(path, j.fs.PathJoin(j.cfg.Dir, name))
+			if err == nil {
 				recycled = append(recycled, name)
 				continue
 			}
+			j.log.Warn("journal: could not recycle an obsolete file, deleting it", slog.String("file", fileName(fm.fileSeq)), slog.Any("err", err))
 		}
 		if err := removeFile(j.fs, path); err != nil {
 			errs = append(errs, err)

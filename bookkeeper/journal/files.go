@@ -34,8 +34,11 @@ func fileName(seq uint64) string {
 }
 
 // parseFileName returns the file sequence number of a journal file name.
-func parseFileName(name string) (uint64, bool) {
-	hex, ok := strings.CutPrefix(name, filePrefix)
+func parseFileName(name string) (uint64, bool) { return parseSeqName(name, filePrefix) }
+
+// parseSeqName parses prefix, 16 hex digits and fileSuffix.
+func parseSeqName(name, prefix string) (uint64, bool) {
+	hex, ok := strings.CutPrefix(name, prefix)
 	if !ok {
 		return 0, false
 	}
@@ -56,16 +59,8 @@ func recycleName(seq uint64) string {
 // isRecycleName reports whether name is a file kept for reuse (exactly
 // the form recycleName makes: nothing else in the directory is touched).
 func isRecycleName(name string) bool {
-	hex, ok := strings.CutPrefix(name, recyclePrefix)
-	if !ok {
-		return false
-	}
-	hex, ok = strings.CutSuffix(hex, fileSuffix)
-	if !ok || len(hex) != 16 {
-		return false
-	}
-	_, err := strconv.ParseUint(hex, 16, 64)
-	return err == nil
+	_, ok := parseSeqName(name, recyclePrefix)
+	return ok
 }
 
 // fileMeta is what the journal remembers about a live journal file.

@@ -205,7 +205,7 @@ func replayFile(fs vfs.FS, dir string, fm fileMeta, newest bool, deliver func(ui
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", name, err)
 	}
-	if res.bad == nil || (res.terminated && !newest) {
+	if res.bad == nil || (res.terminated() && !newest) {
 		if newest {
 			// It may hold bytes a crashed process wrote but never synced: make
 			// them durable before a newer file exists, so that every file but
@@ -227,7 +227,7 @@ func replayFile(fs vfs.FS, dir string, fm fileMeta, newest bool, deliver func(ui
 		return 0, corruptf("%s offset %d (after record %d): %v, and a later record shows it had been synced",
 			name, res.validEnd, res.lastSeq, res.bad)
 	}
-	if res.terminated {
+	if res.terminated() {
 		// See res.bad == nil above: the newest file's writes made durable.
 		if err := f.SyncData(); err != nil {
 			return 0, fmt.Errorf("sync %s: %w", name, err)

@@ -29,6 +29,23 @@ func names(t *testing.T, fs vfs.FS) (recycled, journal []string) {
 	return recycled, journal
 }
 
+// closedWithRecycledFiles leaves on fs a closed journal of 100 records,
+// checkpointed in full, and returns its recycled and journal file names.
+func closedWithRecycledFiles(t *testing.T, fs vfs.FS) (recycled, journal []string) {
+	t.Helper()
+	j, _ := mustOpen(t, memConfig(fs))
+	appendN(t, j, 0, 100)
+	if err := j.Checkpoint(j.Durable()); err != nil {
+		t.Fatal(err)
+	}
+	mustClose(t, j)
+	recycled, journal = names(t, fs)
+	if len(recycled) == 0 {
+		t.Fatal("no recycled files to start with")
+	}
+	return recycled, journal
+}
+
 func appendN(t *testing.T, j *Journal, from, n int) map[uint64][]byte {
 	t.Helper()
 	m := map[uint64][]byte{}
@@ -97,7 +114,7 @@ func TestRecycledFilesAreReused(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res.terminated && res.validEnd+terminatorSize < int64(len(b)) {
+		if res.terminated() && res.validEnd+terminatorSize < int64(len(b)) {
 			stale++
 		}
 	}
@@ -137,16 +154,7 @@ func TestRecycleOff(t *testing.T) {
 // the new journal will use again.
 func TestFreshJournalDropsRecycledFiles(t *testing.T) {
 	fs := vfs.NewMem()
-	j, _ := mustOpen(t, memConfig(fs))
-	appendN(t, j, 0, 100)
-	if err := j.Checkpoint(j.Durable()); err != nil {
-		t.Fatal(err)
-	}
-	mustClose(t, j)
-	recycled, journal := names(t, fs)
-	if len(recycled) == 0 {
-		t.Fatal("no recycled files to start with")
-	}
+	_, journal := closedWithRecycledFiles(t, fs)
 	for _, n := range append(journal, checkpointName) {
 		if err := fs.Remove(fs.PathJoin(testDir, n)); err != nil {
 			t.Fatal(err)
@@ -218,20 +226,10 @@ func TestTornRecordsInRecycledFileAreNoProof(t *testing.T) {
 	}
 }
 
-// Open makes the directory durable before it reuses a recycled file it
-// found, and a recycled file that cannot be reused is replaced by a new one.
+// A recycled file that cannot be reused is replaced by a new one.
 func TestRecycledFileNotReusableIsReplaced(t *testing.T) {
 	fs := vfs.NewMem()
-	j, _ := mustOpen(t, memConfig(fs))
-	appendN(t, j, 0, 100)
-	if err := j.Checkpoint(j.Durable()); err != nil {
-		t.Fatal(err)
-	}
-	mustClose(t, j)
-	recycled, _ := names(t, fs)
-	if len(recycled) == 0 {
-		t.Fatal("no recycled files")
-	}
+	recycled, _ := closedWithRecycledFiles(t, fs)
 	// Replace the oldest recycled file by a directory: it cannot be opened
 	// for writing.
 	if err := fs.Remove(fs.PathJoin(testDir, recycled[0])); err != nil {
@@ -240,7 +238,7 @@ func TestRecycledFileNotReusableIsReplaced(t *testing.T) {
 	if err := fs.MkdirAll(fs.PathJoin(testDir, recycled[0]), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	j, _ = mustOpen(t, memConfig(fs))
+	j, _ := mustOpen(t, memConfig(fs))
 	defer mustClose(t, j)
 	if j.Stats().Reused != 0 {
 		t.Fatalf("Stats.Reused %d, want 0", j.Stats().Reused)

@@ -21,11 +21,12 @@ type scanResult struct {
 	lastSeq  uint64 // last valid record's sequence number, or firstSeq-1 if none
 	validEnd int64  // offset just past the last valid record
 	bad      error  // why the record at validEnd does not decode; nil if the file ended there
-	// terminated: the bytes at validEnd are a group terminator of a version
-	// 2 file, where a write of the journal ended (what follows, if
-	// anything, is stale or an unsynced write that never completed).
-	terminated bool
 }
+
+// terminated reports whether the bytes at validEnd are a group terminator
+// of a version 2 file, where a write of the journal ended (what follows, if
+// anything, is stale or an unsynced write that never completed).
+func (r scanResult) terminated() bool { return r.bad == errTerminator }
 
 // scanFile reads every record of a file in order, calls deliver for each
 // valid one, and stops at a group terminator (version 2 files) or at the
@@ -52,7 +53,7 @@ func scanFile(r *fileReader, h fileHeader, deliver func(seq uint64, rec []byte) 
 			return res, nil
 		}
 		if h.version >= 2 && isTerminator(b) {
-			res.bad, res.terminated = errTerminator, true
+			res.bad = errTerminator
 			return res, nil
 		}
 		if b, err = r.at(off, RecordHeaderSize+int(rh.length)); err != nil {

@@ -220,7 +220,7 @@ func (s *Service) endOffsets(ctx context.Context, parts []catalog.Partition) []i
 		}
 	}
 	for i, id := range tail {
-		if end, ok := sealed[id]; ok && id != 0 {
+		if end, ok := sealed[id]; ok { // ledger ids start at 1: none is 0
 			ends[i] = end
 		}
 	}
