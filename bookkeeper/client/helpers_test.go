@@ -70,7 +70,7 @@ func (c *cluster) close() {
 // handler.
 func (c *cluster) startBookie(id string, opts ...connect.HandlerOption) *testBookie {
 	c.t.Helper()
-	return c.openBookie(id, vfs.NewMem(), opts...)
+	return c.openBookie(id, vfs.NewCrashableMem(), opts...)
 }
 
 // restartBookie opens a stopped bookie again on its disk, at a new address.
@@ -135,6 +135,20 @@ func (c *cluster) stopBookie(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.stopLocked(c.bookies[id])
+}
+
+// crashBookie stops a bookie as kill -9 would: its disk keeps only what was
+// synced (a crash clone taken before the close), and its registry record
+// stays live.
+func (c *cluster) crashBookie(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b := c.bookies[id]
+	b.srv.CloseClientConnections()
+	b.srv.Close()
+	crashed := b.fs.(*vfs.MemFS).CrashClone(vfs.CrashCloneCfg{})
+	c.stopLocked(b)
+	b.fs = crashed
 }
 
 func (c *cluster) stopLocked(b *testBookie) {

@@ -290,11 +290,22 @@ func (r *Reader) refresh(ctx context.Context) error {
 
 // pollLac long-polls the bookies of the last segment for a LAC above
 // previous, waiting up to wait (a watch on each bookie's shared WatchLac
-// stream; a wait of 0 asks each with one ReadLac call): first the one that answered first last
-// time, then one more each lacSpeculation without progress (or at
-// once when a poll fails). The first answer above previous wins and the
-// others are cancelled; every poll's wait ends at the same deadline. It
-// feeds the best answer to the machine and reports whether every bookie
+// stream): first the one that answered first last time, then one more
+// each lacSpeculation without progress (or at once when a poll fails). The
+// first answer above previous wins and the others are cancelled; every
+// poll's wait ends at the same deadline.
+//
+// A wait of 0 is a one-off question ("what is the LAC now?", one ReadLac
+// call per bookie) and asks every bookie of the segment at once, taking
+// the highest answer: one bookie's LAC may be behind the others' for good
+// (an explicit LAC is not journaled, so a bookie restarted after the
+// writer's last push knows only the LAC its last entry carried, and an
+// idle writer pushes no more), and the first answer alone would then
+// report a short end for as long as the ledger stays idle. It returns once
+// every bookie answered, or SpeculativeLacTimeout after E−Qa+1 answered
+// (they include one bookie of every ack quorum).
+//
+// It feeds the best answer to the machine and reports whether every bookie
 // was asked and none answered, and whether one said the ledger is fenced
 // (then it stops too: the LAC will not rise any more).
 func (r *Reader) pollLac(ctx context.Context, previous int64, wait time.Duration, maxEntryBytes int) (allFailed, fenced bool, ents []Entry) {
@@ -335,12 +346,22 @@ func (r *Reader) pollLac(ctx context.Context, previous int64, wait time.Duration
 			ch <- answer{i, lac, fenced, ents, err}
 		})
 	}
+	oneOff := wait <= 0
 	launch()
+	if oneOff {
+		for launched < n {
+			launch()
+		}
+	}
 	known := r.rd.LAC()
 	specDelay := r.lacSpeculation(wait)
 	spec := time.NewTimer(specDelay)
 	defer spec.Stop()
-	best, failures := int64(-1), 0
+	// A one-off question may end before every bookie answered once it
+	// heard enough of them (and gave the rest SpeculativeLacTimeout more).
+	enough := max(n-r.meta.Replication.AckQuorum+1, 1)
+	graceC := (<-chan time.Time)(nil)
+	best, failures, heard := int64(-1), 0, 0
 	for answered := 0; answered < launched; {
 		select {
 		case a := <-ch:
@@ -352,7 +373,24 @@ func (r *Reader) pollLac(ctx context.Context, previous int64, wait time.Duration
 				}
 				continue
 			}
-			best = max(best, a.lac)
+			if a.lac > best {
+				best = a.lac
+				if oneOff {
+					ents, r.lacFirst = a.ents, a.i
+				}
+			}
+			if a.fenced {
+				fenced = true
+				answered = launched // done
+			}
+			if oneOff {
+				if heard++; heard == enough && answered < launched {
+					grace := time.NewTimer(c.cfg.SpeculativeLacTimeout)
+					defer grace.Stop()
+					graceC = grace.C
+				}
+				continue
+			}
 			if a.lac > previous {
 				ents = a.ents
 				r.lacFirst = a.i
@@ -361,16 +399,17 @@ func (r *Reader) pollLac(ctx context.Context, previous int64, wait time.Duration
 				}
 				answered = launched // done
 			}
-			if a.fenced {
-				fenced = true
-				answered = launched // done
-			}
+		case <-graceC:
+			answered = launched // enough answers; the rest are late
 		case <-spec.C:
 			if launched < n {
 				launch()
 				spec.Reset(specDelay)
 			}
 		}
+	}
+	if oneOff && best > known {
+		r.noteAdvance()
 	}
 	cancel()
 	wg.Wait()

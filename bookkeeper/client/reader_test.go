@@ -330,3 +330,39 @@ func closedLedger(t testing.TB, c *Client, last int64) catalog.LedgerID {
 	}
 	return w.ID()
 }
+
+// A bookie restarted after an idle writer's last LAC push knows only the
+// LAC its last entry carried (explicit LACs are not journaled), and the
+// idle writer pushes no more. A one-off LAC question still learns the end
+// the other bookies know: it asks every bookie, not the first to answer.
+func TestPollLACTakesTheHighestBookie(t *testing.T) {
+	cl := newCluster(t, 3)
+	c := cl.client(t)
+	w, err := c.CreateLedger(ctxT(t), spec(catalog.DefaultReplication, "b1", "b2", "b3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, w, 0, 4)
+	for _, b := range []string{"b1", "b2", "b3"} {
+		eventually(t, "LAC 4 pushed to "+b, func() bool { return rawLac(t, cl, b, w.ID()) == 4 })
+	}
+	cl.crashBookie("b1")
+	cl.restartBookie("b1")
+	if lac := rawLac(t, cl, "b1", w.ID()); lac != 3 {
+		t.Fatalf("restarted bookie's LAC = %d, want 3 (the LAC entry 4 carried)", lac)
+	}
+	// Fresh clients: none has learned which bookie answers first.
+	for i := range 5 {
+		r, err := cl.client(t).OpenReader(ctxT(t), w.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lac, err := r.PollLAC(ctxT(t)); err != nil || lac != 4 {
+			t.Fatalf("reader %d: PollLAC = %d, %v; want 4", i, lac, err)
+		}
+		if ents, err := r.Read(ctxT(t), 4, 4); err != nil || len(ents) != 1 {
+			t.Fatalf("reader %d: read entry 4: %v, %v", i, ents, err)
+		}
+	}
+	w.Abort()
+}
