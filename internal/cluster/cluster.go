@@ -209,6 +209,10 @@ func New(cfg Config) (_ *Cluster, err error) {
 	c.public.Handle(c.Ingest.Handler(c.public.HandlerOptions()...))
 	c.public.Handle(c.Fetch.Handler(c.public.HandlerOptions()...))
 	c.public.Handle(c.Admin.Handler(c.public.HandlerOptions()...))
+	// Health stays NOT_SERVING until ingest took back the partitions this
+	// data directory's previous run wrote: until then their last
+	// acknowledged records may not be readable (ingest.Service.Ready).
+	c.public.Gate(c.Ingest.Ready())
 	for i := range cfg.ExtraIngest {
 		e := &Copy{}
 		if e.srv, err = rpcserver.New(cfg.Server, tel); err != nil {

@@ -114,6 +114,7 @@ type Server struct {
 	services []string
 	opts     []connect.HandlerOption
 	health   *grpchealth.StaticChecker
+	gates    []<-chan struct{} // health says NOT_SERVING until all are closed
 }
 
 // New builds a Server. Register handlers with Handle before Serve.
@@ -155,6 +156,20 @@ func (s *Server) HandlerOptions() []connect.HandlerOption { return slices.Clone(
 func (s *Server) Handle(path string, h http.Handler) {
 	s.mux.Handle(path, h)
 	s.services = append(s.services, strings.Trim(path, "/"))
+}
+
+// Gate keeps health NOT_SERVING (for the server and every service) until
+// ready is closed: a service whose reads or writes are not correct yet
+// (ingest taking back its partitions after a restart) holds the server
+// back. Call before Serve.
+func (s *Server) Gate(ready <-chan struct{}) { s.gates = append(s.gates, ready) }
+
+// setServing sets the health status of the server and every service.
+func (s *Server) setServing(st grpchealth.Status) {
+	s.health.SetStatus("", st)
+	for _, name := range s.services {
+		s.health.SetStatus(name, st)
+	}
 }
 
 // Services lists the fully-qualified names of the registered services.
@@ -220,6 +235,26 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: s.cfg.MaxConcurrentStreams},
 		ErrorLog:          nil,
 	}
+	gctx, stopGates := context.WithCancel(ctx)
+	gated := make(chan struct{})
+	if len(s.gates) > 0 {
+		s.setServing(grpchealth.StatusNotServing)
+		go func() { // owned here: stopped and joined before health turns NOT_SERVING
+			defer close(gated)
+			for _, g := range s.gates {
+				select {
+				case <-g:
+				case <-gctx.Done():
+					return
+				}
+			}
+			s.setServing(grpchealth.StatusServing)
+		}()
+	} else {
+		close(gated)
+	}
+	endGates := func() { stopGates(); <-gated }
+	defer endGates()
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }() // owned here: joined below on every path
 	select {
@@ -228,10 +263,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	case <-ctx.Done():
 	}
 	s.tel.Logger.Info("rpc server draining", "addr", ln.Addr().String())
-	s.health.SetStatus("", grpchealth.StatusNotServing)
-	for _, name := range s.services {
-		s.health.SetStatus(name, grpchealth.StatusNotServing)
-	}
+	endGates()
+	s.setServing(grpchealth.StatusNotServing)
 	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 	defer cancel()
 	shutdownErr := srv.Shutdown(sctx)

@@ -26,42 +26,19 @@ func (s *Service) balanceRound(ctx context.Context) error {
 	for _, o := range owners {
 		in.Owners = append(in.Owners, o.ID)
 	}
-	topics := map[string]catalog.Topic{}
-	token := ""
-	for {
-		page, err := s.d.Catalog.ListTopics(ctx, token, 0)
-		if err != nil {
-			return fmt.Errorf("list topics: %w", err)
+	topics, err := s.eachPartition(ctx, func(t catalog.Topic, p catalog.Partition) {
+		owner := p.Owner
+		if owner == s.cfg.OwnerID && !s.writing(t.ID, p.Index) {
+			// The catalog says we own it, but no writer of ours runs (a
+			// previous session of this owner id that reclaim could not
+			// take back): treat it as free so it is taken (with a new
+			// epoch).
+			owner = ""
 		}
-		for _, t := range page.Items {
-			topics[t.Name] = t
-			ptoken := ""
-			for {
-				pp, err := s.d.Catalog.ListPartitions(ctx, t.Name, ptoken, catalog.MaxPageSize)
-				if errors.Is(err, catalog.ErrNotFound) {
-					break // deleted meanwhile
-				}
-				if err != nil {
-					return fmt.Errorf("list partitions of %s: %w", t.Name, err)
-				}
-				for _, p := range pp.Items {
-					owner := p.Owner
-					if owner == s.cfg.OwnerID && !s.writing(t.ID, p.Index) {
-						// The catalog says we own it, but no writer of ours
-						// runs (a previous session of this owner id): treat
-						// it as free so it is taken (with a new epoch).
-						owner = ""
-					}
-					in.Partitions = append(in.Partitions, balance.Partition{Key: balance.Key{Topic: t.Name, Index: p.Index}, Owner: owner})
-				}
-				if ptoken = pp.NextPageToken; ptoken == "" {
-					break
-				}
-			}
-		}
-		if token = page.NextPageToken; token == "" {
-			break
-		}
+		in.Partitions = append(in.Partitions, balance.Partition{Key: balance.Key{Topic: t.Name, Index: p.Index}, Owner: owner})
+	})
+	if err != nil {
+		return err
 	}
 	plan, err := s.balancer.Plan(in)
 	if errors.Is(err, balance.ErrNotLive) {
@@ -72,21 +49,8 @@ func (s *Service) balanceRound(ctx context.Context) error {
 	}
 	// Takeovers and hand-overs run OpenParallelism at a time; the round
 	// ends when all have.
-	sem := make(chan struct{}, s.cfg.OpenParallelism)
-	var wg sync.WaitGroup
 	each := func(keys []balance.Key, do func(catalog.Topic, balance.Key)) {
-		for _, k := range keys {
-			select {
-			case sem <- struct{}{}:
-			case <-ctx.Done():
-				return
-			}
-			wg.Add(1)
-			go func() {
-				defer func() { <-sem; wg.Done() }()
-				do(topics[k.Topic], k)
-			}()
-		}
+		s.parallel(ctx, len(keys), func(i int) { do(topics[keys[i].Topic], keys[i]) })
 	}
 	each(plan.Acquire, func(t catalog.Topic, k balance.Key) {
 		s.mu.Lock()
@@ -97,12 +61,132 @@ func (s *Service) balanceRound(ctx context.Context) error {
 		}
 	})
 	each(plan.Release, func(t catalog.Topic, k balance.Key) { s.release(ctx, slotKey{t.ID, k.Index}) })
-	wg.Wait()
 	if len(plan.Acquire)+len(plan.Release) > 0 {
 		s.log.Info("ingest rebalanced", slog.Int("acquired", len(plan.Acquire)), slog.Int("released", len(plan.Release)), slog.Int("held", plan.Held), slog.Int("share", plan.Share))
 	}
 	return nil
 }
+
+// eachPartition calls fn for every partition of every live topic, in
+// catalog order, and returns the topics by name. A topic deleted meanwhile
+// is skipped.
+func (s *Service) eachPartition(ctx context.Context, fn func(catalog.Topic, catalog.Partition)) (map[string]catalog.Topic, error) {
+	topics := map[string]catalog.Topic{}
+	token := ""
+	for {
+		page, err := s.d.Catalog.ListTopics(ctx, token, 0)
+		if err != nil {
+			return nil, fmt.Errorf("list topics: %w", err)
+		}
+		for _, t := range page.Items {
+			topics[t.Name] = t
+			ptoken := ""
+			for {
+				pp, err := s.d.Catalog.ListPartitions(ctx, t.Name, ptoken, catalog.MaxPageSize)
+				if errors.Is(err, catalog.ErrNotFound) {
+					break // deleted meanwhile
+				}
+				if err != nil {
+					return nil, fmt.Errorf("list partitions of %s: %w", t.Name, err)
+				}
+				for _, p := range pp.Items {
+					fn(t, p)
+				}
+				if ptoken = pp.NextPageToken; ptoken == "" {
+					break
+				}
+			}
+		}
+		if token = page.NextPageToken; token == "" {
+			return topics, nil
+		}
+	}
+}
+
+// parallel runs do(0..n-1), OpenParallelism at a time, and returns when
+// all have run (or, once ctx ended, when those started have).
+func (s *Service) parallel(ctx context.Context, n int, do func(i int)) {
+	sem := make(chan struct{}, s.cfg.OpenParallelism)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for i := range n {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			do(i)
+		})
+	}
+}
+
+// reclaim takes back, at once, every partition the catalog says this
+// owner id writes while no writer of this copy runs it: a restart of the
+// same copy (sluice dev, or an ingest copy restarted with its --id). Until
+// a partition is taken over, its open ledger's last entries may be beyond
+// the LAC its bookies know (the writer died before it pushed one), so
+// reads would see a short end until the lease expired and another copy
+// recovered it; taking it over recovers that ledger now. A partition that
+// cannot be taken back is tried again a few times, then left to balancing.
+// It returns how many partitions it took back and how many it could not.
+func (s *Service) reclaim(ctx context.Context) (taken, failed int) {
+	type part struct {
+		t catalog.Topic
+		p int
+	}
+	var todo []part
+	for attempt := range reclaimAttempts {
+		if attempt > 0 {
+			t := time.NewTimer(time.Duration(attempt) * reclaimBackoff)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return taken, len(todo)
+			}
+		}
+		todo = todo[:0]
+		_, err := s.eachPartition(ctx, func(t catalog.Topic, p catalog.Partition) {
+			if p.Owner == s.cfg.OwnerID && !s.writing(t.ID, p.Index) {
+				todo = append(todo, part{t, p.Index})
+			}
+		})
+		if err != nil {
+			s.log.Warn("ingest could not list its partitions to take them back", slog.Int("attempt", attempt+1), slog.Any("err", err))
+			continue
+		}
+		var mu sync.Mutex
+		var left []part
+		s.parallel(ctx, len(todo), func(i int) {
+			err := s.open(ctx, todo[i].t, todo[i].p)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				taken++
+			case errors.Is(err, catalog.ErrOwned), errors.Is(err, catalog.ErrNotFound):
+				// Another copy took it meanwhile, or the topic is gone.
+			default:
+				left = append(left, todo[i])
+				s.log.Warn("ingest could not take back a partition", slog.String("topic", todo[i].t.Name), slog.Int("partition", todo[i].p), slog.Any("err", err))
+			}
+		})
+		if todo = left; len(todo) == 0 {
+			return taken, 0
+		}
+	}
+	return taken, len(todo)
+}
+
+// reclaimAttempts and reclaimBackoff bound reclaim: a partition it cannot
+// take back after this many passes (the catalog or the bookies are down)
+// is left to the balancing rounds, so start-up does not wait for good.
+const (
+	reclaimAttempts = 3
+	reclaimBackoff  = 500 * time.Millisecond
+)
 
 // writing reports whether this copy runs a writer for the partition.
 func (s *Service) writing(topic catalog.TopicID, p int) bool {

@@ -47,7 +47,9 @@ type Service struct {
 	buffered *budget
 	// live: the last heartbeat succeeded (AcquireWriter needs it).
 	heartbeatOK chan struct{}
-	beatOnce    sync.Once
+	// ready is closed once Run's start-up reclaim has finished (Ready).
+	ready    chan struct{}
+	beatOnce sync.Once
 	// streams are the open ProduceStreams' request bodies: shutdown closes
 	// them, so the streams stop taking requests, answer what they hold and
 	// end with UNAVAILABLE; a connected producer moves on at once and the
@@ -127,6 +129,7 @@ func New(cfg Config, d Deps) (*Service, error) {
 		topics:      make(map[string]cachedTopic),
 		owners:      make(map[string]cachedOwner),
 		heartbeatOK: make(chan struct{}),
+		ready:       make(chan struct{}),
 	}, nil
 }
 
@@ -135,6 +138,11 @@ func (s *Service) Handler(opts ...connect.HandlerOption) (string, http.Handler) 
 	path, h := sluicev1connect.NewProducerServiceHandler(s, opts...)
 	return path, s.trackStreams(h)
 }
+
+// Ready is closed once Run has taken back the partitions a previous
+// session of this owner id held (reclaim): from then on, every record that
+// session acknowledged is readable. Serve health as NOT_SERVING until then.
+func (s *Service) Ready() <-chan struct{} { return s.ready }
 
 // Run heartbeats the copy's owner record until ctx ends, then hands every
 // partition over: writers drain and seal their ledgers and release their
@@ -176,6 +184,12 @@ func (s *Service) Run(ctx context.Context) error {
 			}
 		}
 	}()
+	start := time.Now()
+	taken, failed := s.reclaim(ctx)
+	if taken+failed > 0 {
+		s.log.Info("ingest took back its partitions", slog.Int("taken", taken), slog.Int("failed", failed), slog.Duration("took", time.Since(start)))
+	}
+	close(s.ready)
 	var balanceC <-chan time.Time
 	if s.cfg.BalanceInterval > 0 {
 		bt := time.NewTicker(s.cfg.BalanceInterval)
