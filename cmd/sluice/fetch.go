@@ -92,7 +92,7 @@ func runFetch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	ad, err := admin.New(admin.Deps{Catalog: cat, Groups: svc.GroupAdmin()})
+	ad, err := admin.New(admin.Deps{Catalog: cat, Groups: svc.GroupAdmin(), Ledgers: ledgers, TopicDeleted: svc.TopicDeleted})
 	if err != nil {
 		return err
 	}

@@ -85,7 +85,7 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	ad, err := admin.New(admin.Deps{Catalog: cat, EndOffset: svc.EndOffset})
+	ad, err := admin.New(admin.Deps{Catalog: cat, EndOffset: svc.EndOffset, Ledgers: ledgers, TopicDeleted: svc.TopicDeleted})
 	if err != nil {
 		return err
 	}

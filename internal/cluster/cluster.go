@@ -203,7 +203,7 @@ func New(cfg Config) (_ *Cluster, err error) {
 	if c.Ingest, err = ingest.New(icfg, ingest.Deps{Catalog: icat, Ledgers: ingest.LedgerClient(c.Ledgers), Forward: ingest.Forwarder(h2c)}); err != nil {
 		return nil, err
 	}
-	if c.Admin, err = admin.New(admin.Deps{Catalog: c.Catalog, EndOffset: c.Ingest.EndOffset, Groups: c.Fetch.GroupAdmin()}); err != nil {
+	if c.Admin, err = admin.New(admin.Deps{Catalog: c.Catalog, EndOffset: c.Ingest.EndOffset, Groups: c.Fetch.GroupAdmin(), Ledgers: c.Ledgers, TopicDeleted: func(t catalog.Topic) { c.Ingest.TopicDeleted(t); c.Fetch.TopicDeleted(t) }}); err != nil {
 		return nil, err
 	}
 	c.public.Handle(c.Ingest.Handler(c.public.HandlerOptions()...))
@@ -230,7 +230,7 @@ func New(cfg Config) (_ *Cluster, err error) {
 		if e.Ingest, err = ingest.New(ec, ingest.Deps{Catalog: icat, Ledgers: ingest.LedgerClient(c.Ledgers), Forward: ingest.Forwarder(h2c)}); err != nil {
 			return nil, err
 		}
-		ad, err := admin.New(admin.Deps{Catalog: c.Catalog, EndOffset: e.Ingest.EndOffset, Groups: c.Fetch.GroupAdmin()})
+		ad, err := admin.New(admin.Deps{Catalog: c.Catalog, EndOffset: e.Ingest.EndOffset, Groups: c.Fetch.GroupAdmin(), Ledgers: c.Ledgers, TopicDeleted: e.Ingest.TopicDeleted})
 		if err != nil {
 			return nil, err
 		}

@@ -7,8 +7,10 @@ package admin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	"connectrpc.com/connect"
@@ -17,6 +19,7 @@ import (
 	"github.com/sluicemq/sluice/pkg/catalog"
 	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
 	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicemq/sluice/pkg/record"
 )
 
 // Catalog is what the admin RPCs read and change.
@@ -26,6 +29,8 @@ type Catalog interface {
 	// ListLiveOwners gives the owners' addresses (catalog.Owners).
 	ListLiveOwners(ctx context.Context) ([]catalog.Owner, error)
 	catalog.Ledgers
+	// ListLedgersByPartition finds a deleted topic's open ledgers.
+	catalog.LedgerLister
 }
 
 // Deps are the service's dependencies.
@@ -38,6 +43,20 @@ type Deps struct {
 	// Groups serves the group RPCs once a consumer side exists; nil answers
 	// UNIMPLEMENTED.
 	Groups GroupsHandler
+	// Ledgers seals the open ledgers of a deleted topic, so DeleteTopic
+	// answers only once no writer of it can acknowledge anything more.
+	// Required.
+	Ledgers Ledgers
+	// TopicDeleted, if set, is told of a topic this service deleted (after
+	// its writers were fenced): the ingest copy serving it drops its
+	// writers of that topic at once instead of at their next write.
+	TopicDeleted func(catalog.Topic)
+}
+
+// Ledgers is the ledger client's recovery: fence a ledger on its bookies
+// and close it at its last acknowledged entry.
+type Ledgers interface {
+	Recover(ctx context.Context, id catalog.LedgerID, lastOffset func(lastEntry int64, payload []byte) (int64, error)) (catalog.LedgerMetadata, error)
 }
 
 // GroupsHandler is the consumer-group half of AdminService.
@@ -54,8 +73,8 @@ var _ sluicev1connect.AdminServiceHandler = (*Service)(nil)
 
 // New returns the admin service.
 func New(d Deps) (*Service, error) {
-	if d.Catalog == nil {
-		return nil, fmt.Errorf("admin: Deps.Catalog is required")
+	if d.Catalog == nil || d.Ledgers == nil {
+		return nil, fmt.Errorf("admin: Deps.Catalog and Deps.Ledgers are required")
 	}
 	return &Service{d: d}, nil
 }
@@ -84,13 +103,70 @@ func (s *Service) CreateTopic(ctx context.Context, req *connect.Request[sluicev1
 	return connect.NewResponse(&sluicev1.CreateTopicResponse{Topic: info}), nil
 }
 
-// DeleteTopic deletes a topic at once; the compactor reclaims its data.
+// DeleteTopic deletes a topic and fences its writers before it answers:
+// the catalog first marks the topic deleted (from then on no writer can add
+// a ledger to its partitions), then every ledger of the topic still open is
+// recovered — fenced on its bookies and closed at its last acknowledged
+// entry — so no acknowledgement for the deleted topic leaves any ingest
+// copy after this answer, whatever their caches hold (docs/DESIGN.md,
+// "Topic identity"). A re-created topic of the same name is a new
+// incarnation with a new id. The compactor reclaims the data later.
 func (s *Service) DeleteTopic(ctx context.Context, req *connect.Request[sluicev1.DeleteTopicRequest]) (*connect.Response[sluicev1.DeleteTopicResponse], error) {
-	if _, err := s.d.Catalog.DeleteTopic(ctx, req.Msg.GetName()); err != nil {
+	t, err := s.d.Catalog.DeleteTopic(ctx, req.Msg.GetName())
+	if err != nil {
 		return nil, apierr.FromCatalog(err)
+	}
+	if err := s.fenceTopic(ctx, t); err != nil {
+		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("topic %q is deleted, but not all of its writers could be fenced yet (the compactor fences the rest on its next pass): %w", t.Name, err))
+	}
+	if s.d.TopicDeleted != nil {
+		s.d.TopicDeleted(t)
 	}
 	return connect.NewResponse(&sluicev1.DeleteTopicResponse{}), nil
 }
+
+// fenceParallelism bounds the recoveries DeleteTopic runs at once.
+const fenceParallelism = 8
+
+// fenceTopic recovers every open ledger of a deleted topic's partitions.
+func (s *Service) fenceTopic(ctx context.Context, t catalog.Topic) error {
+	var open []catalog.LedgerID
+	for p := range t.Partitions {
+		token := ""
+		for {
+			page, err := s.d.Catalog.ListLedgersByPartition(ctx, t.ID, p, token, catalog.MaxPageSize)
+			if err != nil {
+				return fmt.Errorf("list ledgers of partition %d: %w", p, err)
+			}
+			for _, m := range page.Items {
+				if !m.State.Sealed() {
+					open = append(open, m.ID)
+				}
+			}
+			if token = page.NextPageToken; token == "" {
+				break
+			}
+		}
+	}
+	errs := make([]error, len(open))
+	sem := make(chan struct{}, fenceParallelism)
+	var wg sync.WaitGroup
+	for i, id := range open {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if _, err := s.d.Ledgers.Recover(ctx, id, lastOffsetOf); err != nil {
+				errs[i] = fmt.Errorf("fence ledger %d: %w", id, err)
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// lastOffsetOf is recovery's entry → last offset rule: the last offset of
+// the last batch of the entry's payload (ingest packs whole batches).
+func lastOffsetOf(_ int64, payload []byte) (int64, error) { return record.EntryLastOffset(payload) }
 
 // DescribeTopic returns a topic with its partitions' owners and offsets.
 func (s *Service) DescribeTopic(ctx context.Context, req *connect.Request[sluicev1.DescribeTopicRequest]) (*connect.Response[sluicev1.DescribeTopicResponse], error) {
@@ -143,7 +219,7 @@ func (s *Service) ResetGroupOffsets(ctx context.Context, req *connect.Request[sl
 }
 
 func topicInfo(t catalog.Topic) *sluicev1.TopicInfo {
-	return &sluicev1.TopicInfo{Name: t.Name, Config: t.Config.Map(), CreatedAtMs: t.CreatedAt.UnixMilli()}
+	return &sluicev1.TopicInfo{Name: t.Name, Config: t.Config.Map(), CreatedAtMs: t.CreatedAt.UnixMilli(), TopicId: string(t.ID)}
 }
 
 // describe adds each partition's owner, epoch and offsets. The end offset

@@ -2,6 +2,7 @@ package admin
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -73,7 +74,7 @@ func TestDescribeEndOffsets(t *testing.T) {
 		}
 	}
 	c := &counting{Catalog: cat}
-	s, err := New(Deps{Catalog: c, EndOffset: func(id catalog.TopicID, part int) (int64, bool) {
+	s, err := New(Deps{Catalog: c, Ledgers: noRecovery{t}, EndOffset: func(id catalog.TopicID, part int) (int64, bool) {
 		return 777, id == topicID && part == 3
 	}})
 	if err != nil {
@@ -95,4 +96,12 @@ func TestDescribeEndOffsets(t *testing.T) {
 	if g, b := c.gets.Load(), c.batches.Load(); g != 0 || b != 1 {
 		t.Errorf("catalog ledger reads: %d GetLedger and %d GetLedgers calls, want 0 and 1", g, b)
 	}
+}
+
+// noRecovery is Deps.Ledgers for tests that delete no topic.
+type noRecovery struct{ t *testing.T }
+
+func (n noRecovery) Recover(_ context.Context, id catalog.LedgerID, _ func(int64, []byte) (int64, error)) (catalog.LedgerMetadata, error) {
+	n.t.Errorf("unexpected recovery of ledger %d", id)
+	return catalog.LedgerMetadata{}, errors.New("no recovery in this test")
 }

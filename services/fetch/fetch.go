@@ -135,7 +135,13 @@ func (s *Service) topic(ctx context.Context, name string) (catalog.Topic, error)
 	}
 	t, err := s.d.Catalog.GetTopic(ctx, name)
 	if err != nil {
+		if ok && errors.Is(err, catalog.ErrNotFound) {
+			s.TopicDeleted(ct.t)
+		}
 		return catalog.Topic{}, err
+	}
+	if ok && ct.t.ID != t.ID {
+		s.logs.TopicChanged(name, t.ID) // deleted and created again
 	}
 	s.mu.Lock()
 	if len(s.topics) > 10_000 {
@@ -144,6 +150,20 @@ func (s *Service) topic(ctx context.Context, name string) (catalog.Topic, error)
 	s.topics[name] = cachedTopic{t, time.Now()}
 	s.mu.Unlock()
 	return t, nil
+}
+
+// TopicDeleted forgets a deleted topic incarnation: its cached metadata
+// and its partitions' cached chains, so no read of this copy serves its
+// records any more. The admin service of the same process calls it when it
+// deletes a topic; a copy that did not learns it from its topic cache
+// (TopicCacheTTL) — see docs/DESIGN.md, "Topic identity".
+func (s *Service) TopicDeleted(t catalog.Topic) {
+	s.mu.Lock()
+	if ct, ok := s.topics[t.Name]; ok && ct.t.ID == t.ID {
+		delete(s.topics, t.Name)
+	}
+	s.mu.Unlock()
+	s.logs.TopicDeleted(t.Name, t.ID)
 }
 
 // partitionOf checks a topic and partition named by a request.

@@ -40,6 +40,13 @@ func (s *Service) balanceRound(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	live := make(map[catalog.TopicID]bool, len(topics))
+	for _, t := range topics {
+		live[t.ID] = true
+	}
+	// Writers of topics deleted meanwhile (by another copy's DeleteTopic,
+	// which fenced them) stop here at the latest.
+	s.dropWriters(func(k slotKey) bool { return !live[k.topic] })
 	plan, err := s.balancer.Plan(in)
 	if errors.Is(err, balance.ErrNotLive) {
 		return nil // heartbeat lapsed: take nothing; the next beat fixes it

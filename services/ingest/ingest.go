@@ -279,6 +279,70 @@ func (s *Service) topic(ctx context.Context, name string) (cachedTopic, error) {
 	return ct, nil
 }
 
+// forgetTopic drops the cached metadata of a topic incarnation (its
+// writer was fenced, or it was deleted): the next lookup by name reads the
+// catalog.
+func (s *Service) forgetTopic(id catalog.TopicID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for name, ct := range s.topics {
+		if ct.t.ID == id {
+			delete(s.topics, name)
+		}
+	}
+}
+
+// recreated is the answer for a request routed by a cached topic whose name
+// now belongs to another incarnation: UNAVAILABLE (a retry looks the name
+// up again and writes to the new topic), never an acknowledgement into the
+// deleted one.
+func (s *Service) recreated(t catalog.Topic) error {
+	s.forgetTopic(t.ID)
+	return connect.NewError(connect.CodeUnavailable, fmt.Errorf("topic %q was deleted (and created again) meanwhile; retry", t.Name))
+}
+
+// TopicDeleted drops this copy's writers of a deleted topic and its cached
+// metadata. DeleteTopic calls it after fencing the topic's ledgers (their
+// writers could not acknowledge anything more already); balancing rounds
+// drop the writers of topics other copies deleted.
+func (s *Service) TopicDeleted(t catalog.Topic) {
+	s.forgetTopic(t.ID)
+	s.dropWriters(func(k slotKey) bool { return k.topic == t.ID })
+}
+
+// dropWriters stops and forgets the writers whose key matches. Their
+// ledgers were sealed by whoever fenced them, so closing finds nothing to
+// hand over; what it reports is logged at debug level.
+func (s *Service) dropWriters(match func(slotKey) bool) {
+	s.mu.Lock()
+	var slots []*slot
+	for k, sl := range s.writers {
+		if match(k) {
+			slots = append(slots, sl)
+			delete(s.writers, k)
+		}
+	}
+	s.mu.Unlock()
+	if len(slots) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.OpenTimeout)
+	defer cancel()
+	s.parallel(ctx, len(slots), func(i int) {
+		sl := slots[i]
+		select {
+		case <-sl.ready:
+		case <-ctx.Done():
+			return
+		}
+		if sl.w != nil {
+			if err := sl.w.Close(ctx); err != nil {
+				s.log.Debug("ingest dropped a writer of a deleted topic", slog.Any("lease", sl.w.Lease()), slog.Any("err", err))
+			}
+		}
+	})
+}
+
 // route says where a partition's batches go: this copy's writer, or the
 // address of the live owner to forward to.
 type route struct {
@@ -310,6 +374,11 @@ func (s *Service) routeTo(ctx context.Context, t catalog.Topic, p int, forwarded
 				return route{w: sl.w}, nil
 			}
 			s.drop(key, sl)
+			if sl.err == nil {
+				// The writer stopped (fenced, perhaps by DeleteTopic):
+				// look the topic up again before taking it over.
+				s.forgetTopic(t.ID)
+			}
 			if sl.err != nil && !errors.Is(sl.err, catalog.ErrOwned) {
 				return route{}, sl.err
 			}
@@ -328,6 +397,9 @@ func (s *Service) routeTo(ctx context.Context, t catalog.Topic, p int, forwarded
 		part, err := s.d.Catalog.GetPartition(ctx, t.Name, p)
 		if err != nil {
 			return route{}, err
+		}
+		if part.TopicID != t.ID {
+			return route{}, s.recreated(t)
 		}
 		s.mu.Lock()
 		released := s.recentlyReleasedLocked(key)
@@ -396,6 +468,14 @@ func (s *Service) open(ctx context.Context, t catalog.Topic, p int) error {
 	if err != nil {
 		sl.err = err
 		return err
+	}
+	if part.TopicID != t.ID {
+		// The name is another incarnation's now; hand back what we took.
+		if err := s.d.Catalog.ReleaseWriter(octx, part.Lease()); err != nil {
+			s.log.Warn("ingest could not release a partition of a re-created topic", slog.String("topic", t.Name), slog.Int("partition", p), slog.Any("err", err))
+		}
+		sl.err = s.recreated(t)
+		return sl.err
 	}
 	w, err := partition.Open(octx, s.cfg.Writer, s.d.Ledgers, s.d.Catalog, part, part.Lease(), t.Config.Replication)
 	if err != nil {

@@ -308,6 +308,12 @@ func (s *Service) finish(ctx context.Context, pl *plan) (*sluicev1.ProduceRespon
 			if pp.forward.err != nil {
 				s.forgetRoute(slotKey{pl.topic.ID, p})
 			}
+			if pp.err == nil && pp.forward.resp.GetTopicId() != string(pl.topic.ID) {
+				// The owner wrote to another incarnation of the name than
+				// this copy routed by: never acknowledge across
+				// incarnations; the retry looks the topic up again.
+				pp.err = s.recreated(pl.topic)
+			}
 			if pp.err == nil {
 				res := pp.forward.resp.GetResults()
 				if len(res) != len(pp.batches) {
@@ -337,7 +343,7 @@ func (s *Service) finish(ctx context.Context, pl *plan) (*sluicev1.ProduceRespon
 	if firstErr != nil {
 		return nil, s.produceError(firstErr)
 	}
-	resp := &sluicev1.ProduceResponse{Results: make([]*sluicev1.ProduceResult, len(pl.results))}
+	resp := &sluicev1.ProduceResponse{Results: make([]*sluicev1.ProduceResult, len(pl.results)), TopicId: string(pl.topic.ID)}
 	for i, r := range pl.results {
 		pp := pl.parts[r.partition]
 		resp.Results[i] = &sluicev1.ProduceResult{

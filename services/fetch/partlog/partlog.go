@@ -228,6 +228,41 @@ func (ls *Logs) get(topic string, partition int) *Log {
 	return lg
 }
 
+// TopicChanged tells the logs that topic names incarnation id now (the
+// topic was deleted and created again): the partitions of any other
+// incarnation forget their chain, ledgers and high watermark, so the next
+// read asks the catalog instead of serving the old incarnation's records
+// from a chain cached up to ChainTTL.
+func (ls *Logs) TopicChanged(topic string, id catalog.TopicID) {
+	ls.forget(topic, func(cached catalog.TopicID) bool { return cached != id })
+}
+
+// TopicDeleted forgets what the logs cached of incarnation id of topic.
+func (ls *Logs) TopicDeleted(topic string, id catalog.TopicID) {
+	ls.forget(topic, func(cached catalog.TopicID) bool { return cached == id })
+}
+
+func (ls *Logs) forget(topic string, stale func(catalog.TopicID) bool) {
+	ls.mu.Lock()
+	var logs []*Log
+	for k, lg := range ls.logs {
+		if k.topic == topic {
+			logs = append(logs, lg)
+		}
+	}
+	ls.mu.Unlock()
+	for _, lg := range logs {
+		lg.mu.Lock()
+		if lg.part.TopicID != "" && stale(lg.part.TopicID) {
+			lg.part, lg.partAt = catalog.Partition{}, time.Time{}
+			lg.ledgers = make(map[catalog.LedgerID]*ledgerState)
+			lg.hints = make(map[int64]position)
+			lg.hw = -1
+		}
+		lg.mu.Unlock()
+	}
+}
+
 // evictLocked drops the least recently read partition that has no watcher.
 func (ls *Logs) evictLocked() {
 	var oldest *Log

@@ -319,7 +319,10 @@ type TopicInfo struct {
 	// Partitions in order.
 	Partitions []*PartitionInfo `protobuf:"bytes,3,rep,name=partitions,proto3" json:"partitions,omitempty"`
 	// Creation time, ms since the Unix epoch.
-	CreatedAtMs   int64 `protobuf:"varint,4,opt,name=created_at_ms,json=createdAtMs,proto3" json:"created_at_ms,omitempty"`
+	CreatedAtMs int64 `protobuf:"varint,4,opt,name=created_at_ms,json=createdAtMs,proto3" json:"created_at_ms,omitempty"`
+	// Immutable id of this incarnation of the topic, assigned at creation; a
+	// topic deleted and created again under the same name gets a new one.
+	TopicId       string `protobuf:"bytes,5,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -380,6 +383,13 @@ func (x *TopicInfo) GetCreatedAtMs() int64 {
 		return x.CreatedAtMs
 	}
 	return 0
+}
+
+func (x *TopicInfo) GetTopicId() string {
+	if x != nil {
+		return x.TopicId
+	}
+	return ""
 }
 
 // PartitionInfo describes one partition.
@@ -1139,14 +1149,15 @@ const file_sluice_v1_admin_proto_rawDesc = "" +
 	"\x14DescribeTopicRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"C\n" +
 	"\x15DescribeTopicResponse\x12*\n" +
-	"\x05topic\x18\x01 \x01(\v2\x14.sluice.v1.TopicInfoR\x05topic\"\xf2\x01\n" +
+	"\x05topic\x18\x01 \x01(\v2\x14.sluice.v1.TopicInfoR\x05topic\"\x8d\x02\n" +
 	"\tTopicInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x128\n" +
 	"\x06config\x18\x02 \x03(\v2 .sluice.v1.TopicInfo.ConfigEntryR\x06config\x128\n" +
 	"\n" +
 	"partitions\x18\x03 \x03(\v2\x18.sluice.v1.PartitionInfoR\n" +
 	"partitions\x12\"\n" +
-	"\rcreated_at_ms\x18\x04 \x01(\x03R\vcreatedAtMs\x1a9\n" +
+	"\rcreated_at_ms\x18\x04 \x01(\x03R\vcreatedAtMs\x12\x19\n" +
+	"\btopic_id\x18\x05 \x01(\tR\atopicId\x1a9\n" +
 	"\vConfigEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb6\x01\n" +

@@ -174,8 +174,13 @@ type ProduceResponse struct {
 	Durability Durability `protobuf:"varint,2,opt,name=durability,proto3,enum=sluice.v1.Durability" json:"durability,omitempty"`
 	// Time in milliseconds the request was delayed by a quota (0 if none).
 	ThrottleTimeMs int32 `protobuf:"varint,3,opt,name=throttle_time_ms,json=throttleTimeMs,proto3" json:"throttle_time_ms,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The topic incarnation the records were written to: the id the topic got
+	// when it was created. A topic deleted and created again under the same
+	// name has a new id, so an acknowledgement always says which one holds
+	// the records.
+	TopicId       string `protobuf:"bytes,4,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ProduceResponse) Reset() {
@@ -227,6 +232,13 @@ func (x *ProduceResponse) GetThrottleTimeMs() int32 {
 		return x.ThrottleTimeMs
 	}
 	return 0
+}
+
+func (x *ProduceResponse) GetTopicId() string {
+	if x != nil {
+		return x.TopicId
+	}
+	return ""
 }
 
 // ProduceResult is where one record (or batch) was stored.
@@ -544,13 +556,14 @@ const file_sluice_v1_producer_proto_rawDesc = "" +
 	"_partition\"@\n" +
 	"\fEncodedBatch\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x12\n" +
-	"\x04data\x18\x02 \x01(\fR\x04data\"\xa6\x01\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\"\xc1\x01\n" +
 	"\x0fProduceResponse\x122\n" +
 	"\aresults\x18\x01 \x03(\v2\x18.sluice.v1.ProduceResultR\aresults\x125\n" +
 	"\n" +
 	"durability\x18\x02 \x01(\x0e2\x15.sluice.v1.DurabilityR\n" +
 	"durability\x12(\n" +
-	"\x10throttle_time_ms\x18\x03 \x01(\x05R\x0ethrottleTimeMs\"c\n" +
+	"\x10throttle_time_ms\x18\x03 \x01(\x05R\x0ethrottleTimeMs\x12\x19\n" +
+	"\btopic_id\x18\x04 \x01(\tR\atopicId\"c\n" +
 	"\rProduceResult\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x16\n" +
 	"\x06offset\x18\x02 \x01(\x03R\x06offset\x12\x1c\n" +
