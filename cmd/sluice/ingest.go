@@ -99,6 +99,7 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	srv.Handle(svc.Handler(srv.HandlerOptions()...))
 	srv.Handle(ad.Handler(srv.HandlerOptions()...))
+	srv.Gate(svc.Ready()) // NOT_SERVING until a restarted copy took back its partitions
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w (pick another with --addr)", *addr, err)
