@@ -43,6 +43,8 @@ type cluster struct {
 	groups    sluicev1connect.AdminServiceClient    // the fetch copy's (groups)
 	consumer  sluicev1connect.ConsumerServiceClient // the fetch copy's
 	producer  sluicev1connect.ProducerServiceClient // the ingest copy's
+	// procs are the processes by id: bookie-1..3, ingest, fetch.
+	procs map[string]*bookieproc.Proc
 }
 
 // startCluster builds sluice and starts the processes; everything stops
@@ -68,8 +70,10 @@ func startCluster(ctx context.Context, t *testing.T) *cluster {
 		return []string{"AWS_ENDPOINT_URL=" + moto.endpoint(label), "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test", "AWS_REGION=us-east-1"}
 	}
 	root := t.TempDir()
+	procs := map[string]*bookieproc.Proc{}
 	start := func(p *bookieproc.Proc) *bookieproc.Proc {
 		t.Helper()
+		procs[p.ID] = p
 		t.Cleanup(func() {
 			_ = p.Stop()
 			if t.Failed() {
@@ -107,7 +111,7 @@ func startCluster(ctx context.Context, t *testing.T) *cluster {
 	t.Cleanup(hc.CloseIdleConnections)
 	ingestURL, fetchURL := "http://"+ingestAddr, "http://"+fetchAddr
 	return &cluster{
-		bin: bin, fetchAddr: fetchAddr, http: hc,
+		bin: bin, fetchAddr: fetchAddr, http: hc, procs: procs,
 		admin:    sluicev1connect.NewAdminServiceClient(hc, ingestURL),
 		groups:   sluicev1connect.NewAdminServiceClient(hc, fetchURL),
 		consumer: sluicev1connect.NewConsumerServiceClient(hc, fetchURL),
