@@ -105,6 +105,9 @@
 //   - TickInterval: the writer's timer. An interval without adds pushes
 //     the LAC (on the add stream, as WriteLac would), so tail readers see
 //     the last entries within about one interval. The ticker stops while the writer is idle.
+//     A bookie's stream that breaks after a push (the bookie may have
+//     restarted, and explicit LACs are not journaled) gets the LAC again
+//     after RetryBackoff, doubling to at most 2 s while it stays down.
 //   - ReadTimeout, FenceTimeout, CatalogTimeout: one read, fence (or
 //     identity check), catalog call.
 //   - SpeculativeReadTimeout: a read also asks the next replica after this

@@ -187,7 +187,12 @@ func (m *addMux) broken(st *muxStream, err error) {
 			subs = append(subs, in)
 		}
 		m.mu.Unlock()
-		if unavailable(err) {
+		if !errors.Is(err, errMuxIdle) && m.c.ctx.Err() == nil {
+			// The stream broke under its bookie (not because nobody uses
+			// it): check the bookie's address again before the next
+			// stream, which may find it restarted elsewhere. A stream
+			// cut mid-message reads as UNKNOWN or INTERNAL, not only
+			// UNAVAILABLE.
 			m.c.bookies.forgetAfterFailure(m.bookie)
 		}
 		if len(subs) > 0 && m.c.ctx.Err() == nil {

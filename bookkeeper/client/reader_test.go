@@ -366,3 +366,37 @@ func TestPollLACTakesTheHighestBookie(t *testing.T) {
 	}
 	w.Abort()
 }
+
+// Every bookie of an idle ledger restarts after the writer's last explicit
+// LAC push: each knows only the LAC its last entry carried. The writer,
+// still open, hears its streams break and pushes its LAC again once they
+// are back, so a reader sees the last entry without another add.
+func TestIdleWriterPushesLACAgainAfterBookiesRestart(t *testing.T) {
+	cl := newCluster(t, 3)
+	c := cl.client(t)
+	w, err := c.CreateLedger(ctxT(t), spec(catalog.DefaultReplication, "b1", "b2", "b3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Abort()
+	appendN(t, w, 0, 4)
+	for _, b := range []string{"b1", "b2", "b3"} {
+		eventually(t, "LAC 4 pushed to "+b, func() bool { return rawLac(t, cl, b, w.ID()) == 4 })
+	}
+	for _, b := range []string{"b1", "b2", "b3"} {
+		cl.crashBookie(b)
+		cl.restartBookie(b)
+	}
+	if lac := rawLac(t, cl, "b1", w.ID()); lac > 3 {
+		t.Fatalf("restarted bookie's LAC = %d; the test needs it to have lost the explicit push", lac)
+	}
+	rc := cl.client(t)
+	eventually(t, "a reader's LAC back at 4", func() bool {
+		r, err := rc.OpenReader(ctxT(t), w.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		lac, err := r.PollLAC(ctxT(t))
+		return err == nil && lac == 4
+	})
+}

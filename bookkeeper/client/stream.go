@@ -108,6 +108,11 @@ type addStream struct {
 	q      *sendQueue
 	// shared only: subscribed to the bookie's mux.
 	mux *addMux
+	// lacPushed: an explicit LAC was pushed to the bookie (shared only);
+	// relac: a stream generation broke since, so the bookie may have lost
+	// it (a restarted bookie knows only the LAC its last entry carried:
+	// explicit LACs are not journaled) and it is pushed again (relacDue).
+	lacPushed, relac bool
 	// pending are the adds queued or sent and not answered, in queue order
 	// (so deadlines, and stream generations, are in order too).
 	pending []pendingAdd
@@ -166,13 +171,37 @@ func (s *addSet) send(a ledger.SendAdd) {
 	s.c.stats.addsSent.Add(1)
 }
 
-// pushLac sends an explicit LAC to a bookie (SendWriteLac), fire and
-// forget: a lost push only delays readers until the next add carries the
-// LAC. Shared streams only (a recovery pushes none).
+// pushLac sends an explicit LAC to a bookie (SendWriteLac), unanswered. A
+// push lost with its stream, or forgotten by a bookie that restarted, is
+// made again once the stream broke (relac, repushLac): an idle writer has
+// no next add to carry it. Shared streams only (a recovery pushes none).
 func (s *addSet) pushLac(bookie string, lac int64) {
 	st := s.stream(bookie)
 	if st.mux != nil {
 		st.mux.enqueue(muxItem{ledger: s.ledger, key: s.key, lac: lac})
+		st.lacPushed, st.relac = true, false
+	}
+}
+
+// relacDue reports whether a bookie's stream broke after it was pushed an
+// explicit LAC, so the push should be made again (repushLac).
+func (s *addSet) relacDue() bool {
+	for _, st := range s.streams {
+		if st.relac {
+			return true
+		}
+	}
+	return false
+}
+
+// repushLac pushes lac again to every bookie whose stream broke after its
+// last push. The push opens a new stream generation; if the bookie is
+// still down that breaks too and the bookie is due again.
+func (s *addSet) repushLac(lac int64) {
+	for _, st := range s.streams {
+		if st.relac {
+			s.pushLac(st.bookie, lac)
+		}
 	}
 }
 
@@ -196,6 +225,9 @@ func (s *addSet) answer(ev streamEvent) []ledger.Event {
 	if ev.err != nil {
 		if st.mux == nil && st.gen != ev.gen {
 			return nil
+		}
+		if st.lacPushed {
+			st.relac = true
 		}
 		if s.ctx.Err() == nil && st.hasGen(ev.gen) {
 			s.c.log.Warn("bookie add stream broke", slog.Int64("ledger", s.ledger), slog.String("bookie", ev.bookie),

@@ -308,6 +308,10 @@ type writerLoop struct {
 	retry    *time.Timer
 	retryErr error
 	failures int
+	// relac delays pushing the LAC again to bookies whose stream broke
+	// after a push (addSet.relacDue), backing off while they stay down.
+	relac      *time.Timer
+	relacTries int
 
 	finished bool
 	result   closeResult
@@ -364,9 +368,12 @@ func (w *Writer) run(lw *ledger.Writer, m catalog.LedgerMetadata) {
 	}
 	stop := w.ctx.Done()
 	for !l.finished {
-		var retryC <-chan time.Time
+		var retryC, relacC <-chan time.Time
 		if l.retry != nil {
 			retryC = l.retry.C
+		}
+		if l.relac != nil {
+			relacC = l.relac.C
 		}
 		select {
 		case r := <-w.reqs:
@@ -376,7 +383,21 @@ func (w *Writer) run(lw *ledger.Writer, m catalog.LedgerMetadata) {
 			wake()
 			evs := l.adds.answerAll()
 			l.noteAnswers(evs)
+			for _, ev := range evs {
+				if _, ok := ev.(ledger.AddAcked); ok {
+					l.relacTries = 0 // a stream works again
+					break
+				}
+			}
 			l.stepAll(evs)
+			l.scheduleRelac()
+		case <-relacC:
+			l.relac = nil
+			if !l.finished {
+				// The LAC the machine acknowledged up to: every add after
+				// it carries it anyway.
+				l.adds.repushLac(w.lac.Load())
+			}
 		case res := <-l.op:
 			wake()
 			l.opDone(res)
@@ -398,6 +419,26 @@ func (w *Writer) run(lw *ledger.Writer, m catalog.LedgerMetadata) {
 	}
 	l.teardown()
 }
+
+// scheduleRelac arms the timer that pushes the LAC again to bookies whose
+// stream broke after a push (a bookie restarted while the ledger was idle
+// would otherwise keep a LAC one entry short until the next add, and a
+// reader asking only such bookies would see a short end). The delay starts
+// at RetryBackoff and doubles up to maxRelacDelay while pushes keep
+// failing; an add answered resets it.
+func (l *writerLoop) scheduleRelac() {
+	if l.relac != nil || l.finished || !l.adds.relacDue() {
+		return
+	}
+	d := l.w.c.cfg.RetryBackoff << min(l.relacTries, 10)
+	l.relac = time.NewTimer(min(d, maxRelacDelay))
+	l.relacTries++
+}
+
+// maxRelacDelay bounds the delay between pushes of the LAC to a bookie
+// whose stream keeps breaking: the time a reader asking only restarted
+// bookies may see a short end, at worst.
+const maxRelacDelay = 2 * time.Second
 
 // quietTicks is how many ticks without events an idle writer's ticker
 // runs: the machine pushes its LAC on the first tick of an interval
@@ -576,6 +617,9 @@ func (l *writerLoop) finish(r closeResult) {
 // ones, end every goroutine and wait for them.
 func (l *writerLoop) teardown() {
 	w := l.w
+	if l.relac != nil {
+		l.relac.Stop()
+	}
 	errAfter := l.result.err
 	if errAfter == nil {
 		errAfter = ledger.ErrClosed
