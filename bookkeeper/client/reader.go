@@ -107,7 +107,8 @@ func (r *Reader) LearnLAC(lac int64) {
 
 // PollLAC asks the bookies of an open ledger for their LAC once, without
 // waiting for it to move, and returns the LAC known (the last entry of a
-// sealed ledger).
+// sealed ledger). A bookie that says the ledger is fenced makes it re-read
+// the metadata: a ledger closed meanwhile reports its last entry.
 func (r *Reader) PollLAC(ctx context.Context) (int64, error) {
 	ctx, leave, err := r.c.enter(ctx)
 	if err != nil {
@@ -117,7 +118,14 @@ func (r *Reader) PollLAC(ctx context.Context) (int64, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.meta.State.Sealed() {
-		_, _, _ = r.pollLac(ctx, -1, 0, 0)
+		if _, fenced, _ := r.pollLac(ctx, -1, 0, 0); fenced {
+			// A recovery fenced the ledger (or its writer closed it):
+			// the catalog has, or soon has, its end, which may be past
+			// every bookie's LAC.
+			if err := r.refresh(ctx); err != nil && ctx.Err() == nil {
+				return r.rd.LAC(), err
+			}
+		}
 	}
 	return r.rd.LAC(), ctxErr(ctx)
 }

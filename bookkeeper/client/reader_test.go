@@ -400,3 +400,37 @@ func TestIdleWriterPushesLACAgainAfterBookiesRestart(t *testing.T) {
 		return err == nil && lac == 4
 	})
 }
+
+// A recovery closes an open ledger past the LAC its bookies know (entry 5
+// was on every bookie, beyond the LAC): a reader's one-off LAC question
+// then hears "fenced" and reports the closed end, not the bookies' LAC.
+func TestPollLACAfterRecoveryReportsTheClosedEnd(t *testing.T) {
+	cl := newCluster(t, 3)
+	c := cl.client(t)
+	w, err := c.CreateLedger(ctxT(t), spec(catalog.DefaultReplication, "b1", "b2", "b3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, w, 0, 4)
+	for _, b := range []string{"b1", "b2", "b3"} {
+		eventually(t, "LAC 4 pushed to "+b, func() bool { return rawLac(t, cl, b, w.ID()) == 4 })
+	}
+	m := w.Metadata()
+	w.Abort()
+	for _, b := range []string{"b1", "b2", "b3"} {
+		rawAdd(t, cl, b, m, 5, 4)
+	}
+	r, err := cl.client(t).OpenReader(ctxT(t), w.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lac, err := r.PollLAC(ctxT(t)); err != nil || lac != 4 {
+		t.Fatalf("PollLAC before recovery = %d, %v; want 4", lac, err)
+	}
+	if _, err := c.Recover(ctxT(t), w.ID(), lastOffsetOf(100)); err != nil {
+		t.Fatal(err)
+	}
+	if lac, err := r.PollLAC(ctxT(t)); err != nil || lac != 5 {
+		t.Fatalf("PollLAC after recovery = %d, %v; want 5, the closed end", lac, err)
+	}
+}
