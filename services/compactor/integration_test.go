@@ -63,7 +63,7 @@ type realStack struct {
 }
 
 // serialProxy forwards to the emulator one request at a time: moto's
-// DynamoDB is not safe under concurrent requests (NOTES.md), and several
+// DynamoDB is not safe under concurrent requests (docs/testing.md), and several
 // processes share it here. Real DynamoDB needs no such thing.
 func serialProxy(t *testing.T, target string) string {
 	t.Helper()

@@ -152,7 +152,7 @@ func createKeyspace(ctx context.Context, t *testing.T, cassandra string) string 
 }
 
 // motoProxy forwards to moto one request at a time: moto's DynamoDB is not
-// safe under concurrent requests (NOTES.md), and here five processes share
+// safe under concurrent requests (docs/testing.md), and here five processes share
 // it. Real DynamoDB needs no such thing. Each process gets its own
 // listener, so the summary tells who asked what: moto's throughput is what
 // the processes share, and a process that saturates it slows every other.

@@ -25,7 +25,7 @@ import (
 )
 
 // serialProxy forwards to moto one request at a time: moto's DynamoDB is not
-// safe under concurrent requests (NOTES.md), and here five processes share
+// safe under concurrent requests (docs/testing.md), and here five processes share
 // it. Real DynamoDB needs no such thing.
 func serialProxy(t *testing.T, target string) string {
 	t.Helper()
