@@ -25,14 +25,25 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 }
 func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
+// `sluice`, `sluice help`, --help and -h print the list of commands, each
+// with its summary, on stdout.
 func TestHelpListsCommands(t *testing.T) {
-	var out bytes.Buffer
-	if code := run(context.Background(), []string{"help"}, &out, io.Discard); code != 0 {
-		t.Fatalf("exit %d", code)
-	}
-	for _, c := range commands() {
-		if !strings.Contains(out.String(), c.name) {
-			t.Errorf("help lacks %q:\n%s", c.name, out.String())
+	names := []string{"dev", "bookie", "ingest", "fetch", "compactor", "topic", "produce", "consume", "group",
+		"bench", "version", "completion", "help"}
+	for _, args := range [][]string{nil, {"help"}, {"--help"}, {"-h"}} {
+		var out, errOut bytes.Buffer
+		if code := run(context.Background(), args, &out, &errOut); code != 0 || errOut.Len() > 0 {
+			t.Fatalf("%q: exit %d, stderr %q", args, code, errOut.String())
+		}
+		for _, name := range names {
+			if !regexp.MustCompile(`(?m)^  ` + name + ` +\S`).MatchString(out.String()) {
+				t.Errorf("%q: help lacks command %q:\n%s", args, name, out.String())
+			}
+		}
+		for _, c := range newRoot().Commands() {
+			if c.Short == "" || !strings.Contains(out.String(), c.Short) {
+				t.Errorf("%q: help lacks the summary of %s (%q)", args, c.Name(), c.Short)
+			}
 		}
 	}
 }
