@@ -3,14 +3,27 @@ package main
 import (
 	"errors"
 	"fmt"
+	"math"
+	"net"
+	"net/url"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/sluicemq/sluice/internal/rpcserver"
+	"github.com/sluicemq/sluice/pkg/catalog"
 )
 
 // The command-line plumbing every command shares: usage errors, commands
-// that only hold commands.
+// that only hold commands, checks of flag values.
+//
+// A command checks its whole command line before it does anything (no
+// file, no network), collects every problem (flagCheck) and returns them
+// as one usageError: run exits 2 for it and points at the command's
+// --help. Errors met while running exit 1.
 
 // usageError is a command line that cannot run as written: an unknown
 // command or flag, a missing or surplus argument, a flag value out of its
@@ -84,4 +97,154 @@ func flagError(cmd *cobra.Command, err error) error {
 		}
 	}
 	return usageError{err: err}
+}
+
+// flagCheck collects what is wrong with a command line, so that every
+// problem is reported at once. Messages name the flag, its value and what
+// it takes.
+type flagCheck struct {
+	errs []error
+}
+
+func (c *flagCheck) badf(format string, args ...any) {
+	c.errs = append(c.errs, fmt.Errorf(format, args...))
+}
+
+// err is nil or a usageError with every problem.
+func (c *flagCheck) err() error {
+	if len(c.errs) == 0 {
+		return nil
+	}
+	return usageError{err: errors.Join(c.errs...)}
+}
+
+// required checks that the string flag is set.
+func (c *flagCheck) required(flag, v string) {
+	if v == "" {
+		c.badf("--%s is required", flag)
+	}
+}
+
+// intIn checks lo <= v <= hi.
+func (c *flagCheck) intIn(flag string, v, lo, hi int) {
+	if v < lo || v > hi {
+		c.badf("--%s %d: want %d..%d", flag, v, lo, hi)
+	}
+}
+
+// positive checks a duration that must be above zero, and at most max
+// when max > 0.
+func (c *flagCheck) positive(flag string, d, max time.Duration) {
+	switch {
+	case d <= 0 && max > 0:
+		c.badf("--%s %v: want a positive duration up to %v", flag, d, max)
+	case d <= 0:
+		c.badf("--%s %v: want a positive duration", flag, d)
+	case max > 0 && d > max:
+		c.badf("--%s %v: want a positive duration up to %v", flag, d, max)
+	}
+}
+
+// oneOf checks an enumerated flag.
+func (c *flagCheck) oneOf(flag, v string, allowed ...string) {
+	for _, a := range allowed {
+		if v == a {
+			return
+		}
+	}
+	c.badf("--%s %q: want %s", flag, v, orList(allowed))
+}
+
+// logFormat checks --log-format, which every server takes.
+func (c *flagCheck) logFormat(v string) { c.oneOf("log-format", v, "text", "json") }
+
+// listenAddr checks an address to listen on: HOST:PORT, port 0 picking a
+// free one.
+func (c *flagCheck) listenAddr(flag, v string) {
+	if _, port, err := net.SplitHostPort(v); err != nil || !validPort(port, true) {
+		c.badf("--%s %q: want HOST:PORT (port 0..65535; 0 picks a free one)", flag, v)
+	}
+}
+
+// advertiseAddr checks an address other nodes connect to (empty: unset).
+func (c *flagCheck) advertiseAddr(flag, v string) {
+	if v == "" {
+		return
+	}
+	if host, port, err := net.SplitHostPort(v); err != nil || host == "" || !validPort(port, false) {
+		c.badf("--%s %q: want HOST:PORT that other nodes can reach (port 1..65535)", flag, v)
+	}
+}
+
+// serverAddr checks the address of a Sluice server a client command
+// talks to: HOST:PORT or an http:// or https:// URL.
+func (c *flagCheck) serverAddr(flag, v string) {
+	if strings.HasPrefix(v, "http://") || strings.HasPrefix(v, "https://") {
+		if u, err := url.Parse(v); err == nil && u.Host != "" {
+			return
+		}
+	} else if _, port, err := net.SplitHostPort(v); err == nil && validPort(port, false) {
+		return
+	}
+	c.badf("--%s %q: want HOST:PORT or http(s)://HOST:PORT", flag, v)
+}
+
+// rate checks a messages/s flag: finite, within [lo, hi].
+func (c *flagCheck) rate(flag string, v, lo, hi float64, what string) {
+	if math.IsNaN(v) || v < lo || v > hi {
+		c.badf("--%s %v: want %s", flag, v, what)
+	}
+}
+
+func validPort(s string, zeroOK bool) bool {
+	p, err := strconv.Atoi(s)
+	return err == nil && p <= 65535 && (p > 0 || (zeroOK && p == 0))
+}
+
+// orList is "a, b or c".
+func orList(s []string) string {
+	if len(s) < 2 {
+		return strings.Join(s, "")
+	}
+	return strings.Join(s[:len(s)-1], ", ") + " or " + s[len(s)-1]
+}
+
+// splitList splits a comma-separated flag value; empty means none.
+func splitList(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ",")
+}
+
+// origins checks a comma-separated list of browser origins with the RPC
+// server's own rule and returns it.
+func (c *flagCheck) origins(flag, v string) []string {
+	list := splitList(v)
+	for _, o := range list {
+		if err := (rpcserver.Config{CORSOrigins: []string{o}}).Validate(); err != nil {
+			c.badf("--%s: origin %q: want scheme://host[:port] or *", flag, o)
+		}
+	}
+	return list
+}
+
+// catalogID checks an id the catalog will record (a bookie's, an ingest
+// copy's) with the catalog's rule.
+func (c *flagCheck) catalogID(flag, v string) {
+	var ve *catalog.ValidationError
+	if err := catalog.ValidateID(flag, v); errors.As(err, &ve) {
+		c.badf("--%s %q: %s", flag, v, ve.Reason)
+	} else if err != nil {
+		c.badf("--%s %q: %v", flag, v, err)
+	}
+}
+
+// noneIfZero maps a zero age or grace flag to what the compactor's config
+// spells "none" (a negative value): there, zero means the default.
+func noneIfZero(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }

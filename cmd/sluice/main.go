@@ -62,7 +62,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if cmd == nil {
 		cmd = root
 	}
-	fmt.Fprintf(stderr, "%s: %v\n", cmd.CommandPath(), err)
+	// Every line of the error (joined errors: one problem a line) starts
+	// with the command.
+	for line := range strings.SplitSeq(err.Error(), "\n") {
+		fmt.Fprintf(stderr, "%s: %s\n", cmd.CommandPath(), line)
+	}
 	var ue usageError
 	if !errors.As(err, &ue) && started {
 		return 1
@@ -108,8 +112,8 @@ ends the flags (sluice produce --topic t -- --not-a-flag).`,
 		}
 	}
 	add(groupServers,
-		legacyCmd("dev", "run Sluice in one process with no dependencies (partial: see README status)", runDev),
-		legacyCmd("bookie", "run a ledger storage node (bookie)", runBookie),
+		newDevCmd(),
+		newBookieCmd(),
 		legacyCmd("ingest", "run an ingest copy (the produce path) against a DynamoDB catalog", runIngest),
 		legacyCmd("fetch", "run a fetch copy (the consume path) against a DynamoDB catalog and Cassandra", runFetch),
 		legacyCmd("compactor", "run the compactor (offload to object storage, retention) against a DynamoDB catalog", runCompactor))

@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"os"
 	"regexp"
 	"strings"
 	"sync"
@@ -76,13 +77,17 @@ func TestTopicFlagsBeforeOrAfterTheName(t *testing.T) {
 	}
 }
 
-// --journal-recycle-files reaches the journal's config: above its bound,
-// the bookie refuses to start and says which setting; 0 turns reuse off.
+// --journal-recycle-files is checked with the journal's own bound before
+// the bookie opens anything; 0 turns reuse off.
 func TestBookieJournalRecycleFlag(t *testing.T) {
+	dir := t.TempDir()
 	var errOut bytes.Buffer
-	code := run(context.Background(), []string{"bookie", "--dir", t.TempDir(), "--journal-recycle-files", "65"}, io.Discard, &errOut)
-	if code == 0 || !strings.Contains(errOut.String(), "RecycleFiles 65") {
-		t.Fatalf("exit %d, stderr %q; want the journal's RecycleFiles bound", code, errOut.String())
+	code := run(context.Background(), []string{"bookie", "--dir", dir, "--journal-recycle-files", "65"}, io.Discard, &errOut)
+	if code != 2 || !strings.Contains(errOut.String(), "--journal-recycle-files 65: journal config: RecycleFiles 65 above 64") {
+		t.Fatalf("exit %d, stderr %q; want 2 and the journal's RecycleFiles bound", code, errOut.String())
+	}
+	if ents, err := os.ReadDir(dir); err != nil || len(ents) > 0 {
+		t.Fatalf("the refused bookie touched its directory: %v, %v", ents, err)
 	}
 	if recycleFiles(0) >= 0 || recycleFiles(-3) >= 0 || recycleFiles(7) != 7 {
 		t.Fatalf("recycleFiles: 0 -> %d, -3 -> %d, 7 -> %d", recycleFiles(0), recycleFiles(-3), recycleFiles(7))
