@@ -248,3 +248,20 @@ func noneIfZero(d time.Duration) time.Duration {
 	}
 	return d
 }
+
+// objectsURL checks an object store URL (empty: unset) by the rules of
+// objstore.Open, which cannot run here: it creates file:// directories.
+func (c *flagCheck) objectsURL(flag, v string) {
+	if v == "" {
+		return
+	}
+	u, err := url.Parse(v)
+	switch {
+	case err != nil:
+		c.badf("--%s %q: %v", flag, v, err)
+	case u.Scheme == "s3" && u.Host != "", u.Scheme == "mem":
+	case u.Scheme == "file" && (u.Host == "" || u.Host == "localhost") && strings.HasPrefix(u.Path, "/"):
+	default:
+		c.badf("--%s %q: want s3://BUCKET?region=R[&endpoint=URL&use_path_style=true] or file:///ABSOLUTE/DIR", flag, v)
+	}
+}

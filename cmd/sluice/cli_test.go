@@ -3,10 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
 )
 
 // runCLI runs a command line in-process: its exit code, stdout and stderr.
@@ -41,6 +45,21 @@ func TestUsageErrorsNameTheFlag(t *testing.T) {
 		{[]string{"bookie", "--dir", dir, "--advertise", "host"}, []string{`--advertise "host": want HOST:PORT`}},
 		{[]string{"bookie", "--dir", dir, "--journal-dir", filepath.Join(dir, "ledgers")}, []string{"invalid bookie config", "JournalDir"}},
 		{[]string{"bookie", "-dir", dir}, []string{"unknown shorthand flag", "(long flags take two dashes: --dir)"}},
+		{[]string{"ingest"}, []string{"--catalog-table is required"}},
+		{[]string{"ingest", "--catalog-table", "t", "--owner-ttl", "1h", "--heartbeat", "0s", "--balance-interval", "0s", "--id", "x y",
+			"--addr", ":x", "--log-format", "yaml"},
+			[]string{"--owner-ttl 1h0m0s: want 100ms..10m0s", "--heartbeat 0s: want a positive duration up to half of --owner-ttl",
+				"--balance-interval 0s: want a positive interval, or a negative one for never", `--id "x y"`, `--addr ":x"`, `--log-format "yaml"`}},
+		{[]string{"ingest", "--catalog-table", "t", "--owner-ttl", "4s", "--heartbeat", "3s"}, []string{"--heartbeat 3s: want a positive duration up to half of --owner-ttl (4s)"}},
+		{[]string{"fetch", "--catalog-table", "t"}, []string{"--cassandra is required"}},
+		{[]string{"fetch", "--catalog-table", "t", "--cassandra", "a,,b", "--keyspace", "Bad-Name", "--replication-factor", "0",
+			"--objects", "s3:/x", "--cache-mib", "0", "--balance-interval", "2m"},
+			[]string{`--cassandra "a,,b"`, `--keyspace "Bad-Name"`, "--replication-factor 0: want 1 or more", `--objects "s3:/x"`,
+				"--cache-mib 0: want 1..65536", "--balance-interval 2m0s: fetch config: BalanceInterval 2m0s is outside [1ms, 1m0s]"}},
+		{[]string{"fetch", "--catalog-table", "t", "--cassandra", "h", "--replication-factor", "99", "--keyspace", "",
+			"--objects", "file://relative/dir", "--balance-interval", "-1s"},
+			[]string{"--replication-factor 99: cassandra config: Replication.Factor 99: outside [1, 10]", "--keyspace is required",
+				`--objects "file://relative/dir"`, "--balance-interval -1s: want a positive duration"}},
 	} {
 		code, _, stderr := runCLI(tc.args...)
 		if code != 2 {
@@ -55,5 +74,49 @@ func TestUsageErrorsNameTheFlag(t *testing.T) {
 	}
 	if ents, err := os.ReadDir(dir); err != nil || len(ents) > 0 {
 		t.Fatalf("refused commands touched %s: %v, %v", dir, ents, err)
+	}
+}
+
+// checkOnly runs a command line as run does, up to and including the
+// command's checks, but not the command itself (which would open disks
+// and reach DynamoDB).
+func checkOnly(t *testing.T, args ...string) (code int, stderr string) {
+	t.Helper()
+	root := newRoot()
+	cmd, _, err := root.Find(args)
+	if err != nil || cmd == root {
+		t.Fatalf("%q: no such command (%v)", args, err)
+	}
+	ran := false
+	cmd.RunE = func(*cobra.Command, []string) error { ran = true; return nil }
+	var errOut bytes.Buffer
+	code = execute(context.Background(), root, args, io.Discard, &errOut)
+	if code == 0 && !ran {
+		t.Fatalf("%q: exit 0 but the command did not run", args)
+	}
+	return code, errOut.String()
+}
+
+// The server command lines of the repository's scripts and harnesses
+// (bench/*.sh, chaos/harness, internal/bookieproc, the process tests) pass
+// the checks.
+func TestRepoServerCommandLinesPassChecks(t *testing.T) {
+	for _, args := range [][]string{
+		{"dev", "--data-dir", "/tmp/d", "--addr", "127.0.0.1:0"},
+		{"dev", "--offload-age", "0"},
+		{"bookie", "--dir", "/tmp/b", "--addr", "127.0.0.1:17531", "--id", "bookie-1", "--instance", "sluice-test",
+			"--catalog-table", "t", "--heartbeat", "1s", "--checkpoint-interval", "500ms", "--advertise", "127.0.0.1:40001"},
+		{"bookie", "--id", "bookie-1", "--dir", "/tmp/b", "--addr", "127.0.0.1:17531", "--catalog-table", "t", "--pprof", "--journal-recycle-files", "0"},
+		{"ingest", "--addr", "127.0.0.1:7421", "--id", "ingest-1", "--catalog-table", "t", "--owner-ttl", "4s",
+			"--heartbeat", (4 * time.Second / 3).String(), "--balance-interval", "500ms"},
+		{"ingest", "--addr", "127.0.0.1:7421", "--id", "ingest-1", "--catalog-table", "t", "--create-table", "--pprof"},
+		{"ingest", "--catalog-table", "t", "--balance-interval", "-1s"},
+		{"fetch", "--addr", "127.0.0.1:7422", "--catalog-table", "t", "--cassandra", "127.0.0.1:9042", "--keyspace", "compactor_it_1",
+			"--replication-factor", "1", "--pprof", "--balance-interval", "500ms", "--objects", "file:///tmp/objects"},
+		{"fetch", "--catalog-table", "t", "--cassandra", "a,b:9043", "--objects", "s3://bucket?region=us-east-1&endpoint=http://127.0.0.1:4566&use_path_style=true"},
+	} {
+		if code, stderr := checkOnly(t, args...); code != 0 {
+			t.Errorf("%q: exit %d: %s", args, code, stderr)
+		}
 	}
 }

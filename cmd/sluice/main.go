@@ -43,7 +43,11 @@ func main() {
 // error while running (printed as "sluice COMMAND: error"), 2 for a usage
 // error (printed with a pointer to the command's help).
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	root := newRoot()
+	return execute(ctx, newRoot(), args, stdout, stderr)
+}
+
+// execute is run with the command tree given.
+func execute(ctx context.Context, root *cobra.Command, args []string, stdout, stderr io.Writer) int {
 	// started: cobra parsed the command line and the command's own checks
 	// run next. Errors before that (cobra's own: an unknown flag of its
 	// completion command, say) are usage errors too.
@@ -114,8 +118,8 @@ ends the flags (sluice produce --topic t -- --not-a-flag).`,
 	add(groupServers,
 		newDevCmd(),
 		newBookieCmd(),
-		legacyCmd("ingest", "run an ingest copy (the produce path) against a DynamoDB catalog", runIngest),
-		legacyCmd("fetch", "run a fetch copy (the consume path) against a DynamoDB catalog and Cassandra", runFetch),
+		newIngestCmd(),
+		newFetchCmd(),
 		legacyCmd("compactor", "run the compactor (offload to object storage, retention) against a DynamoDB catalog", runCompactor))
 	add(groupClients,
 		legacyCmd("topic", "create, describe, list or delete topics", runTopic),
