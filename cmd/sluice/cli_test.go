@@ -52,6 +52,14 @@ func TestUsageErrorsNameTheFlag(t *testing.T) {
 				"--balance-interval 0s: want a positive interval, or a negative one for never", `--id "x y"`, `--addr ":x"`, `--log-format "yaml"`}},
 		{[]string{"ingest", "--catalog-table", "t", "--owner-ttl", "4s", "--heartbeat", "3s"}, []string{"--heartbeat 3s: want a positive duration up to half of --owner-ttl (4s)"}},
 		{[]string{"fetch", "--catalog-table", "t"}, []string{"--cassandra is required"}},
+		{[]string{"compactor"}, []string{"--catalog-table is required", "--objects is required"}},
+		{[]string{"compactor", "--catalog-table", "t", "--objects", "x", "--interval", "0s", "--workers", "0", "--max-ledgers-per-pass", "0",
+			"--upload-part-mib", "4", "--orphan-grace", "0s", "--compact-interval", "-1s"},
+			[]string{`--objects "x"`, "--interval 0s: want a positive duration", "--workers 0: want 1..64", "--max-ledgers-per-pass 0: want 1..10000",
+				"--upload-part-mib 4: want 5..512", "--orphan-grace 0s", "--compact-interval -1s"}},
+		{[]string{"compactor", "--catalog-table", "t", "--objects", "mem://", "--prefix", "a", "--interval", "1000h", "--tombstone-delay", "1000h"},
+			[]string{`--prefix "a": compactor config: Prefix "a" must end in '/'`, "--interval 1000h0m0s: compactor config: Interval 1000h0m0s is outside [1ms, 720h0m0s]",
+				"--tombstone-delay 1000h0m0s"}},
 		{[]string{"fetch", "--catalog-table", "t", "--cassandra", "a,,b", "--keyspace", "Bad-Name", "--replication-factor", "0",
 			"--objects", "s3:/x", "--cache-mib", "0", "--balance-interval", "2m"},
 			[]string{`--cassandra "a,,b"`, `--keyspace "Bad-Name"`, "--replication-factor 0: want 1 or more", `--objects "s3:/x"`,
@@ -66,6 +74,9 @@ func TestUsageErrorsNameTheFlag(t *testing.T) {
 			t.Errorf("%q: exit %d; want 2 (stderr %q)", tc.args, code, stderr)
 		}
 		name := "sluice " + tc.args[0]
+		if len(tc.args) > 1 && (tc.args[0] == "topic" || tc.args[0] == "group" || (tc.args[0] == "bench" && tc.args[1] == "ledger")) {
+			name += " " + tc.args[1]
+		}
 		for _, w := range append(tc.want, name+": ", "Run '"+name+" --help' for usage.") {
 			if !strings.Contains(stderr, w) {
 				t.Errorf("%q: stderr %q lacks %q", tc.args, stderr, w)
@@ -113,10 +124,30 @@ func TestRepoServerCommandLinesPassChecks(t *testing.T) {
 		{"ingest", "--catalog-table", "t", "--balance-interval", "-1s"},
 		{"fetch", "--addr", "127.0.0.1:7422", "--catalog-table", "t", "--cassandra", "127.0.0.1:9042", "--keyspace", "compactor_it_1",
 			"--replication-factor", "1", "--pprof", "--balance-interval", "500ms", "--objects", "file:///tmp/objects"},
+		{"compactor", "--catalog-table", "t", "--objects", "s3://b?region=us-east-1", "--offload-age", "-1ns", "--bookie-delete-grace", "-1ns", "--once"},
+		{"compactor", "--catalog-table", "t", "--objects", "file:///tmp/o", "--offload-age", "-1ns", "--bookie-delete-grace", "-1ns",
+			"--workers", "1", "--upload-part-mib", "5", "--once", "--prefix", "p/", "--delete-grace", "0"},
 		{"fetch", "--catalog-table", "t", "--cassandra", "a,b:9043", "--objects", "s3://bucket?region=us-east-1&endpoint=http://127.0.0.1:4566&use_path_style=true"},
 	} {
 		if code, stderr := checkOnly(t, args...); code != 0 {
 			t.Errorf("%q: exit %d: %s", args, code, stderr)
 		}
+	}
+}
+
+// A zero age or grace means zero (none, at once), not the compactor
+// config's default (minutes).
+func TestZeroAgeOrGraceMeansNone(t *testing.T) {
+	f := compactorFlags{table: "t", objects: "mem://", interval: time.Second, orphanGrace: time.Hour, compactEvery: time.Minute,
+		workers: 1, maxLedgers: 1, partMiB: 16, logFormat: "text"} // every age and grace zero
+	if err := f.check(); err != nil {
+		t.Fatal(err)
+	}
+	if cfg := f.config(); cfg.OffloadAge >= 0 || cfg.BookieDeleteGrace >= 0 || cfg.DeleteGrace >= 0 || cfg.TombstoneDelay >= 0 {
+		t.Fatalf("zero flags reach the config as %v %v %v %v; want negative (none)", cfg.OffloadAge, cfg.BookieDeleteGrace, cfg.DeleteGrace, cfg.TombstoneDelay)
+	}
+	d := devFlags{addr: devDefaultAddr, dataDir: "d", logFormat: "text"}
+	if err := d.check(); err != nil || d.offloadAge >= 0 {
+		t.Fatalf("dev --offload-age 0: %v, %v", d.offloadAge, err)
 	}
 }

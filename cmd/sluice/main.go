@@ -120,7 +120,7 @@ ends the flags (sluice produce --topic t -- --not-a-flag).`,
 		newBookieCmd(),
 		newIngestCmd(),
 		newFetchCmd(),
-		legacyCmd("compactor", "run the compactor (offload to object storage, retention) against a DynamoDB catalog", runCompactor))
+		newCompactorCmd())
 	add(groupClients,
 		legacyCmd("topic", "create, describe, list or delete topics", runTopic),
 		legacyCmd("produce", "produce records (arguments or stdin), or a load run with --count", runProduce),
