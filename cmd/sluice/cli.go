@@ -232,12 +232,34 @@ func (c *flagCheck) origins(flag, v string) []string {
 // catalogID checks an id the catalog will record (a bookie's, an ingest
 // copy's) with the catalog's rule.
 func (c *flagCheck) catalogID(flag, v string) {
-	var ve *catalog.ValidationError
-	if err := catalog.ValidateID(flag, v); errors.As(err, &ve) {
-		c.badf("--%s %q: %s", flag, v, ve.Reason)
-	} else if err != nil {
-		c.badf("--%s %q: %v", flag, v, err)
+	if err := catalog.ValidateID(flag, v); err != nil {
+		c.badf("--%s %q: %s", flag, v, catalogReason(err))
 	}
+}
+
+// catalogErrs adds every error joined in err (a catalog validation: one a
+// field), each after prefix, without the catalog's own prefix.
+func (c *flagCheck) catalogErrs(prefix string, err error) {
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	for _, e := range errs {
+		var ve *catalog.ValidationError
+		if errors.As(e, &ve) {
+			c.badf("%s%s: %s", prefix, ve.Field, ve.Reason)
+		} else {
+			c.badf("%s%v", prefix, e)
+		}
+	}
+}
+
+// catalogReason is a catalog validation error's reason alone.
+func catalogReason(err error) string {
+	if ve := (*catalog.ValidationError)(nil); errors.As(err, &ve) {
+		return ve.Reason
+	}
+	return err.Error()
 }
 
 // noneIfZero maps a zero age or grace flag to what the compactor's config

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"slices"
@@ -14,7 +15,10 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
+	"github.com/sluicemq/sluice/pkg/catalog"
 	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
 	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
 )
@@ -33,126 +37,190 @@ func baseURL(addr string) string {
 	return "http://" + addr
 }
 
-// runTopic is `sluice topic create|describe|list|delete`.
-func runTopic(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	usage := func() {
-		fmt.Fprintln(stderr, "Usage: sluice topic create NAME [--partitions N] [--config k=v,...] [--addr A]")
-		fmt.Fprintln(stderr, "       sluice topic describe NAME [--addr A]")
-		fmt.Fprintln(stderr, "       sluice topic list [--addr A]")
-		fmt.Fprintln(stderr, "       sluice topic delete NAME [--addr A]")
+// addrFlag registers --addr, the Sluice address of the client commands.
+func addrFlag(fs *pflag.FlagSet, addr *string) {
+	fs.StringVar(addr, "addr", devDefaultAddr, "Sluice address, HOST:PORT or http(s)://HOST:PORT (sluice dev's default)")
+}
+
+// name checks that args is one name (a topic's, a group's) and returns it.
+func (c *flagCheck) name(what string, args []string) string {
+	switch {
+	case len(args) == 0:
+		c.badf("needs one %s name", what)
+		return ""
+	case len(args) > 1:
+		c.badf("takes one %s name; unexpected arguments %q", what, args[1:])
 	}
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		usage()
-		return nil
+	return args[0]
+}
+
+func newTopicCmd() *cobra.Command {
+	cmd := holdsCommands(&cobra.Command{
+		Use:   "topic",
+		Short: "create, describe, list or delete topics",
+		Long:  "Creates, describes, lists or deletes topics through the admin API of a Sluice (sluice dev, or an ingest copy).",
+	})
+	cmd.AddCommand(newTopicCreateCmd(), newTopicDescribeCmd(), newTopicListCmd(), newTopicDeleteCmd())
+	return cmd
+}
+
+// topicCreateFlags are `sluice topic create`'s arguments.
+type topicCreateFlags struct {
+	addr       string
+	name       string
+	partitions int
+	config     string
+
+	conf map[string]string // from config, by check
+}
+
+func newTopicCreateCmd() *cobra.Command {
+	var f topicCreateFlags
+	cmd := &cobra.Command{
+		Use:   "create NAME",
+		Short: "create a topic",
+		Long: `Creates topic NAME with --partitions partitions and the topic config of --config (the
+rest takes the defaults; sluice topic describe shows them all).`,
+		Example: `  sluice topic create orders --partitions 4
+  sluice topic create events --config retention.ms=3600000,cleanup.policy=delete`,
+		PreRunE: func(_ *cobra.Command, args []string) error { return f.check(args) },
+		RunE:    func(cmd *cobra.Command, _ []string) error { return topicCreate(cmd.Context(), f, cmd.OutOrStdout()) },
 	}
-	verb := args[0]
-	fs := flag.NewFlagSet("sluice topic "+verb, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	addr := fs.String("addr", devDefaultAddr, "Sluice address (sluice dev's default)")
-	partitions := fs.Int("partitions", 1, "partitions (create)")
-	cfg := fs.String("config", "", "topic config as k=v,k=v (create), e.g. retention.ms=3600000")
-	// Flags may follow the topic name.
-	var name string
-	rest := args[1:]
-	if len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
-		name, rest = rest[0], rest[1:]
-	}
-	if err := fs.Parse(rest); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
+	fs := cmd.Flags()
+	addrFlag(fs, &f.addr)
+	fs.IntVar(&f.partitions, "partitions", 1, fmt.Sprintf("partitions (1..%d)", catalog.MaxPartitions))
+	fs.StringVar(&f.config, "config", "", "topic config as k=v,k=v, e.g. retention.ms=3600000")
+	return cmd
+}
+
+func (f *topicCreateFlags) check(args []string) error {
+	var c flagCheck
+	c.serverAddr("addr", f.addr)
+	if f.name = c.name("topic", args); f.name != "" {
+		if err := catalog.ValidateTopicName(f.name); err != nil {
+			c.badf("%s", catalogReason(err))
 		}
+	}
+	c.intIn("partitions", f.partitions, 1, catalog.MaxPartitions)
+	f.conf = map[string]string{}
+	for _, kv := range splitList(f.config) {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			c.badf("--config: %q is not k=v", kv)
+			continue
+		}
+		f.conf[k] = v
+	}
+	if _, err := catalog.ParseTopicConfig(f.conf); err != nil {
+		c.catalogErrs("--config: ", err)
+	}
+	return c.err()
+}
+
+func topicCreate(ctx context.Context, f topicCreateFlags, stdout io.Writer) error {
+	resp, err := adminClient(f.addr).CreateTopic(ctx, connect.NewRequest(&sluicev1.CreateTopicRequest{Name: f.name, Partitions: int32(f.partitions), Config: f.conf}))
+	if err != nil {
 		return err
 	}
-	if name == "" && fs.NArg() > 0 { // flags before the name, maybe more after it
-		name = fs.Arg(0)
-		if err := fs.Parse(fs.Args()[1:]); err != nil {
-			return err
-		}
+	fmt.Fprintf(stdout, "created topic %s with %d partitions\n", resp.Msg.GetTopic().GetName(), len(resp.Msg.GetTopic().GetPartitions()))
+	return nil
+}
+
+func adminClient(addr string) sluicev1connect.AdminServiceClient {
+	return sluicev1connect.NewAdminServiceClient(clientHTTP, baseURL(addr), connect.WithGRPC())
+}
+
+// newTopicNameCmd is a topic command that takes a name and --addr only.
+func newTopicNameCmd(use, short, long string, run func(ctx context.Context, addr, name string, stdout io.Writer) error) *cobra.Command {
+	var addr, name string
+	cmd := &cobra.Command{
+		Use:   use + " NAME",
+		Short: short,
+		Long:  long,
+		PreRunE: func(_ *cobra.Command, args []string) error {
+			var c flagCheck
+			c.serverAddr("addr", addr)
+			name = c.name("topic", args)
+			return c.err()
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return run(cmd.Context(), addr, name, cmd.OutOrStdout()) },
 	}
-	if fs.NArg() > 0 {
-		usage()
-		return fmt.Errorf("topic %s takes one topic name; unexpected arguments %q", verb, fs.Args())
+	addrFlag(cmd.Flags(), &addr)
+	return cmd
+}
+
+func newTopicDescribeCmd() *cobra.Command {
+	return newTopicNameCmd("describe", "print a topic's config and partitions",
+		"Prints topic NAME's creation time, its whole config, and each partition's owner (the ingest copy writing it), epoch and offset range.",
+		topicDescribe)
+}
+
+func newTopicDeleteCmd() *cobra.Command {
+	return newTopicNameCmd("delete", "delete a topic",
+		"Deletes topic NAME at once: it is gone from describe and list, and the name is free for a new topic. The compactor removes its data later.",
+		topicDelete)
+}
+
+func newTopicListCmd() *cobra.Command {
+	var addr string
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "print the names of all topics",
+		Args:  noArgs,
+		PreRunE: func(*cobra.Command, []string) error {
+			var c flagCheck
+			c.serverAddr("addr", addr)
+			return c.err()
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return topicList(cmd.Context(), addr, cmd.OutOrStdout()) },
 	}
-	admin := sluicev1connect.NewAdminServiceClient(clientHTTP, baseURL(*addr), connect.WithGRPC())
-	needName := func() error {
-		if name == "" {
-			usage()
-			return fmt.Errorf("topic %s needs a topic name", verb)
-		}
-		return nil
+	addrFlag(cmd.Flags(), &addr)
+	return cmd
+}
+
+func topicDescribe(ctx context.Context, addr, name string, stdout io.Writer) error {
+	resp, err := adminClient(addr).DescribeTopic(ctx, connect.NewRequest(&sluicev1.DescribeTopicRequest{Name: name}))
+	if err != nil {
+		return err
 	}
-	switch verb {
-	case "create":
-		if err := needName(); err != nil {
-			return err
+	t := resp.Msg.GetTopic()
+	fmt.Fprintf(stdout, "topic %s, created %s\n", t.GetName(), time.UnixMilli(t.GetCreatedAtMs()).UTC().Format(time.RFC3339))
+	for _, k := range slices.Sorted(maps.Keys(t.GetConfig())) {
+		fmt.Fprintf(stdout, "  %s=%s\n", k, t.GetConfig()[k])
+	}
+	fmt.Fprintf(stdout, "%-10s %-24s %-6s %-12s %s\n", "PARTITION", "OWNER", "EPOCH", "START", "END")
+	for _, p := range t.GetPartitions() {
+		owner := p.GetOwnerId()
+		if owner == "" {
+			owner = "-"
 		}
-		conf := map[string]string{}
-		if *cfg != "" {
-			for _, kv := range strings.Split(*cfg, ",") {
-				k, v, ok := strings.Cut(kv, "=")
-				if !ok {
-					return fmt.Errorf("--config: %q is not k=v", kv)
-				}
-				conf[k] = v
-			}
-		}
-		resp, err := admin.CreateTopic(ctx, connect.NewRequest(&sluicev1.CreateTopicRequest{Name: name, Partitions: int32(*partitions), Config: conf}))
+		fmt.Fprintf(stdout, "%-10d %-24s %-6d %-12d %d\n", p.GetPartition(), owner, p.GetEpoch(), p.GetStartOffset(), p.GetEndOffset())
+	}
+	return nil
+}
+
+func topicList(ctx context.Context, addr string, stdout io.Writer) error {
+	admin := adminClient(addr)
+	token := ""
+	for {
+		resp, err := admin.ListTopics(ctx, connect.NewRequest(&sluicev1.ListTopicsRequest{PageToken: token}))
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "created topic %s with %d partitions\n", resp.Msg.GetTopic().GetName(), len(resp.Msg.GetTopic().GetPartitions()))
-	case "describe":
-		if err := needName(); err != nil {
-			return err
+		for _, t := range resp.Msg.GetTopics() {
+			fmt.Fprintln(stdout, t.GetName())
 		}
-		resp, err := admin.DescribeTopic(ctx, connect.NewRequest(&sluicev1.DescribeTopicRequest{Name: name}))
-		if err != nil {
-			return err
+		if token = resp.Msg.GetNextPageToken(); token == "" {
+			return nil
 		}
-		t := resp.Msg.GetTopic()
-		fmt.Fprintf(stdout, "topic %s, created %s\n", t.GetName(), time.UnixMilli(t.GetCreatedAtMs()).UTC().Format(time.RFC3339))
-		keys := make([]string, 0, len(t.GetConfig()))
-		for k := range t.GetConfig() {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for _, k := range keys {
-			fmt.Fprintf(stdout, "  %s=%s\n", k, t.GetConfig()[k])
-		}
-		fmt.Fprintf(stdout, "%-10s %-24s %-6s %-12s %s\n", "PARTITION", "OWNER", "EPOCH", "START", "END")
-		for _, p := range t.GetPartitions() {
-			owner := p.GetOwnerId()
-			if owner == "" {
-				owner = "-"
-			}
-			fmt.Fprintf(stdout, "%-10d %-24s %-6d %-12d %d\n", p.GetPartition(), owner, p.GetEpoch(), p.GetStartOffset(), p.GetEndOffset())
-		}
-	case "list":
-		token := ""
-		for {
-			resp, err := admin.ListTopics(ctx, connect.NewRequest(&sluicev1.ListTopicsRequest{PageToken: token}))
-			if err != nil {
-				return err
-			}
-			for _, t := range resp.Msg.GetTopics() {
-				fmt.Fprintln(stdout, t.GetName())
-			}
-			if token = resp.Msg.GetNextPageToken(); token == "" {
-				return nil
-			}
-		}
-	case "delete":
-		if err := needName(); err != nil {
-			return err
-		}
-		if _, err := admin.DeleteTopic(ctx, connect.NewRequest(&sluicev1.DeleteTopicRequest{Name: name})); err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "deleted topic %s\n", name)
-	default:
-		usage()
-		return fmt.Errorf("unknown topic command %q", verb)
 	}
+}
+
+func topicDelete(ctx context.Context, addr, name string, stdout io.Writer) error {
+	if _, err := adminClient(addr).DeleteTopic(ctx, connect.NewRequest(&sluicev1.DeleteTopicRequest{Name: name})); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "deleted topic %s\n", name)
 	return nil
 }
 

@@ -122,7 +122,7 @@ ends the flags (sluice produce --topic t -- --not-a-flag).`,
 		newFetchCmd(),
 		newCompactorCmd())
 	add(groupClients,
-		legacyCmd("topic", "create, describe, list or delete topics", runTopic),
+		newTopicCmd(),
 		legacyCmd("produce", "produce records (arguments or stdin), or a load run with --count", runProduce),
 		legacyCmd("consume", "print a topic's records, directly or as a member of a consumer group", runConsume),
 		legacyCmd("group", "list, describe or reset consumer groups", runGroup))
