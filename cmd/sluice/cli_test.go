@@ -62,6 +62,16 @@ func TestUsageErrorsNameTheFlag(t *testing.T) {
 		{[]string{"topic", "delete", "a", "b"}, []string{`unexpected arguments ["b"]`}},
 		{[]string{"topic", "list", "a"}, []string{`unexpected arguments ["a"]`}},
 		{[]string{"topic", "list", "--partitions", "3"}, []string{"unknown flag: --partitions"}},
+		{[]string{"produce", "--topic", "t", "--partition", "-5", "a"}, []string{"--partition -5: want -1 (by key, else sticky) or a partition 0..9999"}},
+		{[]string{"produce", "a", "--partition", "10000"}, []string{"--topic is required", "--partition 10000"}},
+		{[]string{"produce", "--topic", "t", "--partition", "x"}, []string{`invalid argument "x" for "--partition" flag`}},
+		{[]string{"produce", "--topic", "t", "--count", "-1"}, []string{"--count -1: want 0 (no load run) or 1..100000000"}},
+		{[]string{"produce", "--topic", "t", "--count", "5", "--size", "0", "--batch", "0", "--inflight", "0", "--key", "k", "--partition", "1", "v"},
+			[]string{"--size 0: want 1..67108864", "--batch 0: want 1..10000", "--inflight 0: want 1..10000",
+				"--key does not apply to a load run", "--partition does not apply to a load run", `unexpected values ["v"]`}},
+		{[]string{"produce", "--topic", "t", "--count", "5", "--size", "67108864", "--batch", "2"}, []string{"requests of 134217728 bytes; want at most 67108864"}},
+		{[]string{"produce", "--topic", "t", "--size", "10", "v"}, []string{"--size applies to load runs only (--count N)"}},
+		{[]string{"produce", "--topic", "t", "--addr", "localhost", "v"}, []string{`--addr "localhost": want HOST:PORT or http(s)://HOST:PORT`}},
 		{[]string{"compactor", "--catalog-table", "t", "--objects", "x", "--interval", "0s", "--workers", "0", "--max-ledgers-per-pass", "0",
 			"--upload-part-mib", "4", "--orphan-grace", "0s", "--compact-interval", "-1s"},
 			[]string{`--objects "x"`, "--interval 0s: want a positive duration", "--workers 0: want 1..64", "--max-ledgers-per-pass 0: want 1..10000",
@@ -158,5 +168,54 @@ func TestZeroAgeOrGraceMeansNone(t *testing.T) {
 	d := devFlags{addr: devDefaultAddr, dataDir: "d", logFormat: "text"}
 	if err := d.check(); err != nil || d.offloadAge >= 0 {
 		t.Fatalf("dev --offload-age 0: %v, %v", d.offloadAge, err)
+	}
+}
+
+// parseProduce runs `sluice produce args` up to its action and returns
+// the checked flags the action got.
+func parseProduce(t *testing.T, args ...string) produceFlags {
+	t.Helper()
+	var got *produceFlags
+	cmd := newProduceCmd(func(_ context.Context, f produceFlags, _ io.Reader, _ io.Writer) error {
+		got = &f
+		return nil
+	})
+	cmd.SetArgs(args)
+	cmd.SetOut(io.Discard)
+	cmd.SetErr(io.Discard)
+	if err := cmd.Execute(); err != nil || got == nil {
+		t.Fatalf("produce %q: %v (action ran: %v)", args, err, got != nil)
+	}
+	return *got
+}
+
+// Flags go before or after the values; -- ends the flags. (The old parser
+// stopped at the first value: `a b --key k` produced four records and a
+// trailing --addr was a record.)
+func TestProduceFlagsAnywhere(t *testing.T) {
+	records := func(f produceFlags) (out []string) {
+		for _, r := range produceRequest(f, f.values).GetRecords() {
+			out = append(out, string(r.GetKey())+"="+string(r.GetValue()))
+		}
+		return out
+	}
+	f := parseProduce(t, "--topic", "t", "a", "b", "--key", "k")
+	if got := records(f); strings.Join(got, " ") != "k=a k=b" {
+		t.Errorf("--key after the values: records %q; want a and b with key k", got)
+	}
+	f = parseProduce(t, "a", "--topic", "t", "b", "--addr", "127.0.0.1:9", "--partition", "3")
+	if f.addr != "127.0.0.1:9" || f.topic != "t" || strings.Join(f.values, " ") != "a b" {
+		t.Errorf("flags between and after the values: %+v", f)
+	}
+	if p := produceRequest(f, f.values).Partition; p == nil || *p != 3 {
+		t.Errorf("--partition 3 after the values: request partition %v", p)
+	}
+	f = parseProduce(t, "--topic", "t", "--", "--literal", "--key", "k")
+	if got := records(f); strings.Join(got, " ") != "=--literal =--key =k" || f.key != "" {
+		t.Errorf("after --: records %q, key %q; want three values and no key", got, f.key)
+	}
+	f = parseProduce(t, "--topic=t", "--count", "10", "--size", "8")
+	if f.count != 10 || f.size != 8 || f.batch != 100 || f.inflight != 16 || f.partition != -1 || f.addr != devDefaultAddr || len(f.values) != 0 {
+		t.Errorf("load run defaults: %+v", f)
 	}
 }

@@ -4,12 +4,10 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"maps"
 	"net/http"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -21,6 +19,7 @@ import (
 	"github.com/sluicemq/sluice/pkg/catalog"
 	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
 	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicemq/sluice/services/ingest"
 )
 
 // clientHTTP speaks cleartext HTTP/2 (gRPC) to a Sluice address.
@@ -224,44 +223,130 @@ func topicDelete(ctx context.Context, addr, name string, stdout io.Writer) error
 	return nil
 }
 
-// runProduce is `sluice produce`: values from the arguments, or one per
-// line of stdin; with --count, a load run reporting records/s.
-func runProduce(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("sluice produce", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	addr := fs.String("addr", devDefaultAddr, "Sluice address (sluice dev's default)")
-	topic := fs.String("topic", "", "topic (required)")
-	key := fs.String("key", "", "record key (empty: no key, sticky partitioning)")
-	partition := fs.Int("partition", -1, "explicit partition (-1: by key, else sticky)")
-	count := fs.Int("count", 0, "load mode: produce this many generated records and report the rate")
-	size := fs.Int("size", 1024, "load mode: value size in bytes")
-	batch := fs.Int("batch", 100, "load mode: records per request")
-	inflight := fs.Int("inflight", 16, "load mode: requests in flight on the stream")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: sluice produce --topic T [--key K] [--partition P] [VALUE ...]")
-		fmt.Fprintln(stderr, "       sluice produce --topic T --count N [--size B] [--batch R] [--inflight F]")
-		fmt.Fprintln(stderr)
-		fmt.Fprintln(stderr, "Without values, reads one value per line from stdin. Prints partition and offset")
-		fmt.Fprintln(stderr, "of every record once it is durable (acknowledged by the ack quorum of bookies).")
-		fmt.Fprintln(stderr)
-		fs.PrintDefaults()
+// Bounds of `sluice produce`'s load runs.
+const (
+	maxProduceCount = 100_000_000
+	// maxProduceInflight is ingest.Config's bound on MaxStreamInFlight
+	// (beyond a server's setting, it stops reading the stream).
+	maxProduceInflight = 10_000
+	// maxProduceRequestBytes is the largest request a Sluice server can be
+	// set to accept (rpcserver's bound on MaxRequestBytes).
+	maxProduceRequestBytes = 64 << 20
+)
+
+// produceFlags are `sluice produce`'s checked arguments.
+type produceFlags struct {
+	addr      string
+	topic     string
+	key       string
+	partition int // -1: by key, else sticky
+	// A load run when count > 0.
+	count, size, batch, inflight int
+	// values are the records' values; none: one a line of stdin.
+	values []string
+}
+
+// newProduceCmd is `sluice produce`; run does what the checked command
+// line says (produce, or a test that looks at it).
+func newProduceCmd(run func(ctx context.Context, f produceFlags, stdin io.Reader, stdout io.Writer) error) *cobra.Command {
+	var f produceFlags
+	cmd := &cobra.Command{
+		Use:   "produce --topic T [flags] [VALUE]...",
+		Short: "produce records (arguments or stdin), or a load run with --count",
+		Long: `Produces one record per VALUE, or without values one per line of stdin, and prints
+the partition and offset of every record once it is durable (acknowledged by the ack
+quorum of bookies). Every record gets --key (none when empty); --partition picks the
+partition, else the key does, else the sticky partitioner. Flags may come after the
+values; after -- everything is a value.
+
+With --count N it is a load run instead: N generated records of --size bytes, --batch
+records a request, --inflight requests in flight on one ProduceStream; it prints the
+rate and the request latency percentiles.`,
+		Example: `  sluice produce --topic orders a b c --key user-7
+  echo hello | sluice produce --topic orders
+  sluice produce --topic orders -- --not-a-flag
+  sluice produce --topic orders --count 20000 --size 1024`,
+		PreRunE: func(cmd *cobra.Command, args []string) error { return f.check(cmd.Flags(), args) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return run(cmd.Context(), f, cmd.InOrStdin(), cmd.OutOrStdout())
+		},
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
+	fs := cmd.Flags()
+	addrFlag(fs, &f.addr)
+	fs.StringVar(&f.topic, "topic", "", "topic (required)")
+	fs.StringVar(&f.key, "key", "", "record key (empty: no key, sticky partitioning)")
+	fs.IntVar(&f.partition, "partition", -1, fmt.Sprintf("explicit partition, 0..%d (-1: by key, else sticky)", catalog.MaxPartitions-1))
+	fs.IntVar(&f.count, "count", 0, fmt.Sprintf("load run: produce this many generated records (up to %d) and report the rate", maxProduceCount))
+	fs.IntVar(&f.size, "size", 1024, fmt.Sprintf("load run: value size in bytes (1..%d)", catalog.MaxMaxMessageBytes))
+	fs.IntVar(&f.batch, "batch", 100, fmt.Sprintf("load run: records per request (1..%d)", ingest.DefaultMaxRecords))
+	fs.IntVar(&f.inflight, "inflight", 16, fmt.Sprintf("load run: requests in flight on the stream (1..%d)", maxProduceInflight))
+	return cmd
+}
+
+// check checks the command line; args are the values.
+func (f *produceFlags) check(fs *pflag.FlagSet, args []string) error {
+	var c flagCheck
+	c.serverAddr("addr", f.addr)
+	c.required("topic", f.topic)
+	if f.partition < -1 || f.partition >= catalog.MaxPartitions {
+		c.badf("--partition %d: want -1 (by key, else sticky) or a partition 0..%d", f.partition, catalog.MaxPartitions-1)
+	}
+	switch {
+	case f.count < 0 || f.count > maxProduceCount:
+		c.badf("--count %d: want 0 (no load run) or 1..%d", f.count, maxProduceCount)
+	case f.count > 0:
+		c.intIn("size", f.size, 1, catalog.MaxMaxMessageBytes)
+		c.intIn("batch", f.batch, 1, ingest.DefaultMaxRecords)
+		c.intIn("inflight", f.inflight, 1, maxProduceInflight)
+		if f.size > 0 && f.batch > 0 && int64(f.size)*int64(f.batch) > maxProduceRequestBytes {
+			c.badf("--batch %d of --size %d: requests of %d bytes; want at most %d", f.batch, f.size, int64(f.size)*int64(f.batch), maxProduceRequestBytes)
 		}
-		return err
+		for _, name := range []string{"key", "partition"} {
+			if fs.Changed(name) {
+				c.badf("--%s does not apply to a load run (--count), which generates its records", name)
+			}
+		}
+		if len(args) > 0 {
+			c.badf("a load run (--count) generates its records; unexpected values %q", args)
+		}
+	default:
+		for _, name := range []string{"size", "batch", "inflight"} {
+			if fs.Changed(name) {
+				c.badf("--%s applies to load runs only (--count N)", name)
+			}
+		}
 	}
-	if *topic == "" {
-		return errors.New("--topic is required; see 'sluice produce -h'")
+	f.values = args
+	return c.err()
+}
+
+// produceRequest is the request for values.
+func produceRequest(f produceFlags, values []string) *sluicev1.ProduceRequest {
+	req := &sluicev1.ProduceRequest{Topic: f.topic}
+	if f.partition >= 0 {
+		p := int32(f.partition)
+		req.Partition = &p
 	}
-	prod := sluicev1connect.NewProducerServiceClient(clientHTTP, baseURL(*addr), connect.WithGRPC())
-	if *count > 0 {
-		return produceLoad(ctx, prod, *topic, *count, *size, *batch, *inflight, stdout)
+	for _, v := range values {
+		r := &sluicev1.Record{Value: []byte(v)}
+		if f.key != "" {
+			r.Key = []byte(f.key)
+		}
+		req.Records = append(req.Records, r)
 	}
-	values := fs.Args()
+	return req
+}
+
+// produce is `sluice produce`: the values, or the lines of stdin, or a
+// load run.
+func produce(ctx context.Context, f produceFlags, stdin io.Reader, stdout io.Writer) error {
+	prod := sluicev1connect.NewProducerServiceClient(clientHTTP, baseURL(f.addr), connect.WithGRPC())
+	if f.count > 0 {
+		return produceLoad(ctx, prod, f.topic, f.count, f.size, f.batch, f.inflight, stdout)
+	}
+	values := f.values
 	if len(values) == 0 {
-		sc := bufio.NewScanner(os.Stdin)
+		sc := bufio.NewScanner(stdin)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
 			values = append(values, sc.Text())
@@ -270,18 +355,7 @@ func runProduce(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			return err
 		}
 	}
-	req := &sluicev1.ProduceRequest{Topic: *topic}
-	if *partition >= 0 {
-		p := int32(*partition)
-		req.Partition = &p
-	}
-	for _, v := range values {
-		r := &sluicev1.Record{Value: []byte(v)}
-		if *key != "" {
-			r.Key = []byte(*key)
-		}
-		req.Records = append(req.Records, r)
-	}
+	req := produceRequest(f, values)
 	if len(req.Records) == 0 {
 		return errors.New("nothing to produce: give values as arguments or on stdin")
 	}
@@ -295,11 +369,9 @@ func runProduce(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	return nil
 }
 
-// produceLoad pipelines requests of batch records on one ProduceStream.
+// produceLoad pipelines requests of batch records on one ProduceStream
+// (size, batch and inflight are checked: positive).
 func produceLoad(ctx context.Context, prod sluicev1connect.ProducerServiceClient, topic string, count, size, batch, inflight int, stdout io.Writer) error {
-	if size < 1 || batch < 1 || inflight < 1 {
-		return errors.New("--size, --batch and --inflight must be positive")
-	}
 	stream := prod.ProduceStream(ctx)
 	value := make([]byte, size)
 	for i := range value {

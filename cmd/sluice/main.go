@@ -123,7 +123,7 @@ ends the flags (sluice produce --topic t -- --not-a-flag).`,
 		newCompactorCmd())
 	add(groupClients,
 		newTopicCmd(),
-		legacyCmd("produce", "produce records (arguments or stdin), or a load run with --count", runProduce),
+		newProduceCmd(produce),
 		legacyCmd("consume", "print a topic's records, directly or as a member of a consumer group", runConsume),
 		legacyCmd("group", "list, describe or reset consumer groups", runGroup))
 	add(groupOther,
