@@ -124,8 +124,8 @@ ends the flags (sluice produce --topic t -- --not-a-flag).`,
 	add(groupClients,
 		newTopicCmd(),
 		newProduceCmd(produce),
-		legacyCmd("consume", "print a topic's records, directly or as a member of a consumer group", runConsume),
-		legacyCmd("group", "list, describe or reset consumer groups", runGroup))
+		newConsumeCmd(consume),
+		newGroupCmd())
 	add(groupOther,
 		legacyCmd("bench", "run a benchmark workload (Kafka; Sluice soon); 'sluice bench ledger' benchmarks the ledger tier", runBench),
 		newVersionCmd())
