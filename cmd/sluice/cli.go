@@ -3,9 +3,11 @@ package main
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -287,3 +289,28 @@ func (c *flagCheck) objectsURL(flag, v string) {
 		c.badf("--%s %q: want s3://BUCKET?region=R[&endpoint=URL&use_path_style=true] or file:///ABSOLUTE/DIR", flag, v)
 	}
 }
+
+// kvFlag is a repeatable key=value flag.
+type kvFlag struct{ m map[string]string }
+
+func (f *kvFlag) String() string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(f.m)) {
+		parts = append(parts, k+"="+f.m[k])
+	}
+	return strings.Join(parts, ",")
+}
+
+func (f *kvFlag) Set(s string) error {
+	k, v, ok := strings.Cut(s, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("%q is not key=value", s)
+	}
+	if f.m == nil {
+		f.m = map[string]string{}
+	}
+	f.m[k] = v
+	return nil
+}
+
+func (f *kvFlag) Type() string { return "key=value" }

@@ -127,10 +127,9 @@ func checkOnly(t *testing.T, args ...string) (code int, stderr string) {
 	return code, errOut.String()
 }
 
-// The server command lines of the repository's scripts and harnesses
-// (bench/*.sh, chaos/harness, internal/bookieproc, the process tests) pass
-// the checks.
-func TestRepoServerCommandLinesPassChecks(t *testing.T) {
+// The command lines of the repository's scripts and harnesses (bench/*.sh,
+// chaos/harness, internal/bookieproc, the process tests) pass the checks.
+func TestRepoCommandLinesPassChecks(t *testing.T) {
 	for _, args := range [][]string{
 		{"dev", "--data-dir", "/tmp/d", "--addr", "127.0.0.1:0"},
 		{"dev", "--offload-age", "0"},
@@ -146,6 +145,20 @@ func TestRepoServerCommandLinesPassChecks(t *testing.T) {
 		{"compactor", "--catalog-table", "t", "--objects", "s3://b?region=us-east-1", "--offload-age", "-1ns", "--bookie-delete-grace", "-1ns", "--once"},
 		{"compactor", "--catalog-table", "t", "--objects", "file:///tmp/o", "--offload-age", "-1ns", "--bookie-delete-grace", "-1ns",
 			"--workers", "1", "--upload-part-mib", "5", "--once", "--prefix", "p/", "--delete-grace", "0"},
+		{"bench", "--workload", "bench/workloads/s1.yaml", "--out", "/tmp/o", "--label", "kafka s1 r1", "--drain-timeout", "20s",
+			"--warmup-duration", "12s", "--test-duration", "8s", "--sluice-per-record", "--driver", "kafka", "--brokers", "127.0.0.1:9092,127.0.0.1:9093",
+			"--server-pids", "kafka-1=100,kafka-2=101", "--kafka-topic-config", "flush.messages=1"},
+		{"bench", "--workload", "w.yaml", "--out", "/tmp/o", "--rate", "15000", "--recovery-rate", "5000", "--driver", "sluice",
+			"--sluice-addr", "127.0.0.1:17421", "--sluice-fetch-addr", "127.0.0.1:17422", "--server-pids", "ingest=1,bookie-1=2,fetch=3"},
+		{"bench", "--driver", "mem", "--workload", "w.yaml", "--out", "/tmp/o", "--rate", "0", "--warmup-duration", "0s"},
+		{"bench", "ledger", "--dir", "/tmp/l", "--out", "/tmp/l.md", "--warmup", "5s", "--duration", "20s"},
+		{"bench", "ledger", "--dir", "/tmp/l", "--out", "/tmp/l.md", "--quick"},
+		{"produce", "--topic", "orders", "--key", "user-7", "a", "b", "c"},
+		{"produce", "--topic", "orders", "--count", "20000", "--size", "1024"},
+		{"consume", "orders", "--group", "billing", "--format", "json"},
+		{"consume", "demo", "--addr", "127.0.0.1:1", "--from", "earliest", "--count", "4"},
+		{"topic", "create", "orders", "--partitions", "4"},
+		{"group", "reset", "g", "--topic", "t", "--to", "earliest", "--dry-run", "--partitions", "0,1"},
 		{"fetch", "--catalog-table", "t", "--cassandra", "a,b:9043", "--objects", "s3://bucket?region=us-east-1&endpoint=http://127.0.0.1:4566&use_path_style=true"},
 	} {
 		if code, stderr := checkOnly(t, args...); code != 0 {

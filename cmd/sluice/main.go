@@ -126,26 +126,11 @@ ends the flags (sluice produce --topic t -- --not-a-flag).`,
 		newProduceCmd(produce),
 		newConsumeCmd(consume),
 		newGroupCmd())
-	add(groupOther,
-		legacyCmd("bench", "run a benchmark workload (Kafka; Sluice soon); 'sluice bench ledger' benchmarks the ledger tier", runBench),
-		newVersionCmd())
+	add(groupOther, newBenchCmd(), newVersionCmd())
 	root.SetHelpCommand(newHelpCmd())
 	root.SetHelpCommandGroupID(groupOther)
 	root.SetCompletionCommandGroupID(groupOther)
 	return root
-}
-
-// legacyCmd is a command that still parses its flags with the standard
-// flag package (a step of the move to cobra).
-func legacyCmd(name, short string, run func(ctx context.Context, args []string, stdout, stderr io.Writer) error) *cobra.Command {
-	return &cobra.Command{
-		Use:                name,
-		Short:              short,
-		DisableFlagParsing: true,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return run(cmd.Context(), args, cmd.OutOrStdout(), cmd.ErrOrStderr())
-		},
-	}
 }
 
 // newHelpCmd replaces cobra's help command, which prints the root's help
