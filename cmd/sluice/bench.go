@@ -93,6 +93,8 @@ Kafka for them: localstack/kafka.sh up.`,
 	fs.DurationVar(&f.kafkaLinger, "kafka-linger", kafkadriver.DefaultLinger, "kafka: producer linger (0..1s)")
 	fs.StringVar(&f.kafkaCompression, "kafka-compression", "none", "kafka: producer compression: none, gzip, snappy, lz4, zstd")
 	fs.Var(&f.kafkaTopicConfigs, "kafka-topic-config", "kafka: topic config key=value, repeatable (e.g. flush.messages=1)")
+	completeValues(cmd, "driver", "kafka", "sluice", "mem")
+	completeValues(cmd, "kafka-compression", "none", "gzip", "snappy", "lz4", "zstd")
 	cmd.AddCommand(newBenchLedgerCmd())
 	return cmd
 }

@@ -63,7 +63,7 @@ Ready when grpc.health.v1.Health/Check answers SERVING.`,
 	fs.DurationVar(&f.groupWait, "journal-max-group-wait", 0, "how long an idle journal waits to fill a group commit (0: write at once)")
 	fs.IntVar(&f.recycle, "journal-recycle-files", journal.DefaultRecycleFiles, "checkpointed journal files kept for reuse, so appends overwrite allocated blocks (0: delete them instead)")
 	fs.DurationVar(&f.checkpoint, "checkpoint-interval", bookie.DefaultCheckpointInterval, "checkpoint interval (storage flush, journal trim)")
-	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
+	logFormatFlag(cmd, &f.logFormat)
 	fs.BoolVar(&f.pprof, "pprof", false, "serve Go's runtime profiles under /debug/pprof/ (benchmarks, diagnosis)")
 	return cmd
 }

@@ -91,6 +91,13 @@ func noArgs(cmd *cobra.Command, args []string) error {
 // flag, bad value) are usage errors. A long flag written with one dash, as
 // the standard flag package allowed, gets a hint.
 func flagError(cmd *cobra.Command, err error) error {
+	// `sluice prodce --topic t`: the command is what is wrong (pflag
+	// collected the arguments before the flag it failed on).
+	if cmd.HasSubCommands() && cmd.Flags().NArg() > 0 {
+		if sub, _, ferr := cmd.Find(cmd.Flags().Args()[:1]); ferr != nil || sub == cmd {
+			return unknownCommand(cmd, cmd.Flags().Arg(0))
+		}
+	}
 	var ne *pflag.NotExistError
 	if errors.As(err, &ne) {
 		name, _, _ := strings.Cut(ne.GetSpecifiedShortnames(), "=")
@@ -314,3 +321,17 @@ func (f *kvFlag) Set(s string) error {
 }
 
 func (f *kvFlag) Type() string { return "key=value" }
+
+// completeValues registers an enumerated flag's values for shell
+// completion.
+func completeValues(cmd *cobra.Command, flag string, values ...string) {
+	if err := cmd.RegisterFlagCompletionFunc(flag, cobra.FixedCompletions(values, cobra.ShellCompDirectiveNoFileComp)); err != nil {
+		panic(err) // no such flag: a programmer error
+	}
+}
+
+// logFormatFlag registers --log-format, which every server takes.
+func logFormatFlag(cmd *cobra.Command, v *string) {
+	cmd.Flags().StringVar(v, "log-format", "text", "log format: text or json")
+	completeValues(cmd, "log-format", "text", "json")
+}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // runCLI runs a command line in-process: its exit code, stdout and stderr.
@@ -112,7 +113,7 @@ func TestUsageErrorsNameTheFlag(t *testing.T) {
 // and reach DynamoDB).
 func checkOnly(t *testing.T, args ...string) (code int, stderr string) {
 	t.Helper()
-	root := newRoot()
+	root := newRoot(io.Discard, io.Discard)
 	cmd, _, err := root.Find(args)
 	if err != nil || cmd == root {
 		t.Fatalf("%q: no such command (%v)", args, err)
@@ -120,7 +121,8 @@ func checkOnly(t *testing.T, args ...string) (code int, stderr string) {
 	ran := false
 	cmd.RunE = func(*cobra.Command, []string) error { ran = true; return nil }
 	var errOut bytes.Buffer
-	code = execute(context.Background(), root, args, io.Discard, &errOut)
+	root.SetErr(&errOut)
+	code = execute(context.Background(), root, args)
 	if code == 0 && !ran {
 		t.Fatalf("%q: exit 0 but the command did not run", args)
 	}
@@ -230,5 +232,138 @@ func TestProduceFlagsAnywhere(t *testing.T) {
 	f = parseProduce(t, "--topic=t", "--count", "10", "--size", "8")
 	if f.count != 10 || f.size != 8 || f.batch != 100 || f.inflight != 16 || f.partition != -1 || f.addr != devDefaultAddr || len(f.values) != 0 {
 		t.Errorf("load run defaults: %+v", f)
+	}
+}
+
+// commandPaths lists every command of the tree (cobra's help and
+// completion commands included) as argument lists ("topic", "create").
+func commandPaths() [][]string {
+	var paths [][]string
+	var walk func(c *cobra.Command, path []string)
+	walk = func(c *cobra.Command, path []string) {
+		for _, sub := range c.Commands() {
+			p := append(append([]string{}, path...), sub.Name())
+			paths = append(paths, p)
+			walk(sub, p)
+		}
+	}
+	walk(newRoot(io.Discard, io.Discard), nil)
+	return paths
+}
+
+// Every command answers --help, -h and `sluice help ...` alike: its help
+// on stdout, exit 0.
+func TestEveryCommandHasHelp(t *testing.T) {
+	paths := append(commandPaths(), nil) // nil: sluice itself
+	if len(paths) < 26 {
+		t.Fatalf("only %d commands found: %q", len(paths), paths)
+	}
+	for _, path := range paths {
+		code, help, stderr := runCLI(append(path, "--help")...)
+		name := strings.TrimSpace("sluice " + strings.Join(path, " "))
+		if code != 0 || stderr != "" || !strings.Contains(help, "Usage:\n  "+name) || !strings.Contains(help, "-h, --help") {
+			t.Errorf("%s --help: exit %d, stderr %q, stdout:\n%s", name, code, stderr, help)
+			continue
+		}
+		if _, short, _ := runCLI(append(path, "-h")...); short != help {
+			t.Errorf("%s -h differs from --help", name)
+		}
+		if code, viaHelp, _ := runCLI(append([]string{"help"}, path...)...); code != 0 || viaHelp != help {
+			t.Errorf("sluice help %s: exit %d, differs from --help:\n%s", strings.Join(path, " "), code, viaHelp)
+		}
+		// The help lists every flag of the command.
+		root := newRoot(io.Discard, io.Discard)
+		if cmd, _, err := root.Find(path); err == nil && cmd != root {
+			cmd.LocalFlags().VisitAll(func(f *pflag.Flag) {
+				if !strings.Contains(help, "--"+f.Name+" ") {
+					t.Errorf("%s --help lacks --%s", name, f.Name)
+				}
+			})
+		}
+	}
+}
+
+// `sluice completion SHELL` prints a script that calls back into the
+// binary, and the callback completes commands, flags and flag values.
+func TestCompletion(t *testing.T) {
+	for shell, want := range map[string]string{"bash": "# bash completion V2 for sluice", "zsh": "#compdef sluice", "fish": "complete -c sluice"} {
+		code, out, stderr := runCLI("completion", shell)
+		if code != 0 || stderr != "" || !strings.Contains(out, want) || !strings.Contains(out, "__complete") {
+			t.Errorf("completion %s: exit %d, stderr %q, script lacks %q or __complete:\n%.300s", shell, code, stderr, want, out)
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		want []string // completion lines
+	}{
+		{[]string{"__complete", "top"}, []string{"topic\tcreate, describe, list or delete topics"}},
+		{[]string{"__complete", "topic", ""}, []string{"create\tcreate a topic", "list\tprint the names of all topics"}},
+		{[]string{"__complete", "produce", "t", "--par"}, []string{"--partition\t"}},
+		{[]string{"__complete", "consume", "t", "--format", ""}, []string{"text", "json"}},
+		{[]string{"__complete", "bench", "--driver", ""}, []string{"kafka", "sluice", "mem"}},
+		{[]string{"__complete", "consume", ""}, []string{":4"}}, // no file names for a topic
+	} {
+		code, out, _ := runCLI(tc.args...)
+		for _, w := range tc.want {
+			if code != 0 || !strings.Contains(out, w) {
+				t.Errorf("%q: exit %d, completions lack %q:\n%s", tc.args, code, w, out)
+			}
+		}
+	}
+}
+
+// Unknown commands, at every level, are usage errors with a suggestion
+// and where to find the commands.
+func TestUnknownCommands(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"prodce", "--topic", "t"}, []string{`sluice: unknown command "prodce" (did you mean "produce"?)`, "Run 'sluice help' for the list of commands."}},
+		{[]string{"topic", "crate", "t"}, []string{`sluice topic: unknown command "crate" (did you mean "create"?)`, "Run 'sluice topic --help' for its commands."}},
+		{[]string{"group", "frobnicate"}, []string{`sluice group: unknown command "frobnicate"`, "Run 'sluice group --help' for its commands."}},
+		{[]string{"bench", "ledgr"}, []string{`sluice bench: unknown command "ledgr" (did you mean "ledger"?)`}},
+		{[]string{"help", "nope"}, []string{`sluice help: unknown command "nope"`}},
+		{[]string{"help", "topic", "nope"}, []string{`sluice help: unknown command "nope"`, "Run 'sluice topic --help' for its commands."}},
+		{[]string{"completion", "tcsh"}, []string{"sluice completion: unknown command \"tcsh\""}},
+		{[]string{"--nope"}, []string{"sluice: unknown flag: --nope", "Run 'sluice --help' for usage."}},
+		{[]string{"version", "extra"}, []string{`sluice version: unexpected arguments ["extra"]`}},
+	} {
+		code, stdout, stderr := runCLI(tc.args...)
+		if code != 2 || stdout != "" {
+			t.Errorf("%q: exit %d, stdout %q; want 2 and nothing on stdout", tc.args, code, stdout)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(stderr, w) {
+				t.Errorf("%q: stderr %q lacks %q", tc.args, stderr, w)
+			}
+		}
+	}
+	// A command alone that only holds commands prints its help.
+	for _, args := range [][]string{nil, {"topic"}, {"group"}} {
+		if code, stdout, _ := runCLI(args...); code != 0 || !strings.Contains(stdout, "Available Commands:") && !strings.Contains(stdout, "Client commands:") {
+			t.Errorf("%q: exit %d\n%s", args, code, stdout)
+		}
+	}
+}
+
+// A command line that parses but fails while running exits 1 and says
+// which command failed; a usage error exits 2 and points at the help.
+func TestExitCodes(t *testing.T) {
+	// Nothing listens on port 1.
+	code, _, stderr := runCLI("topic", "list", "--addr", "127.0.0.1:1")
+	if code != 1 || !strings.HasPrefix(stderr, "sluice topic list: ") || !strings.Contains(stderr, "127.0.0.1:1") || strings.Contains(stderr, "--help") {
+		t.Errorf("unreachable server: exit %d, stderr %q; want 1 and the command's error", code, stderr)
+	}
+	code, _, stderr = runCLI("produce", "--topic", "t", "a", "--addr", "127.0.0.1:1") // --addr after the value is the address
+	if code != 1 || !strings.HasPrefix(stderr, "sluice produce: ") || !strings.Contains(stderr, "127.0.0.1:1") {
+		t.Errorf("produce to port 1: exit %d, stderr %q", code, stderr)
+	}
+	code, _, stderr = runCLI("produce", "--topic", "t", "--partition", "-5", "a")
+	if code != 2 || stderr != "sluice produce: --partition -5: want -1 (by key, else sticky) or a partition 0..9999\nRun 'sluice produce --help' for usage.\n" {
+		t.Errorf("--partition -5: exit %d, stderr %q", code, stderr)
+	}
+	if code, stdout, _ := runCLI("version"); code != 0 || stdout != "sluice dev\n" {
+		t.Errorf("version: exit %d, %q", code, stdout)
 	}
 }

@@ -65,7 +65,7 @@ services/compactor/lambda.)`,
 	fs.IntVar(&f.maxLedgers, "max-ledgers-per-pass", compactor.DefaultMaxLedgersPerPass, fmt.Sprintf("ledgers one pass offloads (and, separately, purges) at most (1..%d)", compactor.MaxMaxLedgersPerPass))
 	fs.IntVar(&f.partMiB, "upload-part-mib", compactor.DefaultUploadPartBytes>>20, fmt.Sprintf("object upload buffer in MiB: the multipart part size on S3 (%d..%d)", compactor.MinUploadPartBytes>>20, compactor.MaxUploadPartBytes>>20))
 	fs.BoolVar(&f.once, "once", false, "run one pass, print its report as JSON and exit")
-	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
+	logFormatFlag(cmd, &f.logFormat)
 	return cmd
 }
 

@@ -94,6 +94,8 @@ value_base64).`,
 	fs.DurationVar(&f.idle, "idle", 2*time.Second, "with --group and without --follow: stop once no record came for this long")
 	fs.DurationVar(&f.commitInterval, "commit-interval", defaultCLICommitInterval, fmt.Sprintf("with --group: how often to commit what was printed, %v..%v (and always at exit)", sluice.MinAutoCommitInterval, sluice.MaxAutoCommitInterval))
 	fs.DurationVar(&f.sessionTimeout, "session-timeout", 0, fmt.Sprintf("with --group: how long the group waits for this member when it goes silent before its partitions move, %v..%v (0: the server's, 10s)", sluice.MinSessionTimeout, sluice.MaxSessionTimeout))
+	completeValues(cmd, "format", "text", "json")
+	completeValues(cmd, "from", "earliest", "latest")
 	return cmd
 }
 
@@ -558,6 +560,7 @@ The group must have no live members.`,
 	fs.StringVar(&to, "to", "", "target: earliest, latest, OFFSET or TIME (required)")
 	fs.StringVar(&partitions, "partitions", "", "comma-separated partitions to reset (default all)")
 	fs.BoolVar(&dryRun, "dry-run", false, "show the new offsets without storing them")
+	completeValues(cmd, "to", "earliest", "latest")
 	return cmd
 }
 

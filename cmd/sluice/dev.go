@@ -54,7 +54,7 @@ Ready when grpc.health.v1.Health/Check answers SERVING.`,
 	fs := cmd.Flags()
 	fs.StringVar(&f.addr, "addr", devDefaultAddr, "address to serve every public service on (Connect, gRPC, gRPC-web; HTTP/1.1 and h2c)")
 	fs.StringVar(&f.dataDir, "data-dir", "./sluice-data", "where dev mode keeps its data")
-	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
+	logFormatFlag(cmd, &f.logFormat)
 	fs.DurationVar(&f.offloadAge, "offload-age", compactor.DefaultOffloadAge, "the compactor moves a sealed ledger to the object store (DATA-DIR/objects) this long after it was sealed (0: at once)")
 	fs.StringVar(&f.cors, "cors-origins", "", "comma-separated extra browser origins allowed to call (localhost origins are always allowed in dev)")
 	fs.BoolVar(&f.pprof, "pprof", false, "serve Go's runtime profiles under /debug/pprof/ on --addr (benchmarks, diagnosis)")

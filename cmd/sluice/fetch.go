@@ -69,7 +69,7 @@ offsets live in Cassandra; with --objects it also reads ledgers the compactor of
 	fs.Int64Var(&f.cacheMiB, "cache-mib", 64, "entry cache size in MiB (shared read-ahead of tails and recent reads)")
 	fs.DurationVar(&f.balance, "balance-interval", fetch.DefaultBalanceInterval, "how often each group session evens out its partition leases")
 	fs.StringVar(&f.cors, "cors-origins", "", "comma-separated browser origins allowed to call")
-	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
+	logFormatFlag(cmd, &f.logFormat)
 	fs.BoolVar(&f.pprof, "pprof", false, "serve Go's runtime profiles under /debug/pprof/ (benchmarks, diagnosis)")
 	return cmd
 }

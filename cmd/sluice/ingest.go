@@ -59,7 +59,7 @@ catalog (sluice bookie --catalog-table).`,
 	fs.DurationVar(&f.heartbeat, "heartbeat", ingest.DefaultHeartbeatInterval, "owner heartbeat interval (at most half of --owner-ttl)")
 	fs.DurationVar(&f.balance, "balance-interval", ingest.DefaultBalanceInterval, "how often to even out partitions with the other copies (negative: never)")
 	fs.StringVar(&f.cors, "cors-origins", "", "comma-separated browser origins allowed to call")
-	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
+	logFormatFlag(cmd, &f.logFormat)
 	fs.BoolVar(&f.pprof, "pprof", false, "serve Go's runtime profiles under /debug/pprof/ (benchmarks, diagnosis)")
 	return cmd
 }

@@ -43,11 +43,12 @@ func main() {
 // error while running (printed as "sluice COMMAND: error"), 2 for a usage
 // error (printed with a pointer to the command's help).
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	return execute(ctx, newRoot(), args, stdout, stderr)
+	return execute(ctx, newRoot(stdout, stderr), args)
 }
 
 // execute is run with the command tree given.
-func execute(ctx context.Context, root *cobra.Command, args []string, stdout, stderr io.Writer) int {
+func execute(ctx context.Context, root *cobra.Command, args []string) int {
+	stderr := root.ErrOrStderr()
 	// started: cobra parsed the command line and the command's own checks
 	// run next. Errors before that (cobra's own: an unknown flag of its
 	// completion command, say) are usage errors too.
@@ -57,8 +58,6 @@ func execute(ctx context.Context, root *cobra.Command, args []string, stdout, st
 		args = []string{} // nil makes cobra read os.Args
 	}
 	root.SetArgs(args)
-	root.SetOut(stdout)
-	root.SetErr(stderr)
 	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return 0
@@ -89,9 +88,9 @@ const (
 	groupOther   = "other"
 )
 
-// newRoot builds the command tree. It is built afresh for every run:
-// cobra commands keep the flags they parsed.
-func newRoot() *cobra.Command {
+// newRoot builds the command tree, writing to stdout and stderr. It is
+// built afresh for every run: cobra commands keep the flags they parsed.
+func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root := holdsCommands(&cobra.Command{
 		Use:   "sluice",
 		Short: "Sluice - a distributed, replicated log and message queue",
@@ -103,6 +102,8 @@ ends the flags (sluice produce --topic t -- --not-a-flag).`,
 		SilenceErrors: true, // run prints them, with the exit code's rules
 		SilenceUsage:  true,
 	})
+	root.SetOut(stdout) // before the completion commands: they keep it
+	root.SetErr(stderr)
 	root.SetFlagErrorFunc(flagError)
 	root.AddGroup(
 		&cobra.Group{ID: groupServers, Title: "Servers:"},
@@ -130,6 +131,25 @@ ends the flags (sluice produce --topic t -- --not-a-flag).`,
 	root.SetHelpCommand(newHelpCmd())
 	root.SetHelpCommandGroupID(groupOther)
 	root.SetCompletionCommandGroupID(groupOther)
+	// cobra adds these two when it executes; added now, the tree is whole
+	// (for the tests that walk it) and completion behaves like topic.
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd()
+	if c, _, err := root.Find([]string{"completion"}); err == nil && c != root {
+		c.Short = "print the shell completion script for bash, zsh, fish or powershell"
+		holdsCommands(c)
+	}
+	// No command takes file names as arguments: complete none.
+	var noFiles func(*cobra.Command)
+	noFiles = func(c *cobra.Command) {
+		if c.ValidArgsFunction == nil {
+			c.ValidArgsFunction = cobra.NoFileCompletions
+		}
+		for _, sub := range c.Commands() {
+			noFiles(sub)
+		}
+	}
+	noFiles(root)
 	return root
 }
 

@@ -41,7 +41,7 @@ func TestHelpListsCommands(t *testing.T) {
 				t.Errorf("%q: help lacks command %q:\n%s", args, name, out.String())
 			}
 		}
-		for _, c := range newRoot().Commands() {
+		for _, c := range newRoot(io.Discard, io.Discard).Commands() {
 			if c.Short == "" || !strings.Contains(out.String(), c.Short) {
 				t.Errorf("%q: help lacks the summary of %s (%q)", args, c.Name(), c.Short)
 			}
