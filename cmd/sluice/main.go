@@ -138,6 +138,9 @@ ends the flags (sluice produce --topic t -- --not-a-flag).`,
 	if c, _, err := root.Find([]string{"completion"}); err == nil && c != root {
 		c.Short = "print the shell completion script for bash, zsh, fish or powershell"
 		holdsCommands(c)
+		for _, sh := range c.Commands() {
+			sh.Short = "print the " + sh.Name() + " completion script (its help says how to load it)"
+		}
 	}
 	// No command takes file names as arguments: complete none.
 	var noFiles func(*cobra.Command)
