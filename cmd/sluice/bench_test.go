@@ -17,13 +17,14 @@ import (
 )
 
 func TestBenchHelp(t *testing.T) {
-	var errOut bytes.Buffer
-	if code := run(context.Background(), []string{"bench", "-h"}, io.Discard, &errOut); code != 0 {
+	var out bytes.Buffer
+	if code := run(context.Background(), []string{"bench", "-h"}, &out, io.Discard); code != 0 {
 		t.Fatalf("exit %d", code)
 	}
-	for _, want := range []string{"Usage: sluice bench --driver kafka", "-brokers", "-workload", "-out", "-server-pids", "intended send time"} {
-		if !strings.Contains(errOut.String(), want) {
-			t.Errorf("help lacks %q:\n%s", want, errOut.String())
+	for _, want := range []string{"sluice bench --driver kafka|sluice|mem --workload FILE --out DIR [flags]", "--brokers", "--workload", "--out",
+		"--server-pids", "--sluice-addr", "intended send time", "ledger      benchmark the ledger tier alone"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("help lacks %q:\n%s", want, out.String())
 		}
 	}
 }
@@ -35,18 +36,45 @@ func TestBenchRejectsBadInvocations(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		args []string
+		code int // 2: the command line, 1: the workload file
 		want string
 	}{
-		{[]string{"bench"}, "--driver, --workload, --out required"},
-		{[]string{"bench", "--driver", "nats", "--workload", wl, "--out", t.TempDir()}, `--driver "nats": must be kafka, sluice`},
-		{[]string{"bench", "--driver", "kafka", "--workload", wl, "--out", t.TempDir()}, "--brokers is required"},
-		{[]string{"bench", "--driver", "mem", "--workload", wl, "--out", t.TempDir(), "--rate", "0"}, "warmupDuration:"},
-		{[]string{"bench", "--driver", "mem", "--workload", wl, "--out", t.TempDir(), "--server-pids", "x"}, `server pid "x"`},
-		{[]string{"bench", "--driver", "mem", "--workload", "/nonexistent.yaml", "--out", t.TempDir()}, "nonexistent.yaml"},
+		{[]string{"bench"}, 2, "--driver, --workload, --out required"},
+		{[]string{"bench", "--driver", "nats", "--workload", wl, "--out", t.TempDir()}, 2, `--driver "nats": want kafka, sluice or mem`},
+		{[]string{"bench", "--driver", "kafka", "--workload", wl, "--out", t.TempDir()}, 2, "--brokers is required"},
+		{[]string{"bench", "--driver", "mem", "--workload", wl, "--out", t.TempDir(), "--brokers", "nohost"}, 2, `brokers: "nohost" is not host:port`},
+		{[]string{"bench", "--driver", "mem", "--workload", wl, "--out", t.TempDir(), "--server-pids", "x"}, 2, `--server-pids: server pid "x"`},
+		{[]string{"bench", "--driver", "mem", "--workload", wl, "--out", t.TempDir(), "--rate", "-1"}, 2, "--rate -1: want 0 (search for the maximum)"},
+		{[]string{"bench", "--driver", "mem", "--workload", wl, "--out", t.TempDir(), "--rate", "NaN"}, 2, "--rate NaN"},
+		{[]string{"bench", "--driver", "mem", "--workload", wl, "--out", t.TempDir(), "--recovery-rate", "0", "--test-duration", "0s",
+			"--warmup-duration", "-1s", "--progress", "0s", "--drain-timeout", "-1s"},
+			2, "--recovery-rate 0: want 1..10000000"},
+		{[]string{"bench", "--driver", "mem", "--workload", wl, "--out", t.TempDir(), "--kafka-replication-factor", "0", "--kafka-linger", "2s",
+			"--kafka-compression", "brotli", "--kafka-topic-config", "novalue", "--sluice-slow-batch", "-1s", "--pprof", "nohost"},
+			2, `invalid argument "novalue" for "--kafka-topic-config" flag`},
+		{[]string{"bench", "--driver", "mem", "--workload", wl, "--out", t.TempDir(), "--kafka-replication-factor", "0", "--kafka-linger", "2s",
+			"--kafka-compression", "brotli", "--sluice-slow-batch", "-1s", "--pprof", "nohost"},
+			2, `--kafka-compression "brotli": want none, gzip, snappy, lz4 or zstd`},
+		{[]string{"bench", "ledger", "--duration", "0s", "--warmup", "-1s"}, 2, "--duration 0s: want a positive duration"},
+		{[]string{"bench", "ledger", "--quick", "--duration", "5s"}, 2, "--quick sets --duration 2s and --warmup 0s: drop --duration or --quick"},
+		{[]string{"bench", "--driver", "mem", "--workload", wl, "--out", t.TempDir(), "--rate", "0"}, 1, "warmupDuration:"},
+		{[]string{"bench", "--driver", "mem", "--workload", "/nonexistent.yaml", "--out", t.TempDir()}, 1, "nonexistent.yaml"},
 	} {
 		var errOut bytes.Buffer
-		if code := run(context.Background(), tc.args, io.Discard, &errOut); code != 1 || !strings.Contains(errOut.String(), tc.want) {
-			t.Errorf("%q: exit %d, stderr %q; want exit 1 and %q", tc.args, code, errOut.String(), tc.want)
+		if code := run(context.Background(), tc.args, io.Discard, &errOut); code != tc.code || !strings.Contains(errOut.String(), tc.want) {
+			t.Errorf("%q: exit %d, stderr %q; want exit %d and %q", tc.args, code, errOut.String(), tc.code, tc.want)
+		}
+	}
+	// Every bad flag of one command line is reported.
+	var errOut bytes.Buffer
+	run(context.Background(), []string{"bench", "--driver", "mem", "--workload", wl, "--out", t.TempDir(), "--recovery-rate", "0", "--test-duration", "0s",
+		"--warmup-duration", "-1s", "--progress", "0s", "--drain-timeout", "-1s", "--kafka-replication-factor", "0", "--kafka-linger", "2s",
+		"--sluice-slow-batch", "-1s", "--pprof", "nohost", "--sluice-addr", "x"}, io.Discard, &errOut)
+	for _, want := range []string{"--recovery-rate 0", "--test-duration 0s: want 1s..24h0m0s", "--warmup-duration -1s: want 0..1h0m0s",
+		"--progress 0s", "--drain-timeout -1s", "--kafka-replication-factor 0: want 1..16", "--kafka-linger 2s: want 0..1s",
+		"--sluice-slow-batch -1s", `--pprof "nohost"`, `--sluice-addr "x"`} {
+		if !strings.Contains(errOut.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut.String())
 		}
 	}
 }

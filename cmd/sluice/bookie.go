@@ -3,75 +3,134 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
 	"sync"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/sluicemq/sluice/bookkeeper/bookie"
 	"github.com/sluicemq/sluice/bookkeeper/journal"
 	"github.com/sluicemq/sluice/internal/rpcserver"
 	"github.com/sluicemq/sluice/internal/telemetry"
+	"github.com/sluicemq/sluice/pkg/catalog"
 )
 
-func runBookie(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("sluice bookie", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	dir := fs.String("dir", "", "data directory: journal, ledgers and index go in subdirectories (required)")
-	journalDir := fs.String("journal-dir", "", "journal directory, ideally its own disk (default DIR/journal)")
-	addr := fs.String("addr", "127.0.0.1:3181", "address to serve sluice.bookie.v1.BookieService on (h2c)")
-	advertise := fs.String("advertise", "", "address other nodes reach this bookie at (default --addr)")
-	id := fs.String("id", "", "bookie id in the cluster (default the advertised address)")
-	instance := fs.String("instance", "sluice", "cluster instance id, recorded in every cookie")
-	storageID := fs.String("require-storage-id", "", "refuse to start unless the disks hold this storage id (as recorded when the bookie joined)")
-	table := fs.String("catalog-table", "", "DynamoDB catalog table to register in (endpoint and credentials from the AWS environment); empty: do not register")
-	heartbeat := fs.Duration("heartbeat", bookie.DefaultHeartbeatInterval, "registry heartbeat interval")
-	groupWait := fs.Duration("journal-max-group-wait", 0, "how long an idle journal waits to fill a group commit (0: write at once)")
-	recycle := fs.Int("journal-recycle-files", journal.DefaultRecycleFiles, "checkpointed journal files kept for reuse, so appends overwrite allocated blocks (0: delete them instead)")
-	ckpt := fs.Duration("checkpoint-interval", bookie.DefaultCheckpointInterval, "checkpoint interval (storage flush, journal trim)")
-	logFormat := fs.String("log-format", "text", "log format: text or json")
-	pprofOn := fs.Bool("pprof", false, "serve Go's runtime profiles under /debug/pprof/ (benchmarks, diagnosis)")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: sluice bookie --dir DIR [flags]")
-		fmt.Fprintln(stderr)
-		fmt.Fprintln(stderr, "Runs one ledger storage node (bookie). It acknowledges an add only after")
-		fmt.Fprintln(stderr, "fsyncing it in its journal, and refuses to start on wiped or swapped disks.")
-		fmt.Fprintln(stderr, "Ready when grpc.health.v1.Health/Check answers SERVING.")
-		fmt.Fprintln(stderr)
-		fs.PrintDefaults()
+// bookieFlags are `sluice bookie`'s flags.
+type bookieFlags struct {
+	dir, journalDir string
+	addr, advertise string
+	id, instance    string
+	storageID       string
+	table           string
+	heartbeat       time.Duration
+	groupWait       time.Duration
+	recycle         int
+	checkpoint      time.Duration
+	logFormat       string
+	pprof           bool
+}
+
+func newBookieCmd() *cobra.Command {
+	var f bookieFlags
+	cmd := &cobra.Command{
+		Use:   "bookie --dir DIR",
+		Short: "run a ledger storage node (bookie)",
+		Long: `Runs one ledger storage node (bookie). It acknowledges an add only after fsyncing it
+in its journal. It refuses to start on swapped disks or on a wiped ledger or index
+disk, and with --require-storage-id also when every disk was wiped at once. With
+--catalog-table it registers in the catalog and heartbeats there, so that ingest,
+fetch and the compactor find it.
+Ready when grpc.health.v1.Health/Check answers SERVING.`,
+		Args:    noArgs,
+		PreRunE: func(*cobra.Command, []string) error { return f.check() },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runBookie(cmd.Context(), f, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
+	fs := cmd.Flags()
+	fs.StringVar(&f.dir, "dir", "", "data directory: journal, ledgers and index go in subdirectories (required)")
+	fs.StringVar(&f.journalDir, "journal-dir", "", "journal directory, ideally its own disk (default DIR/journal)")
+	fs.StringVar(&f.addr, "addr", "127.0.0.1:3181", "address to serve sluice.bookie.v1.BookieService on (h2c)")
+	fs.StringVar(&f.advertise, "advertise", "", "address other nodes reach this bookie at (default --addr)")
+	fs.StringVar(&f.id, "id", "", "bookie id in the cluster (default the advertised address)")
+	fs.StringVar(&f.instance, "instance", "sluice", "cluster instance id, recorded in every cookie")
+	fs.StringVar(&f.storageID, "require-storage-id", "", "refuse to start unless the disks hold this storage id (as recorded when the bookie joined)")
+	fs.StringVar(&f.table, "catalog-table", "", "DynamoDB catalog table to register in (endpoint and credentials from the AWS environment); empty: do not register")
+	fs.DurationVar(&f.heartbeat, "heartbeat", bookie.DefaultHeartbeatInterval, "registry heartbeat interval (with --catalog-table; the registration lasts 3 heartbeats + 1s)")
+	fs.DurationVar(&f.groupWait, "journal-max-group-wait", 0, "how long an idle journal waits to fill a group commit (0: write at once)")
+	fs.IntVar(&f.recycle, "journal-recycle-files", journal.DefaultRecycleFiles, "checkpointed journal files kept for reuse, so appends overwrite allocated blocks (0: delete them instead)")
+	fs.DurationVar(&f.checkpoint, "checkpoint-interval", bookie.DefaultCheckpointInterval, "checkpoint interval (storage flush, journal trim)")
+	logFormatFlag(cmd, &f.logFormat)
+	fs.BoolVar(&f.pprof, "pprof", false, "serve Go's runtime profiles under /debug/pprof/ (benchmarks, diagnosis)")
+	return cmd
+}
+
+// maxBookieHeartbeat keeps the registration (3 heartbeats + 1s) within
+// the catalog's bound on heartbeat TTLs (whole seconds).
+const maxBookieHeartbeat = (catalog.MaxHeartbeatTTL - time.Second) / 3 / time.Second * time.Second
+
+// check checks the flags and fills in the defaults that depend on others
+// (--advertise, --id).
+func (f *bookieFlags) check() error {
+	var c flagCheck
+	c.required("dir", f.dir)
+	c.listenAddr("addr", f.addr)
+	c.advertiseAddr("advertise", f.advertise)
+	if f.advertise == "" {
+		f.advertise = f.addr
+	}
+	idSet := f.id != ""
+	if !idSet {
+		f.id = f.advertise
+	}
+	if idSet || f.table != "" { // ids the catalog records follow its rule
+		c.catalogID("id", f.id)
+	}
+	c.required("instance", f.instance)
+	c.positive("heartbeat", f.heartbeat, maxBookieHeartbeat)
+	// The journal's own rules, for one field at a time.
+	if err := (journal.Config{Dir: ".", MaxGroupWait: f.groupWait}).Validate(); err != nil {
+		c.badf("--journal-max-group-wait %v: %v", f.groupWait, err)
+	}
+	if f.recycle < 0 {
+		c.badf("--journal-recycle-files %d: want 0 (delete checkpointed files) or more", f.recycle)
+	} else if err := (journal.Config{Dir: ".", RecycleFiles: recycleFiles(f.recycle)}).Validate(); err != nil {
+		c.badf("--journal-recycle-files %d: %v", f.recycle, err)
+	}
+	c.positive("checkpoint-interval", f.checkpoint, 0)
+	c.logFormat(f.logFormat)
+	if err := c.err(); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q; see 'sluice bookie -h'", fs.Args())
+	// What the flags cannot say alone (--journal-dir equal to DIR/ledgers).
+	if err := f.config().Validate(); err != nil {
+		return usageError{err: fmt.Errorf("the flags make an invalid bookie config: %w", err)}
 	}
-	if *dir == "" {
-		return errors.New("--dir is required; see 'sluice bookie -h'")
-	}
-	if *advertise == "" {
-		*advertise = *addr
-	}
-	if *id == "" {
-		*id = *advertise
-	}
+	return nil
+}
 
-	tel, err := telemetry.New(telemetry.Config{Service: "bookie", Format: *logFormat, Output: stderr})
+// config is the bookie's config from the flags (Logger and FS are set
+// when it opens).
+func (f *bookieFlags) config() bookie.Config {
+	return bookie.Config{
+		ID: f.id, InstanceID: f.instance, Dir: f.dir, JournalDir: f.journalDir, RequireStorageID: f.storageID,
+		JournalMaxGroupWait: f.groupWait, CheckpointInterval: f.checkpoint, JournalRecycleFiles: recycleFiles(f.recycle),
+	}
+}
+
+func runBookie(ctx context.Context, f bookieFlags, stdout, stderr io.Writer) error {
+	tel, err := telemetry.New(telemetry.Config{Service: "bookie", Format: f.logFormat, Output: stderr})
 	if err != nil {
 		return err
 	}
 	defer func() { _ = tel.Shutdown(context.Background()) }()
 
-	b, err := bookie.Open(bookie.Config{
-		ID: *id, InstanceID: *instance, Dir: *dir, JournalDir: *journalDir,
-		RequireStorageID: *storageID, Logger: tel.Logger, FS: bookieFS(tel.Logger),
-		JournalMaxGroupWait: *groupWait, CheckpointInterval: *ckpt, JournalRecycleFiles: recycleFiles(*recycle),
-	})
+	cfg := f.config()
+	cfg.Logger, cfg.FS = tel.Logger, bookieFS(tel.Logger)
+	b, err := bookie.Open(cfg)
 	if err != nil {
 		return err
 	}
@@ -81,16 +140,16 @@ func runBookie(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 	}()
 
-	srv, err := rpcserver.New(rpcserver.Config{MaxRequestBytes: bookie.DefaultMaxEntryBytes + 64<<10, Pprof: *pprofOn}, tel)
+	srv, err := rpcserver.New(rpcserver.Config{MaxRequestBytes: bookie.DefaultMaxEntryBytes + 64<<10, Pprof: f.pprof}, tel)
 	if err != nil {
 		return err
 	}
 	srv.Handle(b.Handler(srv.HandlerOptions()...))
-	ln, err := net.Listen("tcp", *addr)
+	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w (is another bookie running there? pick another with --addr)", *addr, err)
+		return fmt.Errorf("listen on %s: %w (is another bookie running there? pick another with --addr)", f.addr, err)
 	}
-	fmt.Fprintf(stdout, "sluice bookie %s (storage %s) listening on %s, data in %s\n", *id, b.Cookie().StorageID, ln.Addr(), *dir)
+	fmt.Fprintf(stdout, "sluice bookie %s (storage %s) listening on %s, data in %s\n", f.id, b.Cookie().StorageID, ln.Addr(), f.dir)
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -107,8 +166,8 @@ func runBookie(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		errs <- b.Run(ctx)
 		cancel()
 	}()
-	if *table != "" {
-		cat, err := dynamoCatalog(ctx, *table)
+	if f.table != "" {
+		cat, err := dynamoCatalog(ctx, f.table)
 		if err != nil {
 			cancel()
 			wg.Wait()
@@ -117,7 +176,7 @@ func runBookie(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs <- b.Heartbeat(ctx, cat, *advertise, *heartbeat, 3**heartbeat+time.Second)
+			errs <- b.Heartbeat(ctx, cat, f.advertise, f.heartbeat, 3*f.heartbeat+time.Second)
 		}()
 	}
 	wg.Wait()

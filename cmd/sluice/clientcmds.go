@@ -4,19 +4,22 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
-	"os"
 	"slices"
 	"strings"
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
+	"github.com/sluicemq/sluice/pkg/catalog"
 	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
 	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicemq/sluice/services/ingest"
 )
 
 // clientHTTP speaks cleartext HTTP/2 (gRPC) to a Sluice address.
@@ -33,167 +36,317 @@ func baseURL(addr string) string {
 	return "http://" + addr
 }
 
-// runTopic is `sluice topic create|describe|list|delete`.
-func runTopic(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	usage := func() {
-		fmt.Fprintln(stderr, "Usage: sluice topic create NAME [--partitions N] [--config k=v,...] [--addr A]")
-		fmt.Fprintln(stderr, "       sluice topic describe NAME [--addr A]")
-		fmt.Fprintln(stderr, "       sluice topic list [--addr A]")
-		fmt.Fprintln(stderr, "       sluice topic delete NAME [--addr A]")
+// addrFlag registers --addr, the Sluice address of the client commands.
+func addrFlag(fs *pflag.FlagSet, addr *string) {
+	fs.StringVar(addr, "addr", devDefaultAddr, "Sluice address, HOST:PORT or http(s)://HOST:PORT (sluice dev's default)")
+}
+
+// name checks that args is one name (a topic's, a group's) and returns it.
+func (c *flagCheck) name(what string, args []string) string {
+	switch {
+	case len(args) == 0:
+		c.badf("needs one %s name", what)
+		return ""
+	case len(args) > 1:
+		c.badf("takes one %s name; unexpected arguments %q", what, args[1:])
 	}
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		usage()
-		return nil
+	return args[0]
+}
+
+func newTopicCmd() *cobra.Command {
+	cmd := holdsCommands(&cobra.Command{
+		Use:   "topic",
+		Short: "create, describe, list or delete topics",
+		Long:  "Creates, describes, lists or deletes topics through the admin API of a Sluice (sluice dev, or an ingest copy).",
+	})
+	cmd.AddCommand(newTopicCreateCmd(), newTopicDescribeCmd(), newTopicListCmd(), newTopicDeleteCmd())
+	return cmd
+}
+
+// topicCreateFlags are `sluice topic create`'s arguments.
+type topicCreateFlags struct {
+	addr       string
+	name       string
+	partitions int
+	config     string
+
+	conf map[string]string // from config, by check
+}
+
+func newTopicCreateCmd() *cobra.Command {
+	var f topicCreateFlags
+	cmd := &cobra.Command{
+		Use:   "create NAME",
+		Short: "create a topic",
+		Long: `Creates topic NAME with --partitions partitions and the topic config of --config (the
+rest takes the defaults; sluice topic describe shows them all).`,
+		Example: `  sluice topic create orders --partitions 4
+  sluice topic create events --config retention.ms=3600000,cleanup.policy=delete`,
+		PreRunE: func(_ *cobra.Command, args []string) error { return f.check(args) },
+		RunE:    func(cmd *cobra.Command, _ []string) error { return topicCreate(cmd.Context(), f, cmd.OutOrStdout()) },
 	}
-	verb := args[0]
-	fs := flag.NewFlagSet("sluice topic "+verb, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	addr := fs.String("addr", devDefaultAddr, "Sluice address (sluice dev's default)")
-	partitions := fs.Int("partitions", 1, "partitions (create)")
-	cfg := fs.String("config", "", "topic config as k=v,k=v (create), e.g. retention.ms=3600000")
-	// Flags may follow the topic name.
-	var name string
-	rest := args[1:]
-	if len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
-		name, rest = rest[0], rest[1:]
-	}
-	if err := fs.Parse(rest); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
+	fs := cmd.Flags()
+	addrFlag(fs, &f.addr)
+	fs.IntVar(&f.partitions, "partitions", 1, fmt.Sprintf("partitions (1..%d)", catalog.MaxPartitions))
+	fs.StringVar(&f.config, "config", "", "topic config as k=v,k=v, e.g. retention.ms=3600000")
+	return cmd
+}
+
+func (f *topicCreateFlags) check(args []string) error {
+	var c flagCheck
+	c.serverAddr("addr", f.addr)
+	if f.name = c.name("topic", args); f.name != "" {
+		if err := catalog.ValidateTopicName(f.name); err != nil {
+			c.badf("%s", catalogReason(err))
 		}
+	}
+	c.intIn("partitions", f.partitions, 1, catalog.MaxPartitions)
+	f.conf = map[string]string{}
+	for _, kv := range splitList(f.config) {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			c.badf("--config: %q is not k=v", kv)
+			continue
+		}
+		f.conf[k] = v
+	}
+	if _, err := catalog.ParseTopicConfig(f.conf); err != nil {
+		c.catalogErrs("--config: ", err)
+	}
+	return c.err()
+}
+
+func topicCreate(ctx context.Context, f topicCreateFlags, stdout io.Writer) error {
+	resp, err := adminClient(f.addr).CreateTopic(ctx, connect.NewRequest(&sluicev1.CreateTopicRequest{Name: f.name, Partitions: int32(f.partitions), Config: f.conf}))
+	if err != nil {
 		return err
 	}
-	if name == "" && fs.NArg() > 0 { // flags before the name, maybe more after it
-		name = fs.Arg(0)
-		if err := fs.Parse(fs.Args()[1:]); err != nil {
-			return err
-		}
+	fmt.Fprintf(stdout, "created topic %s with %d partitions\n", resp.Msg.GetTopic().GetName(), len(resp.Msg.GetTopic().GetPartitions()))
+	return nil
+}
+
+func adminClient(addr string) sluicev1connect.AdminServiceClient {
+	return sluicev1connect.NewAdminServiceClient(clientHTTP, baseURL(addr), connect.WithGRPC())
+}
+
+// newTopicNameCmd is a topic command that takes a name and --addr only.
+func newTopicNameCmd(use, short, long string, run func(ctx context.Context, addr, name string, stdout io.Writer) error) *cobra.Command {
+	var addr, name string
+	cmd := &cobra.Command{
+		Use:   use + " NAME",
+		Short: short,
+		Long:  long,
+		PreRunE: func(_ *cobra.Command, args []string) error {
+			var c flagCheck
+			c.serverAddr("addr", addr)
+			name = c.name("topic", args)
+			return c.err()
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return run(cmd.Context(), addr, name, cmd.OutOrStdout()) },
 	}
-	if fs.NArg() > 0 {
-		usage()
-		return fmt.Errorf("topic %s takes one topic name; unexpected arguments %q", verb, fs.Args())
+	addrFlag(cmd.Flags(), &addr)
+	return cmd
+}
+
+func newTopicDescribeCmd() *cobra.Command {
+	return newTopicNameCmd("describe", "print a topic's config and partitions",
+		"Prints topic NAME's creation time, its whole config, and each partition's owner (the ingest copy writing it), epoch and offset range.",
+		topicDescribe)
+}
+
+func newTopicDeleteCmd() *cobra.Command {
+	return newTopicNameCmd("delete", "delete a topic",
+		"Deletes topic NAME at once: it is gone from describe and list, and the name is free for a new topic. The compactor removes its data later.",
+		topicDelete)
+}
+
+func newTopicListCmd() *cobra.Command {
+	var addr string
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "print the names of all topics",
+		Args:  noArgs,
+		PreRunE: func(*cobra.Command, []string) error {
+			var c flagCheck
+			c.serverAddr("addr", addr)
+			return c.err()
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return topicList(cmd.Context(), addr, cmd.OutOrStdout()) },
 	}
-	admin := sluicev1connect.NewAdminServiceClient(clientHTTP, baseURL(*addr), connect.WithGRPC())
-	needName := func() error {
-		if name == "" {
-			usage()
-			return fmt.Errorf("topic %s needs a topic name", verb)
-		}
-		return nil
+	addrFlag(cmd.Flags(), &addr)
+	return cmd
+}
+
+func topicDescribe(ctx context.Context, addr, name string, stdout io.Writer) error {
+	resp, err := adminClient(addr).DescribeTopic(ctx, connect.NewRequest(&sluicev1.DescribeTopicRequest{Name: name}))
+	if err != nil {
+		return err
 	}
-	switch verb {
-	case "create":
-		if err := needName(); err != nil {
-			return err
+	t := resp.Msg.GetTopic()
+	fmt.Fprintf(stdout, "topic %s, created %s\n", t.GetName(), time.UnixMilli(t.GetCreatedAtMs()).UTC().Format(time.RFC3339))
+	for _, k := range slices.Sorted(maps.Keys(t.GetConfig())) {
+		fmt.Fprintf(stdout, "  %s=%s\n", k, t.GetConfig()[k])
+	}
+	fmt.Fprintf(stdout, "%-10s %-24s %-6s %-12s %s\n", "PARTITION", "OWNER", "EPOCH", "START", "END")
+	for _, p := range t.GetPartitions() {
+		owner := p.GetOwnerId()
+		if owner == "" {
+			owner = "-"
 		}
-		conf := map[string]string{}
-		if *cfg != "" {
-			for _, kv := range strings.Split(*cfg, ",") {
-				k, v, ok := strings.Cut(kv, "=")
-				if !ok {
-					return fmt.Errorf("--config: %q is not k=v", kv)
-				}
-				conf[k] = v
-			}
-		}
-		resp, err := admin.CreateTopic(ctx, connect.NewRequest(&sluicev1.CreateTopicRequest{Name: name, Partitions: int32(*partitions), Config: conf}))
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "created topic %s with %d partitions\n", resp.Msg.GetTopic().GetName(), len(resp.Msg.GetTopic().GetPartitions()))
-	case "describe":
-		if err := needName(); err != nil {
-			return err
-		}
-		resp, err := admin.DescribeTopic(ctx, connect.NewRequest(&sluicev1.DescribeTopicRequest{Name: name}))
-		if err != nil {
-			return err
-		}
-		t := resp.Msg.GetTopic()
-		fmt.Fprintf(stdout, "topic %s, created %s\n", t.GetName(), time.UnixMilli(t.GetCreatedAtMs()).UTC().Format(time.RFC3339))
-		keys := make([]string, 0, len(t.GetConfig()))
-		for k := range t.GetConfig() {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for _, k := range keys {
-			fmt.Fprintf(stdout, "  %s=%s\n", k, t.GetConfig()[k])
-		}
-		fmt.Fprintf(stdout, "%-10s %-24s %-6s %-12s %s\n", "PARTITION", "OWNER", "EPOCH", "START", "END")
-		for _, p := range t.GetPartitions() {
-			owner := p.GetOwnerId()
-			if owner == "" {
-				owner = "-"
-			}
-			fmt.Fprintf(stdout, "%-10d %-24s %-6d %-12d %d\n", p.GetPartition(), owner, p.GetEpoch(), p.GetStartOffset(), p.GetEndOffset())
-		}
-	case "list":
-		token := ""
-		for {
-			resp, err := admin.ListTopics(ctx, connect.NewRequest(&sluicev1.ListTopicsRequest{PageToken: token}))
-			if err != nil {
-				return err
-			}
-			for _, t := range resp.Msg.GetTopics() {
-				fmt.Fprintln(stdout, t.GetName())
-			}
-			if token = resp.Msg.GetNextPageToken(); token == "" {
-				return nil
-			}
-		}
-	case "delete":
-		if err := needName(); err != nil {
-			return err
-		}
-		if _, err := admin.DeleteTopic(ctx, connect.NewRequest(&sluicev1.DeleteTopicRequest{Name: name})); err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "deleted topic %s\n", name)
-	default:
-		usage()
-		return fmt.Errorf("unknown topic command %q", verb)
+		fmt.Fprintf(stdout, "%-10d %-24s %-6d %-12d %d\n", p.GetPartition(), owner, p.GetEpoch(), p.GetStartOffset(), p.GetEndOffset())
 	}
 	return nil
 }
 
-// runProduce is `sluice produce`: values from the arguments, or one per
-// line of stdin; with --count, a load run reporting records/s.
-func runProduce(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("sluice produce", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	addr := fs.String("addr", devDefaultAddr, "Sluice address (sluice dev's default)")
-	topic := fs.String("topic", "", "topic (required)")
-	key := fs.String("key", "", "record key (empty: no key, sticky partitioning)")
-	partition := fs.Int("partition", -1, "explicit partition (-1: by key, else sticky)")
-	count := fs.Int("count", 0, "load mode: produce this many generated records and report the rate")
-	size := fs.Int("size", 1024, "load mode: value size in bytes")
-	batch := fs.Int("batch", 100, "load mode: records per request")
-	inflight := fs.Int("inflight", 16, "load mode: requests in flight on the stream")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: sluice produce --topic T [--key K] [--partition P] [VALUE ...]")
-		fmt.Fprintln(stderr, "       sluice produce --topic T --count N [--size B] [--batch R] [--inflight F]")
-		fmt.Fprintln(stderr)
-		fmt.Fprintln(stderr, "Without values, reads one value per line from stdin. Prints partition and offset")
-		fmt.Fprintln(stderr, "of every record once it is durable (acknowledged by the ack quorum of bookies).")
-		fmt.Fprintln(stderr)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+func topicList(ctx context.Context, addr string, stdout io.Writer) error {
+	admin := adminClient(addr)
+	token := ""
+	for {
+		resp, err := admin.ListTopics(ctx, connect.NewRequest(&sluicev1.ListTopicsRequest{PageToken: token}))
+		if err != nil {
+			return err
+		}
+		for _, t := range resp.Msg.GetTopics() {
+			fmt.Fprintln(stdout, t.GetName())
+		}
+		if token = resp.Msg.GetNextPageToken(); token == "" {
 			return nil
 		}
+	}
+}
+
+func topicDelete(ctx context.Context, addr, name string, stdout io.Writer) error {
+	if _, err := adminClient(addr).DeleteTopic(ctx, connect.NewRequest(&sluicev1.DeleteTopicRequest{Name: name})); err != nil {
 		return err
 	}
-	if *topic == "" {
-		return errors.New("--topic is required; see 'sluice produce -h'")
+	fmt.Fprintf(stdout, "deleted topic %s\n", name)
+	return nil
+}
+
+// Bounds of `sluice produce`'s load runs.
+const (
+	maxProduceCount = 100_000_000
+	// maxProduceInflight is ingest.Config's bound on MaxStreamInFlight
+	// (beyond a server's setting, it stops reading the stream).
+	maxProduceInflight = 10_000
+	// maxProduceRequestBytes is the largest request a Sluice server can be
+	// set to accept (rpcserver's bound on MaxRequestBytes).
+	maxProduceRequestBytes = 64 << 20
+)
+
+// produceFlags are `sluice produce`'s checked arguments.
+type produceFlags struct {
+	addr      string
+	topic     string
+	key       string
+	partition int // -1: by key, else sticky
+	// A load run when count > 0.
+	count, size, batch, inflight int
+	// values are the records' values; none: one a line of stdin.
+	values []string
+}
+
+// newProduceCmd is `sluice produce`; run does what the checked command
+// line says (produce, or a test that looks at it).
+func newProduceCmd(run func(ctx context.Context, f produceFlags, stdin io.Reader, stdout io.Writer) error) *cobra.Command {
+	var f produceFlags
+	cmd := &cobra.Command{
+		Use:   "produce --topic T [flags] [VALUE]...",
+		Short: "produce records (arguments or stdin), or a load run with --count",
+		Long: `Produces one record per VALUE, or without values one per line of stdin, and prints
+the partition and offset of every record once it is durable (acknowledged by the ack
+quorum of bookies). Every record gets --key (none when empty); --partition picks the
+partition, else the key does, else the sticky partitioner. Flags may come after the
+values; after -- everything is a value.
+
+With --count N it is a load run instead: N generated records of --size bytes, --batch
+records a request, --inflight requests in flight on one ProduceStream; it prints the
+rate and the request latency percentiles.`,
+		Example: `  sluice produce --topic orders a b c --key user-7
+  echo hello | sluice produce --topic orders
+  sluice produce --topic orders -- --not-a-flag
+  sluice produce --topic orders --count 20000 --size 1024`,
+		PreRunE: func(cmd *cobra.Command, args []string) error { return f.check(cmd.Flags(), args) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return run(cmd.Context(), f, cmd.InOrStdin(), cmd.OutOrStdout())
+		},
 	}
-	prod := sluicev1connect.NewProducerServiceClient(clientHTTP, baseURL(*addr), connect.WithGRPC())
-	if *count > 0 {
-		return produceLoad(ctx, prod, *topic, *count, *size, *batch, *inflight, stdout)
+	fs := cmd.Flags()
+	addrFlag(fs, &f.addr)
+	fs.StringVar(&f.topic, "topic", "", "topic (required)")
+	fs.StringVar(&f.key, "key", "", "record key (empty: no key, sticky partitioning)")
+	fs.IntVar(&f.partition, "partition", -1, fmt.Sprintf("explicit partition, 0..%d (-1: by key, else sticky)", catalog.MaxPartitions-1))
+	fs.IntVar(&f.count, "count", 0, fmt.Sprintf("load run: produce this many generated records (up to %d) and report the rate", maxProduceCount))
+	fs.IntVar(&f.size, "size", 1024, fmt.Sprintf("load run: value size in bytes (1..%d)", catalog.MaxMaxMessageBytes))
+	fs.IntVar(&f.batch, "batch", 100, fmt.Sprintf("load run: records per request (1..%d)", ingest.DefaultMaxRecords))
+	fs.IntVar(&f.inflight, "inflight", 16, fmt.Sprintf("load run: requests in flight on the stream (1..%d)", maxProduceInflight))
+	return cmd
+}
+
+// check checks the command line; args are the values.
+func (f *produceFlags) check(fs *pflag.FlagSet, args []string) error {
+	var c flagCheck
+	c.serverAddr("addr", f.addr)
+	c.required("topic", f.topic)
+	if f.partition < -1 || f.partition >= catalog.MaxPartitions {
+		c.badf("--partition %d: want -1 (by key, else sticky) or a partition 0..%d", f.partition, catalog.MaxPartitions-1)
 	}
-	values := fs.Args()
+	switch {
+	case f.count < 0 || f.count > maxProduceCount:
+		c.badf("--count %d: want 0 (no load run) or 1..%d", f.count, maxProduceCount)
+	case f.count > 0:
+		c.intIn("size", f.size, 1, catalog.MaxMaxMessageBytes)
+		c.intIn("batch", f.batch, 1, ingest.DefaultMaxRecords)
+		c.intIn("inflight", f.inflight, 1, maxProduceInflight)
+		if f.size > 0 && f.batch > 0 && int64(f.size)*int64(f.batch) > maxProduceRequestBytes {
+			c.badf("--batch %d of --size %d: requests of %d bytes; want at most %d", f.batch, f.size, int64(f.size)*int64(f.batch), maxProduceRequestBytes)
+		}
+		for _, name := range []string{"key", "partition"} {
+			if fs.Changed(name) {
+				c.badf("--%s does not apply to a load run (--count), which generates its records", name)
+			}
+		}
+		if len(args) > 0 {
+			c.badf("a load run (--count) generates its records; unexpected values %q", args)
+		}
+	default:
+		for _, name := range []string{"size", "batch", "inflight"} {
+			if fs.Changed(name) {
+				c.badf("--%s applies to load runs only (--count N)", name)
+			}
+		}
+	}
+	f.values = args
+	return c.err()
+}
+
+// produceRequest is the request for values.
+func produceRequest(f produceFlags, values []string) *sluicev1.ProduceRequest {
+	req := &sluicev1.ProduceRequest{Topic: f.topic}
+	if f.partition >= 0 {
+		p := int32(f.partition)
+		req.Partition = &p
+	}
+	for _, v := range values {
+		r := &sluicev1.Record{Value: []byte(v)}
+		if f.key != "" {
+			r.Key = []byte(f.key)
+		}
+		req.Records = append(req.Records, r)
+	}
+	return req
+}
+
+// produce is `sluice produce`: the values, or the lines of stdin, or a
+// load run.
+func produce(ctx context.Context, f produceFlags, stdin io.Reader, stdout io.Writer) error {
+	prod := sluicev1connect.NewProducerServiceClient(clientHTTP, baseURL(f.addr), connect.WithGRPC())
+	if f.count > 0 {
+		return produceLoad(ctx, prod, f.topic, f.count, f.size, f.batch, f.inflight, stdout)
+	}
+	values := f.values
 	if len(values) == 0 {
-		sc := bufio.NewScanner(os.Stdin)
+		sc := bufio.NewScanner(stdin)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
 			values = append(values, sc.Text())
@@ -202,18 +355,7 @@ func runProduce(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			return err
 		}
 	}
-	req := &sluicev1.ProduceRequest{Topic: *topic}
-	if *partition >= 0 {
-		p := int32(*partition)
-		req.Partition = &p
-	}
-	for _, v := range values {
-		r := &sluicev1.Record{Value: []byte(v)}
-		if *key != "" {
-			r.Key = []byte(*key)
-		}
-		req.Records = append(req.Records, r)
-	}
+	req := produceRequest(f, values)
 	if len(req.Records) == 0 {
 		return errors.New("nothing to produce: give values as arguments or on stdin")
 	}
@@ -227,11 +369,9 @@ func runProduce(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	return nil
 }
 
-// produceLoad pipelines requests of batch records on one ProduceStream.
+// produceLoad pipelines requests of batch records on one ProduceStream
+// (size, batch and inflight are checked: positive).
 func produceLoad(ctx context.Context, prod sluicev1connect.ProducerServiceClient, topic string, count, size, batch, inflight int, stdout io.Writer) error {
-	if size < 1 || batch < 1 || inflight < 1 {
-		return errors.New("--size, --batch and --inflight must be positive")
-	}
 	stream := prod.ProduceStream(ctx)
 	value := make([]byte, size)
 	for i := range value {

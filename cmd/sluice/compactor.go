@@ -3,11 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
+	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/sluicemq/sluice/bookkeeper/client"
 	"github.com/sluicemq/sluice/internal/telemetry"
@@ -16,57 +17,126 @@ import (
 	"github.com/sluicemq/sluice/services/compactor"
 )
 
-func runCompactor(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("sluice compactor", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	table := fs.String("catalog-table", "", "DynamoDB catalog table (endpoint and credentials from the AWS environment) (required)")
-	objects := fs.String("objects", "", "object store for segments: s3://BUCKET?region=R[&endpoint=URL&use_path_style=true] or file:///DIR (required)")
-	prefix := fs.String("prefix", "", "object key prefix (empty, or ending in /)")
-	interval := fs.Duration("interval", compactor.DefaultInterval, "time between the starts of two passes")
-	offloadAge := fs.Duration("offload-age", compactor.DefaultOffloadAge, "offload a closed ledger once it was sealed this long ago")
-	bookieGrace := fs.Duration("bookie-delete-grace", compactor.DefaultBookieDeleteGrace, "bookies keep an offloaded ledger this long after the switch (negative: no grace)")
-	deleteGrace := fs.Duration("delete-grace", compactor.DefaultDeleteGrace, "a ledger dropped by retention keeps its data this long (negative: no grace)")
-	orphanGrace := fs.Duration("orphan-grace", compactor.DefaultOrphanGrace, "delete a segment object no ledger points at once it is this old")
-	compactEvery := fs.Duration("compact-interval", compactor.DefaultCompactInterval, "how often a partition of a cleanup.policy=compact topic is compacted")
-	tombstoneDelay := fs.Duration("tombstone-delay", compactor.DefaultTombstoneDelay, "key compaction drops a tombstone once its ledger was sealed this long ago (negative: at once)")
-	workers := fs.Int("workers", compactor.DefaultWorkers, "ledgers offloaded or purged at once")
-	maxLedgers := fs.Int("max-ledgers-per-pass", compactor.DefaultMaxLedgersPerPass, "ledgers one pass offloads (and, separately, purges) at most")
-	partMiB := fs.Int("upload-part-mib", compactor.DefaultUploadPartBytes>>20, "object upload buffer in MiB: the multipart part size on S3 (5..512)")
-	once := fs.Bool("once", false, "run one pass, print its report as JSON and exit")
-	logFormat := fs.String("log-format", "text", "log format: text or json")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: sluice compactor --catalog-table TABLE --objects URL [flags]")
-		fmt.Fprintln(stderr)
-		fmt.Fprintln(stderr, "Moves sealed ledgers from the bookies to segment objects, enforces retention")
-		fmt.Fprintln(stderr, "(retention.ms, retention.bytes) and removes what it dropped. One pass every")
-		fmt.Fprintln(stderr, "--interval; a crash at any point is repaired by the next pass. Bookies must be")
-		fmt.Fprintln(stderr, "registered in the same catalog. (The same pass runs as a Lambda function:")
-		fmt.Fprintln(stderr, "services/compactor/lambda.)")
-		fmt.Fprintln(stderr)
-		fs.PrintDefaults()
+// compactorFlags are `sluice compactor`'s flags.
+type compactorFlags struct {
+	table, objects, prefix string
+	interval               time.Duration
+	offloadAge             time.Duration
+	bookieGrace            time.Duration
+	deleteGrace            time.Duration
+	orphanGrace            time.Duration
+	compactEvery           time.Duration
+	tombstoneDelay         time.Duration
+	workers, maxLedgers    int
+	partMiB                int
+	once                   bool
+	logFormat              string
+}
+
+func newCompactorCmd() *cobra.Command {
+	var f compactorFlags
+	cmd := &cobra.Command{
+		Use:   "compactor --catalog-table TABLE --objects URL",
+		Short: "run the compactor (offload to object storage, retention, key compaction) against a DynamoDB catalog",
+		Long: `Moves sealed ledgers from the bookies to segment objects, enforces retention
+(retention.ms, retention.bytes), compacts the offloaded data of cleanup.policy=compact
+topics by key, cleans up deleted topics and removes what it dropped. One pass every
+--interval; a crash at any point is repaired by the next pass. Bookies must be
+registered in the same catalog. (The same pass runs as a Lambda function:
+services/compactor/lambda.)`,
+		Args:    noArgs,
+		PreRunE: func(*cobra.Command, []string) error { return f.check() },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runCompactor(cmd.Context(), f, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
+	fs := cmd.Flags()
+	fs.StringVar(&f.table, "catalog-table", "", "DynamoDB catalog table (endpoint and credentials from the AWS environment) (required)")
+	fs.StringVar(&f.objects, "objects", "", "object store for segments: s3://BUCKET?region=R[&endpoint=URL&use_path_style=true] or file:///DIR (required)")
+	fs.StringVar(&f.prefix, "prefix", "", "object key prefix (empty, or ending in /)")
+	fs.DurationVar(&f.interval, "interval", compactor.DefaultInterval, "time between the starts of two passes")
+	fs.DurationVar(&f.offloadAge, "offload-age", compactor.DefaultOffloadAge, "offload a closed ledger once it was sealed this long ago (0 or negative: at once)")
+	fs.DurationVar(&f.bookieGrace, "bookie-delete-grace", compactor.DefaultBookieDeleteGrace, "bookies keep an offloaded ledger this long after the switch (0 or negative: no grace)")
+	fs.DurationVar(&f.deleteGrace, "delete-grace", compactor.DefaultDeleteGrace, "a ledger dropped by retention keeps its data this long (0 or negative: no grace)")
+	fs.DurationVar(&f.orphanGrace, "orphan-grace", compactor.DefaultOrphanGrace, "delete a segment object no ledger points at once it is this old (at least 1s)")
+	fs.DurationVar(&f.compactEvery, "compact-interval", compactor.DefaultCompactInterval, "how often a partition of a cleanup.policy=compact topic is compacted")
+	fs.DurationVar(&f.tombstoneDelay, "tombstone-delay", compactor.DefaultTombstoneDelay, "key compaction drops a tombstone once its ledger was sealed this long ago (0 or negative: at once)")
+	fs.IntVar(&f.workers, "workers", compactor.DefaultWorkers, fmt.Sprintf("ledgers offloaded or purged at once (1..%d)", compactor.MaxWorkers))
+	fs.IntVar(&f.maxLedgers, "max-ledgers-per-pass", compactor.DefaultMaxLedgersPerPass, fmt.Sprintf("ledgers one pass offloads (and, separately, purges) at most (1..%d)", compactor.MaxMaxLedgersPerPass))
+	fs.IntVar(&f.partMiB, "upload-part-mib", compactor.DefaultUploadPartBytes>>20, fmt.Sprintf("object upload buffer in MiB: the multipart part size on S3 (%d..%d)", compactor.MinUploadPartBytes>>20, compactor.MaxUploadPartBytes>>20))
+	fs.BoolVar(&f.once, "once", false, "run one pass, print its report as JSON and exit")
+	logFormatFlag(cmd, &f.logFormat)
+	return cmd
+}
+
+func (f *compactorFlags) check() error {
+	var c flagCheck
+	c.required("catalog-table", f.table)
+	c.required("objects", f.objects)
+	c.objectsURL("objects", f.objects)
+	// A zero age or grace means zero (the config's zero is its default).
+	f.offloadAge, f.bookieGrace = noneIfZero(f.offloadAge), noneIfZero(f.bookieGrace)
+	f.deleteGrace, f.tombstoneDelay = noneIfZero(f.deleteGrace), noneIfZero(f.tombstoneDelay)
+	c.positive("interval", f.interval, 0)
+	c.positive("orphan-grace", f.orphanGrace, 0)
+	c.positive("compact-interval", f.compactEvery, 0)
+	c.intIn("workers", f.workers, 1, compactor.MaxWorkers)
+	c.intIn("max-ledgers-per-pass", f.maxLedgers, 1, compactor.MaxMaxLedgersPerPass)
+	c.intIn("upload-part-mib", f.partMiB, compactor.MinUploadPartBytes>>20, compactor.MaxUploadPartBytes>>20)
+	c.logFormat(f.logFormat)
+	if err := c.err(); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q; see 'sluice compactor -h'", fs.Args())
+	// The compactor's own bounds (durations up to 30 days, the prefix),
+	// one field at a time so that the message names the flag.
+	for _, fc := range []struct {
+		flag  string
+		value any
+		cfg   compactor.Config
+	}{
+		{"prefix", fmt.Sprintf("%q", f.prefix), compactor.Config{Prefix: f.prefix}},
+		{"interval", f.interval, compactor.Config{Interval: f.interval}},
+		{"offload-age", f.offloadAge, compactor.Config{OffloadAge: f.offloadAge}},
+		{"bookie-delete-grace", f.bookieGrace, compactor.Config{BookieDeleteGrace: f.bookieGrace}},
+		{"delete-grace", f.deleteGrace, compactor.Config{DeleteGrace: f.deleteGrace}},
+		{"orphan-grace", f.orphanGrace, compactor.Config{OrphanGrace: f.orphanGrace}},
+		{"compact-interval", f.compactEvery, compactor.Config{CompactInterval: f.compactEvery}},
+		{"tombstone-delay", f.tombstoneDelay, compactor.Config{TombstoneDelay: f.tombstoneDelay}},
+	} {
+		if err := fc.cfg.Validate(); err != nil {
+			c.badf("--%s %v: %v", fc.flag, fc.value, err)
+		}
 	}
-	if *table == "" || *objects == "" {
-		return errors.New("--catalog-table and --objects are required; see 'sluice compactor -h'")
+	if err := c.err(); err != nil {
+		return err
 	}
-	tel, err := telemetry.New(telemetry.Config{Service: "compactor", Format: *logFormat, Output: stderr})
+	if err := f.config().Validate(); err != nil {
+		return usageError{err: fmt.Errorf("the flags make an invalid compactor config: %w", err)}
+	}
+	return nil
+}
+
+// config is the compactor's config from the flags (Logger is set when it
+// starts).
+func (f *compactorFlags) config() compactor.Config {
+	return compactor.Config{
+		Interval: f.interval, OffloadAge: f.offloadAge, BookieDeleteGrace: f.bookieGrace, DeleteGrace: f.deleteGrace,
+		OrphanGrace: f.orphanGrace, Workers: f.workers, MaxLedgersPerPass: f.maxLedgers, Prefix: f.prefix, UploadPartBytes: f.partMiB << 20,
+		CompactInterval: f.compactEvery, TombstoneDelay: f.tombstoneDelay,
+	}
+}
+
+func runCompactor(ctx context.Context, f compactorFlags, stdout, stderr io.Writer) error {
+	tel, err := telemetry.New(telemetry.Config{Service: "compactor", Format: f.logFormat, Output: stderr})
 	if err != nil {
 		return err
 	}
 	defer func() { _ = tel.Shutdown(context.Background()) }()
-	cat, err := dynamoCatalog(ctx, *table)
+	cat, err := dynamoCatalog(ctx, f.table)
 	if err != nil {
 		return err
 	}
-	bucket, err := objstore.Open(ctx, *objects)
+	bucket, err := objstore.Open(ctx, f.objects)
 	if err != nil {
 		return err
 	}
@@ -90,20 +160,18 @@ func runCompactor(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			return nil
 		}
 	}
-	c, err := compactor.New(compactor.Config{
-		Interval: *interval, OffloadAge: *offloadAge, BookieDeleteGrace: *bookieGrace, DeleteGrace: *deleteGrace,
-		OrphanGrace: *orphanGrace, Workers: *workers, MaxLedgersPerPass: *maxLedgers, Prefix: *prefix, UploadPartBytes: *partMiB << 20,
-		CompactInterval: *compactEvery, TombstoneDelay: *tombstoneDelay, Logger: tel.Logger,
-	}, deps)
+	cfg := f.config()
+	cfg.Logger = tel.Logger
+	c, err := compactor.New(cfg, deps)
 	if err != nil {
 		return err
 	}
-	if *once {
+	if f.once {
 		r, err := c.Pass(ctx)
 		out, _ := json.Marshal(r)
 		fmt.Fprintf(stdout, "%s\n", out)
 		return err
 	}
-	fmt.Fprintf(stdout, "sluice compactor running (catalog table %s, objects %s, a pass every %v)\n", *table, *objects, *interval)
+	fmt.Fprintf(stdout, "sluice compactor running (catalog table %s, objects %s, a pass every %v)\n", f.table, f.objects, f.interval)
 	return c.Run(ctx)
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -18,7 +17,10 @@ import (
 	"unicode/utf8"
 
 	"connectrpc.com/connect"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
+	"github.com/sluicemq/sluice/pkg/catalog"
 	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
 	"github.com/sluicemq/sluice/pkg/sluice"
 )
@@ -57,95 +59,101 @@ type consumeFlags struct {
 	stderr         io.Writer     // warnings (failed commits)
 }
 
-// parseInterspersed parses flags that may come before or after the
-// positional arguments (`sluice consume TOPIC --follow` and
-// `sluice consume --follow TOPIC` alike).
-func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return pos, nil
-		}
-		pos, args = append(pos, args[0]), args[1:]
-	}
-}
-
-// parseConsume parses and checks `sluice consume`'s arguments. It returns
-// flag.ErrHelp after printing the usage for -h.
-func parseConsume(args []string, stderr io.Writer) (consumeFlags, error) {
+// newConsumeCmd is `sluice consume`; run does what the checked command
+// line says (consume, or a test that looks at it).
+func newConsumeCmd(run func(ctx context.Context, f consumeFlags, stdout, stderr io.Writer) error) *cobra.Command {
 	var f consumeFlags
-	fs := flag.NewFlagSet("sluice consume", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.StringVar(&f.addr, "addr", devDefaultAddr, "Sluice address (sluice dev's default)")
+	var from string
+	cmd := &cobra.Command{
+		Use:   "consume TOPIC",
+		Short: "print a topic's records, directly or as a member of a consumer group",
+		Long: `Prints records. Without --group it reads the partitions directly (nothing is committed) and,
+without --follow, stops at the end each partition had when reading began. With --group it joins
+the group, reads the partitions leased to it from the group's committed offsets, and commits
+what it printed (every --commit-interval and at exit); without --follow it stops once idle for --idle.
+
+Text output is one record a line: partition, offset, key, value, tab-separated (Go-quoted when
+not printable). JSON output is one object a line (bytes that are not UTF-8 as key_base64 and
+value_base64).`,
+		Example: `  sluice consume orders
+  sluice consume orders --partition 0 --from 2026-12-01T10:00:00Z --count 10
+  sluice consume orders --group billing --format json --follow`,
+		PreRunE: func(cmd *cobra.Command, args []string) error { return f.check(cmd.Flags(), from, args) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return run(cmd.Context(), f, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	fs := cmd.Flags()
+	addrFlag(fs, &f.addr)
 	fs.StringVar(&f.group, "group", "", "consume as a member of this consumer group (leases, committed offsets)")
-	fs.IntVar(&f.partition, "partition", -1, "read only this partition (without --group; -1: every partition)")
-	from := fs.String("from", "earliest", "where to start: earliest, latest, an OFFSET, or a TIME (RFC 3339, e.g. 2026-12-01T10:00:00Z); with --group only earliest or latest, for partitions without a committed offset")
+	fs.IntVar(&f.partition, "partition", -1, fmt.Sprintf("read only this partition, 0..%d (without --group; -1: every partition)", catalog.MaxPartitions-1))
+	fs.StringVar(&from, "from", "earliest", "where to start: earliest, latest, an OFFSET, or a TIME (RFC 3339, e.g. 2026-12-01T10:00:00Z); with --group only earliest or latest, for partitions without a committed offset")
 	fs.BoolVar(&f.follow, "follow", false, "keep waiting for new records (until Ctrl-C or --count)")
 	fs.IntVar(&f.count, "count", 0, "stop after this many records (0: no limit)")
-	fs.StringVar(&f.format, "format", "text", "output: text (partition, offset, key, value; tab-separated, Go-quoted when not printable) or json (one object per line; bytes that are not UTF-8 as key_base64/value_base64)")
+	fs.StringVar(&f.format, "format", "text", "output: text or json")
 	fs.DurationVar(&f.idle, "idle", 2*time.Second, "with --group and without --follow: stop once no record came for this long")
-	fs.DurationVar(&f.commitInterval, "commit-interval", defaultCLICommitInterval, "with --group: how often to commit what was printed (and always at exit)")
-	fs.DurationVar(&f.sessionTimeout, "session-timeout", 0, "with --group: how long the group waits for this member when it goes silent before its partitions move (0: the server's, 10s)")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: sluice consume TOPIC [--partition N] [--from earliest|latest|OFFSET|TIME] [--follow] [--count N] [--format text|json]")
-		fmt.Fprintln(stderr, "       sluice consume TOPIC --group G [--from earliest|latest] [--follow] [--count N] [--format text|json]")
-		fmt.Fprintln(stderr)
-		fmt.Fprintln(stderr, "Prints records. Without --group it reads the partitions directly (nothing is committed) and,")
-		fmt.Fprintln(stderr, "without --follow, stops at the end each partition had when reading began. With --group it joins")
-		fmt.Fprintln(stderr, "the group, reads the partitions leased to it from the group's committed offsets, and commits")
-		fmt.Fprintln(stderr, "what it printed (every --commit-interval and at exit); without --follow it stops once idle for --idle.")
-		fmt.Fprintln(stderr)
-		fs.PrintDefaults()
-	}
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return f, err
-	}
-	switch {
-	case len(pos) == 0:
-		return f, errors.New("give the topic to read: sluice consume TOPIC; see 'sluice consume -h'")
-	case len(pos) > 1:
-		return f, fmt.Errorf("one topic at a time (got %q); see 'sluice consume -h'", pos)
-	}
-	f.topic = pos[0]
-	if f.from, err = sluice.ParsePosition(*from); err != nil {
-		return f, fmt.Errorf("--from: %w", err)
-	}
-	switch {
-	case f.format != "text" && f.format != "json":
-		return f, fmt.Errorf("--format %q: want text or json", f.format)
-	case f.count < 0:
-		return f, fmt.Errorf("--count %d: want 0 (no limit) or more", f.count)
-	case f.partition < -1:
-		return f, fmt.Errorf("--partition %d: partitions are numbered from 0", f.partition)
-	case f.group != "" && f.partition >= 0:
-		return f, errors.New("--partition reads one partition outside any group; with --group the group decides the partitions: drop one of them")
-	case f.group != "" && *from != "earliest" && *from != "latest":
-		return f, fmt.Errorf("with --group, --from is earliest or latest (it applies only to partitions the group has no committed offset for); to move the group's offsets run 'sluice group reset %s --topic %s --to %s' while no member runs", f.group, f.topic, *from)
-	case f.idle <= 0:
-		return f, fmt.Errorf("--idle %v: want a positive duration", f.idle)
-	case f.commitInterval <= 0:
-		return f, fmt.Errorf("--commit-interval %v: want a positive duration", f.commitInterval)
-	case f.sessionTimeout < 0:
-		return f, fmt.Errorf("--session-timeout %v: want 0 (the server's) or a positive duration", f.sessionTimeout)
-	}
-	f.stderr = stderr
-	return f, nil
+	fs.DurationVar(&f.commitInterval, "commit-interval", defaultCLICommitInterval, fmt.Sprintf("with --group: how often to commit what was printed, %v..%v (and always at exit)", sluice.MinAutoCommitInterval, sluice.MaxAutoCommitInterval))
+	fs.DurationVar(&f.sessionTimeout, "session-timeout", 0, fmt.Sprintf("with --group: how long the group waits for this member when it goes silent before its partitions move, %v..%v (0: the server's, 10s)", sluice.MinSessionTimeout, sluice.MaxSessionTimeout))
+	completeValues(cmd, "format", "text", "json")
+	completeValues(cmd, "from", "earliest", "latest")
+	return cmd
 }
 
-// runConsume is `sluice consume`.
-func runConsume(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	f, err := parseConsume(args, stderr)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return err
+// check checks `sluice consume`'s command line; args hold the topic.
+func (f *consumeFlags) check(fs *pflag.FlagSet, from string, args []string) error {
+	var c flagCheck
+	c.serverAddr("addr", f.addr)
+	switch {
+	case len(args) == 0:
+		c.badf("give the topic to read: sluice consume TOPIC")
+	case len(args) > 1:
+		c.badf("one topic at a time (got %q)", args)
+	default:
+		f.topic = args[0]
 	}
+	var err error
+	if f.from, err = sluice.ParsePosition(from); err != nil {
+		c.badf("--from: %v", err)
+	}
+	c.oneOf("format", f.format, "text", "json")
+	if f.count < 0 {
+		c.badf("--count %d: want 0 (no limit) or more", f.count)
+	}
+	if f.partition < -1 || f.partition >= catalog.MaxPartitions {
+		c.badf("--partition %d: want -1 (every partition) or a partition 0..%d", f.partition, catalog.MaxPartitions-1)
+	}
+	if f.group == "" {
+		for _, name := range []string{"commit-interval", "session-timeout", "idle"} {
+			if fs.Changed(name) {
+				c.badf("--%s applies to group members only (--group G)", name)
+			}
+		}
+	} else {
+		if f.partition >= 0 {
+			c.badf("--partition reads one partition outside any group; with --group the group decides the partitions: drop one of them")
+		}
+		if from != "earliest" && from != "latest" && err == nil {
+			c.badf("with --group, --from is earliest or latest (it applies only to partitions the group has no committed offset for); to move the group's offsets run 'sluice group reset %s --topic %s --to %s' while no member runs", f.group, f.topic, from)
+		}
+		if f.follow && fs.Changed("idle") {
+			c.badf("--idle ends a read without --follow; with --follow, stop with Ctrl-C or --count")
+		}
+	}
+	if f.idle <= 0 {
+		c.badf("--idle %v: want a positive duration", f.idle)
+	}
+	if f.commitInterval < sluice.MinAutoCommitInterval || f.commitInterval > sluice.MaxAutoCommitInterval {
+		c.badf("--commit-interval %v: want %v..%v", f.commitInterval, sluice.MinAutoCommitInterval, sluice.MaxAutoCommitInterval)
+	}
+	if f.sessionTimeout != 0 && (f.sessionTimeout < sluice.MinSessionTimeout || f.sessionTimeout > sluice.MaxSessionTimeout) {
+		c.badf("--session-timeout %v: want 0 (the server's) or %v..%v", f.sessionTimeout, sluice.MinSessionTimeout, sluice.MaxSessionTimeout)
+	}
+	return c.err()
+}
+
+// consume is `sluice consume`.
+func consume(ctx context.Context, f consumeFlags, stdout, stderr io.Writer) error {
+	f.stderr = stderr
 	c, err := sluice.NewClient(f.addr)
 	if err != nil {
 		return err
@@ -434,91 +442,126 @@ func consumeGroup(ctx context.Context, c *sluice.Client, f consumeFlags, out *re
 	return out.failed()
 }
 
-// runGroup is `sluice group list|describe|reset`.
-func runGroup(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	usage := func() {
-		fmt.Fprintln(stderr, "Usage: sluice group list [--addr A]")
-		fmt.Fprintln(stderr, "       sluice group describe GROUP [--addr A]")
-		fmt.Fprintln(stderr, "       sluice group reset GROUP --topic T --to earliest|latest|OFFSET|TIME [--partitions 0,1,...] [--dry-run] [--addr A]")
-		fmt.Fprintln(stderr)
-		fmt.Fprintln(stderr, "reset moves the group's committed offsets of one topic (backwards too); OFFSET is clamped to each")
-		fmt.Fprintln(stderr, "partition's valid range, TIME is RFC 3339. The group must have no live members.")
-	}
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		usage()
-		return nil
-	}
-	verb := args[0]
-	fs := flag.NewFlagSet("sluice group "+verb, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	addr := fs.String("addr", devDefaultAddr, "Sluice address (sluice dev's default)")
-	topic := fs.String("topic", "", "topic whose offsets to reset (reset)")
-	to := fs.String("to", "", "target: earliest, latest, OFFSET or TIME (reset)")
-	partitions := fs.String("partitions", "", "comma-separated partitions to reset (reset; default all)")
-	dryRun := fs.Bool("dry-run", false, "show the new offsets without storing them (reset)")
-	fs.Usage = func() { usage(); fmt.Fprintln(stderr); fs.PrintDefaults() }
-	pos, err := parseInterspersed(fs, args[1:])
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+func newGroupCmd() *cobra.Command {
+	cmd := holdsCommands(&cobra.Command{
+		Use:   "group",
+		Short: "list, describe or reset consumer groups",
+		Long:  "Lists, describes or resets consumer groups through the admin API of a Sluice (sluice dev, or a fetch copy).",
+	})
+	cmd.AddCommand(newGroupListCmd(), newGroupDescribeCmd(), newGroupResetCmd())
+	return cmd
+}
+
+func newGroupListCmd() *cobra.Command {
+	var addr string
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "print the names of all consumer groups",
+		Args:  noArgs,
+		PreRunE: func(*cobra.Command, []string) error {
+			var c flagCheck
+			c.serverAddr("addr", addr)
+			return c.err()
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := sluice.NewClient(addr)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			groups, err := c.ListGroups(cmd.Context())
+			if err != nil {
+				return explain(err, addr)
+			}
+			for _, g := range groups {
+				fmt.Fprintln(cmd.OutOrStdout(), g)
+			}
 			return nil
-		}
-		return err
+		},
 	}
-	c, err := sluice.NewClient(*addr)
-	if err != nil {
-		return err
+	addrFlag(cmd.Flags(), &addr)
+	return cmd
+}
+
+func newGroupDescribeCmd() *cobra.Command {
+	var addr, group string
+	cmd := &cobra.Command{
+		Use:   "describe GROUP",
+		Short: "print a group's live members and its partitions' owners, offsets and lag",
+		PreRunE: func(_ *cobra.Command, args []string) error {
+			var c flagCheck
+			c.serverAddr("addr", addr)
+			group = c.name("group", args)
+			return c.err()
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := sluice.NewClient(addr)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			d, err := c.DescribeGroup(cmd.Context(), group)
+			if err != nil {
+				return explainGroup(err, addr, group)
+			}
+			printGroup(cmd.OutOrStdout(), d)
+			return nil
+		},
 	}
-	defer c.Close()
-	group := func() (string, error) {
-		if len(pos) != 1 {
-			usage()
-			return "", fmt.Errorf("group %s needs one group name", verb)
-		}
-		return pos[0], nil
+	addrFlag(cmd.Flags(), &addr)
+	return cmd
+}
+
+func newGroupResetCmd() *cobra.Command {
+	var addr, group, topic, to, partitions string
+	var dryRun bool
+	var req resetArgs
+	cmd := &cobra.Command{
+		Use:   "reset GROUP --topic T --to earliest|latest|OFFSET|TIME",
+		Short: "move a consumer group's committed offsets of one topic",
+		Long: `Moves the group's committed offsets of one topic (backwards too), on every partition or
+on --partitions. OFFSET is clamped to each partition's valid range, TIME is RFC 3339.
+The group must have no live members.`,
+		Example: `  sluice group reset billing --topic orders --to earliest --dry-run
+  sluice group reset billing --topic orders --to 2026-12-01T10:00:00Z --partitions 0,2`,
+		PreRunE: func(_ *cobra.Command, args []string) error {
+			var c flagCheck
+			c.serverAddr("addr", addr)
+			group = c.name("group", args)
+			var err error
+			if req, err = parseReset(topic, to, partitions); err != nil {
+				c.badf("%v", err)
+			}
+			return c.err()
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := sluice.NewClient(addr)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			parts, err := c.ResetGroupOffsets(cmd.Context(), group, topic, req.to, sluice.ResetOptions{Partitions: req.partitions, DryRun: dryRun})
+			if err != nil {
+				return explainGroup(err, addr, group)
+			}
+			stdout := cmd.OutOrStdout()
+			printPartitions(stdout, parts)
+			if dryRun {
+				fmt.Fprintln(stdout, "dry run: nothing stored; run again without --dry-run to store these offsets")
+			} else {
+				fmt.Fprintf(stdout, "reset %d partitions of %s for group %s\n", len(parts), topic, group)
+			}
+			return nil
+		},
 	}
-	switch verb {
-	case "list":
-		groups, err := c.ListGroups(ctx)
-		if err != nil {
-			return explain(err, *addr)
-		}
-		for _, g := range groups {
-			fmt.Fprintln(stdout, g)
-		}
-	case "describe":
-		g, err := group()
-		if err != nil {
-			return err
-		}
-		d, err := c.DescribeGroup(ctx, g)
-		if err != nil {
-			return explainGroup(err, *addr, g)
-		}
-		printGroup(stdout, d)
-	case "reset":
-		g, err := group()
-		if err != nil {
-			return err
-		}
-		req, err := parseReset(*topic, *to, *partitions)
-		if err != nil {
-			return err
-		}
-		parts, err := c.ResetGroupOffsets(ctx, g, *topic, req.to, sluice.ResetOptions{Partitions: req.partitions, DryRun: *dryRun})
-		if err != nil {
-			return explainGroup(err, *addr, g)
-		}
-		printPartitions(stdout, parts)
-		if *dryRun {
-			fmt.Fprintln(stdout, "dry run: nothing stored; run again without --dry-run to store these offsets")
-		} else {
-			fmt.Fprintf(stdout, "reset %d partitions of %s for group %s\n", len(parts), *topic, g)
-		}
-	default:
-		usage()
-		return fmt.Errorf("unknown group command %q", verb)
-	}
-	return nil
+	fs := cmd.Flags()
+	addrFlag(fs, &addr)
+	fs.StringVar(&topic, "topic", "", "topic whose offsets to reset (required)")
+	fs.StringVar(&to, "to", "", "target: earliest, latest, OFFSET or TIME (required)")
+	fs.StringVar(&partitions, "partitions", "", "comma-separated partitions to reset (default all)")
+	fs.BoolVar(&dryRun, "dry-run", false, "show the new offsets without storing them")
+	completeValues(cmd, "to", "earliest", "latest")
+	return cmd
 }
 
 type resetArgs struct {
@@ -526,29 +569,28 @@ type resetArgs struct {
 	partitions []int32
 }
 
-// parseReset checks `sluice group reset`'s flags.
+// parseReset checks `sluice group reset`'s flags, all of them.
 func parseReset(topic, to, partitions string) (resetArgs, error) {
 	var r resetArgs
+	var errs []error
 	if topic == "" {
-		return r, errors.New("group reset needs --topic T (one topic at a time)")
-	}
-	if to == "" {
-		return r, errors.New("group reset needs --to earliest|latest|OFFSET|TIME")
+		errs = append(errs, errors.New("--topic is required (one topic at a time)"))
 	}
 	var err error
-	if r.to, err = sluice.ParsePosition(to); err != nil {
-		return r, fmt.Errorf("--to: %w", err)
+	if to == "" {
+		errs = append(errs, errors.New("--to is required: earliest, latest, OFFSET or TIME"))
+	} else if r.to, err = sluice.ParsePosition(to); err != nil {
+		errs = append(errs, fmt.Errorf("--to: %w", err))
 	}
-	if partitions != "" {
-		for _, s := range strings.Split(partitions, ",") {
-			p, err := strconv.ParseInt(strings.TrimSpace(s), 10, 32)
-			if err != nil || p < 0 {
-				return r, fmt.Errorf("--partitions: %q is not a partition number", s)
-			}
-			r.partitions = append(r.partitions, int32(p))
+	for _, s := range splitList(partitions) {
+		p, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || p < 0 || p >= catalog.MaxPartitions {
+			errs = append(errs, fmt.Errorf("--partitions: %q is not a partition number 0..%d", s, catalog.MaxPartitions-1))
+			continue
 		}
+		r.partitions = append(r.partitions, int32(p))
 	}
-	return r, nil
+	return r, errors.Join(errs...)
 }
 
 func printGroup(w io.Writer, d *sluicev1.DescribeGroupResponse) {

@@ -11,8 +11,9 @@ import (
 	"github.com/sluicemq/sluice/internal/cluster"
 )
 
-// The consume and group commands against an in-process cluster: read a
-// topic directly and as a group, describe the group, reset it.
+// The client commands against an in-process cluster: produce with flags
+// after the values and after --, read a topic directly and as a group,
+// describe the group, reset it.
 func TestConsumeAndGroupCommands(t *testing.T) {
 	cfg := cluster.Config{Dir: t.TempDir(), Addr: "127.0.0.1:0"}
 	cfg.Server.ShutdownTimeout = 300 * time.Millisecond
@@ -28,9 +29,7 @@ func TestConsumeAndGroupCommands(t *testing.T) {
 	sluice := func(args ...string) string {
 		t.Helper()
 		var out, errOut bytes.Buffer
-		if args[0] != "produce" { // produce takes values after its flags
-			args = append(args, "--addr", addr)
-		}
+		args = append(args, "--addr", addr) // flags follow the arguments, produce's values too
 		if code := run(context.Background(), args, &out, &errOut); code != 0 {
 			t.Fatalf("sluice %s: exit %d: %s", strings.Join(args, " "), code, errOut.String())
 		}
@@ -41,7 +40,7 @@ func TestConsumeAndGroupCommands(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		var errOut bytes.Buffer
-		if run(context.Background(), []string{"produce", "--topic", "t", "--partition", "0", "--addr", addr, "a", "b", "c"}, io.Discard, &errOut) == 0 {
+		if run(context.Background(), []string{"produce", "--topic", "t", "--partition", "0", "a", "b", "c", "--addr", addr}, io.Discard, &errOut) == 0 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -49,7 +48,15 @@ func TestConsumeAndGroupCommands(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	sluice("produce", "--addr", addr, "--topic", "t", "--partition", "1", "--key", "k", "d")
+	sluice("produce", "--topic", "t", "d", "--partition", "1", "--key", "k")
+	// After --, flags are values: here --addr comes first.
+	sluice("topic", "create", "lit")
+	if code := run(context.Background(), []string{"produce", "--addr", addr, "--topic", "lit", "--", "--literal", "--key", "k"}, io.Discard, io.Discard); code != 0 {
+		t.Fatalf("produce with --: exit %d", code)
+	}
+	if got, want := sluice("consume", "lit"), "0\t0\t\t--literal\n0\t1\t\t--key\n0\t2\t\tk\n"; got != want {
+		t.Fatalf("consume lit:\n%q\nwant\n%q", got, want)
+	}
 
 	if got, want := sluice("consume", "t"), "0\t0\t\ta\n0\t1\t\tb\n0\t2\t\tc\n1\t0\tk\td\n"; got != want {
 		t.Fatalf("consume t:\n%q\nwant\n%q", got, want)

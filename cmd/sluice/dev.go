@@ -2,11 +2,12 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/sluicemq/sluice/internal/cluster"
 	"github.com/sluicemq/sluice/internal/rpcserver"
@@ -18,48 +19,73 @@ import (
 // commands rely on (DESIGN.md §5).
 const devDefaultAddr = "127.0.0.1:7420"
 
-func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("sluice dev", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	addr := fs.String("addr", devDefaultAddr, "address to serve every public service on (Connect, gRPC, gRPC-web; HTTP/1.1 and h2c)")
-	dataDir := fs.String("data-dir", "./sluice-data", "where dev mode keeps its data")
-	logFormat := fs.String("log-format", "text", "log format: text or json")
-	offloadAge := fs.Duration("offload-age", compactor.DefaultOffloadAge, "the compactor moves a sealed ledger to the object store (DATA-DIR/objects) this long after it was sealed")
-	cors := fs.String("cors-origins", "", "comma-separated extra browser origins allowed to call (localhost origins are always allowed in dev)")
-	pprofOn := fs.Bool("pprof", false, "serve Go's runtime profiles under /debug/pprof/ on --addr (benchmarks, diagnosis)")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: sluice dev [flags]")
-		fmt.Fprintln(stderr)
-		fmt.Fprintln(stderr, "Runs Sluice in one process on loopback with no external dependencies.")
-		fmt.Fprintln(stderr, "Ready when grpc.health.v1.Health/Check answers SERVING.")
-		fmt.Fprintln(stderr)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q; see 'sluice dev -h'", fs.Args())
-	}
+// devFlags are `sluice dev`'s flags.
+type devFlags struct {
+	addr       string
+	dataDir    string
+	logFormat  string
+	offloadAge time.Duration
+	cors       string
+	pprof      bool
 
-	tel, err := telemetry.New(telemetry.Config{Service: "dev", Format: *logFormat, Output: stderr})
+	origins []string // from cors, by check
+}
+
+func newDevCmd() *cobra.Command {
+	var f devFlags
+	cmd := &cobra.Command{
+		Use:   "dev",
+		Short: "run Sluice in one process with no dependencies (partial: see README status)",
+		Long: `Runs a whole Sluice in one process with no external dependencies: 3 bookies, the
+embedded catalog and bookkeeping, ingest, fetch and the compactor. Every public service
+(topics, produce, consume and consumer groups) is served on --addr: Connect, gRPC and
+gRPC-web over HTTP/1.1 and h2c, with health, reflection and /metrics. Data lives in
+--data-dir and survives restarts (kill -9 included); sealed ledgers move to
+DATA-DIR/objects after --offload-age.
+
+Partial: function triggers are not built yet (the log says so at start).
+Ready when grpc.health.v1.Health/Check answers SERVING.`,
+		Args:    noArgs,
+		PreRunE: func(*cobra.Command, []string) error { return f.check() },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runDev(cmd.Context(), f, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&f.addr, "addr", devDefaultAddr, "address to serve every public service on (Connect, gRPC, gRPC-web; HTTP/1.1 and h2c)")
+	fs.StringVar(&f.dataDir, "data-dir", "./sluice-data", "where dev mode keeps its data")
+	logFormatFlag(cmd, &f.logFormat)
+	fs.DurationVar(&f.offloadAge, "offload-age", compactor.DefaultOffloadAge, "the compactor moves a sealed ledger to the object store (DATA-DIR/objects) this long after it was sealed (0: at once)")
+	fs.StringVar(&f.cors, "cors-origins", "", "comma-separated extra browser origins allowed to call (localhost origins are always allowed in dev)")
+	fs.BoolVar(&f.pprof, "pprof", false, "serve Go's runtime profiles under /debug/pprof/ on --addr (benchmarks, diagnosis)")
+	return cmd
+}
+
+func (f *devFlags) check() error {
+	var c flagCheck
+	c.listenAddr("addr", f.addr)
+	c.required("data-dir", f.dataDir)
+	c.logFormat(f.logFormat)
+	f.offloadAge = noneIfZero(f.offloadAge)
+	if err := (compactor.Config{OffloadAge: f.offloadAge}).Validate(); err != nil {
+		c.badf("--offload-age %v: %v", f.offloadAge, err)
+	}
+	f.origins = c.origins("cors-origins", f.cors)
+	return c.err()
+}
+
+func runDev(ctx context.Context, f devFlags, stdout, stderr io.Writer) error {
+	tel, err := telemetry.New(telemetry.Config{Service: "dev", Format: f.logFormat, Output: stderr})
 	if err != nil {
 		return err
 	}
 	defer func() { _ = tel.Shutdown(context.Background()) }()
 
-	var origins []string
-	if *cors != "" {
-		origins = strings.Split(*cors, ",")
-	}
-	fmt.Fprintf(stdout, "sluice dev: opening 3 bookies, the catalog, bookkeeping, ingest, fetch and the compactor in %s ...\n", *dataDir)
+	fmt.Fprintf(stdout, "sluice dev: opening 3 bookies, the catalog, bookkeeping, ingest, fetch and the compactor in %s ...\n", f.dataDir)
 	c, err := cluster.New(cluster.Config{
-		Dir: *dataDir, Addr: *addr, Telemetry: tel,
-		Server:    rpcserver.Config{AllowLocalhost: true, CORSOrigins: origins, Pprof: *pprofOn},
-		Compactor: compactor.Config{OffloadAge: *offloadAge},
+		Dir: f.dataDir, Addr: f.addr, Telemetry: tel,
+		Server:    rpcserver.Config{AllowLocalhost: true, CORSOrigins: f.origins, Pprof: f.pprof},
+		Compactor: compactor.Config{OffloadAge: f.offloadAge},
 	})
 	if err != nil {
 		if strings.Contains(err.Error(), "address already in use") {
@@ -67,7 +93,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		return err
 	}
-	fmt.Fprintf(stdout, "sluice dev listening on http://%s (data in %s)\n", c.Addr(), *dataDir)
+	fmt.Fprintf(stdout, "sluice dev listening on http://%s (data in %s)\n", c.Addr(), f.dataDir)
 	tel.Logger.Warn("dev mode is partial: topics, produce, consume and the compactor (offload to DATA-DIR/objects, retention) run; function triggers are not implemented yet")
 	return c.Run(ctx)
 }

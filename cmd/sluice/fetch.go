@@ -3,12 +3,14 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
 	"strings"
 	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/sluicemq/sluice/bookkeeper/client"
 	"github.com/sluicemq/sluice/internal/rpcserver"
@@ -19,56 +21,128 @@ import (
 	"github.com/sluicemq/sluice/services/fetch"
 )
 
-func runFetch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("sluice fetch", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	addr := fs.String("addr", "127.0.0.1:7422", "address to serve ConsumerService and AdminService on (Connect, gRPC, gRPC-web; h2c)")
-	advertise := fs.String("advertise", "", "address other fetch copies forward a session's calls to (default --addr)")
-	table := fs.String("catalog-table", "", "DynamoDB catalog table (endpoint and credentials from the AWS environment) (required)")
-	cassandra := fs.String("cassandra", "", "comma-separated Cassandra contact points host[:port] for groups, leases and offsets (required)")
-	keyspace := fs.String("keyspace", "sluice", "Cassandra keyspace (created and migrated at start-up)")
-	rf := fs.Int("replication-factor", 3, "replication factor of the keyspace when this copy creates it (per data center; 1 for a single-node Cassandra)")
-	objects := fs.String("objects", "", "object store the compactor offloads to (s3://BUCKET?region=R[&endpoint=URL&use_path_style=true] or file:///DIR); empty: offloaded ledgers cannot be read")
-	cacheMiB := fs.Int64("cache-mib", 64, "entry cache size in MiB (shared read-ahead of tails and recent reads)")
-	balance := fs.Duration("balance-interval", fetch.DefaultBalanceInterval, "how often each group session evens out its partition leases")
-	cors := fs.String("cors-origins", "", "comma-separated browser origins allowed to call")
-	logFormat := fs.String("log-format", "text", "log format: text or json")
-	pprofOn := fs.Bool("pprof", false, "serve Go's runtime profiles under /debug/pprof/ (benchmarks, diagnosis)")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: sluice fetch --catalog-table TABLE --cassandra HOSTS [flags]")
-		fmt.Fprintln(stderr)
-		fmt.Fprintln(stderr, "Runs one fetch copy: the consume path (Fetch, group sessions with Subscribe, commits)")
-		fmt.Fprintln(stderr, "and the group half of the admin API. Copies are stateless apart from their sessions; a")
-		fmt.Fprintln(stderr, "session's GrantCredits and Commit calls that reach another copy are forwarded to the copy")
-		fmt.Fprintln(stderr, "serving its Subscribe stream (its --advertise address).")
-		fmt.Fprintln(stderr)
-		fs.PrintDefaults()
+// fetchFlags are `sluice fetch`'s flags.
+type fetchFlags struct {
+	addr, advertise string
+	table           string
+	cassandra       string
+	keyspace        string
+	rf              int
+	objects         string
+	cacheMiB        int64
+	balance         time.Duration
+	cors            string
+	logFormat       string
+	pprof           bool
+
+	hosts   []string // from cassandra, by check
+	origins []string // from cors, by check
+}
+
+// maxFetchCacheMiB is partlog.Config's bound on the entry cache.
+const maxFetchCacheMiB = 64 << 10
+
+func newFetchCmd() *cobra.Command {
+	var f fetchFlags
+	cmd := &cobra.Command{
+		Use:   "fetch --catalog-table TABLE --cassandra HOSTS",
+		Short: "run a fetch copy (the consume path) against a DynamoDB catalog and Cassandra",
+		Long: `Runs one fetch copy: the consume path (Fetch, group sessions with Subscribe, commits)
+and the group half of the admin API. Copies are stateless apart from their sessions; a
+session's GrantCredits and Commit calls that reach another copy are forwarded to the copy
+serving its Subscribe stream (its --advertise address). Groups, leases and committed
+offsets live in Cassandra; with --objects it also reads ledgers the compactor offloaded.`,
+		Args:    noArgs,
+		PreRunE: func(*cobra.Command, []string) error { return f.check() },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runFetch(cmd.Context(), f, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
+	fs := cmd.Flags()
+	fs.StringVar(&f.addr, "addr", "127.0.0.1:7422", "address to serve ConsumerService and AdminService on (Connect, gRPC, gRPC-web; h2c)")
+	fs.StringVar(&f.advertise, "advertise", "", "address other fetch copies forward a session's calls to (default --addr)")
+	fs.StringVar(&f.table, "catalog-table", "", "DynamoDB catalog table (endpoint and credentials from the AWS environment) (required)")
+	fs.StringVar(&f.cassandra, "cassandra", "", "comma-separated Cassandra contact points host[:port] for groups, leases and offsets (required)")
+	fs.StringVar(&f.keyspace, "keyspace", "sluice", "Cassandra keyspace (created and migrated at start-up)")
+	fs.IntVar(&f.rf, "replication-factor", 3, "replication factor of the keyspace when this copy creates it (per data center; 1 for a single-node Cassandra)")
+	fs.StringVar(&f.objects, "objects", "", "object store the compactor offloads to (s3://BUCKET?region=R[&endpoint=URL&use_path_style=true] or file:///DIR); empty: offloaded ledgers cannot be read")
+	fs.Int64Var(&f.cacheMiB, "cache-mib", 64, "entry cache size in MiB (shared read-ahead of tails and recent reads)")
+	fs.DurationVar(&f.balance, "balance-interval", fetch.DefaultBalanceInterval, "how often each group session evens out its partition leases")
+	fs.StringVar(&f.cors, "cors-origins", "", "comma-separated browser origins allowed to call")
+	logFormatFlag(cmd, &f.logFormat)
+	fs.BoolVar(&f.pprof, "pprof", false, "serve Go's runtime profiles under /debug/pprof/ (benchmarks, diagnosis)")
+	return cmd
+}
+
+// check checks the flags and fills in --advertise's default.
+func (f *fetchFlags) check() error {
+	var c flagCheck
+	c.listenAddr("addr", f.addr)
+	c.advertiseAddr("advertise", f.advertise)
+	if f.advertise == "" {
+		f.advertise = f.addr
+	}
+	c.required("catalog-table", f.table)
+	c.required("cassandra", f.cassandra)
+	f.hosts = splitList(f.cassandra)
+	for _, h := range f.hosts {
+		if h == "" || strings.ContainsAny(h, " \t") {
+			c.badf("--cassandra %q: want host[:port],host[:port],...", f.cassandra)
+			break
 		}
+	}
+	// The bookkeeping's own rules, one field at a time.
+	c.required("keyspace", f.keyspace)
+	if err := (bkcassandra.Config{Hosts: []string{"h"}, Keyspace: f.keyspace}).Validate(); err != nil {
+		c.badf("--keyspace %q: %v", f.keyspace, err)
+	}
+	if f.rf == 0 { // the config's zero is its default
+		c.badf("--replication-factor 0: want 1 or more")
+	} else if err := (bkcassandra.Config{Hosts: []string{"h"}, Replication: bkcassandra.Replication{Factor: f.rf}}).Validate(); err != nil {
+		c.badf("--replication-factor %d: %v", f.rf, err)
+	}
+	c.objectsURL("objects", f.objects)
+	if f.cacheMiB < 1 || f.cacheMiB > maxFetchCacheMiB {
+		c.badf("--cache-mib %d: want 1..%d", f.cacheMiB, maxFetchCacheMiB)
+	}
+	if f.balance <= 0 {
+		c.badf("--balance-interval %v: want a positive duration", f.balance)
+	} else if err := (fetch.Config{BalanceInterval: f.balance}).Validate(); err != nil {
+		c.badf("--balance-interval %v: %v", f.balance, err)
+	}
+	f.origins = c.origins("cors-origins", f.cors)
+	c.logFormat(f.logFormat)
+	if err := c.err(); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q; see 'sluice fetch -h'", fs.Args())
+	if err := f.config().Validate(); err != nil {
+		return usageError{err: fmt.Errorf("the flags make an invalid fetch config: %w", err)}
 	}
-	if *table == "" || *cassandra == "" {
-		return errors.New("--catalog-table and --cassandra are required; see 'sluice fetch -h'")
-	}
-	tel, err := telemetry.New(telemetry.Config{Service: "fetch", Format: *logFormat, Output: stderr})
+	return nil
+}
+
+// config is the fetch service's config from the flags (Logger is set when
+// it starts).
+func (f *fetchFlags) config() fetch.Config {
+	cfg := fetch.Config{Address: f.advertise, BalanceInterval: f.balance}
+	cfg.Log.CacheBytes = f.cacheMiB << 20
+	return cfg
+}
+
+func runFetch(ctx context.Context, f fetchFlags, stdout, stderr io.Writer) error {
+	tel, err := telemetry.New(telemetry.Config{Service: "fetch", Format: f.logFormat, Output: stderr})
 	if err != nil {
 		return err
 	}
 	defer func() { _ = tel.Shutdown(context.Background()) }()
-	cat, err := dynamoCatalog(ctx, *table)
+	cat, err := dynamoCatalog(ctx, f.table)
 	if err != nil {
 		return err
 	}
-	bk, err := bkcassandra.Open(ctx, bkcassandra.Config{Hosts: strings.Split(*cassandra, ","), Keyspace: *keyspace,
-		Replication: bkcassandra.Replication{Factor: *rf}, Logger: tel.Logger})
+	bk, err := bkcassandra.Open(ctx, bkcassandra.Config{Hosts: f.hosts, Keyspace: f.keyspace,
+		Replication: bkcassandra.Replication{Factor: f.rf}, Logger: tel.Logger})
 	if err != nil {
-		return fmt.Errorf("open Cassandra bookkeeping at %s: %w (is Cassandra up? localstack/stack.sh up cassandra)", *cassandra, err)
+		return fmt.Errorf("open Cassandra bookkeeping at %s: %w (is Cassandra up? localstack/stack.sh up cassandra)", f.cassandra, err)
 	}
 	defer bk.Close()
 	ledgers, err := client.New(client.Config{Ledgers: cat, Bookies: cat, Logger: tel.Logger})
@@ -77,17 +151,14 @@ func runFetch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer ledgers.Close()
 	deps := fetch.Deps{Catalog: cat, Ledgers: ledgers, Bookkeeping: bk, Forward: fetch.Forwarder(clientHTTP)}
-	if *objects != "" {
-		if deps.Objects, err = objstore.Open(ctx, *objects); err != nil {
+	if f.objects != "" {
+		if deps.Objects, err = objstore.Open(ctx, f.objects); err != nil {
 			return err
 		}
 		defer deps.Objects.Close()
 	}
-	if *advertise == "" {
-		*advertise = *addr
-	}
-	fcfg := fetch.Config{Address: *advertise, BalanceInterval: *balance, Logger: tel.Logger}
-	fcfg.Log.CacheBytes = *cacheMiB << 20
+	fcfg := f.config()
+	fcfg.Logger = tel.Logger
 	svc, err := fetch.New(fcfg, deps)
 	if err != nil {
 		return err
@@ -96,21 +167,17 @@ func runFetch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	var origins []string
-	if *cors != "" {
-		origins = strings.Split(*cors, ",")
-	}
-	srv, err := rpcserver.New(rpcserver.Config{CORSOrigins: origins, Pprof: *pprofOn}, tel)
+	srv, err := rpcserver.New(rpcserver.Config{CORSOrigins: f.origins, Pprof: f.pprof}, tel)
 	if err != nil {
 		return err
 	}
 	srv.Handle(svc.Handler(srv.HandlerOptions()...))
 	srv.Handle(ad.Handler(srv.HandlerOptions()...))
-	ln, err := net.Listen("tcp", *addr)
+	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w (pick another with --addr)", *addr, err)
+		return fmt.Errorf("listen on %s: %w (pick another with --addr)", f.addr, err)
 	}
-	fmt.Fprintf(stdout, "sluice fetch listening on http://%s (catalog table %s, Cassandra %s)\n", ln.Addr(), *table, *cassandra)
+	fmt.Fprintf(stdout, "sluice fetch listening on http://%s (catalog table %s, Cassandra %s)\n", ln.Addr(), f.table, f.cassandra)
 
 	// Shutdown: sessions end first (members leave, their leases free at
 	// once), then the server drains.

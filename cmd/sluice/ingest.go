@@ -3,74 +3,124 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
 	"strings"
 	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/sluicemq/sluice/bookkeeper/client"
 	"github.com/sluicemq/sluice/internal/rpcserver"
 	"github.com/sluicemq/sluice/internal/telemetry"
+	"github.com/sluicemq/sluice/pkg/catalog"
 	"github.com/sluicemq/sluice/services/admin"
 	"github.com/sluicemq/sluice/services/ingest"
 )
 
-func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("sluice ingest", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	addr := fs.String("addr", "127.0.0.1:7421", "address to serve ProducerService and AdminService on (Connect, gRPC, gRPC-web; h2c)")
-	advertise := fs.String("advertise", "", "address other ingest copies forward to (default --addr)")
-	id := fs.String("id", "", "this copy's owner id in the catalog (default the advertised address)")
-	table := fs.String("catalog-table", "", "DynamoDB catalog table (endpoint and credentials from the AWS environment) (required)")
-	createTable := fs.Bool("create-table", false, "create the catalog table if it does not exist (development and benchmarks; deployments provision it with Terraform)")
-	ownerTTL := fs.Duration("owner-ttl", ingest.DefaultOwnerTTL, "how long this copy's partitions stay its own after its last heartbeat")
-	heartbeat := fs.Duration("heartbeat", ingest.DefaultHeartbeatInterval, "owner heartbeat interval (at most half of --owner-ttl)")
-	balanceEvery := fs.Duration("balance-interval", ingest.DefaultBalanceInterval, "how often to even out partitions with the other copies (negative: never)")
-	cors := fs.String("cors-origins", "", "comma-separated browser origins allowed to call")
-	logFormat := fs.String("log-format", "text", "log format: text or json")
-	pprofOn := fs.Bool("pprof", false, "serve Go's runtime profiles under /debug/pprof/ (benchmarks, diagnosis)")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: sluice ingest --catalog-table TABLE [flags]")
-		fmt.Fprintln(stderr)
-		fmt.Fprintln(stderr, "Runs one ingest copy: the produce path. Copies share partitions through writer leases in")
-		fmt.Fprintln(stderr, "the catalog; any copy accepts any produce and forwards it to the partition's owner.")
-		fmt.Fprintln(stderr, "Bookies must register in the same catalog (sluice bookie --catalog-table).")
-		fmt.Fprintln(stderr)
-		fs.PrintDefaults()
+// ingestFlags are `sluice ingest`'s flags.
+type ingestFlags struct {
+	addr, advertise, id string
+	table               string
+	createTable         bool
+	ownerTTL, heartbeat time.Duration
+	balance             time.Duration
+	cors                string
+	logFormat           string
+	pprof               bool
+
+	origins []string // from cors, by check
+}
+
+func newIngestCmd() *cobra.Command {
+	var f ingestFlags
+	cmd := &cobra.Command{
+		Use:   "ingest --catalog-table TABLE",
+		Short: "run an ingest copy (the produce path) against a DynamoDB catalog",
+		Long: `Runs one ingest copy: the produce path (ProducerService) and the topic half of the admin
+API. Copies share partitions through writer leases in the catalog; any copy accepts any
+produce and forwards it to the partition's owner. Bookies must register in the same
+catalog (sluice bookie --catalog-table).`,
+		Args:    noArgs,
+		PreRunE: func(*cobra.Command, []string) error { return f.check() },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runIngest(cmd.Context(), f, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
+	fs := cmd.Flags()
+	fs.StringVar(&f.addr, "addr", "127.0.0.1:7421", "address to serve ProducerService and AdminService on (Connect, gRPC, gRPC-web; h2c)")
+	fs.StringVar(&f.advertise, "advertise", "", "address other ingest copies forward to (default --addr)")
+	fs.StringVar(&f.id, "id", "", "this copy's owner id in the catalog (default the advertised address, with - for : and .)")
+	fs.StringVar(&f.table, "catalog-table", "", "DynamoDB catalog table (endpoint and credentials from the AWS environment) (required)")
+	fs.BoolVar(&f.createTable, "create-table", false, "create the catalog table if it does not exist (development and benchmarks; deployments provision it with Terraform)")
+	fs.DurationVar(&f.ownerTTL, "owner-ttl", ingest.DefaultOwnerTTL, "how long this copy's partitions stay its own after its last heartbeat")
+	fs.DurationVar(&f.heartbeat, "heartbeat", ingest.DefaultHeartbeatInterval, "owner heartbeat interval (at most half of --owner-ttl)")
+	fs.DurationVar(&f.balance, "balance-interval", ingest.DefaultBalanceInterval, "how often to even out partitions with the other copies (negative: never)")
+	fs.StringVar(&f.cors, "cors-origins", "", "comma-separated browser origins allowed to call")
+	logFormatFlag(cmd, &f.logFormat)
+	fs.BoolVar(&f.pprof, "pprof", false, "serve Go's runtime profiles under /debug/pprof/ (benchmarks, diagnosis)")
+	return cmd
+}
+
+// check checks the flags and fills in the defaults that depend on others
+// (--advertise, --id).
+func (f *ingestFlags) check() error {
+	var c flagCheck
+	c.listenAddr("addr", f.addr)
+	c.advertiseAddr("advertise", f.advertise)
+	if f.advertise == "" {
+		f.advertise = f.addr
+	}
+	if f.id == "" {
+		f.id = strings.NewReplacer(":", "-", ".", "-").Replace(f.advertise)
+	}
+	c.catalogID("id", f.id)
+	c.required("catalog-table", f.table)
+	if f.ownerTTL < catalog.MinHeartbeatTTL || f.ownerTTL > catalog.MaxHeartbeatTTL {
+		c.badf("--owner-ttl %v: want %v..%v", f.ownerTTL, catalog.MinHeartbeatTTL, catalog.MaxHeartbeatTTL)
+	}
+	if f.heartbeat <= 0 || 2*f.heartbeat > f.ownerTTL {
+		c.badf("--heartbeat %v: want a positive duration up to half of --owner-ttl (%v)", f.heartbeat, f.ownerTTL)
+	}
+	if f.balance == 0 {
+		c.badf("--balance-interval 0s: want a positive interval, or a negative one for never")
+	}
+	f.origins = c.origins("cors-origins", f.cors)
+	c.logFormat(f.logFormat)
+	if err := c.err(); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q; see 'sluice ingest -h'", fs.Args())
+	if err := f.config().Validate(); err != nil {
+		return usageError{err: fmt.Errorf("the flags make an invalid ingest config: %w", err)}
 	}
-	if *table == "" {
-		return errors.New("--catalog-table is required; see 'sluice ingest -h'")
+	return nil
+}
+
+// config is the ingest service's config from the flags (Logger is set
+// when it starts).
+func (f *ingestFlags) config() ingest.Config {
+	return ingest.Config{
+		OwnerID: f.id, Address: f.advertise, OwnerTTL: f.ownerTTL, HeartbeatInterval: f.heartbeat,
+		BalanceInterval: f.balance,
 	}
-	if *advertise == "" {
-		*advertise = *addr
-	}
-	if *id == "" {
-		*id = strings.NewReplacer(":", "-", ".", "-").Replace(*advertise)
-	}
-	tel, err := telemetry.New(telemetry.Config{Service: "ingest", Format: *logFormat, Output: stderr})
+}
+
+func runIngest(ctx context.Context, f ingestFlags, stdout, stderr io.Writer) error {
+	tel, err := telemetry.New(telemetry.Config{Service: "ingest", Format: f.logFormat, Output: stderr})
 	if err != nil {
 		return err
 	}
 	defer func() { _ = tel.Shutdown(context.Background()) }()
 
-	cat, err := dynamoCatalog(ctx, *table)
+	cat, err := dynamoCatalog(ctx, f.table)
 	if err != nil {
 		return err
 	}
-	if *createTable {
+	if f.createTable {
 		if err := cat.EnsureTable(ctx); err != nil {
-			return fmt.Errorf("create catalog table %s: %w", *table, err)
+			return fmt.Errorf("create catalog table %s: %w", f.table, err)
 		}
 	}
 	ledgers, err := client.New(client.Config{Ledgers: cat, Bookies: cat, Logger: tel.Logger})
@@ -78,10 +128,9 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer ledgers.Close()
-	svc, err := ingest.New(ingest.Config{
-		OwnerID: *id, Address: *advertise, OwnerTTL: *ownerTTL, HeartbeatInterval: *heartbeat,
-		BalanceInterval: *balanceEvery, Logger: tel.Logger,
-	}, ingest.Deps{Catalog: cat, Ledgers: ingest.LedgerClient(ledgers), Forward: ingest.Forwarder(clientHTTP)})
+	cfg := f.config()
+	cfg.Logger = tel.Logger
+	svc, err := ingest.New(cfg, ingest.Deps{Catalog: cat, Ledgers: ingest.LedgerClient(ledgers), Forward: ingest.Forwarder(clientHTTP)})
 	if err != nil {
 		return err
 	}
@@ -89,22 +138,18 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	var origins []string
-	if *cors != "" {
-		origins = strings.Split(*cors, ",")
-	}
-	srv, err := rpcserver.New(rpcserver.Config{CORSOrigins: origins, Pprof: *pprofOn}, tel)
+	srv, err := rpcserver.New(rpcserver.Config{CORSOrigins: f.origins, Pprof: f.pprof}, tel)
 	if err != nil {
 		return err
 	}
 	srv.Handle(svc.Handler(srv.HandlerOptions()...))
 	srv.Handle(ad.Handler(srv.HandlerOptions()...))
 	srv.Gate(svc.Ready()) // NOT_SERVING until a restarted copy took back its partitions
-	ln, err := net.Listen("tcp", *addr)
+	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w (pick another with --addr)", *addr, err)
+		return fmt.Errorf("listen on %s: %w (pick another with --addr)", f.addr, err)
 	}
-	fmt.Fprintf(stdout, "sluice ingest %s listening on http://%s (catalog table %s)\n", *id, ln.Addr(), *table)
+	fmt.Fprintf(stdout, "sluice ingest %s listening on http://%s (catalog table %s)\n", f.id, ln.Addr(), f.table)
 
 	// Shutdown: stop taking requests... the ingest service hands its
 	// partitions over first (so other copies take them at once), then the

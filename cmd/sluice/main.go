@@ -1,40 +1,33 @@
-// Command sluice is Sluice's one binary: servers (dev, and later bookie,
-// ingest, fetch, compactor) and client commands.
+// Command sluice is Sluice's one binary: the servers (dev, bookie, ingest,
+// fetch, compactor), the client commands (topic, produce, consume, group)
+// and the benchmarks.
 //
-// Run `sluice help` for the list of commands.
+// Run `sluice help` for the list of commands and `sluice COMMAND --help`
+// for one command's flags. The commands are cobra commands: flags go
+// before or after the arguments, `--` ends the flags, and every command
+// checks its whole command line before it touches a file or the network.
+// Exit codes: 0 done, 1 failed while running, 2 a command line that
+// cannot run (unknown command or flag, missing or surplus argument, a
+// value out of range).
+//
+// File map: main.go the command tree and exit codes; cli.go usage errors
+// and flag checks; one file per command (clientcmds.go: topic and
+// produce; consumecmds.go: consume and group; bench.go and
+// benchledger.go: the benchmarks).
 package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
+
+	"github.com/spf13/cobra"
 )
-
-// command is one subcommand.
-type command struct {
-	name    string
-	summary string
-	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
-}
-
-func commands() []command {
-	return []command{
-		{"dev", "run Sluice in one process with no dependencies (partial: see README status)", runDev},
-		{"bookie", "run a ledger storage node (bookie)", runBookie},
-		{"ingest", "run an ingest copy (the produce path) against a DynamoDB catalog", runIngest},
-		{"fetch", "run a fetch copy (the consume path) against a DynamoDB catalog and Cassandra", runFetch},
-		{"compactor", "run the compactor (offload to object storage, retention) against a DynamoDB catalog", runCompactor},
-		{"topic", "create, describe, list or delete topics", runTopic},
-		{"produce", "produce records (arguments or stdin), or a load run with --count", runProduce},
-		{"consume", "print a topic's records, directly or as a member of a consumer group", runConsume},
-		{"group", "list, describe or reset consumer groups", runGroup},
-		{"bench", "run a benchmark workload (Kafka; Sluice soon); 'sluice bench ledger' benchmarks the ledger tier", runBench},
-		{"version", "print the version", runVersion},
-	}
-}
 
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
@@ -46,36 +39,165 @@ func main() {
 	os.Exit(code)
 }
 
+// run runs the command line args and returns the exit code: 0, 1 for an
+// error while running (printed as "sluice COMMAND: error"), 2 for a usage
+// error (printed with a pointer to the command's help).
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-		usage(stdout)
+	return execute(ctx, newRoot(stdout, stderr), args)
+}
+
+// execute is run with the command tree given.
+func execute(ctx context.Context, root *cobra.Command, args []string) int {
+	stderr := root.ErrOrStderr()
+	// started: cobra parsed the command line and the command's own checks
+	// run next. Errors before that (cobra's own: an unknown flag of its
+	// completion command, say) are usage errors too.
+	started := false
+	root.PersistentPreRun = func(*cobra.Command, []string) { started = true }
+	if args == nil {
+		args = []string{} // nil makes cobra read os.Args
+	}
+	root.SetArgs(args)
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil {
 		return 0
 	}
-	for _, c := range commands() {
-		if c.name == args[0] {
-			if err := c.run(ctx, args[1:], stdout, stderr); err != nil {
-				fmt.Fprintf(stderr, "sluice %s: %v\n", c.name, err)
-				return 1
-			}
-			return 0
-		}
+	if cmd == nil {
+		cmd = root
 	}
-	fmt.Fprintf(stderr, "sluice: unknown command %q; run 'sluice help' for the list\n", args[0])
+	// Every line of the error (joined errors: one problem a line) starts
+	// with the command.
+	for line := range strings.SplitSeq(err.Error(), "\n") {
+		fmt.Fprintf(stderr, "%s: %s\n", cmd.CommandPath(), line)
+	}
+	var ue usageError
+	if !errors.As(err, &ue) && started {
+		return 1
+	}
+	if ue.hint == "" {
+		ue.hint = fmt.Sprintf("Run '%s --help' for usage.", cmd.CommandPath())
+	}
+	fmt.Fprintln(stderr, ue.hint)
 	return 2
 }
 
-func usage(w io.Writer) {
-	fmt.Fprintln(w, "Sluice - a distributed, replicated log and message queue.")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Usage: sluice <command> [flags]   (sluice <command> -h for its flags)")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Commands:")
-	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
+// Command groups of `sluice help`.
+const (
+	groupServers = "servers"
+	groupClients = "clients"
+	groupOther   = "other"
+)
+
+// newRoot builds the command tree, writing to stdout and stderr. It is
+// built afresh for every run: cobra commands keep the flags they parsed.
+func newRoot(stdout, stderr io.Writer) *cobra.Command {
+	root := holdsCommands(&cobra.Command{
+		Use:   "sluice",
+		Short: "Sluice - a distributed, replicated log and message queue",
+		Long: `Sluice - a distributed, replicated log and message queue.
+
+One binary for the servers, the client commands and the benchmarks. Every
+command takes --help. Flags go before or after a command's arguments; --
+ends the flags (sluice produce --topic t -- --not-a-flag).`,
+		SilenceErrors: true, // run prints them, with the exit code's rules
+		SilenceUsage:  true,
+	})
+	root.SetOut(stdout) // before the completion commands: they keep it
+	root.SetErr(stderr)
+	root.SetFlagErrorFunc(flagError)
+	root.AddGroup(
+		&cobra.Group{ID: groupServers, Title: "Servers:"},
+		&cobra.Group{ID: groupClients, Title: "Client commands:"},
+		&cobra.Group{ID: groupOther, Title: "Other commands:"},
+	)
+	add := func(group string, cmds ...*cobra.Command) {
+		for _, c := range cmds {
+			c.GroupID = group
+			root.AddCommand(c)
+		}
+	}
+	add(groupServers,
+		newDevCmd(),
+		newBookieCmd(),
+		newIngestCmd(),
+		newFetchCmd(),
+		newCompactorCmd())
+	add(groupClients,
+		newTopicCmd(),
+		newProduceCmd(produce),
+		newConsumeCmd(consume),
+		newGroupCmd())
+	add(groupOther, newBenchCmd(), newVersionCmd())
+	root.SetHelpCommand(newHelpCmd())
+	root.SetHelpCommandGroupID(groupOther)
+	root.SetCompletionCommandGroupID(groupOther)
+	// cobra adds these two when it executes; added now, the tree is whole
+	// (for the tests that walk it) and completion behaves like topic.
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd()
+	if c, _, err := root.Find([]string{"completion"}); err == nil && c != root {
+		c.Short = "print the shell completion script for bash, zsh, fish or powershell"
+		holdsCommands(c)
+		for _, sh := range c.Commands() {
+			sh.Short = "print the " + sh.Name() + " completion script (its help says how to load it)"
+		}
+	}
+	// No command takes file names as arguments: complete none.
+	var noFiles func(*cobra.Command)
+	noFiles = func(c *cobra.Command) {
+		if c.ValidArgsFunction == nil {
+			c.ValidArgsFunction = cobra.NoFileCompletions
+		}
+		for _, sub := range c.Commands() {
+			noFiles(sub)
+		}
+	}
+	noFiles(root)
+	return root
+}
+
+// newHelpCmd replaces cobra's help command, which prints the root's help
+// and succeeds for a command that does not exist.
+func newHelpCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "help [COMMAND]...",
+		Short: "print the list of commands, or one command's help",
+		Long:  "Prints the list of commands, or with a command (sluice help topic create) its help, the same as its --help.",
+		ValidArgsFunction: func(c *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+			cmd, _, err := c.Root().Find(args)
+			if err != nil {
+				return nil, cobra.ShellCompDirectiveNoFileComp
+			}
+			var out []cobra.Completion
+			for _, sub := range cmd.Commands() {
+				if sub.IsAvailableCommand() && strings.HasPrefix(sub.Name(), toComplete) {
+					out = append(out, cobra.CompletionWithDesc(sub.Name(), sub.Short))
+				}
+			}
+			return out, cobra.ShellCompDirectiveNoFileComp
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			cmd, rest, err := c.Root().Find(args)
+			if err != nil {
+				return usageError{err: err}
+			}
+			if len(rest) > 0 {
+				return unknownCommand(cmd, rest[0])
+			}
+			cmd.InitDefaultHelpFlag() // so that its flags list shows --help
+			return cmd.Help()
+		},
 	}
 }
 
-func runVersion(_ context.Context, _ []string, stdout, _ io.Writer) error {
-	fmt.Fprintf(stdout, "sluice %s\n", version)
-	return nil
+func newVersionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "print the version",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "sluice %s\n", version)
+			return err
+		},
+	}
 }

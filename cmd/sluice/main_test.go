@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"os"
 	"regexp"
 	"strings"
 	"sync"
@@ -25,14 +26,25 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 }
 func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
+// `sluice`, `sluice help`, --help and -h print the list of commands, each
+// with its summary, on stdout.
 func TestHelpListsCommands(t *testing.T) {
-	var out bytes.Buffer
-	if code := run(context.Background(), []string{"help"}, &out, io.Discard); code != 0 {
-		t.Fatalf("exit %d", code)
-	}
-	for _, c := range commands() {
-		if !strings.Contains(out.String(), c.name) {
-			t.Errorf("help lacks %q:\n%s", c.name, out.String())
+	names := []string{"dev", "bookie", "ingest", "fetch", "compactor", "topic", "produce", "consume", "group",
+		"bench", "version", "completion", "help"}
+	for _, args := range [][]string{nil, {"help"}, {"--help"}, {"-h"}} {
+		var out, errOut bytes.Buffer
+		if code := run(context.Background(), args, &out, &errOut); code != 0 || errOut.Len() > 0 {
+			t.Fatalf("%q: exit %d, stderr %q", args, code, errOut.String())
+		}
+		for _, name := range names {
+			if !regexp.MustCompile(`(?m)^  ` + name + ` +\S`).MatchString(out.String()) {
+				t.Errorf("%q: help lacks command %q:\n%s", args, name, out.String())
+			}
+		}
+		for _, c := range newRoot(io.Discard, io.Discard).Commands() {
+			if c.Short == "" || !strings.Contains(out.String(), c.Short) {
+				t.Errorf("%q: help lacks the summary of %s (%q)", args, c.Name(), c.Short)
+			}
 		}
 	}
 }
@@ -65,13 +77,17 @@ func TestTopicFlagsBeforeOrAfterTheName(t *testing.T) {
 	}
 }
 
-// --journal-recycle-files reaches the journal's config: above its bound,
-// the bookie refuses to start and says which setting; 0 turns reuse off.
+// --journal-recycle-files is checked with the journal's own bound before
+// the bookie opens anything; 0 turns reuse off.
 func TestBookieJournalRecycleFlag(t *testing.T) {
+	dir := t.TempDir()
 	var errOut bytes.Buffer
-	code := run(context.Background(), []string{"bookie", "--dir", t.TempDir(), "--journal-recycle-files", "65"}, io.Discard, &errOut)
-	if code == 0 || !strings.Contains(errOut.String(), "RecycleFiles 65") {
-		t.Fatalf("exit %d, stderr %q; want the journal's RecycleFiles bound", code, errOut.String())
+	code := run(context.Background(), []string{"bookie", "--dir", dir, "--journal-recycle-files", "65"}, io.Discard, &errOut)
+	if code != 2 || !strings.Contains(errOut.String(), "--journal-recycle-files 65: journal config: RecycleFiles 65 above 64") {
+		t.Fatalf("exit %d, stderr %q; want 2 and the journal's RecycleFiles bound", code, errOut.String())
+	}
+	if ents, err := os.ReadDir(dir); err != nil || len(ents) > 0 {
+		t.Fatalf("the refused bookie touched its directory: %v, %v", ents, err)
 	}
 	if recycleFiles(0) >= 0 || recycleFiles(-3) >= 0 || recycleFiles(7) != 7 {
 		t.Fatalf("recycleFiles: 0 -> %d, -3 -> %d, 7 -> %d", recycleFiles(0), recycleFiles(-3), recycleFiles(7))
