@@ -261,3 +261,43 @@ func TestCorruptGroupRecordIsRefused(t *testing.T) {
 		t.Fatal("a corrupt group record was overwritten")
 	}
 }
+
+// TestUpgradeFromFormat2: a store written by a format-2 binary (partition
+// records of version 1, offsets without topic ids) opens as format 3 without
+// rewriting them, and they read as offsets without a topic id.
+func TestUpgradeFromFormat2(t *testing.T) {
+	fs := vfs.NewMem()
+	db, err := pebble.Open("/db", &pebble.Options{FS: fs, Logger: pebblelog.New(slog.New(slog.DiscardHandler))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// owner "m", epoch 2, offset 42, metadata "x", commit epoch 2.
+	v1Partition := reseal(kindPartition, []byte{1, 'm', 4, 84, 1, 'x', 4})
+	for _, kv := range []struct {
+		k, v []byte
+	}{
+		{formatKey, formatRecord{version: 2}.encode()},
+		{groupKey("g"), groupRecord{}.encode()},
+		{partitionKey("g", "orders", 3), v1Partition},
+	} {
+		if err := db.Set(kv.k, kv.v, pebble.Sync); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s := openMem(t, fs)
+	if v, _ := s.get(formatKey); !bytes.Equal(v, formatRecord{version: storeFormat}.encode()) {
+		t.Fatalf("format record after the upgrade: %v", v)
+	}
+	if v, _ := s.get(partitionKey("g", "orders", 3)); !bytes.Equal(v, v1Partition) {
+		t.Fatal("the upgrade rewrote a version 1 partition record")
+	}
+	r, ok, err := s.partition(partitionKey("g", "orders", 3))
+	want := partitionRecord{owner: "m", epoch: 2, offset: 42, metadata: "x", commitEpoch: 2}
+	if err != nil || !ok || r != want {
+		t.Fatalf("version 1 partition record after the upgrade = %+v (found %v), %v; want %+v", r, ok, err, want)
+	}
+}
