@@ -86,9 +86,9 @@ func TestIntegrationCassandraMigratesFromV1(t *testing.T) {
 
 	s := openStore(t, cfg)
 	got := appliedVersions(t, raw)
-	if len(got) != 3 || got[1].description != "001_consumer_groups.cql" || got[2].description != "001_producer_ids.cql" ||
-		got[3].description != "001_groups_and_member_topics.cql" {
-		t.Fatalf("schema_version after Open = %+v, want v1, v2 and v3 with their files", got)
+	if len(got) != 4 || got[1].description != "001_consumer_groups.cql" || got[2].description != "001_producer_ids.cql" ||
+		got[3].description != "001_groups_and_member_topics.cql" || got[4].description != "001_committed_topic_id.cql" {
+		t.Fatalf("schema_version after Open = %+v, want v1 to v4 with their files", got)
 	}
 	// v3 listed the groups v1 stored, and reads v1 members.
 	if gs, more, err := s.ListGroups(ctx, "", 10); err != nil || more || !slices.Equal(gs, []string{"old-group", "old-members"}) {
