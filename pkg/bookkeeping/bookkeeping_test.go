@@ -44,7 +44,7 @@ func TestValidateName(t *testing.T) {
 }
 
 func TestCommitValidateAcceptsTheLimits(t *testing.T) {
-	c := bookkeeping.Commit{Group: "g", Topic: "t", Member: "m"}
+	c := bookkeeping.Commit{Group: "g", Topic: "t", TopicID: strings.Repeat("i", bookkeeping.MaxNameBytes), Member: "m"}
 	for p := range int32(bookkeeping.MaxCommitPartitions) {
 		c.Offsets = append(c.Offsets, bookkeeping.PartitionOffset{
 			Partition: p * 64, Offset: bookkeeping.MaxOffset, Epoch: 1, Metadata: strings.Repeat("x", bookkeeping.MaxMetadataBytes),

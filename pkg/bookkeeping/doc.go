@@ -40,6 +40,22 @@
 // rejected with an [*OffsetRegressionError]); only [Offsets.Reset] moves them
 // back.
 //
+// # Topic incarnations
+//
+// A topic deleted and created again under the same name is a new
+// incarnation with a new id (the catalog's TopicID; KIP-516 in Kafka), and
+// it starts with no records and no group offsets. Every Commit and Reset
+// names the incarnation ([Commit.TopicID], required) and every committed
+// offset is stored with it ([Committed.TopicID]). The "never backwards" rule
+// holds within an incarnation: a commit whose TopicID differs from the
+// stored offset's replaces that offset whatever its value, because it
+// belongs to a deleted incarnation. Offsets stored before ids were recorded
+// have TopicID "" — an unknown incarnation, replaced the same way by the
+// first commit. Leases are keyed by topic name and do not change with the
+// incarnation; neither does fencing. The store only compares ids: it cannot
+// tell an older incarnation from a newer one, so the reader decides what a
+// stored offset of an id other than the live topic's means (as none).
+//
 // # Standalone commits and resets
 //
 // A commit with no member (Member "" and every epoch 0) is a standalone

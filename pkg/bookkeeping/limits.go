@@ -9,8 +9,8 @@ import (
 // rejects the same inputs with the same *ValidationError — and they keep each
 // call's work and each stored row bounded.
 const (
-	// MaxNameBytes bounds group names, topic names, member ids and
-	// transactional ids (UTF-8 bytes). Kafka allows 249 for topics and has no
+	// MaxNameBytes bounds group names, topic names, topic ids, member ids
+	// and transactional ids (UTF-8 bytes). Kafka allows 249 for topics and has no
 	// stated bound for group ids; 255 covers both.
 	MaxNameBytes = 255
 

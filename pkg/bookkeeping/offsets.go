@@ -9,6 +9,14 @@ import (
 // topic — one call, applied atomically or not at all.
 type Commit struct {
 	Group, Topic string
+	// TopicID is the id of the topic incarnation the offsets belong to (the
+	// catalog's TopicID of the topic the records were read from): a topic
+	// deleted and created again under the same name has a new id, and its
+	// offsets start afresh (see Offsets.Commit). Required, bounded like a
+	// name. It is a plain string, not catalog.TopicID, because bookkeeping
+	// imports nothing of Sluice (a contract of its own, usable without the
+	// catalog); the store only compares ids for equality.
+	TopicID string
 	// Member is the committing member, or "" for a standalone commit (see
 	// the package doc: allowed only while the group has no live members).
 	Member  string
@@ -36,6 +44,13 @@ type Committed struct {
 	// Epoch is the lease epoch the offset was committed under; 0 for a
 	// standalone commit or Reset.
 	Epoch int64
+	// TopicID is the Commit.TopicID the offset was committed with: the
+	// topic incarnation it belongs to. It is "" for an offset committed
+	// before stores recorded ids (Cassandra schema v3 and older, embedded
+	// partition records of version 1): the incarnation is unknown, and the
+	// caller decides what that means (it may be the live incarnation's
+	// offset, or a deleted one's).
+	TopicID string
 }
 
 // GroupOffset is a committed offset in a listing of a whole group.
@@ -54,37 +69,60 @@ type Cursor struct {
 }
 
 // Offsets stores committed offsets, fenced by the lease epochs of Leases.
+//
+// Committed offsets are keyed by (group, topic name, partition) and each
+// carries the TopicID of the topic incarnation it was committed for (issue
+// 30, "Topic identity": a re-created topic is a new id — no old records, no
+// old group offsets). Leases are keyed by name only: a lease and its epochs
+// survive a re-creation, and fencing works across it unchanged.
 type Offsets interface {
 	// Commit applies c atomically. With a member, every partition must be
 	// leased to c.Member at the given epoch, else nothing changes and the
 	// error is a *FencedError naming the partitions that are not. An offset
-	// lower than the committed one fails the whole commit with an
+	// lower than the committed one of the same incarnation (stored TopicID
+	// equal to c.TopicID) fails the whole commit with an
 	// *OffsetRegressionError; an equal offset is accepted (retries are
-	// harmless) and replaces the metadata. Without a member (standalone)
-	// the group must have no live members, else ErrConflict; the touched
-	// leases lose their (non-live) owners. Errors: also *ValidationError.
+	// harmless) and replaces the metadata. A partition whose stored offset
+	// has another TopicID — or none, written before ids were stored — is
+	// replaced whatever its value: that offset belongs to a deleted
+	// incarnation (or an unknown one) and says nothing about this one's
+	// positions. Every written offset takes c.TopicID. Without a member
+	// (standalone) the group must have no live members, else ErrConflict;
+	// the touched leases lose their (non-live) owners; the regression rule
+	// is the same. Errors: also *ValidationError (c.TopicID "" is refused,
+	// field "topicID").
+	//
+	// Ids are not ordered, so the store cannot tell a newer incarnation
+	// from an older one: a commit carrying a deleted incarnation's id (a
+	// caller with a stale view of the topic) replaces the live one's offset
+	// like any other change of id. Callers pass the id of the incarnation
+	// they read the records from, and treat a stored offset whose TopicID is
+	// not the live topic's as no offset.
 	Commit(ctx context.Context, c Commit) error
 
 	// Reset sets offsets like a standalone commit (c.Member "", epochs 0)
-	// but may move them backwards. Allowed only while the group has no live
+	// but may move them backwards; every written offset takes c.TopicID
+	// (required, like Commit's). Allowed only while the group has no live
 	// members, else ErrConflict. Errors: also *ValidationError.
 	Reset(ctx context.Context, c Commit) error
 
-	// FetchOffset returns the committed offset of a partition. Errors:
-	// ErrNotFound when nothing was committed; *ValidationError.
+	// FetchOffset returns the committed offset of a partition with the
+	// TopicID it was committed for ("" when committed before ids were
+	// stored). Errors: ErrNotFound when nothing was committed;
+	// *ValidationError.
 	FetchOffset(ctx context.Context, group, topic string, partition int32) (Committed, error)
 
 	// ListOffsets returns up to limit committed offsets of group ordered by
-	// (topic, partition), starting strictly after the cursor after; more
-	// reports whether entries remain (continue from the last one returned).
-	// Errors: *ValidationError (limit in [1, MaxListLimit], after not
-	// valid).
+	// (topic, partition), starting strictly after the cursor after, each
+	// with its TopicID as FetchOffset returns it; more reports whether
+	// entries remain (continue from the last one returned). Errors:
+	// *ValidationError (limit in [1, MaxListLimit], after not valid).
 	ListOffsets(ctx context.Context, group string, after Cursor, limit int) (offsets []GroupOffset, more bool, err error)
 }
 
-// Validate checks c as a Commit: names, 1..MaxCommitPartitions distinct
-// partitions, offsets, metadata, and epochs — all ≥ 1 with a member, all 0
-// without one.
+// Validate checks c as a Commit: names, a non-empty topic id,
+// 1..MaxCommitPartitions distinct partitions, offsets, metadata, and epochs
+// — all ≥ 1 with a member, all 0 without one.
 func (c Commit) Validate() error { return c.validate(false) }
 
 // ValidateReset checks c as a Reset: like Validate, but c.Member must be "".
@@ -95,6 +133,9 @@ func (c Commit) validate(reset bool) error {
 		return err
 	}
 	if err := ValidateName("topic", c.Topic); err != nil {
+		return err
+	}
+	if err := ValidateTopicID("topicID", c.TopicID); err != nil {
 		return err
 	}
 	standalone := c.Member == ""

@@ -36,6 +36,17 @@ func nameProblem(name string) string {
 	return ""
 }
 
+// ValidateTopicID checks the id of a topic incarnation (Commit.TopicID):
+// required, and bounded like a name (1..MaxNameBytes bytes of valid UTF-8
+// without control characters). The catalog's ids are shorter (hex); the
+// store only compares them, so it asks no more than it must store safely.
+func ValidateTopicID(field, id string) error {
+	if reason := nameProblem(id); reason != "" {
+		return invalid(field, "%s", reason)
+	}
+	return nil
+}
+
 // ValidateTopics checks a member's topic list: at most MaxMemberTopics
 // distinct valid topic names. Every problem is reported for field itself,
 // the reason naming the index (the list is one field of the member).

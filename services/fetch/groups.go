@@ -182,7 +182,7 @@ func (g *GroupAdmin) ResetGroupOffsets(ctx context.Context, req *connect.Request
 	if len(members) > 0 && !m.DryRun {
 		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("group %q has %d live members; stop its consumers before resetting offsets", m.Group, len(members)))
 	}
-	c := bookkeeping.Commit{Group: m.Group, Topic: m.Topic}
+	c := bookkeeping.Commit{Group: m.Group, Topic: m.Topic, TopicID: string(t.ID)}
 	resp := &sluicev1.ResetGroupOffsetsResponse{}
 	for i, p := range parts {
 		if i > 0 && parts[i-1] == p {

@@ -59,6 +59,15 @@ func (e *env) member(group, name string, timeout time.Duration) string {
 // longLived is a session timeout no test outlives.
 const longLived = 10 * time.Minute
 
+// tid is the topic id (Commit.TopicID) of every commit of a test that is
+// not about topic incarnations; tidA and tidB are two incarnations of one
+// topic for the tests that are.
+const (
+	tid  = "topic-id-1"
+	tidA = "6f1c0a2e9b7d4c35a8e21f0d3b4c5a69"
+	tidB = "0d9e8f7a6b5c4d3e2f1a0b9c8d7e6f5a"
+)
+
 func (e *env) acquire(group, topic string, p int32, member string) int64 {
 	e.t.Helper()
 	epoch, err := e.Leases.Acquire(e.ctx, group, topic, p, member)

@@ -113,12 +113,12 @@ func testJoinListsGroupsInOrder(t *testing.T, e *env) {
 // never had a member.
 func testOffsetsListGroups(t *testing.T, e *env) {
 	committed, reset, joined := e.group("commit"), e.group("reset"), e.group("joined")
-	e.commit(bookkeeping.Commit{Group: committed, Topic: "orders", Offsets: []bookkeeping.PartitionOffset{po(0, 5, 0)}})
-	if err := e.Offsets.Reset(e.ctx, bookkeeping.Commit{Group: reset, Topic: "orders", Offsets: []bookkeeping.PartitionOffset{po(3, 0, 0)}}); err != nil {
+	e.commit(bookkeeping.Commit{Group: committed, Topic: "orders", TopicID: tid, Offsets: []bookkeeping.PartitionOffset{po(0, 5, 0)}})
+	if err := e.Offsets.Reset(e.ctx, bookkeeping.Commit{Group: reset, Topic: "orders", TopicID: tid, Offsets: []bookkeeping.PartitionOffset{po(3, 0, 0)}}); err != nil {
 		t.Fatalf("Reset: %v", err)
 	}
 	m := e.member(joined, "m", longLived)
-	e.commit(bookkeeping.Commit{Group: joined, Topic: "orders", Member: m, Offsets: []bookkeeping.PartitionOffset{po(0, 1, e.acquire(joined, "orders", 0, m))}})
+	e.commit(bookkeeping.Commit{Group: joined, Topic: "orders", TopicID: tid, Member: m, Offsets: []bookkeeping.PartitionOffset{po(0, 1, e.acquire(joined, "orders", 0, m))}})
 
 	want := []string{committed, joined, reset}
 	if got := e.ownGroups(2); !slices.Equal(got, want) {
@@ -146,9 +146,9 @@ func testReadsListNothing(t *testing.T, e *env) {
 	_, err = e.Leases.Acquire(e.ctx, g, topic, 0, "nobody")
 	wantErr(t, "Acquire by nobody", err, bookkeeping.ErrNotFound)
 	wantFenced(t, "Release by nobody", e.Leases.Release(e.ctx, g, topic, 0, "nobody", 1), 0)
-	wantFenced(t, "Commit by nobody", e.Offsets.Commit(e.ctx, bookkeeping.Commit{Group: g, Topic: topic, Member: "nobody", Offsets: []bookkeeping.PartitionOffset{po(0, 1, 1)}}), 0)
+	wantFenced(t, "Commit by nobody", e.Offsets.Commit(e.ctx, bookkeeping.Commit{Group: g, Topic: topic, TopicID: tid, Member: "nobody", Offsets: []bookkeeping.PartitionOffset{po(0, 1, 1)}}), 0)
 	wantValidation(t, "Join with a bad topic", e.Members.Join(e.ctx, g, bookkeeping.Member{ID: "m", SessionTimeout: longLived, Topics: []string{""}}), "member.topics")
-	wantValidation(t, "Reset without offsets", e.Offsets.Reset(e.ctx, bookkeeping.Commit{Group: g, Topic: topic}), "offsets")
+	wantValidation(t, "Reset without offsets", e.Offsets.Reset(e.ctx, bookkeeping.Commit{Group: g, Topic: topic, TopicID: tid}), "offsets")
 
 	if got := e.ownGroups(10); len(got) != 0 {
 		t.Fatalf("ListGroups = %q, want none of this test's groups", got)

@@ -125,7 +125,7 @@ func testExpiryThenSteal(t *testing.T, e *env) {
 	a := e.member(g, "a", e.Timing.SessionTimeout)
 	b := e.member(g, "b", longLived)
 	epA := e.acquire(g, topic, 0, a)
-	e.commit(bookkeeping.Commit{Group: g, Topic: topic, Member: a, Offsets: []bookkeeping.PartitionOffset{{Partition: 0, Offset: 10, Epoch: epA}}})
+	e.commit(bookkeeping.Commit{Group: g, Topic: topic, TopicID: tid, Member: a, Offsets: []bookkeeping.PartitionOffset{{Partition: 0, Offset: 10, Epoch: epA}}})
 
 	_, err := e.Leases.Acquire(e.ctx, g, topic, 0, b)
 	wantErr(t, "steal from a live member", err, bookkeeping.ErrLeaseHeld)
@@ -134,13 +134,13 @@ func testExpiryThenSteal(t *testing.T, e *env) {
 
 	// Nobody took the lease yet: the expired holder's commit is no zombie
 	// commit (no other owner existed since) and is accepted.
-	e.commit(bookkeeping.Commit{Group: g, Topic: topic, Member: a, Offsets: []bookkeeping.PartitionOffset{{Partition: 0, Offset: 11, Epoch: epA}}})
+	e.commit(bookkeeping.Commit{Group: g, Topic: topic, TopicID: tid, Member: a, Offsets: []bookkeeping.PartitionOffset{{Partition: 0, Offset: 11, Epoch: epA}}})
 
 	epB := e.acquire(g, topic, 0, b)
 	if epB != epA+1 {
 		t.Fatalf("steal after expiry: epoch %d, want %d", epB, epA+1)
 	}
-	err = e.Offsets.Commit(e.ctx, bookkeeping.Commit{Group: g, Topic: topic, Member: a, Offsets: []bookkeeping.PartitionOffset{{Partition: 0, Offset: 12, Epoch: epA}}})
+	err = e.Offsets.Commit(e.ctx, bookkeeping.Commit{Group: g, Topic: topic, TopicID: tid, Member: a, Offsets: []bookkeeping.PartitionOffset{{Partition: 0, Offset: 12, Epoch: epA}}})
 	wantFenced(t, "commit by the expired holder after the steal", err, 0)
 	wantFenced(t, "Release by the expired holder", e.Leases.Release(e.ctx, g, topic, 0, a, epA), 0)
 	if c := e.fetch(g, topic, 0); c.Offset != 11 {
@@ -220,7 +220,7 @@ func testListLeases(t *testing.T, e *env) {
 	e.acquire(g, topic, 2, b)
 	epA5 := e.acquire(g, topic, 5, a)
 	e.acquire(g, "elsewhere", 1, a)
-	e.commit(bookkeeping.Commit{Group: g, Topic: topic, Member: a, Offsets: []bookkeeping.PartitionOffset{
+	e.commit(bookkeeping.Commit{Group: g, Topic: topic, TopicID: tid, Member: a, Offsets: []bookkeeping.PartitionOffset{
 		{Partition: 9, Offset: 100, Epoch: epA, Metadata: "m9"},
 		{Partition: 5, Offset: 50, Epoch: epA5},
 	}})

@@ -265,7 +265,7 @@ func setupCommitters(b *testing.B, s *Store, clients, n int, where func(client i
 		g, first := where(c)
 		group := fmt.Sprintf("cg%d-p%d", g, n)
 		join(b, s, group, member(c))
-		fs[c] = &committer{commit: bookkeeping.Commit{Group: group, Topic: topic, Member: member(c)}}
+		fs[c] = &committer{commit: bookkeeping.Commit{Group: group, Topic: topic, TopicID: "bench", Member: member(c)}}
 		for p := range n {
 			fs[c].commit.Offsets = append(fs[c].commit.Offsets, bookkeeping.PartitionOffset{Partition: int32(first + p)})
 		}

@@ -5,7 +5,7 @@
 // # Layout (DESIGN.md §2.5)
 //
 //	group_members        ((group_id), member_id)             TTL = session timeout; topics, heartbeat_at
-//	consumer_partitions  ((group_id, topic), partition_id)   lease + committed offset
+//	consumer_partitions  ((group_id, topic), partition_id)   lease + committed offset and its topic id (v4)
 //	group_topics         ((group_id), topic)                  topics of a group, for listing
 //	consumer_groups      ((bucket), group_id)                 every group, for ListGroups (bucket 0)
 //	producer_id_blocks   ((name))                             next unreserved producer id
@@ -16,8 +16,13 @@
 // the same row, and every partition of one (group, topic) lives in the same
 // Cassandra partition. So a member's Commit of all its partitions of a topic
 // is ONE conditional batch — one `UPDATE … IF owner = ? AND epoch = ? AND
-// committed_offset <= ?` per partition, all on one partition key — which
-// Cassandra runs as one Paxos round, however many partitions it carries.
+// committed_topic_id IN (?, null) AND committed_offset <= ?` per partition,
+// all on one partition key — which Cassandra runs as one Paxos round, however
+// many partitions it carries. Only the first commit after the topic was
+// re-created (stored offsets of another topic id, which the rule replaces
+// without the regression check — an OR that CQL conditions cannot say) takes
+// a second batch, pinned to the rows the first one read (offsets.go Commit,
+// ../DESIGN.md).
 // Nothing is per partition per unit of time: liveness is one TTL'd row per
 // member, rewritten by its Heartbeat.
 //
@@ -35,9 +40,13 @@
 // Invariants kept by the statements (never by the schema, which cannot):
 // every consumer_partitions row has non-null owner ("" = free), epoch and
 // committed_offset (-1 = nothing committed). Rows are created only by
-// INSERT … IF NOT EXISTS with every column set, and never deleted. That is
+// INSERT … IF NOT EXISTS with those columns set, and never deleted. That is
 // what lets the commit condition `committed_offset <= ?` work (a comparison
-// with null is false in CQL).
+// with null is false in CQL). committed_topic_id is null until the first
+// commit (Acquire does not set it) and on offsets of schema v3 and older,
+// and never the empty string (Commit and Reset require an id), so a null
+// read as "" is unambiguous, and conditions match it with a null bind value
+// or `IN (?, null)`.
 //
 // An LWT that times out has an unknown outcome. Acquire and the producer id
 // calls settle it by a serial read (which completes any in-flight Paxos

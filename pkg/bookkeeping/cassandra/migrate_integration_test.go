@@ -86,9 +86,9 @@ func TestIntegrationCassandraMigratesFromV1(t *testing.T) {
 
 	s := openStore(t, cfg)
 	got := appliedVersions(t, raw)
-	if len(got) != 3 || got[1].description != "001_consumer_groups.cql" || got[2].description != "001_producer_ids.cql" ||
-		got[3].description != "001_groups_and_member_topics.cql" {
-		t.Fatalf("schema_version after Open = %+v, want v1, v2 and v3 with their files", got)
+	if len(got) != 4 || got[1].description != "001_consumer_groups.cql" || got[2].description != "001_producer_ids.cql" ||
+		got[3].description != "001_groups_and_member_topics.cql" || got[4].description != "001_committed_topic_id.cql" {
+		t.Fatalf("schema_version after Open = %+v, want v1 to v4 with their files", got)
 	}
 	// v3 listed the groups v1 stored, and reads v1 members.
 	if gs, more, err := s.ListGroups(ctx, "", 10); err != nil || more || !slices.Equal(gs, []string{"old-group", "old-members"}) {
@@ -124,6 +124,67 @@ func TestIntegrationCassandraMigratesFromV1(t *testing.T) {
 	noMigrate := cfg
 	noMigrate.NoMigrate = true
 	openStore(t, noMigrate)
+}
+
+// TestIntegrationCassandraMigratesFromV3: offsets committed by a v3 binary
+// (no committed_topic_id) read after the migration to v4 as offsets of an
+// unknown incarnation (TopicID ""), and the first commit with a topic id
+// replaces them even below their offset; from then on the regression check
+// holds within that id.
+func TestIntegrationCassandraMigratesFromV3(t *testing.T) {
+	ctx := t.Context()
+	cfg := testConfig(t)
+	raw := session(t, cfg)
+	ms, err := loadMigrations(schemaFiles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := migrate(ctx, raw, gocql.LocalQuorum, ms, 3); err != nil || v != 3 {
+		t.Fatalf("migrate to v3: version %d, %v", v, err)
+	}
+	for _, stmt := range []string{
+		`INSERT INTO group_topics (group_id, topic) VALUES ('g', 'orders')`,
+		`INSERT INTO consumer_partitions (group_id, topic, partition_id, owner, epoch, committed_offset, metadata, commit_epoch) VALUES ('g', 'orders', 0, 'm', 1, 500, 'from v3', 1)`,
+		`INSERT INTO consumer_partitions (group_id, topic, partition_id, owner, epoch, committed_offset, metadata, commit_epoch) VALUES ('g', 'orders', 1, 'm', 1, 500, 'from v3', 1)`,
+	} {
+		if err := raw.Query(stmt).Exec(); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+
+	s := openStore(t, cfg)
+	if got := appliedVersions(t, raw); len(got) != 4 || got[4].description != "001_committed_topic_id.cql" {
+		t.Fatalf("schema_version after Open = %+v, want v1 to v4", got)
+	}
+	want := bookkeeping.Committed{Offset: 500, Metadata: "from v3", Epoch: 1}
+	if c, err := s.FetchOffset(ctx, "g", "orders", 0); err != nil || c != want {
+		t.Fatalf("FetchOffset of v3 data = %+v, %v; want %+v (no topic id)", c, err, want)
+	}
+	if got, _, err := s.ListOffsets(ctx, "g", bookkeeping.Cursor{}, 10); err != nil || len(got) != 2 || got[1].Committed != want {
+		t.Fatalf("ListOffsets of v3 data = %+v, %v; want two offsets %+v", got, err, want)
+	}
+	if err := s.Join(ctx, "g", bookkeeping.Member{ID: "m", SessionTimeout: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	// Partition 0 goes below the unknown incarnation's offset, partition 1
+	// above it: both are replaced, in one commit.
+	c := bookkeeping.Commit{Group: "g", Topic: "orders", TopicID: "id", Member: "m", Offsets: []bookkeeping.PartitionOffset{
+		{Partition: 0, Offset: 10, Epoch: 1}, {Partition: 1, Offset: 600, Epoch: 1},
+	}}
+	if err := s.Commit(ctx, c); err != nil {
+		t.Fatalf("Commit with a topic id over v3 offsets: %v", err)
+	}
+	for p, off := range map[int32]int64{0: 10, 1: 600} {
+		if got, err := s.FetchOffset(ctx, "g", "orders", p); err != nil || got != (bookkeeping.Committed{Offset: off, Epoch: 1, TopicID: "id"}) {
+			t.Fatalf("FetchOffset(%d) after the commit = %+v, %v; want offset %d of topic id \"id\"", p, got, err, off)
+		}
+	}
+	c.Offsets = c.Offsets[:1]
+	c.Offsets[0].Offset = 9
+	var re *bookkeeping.OffsetRegressionError
+	if err := s.Commit(ctx, c); !errors.As(err, &re) {
+		t.Fatalf("Commit below the offset of the same topic id: %v, want an *OffsetRegressionError", err)
+	}
 }
 
 func TestIntegrationCassandraNoMigrateNeedsCurrentSchema(t *testing.T) {

@@ -12,27 +12,59 @@ import (
 const (
 	// fencedCommit is one partition of a member's commit. The whole commit
 	// is a batch of these on one (group, topic) partition key: one Paxos
-	// round that applies all of them or none.
-	fencedCommit = `UPDATE consumer_partitions SET committed_offset = ?, metadata = ?, commit_epoch = ? ` +
-		`WHERE group_id = ? AND topic = ? AND partition_id = ? IF owner = ? AND epoch = ? AND committed_offset <= ?`
+	// round that applies all of them or none. It assumes the common case —
+	// the stored offset is of the commit's incarnation, or there is none
+	// (committed_topic_id null: a lease never committed, or an offset from
+	// before schema v4, which may then only grow, as replacing it would).
+	fencedCommit = `UPDATE consumer_partitions SET committed_offset = ?, metadata = ?, commit_epoch = ?, committed_topic_id = ? ` +
+		`WHERE group_id = ? AND topic = ? AND partition_id = ? ` +
+		`IF owner = ? AND epoch = ? AND committed_topic_id IN (?, null) AND committed_offset <= ?`
+	// fencedReplace is one partition of a member's commit whose stored
+	// offset the failed first round showed to be of another incarnation (or
+	// of an unknown one): still fenced by the lease, pinned to exactly the
+	// topic id and offset that round read, and without the regression
+	// check.
+	fencedReplace = `UPDATE consumer_partitions SET committed_offset = ?, metadata = ?, commit_epoch = ?, committed_topic_id = ? ` +
+		`WHERE group_id = ? AND topic = ? AND partition_id = ? ` +
+		`IF owner = ? AND epoch = ? AND committed_topic_id = ? AND committed_offset = ?`
 	// unownedCommit is one partition of a standalone commit or reset of an
 	// existing row: conditioned on the exact state read serially before, so
 	// any lease move or commit in between fails the batch. It clears the
 	// (non-live) owner.
-	unownedCommit = `UPDATE consumer_partitions SET committed_offset = ?, metadata = ?, commit_epoch = 0, owner = '' ` +
-		`WHERE group_id = ? AND topic = ? AND partition_id = ? IF owner = ? AND epoch = ? AND committed_offset = ?`
+	unownedCommit = `UPDATE consumer_partitions SET committed_offset = ?, metadata = ?, commit_epoch = 0, owner = '', committed_topic_id = ? ` +
+		`WHERE group_id = ? AND topic = ? AND partition_id = ? IF owner = ? AND epoch = ? AND committed_offset = ? AND committed_topic_id = ?`
 	// unownedInsert is one partition of a standalone commit or reset where
 	// no row exists yet.
-	unownedInsert = `INSERT INTO consumer_partitions (group_id, topic, partition_id, owner, epoch, committed_offset, metadata, commit_epoch) ` +
-		`VALUES (?, ?, ?, '', 0, ?, ?, 0) IF NOT EXISTS`
-	selectPartitionsIn = `SELECT partition_id, owner, epoch, committed_offset FROM consumer_partitions WHERE group_id = ? AND topic = ? AND partition_id IN ?`
-	selectOffset       = `SELECT committed_offset, metadata, commit_epoch FROM consumer_partitions WHERE group_id = ? AND topic = ? AND partition_id = ?`
+	unownedInsert = `INSERT INTO consumer_partitions (group_id, topic, partition_id, owner, epoch, committed_offset, metadata, commit_epoch, committed_topic_id) ` +
+		`VALUES (?, ?, ?, '', 0, ?, ?, 0, ?) IF NOT EXISTS`
+	selectPartitionsIn = `SELECT partition_id, owner, epoch, committed_offset, committed_topic_id FROM consumer_partitions WHERE group_id = ? AND topic = ? AND partition_id IN ?`
+	selectOffset       = `SELECT committed_offset, metadata, commit_epoch, committed_topic_id FROM consumer_partitions WHERE group_id = ? AND topic = ? AND partition_id = ?`
 	listTopicsFrom     = `SELECT topic FROM group_topics WHERE group_id = ? AND topic >= ?`
-	listOffsetsAll     = `SELECT partition_id, committed_offset, metadata, commit_epoch FROM consumer_partitions WHERE group_id = ? AND topic = ?`
-	listOffsetsAfter   = `SELECT partition_id, committed_offset, metadata, commit_epoch FROM consumer_partitions WHERE group_id = ? AND topic = ? AND partition_id > ?`
+	listOffsetsAll     = `SELECT partition_id, committed_offset, metadata, commit_epoch, committed_topic_id FROM consumer_partitions WHERE group_id = ? AND topic = ?`
+	listOffsetsAfter   = `SELECT partition_id, committed_offset, metadata, commit_epoch, committed_topic_id FROM consumer_partitions WHERE group_id = ? AND topic = ? AND partition_id > ?`
 )
 
+// maxCommitRounds bounds the conditional batches of one member's commit.
+// Round 1 is the only one in the steady state. Round 2 runs when round 1
+// found stored offsets of another incarnation (once per partition after its
+// topic was re-created). Round 3 runs only when the rows changed between
+// rounds 1 and 2 — only the lease holder commits, so only by a concurrent
+// commit of the same member; past it the caller gets ErrConflict and
+// retries.
+const maxCommitRounds = 3
+
 // Commit implements bookkeeping.Offsets.
+//
+// The rule — regression check against a stored offset of the same
+// incarnation only — is an OR (another id, or an offset not above the new
+// one), and CQL conditions have no OR. So the first batch assumes the same
+// incarnation (fencedCommit) and costs one Paxos round, as before schema v4.
+// When it fails, Cassandra returns the rows it read within that round; if
+// they show stored offsets of another incarnation, the second batch carries
+// every partition again, those pinned to the state read (fencedReplace), so
+// the commit stays all-or-nothing and a change in between fails it rather
+// than being overwritten. The second round is paid only on the first commit
+// after a topic was re-created (or a pre-v4 offset would move back).
 func (s *Store) Commit(ctx context.Context, c bookkeeping.Commit) error {
 	if err := c.Validate(); err != nil {
 		return err
@@ -40,40 +72,68 @@ func (s *Store) Commit(ctx context.Context, c bookkeeping.Commit) error {
 	if c.Member == "" {
 		return s.commitUnowned(ctx, c, false)
 	}
-	b := s.lwtBatch()
-	for _, o := range c.Offsets {
-		if sabotageCommitEpoch { // chaos sabotage build only: no lease check
-			b.Query(unfencedCommit, o.Offset, o.Metadata, o.Epoch, c.Group, c.Topic, o.Partition, o.Offset)
-			continue
+	var seen map[int32]partitionRow // what the previous round read; nil in round 1
+	for round := 1; ; round++ {
+		b := s.lwtBatch()
+		for _, o := range c.Offsets {
+			if r, ok := seen[o.Partition]; ok && r.topicID != c.TopicID {
+				b.Query(fencedReplace, o.Offset, o.Metadata, o.Epoch, c.TopicID, c.Group, c.Topic, o.Partition,
+					c.Member, o.Epoch, nullable(r.topicID), r.offset)
+				continue
+			}
+			if sabotageCommitEpoch { // chaos sabotage build only: no lease check
+				b.Query(unfencedCommit, o.Offset, o.Metadata, o.Epoch, c.TopicID, c.Group, c.Topic, o.Partition, c.TopicID, o.Offset)
+				continue
+			}
+			b.Query(fencedCommit, o.Offset, o.Metadata, o.Epoch, c.TopicID, c.Group, c.Topic, o.Partition,
+				c.Member, o.Epoch, c.TopicID, o.Offset)
 		}
-		b.Query(fencedCommit, o.Offset, o.Metadata, o.Epoch, c.Group, c.Topic, o.Partition, c.Member, o.Epoch, o.Offset)
+		rows, applied, err := execCAS(ctx, b)
+		if err != nil {
+			return fmt.Errorf("commit %s/%s: %w", c.Group, c.Topic, err)
+		}
+		if applied {
+			return nil
+		}
+		// Not applied: the rows say why. A partition with no row was
+		// never leased, so it is fenced too.
+		var fenced, regressed []int32
+		otherIncarnation := false
+		for _, o := range c.Offsets {
+			r, ok := rows[o.Partition]
+			switch {
+			case !ok || r.owner != c.Member || r.epoch != o.Epoch:
+				fenced = append(fenced, o.Partition)
+			case r.topicID != c.TopicID:
+				otherIncarnation = true
+			case r.offset > o.Offset:
+				regressed = append(regressed, o.Partition)
+			}
+		}
+		if len(fenced) > 0 {
+			return bookkeeping.NewFencedError(c.Group, c.Topic, fenced)
+		}
+		if len(regressed) > 0 {
+			return bookkeeping.NewOffsetRegressionError(c.Group, c.Topic, regressed)
+		}
+		if round == 1 && !otherIncarnation {
+			return fmt.Errorf("commit %s/%s: %w: batch not applied but no condition failed", c.Group, c.Topic, bookkeeping.ErrConflict)
+		}
+		if round == maxCommitRounds {
+			return fmt.Errorf("commit %s/%s: %w: the partitions changed while committing; retry", c.Group, c.Topic, bookkeeping.ErrConflict)
+		}
+		seen = rows // after round 1: another incarnation; later: a change since the last read
 	}
-	rows, applied, err := execCAS(ctx, b)
-	if err != nil {
-		return fmt.Errorf("commit %s/%s: %w", c.Group, c.Topic, err)
-	}
-	if applied {
+}
+
+// nullable is a stored topic id as a bind value: "" is how a null column
+// reads (statements never write an empty id), and only a null bind value
+// matches it in a condition.
+func nullable(topicID string) any {
+	if topicID == "" {
 		return nil
 	}
-	// Not applied: the rows say why. A partition with no row was never
-	// leased, so it is fenced too.
-	var fenced, regressed []int32
-	for _, o := range c.Offsets {
-		r, ok := rows[o.Partition]
-		switch {
-		case !ok || r.owner != c.Member || r.epoch != o.Epoch:
-			fenced = append(fenced, o.Partition)
-		case r.offset > o.Offset:
-			regressed = append(regressed, o.Partition)
-		}
-	}
-	if len(fenced) > 0 {
-		return bookkeeping.NewFencedError(c.Group, c.Topic, fenced)
-	}
-	if len(regressed) > 0 {
-		return bookkeeping.NewOffsetRegressionError(c.Group, c.Topic, regressed)
-	}
-	return fmt.Errorf("commit %s/%s: %w: batch not applied but no condition failed", c.Group, c.Topic, bookkeeping.ErrConflict)
+	return topicID
 }
 
 // Reset implements bookkeeping.Offsets.
@@ -118,7 +178,7 @@ func (s *Store) commitUnowned(ctx context.Context, c bookkeeping.Commit, reset b
 		p int32
 		r partitionRow
 	)
-	for iter.Scan(&p, &r.owner, &r.epoch, &r.offset) {
+	for iter.Scan(&p, &r.owner, &r.epoch, &r.offset, &r.topicID) {
 		cur[p] = r
 	}
 	if err := iter.Close(); err != nil {
@@ -129,13 +189,15 @@ func (s *Store) commitUnowned(ctx context.Context, c bookkeeping.Commit, reset b
 	for _, o := range c.Offsets {
 		r, ok := cur[o.Partition]
 		if !ok {
-			b.Query(unownedInsert, c.Group, c.Topic, o.Partition, o.Offset, o.Metadata)
+			b.Query(unownedInsert, c.Group, c.Topic, o.Partition, o.Offset, o.Metadata, c.TopicID)
 			continue
 		}
-		if !reset && r.offset > o.Offset {
+		// An offset of another (or an unknown) incarnation is replaced
+		// whatever its value.
+		if !reset && r.topicID == c.TopicID && r.offset > o.Offset {
 			regressed = append(regressed, o.Partition)
 		}
-		b.Query(unownedCommit, o.Offset, o.Metadata, c.Group, c.Topic, o.Partition, r.owner, r.epoch, r.offset)
+		b.Query(unownedCommit, o.Offset, o.Metadata, c.TopicID, c.Group, c.Topic, o.Partition, r.owner, r.epoch, r.offset, nullable(r.topicID))
 	}
 	if len(regressed) > 0 {
 		return bookkeeping.NewOffsetRegressionError(c.Group, c.Topic, regressed)
@@ -152,9 +214,10 @@ func (s *Store) commitUnowned(ctx context.Context, c bookkeeping.Commit, reset b
 
 // partitionRow is the condition columns of a consumer_partitions row.
 type partitionRow struct {
-	owner  string
-	epoch  int64
-	offset int64
+	owner   string
+	epoch   int64
+	offset  int64
+	topicID string // "" when null
 }
 
 // execCAS runs a conditional batch. When it is not applied, Cassandra returns
@@ -190,10 +253,11 @@ func decodeCASRow(m map[string]any) (int32, partitionRow, error) {
 	owner, ok2 := m["owner"].(string)
 	epoch, ok3 := m["epoch"].(int64)
 	offset, ok4 := m["committed_offset"].(int64)
-	if !ok1 || !ok2 || !ok3 || !ok4 {
+	topicID, ok5 := m["committed_topic_id"].(string) // "" when null
+	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 {
 		return 0, partitionRow{}, fmt.Errorf("unexpected row from a failed conditional batch: %v", m)
 	}
-	return int32(p), partitionRow{owner: owner, epoch: epoch, offset: offset}, nil
+	return int32(p), partitionRow{owner: owner, epoch: epoch, offset: offset, topicID: topicID}, nil
 }
 
 // FetchOffset implements bookkeeping.Offsets.
@@ -208,7 +272,7 @@ func (s *Store) FetchOffset(ctx context.Context, group, topic string, partition 
 		return bookkeeping.Committed{}, err
 	}
 	var c bookkeeping.Committed
-	err := s.read(selectOffset, group, topic, partition).ScanContext(ctx, &c.Offset, &c.Metadata, &c.Epoch)
+	err := s.read(selectOffset, group, topic, partition).ScanContext(ctx, &c.Offset, &c.Metadata, &c.Epoch, &c.TopicID)
 	if err == gocql.ErrNotFound || (err == nil && c.Offset == bookkeeping.NoOffset) {
 		return bookkeeping.Committed{}, fmt.Errorf("fetch offset %s/%s/%d: %w: nothing committed", group, topic, partition, bookkeeping.ErrNotFound)
 	}
@@ -263,7 +327,7 @@ func (s *Store) ListOffsets(ctx context.Context, group string, after bookkeeping
 func appendOffsets(ctx context.Context, q *gocql.Query, topic string, limit int, out *[]bookkeeping.GroupOffset) (more bool, err error) {
 	iter := q.IterContext(ctx)
 	g := bookkeeping.GroupOffset{Topic: topic}
-	for iter.Scan(&g.Partition, &g.Offset, &g.Metadata, &g.Epoch) {
+	for iter.Scan(&g.Partition, &g.Offset, &g.Metadata, &g.Epoch, &g.TopicID) {
 		if g.Offset == bookkeeping.NoOffset {
 			continue // a lease without a commit
 		}

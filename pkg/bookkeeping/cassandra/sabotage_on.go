@@ -8,5 +8,5 @@ package cassandra
 const sabotageCommitEpoch = true
 
 // unfencedCommit is fencedCommit without its lease condition.
-const unfencedCommit = `UPDATE consumer_partitions SET committed_offset = ?, metadata = ?, commit_epoch = ? ` +
-	`WHERE group_id = ? AND topic = ? AND partition_id = ? IF committed_offset <= ?`
+const unfencedCommit = `UPDATE consumer_partitions SET committed_offset = ?, metadata = ?, commit_epoch = ?, committed_topic_id = ? ` +
+	`WHERE group_id = ? AND topic = ? AND partition_id = ? IF committed_topic_id IN (?, null) AND committed_offset <= ?`

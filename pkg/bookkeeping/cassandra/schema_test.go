@@ -11,10 +11,11 @@ func TestEmbeddedSchema(t *testing.T) {
 	if err != nil {
 		t.Fatalf("embedded schema: %v", err)
 	}
-	if len(ms) != 3 {
-		t.Fatalf("%d schema versions, want 3", len(ms))
+	if len(ms) != 4 {
+		t.Fatalf("%d schema versions, want 4", len(ms))
 	}
 	tables := map[string]bool{}
+	columns := map[string]bool{} // table.column, of ALTER TABLE … ADD IF NOT EXISTS
 	for _, m := range ms {
 		for _, stmt := range m.statements {
 			// Re-running a migration interrupted half-way must be harmless.
@@ -24,11 +25,19 @@ func TestEmbeddedSchema(t *testing.T) {
 			if f := strings.Fields(stmt); len(f) > 5 && f[0] == "CREATE" && f[1] == "TABLE" {
 				tables[f[5]] = true
 			}
+			if f := strings.Fields(stmt); len(f) > 8 && f[0] == "ALTER" && f[1] == "TABLE" && f[3] == "ADD" {
+				columns[f[2]+"."+f[7]] = true
+			}
 		}
 	}
 	for _, want := range []string{"group_members", "consumer_partitions", "group_topics", "producer_id_blocks", "transactional_producers", "consumer_groups"} {
 		if !tables[want] {
 			t.Errorf("no migration creates table %s (have %v)", want, tables)
+		}
+	}
+	for _, want := range []string{"group_members.topics", "group_members.heartbeat_at", "consumer_partitions.committed_topic_id"} {
+		if !columns[want] {
+			t.Errorf("no migration adds column %s (have %v)", want, columns)
 		}
 	}
 }

@@ -26,13 +26,18 @@ const (
 )
 
 // recordVersion is the first format version of every record kind, and the
-// only one of every kind but members.
+// only one of every kind but members and partitions.
 const recordVersion byte = 1
 
 // memberVersion is the format version member records are written in:
 // version 2 added the topics. Version 1 records (written by older binaries)
 // are still read, as members without topics.
 const memberVersion byte = 2
+
+// partitionVersion is the format version partition records are written in:
+// version 2 added the topic id of the committed offset. Version 1 records
+// (written by older binaries) are still read, as offsets without a topic id.
+const partitionVersion byte = 2
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -131,8 +136,12 @@ func (d *decoder) done() error {
 type formatRecord struct{ version int64 }
 
 // storeFormat is the format this binary writes. Format 2 added the group
-// records; Open upgrades a format-1 store (see upgradeFromFormat1).
-const storeFormat = 2
+// records; Open upgrades a format-1 store (see upgradeFromFormat1). Format 3
+// allows partition records of version 2 (topic ids); it needs no rewrite of
+// older records — Open of a format-2 store only writes the new format record
+// — but a binary that knows format 2 must refuse the store rather than call
+// its new records corrupt.
+const storeFormat = 3
 
 func (r formatRecord) encode() []byte {
 	e := newEncoder(kindFormat)
@@ -207,26 +216,38 @@ type partitionRecord struct {
 	offset      int64  // bookkeeping.NoOffset when nothing committed
 	metadata    string
 	commitEpoch int64 // lease epoch of the commit; 0 for standalone/reset
+	// topicID is the topic incarnation of the committed offset; "" when
+	// nothing was committed, and in version 1 records (offsets committed
+	// before ids were stored). Since version 2.
+	topicID string
 }
 
+// encode writes the record in partitionVersion: the version 1 fields, then
+// the topic id.
 func (r partitionRecord) encode() []byte {
-	e := newEncoder(kindPartition)
+	e := newEncoderVersion(kindPartition, partitionVersion)
 	e.str(r.owner)
 	e.int(r.epoch)
 	e.int(r.offset)
 	e.str(r.metadata)
 	e.int(r.commitEpoch)
+	e.str(r.topicID)
 	return e.seal()
 }
 
 func decodePartition(v []byte) (partitionRecord, error) {
-	d := open(v, kindPartition)
+	d := openUpTo(v, kindPartition, partitionVersion)
 	r := partitionRecord{
 		owner:       d.str(bookkeeping.MaxNameBytes),
 		epoch:       d.int(),
 		offset:      d.int(),
 		metadata:    d.str(bookkeeping.MaxMetadataBytes),
 		commitEpoch: d.int(),
+	}
+	if d.version >= 2 {
+		r.topicID = d.str(bookkeeping.MaxNameBytes)
+		d.check(r.topicID == "" || bookkeeping.ValidateTopicID("topic id", r.topicID) == nil, "invalid topic id %q", r.topicID)
+		d.check(r.topicID == "" || r.offset != bookkeeping.NoOffset, "topic id %q without a committed offset", r.topicID)
 	}
 	d.check(r.epoch >= 0 && r.commitEpoch >= 0 && r.commitEpoch <= r.epoch, "epochs %d/%d out of range", r.epoch, r.commitEpoch)
 	d.check(r.offset >= bookkeeping.NoOffset && r.offset <= bookkeeping.MaxOffset, "offset %d out of range", r.offset)

@@ -24,7 +24,8 @@ func TestRecordsRoundTrip(t *testing.T) {
 	if _, err := decodeGroup(groupRecord{}.encode()); err != nil {
 		t.Fatalf("group round trip: %v", err)
 	}
-	p := partitionRecord{owner: "m", epoch: 7, offset: bookkeeping.MaxOffset, metadata: strings.Repeat("x", bookkeeping.MaxMetadataBytes), commitEpoch: 7}
+	p := partitionRecord{owner: "m", epoch: 7, offset: bookkeeping.MaxOffset, metadata: strings.Repeat("x", bookkeeping.MaxMetadataBytes), commitEpoch: 7,
+		topicID: strings.Repeat("i", bookkeeping.MaxNameBytes)}
 	if got, err := decodePartition(p.encode()); err != nil || got != p {
 		t.Fatalf("partition round trip = %+v, %v", got, err)
 	}
@@ -43,12 +44,23 @@ func TestRecordsRoundTrip(t *testing.T) {
 }
 
 // TestGoldenPartitionRecord pins the byte layout: a change here is a format
-// change and needs a new record version.
+// change and needs a new record version. Version 2 is written; version 1, as
+// older binaries wrote it, is still read (an offset without a topic id).
 func TestGoldenPartitionRecord(t *testing.T) {
-	got := partitionRecord{owner: "m", epoch: 2, offset: 10, metadata: "", commitEpoch: 1}.encode()
-	want := []byte{'P', 1, 1, 'm', 4, 20, 0, 2}
+	got := partitionRecord{owner: "m", epoch: 2, offset: 10, metadata: "", commitEpoch: 1, topicID: "id"}.encode()
+	v1Fields := []byte{1, 'm', 4, 20, 0, 2}
+	want := append(append([]byte{'P', 2}, v1Fields...), 2, 'i', 'd')
 	if !bytes.Equal(got[:len(got)-4], want) {
 		t.Fatalf("partition record body = %v, want %v", got[:len(got)-4], want)
+	}
+	r, err := decodePartition(reseal('P', v1Fields))
+	if err != nil || r != (partitionRecord{owner: "m", epoch: 2, offset: 10, commitEpoch: 1}) {
+		t.Fatalf("version 1 partition record = %+v, %v; want the offset without a topic id", r, err)
+	}
+	// A version 1 record read and written again (an Acquire) keeps its
+	// fields and gains an empty topic id.
+	if again, err := decodePartition(r.encode()); err != nil || again != r {
+		t.Fatalf("version 1 record re-encoded = %+v, %v; want %+v", again, err, r)
 	}
 }
 
@@ -77,8 +89,12 @@ func TestDecodeRejectsInvalidRecords(t *testing.T) {
 		"owner at epoch 0":    partitionRecord{owner: "m", offset: -1}.encode(),
 		"offset below -1":     partitionRecord{offset: -2}.encode(),
 		"commit after epoch":  partitionRecord{epoch: 1, offset: 1, commitEpoch: 2}.encode(),
-		"unknown version":     withVersion(partitionRecord{offset: -1}.encode(), 2),
+		"unknown version":     withVersion(partitionRecord{offset: -1}.encode(), 3),
 		"string past the end": reseal('P', []byte{50, 'a'}),
+		"bad topic id":        partitionRecord{offset: 1, topicID: "a\x00b"}.encode(),
+		"topic id too long":   partitionRecord{offset: 1, topicID: strings.Repeat("i", bookkeeping.MaxNameBytes+1)}.encode(),
+		"id without offset":   partitionRecord{offset: bookkeeping.NoOffset, topicID: "id"}.encode(),
+		"v2 without topic id": resealVersion('P', 2, []byte{0, 0, 1, 0, 0}),
 	}
 	for name, v := range cases {
 		if _, err := decodePartition(v); !errors.Is(err, ErrCorrupt) {
@@ -129,7 +145,8 @@ func withVersion(v []byte, version byte) []byte {
 // field decoding, which random bytes would otherwise never reach).
 func FuzzDecode(f *testing.F) {
 	for _, v := range [][]byte{
-		partitionRecord{owner: "m", epoch: 1, offset: 5, metadata: "x", commitEpoch: 1}.encode(),
+		partitionRecord{owner: "m", epoch: 1, offset: 5, metadata: "x", commitEpoch: 1, topicID: "id"}.encode(),
+		reseal(kindPartition, []byte{1, 'm', 2, 10, 2, 'x', 2}), // version 1
 		memberRecord{clientInfo: "c", sessionTimeout: int64(time.Minute), expiresAt: 1}.encode(),
 		memberRecord{clientInfo: "c", sessionTimeout: int64(time.Minute), expiresAt: 1, topics: []string{"t"}}.encode(),
 		groupRecord{}.encode(),
@@ -143,7 +160,7 @@ func FuzzDecode(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, v []byte) {
-		for _, in := range [][]byte{v, reseal(kindPartition, v), reseal(kindMember, v), resealVersion(kindMember, memberVersion, v), reseal(kindCounter, v), reseal(kindTxn, v), reseal(kindGroup, v)} {
+		for _, in := range [][]byte{v, reseal(kindPartition, v), resealVersion(kindPartition, partitionVersion, v), reseal(kindMember, v), resealVersion(kindMember, memberVersion, v), reseal(kindCounter, v), reseal(kindTxn, v), reseal(kindGroup, v)} {
 			if r, err := decodePartition(in); err == nil {
 				if again, err := decodePartition(r.encode()); err != nil || again != r {
 					t.Fatalf("partition %+v: re-decoded as %+v, %v", r, again, err)

@@ -36,16 +36,27 @@
 //
 // kind names the record type ('F', 'G', 'M', 'P', 'N', 'T'); version is the
 // record's format version: 1, except member records, written as version 2
-// (version 1 plus a topic count and the topics) and read as 1 or 2.
+// (version 1 plus a topic count and the topics) and read as 1 or 2, and
+// partition records, written as version 2 and read as 1 or 2:
+//
+//	partition v1: owner(str) epoch(int) offset(int) metadata(str) commit-epoch(int)
+//	partition v2: v1 fields, then topic-id(str)
+//
+// topic-id is the topic incarnation of the committed offset ("" when nothing
+// is committed); a version 1 record reads as an offset without one.
 // Integers are zig-zag varints, strings a uvarint length then bytes. A value that fails its checksum, has an unknown kind or
 // version, a bad length or trailing bytes is reported as ErrCorrupt and never
 // used. Formats change forward only: a new version gets a new decoder and the
 // old one stays.
 //
-// The format record holds the store format, 2. Open upgrades a format-1
+// The format record holds the store format, 3. Open upgrades a format-1
 // store (no group records) by writing a group record for every group with a
 // member or partition record, with the new format record, in one synced
-// batch; a binary that only knows format 1 refuses a format-2 store.
+// batch. Format 3 allows version 2 partition records; Open upgrades a
+// format-2 store by writing the new format record alone (its version 1
+// records are read as they are, and rewritten as version 2 when next
+// written). A binary refuses a store of a format newer than its own, so an
+// older binary never reads a newer record as corrupt.
 //
 // A member's LastHeartbeat is not stored: Join and Heartbeat set expiresAt to
 // now + session timeout from one clock reading, so it is expiresAt − session

@@ -57,7 +57,7 @@ func TestCorruptValuesAreRefused(t *testing.T) {
 			wantCorrupt(t, "ListOffsets", err)
 			_, err = s.Acquire(ctx, "g", "t", 0, "m")
 			wantCorrupt(t, "Acquire", err)
-			err = s.Commit(ctx, bookkeeping.Commit{Group: "g", Topic: "t", Member: "m", Offsets: []bookkeeping.PartitionOffset{{Partition: 0, Offset: 9, Epoch: 1}}})
+			err = s.Commit(ctx, bookkeeping.Commit{Group: "g", Topic: "t", TopicID: "id", Member: "m", Offsets: []bookkeeping.PartitionOffset{{Partition: 0, Offset: 9, Epoch: 1}}})
 			wantCorrupt(t, "Commit", err)
 			// The bad value is still there, untouched, for an operator.
 			if got, _ := s.get(key); !bytes.Equal(got, v) {
@@ -259,5 +259,63 @@ func TestCorruptGroupRecordIsRefused(t *testing.T) {
 	wantCorrupt(t, "ListGroups", err)
 	if v, _ := s.get(groupKey("h")); string(v) != "garbage!" {
 		t.Fatal("a corrupt group record was overwritten")
+	}
+}
+
+// TestUpgradeFromFormat2: a store written by a format-2 binary (partition
+// records of version 1, offsets without topic ids) opens as format 3 without
+// rewriting them; they read as offsets without a topic id, which the first
+// commit with an id replaces whatever its offset (an unknown incarnation).
+func TestUpgradeFromFormat2(t *testing.T) {
+	ctx := context.Background()
+	fs := vfs.NewMem()
+	db, err := pebble.Open("/db", &pebble.Options{FS: fs, Logger: pebblelog.New(slog.New(slog.DiscardHandler))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// owner "m", epoch 2, offset 42, metadata "x", commit epoch 2.
+	v1Partition := reseal(kindPartition, []byte{1, 'm', 4, 84, 1, 'x', 4})
+	for _, kv := range []struct {
+		k, v []byte
+	}{
+		{formatKey, formatRecord{version: 2}.encode()},
+		{groupKey("g"), groupRecord{}.encode()},
+		{partitionKey("g", "orders", 3), v1Partition},
+	} {
+		if err := db.Set(kv.k, kv.v, pebble.Sync); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s := openMem(t, fs)
+	if v, _ := s.get(formatKey); !bytes.Equal(v, formatRecord{version: storeFormat}.encode()) {
+		t.Fatalf("format record after the upgrade: %v", v)
+	}
+	if v, _ := s.get(partitionKey("g", "orders", 3)); !bytes.Equal(v, v1Partition) {
+		t.Fatal("the upgrade rewrote a version 1 partition record")
+	}
+	r, ok, err := s.partition(partitionKey("g", "orders", 3))
+	want := partitionRecord{owner: "m", epoch: 2, offset: 42, metadata: "x", commitEpoch: 2}
+	if err != nil || !ok || r != want {
+		t.Fatalf("version 1 partition record after the upgrade = %+v (found %v), %v; want %+v", r, ok, err, want)
+	}
+	if c, err := s.FetchOffset(ctx, "g", "orders", 3); err != nil || c != (bookkeeping.Committed{Offset: 42, Metadata: "x", Epoch: 2}) {
+		t.Fatalf("FetchOffset of a version 1 record = %+v, %v; want offset 42 without a topic id", c, err)
+	}
+	if err := s.Join(ctx, "g", bookkeeping.Member{ID: "m", SessionTimeout: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	c := bookkeeping.Commit{Group: "g", Topic: "orders", TopicID: "id", Member: "m", Offsets: []bookkeeping.PartitionOffset{{Partition: 3, Offset: 7, Epoch: 2}}}
+	if err := s.Commit(ctx, c); err != nil {
+		t.Fatalf("Commit with a topic id below an offset without one: %v", err)
+	}
+	if got, err := s.FetchOffset(ctx, "g", "orders", 3); err != nil || got != (bookkeeping.Committed{Offset: 7, Epoch: 2, TopicID: "id"}) {
+		t.Fatalf("FetchOffset after the commit = %+v, %v; want offset 7 of topic id \"id\"", got, err)
+	}
+	if v, _ := s.get(partitionKey("g", "orders", 3)); len(v) < 2 || v[1] != partitionVersion {
+		t.Fatalf("partition record after a commit: %v, want version %d", v, partitionVersion)
 	}
 }

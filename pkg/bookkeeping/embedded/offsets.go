@@ -60,13 +60,15 @@ func (s *Store) commit(ctx context.Context, c bookkeeping.Commit, reset bool) er
 		if !standalone && (r.owner != c.Member || r.epoch != o.Epoch) {
 			fenced = append(fenced, o.Partition)
 		}
-		if !reset && o.Offset < r.offset {
+		// An offset of another incarnation (or of an unknown one, "")
+		// is replaced whatever its value, as on Cassandra.
+		if !reset && r.topicID == c.TopicID && o.Offset < r.offset {
 			regressed = append(regressed, o.Partition)
 		}
 		if standalone {
 			r.owner = "" // fence a non-live owner that might come back
 		}
-		r.offset, r.metadata, r.commitEpoch = o.Offset, o.Metadata, o.Epoch
+		r.offset, r.metadata, r.commitEpoch, r.topicID = o.Offset, o.Metadata, o.Epoch, c.TopicID
 		recs[i] = r
 	}
 	if len(fenced) > 0 {
@@ -133,7 +135,7 @@ func (s *Store) FetchOffset(ctx context.Context, group, topic string, partition 
 	if r.offset == bookkeeping.NoOffset {
 		return bookkeeping.Committed{}, fmt.Errorf("fetch offset %s/%s/%d: %w: nothing committed", group, topic, partition, bookkeeping.ErrNotFound)
 	}
-	return bookkeeping.Committed{Offset: r.offset, Metadata: r.metadata, Epoch: r.commitEpoch}, nil
+	return r.committed(), nil
 }
 
 // ListOffsets implements bookkeeping.Offsets.
@@ -182,12 +184,16 @@ func (s *Store) ListOffsets(ctx context.Context, group string, after bookkeeping
 			more = true
 			return false, nil
 		}
-		out = append(out, bookkeeping.GroupOffset{Topic: topic, Partition: partition,
-			Committed: bookkeeping.Committed{Offset: r.offset, Metadata: r.metadata, Epoch: r.commitEpoch}})
+		out = append(out, bookkeeping.GroupOffset{Topic: topic, Partition: partition, Committed: r.committed()})
 		return true, nil
 	})
 	if err != nil {
 		return nil, false, fmt.Errorf("list offsets of group %q: %w", group, err)
 	}
 	return out, more, nil
+}
+
+// committed is the committed offset of r, which must have one.
+func (r partitionRecord) committed() bookkeeping.Committed {
+	return bookkeeping.Committed{Offset: r.offset, Metadata: r.metadata, Epoch: r.commitEpoch, TopicID: r.topicID}
 }

@@ -35,7 +35,7 @@ func writeState(t *testing.T, s *embedded.Store) state {
 	if st.epoch, err = s.Acquire(ctx, "g", "orders", 2, "m"); err != nil {
 		t.Fatal(err)
 	}
-	c := bookkeeping.Commit{Group: "g", Topic: "orders", Member: "m", Offsets: []bookkeeping.PartitionOffset{{Partition: 2, Offset: 77, Epoch: st.epoch, Metadata: "meta"}}}
+	c := bookkeeping.Commit{Group: "g", Topic: "orders", TopicID: "id", Member: "m", Offsets: []bookkeeping.PartitionOffset{{Partition: 2, Offset: 77, Epoch: st.epoch, Metadata: "meta"}}}
 	if err = s.Commit(ctx, c); err != nil {
 		t.Fatal(err)
 	}
@@ -66,6 +66,9 @@ func checkState(t *testing.T, s *embedded.Store, st state) {
 	want := bookkeeping.Lease{Partition: 2, Owner: "m", Epoch: st.epoch, Offset: 77, Metadata: "meta"}
 	if err != nil || len(ls) != 1 || ls[0] != want {
 		t.Fatalf("leases after reopen = %+v, %v; want [%+v]", ls, err, want)
+	}
+	if c, err := s.FetchOffset(ctx, "g", "orders", 2); err != nil || c != (bookkeeping.Committed{Offset: 77, Metadata: "meta", Epoch: st.epoch, TopicID: "id"}) {
+		t.Fatalf("FetchOffset after reopen = %+v, %v; want offset 77 of topic id \"id\"", c, err)
 	}
 	if ep, err := s.Acquire(ctx, "g", "orders", 2, "m"); err != nil || ep != st.epoch {
 		t.Fatalf("Acquire after reopen = %d, %v; want the same epoch %d", ep, err, st.epoch)

@@ -111,21 +111,26 @@ func (s *Store) checkFormat() error {
 	if err != nil {
 		return err
 	}
-	if r.version == 1 {
+	switch r.version {
+	case storeFormat:
+		return nil
+	case 1:
 		return s.upgradeFromFormat1()
+	case 2:
+		// Format 3 only allows partition records of version 2; the
+		// version 1 records of a format-2 store are read as they are.
+		return s.db.Set(formatKey, formatRecord{version: storeFormat}.encode(), pebble.Sync)
 	}
-	if r.version != storeFormat {
-		return fmt.Errorf("store format %d, this binary reads format %d", r.version, storeFormat)
-	}
-	return nil
+	return fmt.Errorf("store format %d, this binary reads formats 1 to %d", r.version, storeFormat)
 }
 
-// upgradeFromFormat1 brings a format-1 store (no group records) to format 2:
-// a group record for every group with a member record or a partition record,
-// and the new format record, in one synced batch — a crash leaves format 1,
-// upgraded again by the next Open, or format 2. A group whose members all
-// left before the upgrade and that has no partition records left no trace
-// to find, so ListGroups misses it until it is used again.
+// upgradeFromFormat1 brings a format-1 store (no group records) to the
+// current format: a group record for every group with a member record or a
+// partition record, and the new format record, in one synced batch — a
+// crash leaves format 1, upgraded again by the next Open, or the current
+// format (format 3 adds nothing to rewrite, see storeFormat). A group whose
+// members all left before the upgrade and that has no partition records
+// left no trace to find, so ListGroups misses it until it is used again.
 func (s *Store) upgradeFromFormat1() error {
 	b := s.db.NewBatch()
 	defer b.Close()
