@@ -5,9 +5,29 @@
 //
 // A service registers its Connect handlers with Handle, using the options
 // from HandlerOptions (telemetry interceptor and the request size limit),
-// then calls Serve. Health answers SERVING for every registered service
-// until Serve's context ends, when the server drains: health turns
-// NOT_SERVING and in-flight calls get ShutdownTimeout to finish.
+// then calls Serve.
+//
+// # Readiness
+//
+// grpc.health.v1.Health (health.go) speaks the standard messages: Check
+// over Connect JSON answers {"status":"SERVING"}, over gRPC and gRPC-web
+// the same enum value 1. The contract probes can rely on:
+//
+//   - SERVING, for "" (the server as a whole) and for every registered
+//     service ("sluice.v1.ProducerService", ...), from the moment Serve
+//     accepts connections: the handlers are registered and the stores
+//     their constructors opened are open. It does not wait for a service's
+//     own start-up work (an ingest copy registering in the catalog, taking
+//     over partitions, recovering their ledgers): a call that meets such
+//     work waits for it or answers UNAVAILABLE, which clients retry.
+//   - NOT_SERVING once Serve's context has ended: the server drains. It
+//     takes no new connections, in-flight calls get ShutdownTimeout to
+//     finish, Watch streams get NOT_SERVING and end. Route traffic
+//     elsewhere; the process is going away.
+//   - NOT_FOUND (Check) or SERVICE_UNKNOWN (Watch) for a service this
+//     server does not serve, as the standard says.
+//   - No answer at all (connection refused) before Serve and after it
+//     returns.
 package rpcserver
 
 import (
@@ -24,7 +44,6 @@ import (
 
 	"connectrpc.com/connect"
 	connectcors "connectrpc.com/cors"
-	"connectrpc.com/grpchealth"
 	"connectrpc.com/grpcreflect"
 	"github.com/rs/cors"
 
@@ -113,7 +132,7 @@ type Server struct {
 	mux      *http.ServeMux
 	services []string
 	opts     []connect.HandlerOption
-	health   *grpchealth.StaticChecker
+	health   *health
 }
 
 // New builds a Server. Register handlers with Handle before Serve.
@@ -164,9 +183,9 @@ func (s *Server) Services() []string { return slices.Clone(s.services) }
 // reflection, metrics and CORS. Call after every Handle.
 func (s *Server) Handler() http.Handler {
 	if s.health == nil {
-		s.health = grpchealth.NewStaticChecker(s.services...)
-		s.mux.Handle(grpchealth.NewHandler(s.health))
-		reflector := grpcreflect.NewStaticReflector(s.services...)
+		s.health = newHealth(s.services)
+		s.mux.Handle(s.health.handler())
+		reflector := grpcreflect.NewStaticReflector(append(s.Services(), HealthService)...)
 		s.mux.Handle(grpcreflect.NewHandlerV1(reflector))
 		s.mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
 	}
@@ -228,10 +247,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	case <-ctx.Done():
 	}
 	s.tel.Logger.Info("rpc server draining", "addr", ln.Addr().String())
-	s.health.SetStatus("", grpchealth.StatusNotServing)
-	for _, name := range s.services {
-		s.health.SetStatus(name, grpchealth.StatusNotServing)
-	}
+	s.health.drain()
 	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 	defer cancel()
 	shutdownErr := srv.Shutdown(sctx)
