@@ -27,6 +27,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	offloadAge := fs.Duration("offload-age", compactor.DefaultOffloadAge, "the compactor moves a sealed ledger to the object store (DATA-DIR/objects) this long after it was sealed")
 	cors := fs.String("cors-origins", "", "comma-separated extra browser origins allowed to call (localhost origins are always allowed in dev)")
 	pprofOn := fs.Bool("pprof", false, "serve Go's runtime profiles under /debug/pprof/ on --addr (benchmarks, diagnosis)")
+	maxRequest := fs.Int("max-request-bytes", 4<<20, "largest request message accepted, in bytes (at most 64 MiB); a larger one is refused with INVALID_ARGUMENT")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: sluice dev [flags]")
 		fmt.Fprintln(stderr)
@@ -58,7 +59,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fmt.Fprintf(stdout, "sluice dev: opening 3 bookies, the catalog, bookkeeping, ingest, fetch and the compactor in %s ...\n", *dataDir)
 	c, err := cluster.New(cluster.Config{
 		Dir: *dataDir, Addr: *addr, Telemetry: tel,
-		Server:    rpcserver.Config{AllowLocalhost: true, CORSOrigins: origins, Pprof: *pprofOn},
+		Server:    rpcserver.Config{AllowLocalhost: true, CORSOrigins: origins, Pprof: *pprofOn, MaxRequestBytes: *maxRequest},
 		Compactor: compactor.Config{OffloadAge: *offloadAge},
 	})
 	if err != nil {

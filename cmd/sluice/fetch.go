@@ -34,6 +34,7 @@ func runFetch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cors := fs.String("cors-origins", "", "comma-separated browser origins allowed to call")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	pprofOn := fs.Bool("pprof", false, "serve Go's runtime profiles under /debug/pprof/ (benchmarks, diagnosis)")
+	maxRequest := fs.Int("max-request-bytes", 4<<20, "largest request message accepted, in bytes (at most 64 MiB); a larger one is refused with INVALID_ARGUMENT")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: sluice fetch --catalog-table TABLE --cassandra HOSTS [flags]")
 		fmt.Fprintln(stderr)
@@ -100,7 +101,7 @@ func runFetch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *cors != "" {
 		origins = strings.Split(*cors, ",")
 	}
-	srv, err := rpcserver.New(rpcserver.Config{CORSOrigins: origins, Pprof: *pprofOn}, tel)
+	srv, err := rpcserver.New(rpcserver.Config{CORSOrigins: origins, Pprof: *pprofOn, MaxRequestBytes: *maxRequest}, tel)
 	if err != nil {
 		return err
 	}

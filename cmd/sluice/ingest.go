@@ -31,6 +31,7 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	cors := fs.String("cors-origins", "", "comma-separated browser origins allowed to call")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	pprofOn := fs.Bool("pprof", false, "serve Go's runtime profiles under /debug/pprof/ (benchmarks, diagnosis)")
+	maxRequest := fs.Int("max-request-bytes", 4<<20, "largest request message accepted, in bytes (at most 64 MiB); a larger one is refused with INVALID_ARGUMENT")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: sluice ingest --catalog-table TABLE [flags]")
 		fmt.Fprintln(stderr)
@@ -93,7 +94,7 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if *cors != "" {
 		origins = strings.Split(*cors, ",")
 	}
-	srv, err := rpcserver.New(rpcserver.Config{CORSOrigins: origins, Pprof: *pprofOn}, tel)
+	srv, err := rpcserver.New(rpcserver.Config{CORSOrigins: origins, Pprof: *pprofOn, MaxRequestBytes: *maxRequest}, tel)
 	if err != nil {
 		return err
 	}

@@ -41,12 +41,12 @@ func newHealth(services []string) *health {
 }
 
 // handler returns the service's path and handler.
-func (h *health) handler() (string, http.Handler) {
+func (h *health) handler(opts ...connect.HandlerOption) (string, http.Handler) {
 	mux := http.NewServeMux()
 	check := "/" + HealthService + "/Check"
 	watch := "/" + HealthService + "/Watch"
-	mux.Handle(check, connect.NewUnaryHandler(check, h.check))
-	mux.Handle(watch, connect.NewServerStreamHandler(watch, h.watch))
+	mux.Handle(check, connect.NewUnaryHandler(check, h.check, opts...))
+	mux.Handle(watch, connect.NewServerStreamHandler(watch, h.watch, opts...))
 	return "/" + HealthService + "/", mux
 }
 

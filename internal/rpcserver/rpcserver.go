@@ -53,7 +53,9 @@ import (
 // Config bounds and shapes the server. Zero values take the documented defaults.
 type Config struct {
 	// MaxRequestBytes caps one request message (before decompression and
-	// after). Default 4 MiB; at most 64 MiB.
+	// after); a larger one gets INVALID_ARGUMENT naming the limit
+	// (apierr.RequestBytes: the mains set it with --max-request-bytes).
+	// Default 4 MiB; at most 64 MiB.
 	MaxRequestBytes int
 	// ReadHeaderTimeout bounds reading request headers. Default 10 s.
 	ReadHeaderTimeout time.Duration
@@ -149,11 +151,11 @@ func New(cfg Config, tel *telemetry.Telemetry) (*Server, error) {
 		cfg: cfg,
 		tel: tel,
 		mux: http.NewServeMux(),
-		opts: []connect.HandlerOption{
+		opts: append([]connect.HandlerOption{
 			connect.WithInterceptors(ic),
-			connect.WithReadMaxBytes(cfg.MaxRequestBytes),
+			connect.WithReadMaxBytes(cfg.MaxRequestBytes), // a backstop: limit.go answers first
 			connect.WithCompressMinBytes(1024),
-		},
+		}, gzipWithin(int64(cfg.MaxRequestBytes))...),
 	}
 	s.mux.Handle("/metrics", tel.MetricsHandler())
 	if cfg.Pprof {
@@ -171,8 +173,12 @@ func (s *Server) HandlerOptions() []connect.HandlerOption { return slices.Clone(
 
 // Handle registers a Connect handler as returned by a generated
 // NewXxxServiceHandler: path is the service prefix ("/pkg.Service/").
+//
+// A request message over MaxRequestBytes gets INVALID_ARGUMENT naming the
+// limit (apierr.RequestBytes; see limit.go), never connect's
+// RESOURCE_EXHAUSTED.
 func (s *Server) Handle(path string, h http.Handler) {
-	s.mux.Handle(path, h)
+	s.mux.Handle(path, limitRequests(h, int64(s.cfg.MaxRequestBytes)))
 	s.services = append(s.services, strings.Trim(path, "/"))
 }
 
@@ -183,11 +189,19 @@ func (s *Server) Services() []string { return slices.Clone(s.services) }
 // reflection, metrics and CORS. Call after every Handle.
 func (s *Server) Handler() http.Handler {
 	if s.health == nil {
+		// Health and reflection: the request limit, without telemetry.
+		max := int64(s.cfg.MaxRequestBytes)
+		limits := append([]connect.HandlerOption{connect.WithReadMaxBytes(s.cfg.MaxRequestBytes)}, gzipWithin(max)...)
 		s.health = newHealth(s.services)
-		s.mux.Handle(s.health.handler())
 		reflector := grpcreflect.NewStaticReflector(append(s.Services(), HealthService)...)
-		s.mux.Handle(grpcreflect.NewHandlerV1(reflector))
-		s.mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
+		for _, ph := range []func() (string, http.Handler){
+			func() (string, http.Handler) { return s.health.handler(limits...) },
+			func() (string, http.Handler) { return grpcreflect.NewHandlerV1(reflector, limits...) },
+			func() (string, http.Handler) { return grpcreflect.NewHandlerV1Alpha(reflector, limits...) },
+		} {
+			path, h := ph()
+			s.mux.Handle(path, limitRequests(h, max))
+		}
 	}
 	return s.withCORS(s.mux)
 }
