@@ -741,14 +741,20 @@ func (s *Service) Commit(ctx context.Context, req *connect.Request[sluicev1.Comm
 	if err := bookkeeping.ValidateName("group", m.Group); err != nil {
 		return nil, bookkeepingErr(err)
 	}
-	if len(m.Offsets) == 0 || len(m.Offsets) > MaxCommitOffsets {
-		return nil, apierr.Invalid("offsets", "has %d entries; want 1..%d", len(m.Offsets), MaxCommitOffsets)
+	if len(m.Offsets) == 0 {
+		return nil, apierr.Invalid("offsets", "must not be empty")
+	}
+	if len(m.Offsets) > MaxCommitOffsets {
+		return nil, apierr.TooLarge("offsets", apierr.OffsetsPerCommit, int64(len(m.Offsets)), MaxCommitOffsets)
 	}
 	byTopic := map[string][]bookkeeping.PartitionOffset{}
 	var order []string
 	for i, o := range m.Offsets {
 		if o == nil {
 			return nil, apierr.Invalid(fmt.Sprintf("offsets[%d]", i), "is empty")
+		}
+		if len(o.Metadata) > bookkeeping.MaxMetadataBytes {
+			return nil, apierr.TooLarge(fmt.Sprintf("offsets[%d].metadata", i), apierr.CommitMetadataBytes, int64(len(o.Metadata)), bookkeeping.MaxMetadataBytes)
 		}
 		if _, ok := byTopic[o.Topic]; !ok {
 			order = append(order, o.Topic)
@@ -860,8 +866,11 @@ func validateSubscribe(m *sluicev1.SubscribeRequest) (time.Duration, error) {
 	if err := bookkeeping.ValidateName("group", m.Group); err != nil {
 		return 0, bookkeepingErr(err)
 	}
-	if len(m.Topics) == 0 || len(m.Topics) > MaxTopicsPerSession {
-		return 0, apierr.Invalid("topics", "has %d names; want 1..%d", len(m.Topics), MaxTopicsPerSession)
+	if len(m.Topics) == 0 {
+		return 0, apierr.Invalid("topics", "must name at least one topic")
+	}
+	if len(m.Topics) > MaxTopicsPerSession {
+		return 0, apierr.TooLarge("topics", apierr.TopicsPerSession, int64(len(m.Topics)), MaxTopicsPerSession)
 	}
 	timeout := DefaultSessionTimeout
 	if m.SessionTimeoutMs != 0 {
@@ -877,7 +886,7 @@ func validateSubscribe(m *sluicev1.SubscribeRequest) (time.Duration, error) {
 		return 0, apierr.Invalid("start", "TIMESTAMP needs a timestamp; subscriptions take EARLIEST or LATEST")
 	}
 	if len(m.ClientInfo) > MaxClientInfoBytes {
-		return 0, apierr.Invalid("client_info", "is %d bytes; at most %d", len(m.ClientInfo), MaxClientInfoBytes)
+		return 0, apierr.TooLarge("client_info", apierr.ClientInfoBytes, int64(len(m.ClientInfo)), MaxClientInfoBytes)
 	}
 	if m.ReadCommitted {
 		return 0, apierr.Invalid("read_committed", "transactions are not supported yet")
