@@ -219,6 +219,30 @@ func TestProduceLimits(t *testing.T) {
 	}
 }
 
+// A copy at its bound on partitions written answers RESOURCE_EXHAUSTED
+// with a retry delay: throttling, which clients retry (another copy may
+// take the partition), unlike a limit on the request.
+func TestWriterLimitIsThrottling(t *testing.T) {
+	c := startCluster(t, func(cfg *cluster.Config) { cfg.Ingest.MaxWriters, cfg.Ingest.BalanceInterval = 1, -1 })
+	ctx := context.Background()
+	admin := sluicev1connect.NewAdminServiceClient(http.DefaultClient, c.url)
+	prod := sluicev1connect.NewProducerServiceClient(http.DefaultClient, c.url)
+	if _, err := admin.CreateTopic(ctx, connect.NewRequest(&sluicev1.CreateTopicRequest{Name: "t", Partitions: 2})); err != nil {
+		t.Fatal(err)
+	}
+	produce := func(p int32) error {
+		_, err := prod.Produce(ctx, connect.NewRequest(&sluicev1.ProduceRequest{Topic: "t", Partition: &p, Records: []*sluicev1.Record{{Value: []byte("v")}}}))
+		return err
+	}
+	if err := produce(0); err != nil {
+		t.Fatal(err)
+	}
+	err := produce(1)
+	if d, ok := apierr.RetryDelay(err); connect.CodeOf(err) != connect.CodeResourceExhausted || !ok || d <= 0 {
+		t.Fatalf("the copy's second partition: %v; want RESOURCE_EXHAUSTED with a retry delay", err)
+	}
+}
+
 // checkLimitErr asserts a TooLarge answer: INVALID_ARGUMENT with the
 // limit's ErrorInfo and the message (a prefix or the whole).
 func checkLimitErr(t *testing.T, err error, l apierr.Limit, want string) {
