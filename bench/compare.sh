@@ -98,7 +98,7 @@ stop_stack() {
 trap 'stop_sluice; stop_kafka; stop_stack' EXIT
 
 healthy() { # ADDR: the gRPC health check answers SERVING (Connect protocol, JSON)
-  curl -sf -m 2 -X POST -H 'Content-Type: application/json' -d '{}' "http://$1/grpc.health.v1.Health/Check" 2>/dev/null | grep -q SERVING
+  curl -sf -m 2 -X POST -H 'Content-Type: application/json' -d '{}' "http://$1/grpc.health.v1.Health/Check" 2>/dev/null | grep -q '"status":"SERVING"'
 }
 wait_healthy() { # NAME ADDR LOG
   for _ in $(seq 120); do

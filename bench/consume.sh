@@ -36,7 +36,7 @@ if [[ " $systems " == *" sluice "* ]]; then
   dev=$!
   # Ready when the health check answers SERVING (Connect protocol, JSON).
   for i in $(seq 100); do
-    if curl -sf -X POST -H 'Content-Type: application/json' -d '{}' "http://$addr/grpc.health.v1.Health/Check" 2>/dev/null | grep -q SERVING; then break; fi
+    if curl -sf -X POST -H 'Content-Type: application/json' -d '{}' "http://$addr/grpc.health.v1.Health/Check" 2>/dev/null | grep -q '"status":"SERVING"'; then break; fi
     if [ "$i" = 100 ]; then echo "bench/consume.sh: sluice dev did not become ready; see $devlog" >&2; exit 1; fi
     sleep 0.2
   done

@@ -31,7 +31,9 @@
 // back on the client. A message with no groups, a group with neither adds
 // nor a LAC, or more than MaxInFlightAdds adds ends the stream
 // (INVALID_ARGUMENT); one above Config.MaxAddMessageBytes too
-// (RESOURCE_EXHAUSTED, before it is read). Acknowledgements are sent in
+// (RESOURCE_EXHAUSTED, before it is read; behind internal/rpcserver, as
+// in `sluice bookie`, the server's request limit answers first,
+// INVALID_ARGUMENT, when it is not above that). Acknowledgements are sent in
 // journal order, hence in order within a ledger; refusals at once. The
 // sender puts every answer ready when it is free into one response,
 // grouped by ledger, never waiting for more.

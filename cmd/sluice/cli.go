@@ -164,6 +164,14 @@ func (c *flagCheck) oneOf(flag, v string, allowed ...string) {
 	c.badf("--%s %q: want %s", flag, v, orList(allowed))
 }
 
+// maxRequestBytes checks --max-request-bytes, which every public server
+// takes, with the RPC server's own bounds.
+func (c *flagCheck) maxRequestBytes(v int) {
+	if err := (rpcserver.Config{MaxRequestBytes: v}).Validate(); err != nil {
+		c.badf("--max-request-bytes %d: %v", v, err)
+	}
+}
+
 // logFormat checks --log-format, which every server takes.
 func (c *flagCheck) logFormat(v string) { c.oneOf("log-format", v, "text", "json") }
 
@@ -331,6 +339,11 @@ func completeValues(cmd *cobra.Command, flag string, values ...string) {
 }
 
 // logFormatFlag registers --log-format, which every server takes.
+// maxRequestBytesFlag registers --max-request-bytes.
+func maxRequestBytesFlag(cmd *cobra.Command, v *int) {
+	cmd.Flags().IntVar(v, "max-request-bytes", 4<<20, "largest request message accepted, in bytes (at most 64 MiB); a larger one is refused with INVALID_ARGUMENT naming this flag")
+}
+
 func logFormatFlag(cmd *cobra.Command, v *string) {
 	cmd.Flags().StringVar(v, "log-format", "text", "log format: text or json")
 	completeValues(cmd, "log-format", "text", "json")

@@ -78,6 +78,10 @@ func TestConsumeAndGroupCommands(t *testing.T) {
 	if !strings.Contains(desc, "0 live members") {
 		t.Fatalf("describe:\n%s", desc)
 	}
+	var errOut bytes.Buffer
+	if code := run(context.Background(), []string{"group", "describe", "nope", "--addr", addr}, io.Discard, &errOut); code == 0 || !strings.Contains(errOut.String(), `group "nope" does not exist`) {
+		t.Fatalf("group describe of an unknown group: exit %d: %s", code, errOut.String())
+	}
 	// Everything is committed: the group reads nothing more...
 	if got := sluice("consume", "t", "--group", "g", "--idle", "300ms"); got != "" {
 		t.Fatalf("second group consume printed %q", got)

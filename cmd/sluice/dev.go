@@ -27,6 +27,7 @@ type devFlags struct {
 	offloadAge time.Duration
 	cors       string
 	pprof      bool
+	maxRequest int
 
 	origins []string // from cors, by check
 }
@@ -58,6 +59,7 @@ Ready when grpc.health.v1.Health/Check answers SERVING.`,
 	fs.DurationVar(&f.offloadAge, "offload-age", compactor.DefaultOffloadAge, "the compactor moves a sealed ledger to the object store (DATA-DIR/objects) this long after it was sealed (0: at once)")
 	fs.StringVar(&f.cors, "cors-origins", "", "comma-separated extra browser origins allowed to call (localhost origins are always allowed in dev)")
 	fs.BoolVar(&f.pprof, "pprof", false, "serve Go's runtime profiles under /debug/pprof/ on --addr (benchmarks, diagnosis)")
+	maxRequestBytesFlag(cmd, &f.maxRequest)
 	return cmd
 }
 
@@ -66,6 +68,7 @@ func (f *devFlags) check() error {
 	c.listenAddr("addr", f.addr)
 	c.required("data-dir", f.dataDir)
 	c.logFormat(f.logFormat)
+	c.maxRequestBytes(f.maxRequest)
 	f.offloadAge = noneIfZero(f.offloadAge)
 	if err := (compactor.Config{OffloadAge: f.offloadAge}).Validate(); err != nil {
 		c.badf("--offload-age %v: %v", f.offloadAge, err)
@@ -84,7 +87,7 @@ func runDev(ctx context.Context, f devFlags, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "sluice dev: opening 3 bookies, the catalog, bookkeeping, ingest, fetch and the compactor in %s ...\n", f.dataDir)
 	c, err := cluster.New(cluster.Config{
 		Dir: f.dataDir, Addr: f.addr, Telemetry: tel,
-		Server:    rpcserver.Config{AllowLocalhost: true, CORSOrigins: f.origins, Pprof: f.pprof},
+		Server:    rpcserver.Config{AllowLocalhost: true, CORSOrigins: f.origins, Pprof: f.pprof, MaxRequestBytes: f.maxRequest},
 		Compactor: compactor.Config{OffloadAge: f.offloadAge},
 	})
 	if err != nil {

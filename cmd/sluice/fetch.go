@@ -34,6 +34,7 @@ type fetchFlags struct {
 	cors            string
 	logFormat       string
 	pprof           bool
+	maxRequest      int
 
 	hosts   []string // from cassandra, by check
 	origins []string // from cors, by check
@@ -71,6 +72,7 @@ offsets live in Cassandra; with --objects it also reads ledgers the compactor of
 	fs.StringVar(&f.cors, "cors-origins", "", "comma-separated browser origins allowed to call")
 	logFormatFlag(cmd, &f.logFormat)
 	fs.BoolVar(&f.pprof, "pprof", false, "serve Go's runtime profiles under /debug/pprof/ (benchmarks, diagnosis)")
+	maxRequestBytesFlag(cmd, &f.maxRequest)
 	return cmd
 }
 
@@ -112,6 +114,7 @@ func (f *fetchFlags) check() error {
 	}
 	f.origins = c.origins("cors-origins", f.cors)
 	c.logFormat(f.logFormat)
+	c.maxRequestBytes(f.maxRequest)
 	if err := c.err(); err != nil {
 		return err
 	}
@@ -167,7 +170,7 @@ func runFetch(ctx context.Context, f fetchFlags, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	srv, err := rpcserver.New(rpcserver.Config{CORSOrigins: f.origins, Pprof: f.pprof}, tel)
+	srv, err := rpcserver.New(rpcserver.Config{CORSOrigins: f.origins, Pprof: f.pprof, MaxRequestBytes: f.maxRequest}, tel)
 	if err != nil {
 		return err
 	}

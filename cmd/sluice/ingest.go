@@ -30,6 +30,7 @@ type ingestFlags struct {
 	cors                string
 	logFormat           string
 	pprof               bool
+	maxRequest          int
 
 	origins []string // from cors, by check
 }
@@ -61,6 +62,7 @@ catalog (sluice bookie --catalog-table).`,
 	fs.StringVar(&f.cors, "cors-origins", "", "comma-separated browser origins allowed to call")
 	logFormatFlag(cmd, &f.logFormat)
 	fs.BoolVar(&f.pprof, "pprof", false, "serve Go's runtime profiles under /debug/pprof/ (benchmarks, diagnosis)")
+	maxRequestBytesFlag(cmd, &f.maxRequest)
 	return cmd
 }
 
@@ -89,6 +91,7 @@ func (f *ingestFlags) check() error {
 	}
 	f.origins = c.origins("cors-origins", f.cors)
 	c.logFormat(f.logFormat)
+	c.maxRequestBytes(f.maxRequest)
 	if err := c.err(); err != nil {
 		return err
 	}
@@ -138,7 +141,7 @@ func runIngest(ctx context.Context, f ingestFlags, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	srv, err := rpcserver.New(rpcserver.Config{CORSOrigins: f.origins, Pprof: f.pprof}, tel)
+	srv, err := rpcserver.New(rpcserver.Config{CORSOrigins: f.origins, Pprof: f.pprof, MaxRequestBytes: f.maxRequest}, tel)
 	if err != nil {
 		return err
 	}

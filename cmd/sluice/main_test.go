@@ -118,7 +118,7 @@ func TestDevServesHealthAndStops(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if !strings.Contains(string(body), `"SERVING_STATUS_SERVING"`) {
+	if !strings.Contains(string(body), `{"status":"SERVING"}`) {
 		t.Fatalf("health = %s", body)
 	}
 	cancel()

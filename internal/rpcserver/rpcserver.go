@@ -5,9 +5,34 @@
 //
 // A service registers its Connect handlers with Handle, using the options
 // from HandlerOptions (telemetry interceptor and the request size limit),
-// then calls Serve. Health answers SERVING for every registered service
-// until Serve's context ends, when the server drains: health turns
-// NOT_SERVING and in-flight calls get ShutdownTimeout to finish.
+// then calls Serve.
+//
+// # Readiness
+//
+// grpc.health.v1.Health (health.go) speaks the standard messages: Check
+// over Connect JSON answers {"status":"SERVING"}, over gRPC and gRPC-web
+// the same enum value 1. The contract probes can rely on:
+//
+//   - NOT_SERVING from the moment Serve accepts connections while a
+//     readiness gate (Gate) is open: start-up work without which answers
+//     would be wrong, such as an ingest copy taking back the partitions
+//     its owner id held before a restart (ingest.Service.Ready; until then
+//     their last acknowledged records may not be readable).
+//   - SERVING, for "" (the server as a whole) and for every registered
+//     service ("sluice.v1.ProducerService", ...), once Serve accepts
+//     connections and every gate closed: the handlers are registered and
+//     the stores their constructors opened are open. Other start-up work
+//     (an ingest copy taking over further partitions by balancing) is not
+//     waited for: a call that meets it waits or answers UNAVAILABLE, which
+//     clients retry.
+//   - NOT_SERVING once Serve's context has ended: the server drains. It
+//     takes no new connections, in-flight calls get ShutdownTimeout to
+//     finish, Watch streams get NOT_SERVING and end. Route traffic
+//     elsewhere; the process is going away.
+//   - NOT_FOUND (Check) or SERVICE_UNKNOWN (Watch) for a service this
+//     server does not serve, as the standard says.
+//   - No answer at all (connection refused) before Serve and after it
+//     returns.
 package rpcserver
 
 import (
@@ -24,9 +49,9 @@ import (
 
 	"connectrpc.com/connect"
 	connectcors "connectrpc.com/cors"
-	"connectrpc.com/grpchealth"
 	"connectrpc.com/grpcreflect"
 	"github.com/rs/cors"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/sluicemq/sluice/internal/telemetry"
 )
@@ -34,7 +59,9 @@ import (
 // Config bounds and shapes the server. Zero values take the documented defaults.
 type Config struct {
 	// MaxRequestBytes caps one request message (before decompression and
-	// after). Default 4 MiB; at most 64 MiB.
+	// after); a larger one gets INVALID_ARGUMENT naming the limit
+	// (apierr.RequestBytes: the mains set it with --max-request-bytes).
+	// Default 4 MiB; at most 64 MiB.
 	MaxRequestBytes int
 	// ReadHeaderTimeout bounds reading request headers. Default 10 s.
 	ReadHeaderTimeout time.Duration
@@ -113,7 +140,7 @@ type Server struct {
 	mux      *http.ServeMux
 	services []string
 	opts     []connect.HandlerOption
-	health   *grpchealth.StaticChecker
+	health   *health
 	gates    []<-chan struct{} // health says NOT_SERVING until all are closed
 }
 
@@ -131,11 +158,11 @@ func New(cfg Config, tel *telemetry.Telemetry) (*Server, error) {
 		cfg: cfg,
 		tel: tel,
 		mux: http.NewServeMux(),
-		opts: []connect.HandlerOption{
+		opts: append([]connect.HandlerOption{
 			connect.WithInterceptors(ic),
-			connect.WithReadMaxBytes(cfg.MaxRequestBytes),
+			connect.WithReadMaxBytes(cfg.MaxRequestBytes), // a backstop: limit.go answers first
 			connect.WithCompressMinBytes(1024),
-		},
+		}, gzipWithin(int64(cfg.MaxRequestBytes))...),
 	}
 	s.mux.Handle("/metrics", tel.MetricsHandler())
 	if cfg.Pprof {
@@ -153,8 +180,12 @@ func (s *Server) HandlerOptions() []connect.HandlerOption { return slices.Clone(
 
 // Handle registers a Connect handler as returned by a generated
 // NewXxxServiceHandler: path is the service prefix ("/pkg.Service/").
+//
+// A request message over MaxRequestBytes gets INVALID_ARGUMENT naming the
+// limit (apierr.RequestBytes; see limit.go), never connect's
+// RESOURCE_EXHAUSTED.
 func (s *Server) Handle(path string, h http.Handler) {
-	s.mux.Handle(path, h)
+	s.mux.Handle(path, limitRequests(h, int64(s.cfg.MaxRequestBytes)))
 	s.services = append(s.services, strings.Trim(path, "/"))
 }
 
@@ -164,14 +195,6 @@ func (s *Server) Handle(path string, h http.Handler) {
 // back. Call before Serve.
 func (s *Server) Gate(ready <-chan struct{}) { s.gates = append(s.gates, ready) }
 
-// setServing sets the health status of the server and every service.
-func (s *Server) setServing(st grpchealth.Status) {
-	s.health.SetStatus("", st)
-	for _, name := range s.services {
-		s.health.SetStatus(name, st)
-	}
-}
-
 // Services lists the fully-qualified names of the registered services.
 func (s *Server) Services() []string { return slices.Clone(s.services) }
 
@@ -179,11 +202,19 @@ func (s *Server) Services() []string { return slices.Clone(s.services) }
 // reflection, metrics and CORS. Call after every Handle.
 func (s *Server) Handler() http.Handler {
 	if s.health == nil {
-		s.health = grpchealth.NewStaticChecker(s.services...)
-		s.mux.Handle(grpchealth.NewHandler(s.health))
-		reflector := grpcreflect.NewStaticReflector(s.services...)
-		s.mux.Handle(grpcreflect.NewHandlerV1(reflector))
-		s.mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
+		// Health and reflection: the request limit, without telemetry.
+		max := int64(s.cfg.MaxRequestBytes)
+		limits := append([]connect.HandlerOption{connect.WithReadMaxBytes(s.cfg.MaxRequestBytes)}, gzipWithin(max)...)
+		s.health = newHealth(s.services)
+		reflector := grpcreflect.NewStaticReflector(append(s.Services(), HealthService)...)
+		for _, ph := range []func() (string, http.Handler){
+			func() (string, http.Handler) { return s.health.handler(limits...) },
+			func() (string, http.Handler) { return grpcreflect.NewHandlerV1(reflector, limits...) },
+			func() (string, http.Handler) { return grpcreflect.NewHandlerV1Alpha(reflector, limits...) },
+		} {
+			path, h := ph()
+			s.mux.Handle(path, limitRequests(h, max))
+		}
 	}
 	return s.withCORS(s.mux)
 }
@@ -238,7 +269,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	gctx, stopGates := context.WithCancel(ctx)
 	gated := make(chan struct{})
 	if len(s.gates) > 0 {
-		s.setServing(grpchealth.StatusNotServing)
+		s.health.setAll(healthpb.HealthCheckResponse_NOT_SERVING)
 		go func() { // owned here: stopped and joined before health turns NOT_SERVING
 			defer close(gated)
 			for _, g := range s.gates {
@@ -248,7 +279,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 					return
 				}
 			}
-			s.setServing(grpchealth.StatusServing)
+			s.health.setAll(healthpb.HealthCheckResponse_SERVING)
 		}()
 	} else {
 		close(gated)
@@ -264,7 +295,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	s.tel.Logger.Info("rpc server draining", "addr", ln.Addr().String())
 	endGates()
-	s.setServing(grpchealth.StatusNotServing)
+	s.health.drain()
 	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 	defer cancel()
 	shutdownErr := srv.Shutdown(sctx)

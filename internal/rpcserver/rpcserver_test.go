@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -13,11 +14,18 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"connectrpc.com/grpcreflect"
 	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 
 	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
 	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
 
+	"github.com/sluicemq/sluice/internal/apierr"
 	"github.com/sluicemq/sluice/internal/rpcserver"
 	"github.com/sluicemq/sluice/internal/telemetry"
 )
@@ -63,16 +71,27 @@ func h2cClient() *http.Client {
 	return &http.Client{Transport: &http.Transport{Protocols: p}, Timeout: 10 * time.Second}
 }
 
+// Connect JSON answers the standard proto3 JSON name of the enum value,
+// which probes and scripts match on.
 func TestHealthOverConnectJSON(t *testing.T) {
 	base, _ := start(t, rpcserver.Config{})
-	resp, err := http.Post(base+"/grpc.health.v1.Health/Check", "application/json", strings.NewReader(`{}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != 200 || !strings.Contains(string(body), `"status":"SERVING_STATUS_SERVING"`) {
-		t.Fatalf("health: status %d body %s", resp.StatusCode, body)
+	for req, want := range map[string]struct {
+		code int
+		body string
+	}{
+		`{}`:                                   {200, `{"status":"SERVING"}`},
+		`{"service":"sluice.v1.AdminService"}`: {200, `{"status":"SERVING"}`},
+		`{"service":"no.such.Service"}`:        {404, `"code":"not_found"`},
+	} {
+		resp, err := http.Post(base+"/grpc.health.v1.Health/Check", "application/json", strings.NewReader(req))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want.code || !strings.Contains(string(body), want.body) {
+			t.Errorf("Check %s: status %d body %s, want %d %s", req, resp.StatusCode, body, want.code, want.body)
+		}
 	}
 }
 
@@ -102,6 +121,85 @@ func TestHealthOverGRPCh2c(t *testing.T) {
 	}
 }
 
+// A real gRPC client (grpc-go, over h2c) and a gRPC-web client see the
+// standard statuses and codes.
+func TestHealthOverGRPCClients(t *testing.T) {
+	base, _ := start(t, rpcserver.Config{})
+	conn, err := grpc.NewClient(strings.TrimPrefix(base, "http://"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	hc := healthpb.NewHealthClient(conn)
+	for _, svc := range []string{"", "sluice.v1.AdminService"} {
+		resp, err := hc.Check(ctx, &healthpb.HealthCheckRequest{Service: svc})
+		if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+			t.Errorf("grpc Check(%q) = %v, %v; want SERVING", svc, resp.GetStatus(), err)
+		}
+	}
+	if _, err := hc.Check(ctx, &healthpb.HealthCheckRequest{Service: "no.such.Service"}); status.Code(err) != codes.NotFound {
+		t.Errorf("grpc Check(unknown) err = %v, want NotFound", err)
+	}
+
+	web := connect.NewClient[healthpb.HealthCheckRequest, healthpb.HealthCheckResponse](h2cClient(), base+"/grpc.health.v1.Health/Check", connect.WithGRPCWeb())
+	resp, err := web.CallUnary(ctx, connect.NewRequest(&healthpb.HealthCheckRequest{}))
+	if err != nil || resp.Msg.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Errorf("grpc-web Check = %v, %v; want SERVING", resp, err)
+	}
+	if _, err := web.CallUnary(ctx, connect.NewRequest(&healthpb.HealthCheckRequest{Service: "no.such.Service"})); connect.CodeOf(err) != connect.CodeNotFound {
+		t.Errorf("grpc-web Check(unknown) err = %v, want NotFound", err)
+	}
+
+	// Watch of an unknown service: SERVICE_UNKNOWN, and the stream stays
+	// open (the standard's rule).
+	wctx, wcancel := context.WithCancel(ctx)
+	defer wcancel()
+	w, err := hc.Watch(wctx, &healthpb.HealthCheckRequest{Service: "no.such.Service"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := w.Recv(); err != nil || m.GetStatus() != healthpb.HealthCheckResponse_SERVICE_UNKNOWN {
+		t.Errorf("Watch(unknown) = %v, %v; want SERVICE_UNKNOWN", m.GetStatus(), err)
+	}
+}
+
+// A Watch stream sees SERVING, then NOT_SERVING when the server drains,
+// and then ends, so it does not hold up the shutdown.
+func TestHealthWatchSeesDrain(t *testing.T) {
+	base, stop := start(t, rpcserver.Config{ShutdownTimeout: 5 * time.Second})
+	conn, err := grpc.NewClient(strings.TrimPrefix(base, "http://"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	w, err := healthpb.NewHealthClient(conn).Watch(ctx, &healthpb.HealthCheckRequest{Service: "sluice.v1.AdminService"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := w.Recv(); err != nil || m.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("Watch first = %v, %v; want SERVING", m.GetStatus(), err)
+	}
+	began := time.Now()
+	stopped := make(chan error, 1)
+	go func() { stopped <- stop() }()
+	if m, err := w.Recv(); err != nil || m.GetStatus() != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Fatalf("Watch after stop = %v, %v; want NOT_SERVING", m.GetStatus(), err)
+	}
+	if _, err := w.Recv(); !errors.Is(err, io.EOF) {
+		t.Errorf("Watch after NOT_SERVING: err = %v, want the stream to end (EOF)", err)
+	}
+	if err := <-stopped; err != nil {
+		t.Fatalf("stop = %v", err)
+	}
+	if d := time.Since(began); d > 3*time.Second {
+		t.Errorf("shutdown took %v with a Watch stream open", d)
+	}
+}
+
 func TestConnectAndGRPCClientsShareHandlers(t *testing.T) {
 	base, _ := start(t, rpcserver.Config{})
 	for name, opts := range map[string][]connect.ClientOption{
@@ -119,12 +217,55 @@ func TestConnectAndGRPCClientsShareHandlers(t *testing.T) {
 	}
 }
 
+// A request message over MaxRequestBytes gets INVALID_ARGUMENT naming the
+// limit and the flag that changes it, over every protocol, compressed or
+// not — never RESOURCE_EXHAUSTED, which clients retry as throttling. A
+// message at the limit passes.
 func TestRequestSizeLimit(t *testing.T) {
 	base, _ := start(t, rpcserver.Config{MaxRequestBytes: 1024})
-	c := sluicev1connect.NewAdminServiceClient(http.DefaultClient, base)
-	_, err := c.CreateTopic(context.Background(), connect.NewRequest(&sluicev1.CreateTopicRequest{Name: strings.Repeat("x", 4096)}))
-	if connect.CodeOf(err) != connect.CodeResourceExhausted {
-		t.Fatalf("err = %v, want ResourceExhausted for a message over the limit", err)
+	ctx := context.Background()
+	const want = "request: %s the server's request size limit of 1024 bytes; send less per request, or raise the limit with the server's --max-request-bytes flag"
+	for name, opts := range map[string][]connect.ClientOption{
+		"connect":      nil,
+		"connect+json": {connect.WithProtoJSON()},
+		"connect+gzip": {connect.WithSendGzip()},
+		"grpc":         {connect.WithGRPC()},
+		"grpc+gzip":    {connect.WithGRPC(), connect.WithSendGzip()},
+		"grpcweb":      {connect.WithGRPCWeb()},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := sluicev1connect.NewAdminServiceClient(h2cClient(), base, opts...)
+			// At the limit (a 1021-byte name encodes to 1024 bytes of
+			// protobuf): the handler is reached.
+			if _, err := c.CreateTopic(ctx, connect.NewRequest(&sluicev1.CreateTopicRequest{Name: strings.Repeat("x", 1021)})); connect.CodeOf(err) != connect.CodeUnimplemented && !strings.Contains(name, "json") {
+				t.Errorf("a message at the limit: %v, want it to reach the handler (Unimplemented)", err)
+			}
+			_, err := c.CreateTopic(ctx, connect.NewRequest(&sluicev1.CreateTopicRequest{Name: strings.Repeat("x", 4096)}))
+			size := "4099 bytes is over"
+			if strings.Contains(name, "gzip") {
+				size = "over" // known only decompressed, and not read to its end
+			} else if strings.Contains(name, "json") {
+				size = "4107 bytes is over"
+			}
+			if connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), fmt.Sprintf(want, size)) {
+				t.Fatalf("err = %v\nwant InvalidArgument %q", err, fmt.Sprintf(want, size))
+			}
+			if apierr.Reason(err) != apierr.ReasonLimitExceeded {
+				t.Errorf("ErrorInfo reason %q, want %s", apierr.Reason(err), apierr.ReasonLimitExceeded)
+			}
+		})
+	}
+
+	// As curl sends it: Connect JSON with a Content-Length, over HTTP/1.1.
+	body := `{"name":"` + strings.Repeat("x", 20<<20) + `"}` // the 20 MB of issue 30
+	resp, err := http.Post(base+"/sluice.v1.AdminService/CreateTopic", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(got), `"code":"invalid_argument"`) || !strings.Contains(string(got), fmt.Sprintf("%d bytes is over", len(body))) {
+		t.Fatalf("curl-like post: %d %s; want 400 invalid_argument naming %d bytes", resp.StatusCode, got, len(body))
 	}
 }
 
@@ -204,5 +345,19 @@ func TestPprofOnlyWhenAsked(t *testing.T) {
 		if served != on {
 			t.Errorf("Pprof %v: GET /debug/pprof/goroutine = %d (profile served: %v)", on, resp.StatusCode, served)
 		}
+	}
+}
+
+// Reflection describes the health service too, so grpcurl and buf curl
+// can call it without a local copy of health.proto.
+func TestReflectionListsHealth(t *testing.T) {
+	base, _ := start(t, rpcserver.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cs := grpcreflect.NewClient(h2cClient(), base, connect.WithGRPC()).NewStream(ctx)
+	defer cs.Close()
+	files, err := cs.FileContainingSymbol(rpcserver.HealthService)
+	if err != nil || len(files) == 0 || files[0].GetName() != "grpc/health/v1/health.proto" {
+		t.Fatalf("reflection of %s: %d files, %v; want grpc/health/v1/health.proto", rpcserver.HealthService, len(files), err)
 	}
 }

@@ -20,6 +20,11 @@ type Lease struct {
 	Offset int64
 	// Metadata is the metadata committed with Offset.
 	Metadata string
+	// TopicID is the topic incarnation Offset was committed for (Commit's
+	// TopicID); "" when none is stored (no offset, or one committed before
+	// offsets carried it). An offset of another incarnation than the live
+	// topic's belongs to a deleted topic: callers treat it as no offset.
+	TopicID string
 }
 
 // Leases hands partitions of a topic to members of a group. Liveness comes

@@ -130,7 +130,12 @@ func (b *Builder) Append(r *Record) error {
 	recs := len(b.buf) - HeaderSize
 	if recs+size > b.lim.MaxDecompressedBytes || len(b.buf)+size > b.lim.MaxBatchBytes {
 		if b.n == 0 || size > b.lim.MaxDecompressedBytes || HeaderSize+size > b.lim.MaxBatchBytes {
-			return &FormatError{Field: recordField(b.n, -1, "length"), Reason: fmt.Sprintf("a %d-byte record cannot fit in a batch (MaxBatchBytes %d, MaxDecompressedBytes %d)", size, b.lim.MaxBatchBytes, b.lim.MaxDecompressedBytes), Err: ErrLimit}
+			fe := &FormatError{Field: recordField(b.n, -1, "length"), Reason: fmt.Sprintf("a %d-byte record cannot fit in a batch (MaxBatchBytes %d, MaxDecompressedBytes %d)", size, b.lim.MaxBatchBytes, b.lim.MaxDecompressedBytes), Err: ErrLimit,
+				Limit: "MaxBatchBytes", Got: HeaderSize + size, Max: b.lim.MaxBatchBytes}
+			if size > b.lim.MaxDecompressedBytes && HeaderSize+size <= b.lim.MaxBatchBytes {
+				fe.Limit, fe.Got, fe.Max = "MaxDecompressedBytes", size, b.lim.MaxDecompressedBytes
+			}
+			return fe
 		}
 		return ErrBatchFull
 	}
@@ -141,6 +146,14 @@ func (b *Builder) Append(r *Record) error {
 	b.maxTs = max(b.maxTs, r.Timestamp)
 	b.n++
 	return nil
+}
+
+// BatchSize is the size of an uncompressed batch holding r alone, header
+// included: what a record must fit in MaxBatchBytes. A record later in a
+// batch may take a few bytes more (its timestamp and offset deltas).
+func BatchSize(r *Record) int {
+	body := recordBodySize(r, 0, 0)
+	return HeaderSize + varintLen(int64(body)) + body
 }
 
 // Build returns the encoded batch, which the caller owns, with baseOffset 0

@@ -41,6 +41,11 @@ type FormatError struct {
 	Field  string // which field, e.g. "recordCount" or "records[7].value"
 	Reason string // what is wrong, and what is allowed
 	Err    error  // the class: ErrInvalid, ErrCorrupt or ErrLimit
+	// With ErrLimit: the Limits field that was broken ("MaxValueBytes"),
+	// the size or count found (-1 when it is only known to be larger) and
+	// the limit, so a server can word the error in its users' terms.
+	Limit    string
+	Got, Max int
 }
 
 func (e *FormatError) Error() string {
@@ -54,8 +59,8 @@ func invalid(field, format string, args ...any) *FormatError {
 	return &FormatError{Field: field, Reason: fmt.Sprintf(format, args...), Err: ErrInvalid}
 }
 
-func tooLarge(field string, got, limit int) *FormatError {
-	return &FormatError{Field: field, Reason: fmt.Sprintf("%d exceeds the limit of %d", got, limit), Err: ErrLimit}
+func tooLarge(field, limitName string, got, limit int) *FormatError {
+	return &FormatError{Field: field, Reason: fmt.Sprintf("%d exceeds the limit of %d", got, limit), Err: ErrLimit, Limit: limitName, Got: got, Max: limit}
 }
 
 // recordField names field of record i (and header j when j >= 0). Only

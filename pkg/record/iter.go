@@ -54,7 +54,7 @@ func (it *Iterator) Reset(batch []byte) error {
 
 func (it *Iterator) reset(batch []byte) error {
 	if len(batch) > it.lim.MaxBatchBytes {
-		return tooLarge("batchLength", len(batch), it.lim.MaxBatchBytes)
+		return tooLarge("batchLength", "MaxBatchBytes", len(batch), it.lim.MaxBatchBytes)
 	}
 	if err := Verify(batch); err != nil {
 		return err
@@ -76,7 +76,7 @@ func (it *Iterator) reset(batch []byte) error {
 	case count < 0:
 		return invalid("recordCount", "%d is negative", count)
 	case int(count) > it.lim.MaxRecords:
-		return tooLarge("recordCount", int(count), it.lim.MaxRecords)
+		return tooLarge("recordCount", "MaxRecords", int(count), it.lim.MaxRecords)
 	case count > 0 && b.LastOffsetDelta() < count-1:
 		return invalid("lastOffsetDelta", "%d is less than recordCount-1 = %d", b.LastOffsetDelta(), count-1)
 	}
@@ -87,13 +87,14 @@ func (it *Iterator) reset(batch []byte) error {
 		it.buf, err = decompress(it.buf, codec, recs, it.lim.MaxDecompressedBytes)
 		switch {
 		case errors.Is(err, errDecompressedTooLarge):
-			return &FormatError{Field: "records", Reason: fmt.Sprintf("%v decompressed size exceeds the limit of %d bytes", codec, it.lim.MaxDecompressedBytes), Err: ErrLimit}
+			return &FormatError{Field: "records", Reason: fmt.Sprintf("%v decompressed size exceeds the limit of %d bytes", codec, it.lim.MaxDecompressedBytes), Err: ErrLimit,
+				Limit: "MaxDecompressedBytes", Got: -1, Max: it.lim.MaxDecompressedBytes}
 		case err != nil:
 			return invalid("records", "%v decompression failed: %v", codec, err)
 		}
 		recs = it.buf
 	} else if len(recs) > it.lim.MaxDecompressedBytes {
-		return tooLarge("records", len(recs), it.lim.MaxDecompressedBytes)
+		return tooLarge("records", "MaxDecompressedBytes", len(recs), it.lim.MaxDecompressedBytes)
 	}
 	if int64(count)*minRecordSize > int64(len(recs)) {
 		return invalid("recordCount", "%d records cannot fit in %d bytes", count, len(recs))

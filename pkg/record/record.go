@@ -75,24 +75,24 @@ func checkRecord(r *Record, i int, lim *Limits) error {
 		return invalid(recordField(i, -1, "timestamp"), "%d is negative", r.Timestamp)
 	}
 	if len(r.Key) > lim.MaxKeyBytes {
-		return tooLarge(recordField(i, -1, "key"), len(r.Key), lim.MaxKeyBytes)
+		return tooLarge(recordField(i, -1, "key"), "MaxKeyBytes", len(r.Key), lim.MaxKeyBytes)
 	}
 	if len(r.Value) > lim.MaxValueBytes {
-		return tooLarge(recordField(i, -1, "value"), len(r.Value), lim.MaxValueBytes)
+		return tooLarge(recordField(i, -1, "value"), "MaxValueBytes", len(r.Value), lim.MaxValueBytes)
 	}
 	if len(r.Headers) > lim.MaxHeaders {
-		return tooLarge(recordField(i, -1, "headers"), len(r.Headers), lim.MaxHeaders)
+		return tooLarge(recordField(i, -1, "headers"), "MaxHeaders", len(r.Headers), lim.MaxHeaders)
 	}
 	for j := range r.Headers {
 		h := &r.Headers[j]
 		if len(h.Key) > lim.MaxHeaderKeyBytes {
-			return tooLarge(recordField(i, j, "key"), len(h.Key), lim.MaxHeaderKeyBytes)
+			return tooLarge(recordField(i, j, "key"), "MaxHeaderKeyBytes", len(h.Key), lim.MaxHeaderKeyBytes)
 		}
 		if !utf8.ValidString(h.Key) {
 			return invalid(recordField(i, j, "key"), "not valid UTF-8")
 		}
 		if len(h.Value) > lim.MaxHeaderValueBytes {
-			return tooLarge(recordField(i, j, "value"), len(h.Value), lim.MaxHeaderValueBytes)
+			return tooLarge(recordField(i, j, "value"), "MaxHeaderValueBytes", len(h.Value), lim.MaxHeaderValueBytes)
 		}
 	}
 	return nil
@@ -174,7 +174,7 @@ func (d *recordDecoder) next(r *Record) error {
 	case count < 0:
 		return invalid(field("headers"), "negative header count %d", count)
 	case int(count) > d.lim.MaxHeaders:
-		return tooLarge(field("headers"), int(count), d.lim.MaxHeaders)
+		return tooLarge(field("headers"), "MaxHeaders", int(count), d.lim.MaxHeaders)
 	case int(count)*2 > len(b)-p-n: // each header takes at least 2 bytes
 		return invalid(field("headers"), "%d headers cannot fit in %d bytes", count, len(b)-p-n)
 	}
@@ -206,6 +206,21 @@ func (d *recordDecoder) next(r *Record) error {
 	return nil
 }
 
+// limitName names the Limits field that bounds a record's key or value
+// (j < 0) or a header's (j ≥ 0).
+func limitName(name string, j int) string {
+	switch {
+	case j < 0 && name == "key":
+		return "MaxKeyBytes"
+	case j < 0:
+		return "MaxValueBytes"
+	case name == "key":
+		return "MaxHeaderKeyBytes"
+	default:
+		return "MaxHeaderValueBytes"
+	}
+}
+
 // readBytes reads a nullable length-prefixed byte string at b[p:]: field
 // name of record i (header j when j >= 0). A null string is returned as nil,
 // an empty one as a non-nil empty slice.
@@ -219,7 +234,7 @@ func readBytes(b []byte, p, i, j int, name string, limit int) ([]byte, int, erro
 	case n == -1:
 		return nil, p + m, nil
 	case int(n) > limit:
-		return nil, p, tooLarge(recordField(i, j, name), int(n), limit)
+		return nil, p, tooLarge(recordField(i, j, name), limitName(name, j), int(n), limit)
 	case int(n) > len(b)-p-m:
 		return nil, p, invalid(recordField(i, j, name), "length %d runs past the end of the record", n)
 	}

@@ -3,6 +3,7 @@ package sluice
 import (
 	"context"
 	"errors"
+	"strconv"
 	"time"
 
 	"connectrpc.com/connect"
@@ -93,6 +94,11 @@ func classify(err error) (errClass, time.Duration) {
 		return classRetriable, 0 // transport errors: connection refused, reset, ...
 	}
 	switch ce.Code() {
+	case connect.CodeInvalidArgument, connect.CodeNotFound, connect.CodeOutOfRange:
+		// Bad input: a record or request over a server limit
+		// (reason LIMIT_EXCEEDED), an unknown topic, a partition out of
+		// range. The same request can never succeed.
+		return classFatal, 0
 	case connect.CodeUnavailable, connect.CodeResourceExhausted, connect.CodeAborted,
 		connect.CodeDeadlineExceeded, connect.CodeCanceled, connect.CodeUnknown:
 		// Canceled and Unknown come from the server here (e.g. a copy
@@ -123,17 +129,42 @@ func IsRetriable(err error) bool {
 
 // errorReason is the reason of ce's first google.rpc.ErrorInfo of Sluice's
 // domain, or "".
-func errorReason(ce *connect.Error) string {
+func errorReason(ce *connect.Error) string { return errorInfo(ce).GetReason() }
+
+// errorInfo is ce's first google.rpc.ErrorInfo of Sluice's domain, or nil.
+func errorInfo(ce *connect.Error) *errdetails.ErrorInfo {
 	for _, d := range ce.Details() {
 		msg, err := d.Value()
 		if err != nil {
 			continue
 		}
 		if info, ok := msg.(*errdetails.ErrorInfo); ok && info.GetDomain() == errorDomain {
-			return info.GetReason()
+			return info
 		}
 	}
-	return ""
+	return nil
+}
+
+// reasonLimitExceeded is the ErrorInfo reason of the server's answer to a
+// request over one of its limits (INVALID_ARGUMENT); metadata "limit" names
+// the limit, "max" its value.
+const reasonLimitExceeded = "LIMIT_EXCEEDED"
+
+// requestLimit reports the server's request size limit when err is the
+// server refusing a request message over it. The server cannot say which
+// message of a stream that was (it did not read it), so the producer fails
+// the batches whose requests are larger and resends the others.
+func requestLimit(err error) (int, bool) {
+	var ce *connect.Error
+	if !errors.As(err, &ce) || ce.Code() != connect.CodeInvalidArgument {
+		return 0, false
+	}
+	info := errorInfo(ce)
+	if info.GetReason() != reasonLimitExceeded || info.GetMetadata()["limit"] != "request_bytes" {
+		return 0, false
+	}
+	max, perr := strconv.Atoi(info.GetMetadata()["max"])
+	return max, perr == nil
 }
 
 // retryDelay is the google.rpc.RetryInfo delay of a Connect error.

@@ -48,6 +48,7 @@ type batch struct {
 
 	state    batchState
 	sess     *session // while stInflight
+	reqBytes int      // size of the request message that carried it last
 	attempts int      // sends so far
 	lastErr  error    // the last attempt's error
 	err      error    // the outcome, when stFailed

@@ -2,6 +2,7 @@ package sluice_test
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"strconv"
@@ -414,6 +415,34 @@ func TestProduceErrors(t *testing.T) {
 	}
 	if _, err := c.DescribeTopic(ctx, "known"); !errors.Is(err, sluice.ErrUnknownTopic) {
 		t.Fatalf("describe after delete: %v", err)
+	}
+}
+
+// A record over a server limit the SDK cannot see (here the server's
+// request size limit, below the topic's max.message.bytes) fails at once
+// with the server's INVALID_ARGUMENT: it is not retried until the delivery
+// timeout, and the records after it are stored.
+func TestProduceOverServerLimitFailsAtOnce(t *testing.T) {
+	tc := startCluster(t, func(cfg *cluster.Config) { cfg.Server.MaxRequestBytes = 256 << 10 })
+	c := tc.client()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := c.CreateTopic(ctx, "t", 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	p := producer(t, c)
+	big := make([]byte, 300<<10)
+	_, _ = rand.Read(big) // incompressible: the request stays over the limit
+	began := time.Now()
+	_, err := p.ProduceSync(ctx, &sluice.Record{Topic: "t", Value: big})
+	if connect.CodeOf(err) != connect.CodeInvalidArgument || sluice.IsRetriable(err) || !strings.Contains(err.Error(), "--max-request-bytes") {
+		t.Fatalf("a record over the server's request limit: %v; want InvalidArgument naming the limit", err)
+	}
+	if d := time.Since(began); d > 5*time.Second {
+		t.Errorf("the refusal took %v: retried?", d)
+	}
+	if _, err := p.ProduceSync(ctx, &sluice.Record{Topic: "t", Value: []byte("small")}); err != nil {
+		t.Fatalf("the next record: %v", err)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
 
 	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
 )
@@ -155,6 +156,7 @@ func (p *Producer) send(s *session, b *batch, now time.Time) {
 	if p.cfg.idempotent {
 		req.ProducerId, req.ProducerEpoch = b.pid, int32(b.epoch)
 	}
+	b.reqBytes = proto.Size(req)
 	s.out = append(s.out, req)
 	signal(s.outWake)
 	if h := p.cfg.hooks.OnBatchSent; h != nil {
@@ -249,6 +251,7 @@ func (p *Producer) teardown(s *session, now time.Time) {
 	}
 	p.reconnectAt = now.Add(p.backoff(p.streamFailures))
 	err := fmt.Errorf("produce stream: %w", s.err)
+	maxReq, overLimit := requestLimit(s.err)
 	ids := make([]uint64, 0, len(s.corrs))
 	for id := range s.corrs {
 		ids = append(ids, id)
@@ -269,6 +272,12 @@ func (p *Producer) teardown(s *session, now time.Time) {
 		ps.inflight--
 		ps.rewind = true
 		touched[ps] = struct{}{}
+		if overLimit && b.reqBytes > maxReq {
+			// The one the server refused (never read, so not stored):
+			// sending it again cannot help.
+			p.onBatchError(ps, b, s.err, now)
+			continue
+		}
 		if h := p.cfg.hooks.OnBatchRetried; h != nil {
 			info := b.info(now)
 			p.hook(func() { h(info, err) })

@@ -166,6 +166,14 @@ func (s *Service) TopicDeleted(t catalog.Topic) {
 	s.logs.TopicDeleted(t.Name, t.ID)
 }
 
+// forgetTopic drops a topic from the cache, so the next lookup reads the
+// catalog.
+func (s *Service) forgetTopic(name string) {
+	s.mu.Lock()
+	delete(s.topics, name)
+	s.mu.Unlock()
+}
+
 // partitionOf checks a topic and partition named by a request.
 func (s *Service) partitionOf(ctx context.Context, field, topic string, partition int32) (catalog.Topic, error) {
 	if err := catalog.ValidateTopicName(topic); err != nil {
@@ -219,7 +227,7 @@ func readErr(err error) error {
 	case errors.As(err, &ce):
 		return ce
 	case errors.As(err, &oor):
-		return outOfRange(oor)
+		return outOfRange("", oor)
 	case errors.Is(err, partlog.ErrCorrupt):
 		return connect.NewError(connect.CodeDataLoss, err)
 	case errors.Is(err, partlog.ErrObjectMissing), errors.Is(err, partlog.ErrNoObjectStore):
@@ -244,8 +252,13 @@ const ReasonOutOfRange = "OFFSET_OUT_OF_RANGE"
 // ErrorDomain is the ErrorInfo domain of Sluice's errors.
 const ErrorDomain = "sluice.dev"
 
-func outOfRange(e *partlog.OutOfRangeError) *connect.Error {
-	ce := connect.NewError(connect.CodeOutOfRange, e)
+// outOfRange is the OUT_OF_RANGE answer to e, its message prefixed.
+func outOfRange(prefix string, e *partlog.OutOfRangeError) *connect.Error {
+	var err error = e
+	if prefix != "" {
+		err = fmt.Errorf("%s%w", prefix, e)
+	}
+	ce := connect.NewError(connect.CodeOutOfRange, err)
 	if d, err := connect.NewErrorDetail(&errdetails.ErrorInfo{Reason: ReasonOutOfRange, Domain: ErrorDomain, Metadata: map[string]string{
 		"log_start_offset": strconv.FormatInt(e.Start, 10),
 		"high_watermark":   strconv.FormatInt(e.End, 10),

@@ -61,8 +61,14 @@ const describeParallelism = 16
 
 // DescribeGroup returns a group's live members and, for every partition of
 // every topic the group has a lease or an offset on, the owner, epoch,
-// committed offset, end offset and lag. An unknown group is described as
-// empty (like Kafka's dead groups), not NOT_FOUND.
+// committed offset, log start, end offset, lag, and where the committed
+// offset stands (CommittedOffsetState).
+//
+// A group with no live members and no committed offsets is unknown:
+// NOT_FOUND. Its lease records, if any, hold no offset and no live owner —
+// nothing to describe, and this answer would have listed none of them
+// anyway (leases are found through the members' topics and the offsets).
+// ListGroups may still list it: it lists every group the store has seen.
 func (g *GroupAdmin) DescribeGroup(ctx context.Context, req *connect.Request[sluicev1.DescribeGroupRequest]) (*connect.Response[sluicev1.DescribeGroupResponse], error) {
 	s := g.s
 	group := req.Msg.Group
@@ -82,6 +88,7 @@ func (g *GroupAdmin) DescribeGroup(ctx context.Context, req *connect.Request[slu
 		}
 	}
 	var after bookkeeping.Cursor
+	committed := 0
 	for n := 0; n < maxDescribeOffsets; {
 		page, more, err := s.d.Bookkeeping.ListOffsets(ctx, group, after, bookkeeping.MaxListLimit)
 		if err != nil {
@@ -91,10 +98,14 @@ func (g *GroupAdmin) DescribeGroup(ctx context.Context, req *connect.Request[slu
 			topics[o.Topic] = true
 		}
 		n += len(page)
+		committed += len(page)
 		if !more || len(page) == 0 {
 			break
 		}
 		after = bookkeeping.Cursor{Topic: page[len(page)-1].Topic, Partition: page[len(page)-1].Partition}
+	}
+	if len(members) == 0 && committed == 0 {
+		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("group %q does not exist: it has no live members and no committed offsets", group))
 	}
 	names := make([]string, 0, len(topics))
 	for t := range topics {
@@ -112,8 +123,11 @@ func (g *GroupAdmin) DescribeGroup(ctx context.Context, req *connect.Request[slu
 			return nil, bookkeepingErr(err)
 		}
 		t, terr := s.topic(ctx, topic)
+		if terr == nil {
+			forgetOtherIncarnations(leases, t)
+		}
 		for _, l := range leases {
-			gp := &sluicev1.GroupPartition{Topic: topic, Partition: l.Partition, Owner: l.Owner, Epoch: l.Epoch, CommittedOffset: l.Offset, EndOffset: -1, Lag: -1}
+			gp := &sluicev1.GroupPartition{Topic: topic, Partition: l.Partition, Owner: l.Owner, Epoch: l.Epoch, CommittedOffset: l.Offset, EndOffset: -1, Lag: -1, LogStartOffset: -1}
 			if terr == nil && int(l.Partition) < t.Partitions {
 				bounds = append(bounds, bound{gp, topic})
 			}
@@ -130,19 +144,39 @@ func (g *GroupAdmin) DescribeGroup(ctx context.Context, req *connect.Request[slu
 		wg.Go(func() {
 			defer func() { <-sem }()
 			start, end, err := s.logs.BoundsForLag(ctx, b.topic, int(b.gp.Partition))
-			if err != nil {
-				return // end offset and lag stay unknown (-1)
+			if err == nil && b.gp.CommittedOffset > end {
+				// Before calling it beyond the end: the chain read
+				// for lag may be a moment old (a roll-over).
+				start, end, err = s.logs.Bounds(ctx, b.topic, int(b.gp.Partition))
 			}
-			b.gp.EndOffset = end
+			if err != nil {
+				return // the bounds, lag and state stay unknown
+			}
+			b.gp.LogStartOffset, b.gp.EndOffset = start, end
 			from := b.gp.CommittedOffset
 			if from < 0 {
 				from = start
 			}
 			b.gp.Lag = max(end-from, 0)
+			b.gp.CommittedOffsetState = offsetState(b.gp.CommittedOffset, start, end)
 		})
 	}
 	wg.Wait()
 	return connect.NewResponse(resp), nil
+}
+
+// offsetState places a committed offset (bookkeeping.NoOffset: none)
+// against a partition's log start..end.
+func offsetState(committed, start, end int64) sluicev1.CommittedOffsetState {
+	switch {
+	case committed == bookkeeping.NoOffset:
+		return sluicev1.CommittedOffsetState_COMMITTED_OFFSET_STATE_UNSPECIFIED
+	case committed < start:
+		return sluicev1.CommittedOffsetState_COMMITTED_OFFSET_STATE_BELOW_LOG_START
+	case committed > end:
+		return sluicev1.CommittedOffsetState_COMMITTED_OFFSET_STATE_BEYOND_END
+	}
+	return sluicev1.CommittedOffsetState_COMMITTED_OFFSET_STATE_IN_RANGE
 }
 
 // ResetGroupOffsets moves a group's offsets of one topic.
@@ -209,7 +243,8 @@ func (g *GroupAdmin) ResetGroupOffsets(ctx context.Context, req *connect.Request
 			off = min(max(m.Offset, start), end)
 		}
 		c.Offsets = append(c.Offsets, bookkeeping.PartitionOffset{Partition: p, Offset: off})
-		resp.Partitions = append(resp.Partitions, &sluicev1.GroupPartition{Topic: m.Topic, Partition: p, CommittedOffset: off, EndOffset: end, Lag: end - off})
+		resp.Partitions = append(resp.Partitions, &sluicev1.GroupPartition{Topic: m.Topic, Partition: p, CommittedOffset: off, EndOffset: end, Lag: end - off,
+			LogStartOffset: start, CommittedOffsetState: offsetState(off, start, end)})
 	}
 	if m.DryRun {
 		return connect.NewResponse(resp), nil

@@ -306,19 +306,7 @@ func (ss *session) deliverOne(stream *connect.ServerStream[sluicev1.SubscribeRes
 		case ss.ctx.Err() != nil:
 			return 0, nil
 		case errors.As(err, &ce) && ce.Code() == connect.CodeOutOfRange:
-			// The committed offset is gone (retention): start over at the
-			// log start, as Kafka's auto.offset.reset=earliest does.
-			start, _, berr := s.logs.Bounds(ss.ctx, k.topic, int(k.partition))
-			if berr == nil && start > next {
-				ss.mu.Lock()
-				if l, ok := ss.leases[k]; ok && l.epoch == epoch {
-					l.next = start
-				}
-				ss.mu.Unlock()
-				s.log.Warn("group partition offset out of range; continuing at the log start",
-					slog.String("group", ss.group), slog.String("topic", k.topic), slog.Int("partition", int(k.partition)),
-					slog.Int64("offset", next), slog.Int64("log_start", start))
-			}
+			ss.resetBelowStart(k, epoch, next)
 			return 0, nil
 		case errors.As(err, &ce) && ce.Code() == connect.CodeDataLoss:
 			return 0, err // never skip corrupt data
@@ -360,6 +348,38 @@ func (ss *session) deliverOne(stream *connect.ServerStream[sluicev1.SubscribeRes
 	}
 	err = stream.Send(&sluicev1.SubscribeResponse{Event: &sluicev1.SubscribeResponse_Records{Records: d}})
 	return res.Count, err
+}
+
+// resetBelowStart moves a lease's delivery position that retention passed
+// (below the log start) by the member's start policy, as Kafka's
+// auto.offset.reset does: earliest continues at the log start, latest at
+// the end. It is never skipped silently: it is logged, and DescribeGroup
+// shows the committed offset BELOW_LOG_START until the member commits
+// again. A position past the end is left alone (delivery waits for the log
+// to reach it; commits cannot put it there).
+func (ss *session) resetBelowStart(k tp, epoch, next int64) {
+	s := ss.s
+	start, end, err := s.logs.Bounds(ss.ctx, k.topic, int(k.partition))
+	if err != nil || next >= start {
+		return
+	}
+	to, policy := start, "earliest"
+	if startOf(ss.start) == sluicev1.StartPosition_START_POSITION_LATEST {
+		to, policy = end, "latest"
+	}
+	ss.mu.Lock()
+	l, ok := ss.leases[k]
+	moved := ok && l.epoch == epoch && l.next == next
+	if moved {
+		l.next = to
+	}
+	ss.mu.Unlock()
+	if moved {
+		s.log.Warn("group partition offset below the log start (retention): reset by the member's start policy",
+			slog.String("group", ss.group), slog.String("member", ss.member), slog.String("topic", k.topic), slog.Int("partition", int(k.partition)),
+			slog.Int64("offset", next), slog.Int64("log_start", start), slog.Int64("high_watermark", end),
+			slog.String("policy", policy), slog.Int64("reset_to", to))
+	}
 }
 
 // coordinate runs the member's keepalive, heartbeat and balancing until the
@@ -459,6 +479,7 @@ func (ss *session) balanceTopic(ctx context.Context, topic string, members []boo
 	if err != nil {
 		return err
 	}
+	forgetOtherIncarnations(leases, t)
 	owners := make(map[int32]string, len(leases))
 	stored := make(map[int32]bookkeeping.Lease, len(leases))
 	for _, l := range leases {
@@ -741,19 +762,27 @@ func (s *Service) Commit(ctx context.Context, req *connect.Request[sluicev1.Comm
 	if err := bookkeeping.ValidateName("group", m.Group); err != nil {
 		return nil, bookkeepingErr(err)
 	}
-	if len(m.Offsets) == 0 || len(m.Offsets) > MaxCommitOffsets {
-		return nil, apierr.Invalid("offsets", "has %d entries; want 1..%d", len(m.Offsets), MaxCommitOffsets)
+	if len(m.Offsets) == 0 {
+		return nil, apierr.Invalid("offsets", "must not be empty")
+	}
+	if len(m.Offsets) > MaxCommitOffsets {
+		return nil, apierr.TooLarge("offsets", apierr.OffsetsPerCommit, int64(len(m.Offsets)), MaxCommitOffsets)
 	}
 	byTopic := map[string][]bookkeeping.PartitionOffset{}
+	at := map[string][]int{} // the request index of each of byTopic's offsets
 	var order []string
 	for i, o := range m.Offsets {
 		if o == nil {
 			return nil, apierr.Invalid(fmt.Sprintf("offsets[%d]", i), "is empty")
 		}
+		if len(o.Metadata) > bookkeeping.MaxMetadataBytes {
+			return nil, apierr.TooLarge(fmt.Sprintf("offsets[%d].metadata", i), apierr.CommitMetadataBytes, int64(len(o.Metadata)), bookkeeping.MaxMetadataBytes)
+		}
 		if _, ok := byTopic[o.Topic]; !ok {
 			order = append(order, o.Topic)
 		}
 		byTopic[o.Topic] = append(byTopic[o.Topic], bookkeeping.PartitionOffset{Partition: o.Partition, Offset: o.Offset, Epoch: o.LeaseEpoch, Metadata: o.Metadata})
+		at[o.Topic] = append(at[o.Topic], i)
 	}
 	var ss *session
 	if m.MemberId != "" {
@@ -768,6 +797,9 @@ func (s *Service) Commit(ctx context.Context, req *connect.Request[sluicev1.Comm
 				slog.String("group", m.Group), slog.String("member", m.MemberId), slog.String("copy", addr))
 		}
 	}
+	// Every topic is checked before any is applied: a request naming a
+	// topic, partition or offset that cannot be committed changes nothing.
+	commits := make([]bookkeeping.Commit, 0, len(order))
 	for _, topic := range order {
 		// Offsets are stored with the topic's incarnation (issue 30).
 		// TODO(issue 30): t.ID is the incarnation this copy knows now (its
@@ -777,14 +809,19 @@ func (s *Service) Commit(ctx context.Context, req *connect.Request[sluicev1.Comm
 		if err := bookkeeping.ValidateName("topic", topic); err != nil {
 			return nil, bookkeepingErr(err)
 		}
-		t, err := s.topic(ctx, topic)
+		c := bookkeeping.Commit{Group: m.Group, Topic: topic, Member: m.MemberId, Offsets: byTopic[topic]}
+		t, err := s.checkCommit(ctx, c, at[topic])
 		if err != nil {
-			return nil, apierr.FromCatalog(err)
+			return nil, err
 		}
-		c := bookkeeping.Commit{Group: m.Group, Topic: topic, TopicID: string(t.ID), Member: m.MemberId, Offsets: byTopic[topic]}
+		c.TopicID = string(t.ID)
 		if err := c.Validate(); err != nil {
 			return nil, bookkeepingErr(err)
 		}
+		commits = append(commits, c)
+	}
+	for _, c := range commits {
+		topic := c.Topic
 		if err := s.d.Bookkeeping.Commit(ctx, c); err != nil {
 			return nil, commitErr(err, c)
 		}
@@ -795,6 +832,77 @@ func (s *Service) Commit(ctx context.Context, req *connect.Request[sluicev1.Comm
 		}
 	}
 	return connect.NewResponse(&sluicev1.CommitResponse{}), nil
+}
+
+// forgetOtherIncarnations drops the committed offsets of leases that were
+// committed for another incarnation of the topic (deleted, and created
+// again under the same name): the new topic starts with no offsets, so a
+// member starts where its start policy says rather than at an offset of
+// records that no longer exist (docs/DESIGN.md, "Topic identity"). An
+// offset stored without an id (committed before offsets carried one) is
+// kept.
+func forgetOtherIncarnations(leases []bookkeeping.Lease, t catalog.Topic) {
+	for i := range leases {
+		if l := &leases[i]; l.TopicID != "" && l.TopicID != string(t.ID) {
+			l.Offset, l.Metadata, l.TopicID = bookkeeping.NoOffset, "", ""
+		}
+	}
+}
+
+// checkCommit refuses a commit to a topic or partition that does not exist
+// (NOT_FOUND) and an offset past the partition's high watermark
+// (OUT_OF_RANGE naming the valid range, like Fetch's): the group would then
+// skip every record produced until the log reached that offset, and
+// DescribeGroup would show no lag. The high watermark is this copy's view
+// of the log, the one Fetch reads by, refreshed before a refusal
+// (partlog.CheckEnd). Offsets below the log start pass: retention may
+// overtake any committed offset anyway, and delivery handles that
+// (SubscribeRequest.start). at holds each offset's index in the request.
+func (s *Service) checkCommit(ctx context.Context, c bookkeeping.Commit, at []int) (catalog.Topic, error) {
+	t, err := s.topic(ctx, c.Topic)
+	if errors.Is(err, catalog.ErrNotFound) {
+		return t, connect.NewError(connect.CodeNotFound, fmt.Errorf("offsets[%d].topic: topic %q does not exist", at[0], c.Topic))
+	}
+	if err != nil {
+		return t, apierr.FromCatalog(err)
+	}
+	for i, o := range c.Offsets {
+		if int(o.Partition) >= t.Partitions {
+			// Partitions may have been added since the topic was cached:
+			// read it again before refusing.
+			s.forgetTopic(c.Topic)
+			if t, err = s.topic(ctx, c.Topic); err != nil {
+				return t, apierr.FromCatalog(err)
+			}
+		}
+		if int(o.Partition) >= t.Partitions {
+			return t, connect.NewError(connect.CodeNotFound, fmt.Errorf("offsets[%d].partition: topic %q has no partition %d (its partitions are 0..%d)", at[i], c.Topic, o.Partition, t.Partitions-1))
+		}
+	}
+	// Each check is free when the view already reaches the offset (the
+	// usual member commit, on the copy that delivered the records); else
+	// a catalog read and a LAC poll, so they run a few at a time.
+	errs := make([]error, len(c.Offsets))
+	sem := make(chan struct{}, describeParallelism)
+	var wg sync.WaitGroup
+	for i, o := range c.Offsets {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			errs[i] = s.logs.CheckEnd(ctx, c.Topic, int(o.Partition), o.Offset)
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		var oor *partlog.OutOfRangeError
+		switch {
+		case errors.As(err, &oor):
+			return t, outOfRange(fmt.Sprintf("offsets[%d].offset: commit ", at[i]), oor)
+		case err != nil:
+			return t, readErr(err)
+		}
+	}
+	return t, nil
 }
 
 // ErrorInfo reasons of Commit errors (domain ErrorDomain; metadata "topic"
@@ -872,8 +980,11 @@ func validateSubscribe(m *sluicev1.SubscribeRequest) (time.Duration, error) {
 	if err := bookkeeping.ValidateName("group", m.Group); err != nil {
 		return 0, bookkeepingErr(err)
 	}
-	if len(m.Topics) == 0 || len(m.Topics) > MaxTopicsPerSession {
-		return 0, apierr.Invalid("topics", "has %d names; want 1..%d", len(m.Topics), MaxTopicsPerSession)
+	if len(m.Topics) == 0 {
+		return 0, apierr.Invalid("topics", "must name at least one topic")
+	}
+	if len(m.Topics) > MaxTopicsPerSession {
+		return 0, apierr.TooLarge("topics", apierr.TopicsPerSession, int64(len(m.Topics)), MaxTopicsPerSession)
 	}
 	timeout := DefaultSessionTimeout
 	if m.SessionTimeoutMs != 0 {
@@ -889,7 +1000,7 @@ func validateSubscribe(m *sluicev1.SubscribeRequest) (time.Duration, error) {
 		return 0, apierr.Invalid("start", "TIMESTAMP needs a timestamp; subscriptions take EARLIEST or LATEST")
 	}
 	if len(m.ClientInfo) > MaxClientInfoBytes {
-		return 0, apierr.Invalid("client_info", "is %d bytes; at most %d", len(m.ClientInfo), MaxClientInfoBytes)
+		return 0, apierr.TooLarge("client_info", apierr.ClientInfoBytes, int64(len(m.ClientInfo)), MaxClientInfoBytes)
 	}
 	if m.ReadCommitted {
 		return 0, apierr.Invalid("read_committed", "transactions are not supported yet")

@@ -12,6 +12,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/sluicemq/sluice/internal/apierr"
 	"github.com/sluicemq/sluice/pkg/catalog"
 	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
 	rpart "github.com/sluicemq/sluice/pkg/record/partition"
@@ -444,7 +445,9 @@ func (s *Service) open(ctx context.Context, t catalog.Topic, p int) error {
 	}
 	if len(s.writers) >= s.cfg.MaxWriters {
 		s.mu.Unlock()
-		return connect.NewError(connect.CodeResourceExhausted, fmt.Errorf("this ingest copy writes %d partitions, its limit", s.cfg.MaxWriters))
+		// Throttling: another copy may take the partition, or this one
+		// may hand some over; RESOURCE_EXHAUSTED always carries a delay.
+		return apierr.Exhausted(s.cfg.RetryAfter, fmt.Errorf("this ingest copy writes %d partitions, its limit; retry later", s.cfg.MaxWriters))
 	}
 	sl := &slot{ready: make(chan struct{})}
 	s.writers[key] = sl

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 
@@ -116,7 +117,7 @@ const clientIDHeader = "Sluice-Client-Id"
 
 func clientID(h string) (string, error) {
 	if len(h) > MaxClientIDLength {
-		return "", apierr.Invalid(clientIDHeader, "%d bytes exceed %d", len(h), MaxClientIDLength)
+		return "", apierr.TooLarge(clientIDHeader, apierr.ClientIDBytes, int64(len(h)), MaxClientIDLength)
 	}
 	return h, nil
 }
@@ -152,9 +153,9 @@ func (s *Service) prepare(ctx context.Context, m *sluicev1.ProduceRequest) (*pla
 	case len(recs) > 0 && len(batches) > 0:
 		return nil, apierr.Invalid("batches", "records and batches are mutually exclusive")
 	case len(recs) > s.cfg.MaxRecords:
-		return nil, apierr.Invalid("records", "%d records exceed the limit of %d per request", len(recs), s.cfg.MaxRecords)
+		return nil, apierr.TooLarge("records", apierr.RecordsPerRequest, int64(len(recs)), int64(s.cfg.MaxRecords))
 	case len(batches) > s.cfg.MaxBatches:
-		return nil, apierr.Invalid("batches", "%d batches exceed the limit of %d per request", len(batches), s.cfg.MaxBatches)
+		return nil, apierr.TooLarge("batches", apierr.BatchesPerRequest, int64(len(batches)), int64(s.cfg.MaxBatches))
 	case m.Partition != nil && len(batches) > 0:
 		return nil, apierr.Invalid("partition", "applies to records only; batches name their own partition")
 	}
@@ -163,8 +164,14 @@ func (s *Service) prepare(ctx context.Context, m *sluicev1.ProduceRequest) (*pla
 		return nil, apierr.FromCatalog(err)
 	}
 	t := ct.t
+	// A batch is bounded by the topic's max.message.bytes, or by the
+	// server's batch limit when that is lower: the answer names the one in
+	// force.
 	lim := s.cfg.Limits
-	lim.MaxBatchBytes = min(lim.MaxBatchBytes, t.Config.MaxMessageBytes)
+	batchLimit := apierr.ServerBatchBytes
+	if t.Config.MaxMessageBytes <= lim.MaxBatchBytes {
+		lim.MaxBatchBytes, batchLimit = t.Config.MaxMessageBytes, apierr.MaxMessageBytes
+	}
 	pl := &plan{topic: t, parts: make(map[int]*partPlan)}
 	part := func(p int) *partPlan {
 		pp := pl.parts[p]
@@ -182,7 +189,7 @@ func (s *Service) prepare(ctx context.Context, m *sluicev1.ProduceRequest) (*pla
 				return nil, apierr.Invalid(fmt.Sprintf("batches[%d].partition", i), "%d outside [0, %d) of topic %q", p, t.Partitions, t.Name)
 			}
 			if err := record.Validate(b.GetData(), lim); err != nil {
-				return nil, batchError(fmt.Sprintf("batches[%d].data", i), err)
+				return nil, formatError(fmt.Sprintf("batches[%d].data", i), err, batchLimit)
 			}
 			if record.Batch(b.GetData()).Attributes()&record.AttrTransactional != 0 {
 				return nil, apierr.Invalid(fmt.Sprintf("batches[%d].data", i), "transactional batches are not supported yet")
@@ -233,8 +240,22 @@ func (s *Service) prepare(ctx context.Context, m *sluicev1.ProduceRequest) (*pla
 		for _, h := range r.GetHeaders() {
 			rec.Headers = append(rec.Headers, record.Header{Key: h.GetKey(), Value: h.GetValue()})
 		}
+		// Whether the record fits a batch at all comes first: near the
+		// limit, that is the limit the user knows (max.message.bytes).
+		if n := record.BatchSize(rec); n > lim.MaxBatchBytes {
+			return nil, apierr.TooLarge(fmt.Sprintf("records[%d]", i), batchLimit, int64(n), int64(lim.MaxBatchBytes))
+		}
 		if err := b.Append(rec); err != nil {
-			return nil, batchError(fmt.Sprintf("records[%d]", i), err)
+			if errors.Is(err, record.ErrBatchFull) {
+				// The request's records for p are one batch, stored
+				// together or not at all.
+				field := fmt.Sprintf("records for partition %d", p)
+				if b.Len() >= lim.MaxRecords {
+					return nil, apierr.TooLarge(field, apierr.RecordsPerBatch, -1, int64(lim.MaxRecords))
+				}
+				return nil, apierr.TooLarge(field, batchLimit, -1, int64(lim.MaxBatchBytes))
+			}
+			return nil, formatError(fmt.Sprintf("records[%d]", i), err, batchLimit)
 		}
 		pl.results = append(pl.results, resultRef{partition: p, delta: counts[p]})
 		counts[p]++
@@ -246,7 +267,7 @@ func (s *Service) prepare(ctx context.Context, m *sluicev1.ProduceRequest) (*pla
 	for p, b := range builders {
 		data, err := b.Build()
 		if err != nil {
-			return nil, batchError("records", err)
+			return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("build the batch of partition %d: %w", p, err))
 		}
 		part(p).batches = [][]byte{data}
 		ct.part.BatchDone(int32(p))
@@ -254,14 +275,47 @@ func (s *Service) prepare(ctx context.Context, m *sluicev1.ProduceRequest) (*pla
 	return pl, nil
 }
 
-// batchError turns a record format error into InvalidArgument naming the
-// field (prefix + the batch's own field name).
-func batchError(prefix string, err error) error {
+// formatError turns a record format error of prefix (a request's record,
+// "records[3]", or batch, "batches[1].data") into INVALID_ARGUMENT: a limit
+// worded from the table of limits (apierr.TooLarge), anything else naming
+// the field. batch is the limit in force for the batch size.
+func formatError(prefix string, err error, batch apierr.Limit) error {
 	var fe *record.FormatError
-	if errors.As(err, &fe) {
-		return apierr.Invalid(prefix+"."+fe.Field, "%s", fe.Reason)
+	if !errors.As(err, &fe) {
+		return apierr.Invalid(prefix, "%v", err)
 	}
-	return apierr.Invalid(prefix, "%v", err)
+	field := prefix + "." + fe.Field
+	if rec, ok := strings.CutPrefix(prefix, "records["); ok && strings.HasPrefix(fe.Field, "records[") {
+		// A request's record: the builder numbers it within its
+		// partition's batch; name it by its place in the request.
+		_, sub, _ := strings.Cut(fe.Field, "].")
+		field = "records[" + rec + "." + sub
+	}
+	if errors.Is(err, record.ErrLimit) {
+		var l apierr.Limit
+		switch fe.Limit {
+		case "MaxBatchBytes":
+			l, field = batch, strings.TrimSuffix(prefix, ".data")
+		case "MaxRecords":
+			l, field = apierr.RecordsPerBatch, strings.TrimSuffix(prefix, ".data")
+		case "MaxDecompressedBytes":
+			l, field = apierr.DecompressedBatchBytes, strings.TrimSuffix(prefix, ".data")
+		case "MaxKeyBytes":
+			l = apierr.KeyBytes
+		case "MaxValueBytes":
+			l = apierr.ValueBytes
+		case "MaxHeaders":
+			l = apierr.HeadersPerRecord
+		case "MaxHeaderKeyBytes":
+			l = apierr.HeaderKeyBytes
+		case "MaxHeaderValueBytes":
+			l = apierr.HeaderValueBytes
+		}
+		if l.Key != "" {
+			return apierr.TooLarge(field, l, int64(fe.Got), int64(fe.Max))
+		}
+	}
+	return apierr.Invalid(field, "%s", fe.Reason)
 }
 
 // start routes each partition's batches: enqueued on this copy's writers in
@@ -385,6 +439,9 @@ func (s *Service) produceError(err error) error {
 		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("%w; retry", err))
 	case errors.As(err, &fe):
 		return apierr.Invalid(fe.Field, "%s", fe.Reason)
+	case errors.Is(err, record.ErrInvalid):
+		// Bad input found by the writer: sending it again cannot help.
+		return connect.NewError(connect.CodeInvalidArgument, err)
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return apierr.FromCatalog(err)
 	default:

@@ -231,8 +231,8 @@ func testListLeases(t *testing.T, e *env) {
 	got := e.listLeases(g, topic)
 	want := []bookkeeping.Lease{
 		{Partition: 2, Owner: "", Epoch: 1, Offset: bookkeeping.NoOffset},
-		{Partition: 5, Owner: a, Epoch: 1, Offset: 50},
-		{Partition: 9, Owner: a, Epoch: 1, Offset: 100, Metadata: "m9"},
+		{Partition: 5, Owner: a, Epoch: 1, Offset: 50, TopicID: tid},
+		{Partition: 9, Owner: a, Epoch: 1, Offset: 100, Metadata: "m9", TopicID: tid},
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("ListLeases =\n  %+v\nwant (sorted, non-live owner shown as \"\")\n  %+v", got, want)

@@ -491,10 +491,20 @@ func testNewIncarnationReplacesOffsets(t *testing.T, e *env) {
 			t.Fatalf("FetchOffset(%d) after the new incarnation's commit = %+v, want %+v", p, c, w)
 		}
 	}
+	// ListLeases carries the incarnation of each committed offset too.
+	leases, err := e.Leases.ListLeases(e.ctx, g, topic)
+	if err != nil || len(leases) != 3 {
+		t.Fatalf("ListLeases = %+v, %v; want 3 leases", leases, err)
+	}
+	for _, l := range leases {
+		if w := want[l.Partition]; l.Offset != w.Offset || l.TopicID != w.TopicID {
+			t.Fatalf("ListLeases partition %d = offset %d of %q, want %d of %q", l.Partition, l.Offset, l.TopicID, w.Offset, w.TopicID)
+		}
+	}
 
 	// Within the new incarnation offsets never move back, and a
 	// regression of one partition rejects the whole commit.
-	err := e.Offsets.Commit(e.ctx, bookkeeping.Commit{Group: g, Topic: topic, TopicID: tidB, Member: m, Offsets: []bookkeeping.PartitionOffset{po(0, 11, ep0), po(1, 9, ep1)}})
+	err = e.Offsets.Commit(e.ctx, bookkeeping.Commit{Group: g, Topic: topic, TopicID: tidB, Member: m, Offsets: []bookkeeping.PartitionOffset{po(0, 11, ep0), po(1, 9, ep1)}})
 	var re *bookkeeping.OffsetRegressionError
 	if !errors.As(err, &re) || !errors.Is(err, bookkeeping.ErrConflict) || fmt.Sprint(re.Partitions) != "[1]" {
 		t.Fatalf("commit moving partition 1 back within one incarnation: got %v, want an *OffsetRegressionError for [1]", err)

@@ -16,7 +16,7 @@ const (
 	insertLease    = `INSERT INTO consumer_partitions (group_id, topic, partition_id, owner, epoch, committed_offset, metadata, commit_epoch) VALUES (?, ?, ?, ?, 1, -1, '', 0) IF NOT EXISTS`
 	moveLease      = `UPDATE consumer_partitions SET owner = ?, epoch = ? WHERE group_id = ? AND topic = ? AND partition_id = ? IF owner = ? AND epoch = ?`
 	releaseLease   = `UPDATE consumer_partitions SET owner = '' WHERE group_id = ? AND topic = ? AND partition_id = ? IF owner = ? AND epoch = ?`
-	listPartitions = `SELECT partition_id, owner, epoch, committed_offset, metadata FROM consumer_partitions WHERE group_id = ? AND topic = ?`
+	listPartitions = `SELECT partition_id, owner, epoch, committed_offset, metadata, committed_topic_id FROM consumer_partitions WHERE group_id = ? AND topic = ?`
 )
 
 // Acquire implements bookkeeping.Leases: serial read, decide, CAS on what was
@@ -131,7 +131,7 @@ func (s *Store) ListLeases(ctx context.Context, group, topic string) ([]bookkeep
 	leases := []bookkeeping.Lease{}
 	iter := s.read(listPartitions, group, topic).IterContext(ctx)
 	var l bookkeeping.Lease
-	for iter.Scan(&l.Partition, &l.Owner, &l.Epoch, &l.Offset, &l.Metadata) {
+	for iter.Scan(&l.Partition, &l.Owner, &l.Epoch, &l.Offset, &l.Metadata, &l.TopicID) {
 		if !live[l.Owner] {
 			l.Owner = ""
 		}

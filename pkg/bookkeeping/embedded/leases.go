@@ -117,7 +117,7 @@ func (s *Store) ListLeases(ctx context.Context, group, topic string) ([]bookkeep
 				r.owner = ""
 			}
 		}
-		leases = append(leases, bookkeeping.Lease{Partition: partition, Owner: r.owner, Epoch: r.epoch, Offset: r.offset, Metadata: r.metadata})
+		leases = append(leases, bookkeeping.Lease{Partition: partition, Owner: r.owner, Epoch: r.epoch, Offset: r.offset, Metadata: r.metadata, TopicID: r.topicID})
 		return true, nil
 	})
 	if err != nil {

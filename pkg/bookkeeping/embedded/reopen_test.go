@@ -63,7 +63,7 @@ func checkState(t *testing.T, s *embedded.Store, st state) {
 		t.Fatalf("groups after reopen = %q (more %v), %v; want [g]", gs, more, err)
 	}
 	ls, err := s.ListLeases(ctx, "g", "orders")
-	want := bookkeeping.Lease{Partition: 2, Owner: "m", Epoch: st.epoch, Offset: 77, Metadata: "meta"}
+	want := bookkeeping.Lease{Partition: 2, Owner: "m", Epoch: st.epoch, Offset: 77, Metadata: "meta", TopicID: "id"}
 	if err != nil || len(ls) != 1 || ls[0] != want {
 		t.Fatalf("leases after reopen = %+v, %v; want [%+v]", ls, err, want)
 	}

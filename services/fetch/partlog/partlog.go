@@ -727,7 +727,7 @@ func (ls *Logs) Read(ctx context.Context, topic string, partition int, offset in
 			// OUT_OF_RANGE. The writer pushes its LAC right after an
 			// acknowledgement, so an offset a producer was just given
 			// becomes readable within milliseconds: give it that long.
-			for _, d := range []time.Duration{0, 5 * time.Millisecond, 20 * time.Millisecond, 50 * time.Millisecond} {
+			for _, d := range freshRetries {
 				if d > 0 {
 					t := time.NewTimer(d)
 					select {
@@ -755,6 +755,45 @@ func (ls *Logs) Read(ctx context.Context, topic string, partition int, offset in
 	}
 	lg.raise(res.HighWatermark)
 	return res, nil
+}
+
+// freshRetries are the delays between the fresh re-reads (the chain and
+// the LAC) that precede an answer that an offset is past the end: about
+// 75 ms in all, the time an offset a producer was just given takes to
+// become readable.
+var freshRetries = []time.Duration{0, 5 * time.Millisecond, 20 * time.Millisecond, 50 * time.Millisecond}
+
+// CheckEnd checks that offset is at most the partition's high watermark, as
+// a committed offset must be. It answers from this copy's view when that
+// already reaches offset (no I/O); otherwise from fresh bounds (the chain
+// re-read, the bookies' LAC asked), re-read like a Read past the end
+// (freshRetries) before it answers *OutOfRangeError: a client may hold an
+// offset a moment before this copy's view has it, and a valid commit must
+// not be refused. Offsets below the log start pass.
+func (ls *Logs) CheckEnd(ctx context.Context, topic string, partition int, offset int64) error {
+	if hw := ls.HighWatermark(topic, partition); offset <= hw {
+		return nil
+	}
+	var start, end int64
+	for _, d := range freshRetries {
+		if d > 0 {
+			t := time.NewTimer(d)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			}
+		}
+		var err error
+		if start, end, err = ls.bounds(ctx, topic, partition, 0); err != nil {
+			return err
+		}
+		if offset <= end {
+			return nil
+		}
+	}
+	return &OutOfRangeError{Offset: offset, Start: start, End: end, Topic: topic, Partition: partition}
 }
 
 // read modes: what may be stale.

@@ -21,6 +21,70 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// CommittedOffsetState says whether a committed offset can be read from.
+type CommittedOffsetState int32
+
+const (
+	// Not known: nothing committed, or the partition's bounds could not be
+	// read.
+	CommittedOffsetState_COMMITTED_OFFSET_STATE_UNSPECIFIED CommittedOffsetState = 0
+	// Within log_start_offset..end_offset: delivery continues there.
+	CommittedOffsetState_COMMITTED_OFFSET_STATE_IN_RANGE CommittedOffsetState = 1
+	// Below log_start_offset: retention removed records the group had not
+	// consumed. The member leasing the partition continues by its start
+	// policy (SubscribeRequest.start: earliest at the log start, latest at
+	// the end; Kafka's auto.offset.reset) and logs the reset; the state
+	// stays until it commits again.
+	CommittedOffsetState_COMMITTED_OFFSET_STATE_BELOW_LOG_START CommittedOffsetState = 2
+	// Past end_offset: committed before commits were checked against the
+	// high watermark, or the log's end moved back. Delivery waits until the
+	// log reaches it; ResetGroupOffsets moves it.
+	CommittedOffsetState_COMMITTED_OFFSET_STATE_BEYOND_END CommittedOffsetState = 3
+)
+
+// Enum value maps for CommittedOffsetState.
+var (
+	CommittedOffsetState_name = map[int32]string{
+		0: "COMMITTED_OFFSET_STATE_UNSPECIFIED",
+		1: "COMMITTED_OFFSET_STATE_IN_RANGE",
+		2: "COMMITTED_OFFSET_STATE_BELOW_LOG_START",
+		3: "COMMITTED_OFFSET_STATE_BEYOND_END",
+	}
+	CommittedOffsetState_value = map[string]int32{
+		"COMMITTED_OFFSET_STATE_UNSPECIFIED":     0,
+		"COMMITTED_OFFSET_STATE_IN_RANGE":        1,
+		"COMMITTED_OFFSET_STATE_BELOW_LOG_START": 2,
+		"COMMITTED_OFFSET_STATE_BEYOND_END":      3,
+	}
+)
+
+func (x CommittedOffsetState) Enum() *CommittedOffsetState {
+	p := new(CommittedOffsetState)
+	*p = x
+	return p
+}
+
+func (x CommittedOffsetState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (CommittedOffsetState) Descriptor() protoreflect.EnumDescriptor {
+	return file_sluice_v1_admin_proto_enumTypes[0].Descriptor()
+}
+
+func (CommittedOffsetState) Type() protoreflect.EnumType {
+	return &file_sluice_v1_admin_proto_enumTypes[0]
+}
+
+func (x CommittedOffsetState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use CommittedOffsetState.Descriptor instead.
+func (CommittedOffsetState) EnumDescriptor() ([]byte, []int) {
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{0}
+}
+
 // CreateTopicRequest creates a topic.
 type CreateTopicRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -892,12 +956,19 @@ type GroupPartition struct {
 	Epoch int64 `protobuf:"varint,4,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	// Committed offset; -1 when none.
 	CommittedOffset int64 `protobuf:"varint,5,opt,name=committed_offset,json=committedOffset,proto3" json:"committed_offset,omitempty"`
-	// Partition end offset.
+	// Partition end offset (the high watermark); -1 when it could not be
+	// read.
 	EndOffset int64 `protobuf:"varint,6,opt,name=end_offset,json=endOffset,proto3" json:"end_offset,omitempty"`
-	// end_offset - committed_offset (from the log start when none).
-	Lag           int64 `protobuf:"varint,7,opt,name=lag,proto3" json:"lag,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// end_offset - committed_offset (from the log start when none); never
+	// negative; -1 when the end is not known.
+	Lag int64 `protobuf:"varint,7,opt,name=lag,proto3" json:"lag,omitempty"`
+	// Partition log start offset (the first offset retention kept); -1 when
+	// it could not be read.
+	LogStartOffset int64 `protobuf:"varint,8,opt,name=log_start_offset,json=logStartOffset,proto3" json:"log_start_offset,omitempty"`
+	// Where the committed offset stands against the log.
+	CommittedOffsetState CommittedOffsetState `protobuf:"varint,9,opt,name=committed_offset_state,json=committedOffsetState,proto3,enum=sluice.v1.CommittedOffsetState" json:"committed_offset_state,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *GroupPartition) Reset() {
@@ -977,6 +1048,20 @@ func (x *GroupPartition) GetLag() int64 {
 		return x.Lag
 	}
 	return 0
+}
+
+func (x *GroupPartition) GetLogStartOffset() int64 {
+	if x != nil {
+		return x.LogStartOffset
+	}
+	return 0
+}
+
+func (x *GroupPartition) GetCommittedOffsetState() CommittedOffsetState {
+	if x != nil {
+		return x.CommittedOffsetState
+	}
+	return CommittedOffsetState_COMMITTED_OFFSET_STATE_UNSPECIFIED
 }
 
 // ResetGroupOffsetsRequest names a group, a topic and where to move to.
@@ -1194,7 +1279,7 @@ const file_sluice_v1_admin_proto_rawDesc = "" +
 	"\vGroupMember\x12\x1b\n" +
 	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12\x16\n" +
 	"\x06client\x18\x02 \x01(\tR\x06client\x12*\n" +
-	"\x11last_heartbeat_ms\x18\x03 \x01(\x03R\x0flastHeartbeatMs\"\xcc\x01\n" +
+	"\x11last_heartbeat_ms\x18\x03 \x01(\x03R\x0flastHeartbeatMs\"\xcd\x02\n" +
 	"\x0eGroupPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x14\n" +
@@ -1203,7 +1288,9 @@ const file_sluice_v1_admin_proto_rawDesc = "" +
 	"\x10committed_offset\x18\x05 \x01(\x03R\x0fcommittedOffset\x12\x1d\n" +
 	"\n" +
 	"end_offset\x18\x06 \x01(\x03R\tendOffset\x12\x10\n" +
-	"\x03lag\x18\a \x01(\x03R\x03lag\"\xf0\x01\n" +
+	"\x03lag\x18\a \x01(\x03R\x03lag\x12(\n" +
+	"\x10log_start_offset\x18\b \x01(\x03R\x0elogStartOffset\x12U\n" +
+	"\x16committed_offset_state\x18\t \x01(\x0e2\x1f.sluice.v1.CommittedOffsetStateR\x14committedOffsetState\"\xf0\x01\n" +
 	"\x18ResetGroupOffsetsRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
 	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x1e\n" +
@@ -1217,7 +1304,12 @@ const file_sluice_v1_admin_proto_rawDesc = "" +
 	"\x19ResetGroupOffsetsResponse\x129\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2\x19.sluice.v1.GroupPartitionR\n" +
-	"partitions2\xd6\x04\n" +
+	"partitions*\xb6\x01\n" +
+	"\x14CommittedOffsetState\x12&\n" +
+	"\"COMMITTED_OFFSET_STATE_UNSPECIFIED\x10\x00\x12#\n" +
+	"\x1fCOMMITTED_OFFSET_STATE_IN_RANGE\x10\x01\x12*\n" +
+	"&COMMITTED_OFFSET_STATE_BELOW_LOG_START\x10\x02\x12%\n" +
+	"!COMMITTED_OFFSET_STATE_BEYOND_END\x10\x032\xd6\x04\n" +
 	"\fAdminService\x12N\n" +
 	"\vCreateTopic\x12\x1d.sluice.v1.CreateTopicRequest\x1a\x1e.sluice.v1.CreateTopicResponse\"\x00\x12N\n" +
 	"\vDeleteTopic\x12\x1d.sluice.v1.DeleteTopicRequest\x1a\x1e.sluice.v1.DeleteTopicResponse\"\x00\x12T\n" +
@@ -1244,60 +1336,63 @@ func file_sluice_v1_admin_proto_rawDescGZIP() []byte {
 	return file_sluice_v1_admin_proto_rawDescData
 }
 
+var file_sluice_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_sluice_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_sluice_v1_admin_proto_goTypes = []any{
-	(*CreateTopicRequest)(nil),        // 0: sluice.v1.CreateTopicRequest
-	(*CreateTopicResponse)(nil),       // 1: sluice.v1.CreateTopicResponse
-	(*DeleteTopicRequest)(nil),        // 2: sluice.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),       // 3: sluice.v1.DeleteTopicResponse
-	(*DescribeTopicRequest)(nil),      // 4: sluice.v1.DescribeTopicRequest
-	(*DescribeTopicResponse)(nil),     // 5: sluice.v1.DescribeTopicResponse
-	(*TopicInfo)(nil),                 // 6: sluice.v1.TopicInfo
-	(*PartitionInfo)(nil),             // 7: sluice.v1.PartitionInfo
-	(*ListTopicsRequest)(nil),         // 8: sluice.v1.ListTopicsRequest
-	(*ListTopicsResponse)(nil),        // 9: sluice.v1.ListTopicsResponse
-	(*ListGroupsRequest)(nil),         // 10: sluice.v1.ListGroupsRequest
-	(*ListGroupsResponse)(nil),        // 11: sluice.v1.ListGroupsResponse
-	(*DescribeGroupRequest)(nil),      // 12: sluice.v1.DescribeGroupRequest
-	(*DescribeGroupResponse)(nil),     // 13: sluice.v1.DescribeGroupResponse
-	(*GroupMember)(nil),               // 14: sluice.v1.GroupMember
-	(*GroupPartition)(nil),            // 15: sluice.v1.GroupPartition
-	(*ResetGroupOffsetsRequest)(nil),  // 16: sluice.v1.ResetGroupOffsetsRequest
-	(*ResetGroupOffsetsResponse)(nil), // 17: sluice.v1.ResetGroupOffsetsResponse
-	nil,                               // 18: sluice.v1.CreateTopicRequest.ConfigEntry
-	nil,                               // 19: sluice.v1.TopicInfo.ConfigEntry
-	(StartPosition)(0),                // 20: sluice.v1.StartPosition
+	(CommittedOffsetState)(0),         // 0: sluice.v1.CommittedOffsetState
+	(*CreateTopicRequest)(nil),        // 1: sluice.v1.CreateTopicRequest
+	(*CreateTopicResponse)(nil),       // 2: sluice.v1.CreateTopicResponse
+	(*DeleteTopicRequest)(nil),        // 3: sluice.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),       // 4: sluice.v1.DeleteTopicResponse
+	(*DescribeTopicRequest)(nil),      // 5: sluice.v1.DescribeTopicRequest
+	(*DescribeTopicResponse)(nil),     // 6: sluice.v1.DescribeTopicResponse
+	(*TopicInfo)(nil),                 // 7: sluice.v1.TopicInfo
+	(*PartitionInfo)(nil),             // 8: sluice.v1.PartitionInfo
+	(*ListTopicsRequest)(nil),         // 9: sluice.v1.ListTopicsRequest
+	(*ListTopicsResponse)(nil),        // 10: sluice.v1.ListTopicsResponse
+	(*ListGroupsRequest)(nil),         // 11: sluice.v1.ListGroupsRequest
+	(*ListGroupsResponse)(nil),        // 12: sluice.v1.ListGroupsResponse
+	(*DescribeGroupRequest)(nil),      // 13: sluice.v1.DescribeGroupRequest
+	(*DescribeGroupResponse)(nil),     // 14: sluice.v1.DescribeGroupResponse
+	(*GroupMember)(nil),               // 15: sluice.v1.GroupMember
+	(*GroupPartition)(nil),            // 16: sluice.v1.GroupPartition
+	(*ResetGroupOffsetsRequest)(nil),  // 17: sluice.v1.ResetGroupOffsetsRequest
+	(*ResetGroupOffsetsResponse)(nil), // 18: sluice.v1.ResetGroupOffsetsResponse
+	nil,                               // 19: sluice.v1.CreateTopicRequest.ConfigEntry
+	nil,                               // 20: sluice.v1.TopicInfo.ConfigEntry
+	(StartPosition)(0),                // 21: sluice.v1.StartPosition
 }
 var file_sluice_v1_admin_proto_depIdxs = []int32{
-	18, // 0: sluice.v1.CreateTopicRequest.config:type_name -> sluice.v1.CreateTopicRequest.ConfigEntry
-	6,  // 1: sluice.v1.CreateTopicResponse.topic:type_name -> sluice.v1.TopicInfo
-	6,  // 2: sluice.v1.DescribeTopicResponse.topic:type_name -> sluice.v1.TopicInfo
-	19, // 3: sluice.v1.TopicInfo.config:type_name -> sluice.v1.TopicInfo.ConfigEntry
-	7,  // 4: sluice.v1.TopicInfo.partitions:type_name -> sluice.v1.PartitionInfo
-	6,  // 5: sluice.v1.ListTopicsResponse.topics:type_name -> sluice.v1.TopicInfo
-	14, // 6: sluice.v1.DescribeGroupResponse.members:type_name -> sluice.v1.GroupMember
-	15, // 7: sluice.v1.DescribeGroupResponse.partitions:type_name -> sluice.v1.GroupPartition
-	20, // 8: sluice.v1.ResetGroupOffsetsRequest.position:type_name -> sluice.v1.StartPosition
-	15, // 9: sluice.v1.ResetGroupOffsetsResponse.partitions:type_name -> sluice.v1.GroupPartition
-	0,  // 10: sluice.v1.AdminService.CreateTopic:input_type -> sluice.v1.CreateTopicRequest
-	2,  // 11: sluice.v1.AdminService.DeleteTopic:input_type -> sluice.v1.DeleteTopicRequest
-	4,  // 12: sluice.v1.AdminService.DescribeTopic:input_type -> sluice.v1.DescribeTopicRequest
-	8,  // 13: sluice.v1.AdminService.ListTopics:input_type -> sluice.v1.ListTopicsRequest
-	10, // 14: sluice.v1.AdminService.ListGroups:input_type -> sluice.v1.ListGroupsRequest
-	12, // 15: sluice.v1.AdminService.DescribeGroup:input_type -> sluice.v1.DescribeGroupRequest
-	16, // 16: sluice.v1.AdminService.ResetGroupOffsets:input_type -> sluice.v1.ResetGroupOffsetsRequest
-	1,  // 17: sluice.v1.AdminService.CreateTopic:output_type -> sluice.v1.CreateTopicResponse
-	3,  // 18: sluice.v1.AdminService.DeleteTopic:output_type -> sluice.v1.DeleteTopicResponse
-	5,  // 19: sluice.v1.AdminService.DescribeTopic:output_type -> sluice.v1.DescribeTopicResponse
-	9,  // 20: sluice.v1.AdminService.ListTopics:output_type -> sluice.v1.ListTopicsResponse
-	11, // 21: sluice.v1.AdminService.ListGroups:output_type -> sluice.v1.ListGroupsResponse
-	13, // 22: sluice.v1.AdminService.DescribeGroup:output_type -> sluice.v1.DescribeGroupResponse
-	17, // 23: sluice.v1.AdminService.ResetGroupOffsets:output_type -> sluice.v1.ResetGroupOffsetsResponse
-	17, // [17:24] is the sub-list for method output_type
-	10, // [10:17] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	19, // 0: sluice.v1.CreateTopicRequest.config:type_name -> sluice.v1.CreateTopicRequest.ConfigEntry
+	7,  // 1: sluice.v1.CreateTopicResponse.topic:type_name -> sluice.v1.TopicInfo
+	7,  // 2: sluice.v1.DescribeTopicResponse.topic:type_name -> sluice.v1.TopicInfo
+	20, // 3: sluice.v1.TopicInfo.config:type_name -> sluice.v1.TopicInfo.ConfigEntry
+	8,  // 4: sluice.v1.TopicInfo.partitions:type_name -> sluice.v1.PartitionInfo
+	7,  // 5: sluice.v1.ListTopicsResponse.topics:type_name -> sluice.v1.TopicInfo
+	15, // 6: sluice.v1.DescribeGroupResponse.members:type_name -> sluice.v1.GroupMember
+	16, // 7: sluice.v1.DescribeGroupResponse.partitions:type_name -> sluice.v1.GroupPartition
+	0,  // 8: sluice.v1.GroupPartition.committed_offset_state:type_name -> sluice.v1.CommittedOffsetState
+	21, // 9: sluice.v1.ResetGroupOffsetsRequest.position:type_name -> sluice.v1.StartPosition
+	16, // 10: sluice.v1.ResetGroupOffsetsResponse.partitions:type_name -> sluice.v1.GroupPartition
+	1,  // 11: sluice.v1.AdminService.CreateTopic:input_type -> sluice.v1.CreateTopicRequest
+	3,  // 12: sluice.v1.AdminService.DeleteTopic:input_type -> sluice.v1.DeleteTopicRequest
+	5,  // 13: sluice.v1.AdminService.DescribeTopic:input_type -> sluice.v1.DescribeTopicRequest
+	9,  // 14: sluice.v1.AdminService.ListTopics:input_type -> sluice.v1.ListTopicsRequest
+	11, // 15: sluice.v1.AdminService.ListGroups:input_type -> sluice.v1.ListGroupsRequest
+	13, // 16: sluice.v1.AdminService.DescribeGroup:input_type -> sluice.v1.DescribeGroupRequest
+	17, // 17: sluice.v1.AdminService.ResetGroupOffsets:input_type -> sluice.v1.ResetGroupOffsetsRequest
+	2,  // 18: sluice.v1.AdminService.CreateTopic:output_type -> sluice.v1.CreateTopicResponse
+	4,  // 19: sluice.v1.AdminService.DeleteTopic:output_type -> sluice.v1.DeleteTopicResponse
+	6,  // 20: sluice.v1.AdminService.DescribeTopic:output_type -> sluice.v1.DescribeTopicResponse
+	10, // 21: sluice.v1.AdminService.ListTopics:output_type -> sluice.v1.ListTopicsResponse
+	12, // 22: sluice.v1.AdminService.ListGroups:output_type -> sluice.v1.ListGroupsResponse
+	14, // 23: sluice.v1.AdminService.DescribeGroup:output_type -> sluice.v1.DescribeGroupResponse
+	18, // 24: sluice.v1.AdminService.ResetGroupOffsets:output_type -> sluice.v1.ResetGroupOffsetsResponse
+	18, // [18:25] is the sub-list for method output_type
+	11, // [11:18] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_admin_proto_init() }
@@ -1311,13 +1406,14 @@ func file_sluice_v1_admin_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_admin_proto_rawDesc), len(file_sluice_v1_admin_proto_rawDesc)),
-			NumEnums:      0,
+			NumEnums:      1,
 			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_sluice_v1_admin_proto_goTypes,
 		DependencyIndexes: file_sluice_v1_admin_proto_depIdxs,
+		EnumInfos:         file_sluice_v1_admin_proto_enumTypes,
 		MessageInfos:      file_sluice_v1_admin_proto_msgTypes,
 	}.Build()
 	File_sluice_v1_admin_proto = out.File

@@ -326,7 +326,9 @@ type SubscribeRequest struct {
 	// means 10,000. Sessions are not resumed: subscribe again.
 	SessionTimeoutMs int32 `protobuf:"varint,4,opt,name=session_timeout_ms,json=sessionTimeoutMs,proto3" json:"session_timeout_ms,omitempty"`
 	// Where to start on partitions without a committed offset; unset means
-	// earliest.
+	// earliest. It is also the reset policy (Kafka's auto.offset.reset) for a
+	// committed offset below the log start (retention removed those
+	// records): earliest continues at the log start, latest at the end.
 	Start StartPosition `protobuf:"varint,5,opt,name=start,proto3,enum=sluice.v1.StartPosition" json:"start,omitempty"`
 	// Only records of committed transactions (later: transactions).
 	ReadCommitted bool `protobuf:"varint,6,opt,name=read_committed,json=readCommitted,proto3" json:"read_committed,omitempty"`
@@ -1096,7 +1098,7 @@ type CommitOffset struct {
 	Offset int64 `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
 	// Lease epoch from PartitionLease; 0 for standalone commits.
 	LeaseEpoch int64 `protobuf:"varint,4,opt,name=lease_epoch,json=leaseEpoch,proto3" json:"lease_epoch,omitempty"`
-	// Optional client metadata, at most 4 KiB.
+	// Optional client metadata, at most 1 KiB.
 	Metadata      string `protobuf:"bytes,5,opt,name=metadata,proto3" json:"metadata,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -66,8 +66,10 @@ type AdminServiceClient interface {
 	ListTopics(context.Context, *connect.Request[v1.ListTopicsRequest]) (*connect.Response[v1.ListTopicsResponse], error)
 	// ListGroups lists consumer groups, paged, in name order.
 	ListGroups(context.Context, *connect.Request[v1.ListGroupsRequest]) (*connect.Response[v1.ListGroupsResponse], error)
-	// DescribeGroup returns a group's members, leases, offsets and lag. An
-	// unknown group is described as empty (no members, no partitions).
+	// DescribeGroup returns a group's members, leases, offsets and lag. A
+	// group with no live members and no committed offsets is unknown:
+	// NOT_FOUND (ListGroups may still list it: it lists every group ever
+	// seen).
 	DescribeGroup(context.Context, *connect.Request[v1.DescribeGroupRequest]) (*connect.Response[v1.DescribeGroupResponse], error)
 	// ResetGroupOffsets moves a group's committed offsets of one topic (to
 	// the earliest or latest offset, to a timestamp, or to an offset),
@@ -190,8 +192,10 @@ type AdminServiceHandler interface {
 	ListTopics(context.Context, *connect.Request[v1.ListTopicsRequest]) (*connect.Response[v1.ListTopicsResponse], error)
 	// ListGroups lists consumer groups, paged, in name order.
 	ListGroups(context.Context, *connect.Request[v1.ListGroupsRequest]) (*connect.Response[v1.ListGroupsResponse], error)
-	// DescribeGroup returns a group's members, leases, offsets and lag. An
-	// unknown group is described as empty (no members, no partitions).
+	// DescribeGroup returns a group's members, leases, offsets and lag. A
+	// group with no live members and no committed offsets is unknown:
+	// NOT_FOUND (ListGroups may still list it: it lists every group ever
+	// seen).
 	DescribeGroup(context.Context, *connect.Request[v1.DescribeGroupRequest]) (*connect.Response[v1.DescribeGroupResponse], error)
 	// ResetGroupOffsets moves a group's committed offsets of one topic (to
 	// the earliest or latest offset, to a timestamp, or to an offset),

@@ -72,7 +72,12 @@ type ConsumerServiceClient interface {
 	// "partitions"): LEASE_FENCED (leases moved: stop those partitions),
 	// OFFSET_REGRESSION (lower than committed), GROUP_HAS_MEMBERS
 	// (standalone commit while members are live); ABORTED means a race was
-	// lost: retry.
+	// lost: retry. Before any topic is applied, every offset is checked: a
+	// topic or partition that does not exist is NOT_FOUND; an offset past the
+	// partition's high watermark is OUT_OF_RANGE naming the valid range
+	// (ErrorInfo OFFSET_OUT_OF_RANGE, as Fetch's): such a commit would make
+	// the group skip the records produced until the log reached it. An
+	// offset below the log start is accepted (see SubscribeRequest.start).
 	Commit(context.Context, *connect.Request[v1.CommitRequest]) (*connect.Response[v1.CommitResponse], error)
 	// Leave ends a member's session and leaves the group before it answers:
 	// the member's leases are free when it returns (closing the stream does
@@ -184,7 +189,12 @@ type ConsumerServiceHandler interface {
 	// "partitions"): LEASE_FENCED (leases moved: stop those partitions),
 	// OFFSET_REGRESSION (lower than committed), GROUP_HAS_MEMBERS
 	// (standalone commit while members are live); ABORTED means a race was
-	// lost: retry.
+	// lost: retry. Before any topic is applied, every offset is checked: a
+	// topic or partition that does not exist is NOT_FOUND; an offset past the
+	// partition's high watermark is OUT_OF_RANGE naming the valid range
+	// (ErrorInfo OFFSET_OUT_OF_RANGE, as Fetch's): such a commit would make
+	// the group skip the records produced until the log reached it. An
+	// offset below the log start is accepted (see SubscribeRequest.start).
 	Commit(context.Context, *connect.Request[v1.CommitRequest]) (*connect.Response[v1.CommitResponse], error)
 	// Leave ends a member's session and leaves the group before it answers:
 	// the member's leases are free when it returns (closing the stream does
