@@ -801,11 +801,13 @@ func (s *Service) Commit(ctx context.Context, req *connect.Request[sluicev1.Comm
 	// topic, partition or offset that cannot be committed changes nothing.
 	commits := make([]bookkeeping.Commit, 0, len(order))
 	for _, topic := range order {
-		// Offsets are stored with the topic's incarnation (issue 30).
-		// TODO(issue 30): t.ID is the incarnation this copy knows now (its
-		// topic cache), not necessarily the one the member read from; and
-		// where offsets are read, a stored offset of another incarnation
-		// must count as none. Both belong to the commit path's rework.
+		// Offsets are stored with the topic's incarnation: the one this
+		// copy knows now (its topic cache, checked by checkCommit). Within
+		// TopicCacheTTL of a re-creation a commit meant for the deleted
+		// incarnation may be stored under the new one's id; readers then
+		// treat any other incarnation's offset as none
+		// (forgetOtherIncarnations), so that costs re-delivery, never a
+		// skipped record (docs/DESIGN.md, "Topic identity").
 		if err := bookkeeping.ValidateName("topic", topic); err != nil {
 			return nil, bookkeepingErr(err)
 		}
