@@ -40,36 +40,9 @@ func TestIntegrationDevReadToEndAfterKill9(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var p http.Protocols
-	p.SetUnencryptedHTTP2(true)
-	hc := &http.Client{Transport: &http.Transport{Protocols: &p}}
-	base := "http://" + addr
-	admin := sluicev1connect.NewAdminServiceClient(hc, base, connect.WithGRPC())
-	prod := sluicev1connect.NewProducerServiceClient(hc, base, connect.WithGRPC())
-	cons := sluicev1connect.NewConsumerServiceClient(hc, base, connect.WithGRPC())
-	health := connect.NewClient[healthpb.HealthCheckRequest, healthpb.HealthCheckResponse](hc, base+"/grpc.health.v1.Health/Check", connect.WithGRPC())
-
-	// startDev starts sluice dev and returns once health answers SERVING.
-	startDev := func() (*exec.Cmd, *bytes.Buffer) {
-		var out bytes.Buffer
-		cmd := exec.Command(bin, "dev", "--data-dir", dir, "--addr", addr)
-		cmd.Stdout, cmd.Stderr = &out, &out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		deadline := time.Now().Add(60 * time.Second)
-		for {
-			resp, err := health.CallUnary(ctx, connect.NewRequest(&healthpb.HealthCheckRequest{}))
-			if err == nil && resp.Msg.GetStatus() == healthpb.HealthCheckResponse_SERVING {
-				return cmd, &out
-			}
-			if time.Now().After(deadline) {
-				_ = cmd.Process.Kill()
-				t.Fatalf("sluice dev not SERVING after 60s (last: %v):\n%s", err, out.String())
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
+	api := newDevAPI(addr)
+	admin, prod, cons := api.admin, api.prod, api.cons
+	startDev := func() (*exec.Cmd, *bytes.Buffer) { return startDevServing(ctx, t, api, bin, dir, addr) }
 	kill := func(cmd *exec.Cmd) {
 		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
@@ -157,4 +130,49 @@ func TestIntegrationDevReadToEndAfterKill9(t *testing.T) {
 	}
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	_ = cmd.Wait()
+}
+
+// devAPI are the public API clients of a sluice dev, over gRPC.
+type devAPI struct {
+	admin  sluicev1connect.AdminServiceClient
+	prod   sluicev1connect.ProducerServiceClient
+	cons   sluicev1connect.ConsumerServiceClient
+	health *connect.Client[healthpb.HealthCheckRequest, healthpb.HealthCheckResponse]
+}
+
+func newDevAPI(addr string) devAPI {
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	hc := &http.Client{Transport: &http.Transport{Protocols: &p}}
+	base := "http://" + addr
+	return devAPI{
+		admin:  sluicev1connect.NewAdminServiceClient(hc, base, connect.WithGRPC()),
+		prod:   sluicev1connect.NewProducerServiceClient(hc, base, connect.WithGRPC()),
+		cons:   sluicev1connect.NewConsumerServiceClient(hc, base, connect.WithGRPC()),
+		health: connect.NewClient[healthpb.HealthCheckRequest, healthpb.HealthCheckResponse](hc, base+"/grpc.health.v1.Health/Check", connect.WithGRPC()),
+	}
+}
+
+// startDevServing starts sluice dev on dir and addr and returns once its
+// health answers SERVING (its output goes to the buffer).
+func startDevServing(ctx context.Context, t *testing.T, api devAPI, bin, dir, addr string) (*exec.Cmd, *bytes.Buffer) {
+	t.Helper()
+	var out bytes.Buffer
+	cmd := exec.Command(bin, "dev", "--data-dir", dir, "--addr", addr)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, err := api.health.CallUnary(ctx, connect.NewRequest(&healthpb.HealthCheckRequest{}))
+		if err == nil && resp.Msg.GetStatus() == healthpb.HealthCheckResponse_SERVING {
+			return cmd, &out
+		}
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			t.Fatalf("sluice dev not SERVING after 60s (last: %v):\n%s", err, out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

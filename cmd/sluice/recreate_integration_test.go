@@ -3,22 +3,17 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"net/http"
-	"os/exec"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/sluicemq/sluice/internal/bookieproc"
 	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
-	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
 )
 
 // A topic deleted and created again while producers keep producing to it
@@ -38,30 +33,10 @@ func TestIntegrationDevDeleteAndRecreateUnderLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out bytes.Buffer
-	cmd := exec.Command(bin, "dev", "--data-dir", t.TempDir(), "--addr", addr)
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	api := newDevAPI(addr)
+	admin, prod, cons := api.admin, api.prod, api.cons
+	cmd, out := startDevServing(ctx, t, api, bin, t.TempDir(), addr)
 	defer func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }()
-	var p http.Protocols
-	p.SetUnencryptedHTTP2(true)
-	hc := &http.Client{Transport: &http.Transport{Protocols: &p}}
-	base := "http://" + addr
-	admin := sluicev1connect.NewAdminServiceClient(hc, base, connect.WithGRPC())
-	prod := sluicev1connect.NewProducerServiceClient(hc, base, connect.WithGRPC())
-	cons := sluicev1connect.NewConsumerServiceClient(hc, base, connect.WithGRPC())
-	health := connect.NewClient[healthpb.HealthCheckRequest, healthpb.HealthCheckResponse](hc, base+"/grpc.health.v1.Health/Check", connect.WithGRPC())
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		resp, err := health.CallUnary(ctx, connect.NewRequest(&healthpb.HealthCheckRequest{}))
-		if err == nil && resp.Msg.GetStatus() == healthpb.HealthCheckResponse_SERVING {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sluice dev not SERVING after 60s:\n%s", out.String())
-		}
-	}
 
 	const parts = 3
 	create := func() string {

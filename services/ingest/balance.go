@@ -26,6 +26,15 @@ func (s *Service) balanceRound(ctx context.Context) error {
 	for _, o := range owners {
 		in.Owners = append(in.Owners, o.ID)
 	}
+	// The writers that ran before the topics were listed: one of them
+	// whose topic the listing lacks was deleted. (A writer opened during
+	// the listing may be of a topic created after it.)
+	s.mu.Lock()
+	before := make(map[slotKey]bool, len(s.writers))
+	for k := range s.writers {
+		before[k] = true
+	}
+	s.mu.Unlock()
 	topics, err := s.eachPartition(ctx, func(t catalog.Topic, p catalog.Partition) {
 		owner := p.Owner
 		if owner == s.cfg.OwnerID && !s.writing(t.ID, p.Index) {
@@ -46,7 +55,7 @@ func (s *Service) balanceRound(ctx context.Context) error {
 	}
 	// Writers of topics deleted meanwhile (by another copy's DeleteTopic,
 	// which fenced them) stop here at the latest.
-	s.dropWriters(func(k slotKey) bool { return !live[k.topic] })
+	s.dropWriters(func(k slotKey) bool { return before[k] && !live[k.topic] })
 	plan, err := s.balancer.Plan(in)
 	if errors.Is(err, balance.ErrNotLive) {
 		return nil // heartbeat lapsed: take nothing; the next beat fixes it
