@@ -67,8 +67,10 @@ func execute(ctx context.Context, root *cobra.Command, args []string) int {
 	}
 	// Every line of the error (joined errors: one problem a line) starts
 	// with the command.
+	// The SDK's errors start with its package name ("sluice: "), which the
+	// command path already says.
 	for line := range strings.SplitSeq(err.Error(), "\n") {
-		fmt.Fprintf(stderr, "%s: %s\n", cmd.CommandPath(), line)
+		fmt.Fprintf(stderr, "%s: %s\n", cmd.CommandPath(), strings.TrimPrefix(line, "sluice: "))
 	}
 	var ue usageError
 	if !errors.As(err, &ue) && started {
