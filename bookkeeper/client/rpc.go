@@ -28,7 +28,13 @@ func (c *Client) fence(ctx context.Context, id catalog.LedgerID, bookie string, 
 			return ledger.FenceOK{Bookie: bookie, LAC: resp.Msg.GetLac()}
 		}
 	}
-	c.log.Warn("fence failed", slog.Int64("ledger", int64(id)), slog.String("bookie", bookie), slog.Any("err", err))
+	if context.Cause(ctx) == context.Canceled && c.ctx.Err() == nil {
+		// The caller stopped waiting (a recovery that heard enough
+		// fences cancels the rest): not the bookie's failure.
+		c.log.Debug("fence abandoned", slog.Int64("ledger", int64(id)), slog.String("bookie", bookie))
+	} else {
+		c.log.Warn("fence failed", slog.Int64("ledger", int64(id)), slog.String("bookie", bookie), slog.Any("err", err))
+	}
 	return ledger.FenceFailed{Bookie: bookie}
 }
 
