@@ -12,6 +12,8 @@ import (
 
 	"github.com/sluicemq/sluice/bookkeeper/storage"
 	bookiev1 "github.com/sluicemq/sluice/pkg/gen/sluice/bookie/v1"
+
+	"github.com/sluicemq/sluice/bookkeeper/wire"
 )
 
 // Adds of several ledgers, many per message, interleaved on one stream:
@@ -85,7 +87,7 @@ func TestServiceBatchBadAddFailsAlone(t *testing.T) {
 	}
 	msg.Ledgers[0].Adds[3].Crc32C++                                    // bad checksum
 	msg.Ledgers[0].Adds[5].Payload = make([]byte, cfg.MaxEntryBytes+1) // too large (the message is within its limit)
-	msg.Ledgers[0].Adds[5].Crc32C = storage.EntryChecksum(7, 5, -1, msg.Ledgers[0].Adds[5].Payload)
+	msg.Ledgers[0].Adds[5].Crc32C = wire.EntryChecksum(7, 5, -1, msg.Ledgers[0].Adds[5].Payload)
 	msg.Ledgers[0].Adds[8].Lac = -5 // invalid
 	wantStatus := map[int64]bookiev1.AddStatus{
 		3: bookiev1.AddStatus_ADD_STATUS_BAD_CHECKSUM,
@@ -163,7 +165,7 @@ func TestServiceAddMessageLimits(t *testing.T) {
 	tooLarge := addMsg(1)
 	for e := range int64(3) {
 		p := make([]byte, 60<<10)
-		tooLarge.Ledgers[0].Adds = append(tooLarge.Ledgers[0].Adds, &bookiev1.Add{EntryId: e, Lac: -1, Payload: p, Crc32C: storage.EntryChecksum(1, e, -1, p)})
+		tooLarge.Ledgers[0].Adds = append(tooLarge.Ledgers[0].Adds, &bookiev1.Add{EntryId: e, Lac: -1, Payload: p, Crc32C: wire.EntryChecksum(1, e, -1, p)})
 	}
 	for name, tc := range map[string]struct {
 		msg  *bookiev1.AddEntriesRequest

@@ -13,6 +13,8 @@ import (
 
 	"github.com/sluicemq/sluice/bookkeeper/journal"
 	"github.com/sluicemq/sluice/bookkeeper/storage"
+
+	"github.com/sluicemq/sluice/bookkeeper/wire"
 )
 
 // Acknowledged adds survive a crash that keeps only synced bytes, whether or
@@ -67,7 +69,7 @@ func TestFence(t *testing.T) {
 		t.Fatalf("Fence = %+v, %v", info, err)
 	}
 	p := payload(5, 1)
-	req := AddRequest{Ledger: 5, Entry: 1, LAC: 0, Payload: p, MasterKey: testKey, Checksum: storage.EntryChecksum(5, 1, 0, p)}
+	req := AddRequest{Ledger: 5, Entry: 1, LAC: 0, Payload: p, MasterKey: testKey, Checksum: wire.EntryChecksum(5, 1, 0, p)}
 	if err := b.Add(context.Background(), req, func(error) { t.Error("done called for a refused add") }); !errors.Is(err, storage.ErrFenced) {
 		t.Fatalf("add to fenced ledger: %v; want ErrFenced", err)
 	}
@@ -242,7 +244,7 @@ func TestReadOnlyWatermark(t *testing.T) {
 		t.Fatal("writable at 96%")
 	}
 	p := payload(1, 0)
-	req := AddRequest{Ledger: 1, Entry: 0, LAC: -1, Payload: p, MasterKey: testKey, Checksum: storage.EntryChecksum(1, 0, -1, p)}
+	req := AddRequest{Ledger: 1, Entry: 0, LAC: -1, Payload: p, MasterKey: testKey, Checksum: wire.EntryChecksum(1, 0, -1, p)}
 	if err := b.Add(context.Background(), req, func(error) {}); !errors.Is(err, ErrReadOnly) {
 		t.Fatalf("add when read-only: %v; want ErrReadOnly", err)
 	}

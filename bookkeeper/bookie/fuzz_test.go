@@ -8,8 +8,9 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/sluicemq/sluice/bookkeeper/storage"
 	bookiev1 "github.com/sluicemq/sluice/pkg/gen/sluice/bookie/v1"
+
+	"github.com/sluicemq/sluice/bookkeeper/wire"
 )
 
 // FuzzAddEntriesMessage feeds arbitrary AddEntries messages to a bookie
@@ -91,7 +92,7 @@ func FuzzAddEntriesMessage(f *testing.F) {
 					continue // not stored (refused, or no such ledger)
 				}
 				got := ents[0]
-				if storage.EntryChecksum(id, e, got.LAC, got.Payload) != got.Checksum {
+				if wire.EntryChecksum(id, e, got.LAC, got.Payload) != got.Checksum {
 					t.Fatalf("entry %d/%d served with a bad checksum", id, e)
 				}
 				matched := false

@@ -12,9 +12,10 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"go.uber.org/goleak"
 
-	"github.com/sluicemq/sluice/bookkeeper/storage"
 	bookiev1 "github.com/sluicemq/sluice/pkg/gen/sluice/bookie/v1"
 	"github.com/sluicemq/sluice/pkg/gen/sluice/bookie/v1/bookiev1connect"
+
+	"github.com/sluicemq/sluice/bookkeeper/wire"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -63,7 +64,7 @@ func addMsg(ledger int64, adds ...*bookiev1.Add) *bookiev1.AddEntriesRequest {
 // add is one add of entry to ledger, with its payload and checksum.
 func add(ledger, entry, lac int64) *bookiev1.Add {
 	p := payload(ledger, entry)
-	return &bookiev1.Add{EntryId: entry, Lac: lac, Payload: p, Crc32C: storage.EntryChecksum(ledger, entry, lac, p)}
+	return &bookiev1.Add{EntryId: entry, Lac: lac, Payload: p, Crc32C: wire.EntryChecksum(ledger, entry, lac, p)}
 }
 
 // result is one add's answer as the tests compare them.
@@ -109,7 +110,7 @@ func addWait(t testing.TB, b *Bookie, ledger, entry, lac int64) {
 	done := make(chan error, 1)
 	err := b.Add(context.Background(), AddRequest{
 		Ledger: ledger, Entry: entry, LAC: lac, Payload: p, MasterKey: testKey,
-		Checksum: storage.EntryChecksum(ledger, entry, lac, p),
+		Checksum: wire.EntryChecksum(ledger, entry, lac, p),
 	}, func(err error) { done <- err })
 	if err == nil {
 		err = <-done

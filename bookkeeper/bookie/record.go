@@ -23,7 +23,7 @@ import (
 //	keylen  u16: master key bytes, 1..storage.MaxMasterKeySize
 //	0       u16 reserved, zero
 //	ledger  i64 ≥ 0; entry i64 ≥ 0; lac i64 ≥ -1
-//	crc     u32: storage.EntryChecksum(ledger, entry, lac, payload), verified
+//	crc     u32: wire.EntryChecksum(ledger, entry, lac, payload), verified
 //	        again by storage.AddEntry when the record is replayed
 //
 // Fences and deletions are not journaled: the storage persists them with a

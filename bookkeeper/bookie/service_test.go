@@ -12,6 +12,8 @@ import (
 
 	"github.com/sluicemq/sluice/bookkeeper/storage"
 	bookiev1 "github.com/sluicemq/sluice/pkg/gen/sluice/bookie/v1"
+
+	"github.com/sluicemq/sluice/bookkeeper/wire"
 )
 
 // The add stream answers every add, in order within a ledger, with the
@@ -75,7 +77,7 @@ func TestServiceAddsAndReads(t *testing.T) {
 	for i, e := range resp.Msg.GetEntries() {
 		id := int64(10 + i)
 		if e.GetEntryId() != id || !bytes.Equal(e.GetPayload(), payload(1, id)) ||
-			e.GetCrc32C() != storage.EntryChecksum(1, id, e.GetLac(), e.GetPayload()) {
+			e.GetCrc32C() != wire.EntryChecksum(1, id, e.GetLac(), e.GetPayload()) {
 			t.Fatalf("entry %d = %v", id, e)
 		}
 	}
@@ -101,7 +103,7 @@ func TestServiceAddsAndReads(t *testing.T) {
 		}
 		for i, e := range lac.Msg.GetEntries() {
 			id := tc.prev + 1 + int64(i)
-			if e.GetEntryId() != id || !bytes.Equal(e.GetPayload(), payload(1, id)) || e.GetCrc32C() != storage.EntryChecksum(1, id, e.GetLac(), e.GetPayload()) {
+			if e.GetEntryId() != id || !bytes.Equal(e.GetPayload(), payload(1, id)) || e.GetCrc32C() != wire.EntryChecksum(1, id, e.GetLac(), e.GetPayload()) {
 				t.Fatalf("ReadLac entry %d = %v", id, e)
 			}
 		}
@@ -182,7 +184,7 @@ func TestServiceFencingReadAndErrors(t *testing.T) {
 		t.Fatalf("fenced read of a missing entry: %v; want NotFound", err)
 	}
 	if err := b.Add(ctx, AddRequest{Ledger: 4, Entry: 1, LAC: 0, Payload: payload(4, 1), MasterKey: testKey,
-		Checksum: storage.EntryChecksum(4, 1, 0, payload(4, 1))}, func(error) {}); !errors.Is(err, storage.ErrFenced) {
+		Checksum: wire.EntryChecksum(4, 1, 0, payload(4, 1))}, func(error) {}); !errors.Is(err, storage.ErrFenced) {
 		t.Fatalf("add after the fenced read: %v; want ErrFenced", err)
 	}
 	fence, err := c.Fence(ctx, connect.NewRequest(&bookiev1.FenceRequest{LedgerId: 4, MasterKey: testKey}))

@@ -72,7 +72,7 @@
 // that reads connect codes): add status OK → AddAcked, FENCED →
 // FailFenced, UNAUTHORIZED → FailUnauthorized, anything else or a timeout
 // or a broken stream → FailUnavailable; a read's NOT_FOUND → ReadNoEntry,
-// its entry → ReadOK only after verifying storage.EntryChecksum (the CRC32C
+// its entry → ReadOK only after verifying wire.EntryChecksum (the CRC32C
 // the bookie stored) and the entry id, anything else → ReadFailed (a
 // mismatch is logged, counted in Stats.ChecksumFailures, and the read goes
 // to another replica). Adds carry the same checksum, computed here.

@@ -9,9 +9,10 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/sluicemq/sluice/bookkeeper/ledger"
-	"github.com/sluicemq/sluice/bookkeeper/storage"
 	"github.com/sluicemq/sluice/pkg/catalog"
 	bookiev1 "github.com/sluicemq/sluice/pkg/gen/sluice/bookie/v1"
+
+	"github.com/sluicemq/sluice/bookkeeper/wire"
 )
 
 // Recovery of a ledger whose writer is still appending: the writer's later
@@ -214,7 +215,7 @@ func rawAdd(t testing.TB, cl *cluster, b string, m catalog.LedgerMetadata, e, la
 	s := cl.rpc(t, b).AddEntries(ctxT(t))
 	if err := s.Send(&bookiev1.AddEntriesRequest{Ledgers: []*bookiev1.LedgerAdds{{
 		LedgerId: int64(m.ID), MasterKey: MasterKey(m), Adds: []*bookiev1.Add{{
-			EntryId: e, Lac: lac, Payload: p, Crc32C: storage.EntryChecksum(int64(m.ID), e, lac, p),
+			EntryId: e, Lac: lac, Payload: p, Crc32C: wire.EntryChecksum(int64(m.ID), e, lac, p),
 		}},
 	}}}); err != nil {
 		t.Fatal(err)

@@ -6,8 +6,9 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/sluicemq/sluice/bookkeeper/ledger"
-	"github.com/sluicemq/sluice/bookkeeper/storage"
 	bookiev1 "github.com/sluicemq/sluice/pkg/gen/sluice/bookie/v1"
+
+	"github.com/sluicemq/sluice/bookkeeper/wire"
 )
 
 // The RPC edge: bookie answers become state machine events here, and only
@@ -31,12 +32,12 @@ func addEvent(bookie string, entry int64, st bookiev1.AddStatus) ledger.Event {
 }
 
 // addMessage builds the add of a SendAdd for an AddEntries message, with
-// its checksum (storage.EntryChecksum: the one the bookie verifies and
+// its checksum (wire.EntryChecksum: the one the bookie verifies and
 // stores).
 func addMessage(ledgerID int64, a ledger.SendAdd) *bookiev1.Add {
 	return &bookiev1.Add{
 		EntryId: a.Entry, Lac: a.LAC, Payload: a.Payload,
-		Crc32C: storage.EntryChecksum(ledgerID, a.Entry, a.LAC, a.Payload), Recovery: a.Recovery,
+		Crc32C: wire.EntryChecksum(ledgerID, a.Entry, a.LAC, a.Payload), Recovery: a.Recovery,
 	}
 }
 
@@ -78,7 +79,7 @@ func entryAnswer(ledgerID int64, bookie string, entry int64, e *bookiev1.Entry, 
 		failed.checkErr = fmt.Errorf("%w: bookie %s answered entry %d/%d with entry %d", ErrChecksum, bookie, ledgerID, entry, e.GetEntryId())
 		return failed
 	}
-	if got := storage.EntryChecksum(ledgerID, entry, e.GetLac(), e.GetPayload()); got != e.GetCrc32C() {
+	if got := wire.EntryChecksum(ledgerID, entry, e.GetLac(), e.GetPayload()); got != e.GetCrc32C() {
 		failed.checkErr = fmt.Errorf("%w: bookie %s, entry %d/%d: stored %08x, computed %08x", ErrChecksum, bookie, ledgerID, entry, e.GetCrc32C(), got)
 		return failed
 	}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/sluicemq/sluice/bookkeeper/wire"
 )
 
 func benchOptions(b *testing.B) Options {
@@ -33,7 +35,7 @@ func BenchmarkAddCheckpoint(b *testing.B) {
 			for i := range b.N {
 				ledger, entry := int64(i%8), int64(i/8) // 8 interleaved ledgers
 				r := AddRequest{Ledger: ledger, Entry: entry, LAC: entry - 1, Payload: payload,
-					Checksum: EntryChecksum(ledger, entry, entry-1, payload), MasterKey: keyOf(ledger)}
+					Checksum: wire.EntryChecksum(ledger, entry, entry-1, payload), MasterKey: keyOf(ledger)}
 				if err := s.AddEntry(ctx, r); err != nil {
 					b.Fatal(err)
 				}
@@ -62,7 +64,7 @@ func BenchmarkReadEntry(b *testing.B) {
 	for e := int64(0); e < perLedger; e++ {
 		for l := int64(0); l < ledgers; l++ {
 			r := AddRequest{Ledger: l, Entry: e, LAC: e - 1, Payload: payload,
-				Checksum: EntryChecksum(l, e, e-1, payload), MasterKey: keyOf(l)}
+				Checksum: wire.EntryChecksum(l, e, e-1, payload), MasterKey: keyOf(l)}
 			if err := s.AddEntry(ctx, r); err != nil {
 				b.Fatal(err)
 			}

@@ -14,7 +14,7 @@
 //
 //	s, err := storage.Open(storage.Options{Dir: d, BookieID: id, InstanceID: inst})
 //	err = s.AddEntry(ctx, storage.AddRequest{Ledger: l, Entry: e, LAC: lac,
-//		Payload: p, Checksum: storage.EntryChecksum(l, e, lac, p), MasterKey: k})
+//		Payload: p, Checksum: wire.EntryChecksum(l, e, lac, p), MasterKey: k})
 //	ent, err := s.ReadEntry(l, e)          // checksum verified
 //	info, err := s.Fence(l, k)             // durable when it returns
 //	err = s.Checkpoint()                   // everything added before is durable
@@ -111,11 +111,11 @@
 //	| length | crc    | ledger id | entry id  | lac       | payload   |
 //	+--------+--------+-----------+-----------+-----------+===========+
 //	length  u32 LE; payload bytes, at most MaxEntrySizeLimit (64 MiB)
-//	crc     u32 LE; CRC32C of bytes [8, 32+length) = EntryChecksum
+//	crc     u32 LE; CRC32C of bytes [8, 32+length) = wire.EntryChecksum
 //	ids     i64 big-endian: ledger ≥ 0, entry ≥ 0, lac ≥ -1
 //
 // The ids are big-endian because bytes [8, 32+length) are exactly the
-// layout EntryChecksum is defined over (BookKeeper's entry header order):
+// layout wire.EntryChecksum is defined over (BookKeeper's entry header order):
 // the stored checksum is the writer's checksum, verified when the add
 // arrives, before every write (flush, GC copy), after every read, and sent
 // to readers, who verify it again. Nothing recomputes it over another
@@ -269,7 +269,7 @@
 //	doc.go       this overview
 //	options.go   Options (limits, defaults, Validate), Hooks, Stats
 //	errors.go    the error taxonomy
-//	format.go    frame, log header and index encodings; EntryChecksum
+//	format.go    frame, log header and index encodings (the entry checksum is bookkeeper/wire's)
 //	cookie.go    Cookie encoding, ReadCookie, WriteCookie
 //	identity.go  Open's cookie and format checks
 //	files.go     file names, atomic creation, directory syncs

@@ -44,7 +44,7 @@ var (
 	// first add (or fence) set.
 	ErrUnauthorized = errors.New("storage: master key mismatch")
 
-	// ErrBadChecksum: an add's checksum is not the EntryChecksum of its
+	// ErrBadChecksum: an add's checksum is not the wire.EntryChecksum of its
 	// fields. Nothing is stored.
 	ErrBadChecksum = errors.New("storage: entry checksum mismatch")
 

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/sluicemq/sluice/bookkeeper/wire"
 )
 
 // Checkpoint makes everything added before the call durable in the entry
@@ -93,7 +95,7 @@ func (s *Storage) writeBuffer(buf *writeBuffer, pace *flushPacer) (FlushInfo, er
 		e := buf.entries[r]
 		// Check data before writing: AddEntry verified this checksum, so
 		// a mismatch here is memory corruption or a bug.
-		if got := EntryChecksum(r.ledger, r.entry, e.lac, e.payload); got != e.crc {
+		if got := wire.EntryChecksum(r.ledger, r.entry, e.lac, e.payload); got != e.crc {
 			return info, fmt.Errorf("%w: buffered entry %d/%d changed in memory (checksum %08x, computed %08x)",
 				ErrCorrupt, r.ledger, r.entry, e.crc, got)
 		}

@@ -42,19 +42,6 @@ func corruptf(format string, args ...any) error {
 	return fmt.Errorf("%w: %w: %s", ErrCorrupt, errFormat, fmt.Sprintf(format, args...))
 }
 
-// EntryChecksum is an entry's CRC32C (Castagnoli): of the ledger id, the
-// entry id and the piggybacked LAC, each as 8 big-endian bytes (the order
-// and byte layout of BookKeeper's entry header), followed by the payload.
-// It is the checksum the ledger client computes (Add.crc32c in an AddEntries message),
-// the one a bookie verifies before storing an entry, the one an entry log
-// frame stores, and the one returned with every read — one checksum end to
-// end, never recomputed over a different layout.
-func EntryChecksum(ledger, entry, lac int64, payload []byte) uint32 {
-	var hdr [24]byte
-	putEntryIDs(hdr[:], ledger, entry, lac)
-	return crc32.Update(crc32.Checksum(hdr[:], castagnoli), castagnoli, payload)
-}
-
 func putEntryIDs(b []byte, ledger, entry, lac int64) {
 	binary.BigEndian.PutUint64(b[0:8], uint64(ledger))
 	binary.BigEndian.PutUint64(b[8:16], uint64(entry))

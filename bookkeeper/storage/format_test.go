@@ -11,6 +11,8 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/sluicemq/sluice/internal/pebblelog"
+
+	"github.com/sluicemq/sluice/bookkeeper/wire"
 )
 
 // The on-disk bytes of version 1, pinned (checksums cross-checked with an
@@ -20,7 +22,7 @@ func TestFormatGolden(t *testing.T) {
 	var sid [storageIDSize]byte
 	copy(sid[:], "0123456789abcdef")
 	payload := []byte("hi")
-	crc := EntryChecksum(5, 7, 6, payload)
+	crc := wire.EntryChecksum(5, 7, 6, payload)
 	key := entryKey(5, 7)
 	for _, c := range []struct {
 		name string

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"hash/crc32"
 	"testing"
+
+	"github.com/sluicemq/sluice/bookkeeper/wire"
 )
 
 // FuzzDecodeFrame: garbage never panics and never decodes unless its
@@ -14,7 +16,7 @@ import (
 func FuzzDecodeFrame(f *testing.F) {
 	f.Add(int64(1), int64(0), int64(-1), []byte("hello"), []byte{}, uint16(0))
 	f.Add(int64(1<<40), int64(77), int64(76), bytes.Repeat([]byte{0xff}, 300), []byte{1, 2, 3}, uint16(900))
-	f.Add(int64(0), int64(0), int64(-1), []byte{}, appendFrame(nil, 3, 4, 2, EntryChecksum(3, 4, 2, []byte("x")), []byte("x")), uint16(5))
+	f.Add(int64(0), int64(0), int64(-1), []byte{}, appendFrame(nil, 3, 4, 2, wire.EntryChecksum(3, 4, 2, []byte("x")), []byte("x")), uint16(5))
 	f.Fuzz(func(t *testing.T, ledger, entry, lac int64, payload, garbage []byte, flip uint16) {
 		if fr, err := decodeFrame(garbage); err == nil {
 			if crc32.Checksum(garbage[8:], castagnoli) != fr.crc || binary.LittleEndian.Uint32(garbage[4:8]) != fr.crc {
@@ -29,7 +31,7 @@ func FuzzDecodeFrame(f *testing.F) {
 		if ledger < 0 || entry < 0 || lac < -1 {
 			return
 		}
-		crc := EntryChecksum(ledger, entry, lac, payload)
+		crc := wire.EntryChecksum(ledger, entry, lac, payload)
 		b := appendFrame(nil, ledger, entry, lac, crc, payload)
 		fr, err := decodeFrame(b)
 		if err != nil || fr.ledger != ledger || fr.entry != entry || fr.lac != lac || fr.crc != crc || !bytes.Equal(fr.payload, payload) {

@@ -10,6 +10,8 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"go.uber.org/goleak"
+
+	"github.com/sluicemq/sluice/bookkeeper/wire"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -70,7 +72,7 @@ func sizeOf(ledger, entry int64) int { return int((ledger*131 + entry*977) % 150
 func request(ledger, entry, lac int64, payload []byte) AddRequest {
 	return AddRequest{
 		Ledger: ledger, Entry: entry, LAC: lac, Payload: payload,
-		Checksum:  EntryChecksum(ledger, entry, lac, payload),
+		Checksum:  wire.EntryChecksum(ledger, entry, lac, payload),
 		MasterKey: keyOf(ledger),
 	}
 }
@@ -98,7 +100,7 @@ func entryMatches(s *Storage, ledger, entry int64) error {
 	}
 	want := payloadOf(ledger, entry, sizeOf(ledger, entry))
 	if got.Ledger != ledger || got.Entry != entry || got.LAC != entry-1 || !bytes.Equal(got.Payload, want) ||
-		got.Checksum != EntryChecksum(ledger, entry, entry-1, want) {
+		got.Checksum != wire.EntryChecksum(ledger, entry, entry-1, want) {
 		return fmt.Errorf("ReadEntry %d/%d: got ledger %d entry %d lac %d, %d bytes, checksum %08x; not what was added",
 			ledger, entry, got.Ledger, got.Entry, got.LAC, len(got.Payload), got.Checksum)
 	}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/sluicemq/sluice/bookkeeper/wire"
 )
 
 // ledgerState is a ledger's metadata in memory. Guarded by Storage.mu.
@@ -148,7 +150,7 @@ type AddRequest struct {
 	// LAC is the writer's last add confirmed, piggybacked; -1 for none.
 	LAC     int64
 	Payload []byte // copied; the caller may reuse it once AddEntry returns
-	// Checksum must be EntryChecksum(Ledger, Entry, LAC, Payload).
+	// Checksum must be wire.EntryChecksum(Ledger, Entry, LAC, Payload).
 	Checksum uint32
 	// MasterKey is the writer's key: the ledger's first add (or fence)
 	// sets it, later ones must match. 1..MaxMasterKeySize bytes.
@@ -174,7 +176,7 @@ func (s *Storage) checkAdd(r AddRequest) error {
 	case len(r.Payload) > s.opts.MaxEntrySize:
 		return fmt.Errorf("%w: %d bytes, limit %d", ErrEntryTooLarge, len(r.Payload), s.opts.MaxEntrySize)
 	}
-	if got := EntryChecksum(r.Ledger, r.Entry, r.LAC, r.Payload); got != r.Checksum {
+	if got := wire.EntryChecksum(r.Ledger, r.Entry, r.LAC, r.Payload); got != r.Checksum {
 		return fmt.Errorf("%w: entry %d/%d carries %08x, computed %08x", ErrBadChecksum, r.Ledger, r.Entry, r.Checksum, got)
 	}
 	return nil

@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/sluicemq/sluice/bookkeeper/wire"
 )
 
 // Entry is a stored entry as read.
@@ -77,7 +79,7 @@ func (s *Storage) readBuffered(ledger, entry int64) (Entry, bool, error) {
 		return Entry{}, false, nil
 	}
 	// Check after reading, even from memory.
-	if got := EntryChecksum(ledger, entry, b.lac, b.payload); got != b.crc {
+	if got := wire.EntryChecksum(ledger, entry, b.lac, b.payload); got != b.crc {
 		err := fmt.Errorf("%w: buffered entry %d/%d changed in memory (checksum %08x, computed %08x)", ErrCorrupt, ledger, entry, b.crc, got)
 		return Entry{}, false, s.failLocked(err)
 	}
