@@ -10,7 +10,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
-	"github.com/sluicemq/sluice/internal/pebblelog"
+	"github.com/sluicemq/sluice/pkg/pebblelog"
 
 	"github.com/sluicemq/sluice/bookkeeper/wire"
 )

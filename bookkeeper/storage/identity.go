@@ -10,7 +10,7 @@ import (
 
 	"github.com/sluicemq/sluice/bookkeeper/internal/durable"
 
-	"github.com/sluicemq/sluice/internal/pebblelog"
+	"github.com/sluicemq/sluice/pkg/pebblelog"
 )
 
 // openIdentity checks the cookies of both directories against each other,

@@ -18,13 +18,13 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/sluicemq/sluice/internal/apierr"
+	"github.com/sluicemq/sluice/internal/quota"
 	"github.com/sluicemq/sluice/pkg/catalog"
 	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
 	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/pkg/record"
 	"github.com/sluicemq/sluice/pkg/sluice"
 	"github.com/sluicemq/sluice/services/ingest"
-	"github.com/sluicemq/sluice/services/ingest/quota"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

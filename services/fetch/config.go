@@ -7,11 +7,11 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/sluicemq/sluice/internal/quota"
 	"github.com/sluicemq/sluice/pkg/bookkeeping"
 	"github.com/sluicemq/sluice/pkg/catalog"
 	"github.com/sluicemq/sluice/services/fetch/assign"
 	"github.com/sluicemq/sluice/services/fetch/partlog"
-	"github.com/sluicemq/sluice/services/ingest/quota"
 )
 
 // Defaults and hard limits (the proto documents the request limits).

@@ -24,12 +24,12 @@ import (
 
 	"github.com/sluicemq/sluice/bookkeeper/client"
 	"github.com/sluicemq/sluice/internal/apierr"
+	"github.com/sluicemq/sluice/internal/quota"
 	"github.com/sluicemq/sluice/pkg/catalog"
 	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
 	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/pkg/record"
 	"github.com/sluicemq/sluice/services/fetch/partlog"
-	"github.com/sluicemq/sluice/services/ingest/quota"
 )
 
 // Deps are the fetch service's collaborators.

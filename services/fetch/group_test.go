@@ -14,13 +14,13 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 
 	"github.com/sluicemq/sluice/internal/cluster"
+	"github.com/sluicemq/sluice/internal/quota"
 	"github.com/sluicemq/sluice/internal/rpcserver"
 	"github.com/sluicemq/sluice/internal/telemetry"
 	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
 	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/pkg/record"
 	"github.com/sluicemq/sluice/services/fetch"
-	"github.com/sluicemq/sluice/services/ingest/quota"
 )
 
 // member is a test client of one Subscribe session.

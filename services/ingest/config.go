@@ -6,12 +6,12 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/sluicemq/sluice/internal/quota"
 	"github.com/sluicemq/sluice/pkg/catalog"
 	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/pkg/record"
 	"github.com/sluicemq/sluice/services/ingest/balance"
 	"github.com/sluicemq/sluice/services/ingest/partition"
-	"github.com/sluicemq/sluice/services/ingest/quota"
 )
 
 // Defaults for zero Config fields.

@@ -13,12 +13,12 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/sluicemq/sluice/internal/apierr"
+	"github.com/sluicemq/sluice/internal/quota"
 	"github.com/sluicemq/sluice/pkg/catalog"
 	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
 	rpart "github.com/sluicemq/sluice/pkg/record/partition"
 	"github.com/sluicemq/sluice/services/ingest/balance"
 	"github.com/sluicemq/sluice/services/ingest/partition"
-	"github.com/sluicemq/sluice/services/ingest/quota"
 )
 
 // Service is one ingest copy: it owns partition writers under leases and

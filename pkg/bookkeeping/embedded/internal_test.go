@@ -17,7 +17,7 @@ import (
 
 	"github.com/sluicemq/sluice/pkg/bookkeeping"
 
-	"github.com/sluicemq/sluice/internal/pebblelog"
+	"github.com/sluicemq/sluice/pkg/pebblelog"
 )
 
 func openMem(t *testing.T, fs vfs.FS, opts ...Option) *Store {

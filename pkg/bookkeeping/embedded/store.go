@@ -14,7 +14,7 @@ import (
 
 	"github.com/sluicemq/sluice/pkg/bookkeeping"
 
-	"github.com/sluicemq/sluice/internal/pebblelog"
+	"github.com/sluicemq/sluice/pkg/pebblelog"
 )
 
 // ErrClosed is returned by calls on a closed Store.

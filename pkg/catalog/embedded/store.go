@@ -13,7 +13,7 @@ import (
 
 	"github.com/sluicemq/sluice/pkg/catalog"
 
-	"github.com/sluicemq/sluice/internal/pebblelog"
+	"github.com/sluicemq/sluice/pkg/pebblelog"
 )
 
 // storeFormat is written under formatKey when a store is created. A store

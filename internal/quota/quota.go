@@ -1,5 +1,5 @@
 // Package quota enforces byte-rate quotas per client id, the way Kafka's
-// produce quotas do (DESIGN §2.8): the request is accepted and counted, and
+// produce quotas do (docs/DESIGN.md §2.8): the request is accepted and counted, and
 // the answer says how long the client must hold off — the throttle time —
 // which the service reports and applies as a delay.
 //
