@@ -142,3 +142,35 @@ func fields(err error) []string {
 	}
 	return out
 }
+
+// FuzzValidateTrigger: validation never panics, names only known fields,
+// and a valid spec stays valid, unchanged, once its defaults are resolved.
+func FuzzValidateTrigger(f *testing.F) {
+	f.Add("t", "orders", "fn", "latest", int64(0), 100, 1<<20, int64(0), 1, 3, int64(100), int64(30_000), int64(0), "dlq")
+	f.Add("", "", "arn:aws:lambda:us-east-1:123456789012:function:f:1", "timestamp", int64(-1), -1, -1, int64(-1), -1, -2, int64(-1), int64(-1), int64(-1), "")
+	known := map[string]bool{"name": true, "topic": true, "function": true, "starting_position": true, "starting_timestamp_ms": true,
+		"batch_size": true, "max_batch_bytes": true, "batch_window_ms": true, "parallelization": true, "max_retries": true,
+		"retry_backoff_initial_ms": true, "retry_backoff_max_ms": true, "max_record_age_ms": true, "on_failure_topic": true}
+	f.Fuzz(func(t *testing.T, name, topic, fn, start string, startTs int64, batch, bytes int, window int64, par, retries int,
+		b0, bMax, age int64, dlq string) {
+		s := catalog.TriggerSpec{Topic: topic, Function: fn, StartingPosition: catalog.StartingPosition(start), StartingTimestampMs: startTs,
+			BatchSize: batch, MaxBatchBytes: bytes, BatchWindowMs: window, Parallelization: par, MaxRetries: retries,
+			RetryBackoffInitialMs: b0, RetryBackoffMaxMs: bMax, MaxRecordAgeMs: age, OnFailureTopic: dlq}
+		err := catalog.ValidateTrigger(name, s)
+		for _, f := range fields(err) {
+			if !known[f] {
+				t.Fatalf("unknown field %q in %v", f, err)
+			}
+		}
+		if err != nil {
+			return
+		}
+		d := s.WithDefaults()
+		if d.WithDefaults() != d || catalog.ValidateTrigger(name, d) != nil {
+			t.Fatalf("valid %+v resolves to %+v, which is not stable or not valid", s, d)
+		}
+		if d.Retries() < 0 || d.Retries() > catalog.MaxTriggerRetries {
+			t.Fatalf("Retries() = %d", d.Retries())
+		}
+	})
+}

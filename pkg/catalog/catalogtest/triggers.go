@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +24,8 @@ func runTriggers(t *testing.T, h Harness) {
 		"UpdateCAS":         triggerUpdateCAS,
 		"Delete":            triggerDelete,
 		"TopicDeletedAfter": triggerTopicDeletedAfter,
+		"UpdateOneWinner":   triggerRaceUpdate,
+		"CreateOneWinner":   triggerRaceCreate,
 	})
 }
 
@@ -297,5 +300,60 @@ func triggerTopicDeletedAfter(e *env) {
 	tr2 := e.trigger("t2", "orders")
 	if tr2.TopicID != tp2.ID || tr2.TopicID == tr.TopicID {
 		e.t.Fatalf("trigger on the re-created topic has topic id %q; want the new %q", tr2.TopicID, tp2.ID)
+	}
+}
+
+// triggerRaceUpdate: racers update one trigger at the same version; exactly
+// one wins, the others get ErrVersionConflict, and the stored spec is the
+// winner's.
+func triggerRaceUpdate(e *env) {
+	e.topic("orders", 1)
+	tr := e.trigger("r", "orders")
+	var winner catalog.Trigger
+	var mu sync.Mutex
+	errs := race(func(i int) error {
+		spec := tr.TriggerSpec
+		spec.BatchSize = i + 1
+		up, err := e.b.UpdateTrigger(e.ctx, "r", spec, tr.Version)
+		if err == nil {
+			mu.Lock()
+			winner = up
+			mu.Unlock()
+		}
+		return err
+	})
+	wins := 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			wins++
+		case !errors.Is(err, catalog.ErrVersionConflict):
+			e.t.Fatalf("a losing UpdateTrigger: %v, want ErrVersionConflict", err)
+		}
+	}
+	got, err := e.b.GetTrigger(e.ctx, "r")
+	if wins != 1 || err != nil || !triggerEqual(got, winner) || got.Version != 2 {
+		e.t.Fatalf("%d winners; stored %+v, %v; winner %+v", wins, got, err, winner)
+	}
+}
+
+// triggerRaceCreate: racers create one name; exactly one wins.
+func triggerRaceCreate(e *env) {
+	e.topic("orders", 1)
+	errs := race(func(i int) error {
+		_, err := e.b.CreateTrigger(e.ctx, "c", catalog.TriggerSpec{Topic: "orders", Function: fmt.Sprintf("fn-%d", i)})
+		return err
+	})
+	wins := 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			wins++
+		case !errors.Is(err, catalog.ErrAlreadyExists):
+			e.t.Fatalf("a losing CreateTrigger: %v, want ErrAlreadyExists", err)
+		}
+	}
+	if wins != 1 {
+		e.t.Fatalf("%d creates won, want 1", wins)
 	}
 }

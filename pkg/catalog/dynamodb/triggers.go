@@ -16,11 +16,20 @@ func (c *Catalog) CreateTrigger(ctx context.Context, name string, spec catalog.T
 	if err := catalog.ValidateTrigger(name, spec); err != nil {
 		return catalog.Trigger{}, err
 	}
-	tr, err := c.createTrigger(ctx, name, spec)
-	if err != nil {
-		return catalog.Trigger{}, fmt.Errorf("create trigger %q: %w", name, err)
+	for range casAttempts {
+		tr, err := c.createTrigger(ctx, name, spec)
+		if errors.Is(err, catalog.ErrVersionConflict) {
+			// Only a transaction conflict gives this: a concurrent write
+			// of the trigger or the topic. Decide again from a fresh read
+			// (a concurrent create of the name then is ErrAlreadyExists).
+			continue
+		}
+		if err != nil {
+			return catalog.Trigger{}, fmt.Errorf("create trigger %q: %w", name, err)
+		}
+		return tr, nil
 	}
-	return tr, nil
+	return catalog.Trigger{}, fmt.Errorf("create trigger %q: %d attempts lost a race: %w", name, casAttempts, catalog.ErrVersionConflict)
 }
 
 func (c *Catalog) createTrigger(ctx context.Context, name string, spec catalog.TriggerSpec) (catalog.Trigger, error) {
