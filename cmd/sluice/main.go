@@ -1,6 +1,6 @@
 // Command sluice is Sluice's one binary: the servers (dev, bookie, ingest,
-// fetch, compactor), the client commands (topic, produce, consume, group)
-// and the benchmarks.
+// fetch, compactor), the client commands (topic, trigger, produce, consume,
+// group) and the benchmarks.
 //
 // Run `sluice help` for the list of commands and `sluice COMMAND --help`
 // for one command's flags. The commands are cobra commands: flags go
@@ -126,6 +126,7 @@ ends the flags (sluice produce --topic t -- --not-a-flag).`,
 		newCompactorCmd())
 	add(groupClients,
 		newTopicCmd(),
+		newTriggerCmd(),
 		newProduceCmd(produce),
 		newConsumeCmd(consume),
 		newGroupCmd())

@@ -55,6 +55,40 @@ const (
 	MaxOwners  = 4096
 	MaxBookies = 4096
 
+	// MaxTriggerNameLength bounds trigger names.
+	MaxTriggerNameLength = 128
+
+	// MaxTriggerFunctionLength is Lambda's bound on Invoke's FunctionName
+	// (a full ARN with a qualifier).
+	MaxTriggerFunctionLength = 140
+
+	// MaxTriggerBatchSize is Lambda's bound on a Kafka or Kinesis event
+	// source mapping's batch size.
+	MaxTriggerBatchSize = 10_000
+
+	// MaxTriggerBatchBytes is Lambda's synchronous invoke payload limit
+	// (6 MB), which bounds a batch's event.
+	MaxTriggerBatchBytes = 6 << 20
+
+	// MaxTriggerBatchWindowMs is Lambda's bound on a batching window (300 s).
+	MaxTriggerBatchWindowMs = 300_000
+
+	// MaxTriggerParallelization is Lambda's bound on a Kinesis mapping's
+	// parallelization factor: concurrent batches per partition.
+	MaxTriggerParallelization = 10
+
+	// MaxTriggerRetries is Lambda's bound on a mapping's retry attempts.
+	MaxTriggerRetries = 10_000
+
+	// MaxTriggerRetryBackoffMs bounds both retry backoff settings (15 min,
+	// Lambda's longest function timeout).
+	MaxTriggerRetryBackoffMs = 900_000
+
+	// MinTriggerRecordAgeMs and MaxTriggerRecordAgeMs are Lambda's bounds on
+	// a mapping's maximum record age (60 s to 7 days).
+	MinTriggerRecordAgeMs = 60_000
+	MaxTriggerRecordAgeMs = 604_800_000
+
 	// MinHeartbeatTTL and MaxHeartbeatTTL bound owner and bookie heartbeat TTLs.
 	MinHeartbeatTTL = 100 * time.Millisecond
 	MaxHeartbeatTTL = 10 * time.Minute

@@ -1,4 +1,5 @@
-// Package admin serves sluice.v1.AdminService's topic RPCs over the catalog.
+// Package admin serves sluice.v1.AdminService's topic and trigger RPCs over
+// the catalog (triggers.go: stored, not run yet).
 // Ingest and fetch both mount it (DESIGN.md §3: any copy answers), so it is a
 // library with no state of its own beyond its dependencies. The group RPCs
 // (ListGroups, DescribeGroup) belong to the consumer side and answer
@@ -31,6 +32,7 @@ type Catalog interface {
 	catalog.Ledgers
 	// ListLedgersByPartition finds a deleted topic's open ledgers.
 	catalog.LedgerLister
+	catalog.Triggers
 }
 
 // Deps are the service's dependencies.

@@ -29,6 +29,7 @@ type Backend interface {
 	catalog.Ledgers
 	catalog.LedgerLister
 	catalog.Bookies
+	catalog.Triggers
 }
 
 // Harness builds backends for the suite.
@@ -50,6 +51,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Ledgers", func(t *testing.T) { runLedgers(t, h) })
 	t.Run("Bookies", func(t *testing.T) { runBookies(t, h) })
 	t.Run("Races", func(t *testing.T) { runRaces(t, h) })
+	t.Run("Triggers", func(t *testing.T) { runTriggers(t, h) })
 }
 
 // env is one test's backend, clock and context.

@@ -19,8 +19,9 @@
 //	ledgers-by-partition#<topic id>#<p>    <id %020d>      index item (keys only)
 //	ledgers-by-state#<STATE>               <id %020d>      index item (keys only)
 //	counters                               ledger-id       last: the last ledger id allocated (ADD)
+//	triggers                               <name>          trigger: topic, tid, fn, on, start, batch, ..., v
 //
-// Topics, deleted topics, owners and bookies each share one partition key,
+// Topics, deleted topics, owners, bookies and triggers each share one partition key,
 // so listing them is one Query in key order, and they are small, rarely
 // written collections (heartbeats: one write per owner or bookie every few
 // seconds). Partition items of a topic share a key, so ListPartitions is a

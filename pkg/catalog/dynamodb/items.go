@@ -16,6 +16,7 @@ const (
 	pkOwners        = "owners"
 	pkBookies       = "bookies"
 	pkCounters      = "counters"
+	pkTriggers      = "triggers"
 	skLedgerCounter = "ledger-id"
 	skLedger        = "ledger"
 )
@@ -225,4 +226,58 @@ func decodeLedger(it map[string]av) (catalog.LedgerMetadata, error) {
 		return catalog.LedgerMetadata{}, fmt.Errorf("%w: ledger item %s: %v", ErrCorrupt, ledgerPK(m.ID), err)
 	}
 	return m, nil
+}
+
+func triggerItem(t catalog.Trigger) map[string]av {
+	it := item(pkTriggers, t.Name)
+	it["topic"] = s(t.Topic)
+	it["tid"] = s(string(t.TopicID))
+	it["fn"] = s(t.Function)
+	it["on"] = b(t.Enabled)
+	it["start"] = s(string(t.StartingPosition))
+	if t.StartingTimestampMs != 0 {
+		it["startTs"] = n(t.StartingTimestampMs)
+	}
+	it["batch"] = n(int64(t.BatchSize))
+	it["batchBytes"] = n(int64(t.MaxBatchBytes))
+	it["window"] = n(t.BatchWindowMs)
+	it["par"] = n(int64(t.Parallelization))
+	it["retries"] = n(int64(t.MaxRetries))
+	it["backoff0"] = n(t.RetryBackoffInitialMs)
+	it["backoffMax"] = n(t.RetryBackoffMaxMs)
+	it["maxAge"] = n(t.MaxRecordAgeMs)
+	it["bisect"] = b(t.BisectOnError)
+	if t.OnFailureTopic != "" {
+		it["dlq"] = s(t.OnFailureTopic)
+	}
+	it["created"] = n(ms(t.CreatedAt))
+	it["updated"] = n(ms(t.UpdatedAt))
+	it[attrVersion] = n(t.Version)
+	return it
+}
+
+// decodeTrigger reads a trigger item and re-validates it: triggers are
+// stored with their defaults resolved, so a zero where a default exists is
+// corrupt too.
+func decodeTrigger(it map[string]av) (catalog.Trigger, error) {
+	r := read(it)
+	t := catalog.Trigger{Name: r.str(attrSK), TopicID: catalog.TopicID(r.str("tid")), TriggerSpec: catalog.TriggerSpec{
+		Topic: r.str("topic"), Function: r.str("fn"), Enabled: r.boolean("on"),
+		StartingPosition: catalog.StartingPosition(r.str("start")), StartingTimestampMs: r.optNum("startTs"),
+		BatchSize: int(r.num("batch")), MaxBatchBytes: int(r.num("batchBytes")), BatchWindowMs: r.num("window"),
+		Parallelization: int(r.num("par")), MaxRetries: int(r.num("retries")),
+		RetryBackoffInitialMs: r.num("backoff0"), RetryBackoffMaxMs: r.num("backoffMax"), MaxRecordAgeMs: r.num("maxAge"),
+		BisectOnError: r.boolean("bisect"), OnFailureTopic: r.optStr("dlq"),
+	}, CreatedAt: fromMs(r.num("created")), UpdatedAt: fromMs(r.num("updated")), Version: r.num(attrVersion)}
+	if err := r.err(); err != nil {
+		return catalog.Trigger{}, err
+	}
+	err := catalog.ValidateTrigger(t.Name, t.TriggerSpec)
+	if err == nil && (t.TriggerSpec != t.WithDefaults() || t.TopicID == "" || t.Version < 1) {
+		err = fmt.Errorf("unresolved defaults, topic id %q, version %d", t.TopicID, t.Version)
+	}
+	if err != nil {
+		return catalog.Trigger{}, fmt.Errorf("%w: trigger item %q: %v", ErrCorrupt, t.Name, err)
+	}
+	return t, nil
 }

@@ -26,6 +26,7 @@
 //	o/<owner id>                            owner heartbeat
 //	b/<bookie id>                           bookie heartbeat
 //	l/<ledger id u64>                       ledger metadata
+//	tr/<trigger name>                       trigger
 //	lp/<topic id>/<partition u32><id u64>   index: ledgers by partition (empty value)
 //	ls/<state u8><id u64>                   index: ledgers by state (empty value)
 //

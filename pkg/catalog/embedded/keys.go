@@ -16,6 +16,7 @@ var (
 	ownerPrefix      = []byte("o/")
 	bookiePrefix     = []byte("b/")
 	ledgerPrefix     = []byte("l/")
+	triggerPrefix    = []byte("tr/")
 )
 
 func cat(parts ...[]byte) []byte {
@@ -37,6 +38,7 @@ func topicKey(name string) []byte               { return cat(topicPrefix, []byte
 func deletedKey(id catalog.TopicID) []byte      { return cat(deletedPrefix, []byte(id)) }
 func ownerKey(id string) []byte                 { return cat(ownerPrefix, []byte(id)) }
 func bookieKey(id string) []byte                { return cat(bookiePrefix, []byte(id)) }
+func triggerKey(name string) []byte             { return cat(triggerPrefix, []byte(name)) }
 func ledgerKey(id catalog.LedgerID) []byte      { return cat(ledgerPrefix, u64(int64(id))) }
 func partitionPrefix(id catalog.TopicID) []byte { return cat([]byte("p/"), []byte(id), []byte("/")) }
 

@@ -29,6 +29,31 @@ type topicRec struct {
 	Version    int64             `json:"version"`
 }
 
+// triggerRec is a trigger (key tr/<name>). Added to value version 1 without
+// a new version: it is a new key space, which older binaries never read.
+type triggerRec struct {
+	Name                  string `json:"name"`
+	Topic                 string `json:"topic"`
+	TopicID               string `json:"topicId"`
+	Function              string `json:"function"`
+	Enabled               bool   `json:"enabled"`
+	StartingPosition      string `json:"startingPosition"`
+	StartingTimestampMs   int64  `json:"startingTimestampMs,omitempty"`
+	BatchSize             int    `json:"batchSize"`
+	MaxBatchBytes         int    `json:"maxBatchBytes"`
+	BatchWindowMs         int64  `json:"batchWindowMs"`
+	Parallelization       int    `json:"parallelization"`
+	MaxRetries            int    `json:"maxRetries"`
+	RetryBackoffInitialMs int64  `json:"retryBackoffInitialMs"`
+	RetryBackoffMaxMs     int64  `json:"retryBackoffMaxMs"`
+	MaxRecordAgeMs        int64  `json:"maxRecordAgeMs"`
+	BisectOnError         bool   `json:"bisectOnError"`
+	OnFailureTopic        string `json:"onFailureTopic,omitempty"`
+	CreatedMs             int64  `json:"createdMs"`
+	UpdatedMs             int64  `json:"updatedMs"`
+	Version               int64  `json:"version"`
+}
+
 type refRec struct {
 	ID          int64 `json:"id"`
 	FirstOffset int64 `json:"firstOffset"`
@@ -181,4 +206,34 @@ func (r ledgerRec) ledger() (catalog.LedgerMetadata, error) {
 		m.Ensembles = append(m.Ensembles, catalog.EnsembleSegment{FirstEntry: s.FirstEntry, Bookies: s.Bookies})
 	}
 	return m, nil
+}
+
+func toTriggerRec(t catalog.Trigger) triggerRec {
+	return triggerRec{Name: t.Name, Topic: t.Topic, TopicID: string(t.TopicID), Function: t.Function, Enabled: t.Enabled,
+		StartingPosition: string(t.StartingPosition), StartingTimestampMs: t.StartingTimestampMs,
+		BatchSize: t.BatchSize, MaxBatchBytes: t.MaxBatchBytes, BatchWindowMs: t.BatchWindowMs,
+		Parallelization: t.Parallelization, MaxRetries: t.MaxRetries,
+		RetryBackoffInitialMs: t.RetryBackoffInitialMs, RetryBackoffMaxMs: t.RetryBackoffMaxMs,
+		MaxRecordAgeMs: t.MaxRecordAgeMs, BisectOnError: t.BisectOnError, OnFailureTopic: t.OnFailureTopic,
+		CreatedMs: ms(t.CreatedAt), UpdatedMs: ms(t.UpdatedAt), Version: t.Version}
+}
+
+// trigger converts back, re-validating: a stored trigger is stored with its
+// defaults resolved, so a zero field where a default exists is corrupt too.
+func (r triggerRec) trigger() (catalog.Trigger, error) {
+	t := catalog.Trigger{Name: r.Name, TopicID: catalog.TopicID(r.TopicID), TriggerSpec: catalog.TriggerSpec{
+		Topic: r.Topic, Function: r.Function, Enabled: r.Enabled,
+		StartingPosition: catalog.StartingPosition(r.StartingPosition), StartingTimestampMs: r.StartingTimestampMs,
+		BatchSize: r.BatchSize, MaxBatchBytes: r.MaxBatchBytes, BatchWindowMs: r.BatchWindowMs,
+		Parallelization: r.Parallelization, MaxRetries: r.MaxRetries,
+		RetryBackoffInitialMs: r.RetryBackoffInitialMs, RetryBackoffMaxMs: r.RetryBackoffMaxMs,
+		MaxRecordAgeMs: r.MaxRecordAgeMs, BisectOnError: r.BisectOnError, OnFailureTopic: r.OnFailureTopic,
+	}, CreatedAt: fromMs(r.CreatedMs), UpdatedAt: fromMs(r.UpdatedMs), Version: r.Version}
+	if err := catalog.ValidateTrigger(t.Name, t.TriggerSpec); err != nil {
+		return catalog.Trigger{}, err
+	}
+	if t.TriggerSpec != t.WithDefaults() || t.TopicID == "" || t.Version < 1 {
+		return catalog.Trigger{}, fmt.Errorf("trigger %q: unresolved defaults, topic id %q or version %d", t.Name, t.TopicID, t.Version)
+	}
+	return t, nil
 }

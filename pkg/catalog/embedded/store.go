@@ -52,6 +52,7 @@ var (
 	_ catalog.Ledgers       = (*Catalog)(nil)
 	_ catalog.LedgerLister  = (*Catalog)(nil)
 	_ catalog.Bookies       = (*Catalog)(nil)
+	_ catalog.Triggers      = (*Catalog)(nil)
 )
 
 // Open opens (creating if needed) the catalog stored in dir.

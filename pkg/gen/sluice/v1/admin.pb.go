@@ -85,6 +85,117 @@ func (CommittedOffsetState) EnumDescriptor() ([]byte, []int) {
 	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{0}
 }
 
+// TriggerStartingPosition is where a trigger starts reading a partition.
+type TriggerStartingPosition int32
+
+const (
+	// The default: LATEST.
+	TriggerStartingPosition_TRIGGER_STARTING_POSITION_UNSPECIFIED TriggerStartingPosition = 0
+	// The oldest record still stored.
+	TriggerStartingPosition_TRIGGER_STARTING_POSITION_EARLIEST TriggerStartingPosition = 1
+	// Records produced after the trigger first reads the partition.
+	TriggerStartingPosition_TRIGGER_STARTING_POSITION_LATEST TriggerStartingPosition = 2
+	// The first record at or after `starting_timestamp_ms`.
+	TriggerStartingPosition_TRIGGER_STARTING_POSITION_TIMESTAMP TriggerStartingPosition = 3
+)
+
+// Enum value maps for TriggerStartingPosition.
+var (
+	TriggerStartingPosition_name = map[int32]string{
+		0: "TRIGGER_STARTING_POSITION_UNSPECIFIED",
+		1: "TRIGGER_STARTING_POSITION_EARLIEST",
+		2: "TRIGGER_STARTING_POSITION_LATEST",
+		3: "TRIGGER_STARTING_POSITION_TIMESTAMP",
+	}
+	TriggerStartingPosition_value = map[string]int32{
+		"TRIGGER_STARTING_POSITION_UNSPECIFIED": 0,
+		"TRIGGER_STARTING_POSITION_EARLIEST":    1,
+		"TRIGGER_STARTING_POSITION_LATEST":      2,
+		"TRIGGER_STARTING_POSITION_TIMESTAMP":   3,
+	}
+)
+
+func (x TriggerStartingPosition) Enum() *TriggerStartingPosition {
+	p := new(TriggerStartingPosition)
+	*p = x
+	return p
+}
+
+func (x TriggerStartingPosition) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (TriggerStartingPosition) Descriptor() protoreflect.EnumDescriptor {
+	return file_sluice_v1_admin_proto_enumTypes[1].Descriptor()
+}
+
+func (TriggerStartingPosition) Type() protoreflect.EnumType {
+	return &file_sluice_v1_admin_proto_enumTypes[1]
+}
+
+func (x TriggerStartingPosition) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use TriggerStartingPosition.Descriptor instead.
+func (TriggerStartingPosition) EnumDescriptor() ([]byte, []int) {
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{1}
+}
+
+// TriggerState is what the trigger runtime does with a trigger.
+type TriggerState int32
+
+const (
+	// Not known.
+	TriggerState_TRIGGER_STATE_UNSPECIFIED TriggerState = 0
+	// Stored with `enabled` false: not run.
+	TriggerState_TRIGGER_STATE_DISABLED TriggerState = 1
+	// Stored and enabled, but not running: the trigger runtime is not built
+	// yet (issue 22).
+	TriggerState_TRIGGER_STATE_NOT_RUNNING TriggerState = 2
+)
+
+// Enum value maps for TriggerState.
+var (
+	TriggerState_name = map[int32]string{
+		0: "TRIGGER_STATE_UNSPECIFIED",
+		1: "TRIGGER_STATE_DISABLED",
+		2: "TRIGGER_STATE_NOT_RUNNING",
+	}
+	TriggerState_value = map[string]int32{
+		"TRIGGER_STATE_UNSPECIFIED": 0,
+		"TRIGGER_STATE_DISABLED":    1,
+		"TRIGGER_STATE_NOT_RUNNING": 2,
+	}
+)
+
+func (x TriggerState) Enum() *TriggerState {
+	p := new(TriggerState)
+	*p = x
+	return p
+}
+
+func (x TriggerState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (TriggerState) Descriptor() protoreflect.EnumDescriptor {
+	return file_sluice_v1_admin_proto_enumTypes[2].Descriptor()
+}
+
+func (TriggerState) Type() protoreflect.EnumType {
+	return &file_sluice_v1_admin_proto_enumTypes[2]
+}
+
+func (x TriggerState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use TriggerState.Descriptor instead.
+func (TriggerState) EnumDescriptor() ([]byte, []int) {
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{2}
+}
+
 // CreateTopicRequest creates a topic.
 type CreateTopicRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1212,6 +1323,803 @@ func (x *ResetGroupOffsetsResponse) GetPartitions() []*GroupPartition {
 	return nil
 }
 
+// TriggerSpec is what a trigger does. A zero numeric field (and an
+// UNSPECIFIED starting position) takes its default, named on the field;
+// TriggerInfo shows the values in effect. Bounds follow AWS Lambda's event
+// source mappings.
+type TriggerSpec struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Topic read: 1..249 bytes of [a-zA-Z0-9._-]. Must exist at create;
+	// cannot change afterwards. Required.
+	Topic string `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// Lambda function invoked: a name, a partial ARN
+	// (ACCOUNT:function:NAME) or an ARN, optionally with :VERSION or :ALIAS;
+	// at most 140 bytes. Required.
+	Function string `protobuf:"bytes,2,opt,name=function,proto3" json:"function,omitempty"`
+	// A disabled trigger is stored but not run.
+	Enabled bool `protobuf:"varint,3,opt,name=enabled,proto3" json:"enabled,omitempty"`
+	// Where to start on a partition with no committed offset: UNSPECIFIED
+	// means LATEST.
+	StartingPosition TriggerStartingPosition `protobuf:"varint,4,opt,name=starting_position,json=startingPosition,proto3,enum=sluice.v1.TriggerStartingPosition" json:"starting_position,omitempty"`
+	// With TIMESTAMP only (required there): ms since the Unix epoch.
+	StartingTimestampMs int64 `protobuf:"varint,5,opt,name=starting_timestamp_ms,json=startingTimestampMs,proto3" json:"starting_timestamp_ms,omitempty"`
+	// Most records per invocation: 1..10,000; 0 means 100.
+	BatchSize int32 `protobuf:"varint,6,opt,name=batch_size,json=batchSize,proto3" json:"batch_size,omitempty"`
+	// Most bytes of an invocation's event (JSON, base64 keys and values):
+	// 1..6,291,456 (Lambda's 6 MB invoke payload limit); 0 means the limit.
+	MaxBatchBytes int32 `protobuf:"varint,7,opt,name=max_batch_bytes,json=maxBatchBytes,proto3" json:"max_batch_bytes,omitempty"`
+	// How long a partial batch waits for more records: 0..300,000 ms; 0
+	// means no wait.
+	BatchWindowMs int64 `protobuf:"varint,8,opt,name=batch_window_ms,json=batchWindowMs,proto3" json:"batch_window_ms,omitempty"`
+	// Batches of one partition in flight at once: 1..10; 0 means 1 (strict
+	// partition order). Above 1, records of one key still never run
+	// concurrently: key order holds.
+	Parallelization int32 `protobuf:"varint,9,opt,name=parallelization,proto3" json:"parallelization,omitempty"`
+	// Retries of a failed batch before it goes to `on_failure_topic` (or
+	// stops the partition): 1..10,000, -1 for none; 0 means 3. Throttling
+	// does not count.
+	MaxRetries int32 `protobuf:"varint,10,opt,name=max_retries,json=maxRetries,proto3" json:"max_retries,omitempty"`
+	// First retry backoff (exponential, with jitter): 1..900,000 ms; 0 means
+	// 100.
+	RetryBackoffInitialMs int64 `protobuf:"varint,11,opt,name=retry_backoff_initial_ms,json=retryBackoffInitialMs,proto3" json:"retry_backoff_initial_ms,omitempty"`
+	// Largest retry backoff: `retry_backoff_initial_ms`..900,000 ms; 0 means
+	// 30,000 (or the initial backoff, if larger).
+	RetryBackoffMaxMs int64 `protobuf:"varint,12,opt,name=retry_backoff_max_ms,json=retryBackoffMaxMs,proto3" json:"retry_backoff_max_ms,omitempty"`
+	// Records older than this go to `on_failure_topic` (or stop the
+	// partition) without being invoked: 60,000..604,800,000 ms; 0 means no
+	// limit.
+	MaxRecordAgeMs int64 `protobuf:"varint,13,opt,name=max_record_age_ms,json=maxRecordAgeMs,proto3" json:"max_record_age_ms,omitempty"`
+	// Split a failing batch in halves to isolate a poison record.
+	BisectOnError bool `protobuf:"varint,14,opt,name=bisect_on_error,json=bisectOnError,proto3" json:"bisect_on_error,omitempty"`
+	// Topic receiving records that ran out of retries or age (a DLQ); empty
+	// means none: such a record stops the trigger on its partition. Must not
+	// be `topic`.
+	OnFailureTopic string `protobuf:"bytes,15,opt,name=on_failure_topic,json=onFailureTopic,proto3" json:"on_failure_topic,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *TriggerSpec) Reset() {
+	*x = TriggerSpec{}
+	mi := &file_sluice_v1_admin_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TriggerSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TriggerSpec) ProtoMessage() {}
+
+func (x *TriggerSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_admin_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TriggerSpec.ProtoReflect.Descriptor instead.
+func (*TriggerSpec) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *TriggerSpec) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *TriggerSpec) GetFunction() string {
+	if x != nil {
+		return x.Function
+	}
+	return ""
+}
+
+func (x *TriggerSpec) GetEnabled() bool {
+	if x != nil {
+		return x.Enabled
+	}
+	return false
+}
+
+func (x *TriggerSpec) GetStartingPosition() TriggerStartingPosition {
+	if x != nil {
+		return x.StartingPosition
+	}
+	return TriggerStartingPosition_TRIGGER_STARTING_POSITION_UNSPECIFIED
+}
+
+func (x *TriggerSpec) GetStartingTimestampMs() int64 {
+	if x != nil {
+		return x.StartingTimestampMs
+	}
+	return 0
+}
+
+func (x *TriggerSpec) GetBatchSize() int32 {
+	if x != nil {
+		return x.BatchSize
+	}
+	return 0
+}
+
+func (x *TriggerSpec) GetMaxBatchBytes() int32 {
+	if x != nil {
+		return x.MaxBatchBytes
+	}
+	return 0
+}
+
+func (x *TriggerSpec) GetBatchWindowMs() int64 {
+	if x != nil {
+		return x.BatchWindowMs
+	}
+	return 0
+}
+
+func (x *TriggerSpec) GetParallelization() int32 {
+	if x != nil {
+		return x.Parallelization
+	}
+	return 0
+}
+
+func (x *TriggerSpec) GetMaxRetries() int32 {
+	if x != nil {
+		return x.MaxRetries
+	}
+	return 0
+}
+
+func (x *TriggerSpec) GetRetryBackoffInitialMs() int64 {
+	if x != nil {
+		return x.RetryBackoffInitialMs
+	}
+	return 0
+}
+
+func (x *TriggerSpec) GetRetryBackoffMaxMs() int64 {
+	if x != nil {
+		return x.RetryBackoffMaxMs
+	}
+	return 0
+}
+
+func (x *TriggerSpec) GetMaxRecordAgeMs() int64 {
+	if x != nil {
+		return x.MaxRecordAgeMs
+	}
+	return 0
+}
+
+func (x *TriggerSpec) GetBisectOnError() bool {
+	if x != nil {
+		return x.BisectOnError
+	}
+	return false
+}
+
+func (x *TriggerSpec) GetOnFailureTopic() string {
+	if x != nil {
+		return x.OnFailureTopic
+	}
+	return ""
+}
+
+// TriggerInfo is a stored trigger.
+type TriggerInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Trigger name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The spec in effect, defaults resolved.
+	Spec *TriggerSpec `protobuf:"bytes,2,opt,name=spec,proto3" json:"spec,omitempty"`
+	// Id of the incarnation of `spec.topic` the trigger was created on.
+	TopicId string `protobuf:"bytes,3,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
+	// Version, raised by every change; UpdateTrigger's `expected_version`.
+	Version int64 `protobuf:"varint,4,opt,name=version,proto3" json:"version,omitempty"`
+	// Creation time, ms since the Unix epoch.
+	CreatedAtMs int64 `protobuf:"varint,5,opt,name=created_at_ms,json=createdAtMs,proto3" json:"created_at_ms,omitempty"`
+	// Last change, ms since the Unix epoch.
+	UpdatedAtMs int64 `protobuf:"varint,6,opt,name=updated_at_ms,json=updatedAtMs,proto3" json:"updated_at_ms,omitempty"`
+	// What the runtime does with it.
+	State TriggerState `protobuf:"varint,7,opt,name=state,proto3,enum=sluice.v1.TriggerState" json:"state,omitempty"`
+	// The state in words.
+	StateMessage  string `protobuf:"bytes,8,opt,name=state_message,json=stateMessage,proto3" json:"state_message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TriggerInfo) Reset() {
+	*x = TriggerInfo{}
+	mi := &file_sluice_v1_admin_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TriggerInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TriggerInfo) ProtoMessage() {}
+
+func (x *TriggerInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_admin_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TriggerInfo.ProtoReflect.Descriptor instead.
+func (*TriggerInfo) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *TriggerInfo) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *TriggerInfo) GetSpec() *TriggerSpec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+func (x *TriggerInfo) GetTopicId() string {
+	if x != nil {
+		return x.TopicId
+	}
+	return ""
+}
+
+func (x *TriggerInfo) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *TriggerInfo) GetCreatedAtMs() int64 {
+	if x != nil {
+		return x.CreatedAtMs
+	}
+	return 0
+}
+
+func (x *TriggerInfo) GetUpdatedAtMs() int64 {
+	if x != nil {
+		return x.UpdatedAtMs
+	}
+	return 0
+}
+
+func (x *TriggerInfo) GetState() TriggerState {
+	if x != nil {
+		return x.State
+	}
+	return TriggerState_TRIGGER_STATE_UNSPECIFIED
+}
+
+func (x *TriggerInfo) GetStateMessage() string {
+	if x != nil {
+		return x.StateMessage
+	}
+	return ""
+}
+
+// CreateTriggerRequest creates a trigger.
+type CreateTriggerRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Trigger name: 1..128 bytes of [a-zA-Z0-9._-], not "." or "..".
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// What it does. Required.
+	Spec          *TriggerSpec `protobuf:"bytes,2,opt,name=spec,proto3" json:"spec,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateTriggerRequest) Reset() {
+	*x = CreateTriggerRequest{}
+	mi := &file_sluice_v1_admin_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateTriggerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateTriggerRequest) ProtoMessage() {}
+
+func (x *CreateTriggerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_admin_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateTriggerRequest.ProtoReflect.Descriptor instead.
+func (*CreateTriggerRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *CreateTriggerRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CreateTriggerRequest) GetSpec() *TriggerSpec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+// CreateTriggerResponse is the new trigger.
+type CreateTriggerResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The trigger as stored.
+	Trigger       *TriggerInfo `protobuf:"bytes,1,opt,name=trigger,proto3" json:"trigger,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateTriggerResponse) Reset() {
+	*x = CreateTriggerResponse{}
+	mi := &file_sluice_v1_admin_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateTriggerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateTriggerResponse) ProtoMessage() {}
+
+func (x *CreateTriggerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_admin_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateTriggerResponse.ProtoReflect.Descriptor instead.
+func (*CreateTriggerResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *CreateTriggerResponse) GetTrigger() *TriggerInfo {
+	if x != nil {
+		return x.Trigger
+	}
+	return nil
+}
+
+// UpdateTriggerRequest replaces a trigger's spec.
+type UpdateTriggerRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Trigger name. Required.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The whole new spec (zero fields take their defaults, not the old
+	// values). Required.
+	Spec *TriggerSpec `protobuf:"bytes,2,opt,name=spec,proto3" json:"spec,omitempty"`
+	// The version read (TriggerInfo.version), at least 1.
+	ExpectedVersion int64 `protobuf:"varint,3,opt,name=expected_version,json=expectedVersion,proto3" json:"expected_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *UpdateTriggerRequest) Reset() {
+	*x = UpdateTriggerRequest{}
+	mi := &file_sluice_v1_admin_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateTriggerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateTriggerRequest) ProtoMessage() {}
+
+func (x *UpdateTriggerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_admin_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateTriggerRequest.ProtoReflect.Descriptor instead.
+func (*UpdateTriggerRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *UpdateTriggerRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UpdateTriggerRequest) GetSpec() *TriggerSpec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+func (x *UpdateTriggerRequest) GetExpectedVersion() int64 {
+	if x != nil {
+		return x.ExpectedVersion
+	}
+	return 0
+}
+
+// UpdateTriggerResponse is the updated trigger.
+type UpdateTriggerResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The trigger as stored.
+	Trigger       *TriggerInfo `protobuf:"bytes,1,opt,name=trigger,proto3" json:"trigger,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateTriggerResponse) Reset() {
+	*x = UpdateTriggerResponse{}
+	mi := &file_sluice_v1_admin_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateTriggerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateTriggerResponse) ProtoMessage() {}
+
+func (x *UpdateTriggerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_admin_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateTriggerResponse.ProtoReflect.Descriptor instead.
+func (*UpdateTriggerResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *UpdateTriggerResponse) GetTrigger() *TriggerInfo {
+	if x != nil {
+		return x.Trigger
+	}
+	return nil
+}
+
+// DeleteTriggerRequest names the trigger to delete.
+type DeleteTriggerRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Trigger name. Required.
+	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteTriggerRequest) Reset() {
+	*x = DeleteTriggerRequest{}
+	mi := &file_sluice_v1_admin_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteTriggerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteTriggerRequest) ProtoMessage() {}
+
+func (x *DeleteTriggerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_admin_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteTriggerRequest.ProtoReflect.Descriptor instead.
+func (*DeleteTriggerRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *DeleteTriggerRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// DeleteTriggerResponse is empty on success.
+type DeleteTriggerResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteTriggerResponse) Reset() {
+	*x = DeleteTriggerResponse{}
+	mi := &file_sluice_v1_admin_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteTriggerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteTriggerResponse) ProtoMessage() {}
+
+func (x *DeleteTriggerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_admin_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteTriggerResponse.ProtoReflect.Descriptor instead.
+func (*DeleteTriggerResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{25}
+}
+
+// ListTriggersRequest pages through triggers.
+type ListTriggersRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Page size: 0 means 100; at most 1,000.
+	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// Token from the previous page; empty for the first page.
+	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTriggersRequest) Reset() {
+	*x = ListTriggersRequest{}
+	mi := &file_sluice_v1_admin_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTriggersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTriggersRequest) ProtoMessage() {}
+
+func (x *ListTriggersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_admin_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTriggersRequest.ProtoReflect.Descriptor instead.
+func (*ListTriggersRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *ListTriggersRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListTriggersRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListTriggersResponse is one page of triggers.
+type ListTriggersResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Triggers on this page.
+	Triggers []*TriggerInfo `protobuf:"bytes,1,rep,name=triggers,proto3" json:"triggers,omitempty"`
+	// Token for the next page; empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTriggersResponse) Reset() {
+	*x = ListTriggersResponse{}
+	mi := &file_sluice_v1_admin_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTriggersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTriggersResponse) ProtoMessage() {}
+
+func (x *ListTriggersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_admin_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTriggersResponse.ProtoReflect.Descriptor instead.
+func (*ListTriggersResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *ListTriggersResponse) GetTriggers() []*TriggerInfo {
+	if x != nil {
+		return x.Triggers
+	}
+	return nil
+}
+
+func (x *ListTriggersResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// DescribeTriggerRequest names the trigger to describe.
+type DescribeTriggerRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Trigger name. Required.
+	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeTriggerRequest) Reset() {
+	*x = DescribeTriggerRequest{}
+	mi := &file_sluice_v1_admin_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeTriggerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeTriggerRequest) ProtoMessage() {}
+
+func (x *DescribeTriggerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_admin_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeTriggerRequest.ProtoReflect.Descriptor instead.
+func (*DescribeTriggerRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *DescribeTriggerRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// DescribeTriggerResponse describes one trigger.
+type DescribeTriggerResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The trigger.
+	Trigger       *TriggerInfo `protobuf:"bytes,1,opt,name=trigger,proto3" json:"trigger,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeTriggerResponse) Reset() {
+	*x = DescribeTriggerResponse{}
+	mi := &file_sluice_v1_admin_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeTriggerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeTriggerResponse) ProtoMessage() {}
+
+func (x *DescribeTriggerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_admin_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeTriggerResponse.ProtoReflect.Descriptor instead.
+func (*DescribeTriggerResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *DescribeTriggerResponse) GetTrigger() *TriggerInfo {
+	if x != nil {
+		return x.Trigger
+	}
+	return nil
+}
+
 var File_sluice_v1_admin_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_admin_proto_rawDesc = "" +
@@ -1304,12 +2212,74 @@ const file_sluice_v1_admin_proto_rawDesc = "" +
 	"\x19ResetGroupOffsetsResponse\x129\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2\x19.sluice.v1.GroupPartitionR\n" +
-	"partitions*\xb6\x01\n" +
+	"partitions\"\xff\x04\n" +
+	"\vTriggerSpec\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1a\n" +
+	"\bfunction\x18\x02 \x01(\tR\bfunction\x12\x18\n" +
+	"\aenabled\x18\x03 \x01(\bR\aenabled\x12O\n" +
+	"\x11starting_position\x18\x04 \x01(\x0e2\".sluice.v1.TriggerStartingPositionR\x10startingPosition\x122\n" +
+	"\x15starting_timestamp_ms\x18\x05 \x01(\x03R\x13startingTimestampMs\x12\x1d\n" +
+	"\n" +
+	"batch_size\x18\x06 \x01(\x05R\tbatchSize\x12&\n" +
+	"\x0fmax_batch_bytes\x18\a \x01(\x05R\rmaxBatchBytes\x12&\n" +
+	"\x0fbatch_window_ms\x18\b \x01(\x03R\rbatchWindowMs\x12(\n" +
+	"\x0fparallelization\x18\t \x01(\x05R\x0fparallelization\x12\x1f\n" +
+	"\vmax_retries\x18\n" +
+	" \x01(\x05R\n" +
+	"maxRetries\x127\n" +
+	"\x18retry_backoff_initial_ms\x18\v \x01(\x03R\x15retryBackoffInitialMs\x12/\n" +
+	"\x14retry_backoff_max_ms\x18\f \x01(\x03R\x11retryBackoffMaxMs\x12)\n" +
+	"\x11max_record_age_ms\x18\r \x01(\x03R\x0emaxRecordAgeMs\x12&\n" +
+	"\x0fbisect_on_error\x18\x0e \x01(\bR\rbisectOnError\x12(\n" +
+	"\x10on_failure_topic\x18\x0f \x01(\tR\x0eonFailureTopic\"\x9e\x02\n" +
+	"\vTriggerInfo\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12*\n" +
+	"\x04spec\x18\x02 \x01(\v2\x16.sluice.v1.TriggerSpecR\x04spec\x12\x19\n" +
+	"\btopic_id\x18\x03 \x01(\tR\atopicId\x12\x18\n" +
+	"\aversion\x18\x04 \x01(\x03R\aversion\x12\"\n" +
+	"\rcreated_at_ms\x18\x05 \x01(\x03R\vcreatedAtMs\x12\"\n" +
+	"\rupdated_at_ms\x18\x06 \x01(\x03R\vupdatedAtMs\x12-\n" +
+	"\x05state\x18\a \x01(\x0e2\x17.sluice.v1.TriggerStateR\x05state\x12#\n" +
+	"\rstate_message\x18\b \x01(\tR\fstateMessage\"V\n" +
+	"\x14CreateTriggerRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12*\n" +
+	"\x04spec\x18\x02 \x01(\v2\x16.sluice.v1.TriggerSpecR\x04spec\"I\n" +
+	"\x15CreateTriggerResponse\x120\n" +
+	"\atrigger\x18\x01 \x01(\v2\x16.sluice.v1.TriggerInfoR\atrigger\"\x81\x01\n" +
+	"\x14UpdateTriggerRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12*\n" +
+	"\x04spec\x18\x02 \x01(\v2\x16.sluice.v1.TriggerSpecR\x04spec\x12)\n" +
+	"\x10expected_version\x18\x03 \x01(\x03R\x0fexpectedVersion\"I\n" +
+	"\x15UpdateTriggerResponse\x120\n" +
+	"\atrigger\x18\x01 \x01(\v2\x16.sluice.v1.TriggerInfoR\atrigger\"*\n" +
+	"\x14DeleteTriggerRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x17\n" +
+	"\x15DeleteTriggerResponse\"Q\n" +
+	"\x13ListTriggersRequest\x12\x1b\n" +
+	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\"r\n" +
+	"\x14ListTriggersResponse\x122\n" +
+	"\btriggers\x18\x01 \x03(\v2\x16.sluice.v1.TriggerInfoR\btriggers\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\",\n" +
+	"\x16DescribeTriggerRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"K\n" +
+	"\x17DescribeTriggerResponse\x120\n" +
+	"\atrigger\x18\x01 \x01(\v2\x16.sluice.v1.TriggerInfoR\atrigger*\xb6\x01\n" +
 	"\x14CommittedOffsetState\x12&\n" +
 	"\"COMMITTED_OFFSET_STATE_UNSPECIFIED\x10\x00\x12#\n" +
 	"\x1fCOMMITTED_OFFSET_STATE_IN_RANGE\x10\x01\x12*\n" +
 	"&COMMITTED_OFFSET_STATE_BELOW_LOG_START\x10\x02\x12%\n" +
-	"!COMMITTED_OFFSET_STATE_BEYOND_END\x10\x032\xd6\x04\n" +
+	"!COMMITTED_OFFSET_STATE_BEYOND_END\x10\x03*\xbb\x01\n" +
+	"\x17TriggerStartingPosition\x12)\n" +
+	"%TRIGGER_STARTING_POSITION_UNSPECIFIED\x10\x00\x12&\n" +
+	"\"TRIGGER_STARTING_POSITION_EARLIEST\x10\x01\x12$\n" +
+	" TRIGGER_STARTING_POSITION_LATEST\x10\x02\x12'\n" +
+	"#TRIGGER_STARTING_POSITION_TIMESTAMP\x10\x03*h\n" +
+	"\fTriggerState\x12\x1d\n" +
+	"\x19TRIGGER_STATE_UNSPECIFIED\x10\x00\x12\x1a\n" +
+	"\x16TRIGGER_STATE_DISABLED\x10\x01\x12\x1d\n" +
+	"\x19TRIGGER_STATE_NOT_RUNNING\x10\x022\x87\b\n" +
 	"\fAdminService\x12N\n" +
 	"\vCreateTopic\x12\x1d.sluice.v1.CreateTopicRequest\x1a\x1e.sluice.v1.CreateTopicResponse\"\x00\x12N\n" +
 	"\vDeleteTopic\x12\x1d.sluice.v1.DeleteTopicRequest\x1a\x1e.sluice.v1.DeleteTopicResponse\"\x00\x12T\n" +
@@ -1319,7 +2289,12 @@ const file_sluice_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"ListGroups\x12\x1c.sluice.v1.ListGroupsRequest\x1a\x1d.sluice.v1.ListGroupsResponse\"\x00\x12T\n" +
 	"\rDescribeGroup\x12\x1f.sluice.v1.DescribeGroupRequest\x1a .sluice.v1.DescribeGroupResponse\"\x00\x12`\n" +
-	"\x11ResetGroupOffsets\x12#.sluice.v1.ResetGroupOffsetsRequest\x1a$.sluice.v1.ResetGroupOffsetsResponse\"\x00B\x97\x01\n" +
+	"\x11ResetGroupOffsets\x12#.sluice.v1.ResetGroupOffsetsRequest\x1a$.sluice.v1.ResetGroupOffsetsResponse\"\x00\x12T\n" +
+	"\rCreateTrigger\x12\x1f.sluice.v1.CreateTriggerRequest\x1a .sluice.v1.CreateTriggerResponse\"\x00\x12T\n" +
+	"\rUpdateTrigger\x12\x1f.sluice.v1.UpdateTriggerRequest\x1a .sluice.v1.UpdateTriggerResponse\"\x00\x12T\n" +
+	"\rDeleteTrigger\x12\x1f.sluice.v1.DeleteTriggerRequest\x1a .sluice.v1.DeleteTriggerResponse\"\x00\x12Q\n" +
+	"\fListTriggers\x12\x1e.sluice.v1.ListTriggersRequest\x1a\x1f.sluice.v1.ListTriggersResponse\"\x00\x12Z\n" +
+	"\x0fDescribeTrigger\x12!.sluice.v1.DescribeTriggerRequest\x1a\".sluice.v1.DescribeTriggerResponse\"\x00B\x97\x01\n" +
 	"\rcom.sluice.v1B\n" +
 	"AdminProtoP\x01Z5github.com/sluicemq/sluice/pkg/gen/sluice/v1;sluicev1\xa2\x02\x03SXX\xaa\x02\tSluice.V1\xca\x02\tSluice\\V1\xe2\x02\x15Sluice\\V1\\GPBMetadata\xea\x02\n" +
 	"Sluice::V1b\x06proto3"
@@ -1336,63 +2311,96 @@ func file_sluice_v1_admin_proto_rawDescGZIP() []byte {
 	return file_sluice_v1_admin_proto_rawDescData
 }
 
-var file_sluice_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sluice_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_sluice_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_sluice_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_sluice_v1_admin_proto_goTypes = []any{
 	(CommittedOffsetState)(0),         // 0: sluice.v1.CommittedOffsetState
-	(*CreateTopicRequest)(nil),        // 1: sluice.v1.CreateTopicRequest
-	(*CreateTopicResponse)(nil),       // 2: sluice.v1.CreateTopicResponse
-	(*DeleteTopicRequest)(nil),        // 3: sluice.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),       // 4: sluice.v1.DeleteTopicResponse
-	(*DescribeTopicRequest)(nil),      // 5: sluice.v1.DescribeTopicRequest
-	(*DescribeTopicResponse)(nil),     // 6: sluice.v1.DescribeTopicResponse
-	(*TopicInfo)(nil),                 // 7: sluice.v1.TopicInfo
-	(*PartitionInfo)(nil),             // 8: sluice.v1.PartitionInfo
-	(*ListTopicsRequest)(nil),         // 9: sluice.v1.ListTopicsRequest
-	(*ListTopicsResponse)(nil),        // 10: sluice.v1.ListTopicsResponse
-	(*ListGroupsRequest)(nil),         // 11: sluice.v1.ListGroupsRequest
-	(*ListGroupsResponse)(nil),        // 12: sluice.v1.ListGroupsResponse
-	(*DescribeGroupRequest)(nil),      // 13: sluice.v1.DescribeGroupRequest
-	(*DescribeGroupResponse)(nil),     // 14: sluice.v1.DescribeGroupResponse
-	(*GroupMember)(nil),               // 15: sluice.v1.GroupMember
-	(*GroupPartition)(nil),            // 16: sluice.v1.GroupPartition
-	(*ResetGroupOffsetsRequest)(nil),  // 17: sluice.v1.ResetGroupOffsetsRequest
-	(*ResetGroupOffsetsResponse)(nil), // 18: sluice.v1.ResetGroupOffsetsResponse
-	nil,                               // 19: sluice.v1.CreateTopicRequest.ConfigEntry
-	nil,                               // 20: sluice.v1.TopicInfo.ConfigEntry
-	(StartPosition)(0),                // 21: sluice.v1.StartPosition
+	(TriggerStartingPosition)(0),      // 1: sluice.v1.TriggerStartingPosition
+	(TriggerState)(0),                 // 2: sluice.v1.TriggerState
+	(*CreateTopicRequest)(nil),        // 3: sluice.v1.CreateTopicRequest
+	(*CreateTopicResponse)(nil),       // 4: sluice.v1.CreateTopicResponse
+	(*DeleteTopicRequest)(nil),        // 5: sluice.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),       // 6: sluice.v1.DeleteTopicResponse
+	(*DescribeTopicRequest)(nil),      // 7: sluice.v1.DescribeTopicRequest
+	(*DescribeTopicResponse)(nil),     // 8: sluice.v1.DescribeTopicResponse
+	(*TopicInfo)(nil),                 // 9: sluice.v1.TopicInfo
+	(*PartitionInfo)(nil),             // 10: sluice.v1.PartitionInfo
+	(*ListTopicsRequest)(nil),         // 11: sluice.v1.ListTopicsRequest
+	(*ListTopicsResponse)(nil),        // 12: sluice.v1.ListTopicsResponse
+	(*ListGroupsRequest)(nil),         // 13: sluice.v1.ListGroupsRequest
+	(*ListGroupsResponse)(nil),        // 14: sluice.v1.ListGroupsResponse
+	(*DescribeGroupRequest)(nil),      // 15: sluice.v1.DescribeGroupRequest
+	(*DescribeGroupResponse)(nil),     // 16: sluice.v1.DescribeGroupResponse
+	(*GroupMember)(nil),               // 17: sluice.v1.GroupMember
+	(*GroupPartition)(nil),            // 18: sluice.v1.GroupPartition
+	(*ResetGroupOffsetsRequest)(nil),  // 19: sluice.v1.ResetGroupOffsetsRequest
+	(*ResetGroupOffsetsResponse)(nil), // 20: sluice.v1.ResetGroupOffsetsResponse
+	(*TriggerSpec)(nil),               // 21: sluice.v1.TriggerSpec
+	(*TriggerInfo)(nil),               // 22: sluice.v1.TriggerInfo
+	(*CreateTriggerRequest)(nil),      // 23: sluice.v1.CreateTriggerRequest
+	(*CreateTriggerResponse)(nil),     // 24: sluice.v1.CreateTriggerResponse
+	(*UpdateTriggerRequest)(nil),      // 25: sluice.v1.UpdateTriggerRequest
+	(*UpdateTriggerResponse)(nil),     // 26: sluice.v1.UpdateTriggerResponse
+	(*DeleteTriggerRequest)(nil),      // 27: sluice.v1.DeleteTriggerRequest
+	(*DeleteTriggerResponse)(nil),     // 28: sluice.v1.DeleteTriggerResponse
+	(*ListTriggersRequest)(nil),       // 29: sluice.v1.ListTriggersRequest
+	(*ListTriggersResponse)(nil),      // 30: sluice.v1.ListTriggersResponse
+	(*DescribeTriggerRequest)(nil),    // 31: sluice.v1.DescribeTriggerRequest
+	(*DescribeTriggerResponse)(nil),   // 32: sluice.v1.DescribeTriggerResponse
+	nil,                               // 33: sluice.v1.CreateTopicRequest.ConfigEntry
+	nil,                               // 34: sluice.v1.TopicInfo.ConfigEntry
+	(StartPosition)(0),                // 35: sluice.v1.StartPosition
 }
 var file_sluice_v1_admin_proto_depIdxs = []int32{
-	19, // 0: sluice.v1.CreateTopicRequest.config:type_name -> sluice.v1.CreateTopicRequest.ConfigEntry
-	7,  // 1: sluice.v1.CreateTopicResponse.topic:type_name -> sluice.v1.TopicInfo
-	7,  // 2: sluice.v1.DescribeTopicResponse.topic:type_name -> sluice.v1.TopicInfo
-	20, // 3: sluice.v1.TopicInfo.config:type_name -> sluice.v1.TopicInfo.ConfigEntry
-	8,  // 4: sluice.v1.TopicInfo.partitions:type_name -> sluice.v1.PartitionInfo
-	7,  // 5: sluice.v1.ListTopicsResponse.topics:type_name -> sluice.v1.TopicInfo
-	15, // 6: sluice.v1.DescribeGroupResponse.members:type_name -> sluice.v1.GroupMember
-	16, // 7: sluice.v1.DescribeGroupResponse.partitions:type_name -> sluice.v1.GroupPartition
+	33, // 0: sluice.v1.CreateTopicRequest.config:type_name -> sluice.v1.CreateTopicRequest.ConfigEntry
+	9,  // 1: sluice.v1.CreateTopicResponse.topic:type_name -> sluice.v1.TopicInfo
+	9,  // 2: sluice.v1.DescribeTopicResponse.topic:type_name -> sluice.v1.TopicInfo
+	34, // 3: sluice.v1.TopicInfo.config:type_name -> sluice.v1.TopicInfo.ConfigEntry
+	10, // 4: sluice.v1.TopicInfo.partitions:type_name -> sluice.v1.PartitionInfo
+	9,  // 5: sluice.v1.ListTopicsResponse.topics:type_name -> sluice.v1.TopicInfo
+	17, // 6: sluice.v1.DescribeGroupResponse.members:type_name -> sluice.v1.GroupMember
+	18, // 7: sluice.v1.DescribeGroupResponse.partitions:type_name -> sluice.v1.GroupPartition
 	0,  // 8: sluice.v1.GroupPartition.committed_offset_state:type_name -> sluice.v1.CommittedOffsetState
-	21, // 9: sluice.v1.ResetGroupOffsetsRequest.position:type_name -> sluice.v1.StartPosition
-	16, // 10: sluice.v1.ResetGroupOffsetsResponse.partitions:type_name -> sluice.v1.GroupPartition
-	1,  // 11: sluice.v1.AdminService.CreateTopic:input_type -> sluice.v1.CreateTopicRequest
-	3,  // 12: sluice.v1.AdminService.DeleteTopic:input_type -> sluice.v1.DeleteTopicRequest
-	5,  // 13: sluice.v1.AdminService.DescribeTopic:input_type -> sluice.v1.DescribeTopicRequest
-	9,  // 14: sluice.v1.AdminService.ListTopics:input_type -> sluice.v1.ListTopicsRequest
-	11, // 15: sluice.v1.AdminService.ListGroups:input_type -> sluice.v1.ListGroupsRequest
-	13, // 16: sluice.v1.AdminService.DescribeGroup:input_type -> sluice.v1.DescribeGroupRequest
-	17, // 17: sluice.v1.AdminService.ResetGroupOffsets:input_type -> sluice.v1.ResetGroupOffsetsRequest
-	2,  // 18: sluice.v1.AdminService.CreateTopic:output_type -> sluice.v1.CreateTopicResponse
-	4,  // 19: sluice.v1.AdminService.DeleteTopic:output_type -> sluice.v1.DeleteTopicResponse
-	6,  // 20: sluice.v1.AdminService.DescribeTopic:output_type -> sluice.v1.DescribeTopicResponse
-	10, // 21: sluice.v1.AdminService.ListTopics:output_type -> sluice.v1.ListTopicsResponse
-	12, // 22: sluice.v1.AdminService.ListGroups:output_type -> sluice.v1.ListGroupsResponse
-	14, // 23: sluice.v1.AdminService.DescribeGroup:output_type -> sluice.v1.DescribeGroupResponse
-	18, // 24: sluice.v1.AdminService.ResetGroupOffsets:output_type -> sluice.v1.ResetGroupOffsetsResponse
-	18, // [18:25] is the sub-list for method output_type
-	11, // [11:18] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	35, // 9: sluice.v1.ResetGroupOffsetsRequest.position:type_name -> sluice.v1.StartPosition
+	18, // 10: sluice.v1.ResetGroupOffsetsResponse.partitions:type_name -> sluice.v1.GroupPartition
+	1,  // 11: sluice.v1.TriggerSpec.starting_position:type_name -> sluice.v1.TriggerStartingPosition
+	21, // 12: sluice.v1.TriggerInfo.spec:type_name -> sluice.v1.TriggerSpec
+	2,  // 13: sluice.v1.TriggerInfo.state:type_name -> sluice.v1.TriggerState
+	21, // 14: sluice.v1.CreateTriggerRequest.spec:type_name -> sluice.v1.TriggerSpec
+	22, // 15: sluice.v1.CreateTriggerResponse.trigger:type_name -> sluice.v1.TriggerInfo
+	21, // 16: sluice.v1.UpdateTriggerRequest.spec:type_name -> sluice.v1.TriggerSpec
+	22, // 17: sluice.v1.UpdateTriggerResponse.trigger:type_name -> sluice.v1.TriggerInfo
+	22, // 18: sluice.v1.ListTriggersResponse.triggers:type_name -> sluice.v1.TriggerInfo
+	22, // 19: sluice.v1.DescribeTriggerResponse.trigger:type_name -> sluice.v1.TriggerInfo
+	3,  // 20: sluice.v1.AdminService.CreateTopic:input_type -> sluice.v1.CreateTopicRequest
+	5,  // 21: sluice.v1.AdminService.DeleteTopic:input_type -> sluice.v1.DeleteTopicRequest
+	7,  // 22: sluice.v1.AdminService.DescribeTopic:input_type -> sluice.v1.DescribeTopicRequest
+	11, // 23: sluice.v1.AdminService.ListTopics:input_type -> sluice.v1.ListTopicsRequest
+	13, // 24: sluice.v1.AdminService.ListGroups:input_type -> sluice.v1.ListGroupsRequest
+	15, // 25: sluice.v1.AdminService.DescribeGroup:input_type -> sluice.v1.DescribeGroupRequest
+	19, // 26: sluice.v1.AdminService.ResetGroupOffsets:input_type -> sluice.v1.ResetGroupOffsetsRequest
+	23, // 27: sluice.v1.AdminService.CreateTrigger:input_type -> sluice.v1.CreateTriggerRequest
+	25, // 28: sluice.v1.AdminService.UpdateTrigger:input_type -> sluice.v1.UpdateTriggerRequest
+	27, // 29: sluice.v1.AdminService.DeleteTrigger:input_type -> sluice.v1.DeleteTriggerRequest
+	29, // 30: sluice.v1.AdminService.ListTriggers:input_type -> sluice.v1.ListTriggersRequest
+	31, // 31: sluice.v1.AdminService.DescribeTrigger:input_type -> sluice.v1.DescribeTriggerRequest
+	4,  // 32: sluice.v1.AdminService.CreateTopic:output_type -> sluice.v1.CreateTopicResponse
+	6,  // 33: sluice.v1.AdminService.DeleteTopic:output_type -> sluice.v1.DeleteTopicResponse
+	8,  // 34: sluice.v1.AdminService.DescribeTopic:output_type -> sluice.v1.DescribeTopicResponse
+	12, // 35: sluice.v1.AdminService.ListTopics:output_type -> sluice.v1.ListTopicsResponse
+	14, // 36: sluice.v1.AdminService.ListGroups:output_type -> sluice.v1.ListGroupsResponse
+	16, // 37: sluice.v1.AdminService.DescribeGroup:output_type -> sluice.v1.DescribeGroupResponse
+	20, // 38: sluice.v1.AdminService.ResetGroupOffsets:output_type -> sluice.v1.ResetGroupOffsetsResponse
+	24, // 39: sluice.v1.AdminService.CreateTrigger:output_type -> sluice.v1.CreateTriggerResponse
+	26, // 40: sluice.v1.AdminService.UpdateTrigger:output_type -> sluice.v1.UpdateTriggerResponse
+	28, // 41: sluice.v1.AdminService.DeleteTrigger:output_type -> sluice.v1.DeleteTriggerResponse
+	30, // 42: sluice.v1.AdminService.ListTriggers:output_type -> sluice.v1.ListTriggersResponse
+	32, // 43: sluice.v1.AdminService.DescribeTrigger:output_type -> sluice.v1.DescribeTriggerResponse
+	32, // [32:44] is the sub-list for method output_type
+	20, // [20:32] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_admin_proto_init() }
@@ -1406,8 +2414,8 @@ func file_sluice_v1_admin_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_admin_proto_rawDesc), len(file_sluice_v1_admin_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   20,
+			NumEnums:      3,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -52,6 +52,21 @@ const (
 	// AdminServiceResetGroupOffsetsProcedure is the fully-qualified name of the AdminService's
 	// ResetGroupOffsets RPC.
 	AdminServiceResetGroupOffsetsProcedure = "/sluice.v1.AdminService/ResetGroupOffsets"
+	// AdminServiceCreateTriggerProcedure is the fully-qualified name of the AdminService's
+	// CreateTrigger RPC.
+	AdminServiceCreateTriggerProcedure = "/sluice.v1.AdminService/CreateTrigger"
+	// AdminServiceUpdateTriggerProcedure is the fully-qualified name of the AdminService's
+	// UpdateTrigger RPC.
+	AdminServiceUpdateTriggerProcedure = "/sluice.v1.AdminService/UpdateTrigger"
+	// AdminServiceDeleteTriggerProcedure is the fully-qualified name of the AdminService's
+	// DeleteTrigger RPC.
+	AdminServiceDeleteTriggerProcedure = "/sluice.v1.AdminService/DeleteTrigger"
+	// AdminServiceListTriggersProcedure is the fully-qualified name of the AdminService's ListTriggers
+	// RPC.
+	AdminServiceListTriggersProcedure = "/sluice.v1.AdminService/ListTriggers"
+	// AdminServiceDescribeTriggerProcedure is the fully-qualified name of the AdminService's
+	// DescribeTrigger RPC.
+	AdminServiceDescribeTriggerProcedure = "/sluice.v1.AdminService/DescribeTrigger"
 )
 
 // AdminServiceClient is a client for the sluice.v1.AdminService service.
@@ -76,6 +91,20 @@ type AdminServiceClient interface {
 	// backwards too. Only while the group has no live members, else
 	// FAILED_PRECONDITION.
 	ResetGroupOffsets(context.Context, *connect.Request[v1.ResetGroupOffsetsRequest]) (*connect.Response[v1.ResetGroupOffsetsResponse], error)
+	// CreateTrigger stores a trigger: a topic bound to a Lambda function. The
+	// topic must exist (NOT_FOUND otherwise). Triggers are stored but not run
+	// yet: the runtime in the fetch service is still to be built (issue 22).
+	CreateTrigger(context.Context, *connect.Request[v1.CreateTriggerRequest]) (*connect.Response[v1.CreateTriggerResponse], error)
+	// UpdateTrigger replaces a trigger's spec if its version is still
+	// `expected_version` (FAILED_PRECONDITION otherwise: read it again). The
+	// topic cannot change.
+	UpdateTrigger(context.Context, *connect.Request[v1.UpdateTriggerRequest]) (*connect.Response[v1.UpdateTriggerResponse], error)
+	// DeleteTrigger removes a trigger.
+	DeleteTrigger(context.Context, *connect.Request[v1.DeleteTriggerRequest]) (*connect.Response[v1.DeleteTriggerResponse], error)
+	// ListTriggers lists triggers, paged, in name order.
+	ListTriggers(context.Context, *connect.Request[v1.ListTriggersRequest]) (*connect.Response[v1.ListTriggersResponse], error)
+	// DescribeTrigger returns one trigger and its state.
+	DescribeTrigger(context.Context, *connect.Request[v1.DescribeTriggerRequest]) (*connect.Response[v1.DescribeTriggerResponse], error)
 }
 
 // NewAdminServiceClient constructs a client for the sluice.v1.AdminService service. By default, it
@@ -131,6 +160,36 @@ func NewAdminServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(adminServiceMethods.ByName("ResetGroupOffsets")),
 			connect.WithClientOptions(opts...),
 		),
+		createTrigger: connect.NewClient[v1.CreateTriggerRequest, v1.CreateTriggerResponse](
+			httpClient,
+			baseURL+AdminServiceCreateTriggerProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("CreateTrigger")),
+			connect.WithClientOptions(opts...),
+		),
+		updateTrigger: connect.NewClient[v1.UpdateTriggerRequest, v1.UpdateTriggerResponse](
+			httpClient,
+			baseURL+AdminServiceUpdateTriggerProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("UpdateTrigger")),
+			connect.WithClientOptions(opts...),
+		),
+		deleteTrigger: connect.NewClient[v1.DeleteTriggerRequest, v1.DeleteTriggerResponse](
+			httpClient,
+			baseURL+AdminServiceDeleteTriggerProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("DeleteTrigger")),
+			connect.WithClientOptions(opts...),
+		),
+		listTriggers: connect.NewClient[v1.ListTriggersRequest, v1.ListTriggersResponse](
+			httpClient,
+			baseURL+AdminServiceListTriggersProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("ListTriggers")),
+			connect.WithClientOptions(opts...),
+		),
+		describeTrigger: connect.NewClient[v1.DescribeTriggerRequest, v1.DescribeTriggerResponse](
+			httpClient,
+			baseURL+AdminServiceDescribeTriggerProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("DescribeTrigger")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -143,6 +202,11 @@ type adminServiceClient struct {
 	listGroups        *connect.Client[v1.ListGroupsRequest, v1.ListGroupsResponse]
 	describeGroup     *connect.Client[v1.DescribeGroupRequest, v1.DescribeGroupResponse]
 	resetGroupOffsets *connect.Client[v1.ResetGroupOffsetsRequest, v1.ResetGroupOffsetsResponse]
+	createTrigger     *connect.Client[v1.CreateTriggerRequest, v1.CreateTriggerResponse]
+	updateTrigger     *connect.Client[v1.UpdateTriggerRequest, v1.UpdateTriggerResponse]
+	deleteTrigger     *connect.Client[v1.DeleteTriggerRequest, v1.DeleteTriggerResponse]
+	listTriggers      *connect.Client[v1.ListTriggersRequest, v1.ListTriggersResponse]
+	describeTrigger   *connect.Client[v1.DescribeTriggerRequest, v1.DescribeTriggerResponse]
 }
 
 // CreateTopic calls sluice.v1.AdminService.CreateTopic.
@@ -180,6 +244,31 @@ func (c *adminServiceClient) ResetGroupOffsets(ctx context.Context, req *connect
 	return c.resetGroupOffsets.CallUnary(ctx, req)
 }
 
+// CreateTrigger calls sluice.v1.AdminService.CreateTrigger.
+func (c *adminServiceClient) CreateTrigger(ctx context.Context, req *connect.Request[v1.CreateTriggerRequest]) (*connect.Response[v1.CreateTriggerResponse], error) {
+	return c.createTrigger.CallUnary(ctx, req)
+}
+
+// UpdateTrigger calls sluice.v1.AdminService.UpdateTrigger.
+func (c *adminServiceClient) UpdateTrigger(ctx context.Context, req *connect.Request[v1.UpdateTriggerRequest]) (*connect.Response[v1.UpdateTriggerResponse], error) {
+	return c.updateTrigger.CallUnary(ctx, req)
+}
+
+// DeleteTrigger calls sluice.v1.AdminService.DeleteTrigger.
+func (c *adminServiceClient) DeleteTrigger(ctx context.Context, req *connect.Request[v1.DeleteTriggerRequest]) (*connect.Response[v1.DeleteTriggerResponse], error) {
+	return c.deleteTrigger.CallUnary(ctx, req)
+}
+
+// ListTriggers calls sluice.v1.AdminService.ListTriggers.
+func (c *adminServiceClient) ListTriggers(ctx context.Context, req *connect.Request[v1.ListTriggersRequest]) (*connect.Response[v1.ListTriggersResponse], error) {
+	return c.listTriggers.CallUnary(ctx, req)
+}
+
+// DescribeTrigger calls sluice.v1.AdminService.DescribeTrigger.
+func (c *adminServiceClient) DescribeTrigger(ctx context.Context, req *connect.Request[v1.DescribeTriggerRequest]) (*connect.Response[v1.DescribeTriggerResponse], error) {
+	return c.describeTrigger.CallUnary(ctx, req)
+}
+
 // AdminServiceHandler is an implementation of the sluice.v1.AdminService service.
 type AdminServiceHandler interface {
 	// CreateTopic creates a topic with its partitions.
@@ -202,6 +291,20 @@ type AdminServiceHandler interface {
 	// backwards too. Only while the group has no live members, else
 	// FAILED_PRECONDITION.
 	ResetGroupOffsets(context.Context, *connect.Request[v1.ResetGroupOffsetsRequest]) (*connect.Response[v1.ResetGroupOffsetsResponse], error)
+	// CreateTrigger stores a trigger: a topic bound to a Lambda function. The
+	// topic must exist (NOT_FOUND otherwise). Triggers are stored but not run
+	// yet: the runtime in the fetch service is still to be built (issue 22).
+	CreateTrigger(context.Context, *connect.Request[v1.CreateTriggerRequest]) (*connect.Response[v1.CreateTriggerResponse], error)
+	// UpdateTrigger replaces a trigger's spec if its version is still
+	// `expected_version` (FAILED_PRECONDITION otherwise: read it again). The
+	// topic cannot change.
+	UpdateTrigger(context.Context, *connect.Request[v1.UpdateTriggerRequest]) (*connect.Response[v1.UpdateTriggerResponse], error)
+	// DeleteTrigger removes a trigger.
+	DeleteTrigger(context.Context, *connect.Request[v1.DeleteTriggerRequest]) (*connect.Response[v1.DeleteTriggerResponse], error)
+	// ListTriggers lists triggers, paged, in name order.
+	ListTriggers(context.Context, *connect.Request[v1.ListTriggersRequest]) (*connect.Response[v1.ListTriggersResponse], error)
+	// DescribeTrigger returns one trigger and its state.
+	DescribeTrigger(context.Context, *connect.Request[v1.DescribeTriggerRequest]) (*connect.Response[v1.DescribeTriggerResponse], error)
 }
 
 // NewAdminServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -253,6 +356,36 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(adminServiceMethods.ByName("ResetGroupOffsets")),
 		connect.WithHandlerOptions(opts...),
 	)
+	adminServiceCreateTriggerHandler := connect.NewUnaryHandler(
+		AdminServiceCreateTriggerProcedure,
+		svc.CreateTrigger,
+		connect.WithSchema(adminServiceMethods.ByName("CreateTrigger")),
+		connect.WithHandlerOptions(opts...),
+	)
+	adminServiceUpdateTriggerHandler := connect.NewUnaryHandler(
+		AdminServiceUpdateTriggerProcedure,
+		svc.UpdateTrigger,
+		connect.WithSchema(adminServiceMethods.ByName("UpdateTrigger")),
+		connect.WithHandlerOptions(opts...),
+	)
+	adminServiceDeleteTriggerHandler := connect.NewUnaryHandler(
+		AdminServiceDeleteTriggerProcedure,
+		svc.DeleteTrigger,
+		connect.WithSchema(adminServiceMethods.ByName("DeleteTrigger")),
+		connect.WithHandlerOptions(opts...),
+	)
+	adminServiceListTriggersHandler := connect.NewUnaryHandler(
+		AdminServiceListTriggersProcedure,
+		svc.ListTriggers,
+		connect.WithSchema(adminServiceMethods.ByName("ListTriggers")),
+		connect.WithHandlerOptions(opts...),
+	)
+	adminServiceDescribeTriggerHandler := connect.NewUnaryHandler(
+		AdminServiceDescribeTriggerProcedure,
+		svc.DescribeTrigger,
+		connect.WithSchema(adminServiceMethods.ByName("DescribeTrigger")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/sluice.v1.AdminService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case AdminServiceCreateTopicProcedure:
@@ -269,6 +402,16 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 			adminServiceDescribeGroupHandler.ServeHTTP(w, r)
 		case AdminServiceResetGroupOffsetsProcedure:
 			adminServiceResetGroupOffsetsHandler.ServeHTTP(w, r)
+		case AdminServiceCreateTriggerProcedure:
+			adminServiceCreateTriggerHandler.ServeHTTP(w, r)
+		case AdminServiceUpdateTriggerProcedure:
+			adminServiceUpdateTriggerHandler.ServeHTTP(w, r)
+		case AdminServiceDeleteTriggerProcedure:
+			adminServiceDeleteTriggerHandler.ServeHTTP(w, r)
+		case AdminServiceListTriggersProcedure:
+			adminServiceListTriggersHandler.ServeHTTP(w, r)
+		case AdminServiceDescribeTriggerProcedure:
+			adminServiceDescribeTriggerHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -304,4 +447,24 @@ func (UnimplementedAdminServiceHandler) DescribeGroup(context.Context, *connect.
 
 func (UnimplementedAdminServiceHandler) ResetGroupOffsets(context.Context, *connect.Request[v1.ResetGroupOffsetsRequest]) (*connect.Response[v1.ResetGroupOffsetsResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.AdminService.ResetGroupOffsets is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) CreateTrigger(context.Context, *connect.Request[v1.CreateTriggerRequest]) (*connect.Response[v1.CreateTriggerResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.AdminService.CreateTrigger is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) UpdateTrigger(context.Context, *connect.Request[v1.UpdateTriggerRequest]) (*connect.Response[v1.UpdateTriggerResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.AdminService.UpdateTrigger is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) DeleteTrigger(context.Context, *connect.Request[v1.DeleteTriggerRequest]) (*connect.Response[v1.DeleteTriggerResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.AdminService.DeleteTrigger is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) ListTriggers(context.Context, *connect.Request[v1.ListTriggersRequest]) (*connect.Response[v1.ListTriggersResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.AdminService.ListTriggers is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) DescribeTrigger(context.Context, *connect.Request[v1.DescribeTriggerRequest]) (*connect.Response[v1.DescribeTriggerResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.AdminService.DescribeTrigger is not implemented"))
 }
