@@ -1,0 +1,64 @@
+// Package trigger is the invocation layer of Sluice's triggers (DESIGN
+// §2.10, issue 22): what the fetch service's trigger runtime will use to
+// turn a batch of one partition's records into a call of an AWS Lambda
+// function, and to decide what to do with the answer. It is a library of
+// pure pieces plus one I/O type, with no goroutines and no state between
+// calls; the runtime loop that owns partitions, waits and commits is not
+// here.
+//
+// # One invocation
+//
+//  1. Encoder.Take cuts the next batch from a partition's records: at most
+//     the trigger's BatchSize records and MaxBatchBytes bytes of *encoded*
+//     event (≤ 6 MB, Lambda's synchronous payload limit), at least one
+//     record; a record too large alone is a *RecordTooLargeError naming
+//     it, never dropped. The payload is Lambda's self-managed Kafka event
+//     (events.KafkaEvent of aws-lambda-go: eventSource "SelfManagedKafka",
+//     bootstrapServers, records keyed "<topic>-<partition>", base64 key and
+//     value, ms timestamp, timestampType "CREATE_TIME", headers as a list of
+//     one-entry maps of name to byte values), so a handler written for
+//     Lambda's Kafka source decodes it unchanged (testdata/event.golden.json).
+//  2. InvocationID names the batch deterministically (trigger, topic, topic
+//     id, partition, first and last offset, lease epoch; format on the
+//     function): every retry of the batch carries the same id, so a
+//     function can make its side effects idempotent. It travels in the
+//     Invoke ClientContext as {"custom":{"sluice-invocation-id": id}}
+//     (lambdacontext.FromContext(ctx).ClientContext.Custom in Go).
+//  3. Invoker.Invoke calls the function synchronously (RequestResponse)
+//     through aws-sdk-go-v2's Lambda client (endpoint configurable: AWS,
+//     LocalStack or the Runtime Interface Emulator) with the SDK's retries
+//     off, and Classify turns the answer into an Outcome: Success (with the
+//     offsets named in batchItemFailures), FunctionError, Throttled,
+//     Transient or Rejected. Classify is the only place that looks at
+//     Lambda's errors and headers.
+//  4. RetryPolicy decides the rest: Backoff (exponential from the trigger's
+//     initial to max backoff, full jitter from an injected source),
+//     CanRetry (function errors spend retries; throttling and transient
+//     errors do not) and Split (bisect a failing batch of n > 1 into
+//     halves when bisect_on_error).
+//
+// # Files
+//
+//	doc.go      this overview
+//	event.go    Batch, Event, KafkaRecord, Encoder.Take (byte and count bounds), RecordTooLargeError
+//	id.go       InvocationID (format), ClientContext (size limit)
+//	invoke.go   Invoker, Outcome, Result, FunctionErr, Classify and the batchItemFailures rules
+//	retry.go    RetryPolicy: Backoff, CanRetry, Split
+//	*_test.go   golden event (-rewrite), bounds, id stability, classification against an
+//	            httptest server speaking the Invoke API, backoff and bisect; and
+//	            integration_test.go (tag integration): a real aws-lambda-go handler
+//	            (internal/functions/echo) under the Runtime Interface Emulator
+//
+// # Not built yet
+//
+// The runtime in the fetch service: a trigger as a consumer group member of
+// its own on the fetch copy holding the partition leases; reading batches
+// and the batch window; parallelization > 1 with key order; committing
+// with the lease epoch only after success (up to the first failed offset
+// of a partial failure); max record age; the DLQ (on_failure_topic) with
+// its headers, or stopping the partition without one; metrics (invocations,
+// errors, throttles, duration, batch size, DLQ'd records, iterator age);
+// DescribeTrigger's runtime state; --lambda-endpoint on sluice fetch and
+// sluice dev; a pool of emulators for concurrency (one emulator runs one
+// invocation at a time).
+package trigger
