@@ -9,12 +9,18 @@
 //
 //	{"records": N,
 //	 "batchItemFailures": [{"itemIdentifier": {"partition": "<topic>-<partition>", "offset": N}}],
-//	 "echo": ["<decoded value>", ...]}
+//	 "echo": ["<decoded value>", ...],
+//	 "invocationId": "<id>"}
 //
 // echo lists every record's decoded value, in topic-partition then offset
 // order. A record whose decoded value is exactly "fail", or whose value is not
 // valid base64 (then it is left out of echo), is reported in
 // batchItemFailures, so a caller can exercise partial-batch retries.
+//
+// invocationId is the "sluice-invocation-id" of the invocation's client
+// context (Lambda's ClientContext.Custom, through lambdacontext), the
+// idempotency key Sluice's triggers send with every batch; it is left out
+// when the caller sent none (a direct invoke, the stack's probe).
 //
 // The identifier is an object, as AWS's own libraries for Lambda's Kafka
 // partial batch response (Powertools) shape it, so Sluice's fetch service
@@ -34,10 +40,16 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-lambda-go/lambdacontext"
 )
 
 // FailValue is the decoded record value that the function reports as a failure.
 const FailValue = "fail"
+
+// InvocationIDKey is the client context's custom key of the invocation id
+// (services/fetch/trigger.ClientContextKey; a function does not import
+// Sluice).
+const InvocationIDKey = "sluice-invocation-id"
 
 // KafkaItemIdentifier names one record of a Kafka batch.
 type KafkaItemIdentifier struct {
@@ -57,12 +69,16 @@ type Response struct {
 	Records           int                `json:"records"`
 	BatchItemFailures []BatchItemFailure `json:"batchItemFailures"`
 	Echo              []string           `json:"echo"`
+	InvocationID      string             `json:"invocationId,omitempty"`
 }
 
 // Handle processes one Kafka batch. It never returns an error: bad records are
 // reported per item, so the rest of the batch still counts as processed.
-func Handle(_ context.Context, ev events.KafkaEvent) (Response, error) {
+func Handle(ctx context.Context, ev events.KafkaEvent) (Response, error) {
 	resp := Response{BatchItemFailures: []BatchItemFailure{}, Echo: []string{}}
+	if lc, ok := lambdacontext.FromContext(ctx); ok {
+		resp.InvocationID = lc.ClientContext.Custom[InvocationIDKey]
+	}
 	keys := make([]string, 0, len(ev.Records))
 	for k := range ev.Records {
 		keys = append(keys, k)

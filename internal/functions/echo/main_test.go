@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambdacontext"
 )
 
 func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
@@ -88,5 +89,17 @@ func TestHandleEmptyEvent(t *testing.T) {
 	out, _ := json.Marshal(got)
 	if string(out) != `{"records":0,"batchItemFailures":[],"echo":[]}` {
 		t.Fatalf("empty event answered %s", out)
+	}
+}
+
+// TestHandleEchoesInvocationID: the id in the client context's custom map,
+// as aws-lambda-go hands it to the handler, comes back in invocationId.
+func TestHandleEchoesInvocationID(t *testing.T) {
+	ctx := lambdacontext.NewContext(context.Background(), &lambdacontext.LambdaContext{
+		ClientContext: lambdacontext.ClientContext{Custom: map[string]string{InvocationIDKey: "v1/tr/t/id/0/1-1/3"}},
+	})
+	got, err := Handle(ctx, events.KafkaEvent{})
+	if err != nil || got.InvocationID != "v1/tr/t/id/0/1-1/3" {
+		t.Fatalf("Handle = %+v, %v", got, err)
 	}
 }

@@ -71,6 +71,9 @@ type Result struct {
 	// Err says what went wrong for every outcome but Success; a
 	// *FunctionErr for FunctionError.
 	Err error
+	// Payload is the function's answer (≤ 6 MB, Lambda's response limit)
+	// when it ran: Success and FunctionError.
+	Payload []byte
 }
 
 // FunctionErr is a function's failure of a whole batch.
@@ -155,21 +158,22 @@ func Classify(out *lambda.InvokeOutput, err error, batch Batch) Result {
 		}
 		return Result{Outcome: Transient, Err: err}
 	}
+	p := out.Payload
 	if out.FunctionError != nil {
-		return Result{Outcome: FunctionError, Err: &FunctionErr{Type: aws.ToString(out.FunctionError), Payload: clip(out.Payload)}}
+		return Result{Outcome: FunctionError, Payload: p, Err: &FunctionErr{Type: aws.ToString(out.FunctionError), Payload: clip(p)}}
 	}
 	var obj map[string]json.RawMessage
-	if json.Unmarshal(out.Payload, &obj) != nil {
-		return Result{Outcome: Success} // null, a string, a list: no batchItemFailures
+	if json.Unmarshal(p, &obj) != nil {
+		return Result{Outcome: Success, Payload: p} // null, a string, a list: no batchItemFailures
 	}
 	if isErrorShape(obj) {
-		return Result{Outcome: FunctionError, Err: &FunctionErr{Type: "Unhandled", Payload: clip(out.Payload)}}
+		return Result{Outcome: FunctionError, Payload: p, Err: &FunctionErr{Type: "Unhandled", Payload: clip(p)}}
 	}
 	failed, err := checkFailures(obj["batchItemFailures"], batch)
 	if err != nil {
-		return Result{Outcome: FunctionError, Err: &FunctionErr{Type: "BatchItemFailures", Payload: []byte(err.Error())}}
+		return Result{Outcome: FunctionError, Payload: p, Err: &FunctionErr{Type: "BatchItemFailures", Payload: []byte(err.Error())}}
 	}
-	return Result{Outcome: Success, Failed: failed}
+	return Result{Outcome: Success, Failed: failed, Payload: p}
 }
 
 func isErrorShape(obj map[string]json.RawMessage) bool {
