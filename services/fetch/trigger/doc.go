@@ -45,7 +45,8 @@
 //	invoke.go   Invoker, Outcome, Result, FunctionErr, Classify and the batchItemFailures rules
 //	retry.go    RetryPolicy: Backoff, CanRetry, Split
 //	*_test.go   golden event (-rewrite), bounds, id stability, classification against an
-//	            httptest server speaking the Invoke API, backoff and bisect; and
+//	            httptest server speaking the Invoke API, FuzzClassify (any answer), backoff
+//	            and bisect; and
 //	            integration_test.go (tag integration): a real aws-lambda-go handler
 //	            (internal/functions/echo) under the Runtime Interface Emulator
 //

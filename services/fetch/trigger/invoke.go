@@ -35,7 +35,8 @@ const (
 	// Throttled: Lambda refused for concurrency or rate (429
 	// TooManyRequestsException). Retried with backoff, spending no retry.
 	Throttled
-	// Transient: no answer, or a Lambda service error (5xx): the function
+	// Transient: no answer, a Lambda service error (5xx) or a function
+	// not ready yet (409): the function
 	// may or may not have run. Retried with backoff, spending no retry —
 	// the invocation id lets the function recognise a repeat.
 	Transient
@@ -135,6 +136,8 @@ func (iv *Invoker) Invoke(ctx context.Context, function, invocationID string, ba
 // Classify is the one place an Invoke's answer becomes an Outcome:
 //
 //   - an error of type TooManyRequestsException, or any HTTP 429: Throttled;
+//   - HTTP 409 (ResourceConflictException: the function is Pending or
+//     being updated): Transient;
 //   - another HTTP 4xx: Rejected;
 //   - any other error (5xx, no response, canceled): Transient;
 //   - FunctionError set (X-Amz-Function-Error): FunctionError;
@@ -153,6 +156,10 @@ func Classify(out *lambda.InvokeOutput, err error, batch Batch) Result {
 			return Result{Outcome: Throttled, Err: err}
 		case errors.As(err, &resp) && resp.HTTPStatusCode() == http.StatusTooManyRequests:
 			return Result{Outcome: Throttled, Err: err}
+		case errors.As(err, &resp) && resp.HTTPStatusCode() == http.StatusConflict:
+			// ResourceConflictException: the function is Pending or
+			// being updated; it passes.
+			return Result{Outcome: Transient, Err: err}
 		case errors.As(err, &resp) && resp.HTTPStatusCode() >= 400 && resp.HTTPStatusCode() < 500:
 			return Result{Outcome: Rejected, Err: err}
 		}
@@ -250,6 +257,9 @@ func itemOffset(id json.RawMessage, batch Batch) (int64, error) {
 		}
 		if o.Partition != nil && *o.Partition != RecordsKey(batch.Topic, batch.Partition) {
 			return 0, fmt.Errorf("itemIdentifier partition %q is not the batch's %q", *o.Partition, RecordsKey(batch.Topic, batch.Partition))
+		}
+		if off := bytes.TrimSpace(*o.Offset); len(off) == 0 || off[0] == '{' || off[0] == '[' {
+			return 0, fmt.Errorf("itemIdentifier %s: offset is not a number or a decimal string", clip(id))
 		}
 		return itemOffset(*o.Offset, batch)
 	default:

@@ -114,6 +114,7 @@ func TestInvokerClassifies(t *testing.T) {
 		"emptyID":      ok(`{"batchItemFailures":[{"itemIdentifier":""}]}`),
 		"noID":         ok(`{"batchItemFailures":[{}]}`),
 		"notList":      ok(`{"batchItemFailures":{"itemIdentifier":"10"}}`),
+		"nested":       ok(`{"batchItemFailures":[{"itemIdentifier":{"offset":{"offset":11}}}]}`),
 		"word":         ok(`{"batchItemFailures":[{"itemIdentifier":"ten"}]}`),
 		"rieError":     ok(`{"errorMessage":"boom","errorType":"errorString"}`),
 		"errorAndMore": ok(`{"errorMessage":"boom","records":3}`),
@@ -125,6 +126,8 @@ func TestInvokerClassifies(t *testing.T) {
 		"service":      {status: 500, header: map[string]string{"X-Amzn-ErrorType": "ServiceException"}, body: `{"Type":"Service","message":"internal"}`},
 		"tooLarge":     {status: 413, header: map[string]string{"X-Amzn-ErrorType": "RequestTooLargeException"}, body: `{"Type":"User","message":"too large"}`},
 		"hangUp":       {hangUp: true},
+		"pending": {status: 409, header: map[string]string{"X-Amzn-ErrorType": "ResourceConflictException"},
+			body: `{"Type":"User","message":"The function is currently in the following state: Pending"}`},
 	}
 	iv, fake := newFakeLambda(t, functions)
 	cases := []struct {
@@ -147,6 +150,7 @@ func TestInvokerClassifies(t *testing.T) {
 		{"emptyID", FunctionError, nil},
 		{"noID", FunctionError, nil},
 		{"notList", FunctionError, nil},
+		{"nested", FunctionError, nil},
 		{"word", FunctionError, nil},
 		{"rieError", FunctionError, nil},
 		{"errorAndMore", Success, nil},
@@ -157,6 +161,7 @@ func TestInvokerClassifies(t *testing.T) {
 		{"tooLarge", Rejected, nil},
 		{"missing", Rejected, nil},
 		{"hangUp", Transient, nil},
+		{"pending", Transient, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.function, func(t *testing.T) {
