@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -26,6 +27,12 @@ const TimestampType = "CREATE_TIME"
 // MaxPayloadBytes is Lambda's synchronous Invoke payload limit (6 MB), the
 // bound on any batch's encoded event whatever the trigger says.
 const MaxPayloadBytes = catalog.MaxTriggerBatchBytes
+
+// MaxEventTimestampMs is the latest record timestamp an event can carry:
+// events.MilliSecondsEpochTime encodes through time.UnixNano, which
+// overflows after 2262-04-11. Take refuses a later one rather than send a
+// wrong time.
+const MaxEventTimestampMs = math.MaxInt64 / int64(time.Millisecond)
 
 // Batch is a run of consecutive records of one partition, the unit of one
 // invocation.
@@ -126,7 +133,8 @@ func NewEncoder(bootstrapServers string, maxRecords, maxBytes int) (*Encoder, er
 // partition in offset order) within the encoder's bounds, and returns it
 // with the batch it holds; the caller passes recs[len(batch.Records):] next.
 // It takes at least one record: if the first alone is over the byte bound
-// the error is a *RecordTooLargeError naming it. recs must not be empty.
+// the error is a *RecordTooLargeError naming it, and if its timestamp is
+// past MaxEventTimestampMs an error naming it too. recs must not be empty.
 //
 // The payload is exactly json.Marshal(Event(...)) of the batch (a test
 // checks it), built piece by piece so each record is encoded once.
@@ -150,6 +158,13 @@ func (e *Encoder) Take(topic string, partition int32, recs []record.Record) (Bat
 	var body bytes.Buffer
 	n := 0
 	for n < len(recs) && n < e.maxRecords {
+		if ts := recs[n].Timestamp; ts < 0 || ts > MaxEventTimestampMs {
+			if n > 0 {
+				break // the batch ends before it; the next Take reports it
+			}
+			return Batch{}, nil, fmt.Errorf("record %s offset %d: timestamp %d ms is outside what Lambda's event can carry (0..%d)",
+				RecordsKey(topic, partition), recs[n].Offset, ts, MaxEventTimestampMs)
+		}
 		enc, err := json.Marshal(KafkaRecord(topic, partition, recs[n]))
 		if err != nil {
 			return Batch{}, nil, fmt.Errorf("encode record %s offset %d: %w", RecordsKey(topic, partition), recs[n].Offset, err)

@@ -235,3 +235,23 @@ func equalInts(a, b []int) bool {
 	}
 	return true
 }
+
+// TestTakeTimestampBound: a timestamp the events types would encode wrong
+// (past 2262) is refused by name, or ends the batch before it.
+func TestTakeTimestampBound(t *testing.T) {
+	recs := seqRecords(3, 1)
+	recs[0].Timestamp = MaxEventTimestampMs
+	recs[1].Timestamp = MaxEventTimestampMs + 1
+	e := mustEncoder(t, 100, MaxPayloadBytes)
+	b, payload, err := e.Take("t", 0, recs)
+	if err != nil || len(b.Records) != 1 {
+		t.Fatalf("took %d records, err %v; want 1", len(b.Records), err)
+	}
+	var ev events.KafkaEvent
+	if err := json.Unmarshal(payload, &ev); err != nil || ev.Records["t-0"][0].Timestamp.UnixMilli() != MaxEventTimestampMs {
+		t.Fatalf("largest timestamp did not round-trip: %s (%v)", payload, err)
+	}
+	if _, _, err := e.Take("t", 0, recs[1:]); err == nil || !strings.Contains(err.Error(), "t-0 offset 101") {
+		t.Fatalf("err = %v, want one naming t-0 offset 101", err)
+	}
+}

@@ -120,6 +120,9 @@ func NewInvoker(cfg aws.Config, endpoint string) *Invoker {
 // classifies the result. A canceled ctx gives Transient with ctx's error;
 // the caller checks ctx.
 func (iv *Invoker) Invoke(ctx context.Context, function, invocationID string, batch Batch, payload []byte) Result {
+	if len(batch.Records) == 0 {
+		panic("trigger: Invoke of an empty batch")
+	}
 	cc, err := ClientContext(invocationID)
 	if err != nil {
 		return Result{Outcome: Rejected, Err: err}
