@@ -28,9 +28,9 @@
 //     through aws-sdk-go-v2's Lambda client (endpoint configurable: AWS,
 //     LocalStack or the Runtime Interface Emulator) with the SDK's retries
 //     off, and Classify turns the answer into an Outcome: Success (with the
-//     offsets named in batchItemFailures), FunctionError, Throttled,
-//     Transient or Rejected. Classify is the only place that looks at
-//     Lambda's errors and headers.
+//     offsets named in batchItemFailures), FunctionError, Throttled (with
+//     Lambda's Retry-After hint), Transient or Rejected. Classify is the
+//     only place that looks at Lambda's errors and headers.
 //  4. RetryPolicy decides the rest: Backoff (exponential from the trigger's
 //     initial to max backoff, full jitter from an injected source),
 //     CanRetry (function errors spend retries; throttling and transient

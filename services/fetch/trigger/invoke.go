@@ -10,12 +10,14 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/lambda/types"
 
+	"github.com/sluicemq/sluice/pkg/catalog"
 	"github.com/sluicemq/sluice/pkg/record"
 )
 
@@ -72,6 +74,10 @@ type Result struct {
 	// Err says what went wrong for every outcome but Success; a
 	// *FunctionErr for FunctionError.
 	Err error
+	// RetryAfter is Lambda's hint on a Throttled answer (Retry-After), 0
+	// without one; the runtime waits at least this long and at most its
+	// backoff's Max.
+	RetryAfter time.Duration
 	// Payload is the function's answer (≤ 6 MB, Lambda's response limit)
 	// when it ran: Success and FunctionError.
 	Payload []byte
@@ -156,7 +162,7 @@ func Classify(out *lambda.InvokeOutput, err error, batch Batch) Result {
 		var resp *awshttp.ResponseError
 		switch {
 		case errors.As(err, &throttled):
-			return Result{Outcome: Throttled, Err: err}
+			return Result{Outcome: Throttled, Err: err, RetryAfter: retryAfter(throttled.RetryAfterSeconds)}
 		case errors.As(err, &resp) && resp.HTTPStatusCode() == http.StatusTooManyRequests:
 			return Result{Outcome: Throttled, Err: err}
 		case errors.As(err, &resp) && resp.HTTPStatusCode() == http.StatusConflict:
@@ -185,6 +191,20 @@ func Classify(out *lambda.InvokeOutput, err error, batch Batch) Result {
 	}
 	return Result{Outcome: Success, Failed: failed, Payload: p}
 }
+
+// retryAfter reads a Retry-After of whole seconds; anything else is no
+// hint.
+func retryAfter(seconds *string) time.Duration {
+	n, err := strconv.ParseInt(aws.ToString(seconds), 10, 64)
+	if err != nil || n <= 0 || n > maxRetryAfterSeconds {
+		return 0
+	}
+	return time.Duration(n) * time.Second
+}
+
+// maxRetryAfterSeconds bounds the hint: the longest backoff a trigger can
+// have (catalog.MaxTriggerRetryBackoffMs).
+const maxRetryAfterSeconds = catalog.MaxTriggerRetryBackoffMs / 1000
 
 func isErrorShape(obj map[string]json.RawMessage) bool {
 	if _, ok := obj["errorMessage"]; !ok {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -120,7 +121,7 @@ func TestInvokerClassifies(t *testing.T) {
 		"errorAndMore": ok(`{"errorMessage":"boom","records":3}`),
 		"unhandled": {status: 200, header: map[string]string{"X-Amz-Function-Error": "Unhandled"},
 			body: `{"errorMessage":"2026-12-05T13:00:00Z Task timed out after 3.00 seconds"}`},
-		"throttled": {status: 429, header: map[string]string{"X-Amzn-ErrorType": "TooManyRequestsException"},
+		"throttled": {status: 429, header: map[string]string{"X-Amzn-ErrorType": "TooManyRequestsException", "Retry-After": "2"},
 			body: `{"Type":"User","message":"Rate Exceeded.","Reason":"ReservedFunctionConcurrentInvocationLimitExceeded"}`},
 		"throttled429": {status: 429, header: map[string]string{"X-Amzn-ErrorType": "SomethingNew"}, body: `{"message":"slow down"}`},
 		"service":      {status: 500, header: map[string]string{"X-Amzn-ErrorType": "ServiceException"}, body: `{"Type":"Service","message":"internal"}`},
@@ -182,6 +183,12 @@ func TestInvokerClassifies(t *testing.T) {
 				t.Fatalf("outcome %v, err %T %v", res.Outcome, res.Err, res.Err)
 			}
 		})
+	}
+	if res := iv.Invoke(context.Background(), "throttled", "x", testBatch(), nil); res.RetryAfter != 2*time.Second {
+		t.Errorf("throttled: RetryAfter %v, want 2s (Retry-After: 2)", res.RetryAfter)
+	}
+	if res := iv.Invoke(context.Background(), "throttled429", "x", testBatch(), nil); res.RetryAfter != 0 {
+		t.Errorf("throttled without Retry-After: RetryAfter %v, want 0", res.RetryAfter)
 	}
 	if fe := (&FunctionErr{}); errors.As(iv.Invoke(context.Background(), "unhandled", "x", testBatch(), nil).Err, &fe) {
 		if fe.Type != "Unhandled" || !strings.Contains(string(fe.Payload), "timed out") {
