@@ -44,6 +44,7 @@
 //	id.go       InvocationID (format), ClientContext (size limit)
 //	invoke.go   Invoker, Outcome, Result, FunctionErr, Classify and the batchItemFailures rules
 //	retry.go    RetryPolicy: Backoff, CanRetry, Split
+//	example_test.go  how the runtime loop is meant to use them
 //	*_test.go   golden event (-rewrite), bounds, id stability, classification against an
 //	            httptest server speaking the Invoke API, FuzzClassify (any answer), backoff
 //	            and bisect; and
