@@ -39,17 +39,17 @@
 //
 // # Files
 //
-//	doc.go      this overview
-//	event.go    Batch, Event, KafkaRecord, Encoder.Take (byte and count bounds), RecordTooLargeError
-//	id.go       InvocationID (format), ClientContext (size limit)
-//	invoke.go   Invoker, Outcome, Result, FunctionErr, Classify and the batchItemFailures rules
-//	retry.go    RetryPolicy: Backoff, CanRetry, Split
+//	doc.go           this overview
+//	event.go         Batch, Event, KafkaRecord, Encoder.Take (byte and count bounds), RecordTooLargeError
+//	id.go            InvocationID (format), ClientContext (size limit)
+//	invoke.go        Invoker, Outcome, Result, FunctionErr, Classify and the batchItemFailures rules
+//	retry.go         RetryPolicy: Backoff, CanRetry, Split
 //	example_test.go  how the runtime loop is meant to use them
-//	*_test.go   golden event (-rewrite), bounds, id stability, classification against an
-//	            httptest server speaking the Invoke API, FuzzClassify (any answer), backoff
-//	            and bisect; and
-//	            integration_test.go (tag integration): a real aws-lambda-go handler
-//	            (internal/functions/echo) under the Runtime Interface Emulator
+//	*_test.go        golden event (-rewrite), bounds, id stability, classification against an
+//	                 httptest server speaking the Invoke API, FuzzClassify (any answer), backoff
+//	                 and bisect; and
+//	                 integration_test.go (tag integration): a real aws-lambda-go handler
+//	                 (internal/functions/echo) under the Runtime Interface Emulator
 //
 // # Not built yet
 //
