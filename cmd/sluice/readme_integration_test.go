@@ -63,30 +63,6 @@ func readmeSteps(t *testing.T, readme string) [][]readmeStep {
 	return blocks
 }
 
-// volatile are the parts of an output that differ from run to run: times,
-// topic ids, the figures of a load run.
-var volatile = []struct {
-	re   *regexp.Regexp
-	with string
-}{
-	{regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z`), "<time>"},
-	{regexp.MustCompile(`"timestamp":"\d+"`), `"timestamp":"<ms>"`},
-	{regexp.MustCompile(`"topicId":"[0-9a-f]+"`), `"topicId":"<id>"`},
-	{regexp.MustCompile(`"details":\[.*\]`), `"details":[...]`},
-	{regexp.MustCompile(` in [0-9.]+s: .*$`), " in <figures>"},
-}
-
-func normalize(lines []string) string {
-	var b strings.Builder
-	for _, l := range lines {
-		for _, v := range volatile {
-			l = v.re.ReplaceAllString(l, v.with)
-		}
-		b.WriteString(strings.TrimRight(l, " ") + "\n")
-	}
-	return b.String()
-}
-
 // The README's "Try it" walkthrough, followed literally from a fresh sluice
 // dev: every command runs (go run ./cmd/sluice as the built binary, against
 // this test's address) and prints what the README shows, up to times, ids
