@@ -130,7 +130,10 @@ func adminClient(addr string) sluicev1connect.AdminServiceClient {
 }
 
 // newTopicNameCmd is a topic command that takes a name and --addr only.
-func newTopicNameCmd(use, short, long string, run func(ctx context.Context, addr, name string, stdout io.Writer) error) *cobra.Command {
+// newNameCmd is a client command on one named object of a kind ("topic",
+// "trigger"): `KIND USE NAME [--addr]`, the name checked with the kind's
+// rules before run is called.
+func newNameCmd(kind, use, short, long string, run func(ctx context.Context, addr, name string, stdout io.Writer) error) *cobra.Command {
 	var addr, name string
 	cmd := &cobra.Command{
 		Use:   use + " NAME",
@@ -139,10 +142,32 @@ func newTopicNameCmd(use, short, long string, run func(ctx context.Context, addr
 		PreRunE: func(_ *cobra.Command, args []string) error {
 			var c flagCheck
 			c.serverAddr("addr", addr)
-			name = c.name("topic", args)
+			name = c.name(kind, args)
 			return c.err()
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error { return run(cmd.Context(), addr, name, cmd.OutOrStdout()) },
+	}
+	addrFlag(cmd.Flags(), &addr)
+	return cmd
+}
+
+func newTopicNameCmd(use, short, long string, run func(ctx context.Context, addr, name string, stdout io.Writer) error) *cobra.Command {
+	return newNameCmd("topic", use, short, long, run)
+}
+
+// newListCmd is a client command with no arguments and only --addr.
+func newListCmd(short string, run func(ctx context.Context, addr string, stdout io.Writer) error) *cobra.Command {
+	var addr string
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: short,
+		Args:  noArgs,
+		PreRunE: func(*cobra.Command, []string) error {
+			var c flagCheck
+			c.serverAddr("addr", addr)
+			return c.err()
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return run(cmd.Context(), addr, cmd.OutOrStdout()) },
 	}
 	addrFlag(cmd.Flags(), &addr)
 	return cmd
@@ -161,20 +186,7 @@ func newTopicDeleteCmd() *cobra.Command {
 }
 
 func newTopicListCmd() *cobra.Command {
-	var addr string
-	cmd := &cobra.Command{
-		Use:   "list",
-		Short: "print the names of all topics",
-		Args:  noArgs,
-		PreRunE: func(*cobra.Command, []string) error {
-			var c flagCheck
-			c.serverAddr("addr", addr)
-			return c.err()
-		},
-		RunE: func(cmd *cobra.Command, _ []string) error { return topicList(cmd.Context(), addr, cmd.OutOrStdout()) },
-	}
-	addrFlag(cmd.Flags(), &addr)
-	return cmd
+	return newListCmd("print the names of all topics", topicList)
 }
 
 func topicDescribe(ctx context.Context, addr, name string, stdout io.Writer) error {

@@ -325,21 +325,7 @@ func triggerUpdate(ctx context.Context, f triggerFlags, stdout io.Writer) error 
 
 // newTriggerNameCmd is a trigger command that takes a name and --addr only.
 func newTriggerNameCmd(use, short, long string, run func(ctx context.Context, addr, name string, stdout io.Writer) error) *cobra.Command {
-	var addr, name string
-	cmd := &cobra.Command{
-		Use:   use + " NAME",
-		Short: short,
-		Long:  long,
-		PreRunE: func(_ *cobra.Command, args []string) error {
-			var c flagCheck
-			c.serverAddr("addr", addr)
-			name = c.name("trigger", args)
-			return c.err()
-		},
-		RunE: func(cmd *cobra.Command, _ []string) error { return run(cmd.Context(), addr, name, cmd.OutOrStdout()) },
-	}
-	addrFlag(cmd.Flags(), &addr)
-	return cmd
+	return newNameCmd("trigger", use, short, long, run)
 }
 
 func newTriggerDescribeCmd() *cobra.Command {
@@ -352,20 +338,7 @@ func newTriggerDeleteCmd() *cobra.Command {
 }
 
 func newTriggerListCmd() *cobra.Command {
-	var addr string
-	cmd := &cobra.Command{
-		Use:   "list",
-		Short: "print all triggers: name, topic, function and state",
-		Args:  noArgs,
-		PreRunE: func(*cobra.Command, []string) error {
-			var c flagCheck
-			c.serverAddr("addr", addr)
-			return c.err()
-		},
-		RunE: func(cmd *cobra.Command, _ []string) error { return triggerList(cmd.Context(), addr, cmd.OutOrStdout()) },
-	}
-	addrFlag(cmd.Flags(), &addr)
-	return cmd
+	return newListCmd("print all triggers: name, topic, function and state", triggerList)
 }
 
 func triggerDescribe(ctx context.Context, addr, name string, stdout io.Writer) error {
