@@ -23,19 +23,8 @@ import (
 func TestReaderNeverBeyondLAC(t *testing.T) {
 	cl := newCluster(t, 3)
 	c := cl.client(t)
-	w, err := c.CreateLedger(ctxT(t), spec(catalog.DefaultReplication, "b1", "b2", "b3"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	appendN(t, w, 0, 4)
-	for _, b := range []string{"b1", "b2", "b3"} {
-		eventually(t, "LAC 4 pushed to "+b, func() bool { return rawLac(t, cl, b, w.ID()) == 4 })
-	}
-	m := w.Metadata()
-	w.Abort()
-	for _, b := range []string{"b1", "b2", "b3"} {
-		rawAdd(t, cl, b, m, 5, 4)
-	}
+	w := ledgerAtLAC4(t, cl, c)
+	abortWithEntryBeyondLAC(t, cl, w)
 	r, err := c.OpenReader(ctxT(t), w.ID())
 	if err != nil {
 		t.Fatal(err)
@@ -338,14 +327,7 @@ func closedLedger(t testing.TB, c *Client, last int64) catalog.LedgerID {
 func TestPollLACTakesTheHighestBookie(t *testing.T) {
 	cl := newCluster(t, 3)
 	c := cl.client(t)
-	w, err := c.CreateLedger(ctxT(t), spec(catalog.DefaultReplication, "b1", "b2", "b3"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	appendN(t, w, 0, 4)
-	for _, b := range []string{"b1", "b2", "b3"} {
-		eventually(t, "LAC 4 pushed to "+b, func() bool { return rawLac(t, cl, b, w.ID()) == 4 })
-	}
+	w := ledgerAtLAC4(t, cl, c)
 	cl.crashBookie("b1")
 	cl.restartBookie("b1")
 	if lac := rawLac(t, cl, "b1", w.ID()); lac != 3 {
@@ -407,19 +389,8 @@ func TestIdleWriterPushesLACAgainAfterBookiesRestart(t *testing.T) {
 func TestPollLACAfterRecoveryReportsTheClosedEnd(t *testing.T) {
 	cl := newCluster(t, 3)
 	c := cl.client(t)
-	w, err := c.CreateLedger(ctxT(t), spec(catalog.DefaultReplication, "b1", "b2", "b3"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	appendN(t, w, 0, 4)
-	for _, b := range []string{"b1", "b2", "b3"} {
-		eventually(t, "LAC 4 pushed to "+b, func() bool { return rawLac(t, cl, b, w.ID()) == 4 })
-	}
-	m := w.Metadata()
-	w.Abort()
-	for _, b := range []string{"b1", "b2", "b3"} {
-		rawAdd(t, cl, b, m, 5, 4)
-	}
+	w := ledgerAtLAC4(t, cl, c)
+	abortWithEntryBeyondLAC(t, cl, w)
 	r, err := cl.client(t).OpenReader(ctxT(t), w.ID())
 	if err != nil {
 		t.Fatal(err)
@@ -432,5 +403,32 @@ func TestPollLACAfterRecoveryReportsTheClosedEnd(t *testing.T) {
 	}
 	if lac, err := r.PollLAC(ctxT(t)); err != nil || lac != 5 {
 		t.Fatalf("PollLAC after recovery = %d, %v; want 5, the closed end", lac, err)
+	}
+}
+
+// ledgerAtLAC4 creates a ledger on b1..b3 with entries 0..4, and waits until
+// every bookie knows LAC 4 (the idle writer's explicit push).
+func ledgerAtLAC4(t *testing.T, cl *cluster, c *Client) *Writer {
+	t.Helper()
+	w, err := c.CreateLedger(ctxT(t), spec(catalog.DefaultReplication, "b1", "b2", "b3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, w, 0, 4)
+	for _, b := range []string{"b1", "b2", "b3"} {
+		eventually(t, "LAC 4 pushed to "+b, func() bool { return rawLac(t, cl, b, w.ID()) == 4 })
+	}
+	return w
+}
+
+// abortWithEntryBeyondLAC stops w's writer and stores entry 5 on every
+// bookie without acknowledging it (LAC stays 4), as a writer that died
+// mid-add leaves it.
+func abortWithEntryBeyondLAC(t *testing.T, cl *cluster, w *Writer) {
+	t.Helper()
+	m := w.Metadata()
+	w.Abort()
+	for _, b := range []string{"b1", "b2", "b3"} {
+		rawAdd(t, cl, b, m, 5, 4)
 	}
 }
