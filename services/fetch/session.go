@@ -20,7 +20,6 @@ import (
 	"github.com/sluicemq/sluice/pkg/bookkeeping"
 	"github.com/sluicemq/sluice/pkg/catalog"
 	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
-	"github.com/sluicemq/sluice/services/fetch/assign"
 	"github.com/sluicemq/sluice/services/fetch/partlog"
 )
 
@@ -37,42 +36,20 @@ import (
 //
 // mu guards the fields below it; no I/O runs under it.
 type session struct {
-	s       *Service
+	member  // mu guards the session's fields below too
 	id      string
-	group   string
-	member  string
-	topics  []string
-	timeout time.Duration
-	start   sluicev1.StartPosition
-	info    string
 	batches bool // deliver stored record batches (SubscribeRequest.record_batches)
 
-	ctx    context.Context
 	cancel context.CancelCauseFunc
 	wake   chan struct{} // buffered 1: credits, assignment, new data
 	left   chan struct{} // closed once the member left the group (or never joined)
 	leftMu sync.Once
 
-	mu         sync.Mutex
+	// Guarded by member.mu:
 	credRecs   int64
 	credBytes  int64
 	lastActive time.Time
-	leases     map[tp]*heldLease
 	events     []*sluicev1.SubscribeResponse
-}
-
-type tp struct {
-	topic     string
-	partition int32
-}
-
-// heldLease is a partition leased to the session's member.
-type heldLease struct {
-	epoch    int64
-	next     int64 // next offset to deliver
-	revoking bool  // revoked, kept until committed or the deadline
-	deadline time.Time
-	unfollow func()
 }
 
 const maxCredits = 1 << 50
@@ -121,9 +98,24 @@ func (s *Service) Subscribe(ctx context.Context, req *connect.Request[sluicev1.S
 	}
 	sctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	ss := &session{s: s, id: s.routedID("s-"), group: m.Group, member: s.routedID("m-"), topics: topics, timeout: timeout,
-		start: m.Start, info: m.ClientInfo, batches: m.RecordBatches, ctx: sctx, cancel: cancel, wake: make(chan struct{}, 1), left: make(chan struct{}),
-		lastActive: time.Now(), leases: make(map[tp]*heldLease)}
+	ss := &session{member: member{s: s, group: m.Group, memberID: s.routedID("m-"), topics: topics, timeout: timeout,
+		start: m.Start, info: m.ClientInfo, ctx: sctx, leases: make(map[tp]*heldLease)},
+		id: s.routedID("s-"), batches: m.RecordBatches, cancel: cancel, wake: make(chan struct{}, 1), left: make(chan struct{}),
+		lastActive: time.Now()}
+	ss.hooks = memberHooks{
+		follow: func(k tp, _ *sluicev1.PartitionLease) func() {
+			return s.logs.Follow(k.topic, int(k.partition), ss.wake)
+		},
+		changed: func(added, revoked []*sluicev1.PartitionLease, lost bool) {
+			revokeMs := int32(s.cfg.RevokeTimeout.Milliseconds())
+			if lost {
+				revokeMs = 0
+			}
+			ss.events = append(ss.events, assignment(added, revoked, lost, revokeMs))
+			ss.signal()
+		},
+		alive: ss.alive,
+	}
 	if c := m.Credits; c != nil {
 		if c.Records < 0 || c.Bytes < 0 {
 			return apierr.Invalid("credits", "records and bytes must not be negative")
@@ -155,27 +147,32 @@ func (s *Service) Subscribe(ctx context.Context, req *connect.Request[sluicev1.S
 	})
 	defer stopOnClose()
 
-	if err := s.d.Bookkeeping.Join(ctx, ss.group, bookkeeping.Member{ID: ss.member, ClientInfo: ss.info, SessionTimeout: timeout, Topics: topics}); err != nil {
+	if err := ss.join(ctx); err != nil {
 		return bookkeepingErr(err)
 	}
-	defer ss.leave()
+	defer func() {
+		ss.leave()
+		ss.markLeft()
+	}()
 	if err := stream.Send(&sluicev1.SubscribeResponse{Event: &sluicev1.SubscribeResponse_Started{Started: &sluicev1.SessionStarted{
-		MemberId: ss.member, SessionId: ss.id, SessionTimeoutMs: int32(timeout.Milliseconds()),
+		MemberId: ss.memberID, SessionId: ss.id, SessionTimeoutMs: int32(timeout.Milliseconds()),
 		HeartbeatIntervalMs: int32((timeout / 3).Milliseconds()),
 	}}}); err != nil {
 		return err
 	}
-	s.log.Info("group session started", slog.String("group", ss.group), slog.String("member", ss.member), slog.Any("topics", topics))
+	s.log.Info("group session started", slog.String("group", ss.group), slog.String("member", ss.memberID), slog.Any("topics", topics))
 	coordDone := make(chan struct{})
 	go func() {
 		defer close(coordDone)
-		ss.coordinate()
+		if err := ss.coordinate(); err != nil {
+			ss.cancel(err)
+		}
 	}()
 	err = ss.deliver(stream)
 	cancel(err)
 	<-coordDone
 	cause := context.Cause(sctx)
-	s.log.Info("group session ended", slog.String("group", ss.group), slog.String("member", ss.member), slog.Any("cause", cause))
+	s.log.Info("group session ended", slog.String("group", ss.group), slog.String("member", ss.memberID), slog.Any("cause", cause))
 	switch {
 	case errors.Is(cause, errSessionExpired):
 		return connect.NewError(connect.CodeFailedPrecondition, cause)
@@ -194,23 +191,15 @@ func (s *Service) Subscribe(ctx context.Context, req *connect.Request[sluicev1.S
 	return nil
 }
 
-// leave ends the membership so the member's leases are free at once.
-func (ss *session) leave() {
-	defer ss.markLeft()
+// alive ends a session whose client went silent past its timeout.
+func (ss *session) alive() error {
 	ss.mu.Lock()
-	for _, l := range ss.leases {
-		if l.unfollow != nil {
-			l.unfollow()
-		}
-	}
-	ss.leases = map[tp]*heldLease{}
+	silent := time.Since(ss.lastActive)
 	ss.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := ss.s.d.Bookkeeping.Leave(ctx, ss.group, ss.member); err != nil && !errors.Is(err, bookkeeping.ErrNotFound) {
-		ss.s.log.Warn("group member could not leave; its leases free after its session timeout",
-			slog.String("group", ss.group), slog.String("member", ss.member), slog.Any("err", err))
+	if silent > ss.timeout {
+		return errSessionExpired
 	}
+	return nil
 }
 
 func (ss *session) markLeft() { ss.leftMu.Do(func() { close(ss.left) }) }
@@ -376,303 +365,16 @@ func (ss *session) resetBelowStart(k tp, epoch, next int64) {
 	ss.mu.Unlock()
 	if moved {
 		s.log.Warn("group partition offset below the log start (retention): reset by the member's start policy",
-			slog.String("group", ss.group), slog.String("member", ss.member), slog.String("topic", k.topic), slog.Int("partition", int(k.partition)),
+			slog.String("group", ss.group), slog.String("member", ss.memberID), slog.String("topic", k.topic), slog.Int("partition", int(k.partition)),
 			slog.Int64("offset", next), slog.Int64("log_start", start), slog.Int64("high_watermark", end),
 			slog.String("policy", policy), slog.Int64("reset_to", to))
 	}
-}
-
-// coordinate runs the member's keepalive, heartbeat and balancing until the
-// session ends.
-func (ss *session) coordinate() {
-	s := ss.s
-	hb := ss.timeout / 3
-	lastBeat := time.Now()
-	t := time.NewTicker(s.cfg.BalanceInterval)
-	defer t.Stop()
-	for {
-		ss.mu.Lock()
-		silent := time.Since(ss.lastActive)
-		ss.mu.Unlock()
-		if silent > ss.timeout {
-			ss.cancel(errSessionExpired)
-			return
-		}
-		if time.Since(lastBeat) >= hb {
-			if err := ss.heartbeat(); err != nil {
-				if ss.ctx.Err() != nil {
-					return
-				}
-				s.log.Warn("group heartbeat failed", slog.String("group", ss.group), slog.String("member", ss.member), slog.Any("err", err))
-			} else {
-				lastBeat = time.Now()
-			}
-		}
-		if err := ss.balance(); err != nil && ss.ctx.Err() == nil {
-			s.log.Warn("group balancing round failed", slog.String("group", ss.group), slog.String("member", ss.member), slog.Any("err", err))
-		}
-		select {
-		case <-ss.ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
-
-// heartbeat keeps the member live; a member the store forgot (its
-// heartbeats failed past the timeout) joins again — its leases are checked
-// by the next balancing round.
-func (ss *session) heartbeat() error {
-	ctx, cancel := context.WithTimeout(ss.ctx, ss.timeout/3)
-	defer cancel()
-	err := ss.s.d.Bookkeeping.Heartbeat(ctx, ss.group, ss.member)
-	if errors.Is(err, bookkeeping.ErrNotFound) {
-		err = ss.s.d.Bookkeeping.Join(ctx, ss.group, bookkeeping.Member{ID: ss.member, ClientInfo: ss.info, SessionTimeout: ss.timeout, Topics: ss.topics})
-	}
-	return err
-}
-
-// balance is one balancing round over the session's topics.
-func (ss *session) balance() error {
-	s := ss.s
-	ctx, cancel := context.WithTimeout(ss.ctx, max(ss.timeout/2, time.Second))
-	defer cancel()
-	// Revoked leases whose commit never came are released now.
-	now := time.Now()
-	var expired []tp
-	ss.mu.Lock()
-	for k, l := range ss.leases {
-		if l.revoking && now.After(l.deadline) {
-			expired = append(expired, k)
-		}
-	}
-	ss.mu.Unlock()
-	for _, k := range expired {
-		ss.release(ctx, k)
-	}
-	members, err := s.d.Bookkeeping.ListMembers(ctx, ss.group)
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, topic := range ss.topics {
-		if err := ss.balanceTopic(ctx, topic, members); err != nil {
-			errs = append(errs, fmt.Errorf("topic %s: %w", topic, err))
-		}
-	}
-	return errors.Join(errs...)
-}
-
-func (ss *session) balanceTopic(ctx context.Context, topic string, members []bookkeeping.Member) error {
-	s := ss.s
-	t, err := s.topic(ctx, topic)
-	if err != nil {
-		return err
-	}
-	var ids []string
-	for _, m := range members {
-		if slices.Contains(m.Topics, topic) {
-			ids = append(ids, m.ID)
-		}
-	}
-	leases, err := s.d.Bookkeeping.ListLeases(ctx, ss.group, topic)
-	if err != nil {
-		return err
-	}
-	forgetOtherIncarnations(leases, t)
-	owners := make(map[int32]string, len(leases))
-	stored := make(map[int32]bookkeeping.Lease, len(leases))
-	for _, l := range leases {
-		if int(l.Partition) < t.Partitions {
-			owners[l.Partition] = l.Owner
-			stored[l.Partition] = l
-		}
-	}
-	// Leases this session holds that moved: lost.
-	var lost []*sluicev1.PartitionLease
-	ss.mu.Lock()
-	for k, l := range ss.leases {
-		if k.topic != topic {
-			continue
-		}
-		st := stored[k.partition]
-		if st.Owner != ss.member || st.Epoch != l.epoch {
-			lost = append(lost, &sluicev1.PartitionLease{Topic: topic, Partition: k.partition, Epoch: l.epoch, Offset: l.next})
-			if l.unfollow != nil {
-				l.unfollow()
-			}
-			delete(ss.leases, k)
-		}
-	}
-	if len(lost) > 0 {
-		ss.events = append(ss.events, assignment(nil, lost, true, 0))
-	}
-	ss.mu.Unlock()
-	if len(lost) > 0 {
-		ss.signal()
-	}
-	plan, err := assign.Decide(s.cfg.Assign, assign.Input{Me: ss.member, Members: ids, Partitions: int32(t.Partitions), Owners: owners})
-	if err != nil {
-		return err
-	}
-	var added, revoked []*sluicev1.PartitionLease
-	for _, p := range plan.Release {
-		k := tp{topic, p}
-		ss.mu.Lock()
-		if l, ok := ss.leases[k]; ok && !l.revoking {
-			l.revoking, l.deadline = true, time.Now().Add(s.cfg.RevokeTimeout)
-			if l.unfollow != nil {
-				l.unfollow()
-				l.unfollow = nil
-			}
-			revoked = append(revoked, &sluicev1.PartitionLease{Topic: topic, Partition: p, Epoch: l.epoch, Offset: l.next})
-		}
-		ss.mu.Unlock()
-	}
-	// Acquisitions run acquireParallelism at a time: each is a lease
-	// compare-and-set in bookkeeping and, for a partition the group never
-	// committed, a catalog read for its start offset; one after another,
-	// a round over hundreds of new partitions outlasted its deadline.
-	ss.primeStarts(ctx, topic, plan.Acquire, stored)
-	got := make([]*sluicev1.PartitionLease, len(plan.Acquire))
-	errs := make([]error, len(plan.Acquire))
-	sem := make(chan struct{}, acquireParallelism)
-	var wg sync.WaitGroup
-	for i, p := range plan.Acquire {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			got[i], errs[i] = ss.acquire(ctx, topic, p, stored)
-		})
-	}
-	wg.Wait()
-	for _, a := range got {
-		if a != nil {
-			added = append(added, a)
-		}
-	}
-	if len(added) > 0 || len(revoked) > 0 {
-		// The leases start delivering together with their event, so no
-		// record of a partition precedes the event that assigns it.
-		ss.mu.Lock()
-		for _, a := range added {
-			ss.leases[tp{topic, a.Partition}] = &heldLease{epoch: a.Epoch, next: a.Offset, unfollow: s.logs.Follow(topic, int(a.Partition), ss.wake)}
-		}
-		ss.events = append(ss.events, assignment(added, revoked, false, int32(s.cfg.RevokeTimeout.Milliseconds())))
-		ss.mu.Unlock()
-		ss.signal()
-		s.log.Info("group assignment changed", slog.String("group", ss.group), slog.String("member", ss.member),
-			slog.String("topic", topic), slog.Int("added", len(added)), slog.Int("revoked", len(revoked)))
-	}
-	return errors.Join(errs...)
-}
-
-// acquireParallelism bounds the lease acquisitions of one balancing round
-// that run at once.
-const acquireParallelism = 16
-
-// primeAge is how old a partition record primed for a balancing round
-// (primeStarts) may be when an acquisition takes its start offset: the
-// round's own listing, not one from before. Should the log start move
-// meanwhile (retention), delivery meets OUT_OF_RANGE and continues at the
-// new start.
-const primeAge = 15 * time.Second
-
-// primeStarts reads in one listing the partition records of the
-// partitions this round acquires that the group never committed (their
-// start offset comes from the record): one catalog call for the round
-// instead of one or two per partition. A failed listing only means each
-// acquisition reads its own.
-func (ss *session) primeStarts(ctx context.Context, topic string, acquire []int32, stored map[int32]bookkeeping.Lease) {
-	lo, hi, n := int32(-1), int32(-1), 0
-	for _, p := range acquire {
-		if st, ok := stored[p]; ok && st.Offset != bookkeeping.NoOffset {
-			continue
-		}
-		if n == 0 || p < lo {
-			lo = p
-		}
-		hi = max(hi, p)
-		n++
-	}
-	if n < 2 {
-		return
-	}
-	s := ss.s
-	for next := int(lo); next <= int(hi); {
-		token := "" // the first page: IndexToken starts at 1
-		if next > 0 {
-			token = catalog.IndexToken(next)
-		}
-		page, err := s.d.Catalog.ListPartitions(ctx, topic, token, min(int(hi)-next+1, catalog.MaxPageSize))
-		if err != nil {
-			s.log.Debug("listing partitions for a balancing round failed", slog.String("topic", topic), slog.Any("err", err))
-			return
-		}
-		s.logs.Prime(page.Items)
-		if len(page.Items) == 0 || page.NextPageToken == "" {
-			return
-		}
-		next = page.Items[len(page.Items)-1].Index + 1
-	}
-}
-
-// acquire takes the lease of one partition for the session's member and
-// returns it with the offset delivery starts at (nil, nil: another member
-// holds it).
-func (ss *session) acquire(ctx context.Context, topic string, p int32, stored map[int32]bookkeeping.Lease) (*sluicev1.PartitionLease, error) {
-	s := ss.s
-	epoch, err := s.d.Bookkeeping.Acquire(ctx, ss.group, topic, p, ss.member)
-	if err != nil {
-		if errors.Is(err, bookkeeping.ErrLeaseHeld) {
-			return nil, nil
-		}
-		return nil, err
-	}
-	next := bookkeeping.NoOffset
-	if st, ok := stored[p]; ok {
-		next = st.Offset
-	}
-	if next == bookkeeping.NoOffset {
-		next, err = s.startOffsetWithin(ctx, topic, int(p), startOf(ss.start), primeAge)
-		if err != nil {
-			// Hold the lease but release it: another round retries.
-			_ = s.d.Bookkeeping.Release(ctx, ss.group, topic, p, ss.member, epoch)
-			return nil, err
-		}
-	}
-	return &sluicev1.PartitionLease{Topic: topic, Partition: p, Epoch: epoch, Offset: next}, nil
-}
-
-// startOf maps the session's start position: unset means earliest.
-func startOf(p sluicev1.StartPosition) sluicev1.StartPosition {
-	if p == sluicev1.StartPosition_START_POSITION_UNSPECIFIED {
-		return sluicev1.StartPosition_START_POSITION_EARLIEST
-	}
-	return p
 }
 
 func assignment(added, revoked []*sluicev1.PartitionLease, lost bool, revokeMs int32) *sluicev1.SubscribeResponse {
 	return &sluicev1.SubscribeResponse{Event: &sluicev1.SubscribeResponse_Assignment{Assignment: &sluicev1.AssignmentChanged{
 		Added: added, Revoked: revoked, Lost: lost, RevokeTimeoutMs: revokeMs,
 	}}}
-}
-
-// release gives up a revoking lease.
-func (ss *session) release(ctx context.Context, k tp) {
-	ss.mu.Lock()
-	l, ok := ss.leases[k]
-	if !ok || !l.revoking {
-		ss.mu.Unlock()
-		return
-	}
-	delete(ss.leases, k)
-	ss.mu.Unlock()
-	err := ss.s.d.Bookkeeping.Release(ctx, ss.group, k.topic, k.partition, ss.member, l.epoch)
-	if err != nil && !errors.Is(err, bookkeeping.ErrFenced) {
-		ss.s.log.Warn("group lease release failed; it frees when the member leaves", slog.String("group", ss.group),
-			slog.String("topic", k.topic), slog.Int("partition", int(k.partition)), slog.Any("err", err))
-	}
 }
 
 // GrantCredits adds credits to a session (and keeps it alive).
@@ -749,7 +451,7 @@ func (s *Service) sessionOf(group, member string) *session {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, ss := range s.sessions {
-		if ss.group == group && ss.member == member {
+		if ss.group == group && ss.memberID == member {
 			return ss
 		}
 	}
