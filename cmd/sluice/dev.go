@@ -13,6 +13,7 @@ import (
 	"github.com/sluicemq/sluice/internal/rpcserver"
 	"github.com/sluicemq/sluice/internal/telemetry"
 	"github.com/sluicemq/sluice/services/compactor"
+	"github.com/sluicemq/sluice/services/fetch"
 )
 
 // devDefaultAddr is the fixed default address scripts and the client
@@ -28,6 +29,7 @@ type devFlags struct {
 	cors       string
 	pprof      bool
 	maxRequest int
+	triggers   runtimeFlags
 
 	origins []string // from cors, by check
 }
@@ -36,7 +38,7 @@ func newDevCmd() *cobra.Command {
 	var f devFlags
 	cmd := &cobra.Command{
 		Use:   "dev",
-		Short: "run Sluice in one process with no dependencies (partial: see README status)",
+		Short: "run Sluice in one process with no dependencies",
 		Long: `Runs a whole Sluice in one process with no external dependencies: 3 bookies, the
 embedded catalog and bookkeeping, ingest, fetch and the compactor. Every public service
 (topics, produce, consume and consumer groups) is served on --addr: Connect, gRPC and
@@ -44,7 +46,10 @@ gRPC-web over HTTP/1.1 and h2c, with health, reflection and /metrics. Data lives
 --data-dir and survives restarts (kill -9 included); sealed ledgers move to
 DATA-DIR/objects after --offload-age.
 
-Partial: function triggers are not built yet (the log says so at start).
+Triggers (sluice trigger create) run in its fetch service and invoke their functions
+through the Lambda Invoke API: AWS Lambda, or with --lambda-endpoint an emulator
+(localstack/lambda.sh runs aws-lambda-go handlers under AWS's Runtime Interface Emulator).
+Records a trigger sends to its on_failure_topic go through its own ingest service.
 Ready when grpc.health.v1.Health/Check answers SERVING.`,
 		Args:    noArgs,
 		PreRunE: func(*cobra.Command, []string) error { return f.check() },
@@ -60,6 +65,7 @@ Ready when grpc.health.v1.Health/Check answers SERVING.`,
 	fs.StringVar(&f.cors, "cors-origins", "", "comma-separated extra browser origins allowed to call (localhost origins are always allowed in dev)")
 	fs.BoolVar(&f.pprof, "pprof", false, "serve Go's runtime profiles under /debug/pprof/ on --addr (benchmarks, diagnosis)")
 	maxRequestBytesFlag(cmd, &f.maxRequest)
+	addRuntimeFlags(cmd, &f.triggers)
 	return cmd
 }
 
@@ -74,6 +80,7 @@ func (f *devFlags) check() error {
 		c.badf("--offload-age %v: %v", f.offloadAge, err)
 	}
 	f.origins = c.origins("cors-origins", f.cors)
+	f.triggers.check(&c)
 	return c.err()
 }
 
@@ -84,11 +91,17 @@ func runDev(ctx context.Context, f devFlags, stdout, stderr io.Writer) error {
 	}
 	defer func() { _ = tel.Shutdown(context.Background()) }()
 
+	lambda, err := f.triggers.invoker(ctx)
+	if err != nil {
+		return err
+	}
 	fmt.Fprintf(stdout, "sluice dev: opening 3 bookies, the catalog, bookkeeping, ingest, fetch and the compactor in %s ...\n", f.dataDir)
 	c, err := cluster.New(cluster.Config{
 		Dir: f.dataDir, Addr: f.addr, Telemetry: tel,
 		Server:    rpcserver.Config{AllowLocalhost: true, CORSOrigins: f.origins, Pprof: f.pprof, MaxRequestBytes: f.maxRequest},
 		Compactor: compactor.Config{OffloadAge: f.offloadAge},
+		Fetch:     fetch.Config{TriggerRefresh: f.triggers.refresh},
+		Lambda:    lambda,
 	})
 	if err != nil {
 		if strings.Contains(err.Error(), "address already in use") {
@@ -96,7 +109,6 @@ func runDev(ctx context.Context, f devFlags, stdout, stderr io.Writer) error {
 		}
 		return err
 	}
-	fmt.Fprintf(stdout, "sluice dev listening on http://%s (data in %s)\n", c.Addr(), f.dataDir)
-	tel.Logger.Warn("dev mode is partial: topics, produce, consume and the compactor (offload to DATA-DIR/objects, retention) run; function triggers are not implemented yet")
+	fmt.Fprintf(stdout, "sluice dev listening on http://%s (data in %s; %s)\n", c.Addr(), f.dataDir, f.triggers.where())
 	return c.Run(ctx)
 }

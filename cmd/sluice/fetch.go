@@ -10,12 +10,14 @@ import (
 	"sync"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
 
 	"github.com/sluicemq/sluice/bookkeeper/client"
 	"github.com/sluicemq/sluice/internal/rpcserver"
 	"github.com/sluicemq/sluice/internal/telemetry"
 	bkcassandra "github.com/sluicemq/sluice/pkg/bookkeeping/cassandra"
+	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/pkg/objstore"
 	"github.com/sluicemq/sluice/services/admin"
 	"github.com/sluicemq/sluice/services/fetch"
@@ -35,6 +37,8 @@ type fetchFlags struct {
 	logFormat       string
 	pprof           bool
 	maxRequest      int
+	ingest          string
+	triggers        runtimeFlags
 
 	hosts   []string // from cassandra, by check
 	origins []string // from cors, by check
@@ -52,7 +56,12 @@ func newFetchCmd() *cobra.Command {
 and the group half of the admin API. Copies are stateless apart from their sessions; a
 session's GrantCredits and Commit calls that reach another copy are forwarded to the copy
 serving its Subscribe stream (its --advertise address). Groups, leases and committed
-offsets live in Cassandra; with --objects it also reads ledgers the compactor offloaded.`,
+offsets live in Cassandra; with --objects it also reads ledgers the compactor offloaded.
+
+Every fetch copy also runs the catalog's enabled triggers (sluice trigger create): each
+trigger is a consumer group of its own whose partitions spread over the copies; its
+function is invoked through the Lambda Invoke API (AWS Lambda, or --lambda-endpoint).
+Records a trigger sends to its on_failure_topic are produced through --ingest-address.`,
 		Args:    noArgs,
 		PreRunE: func(*cobra.Command, []string) error { return f.check() },
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -73,6 +82,8 @@ offsets live in Cassandra; with --objects it also reads ledgers the compactor of
 	logFormatFlag(cmd, &f.logFormat)
 	fs.BoolVar(&f.pprof, "pprof", false, "serve Go's runtime profiles under /debug/pprof/ (benchmarks, diagnosis)")
 	maxRequestBytesFlag(cmd, &f.maxRequest)
+	fs.StringVar(&f.ingest, "ingest-address", "", "an ingest copy (host:port) to produce triggers' failed records to their on_failure_topic through; empty: a trigger with an on_failure_topic stops on a failure instead, and says why")
+	addRuntimeFlags(cmd, &f.triggers)
 	return cmd
 }
 
@@ -115,6 +126,10 @@ func (f *fetchFlags) check() error {
 	f.origins = c.origins("cors-origins", f.cors)
 	c.logFormat(f.logFormat)
 	c.maxRequestBytes(f.maxRequest)
+	if f.ingest != "" {
+		c.advertiseAddr("ingest-address", f.ingest)
+	}
+	f.triggers.check(&c)
 	if err := c.err(); err != nil {
 		return err
 	}
@@ -127,7 +142,7 @@ func (f *fetchFlags) check() error {
 // config is the fetch service's config from the flags (Logger is set when
 // it starts).
 func (f *fetchFlags) config() fetch.Config {
-	cfg := fetch.Config{Address: f.advertise, BalanceInterval: f.balance}
+	cfg := fetch.Config{Address: f.advertise, BalanceInterval: f.balance, TriggerRefresh: f.triggers.refresh}
 	cfg.Log.CacheBytes = f.cacheMiB << 20
 	return cfg
 }
@@ -160,13 +175,22 @@ func runFetch(ctx context.Context, f fetchFlags, stdout, stderr io.Writer) error
 		}
 		defer deps.Objects.Close()
 	}
+	if deps.Lambda, err = f.triggers.invoker(ctx); err != nil {
+		return err
+	}
+	if deps.Lambda != nil {
+		deps.Triggers, deps.Meters = cat, tel.MeterProvider
+	}
+	if f.ingest != "" {
+		deps.Producer = sluicev1connect.NewProducerServiceClient(clientHTTP, baseURL(f.ingest), connect.WithGRPC())
+	}
 	fcfg := f.config()
 	fcfg.Logger = tel.Logger
 	svc, err := fetch.New(fcfg, deps)
 	if err != nil {
 		return err
 	}
-	ad, err := admin.New(admin.Deps{Catalog: cat, Groups: svc.GroupAdmin(), Ledgers: ledgers, TopicDeleted: svc.TopicDeleted})
+	ad, err := admin.New(admin.Deps{Catalog: cat, Groups: svc.GroupAdmin(), Ledgers: ledgers, TopicDeleted: svc.TopicDeleted, TriggerStatus: svc.TriggerStatus})
 	if err != nil {
 		return err
 	}
@@ -180,7 +204,7 @@ func runFetch(ctx context.Context, f fetchFlags, stdout, stderr io.Writer) error
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w (pick another with --addr)", f.addr, err)
 	}
-	fmt.Fprintf(stdout, "sluice fetch listening on http://%s (catalog table %s, Cassandra %s)\n", ln.Addr(), f.table, f.cassandra)
+	fmt.Fprintf(stdout, "sluice fetch listening on http://%s (catalog table %s, Cassandra %s; %s)\n", ln.Addr(), f.table, f.cassandra, f.triggers.where())
 
 	// Shutdown: sessions end first (members leave, their leases free at
 	// once), then the server drains.

@@ -390,6 +390,29 @@ func triggerDescribe(ctx context.Context, addr, name string, stdout io.Writer) e
 	} {
 		fmt.Fprintf(stdout, "%-17s %s\n", kv[0]+":", kv[1])
 	}
+	if g := resp.Msg.GetGroup(); g != "" {
+		fmt.Fprintf(stdout, "%-17s %s (%d fetch copies run it)\n", "group:", g, resp.Msg.GetMembers())
+	}
+	if parts := resp.Msg.GetPartitions(); len(parts) > 0 {
+		fmt.Fprintf(stdout, "\n%-9s %-12s %-12s %-10s %-11s %s\n", "PARTITION", "COMMITTED", "END", "LAG", "STATE", "LAST ERROR")
+		num := func(v int64) string {
+			if v < 0 {
+				return "-"
+			}
+			return strconv.FormatInt(v, 10)
+		}
+		for _, p := range parts {
+			lastErr := p.GetLastError()
+			if at := p.GetLastErrorAtMs(); at > 0 {
+				lastErr = time.UnixMilli(at).UTC().Format(time.RFC3339) + " " + lastErr
+			}
+			state := p.GetState()
+			if state == "" {
+				state = "-"
+			}
+			fmt.Fprintf(stdout, "%-9d %-12s %-12s %-10s %-11s %s\n", p.GetPartition(), num(p.GetCommittedOffset()), num(p.GetEndOffset()), num(p.GetLag()), state, lastErr)
+		}
+	}
 	return nil
 }
 
@@ -403,7 +426,7 @@ func triggerList(ctx context.Context, addr string, stdout io.Writer) error {
 			return err
 		}
 		for _, t := range resp.Msg.GetTriggers() {
-			state := "not running"
+			state := "enabled"
 			if t.GetState() == sluicev1.TriggerState_TRIGGER_STATE_DISABLED {
 				state = "disabled"
 			}

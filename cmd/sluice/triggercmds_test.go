@@ -106,7 +106,7 @@ func TestTriggerCommands(t *testing.T) {
 		return out.String() + errOut.String()
 	}
 	got := sluice(0, "trigger", "create", "--topic", "orders", "orders-fn", "--function", "orders-handler", "--batch-size", "500")
-	if want := "created trigger orders-fn: topic orders -> function orders-handler (not running: the trigger runtime is not built yet (issue 22))\n"; got != want {
+	if want := "created trigger orders-fn: topic orders -> function orders-handler (enabled (DescribeTrigger shows whether it runs))\n"; got != want {
 		t.Fatalf("create:\n%q\nwant\n%q", got, want)
 	}
 	if got := sluice(1, "trigger", "create", "x", "--topic", "missing", "--function", "f"); !strings.Contains(got, "not_found") && !strings.Contains(got, "not found") {
@@ -134,7 +134,7 @@ func TestTriggerCommands(t *testing.T) {
 	sluice(0, "trigger", "create", "a-first", "--topic", "orders", "--function", "f")
 	list := sluice(0, "trigger", "list")
 	lines := strings.Split(strings.TrimSpace(list), "\n")
-	if len(lines) != 3 || !strings.HasPrefix(lines[1], "a-first ") || !strings.Contains(lines[2], "disabled") || !strings.Contains(lines[1], "not running") {
+	if len(lines) != 3 || !strings.HasPrefix(lines[1], "a-first ") || !strings.Contains(lines[2], "disabled") || !strings.Contains(lines[1], "enabled") {
 		t.Fatalf("list:\n%s", list)
 	}
 	if got := sluice(0, "trigger", "delete", "a-first"); got != "deleted trigger a-first\n" {

@@ -37,6 +37,7 @@ import (
 	"github.com/sluicemq/sluice/services/admin"
 	"github.com/sluicemq/sluice/services/compactor"
 	"github.com/sluicemq/sluice/services/fetch"
+	"github.com/sluicemq/sluice/services/fetch/trigger"
 	"github.com/sluicemq/sluice/services/ingest"
 )
 
@@ -65,6 +66,8 @@ type Config struct {
 	// ProducerService and AdminService on its own loopback address: for
 	// tests of forwarding, takeover and hand-over.
 	ExtraIngest int
+	// Lambda invokes the functions of triggers; nil runs no triggers.
+	Lambda *trigger.Invoker
 	// Telemetry is the observability set; nil discards.
 	Telemetry *telemetry.Telemetry
 	// IngestCatalog, if set, wraps the catalog the ingest copies see: a
@@ -188,9 +191,6 @@ func New(cfg Config) (_ *Cluster, err error) {
 	if fcfg.Address == "" {
 		fcfg.Address = c.publicLn.Addr().String()
 	}
-	if c.Fetch, err = fetch.New(fcfg, fetch.Deps{Catalog: c.Catalog, Ledgers: c.Ledgers, Bookkeeping: c.Bookkeeping, Forward: fetch.Forwarder(h2c), Objects: c.Objects}); err != nil {
-		return nil, err
-	}
 	var icat ingest.Catalog = c.Catalog
 	if cfg.IngestCatalog != nil {
 		icat = cfg.IngestCatalog(icat)
@@ -203,7 +203,18 @@ func New(cfg Config) (_ *Cluster, err error) {
 	if c.Ingest, err = ingest.New(icfg, ingest.Deps{Catalog: icat, Ledgers: ingest.LedgerClient(c.Ledgers), Forward: ingest.Forwarder(h2c)}); err != nil {
 		return nil, err
 	}
-	if c.Admin, err = admin.New(admin.Deps{Catalog: c.Catalog, EndOffset: c.Ingest.EndOffset, Groups: c.Fetch.GroupAdmin(), Ledgers: c.Ledgers, TopicDeleted: func(t catalog.Topic) { c.Ingest.TopicDeleted(t); c.Fetch.TopicDeleted(t) }}); err != nil {
+	// The fetch service's triggers send failed records to their DLQ
+	// through this process's ingest service, in process.
+	fdeps := fetch.Deps{Catalog: c.Catalog, Ledgers: c.Ledgers, Bookkeeping: c.Bookkeeping, Forward: fetch.Forwarder(h2c), Objects: c.Objects,
+		Producer: c.Ingest, Meters: tel.MeterProvider}
+	if cfg.Lambda != nil {
+		fdeps.Lambda, fdeps.Triggers = cfg.Lambda, c.Catalog
+	}
+	if c.Fetch, err = fetch.New(fcfg, fdeps); err != nil {
+		return nil, err
+	}
+	if c.Admin, err = admin.New(admin.Deps{Catalog: c.Catalog, EndOffset: c.Ingest.EndOffset, Groups: c.Fetch.GroupAdmin(), Ledgers: c.Ledgers,
+		TopicDeleted: func(t catalog.Topic) { c.Ingest.TopicDeleted(t); c.Fetch.TopicDeleted(t) }, TriggerStatus: c.Fetch.TriggerStatus}); err != nil {
 		return nil, err
 	}
 	c.public.Handle(c.Ingest.Handler(c.public.HandlerOptions()...))

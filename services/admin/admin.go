@@ -53,6 +53,10 @@ type Deps struct {
 	// its writers were fenced): the ingest copy serving it drops its
 	// writers of that topic at once instead of at their next write.
 	TopicDeleted func(catalog.Topic)
+	// TriggerStatus, if set, reports a trigger's runtime state for
+	// DescribeTrigger (the fetch service's TriggerStatus): its Trigger
+	// carries only the state and its message.
+	TriggerStatus func(context.Context, catalog.Trigger) (*sluicev1.DescribeTriggerResponse, error)
 }
 
 // Ledgers is the ledger client's recovery: fence a ledger on its bookies

@@ -10,13 +10,15 @@ import (
 	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
 )
 
-// The trigger RPCs store and read triggers (catalog.Triggers). Nothing runs
-// them yet: the runtime in the fetch service is still to be built (issue
-// 22), and DescribeTrigger says so instead of inventing runtime data.
+// The trigger RPCs store and read triggers (catalog.Triggers); the fetch
+// service runs them (services/fetch/triggers.go) and reports their
+// runtime state through Deps.TriggerStatus, which DescribeTrigger asks.
+// The other RPCs show the stored state only (enabled or disabled): the
+// runtime state costs a group listing and a lag lookup per partition.
 
-// notRunning is the state message of an enabled trigger until the runtime
-// exists.
-const notRunning = "not running: the trigger runtime is not built yet (issue 22)"
+// enabledMessage is the state message of an enabled trigger where the
+// runtime state is not looked up.
+const enabledMessage = "enabled (DescribeTrigger shows whether it runs)"
 
 // CreateTrigger stores a trigger on an existing topic.
 func (s *Service) CreateTrigger(ctx context.Context, req *connect.Request[sluicev1.CreateTriggerRequest]) (*connect.Response[sluicev1.CreateTriggerResponse], error) {
@@ -74,7 +76,20 @@ func (s *Service) DescribeTrigger(ctx context.Context, req *connect.Request[slui
 	if err != nil {
 		return nil, apierr.FromCatalog(err)
 	}
-	return connect.NewResponse(&sluicev1.DescribeTriggerResponse{Trigger: triggerInfo(tr)}), nil
+	info := triggerInfo(tr)
+	if s.d.TriggerStatus == nil {
+		if tr.Enabled {
+			info.StateMessage = "enabled; this admin endpoint has no consumer side to report the runtime state: ask a fetch copy's"
+		}
+		return connect.NewResponse(&sluicev1.DescribeTriggerResponse{Trigger: info}), nil
+	}
+	st, err := s.d.TriggerStatus(ctx, tr)
+	if err != nil {
+		return nil, err
+	}
+	info.State, info.StateMessage = st.GetTrigger().GetState(), st.GetTrigger().GetStateMessage()
+	st.Trigger = info
+	return connect.NewResponse(st), nil
 }
 
 var startingPositions = map[sluicev1.TriggerStartingPosition]catalog.StartingPosition{
@@ -118,7 +133,7 @@ func triggerInfo(tr catalog.Trigger) *sluicev1.TriggerInfo {
 			RetryBackoffInitialMs: tr.RetryBackoffInitialMs, RetryBackoffMaxMs: tr.RetryBackoffMaxMs,
 			MaxRecordAgeMs: tr.MaxRecordAgeMs, BisectOnError: tr.BisectOnError, OnFailureTopic: tr.OnFailureTopic,
 		},
-		State: sluicev1.TriggerState_TRIGGER_STATE_NOT_RUNNING, StateMessage: notRunning,
+		StateMessage: enabledMessage,
 	}
 	if !tr.Enabled {
 		info.State, info.StateMessage = sluicev1.TriggerState_TRIGGER_STATE_DISABLED, "disabled: stored, not run"

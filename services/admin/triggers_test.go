@@ -76,8 +76,9 @@ func testTriggerRPCs(t *testing.T, ctx context.Context, c sluicev1connect.AdminS
 	if got.GetMaxBatchBytes() != catalog.MaxTriggerBatchBytes || got.GetMaxRetries() != 3 || got.GetRetryBackoffInitialMs() != 100 || got.GetRetryBackoffMaxMs() != 30_000 {
 		t.Fatalf("defaults not resolved: %v", got)
 	}
-	// Honest state: stored, not run.
-	if info.GetState() != sluicev1.TriggerState_TRIGGER_STATE_NOT_RUNNING || !strings.Contains(info.GetStateMessage(), "runtime is not built yet") {
+	// Create answers the stored state only; the runtime state is
+	// DescribeTrigger's.
+	if info.GetState() != sluicev1.TriggerState_TRIGGER_STATE_UNSPECIFIED || !strings.Contains(info.GetStateMessage(), "enabled") {
 		t.Fatalf("state = %v %q", info.GetState(), info.GetStateMessage())
 	}
 

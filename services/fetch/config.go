@@ -90,6 +90,17 @@ type Config struct {
 	// Fetch: answers are delayed by the throttle time, which they report.
 	// The zero value is unlimited.
 	ClientQuota quota.Config
+	// TriggerRefresh is how often the trigger runtime reads the catalog's
+	// triggers (a created, changed or deleted trigger takes effect within
+	// it).
+	TriggerRefresh time.Duration
+	// TriggerSessionTimeout is the session timeout of a trigger's group
+	// member: how long after a copy dies its partitions move.
+	TriggerSessionTimeout time.Duration
+	// TriggerBootstrapServers is the bootstrapServers of the events a
+	// trigger sends (Lambda's Kafka event names the brokers); default
+	// Address.
+	TriggerBootstrapServers string
 	// Logger receives the service's events; nil discards them.
 	Logger *slog.Logger
 }
@@ -114,6 +125,11 @@ func (c Config) withDefaults() Config {
 	setd(&c.TopicCacheTTL, DefaultTopicCacheTTL)
 	setd(&c.ReadWait, DefaultReadWait)
 	setd(&c.RetryAfter, DefaultRetryAfter)
+	setd(&c.TriggerRefresh, DefaultTriggerRefresh)
+	setd(&c.TriggerSessionTimeout, DefaultTriggerSessionTimeout)
+	if c.TriggerBootstrapServers == "" {
+		c.TriggerBootstrapServers = c.Address
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -154,6 +170,8 @@ func (c Config) Validate() error {
 	dur("TopicCacheTTL", c.TopicCacheTTL, time.Millisecond, time.Hour)
 	dur("ReadWait", c.ReadWait, time.Millisecond, time.Minute)
 	dur("RetryAfter", c.RetryAfter, time.Millisecond, time.Minute)
+	dur("TriggerRefresh", c.TriggerRefresh, 10*time.Millisecond, time.Hour)
+	dur("TriggerSessionTimeout", c.TriggerSessionTimeout, MinSessionTimeout, MaxSessionTimeout)
 	return errors.Join(errs...)
 }
 

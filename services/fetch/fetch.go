@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"go.opentelemetry.io/otel/metric"
 	"gocloud.dev/blob"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 
@@ -30,6 +31,7 @@ import (
 	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/pkg/record"
 	"github.com/sluicemq/sluice/services/fetch/partlog"
+	"github.com/sluicemq/sluice/services/fetch/trigger"
 )
 
 // Deps are the fetch service's collaborators.
@@ -43,6 +45,17 @@ type Deps struct {
 	// Objects is the object store the compactor offloads ledgers to
 	// (pkg/objstore); nil when none is configured.
 	Objects *blob.Bucket
+	// Lambda invokes the functions of triggers. With it and Triggers, this
+	// copy runs the catalog's enabled triggers (triggers.go); without, it
+	// runs none.
+	Lambda   *trigger.Invoker
+	Triggers catalog.Triggers
+	// Producer sends failed records to triggers' on_failure_topic (an
+	// ingest copy's ProducerService); nil: a trigger with a DLQ stops on
+	// the failure instead, and says why.
+	Producer ProducerClient
+	// Meters receives the trigger runtime's metrics; nil discards them.
+	Meters metric.MeterProvider
 }
 
 // Service is one fetch copy. Create it with New, serve Handler (and
@@ -62,6 +75,7 @@ type Service struct {
 	topics   map[string]cachedTopic
 	sessions map[string]*session
 	closing  bool
+	triggers *triggerHost    // nil: this copy runs no triggers
 	ctx      context.Context // ends when Run returns; sessions derive from it
 	stop     context.CancelFunc
 	wg       sync.WaitGroup
@@ -99,6 +113,13 @@ func New(cfg Config, d Deps) (*Service, error) {
 	}
 	s.logs = logs
 	s.ctx, s.stop = context.WithCancel(context.Background())
+	if d.Lambda != nil && d.Triggers != nil {
+		meters, err := newTriggerMeters(d.Meters)
+		if err != nil {
+			return nil, err
+		}
+		s.triggers = &triggerHost{invoker: d.Lambda, dlq: d.Producer, meters: meters, cat: d.Triggers, runners: map[string]*triggerRunner{}}
+	}
 	return s, nil
 }
 
@@ -114,7 +135,15 @@ func (s *Service) Logs() *partlog.Logs { return s.logs }
 // the group, so their leases are free at once) and stops the tail
 // watchers.
 func (s *Service) Run(ctx context.Context) error {
+	trigDone := make(chan struct{})
+	go func() {
+		defer close(trigDone)
+		if s.triggers != nil {
+			s.runTriggers(ctx) // stops every runner when ctx ends
+		}
+	}()
 	<-ctx.Done()
+	<-trigDone
 	s.mu.Lock()
 	s.closing = true
 	s.mu.Unlock()

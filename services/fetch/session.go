@@ -464,6 +464,9 @@ func (s *Service) Commit(ctx context.Context, req *connect.Request[sluicev1.Comm
 	if err := bookkeeping.ValidateName("group", m.Group); err != nil {
 		return nil, bookkeepingErr(err)
 	}
+	if err := notTriggerGroup(m.Group); err != nil {
+		return nil, err
+	}
 	if len(m.Offsets) == 0 {
 		return nil, apierr.Invalid("offsets", "must not be empty")
 	}
@@ -684,6 +687,9 @@ func validateSubscribe(m *sluicev1.SubscribeRequest) (time.Duration, error) {
 	if err := bookkeeping.ValidateName("group", m.Group); err != nil {
 		return 0, bookkeepingErr(err)
 	}
+	if err := notTriggerGroup(m.Group); err != nil {
+		return 0, err
+	}
 	if len(m.Topics) == 0 {
 		return 0, apierr.Invalid("topics", "must name at least one topic")
 	}
@@ -710,4 +716,14 @@ func validateSubscribe(m *sluicev1.SubscribeRequest) (time.Duration, error) {
 		return 0, apierr.Invalid("read_committed", "transactions are not supported yet")
 	}
 	return timeout, nil
+}
+
+// notTriggerGroup refuses a client's Subscribe or Commit in a trigger's
+// group: only the trigger runtime is a member there (ResetGroupOffsets,
+// with the trigger disabled, moves its position).
+func notTriggerGroup(group string) error {
+	if strings.HasPrefix(group, TriggerGroupPrefix) {
+		return apierr.Invalid("group", "group names starting with %q belong to triggers; choose another name (to move a trigger's position, disable it and reset the group's offsets)", TriggerGroupPrefix)
+	}
+	return nil
 }

@@ -150,9 +150,19 @@ const (
 	TriggerState_TRIGGER_STATE_UNSPECIFIED TriggerState = 0
 	// Stored with `enabled` false: not run.
 	TriggerState_TRIGGER_STATE_DISABLED TriggerState = 1
-	// Stored and enabled, but not running: the trigger runtime is not built
-	// yet (issue 22).
+	// Stored and enabled, but no fetch copy runs it (yet): none has joined
+	// its group — just created or changed (copies pick changes up within
+	// seconds), or no fetch copy is up, or none has a Lambda client.
 	TriggerState_TRIGGER_STATE_NOT_RUNNING TriggerState = 2
+	// Fetch copies run it and no partition is stopped.
+	TriggerState_TRIGGER_STATE_RUNNING TriggerState = 3
+	// At least one partition stopped on a failure it must not skip (no
+	// `on_failure_topic`): see the partitions' `last_error`. Update the
+	// trigger to go on.
+	TriggerState_TRIGGER_STATE_STOPPED TriggerState = 4
+	// The topic it reads was deleted (or deleted and created again: a new
+	// incarnation); it runs no more. Delete it and create it again.
+	TriggerState_TRIGGER_STATE_TOPIC_DELETED TriggerState = 5
 )
 
 // Enum value maps for TriggerState.
@@ -161,11 +171,17 @@ var (
 		0: "TRIGGER_STATE_UNSPECIFIED",
 		1: "TRIGGER_STATE_DISABLED",
 		2: "TRIGGER_STATE_NOT_RUNNING",
+		3: "TRIGGER_STATE_RUNNING",
+		4: "TRIGGER_STATE_STOPPED",
+		5: "TRIGGER_STATE_TOPIC_DELETED",
 	}
 	TriggerState_value = map[string]int32{
-		"TRIGGER_STATE_UNSPECIFIED": 0,
-		"TRIGGER_STATE_DISABLED":    1,
-		"TRIGGER_STATE_NOT_RUNNING": 2,
+		"TRIGGER_STATE_UNSPECIFIED":   0,
+		"TRIGGER_STATE_DISABLED":      1,
+		"TRIGGER_STATE_NOT_RUNNING":   2,
+		"TRIGGER_STATE_RUNNING":       3,
+		"TRIGGER_STATE_STOPPED":       4,
+		"TRIGGER_STATE_TOPIC_DELETED": 5,
 	}
 )
 
@@ -1514,6 +1530,126 @@ func (x *TriggerSpec) GetOnFailureTopic() string {
 	return ""
 }
 
+// TriggerPartition is the runtime state of one partition of a trigger.
+type TriggerPartition struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Partition int32                  `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	// The member (on a fetch copy) holding the partition's lease; empty when
+	// none does.
+	Owner string `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
+	// Lease epoch of the owner; invocation ids carry it.
+	Epoch int64 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// Next offset to invoke: every record before it was processed (or sent
+	// to the DLQ). -1: none committed yet.
+	CommittedOffset int64 `protobuf:"varint,4,opt,name=committed_offset,json=committedOffset,proto3" json:"committed_offset,omitempty"`
+	// The partition's end offset (high watermark); -1 when unknown.
+	EndOffset int64 `protobuf:"varint,5,opt,name=end_offset,json=endOffset,proto3" json:"end_offset,omitempty"`
+	// Records not processed yet (end - committed); -1 when unknown.
+	Lag int64 `protobuf:"varint,6,opt,name=lag,proto3" json:"lag,omitempty"`
+	// RUNNING, BACKING_OFF (retrying a failure, throttled) or STOPPED, as its
+	// owner last committed it; empty before the first commit.
+	State string `protobuf:"bytes,7,opt,name=state,proto3" json:"state,omitempty"`
+	// The last error on this partition, and when (ms since the Unix epoch; 0
+	// when none).
+	LastError     string `protobuf:"bytes,8,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	LastErrorAtMs int64  `protobuf:"varint,9,opt,name=last_error_at_ms,json=lastErrorAtMs,proto3" json:"last_error_at_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TriggerPartition) Reset() {
+	*x = TriggerPartition{}
+	mi := &file_sluice_v1_admin_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TriggerPartition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TriggerPartition) ProtoMessage() {}
+
+func (x *TriggerPartition) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_admin_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TriggerPartition.ProtoReflect.Descriptor instead.
+func (*TriggerPartition) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *TriggerPartition) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *TriggerPartition) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *TriggerPartition) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *TriggerPartition) GetCommittedOffset() int64 {
+	if x != nil {
+		return x.CommittedOffset
+	}
+	return 0
+}
+
+func (x *TriggerPartition) GetEndOffset() int64 {
+	if x != nil {
+		return x.EndOffset
+	}
+	return 0
+}
+
+func (x *TriggerPartition) GetLag() int64 {
+	if x != nil {
+		return x.Lag
+	}
+	return 0
+}
+
+func (x *TriggerPartition) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *TriggerPartition) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
+func (x *TriggerPartition) GetLastErrorAtMs() int64 {
+	if x != nil {
+		return x.LastErrorAtMs
+	}
+	return 0
+}
+
 // TriggerInfo is a stored trigger.
 type TriggerInfo struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1539,7 +1675,7 @@ type TriggerInfo struct {
 
 func (x *TriggerInfo) Reset() {
 	*x = TriggerInfo{}
-	mi := &file_sluice_v1_admin_proto_msgTypes[19]
+	mi := &file_sluice_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1551,7 +1687,7 @@ func (x *TriggerInfo) String() string {
 func (*TriggerInfo) ProtoMessage() {}
 
 func (x *TriggerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_admin_proto_msgTypes[19]
+	mi := &file_sluice_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1564,7 +1700,7 @@ func (x *TriggerInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerInfo.ProtoReflect.Descriptor instead.
 func (*TriggerInfo) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{19}
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *TriggerInfo) GetName() string {
@@ -1636,7 +1772,7 @@ type CreateTriggerRequest struct {
 
 func (x *CreateTriggerRequest) Reset() {
 	*x = CreateTriggerRequest{}
-	mi := &file_sluice_v1_admin_proto_msgTypes[20]
+	mi := &file_sluice_v1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1648,7 +1784,7 @@ func (x *CreateTriggerRequest) String() string {
 func (*CreateTriggerRequest) ProtoMessage() {}
 
 func (x *CreateTriggerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_admin_proto_msgTypes[20]
+	mi := &file_sluice_v1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1661,7 +1797,7 @@ func (x *CreateTriggerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTriggerRequest.ProtoReflect.Descriptor instead.
 func (*CreateTriggerRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{20}
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CreateTriggerRequest) GetName() string {
@@ -1689,7 +1825,7 @@ type CreateTriggerResponse struct {
 
 func (x *CreateTriggerResponse) Reset() {
 	*x = CreateTriggerResponse{}
-	mi := &file_sluice_v1_admin_proto_msgTypes[21]
+	mi := &file_sluice_v1_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1701,7 +1837,7 @@ func (x *CreateTriggerResponse) String() string {
 func (*CreateTriggerResponse) ProtoMessage() {}
 
 func (x *CreateTriggerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_admin_proto_msgTypes[21]
+	mi := &file_sluice_v1_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1714,7 +1850,7 @@ func (x *CreateTriggerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTriggerResponse.ProtoReflect.Descriptor instead.
 func (*CreateTriggerResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{21}
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CreateTriggerResponse) GetTrigger() *TriggerInfo {
@@ -1740,7 +1876,7 @@ type UpdateTriggerRequest struct {
 
 func (x *UpdateTriggerRequest) Reset() {
 	*x = UpdateTriggerRequest{}
-	mi := &file_sluice_v1_admin_proto_msgTypes[22]
+	mi := &file_sluice_v1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1752,7 +1888,7 @@ func (x *UpdateTriggerRequest) String() string {
 func (*UpdateTriggerRequest) ProtoMessage() {}
 
 func (x *UpdateTriggerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_admin_proto_msgTypes[22]
+	mi := &file_sluice_v1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1765,7 +1901,7 @@ func (x *UpdateTriggerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateTriggerRequest.ProtoReflect.Descriptor instead.
 func (*UpdateTriggerRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{22}
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *UpdateTriggerRequest) GetName() string {
@@ -1800,7 +1936,7 @@ type UpdateTriggerResponse struct {
 
 func (x *UpdateTriggerResponse) Reset() {
 	*x = UpdateTriggerResponse{}
-	mi := &file_sluice_v1_admin_proto_msgTypes[23]
+	mi := &file_sluice_v1_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1812,7 +1948,7 @@ func (x *UpdateTriggerResponse) String() string {
 func (*UpdateTriggerResponse) ProtoMessage() {}
 
 func (x *UpdateTriggerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_admin_proto_msgTypes[23]
+	mi := &file_sluice_v1_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1825,7 +1961,7 @@ func (x *UpdateTriggerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateTriggerResponse.ProtoReflect.Descriptor instead.
 func (*UpdateTriggerResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{23}
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *UpdateTriggerResponse) GetTrigger() *TriggerInfo {
@@ -1846,7 +1982,7 @@ type DeleteTriggerRequest struct {
 
 func (x *DeleteTriggerRequest) Reset() {
 	*x = DeleteTriggerRequest{}
-	mi := &file_sluice_v1_admin_proto_msgTypes[24]
+	mi := &file_sluice_v1_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1858,7 +1994,7 @@ func (x *DeleteTriggerRequest) String() string {
 func (*DeleteTriggerRequest) ProtoMessage() {}
 
 func (x *DeleteTriggerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_admin_proto_msgTypes[24]
+	mi := &file_sluice_v1_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1871,7 +2007,7 @@ func (x *DeleteTriggerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTriggerRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTriggerRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{24}
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DeleteTriggerRequest) GetName() string {
@@ -1890,7 +2026,7 @@ type DeleteTriggerResponse struct {
 
 func (x *DeleteTriggerResponse) Reset() {
 	*x = DeleteTriggerResponse{}
-	mi := &file_sluice_v1_admin_proto_msgTypes[25]
+	mi := &file_sluice_v1_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1902,7 +2038,7 @@ func (x *DeleteTriggerResponse) String() string {
 func (*DeleteTriggerResponse) ProtoMessage() {}
 
 func (x *DeleteTriggerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_admin_proto_msgTypes[25]
+	mi := &file_sluice_v1_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1915,7 +2051,7 @@ func (x *DeleteTriggerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTriggerResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTriggerResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{25}
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{26}
 }
 
 // ListTriggersRequest pages through triggers.
@@ -1931,7 +2067,7 @@ type ListTriggersRequest struct {
 
 func (x *ListTriggersRequest) Reset() {
 	*x = ListTriggersRequest{}
-	mi := &file_sluice_v1_admin_proto_msgTypes[26]
+	mi := &file_sluice_v1_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1943,7 +2079,7 @@ func (x *ListTriggersRequest) String() string {
 func (*ListTriggersRequest) ProtoMessage() {}
 
 func (x *ListTriggersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_admin_proto_msgTypes[26]
+	mi := &file_sluice_v1_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1956,7 +2092,7 @@ func (x *ListTriggersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTriggersRequest.ProtoReflect.Descriptor instead.
 func (*ListTriggersRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{26}
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListTriggersRequest) GetPageSize() int32 {
@@ -1986,7 +2122,7 @@ type ListTriggersResponse struct {
 
 func (x *ListTriggersResponse) Reset() {
 	*x = ListTriggersResponse{}
-	mi := &file_sluice_v1_admin_proto_msgTypes[27]
+	mi := &file_sluice_v1_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1998,7 +2134,7 @@ func (x *ListTriggersResponse) String() string {
 func (*ListTriggersResponse) ProtoMessage() {}
 
 func (x *ListTriggersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_admin_proto_msgTypes[27]
+	mi := &file_sluice_v1_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2011,7 +2147,7 @@ func (x *ListTriggersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTriggersResponse.ProtoReflect.Descriptor instead.
 func (*ListTriggersResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{27}
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ListTriggersResponse) GetTriggers() []*TriggerInfo {
@@ -2039,7 +2175,7 @@ type DescribeTriggerRequest struct {
 
 func (x *DescribeTriggerRequest) Reset() {
 	*x = DescribeTriggerRequest{}
-	mi := &file_sluice_v1_admin_proto_msgTypes[28]
+	mi := &file_sluice_v1_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2051,7 +2187,7 @@ func (x *DescribeTriggerRequest) String() string {
 func (*DescribeTriggerRequest) ProtoMessage() {}
 
 func (x *DescribeTriggerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_admin_proto_msgTypes[28]
+	mi := &file_sluice_v1_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2064,7 +2200,7 @@ func (x *DescribeTriggerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTriggerRequest.ProtoReflect.Descriptor instead.
 func (*DescribeTriggerRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{28}
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *DescribeTriggerRequest) GetName() string {
@@ -2078,14 +2214,20 @@ func (x *DescribeTriggerRequest) GetName() string {
 type DescribeTriggerResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The trigger.
-	Trigger       *TriggerInfo `protobuf:"bytes,1,opt,name=trigger,proto3" json:"trigger,omitempty"`
+	Trigger *TriggerInfo `protobuf:"bytes,1,opt,name=trigger,proto3" json:"trigger,omitempty"`
+	// Its partitions' runtime state (partitions it never ran are left out).
+	Partitions []*TriggerPartition `protobuf:"bytes,2,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// The consumer group the trigger runs as ("__trigger." + name).
+	Group string `protobuf:"bytes,3,opt,name=group,proto3" json:"group,omitempty"`
+	// How many fetch copies run it (live members of its group).
+	Members       int32 `protobuf:"varint,4,opt,name=members,proto3" json:"members,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DescribeTriggerResponse) Reset() {
 	*x = DescribeTriggerResponse{}
-	mi := &file_sluice_v1_admin_proto_msgTypes[29]
+	mi := &file_sluice_v1_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2097,7 +2239,7 @@ func (x *DescribeTriggerResponse) String() string {
 func (*DescribeTriggerResponse) ProtoMessage() {}
 
 func (x *DescribeTriggerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_admin_proto_msgTypes[29]
+	mi := &file_sluice_v1_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2110,7 +2252,7 @@ func (x *DescribeTriggerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTriggerResponse.ProtoReflect.Descriptor instead.
 func (*DescribeTriggerResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{29}
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *DescribeTriggerResponse) GetTrigger() *TriggerInfo {
@@ -2118,6 +2260,27 @@ func (x *DescribeTriggerResponse) GetTrigger() *TriggerInfo {
 		return x.Trigger
 	}
 	return nil
+}
+
+func (x *DescribeTriggerResponse) GetPartitions() []*TriggerPartition {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+func (x *DescribeTriggerResponse) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *DescribeTriggerResponse) GetMembers() int32 {
+	if x != nil {
+		return x.Members
+	}
+	return 0
 }
 
 var File_sluice_v1_admin_proto protoreflect.FileDescriptor
@@ -2231,7 +2394,19 @@ const file_sluice_v1_admin_proto_rawDesc = "" +
 	"\x14retry_backoff_max_ms\x18\f \x01(\x03R\x11retryBackoffMaxMs\x12)\n" +
 	"\x11max_record_age_ms\x18\r \x01(\x03R\x0emaxRecordAgeMs\x12&\n" +
 	"\x0fbisect_on_error\x18\x0e \x01(\bR\rbisectOnError\x12(\n" +
-	"\x10on_failure_topic\x18\x0f \x01(\tR\x0eonFailureTopic\"\x9e\x02\n" +
+	"\x10on_failure_topic\x18\x0f \x01(\tR\x0eonFailureTopic\"\x96\x02\n" +
+	"\x10TriggerPartition\x12\x1c\n" +
+	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x14\n" +
+	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x14\n" +
+	"\x05epoch\x18\x03 \x01(\x03R\x05epoch\x12)\n" +
+	"\x10committed_offset\x18\x04 \x01(\x03R\x0fcommittedOffset\x12\x1d\n" +
+	"\n" +
+	"end_offset\x18\x05 \x01(\x03R\tendOffset\x12\x10\n" +
+	"\x03lag\x18\x06 \x01(\x03R\x03lag\x12\x14\n" +
+	"\x05state\x18\a \x01(\tR\x05state\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\b \x01(\tR\tlastError\x12'\n" +
+	"\x10last_error_at_ms\x18\t \x01(\x03R\rlastErrorAtMs\"\x9e\x02\n" +
 	"\vTriggerInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12*\n" +
 	"\x04spec\x18\x02 \x01(\v2\x16.sluice.v1.TriggerSpecR\x04spec\x12\x19\n" +
@@ -2263,9 +2438,14 @@ const file_sluice_v1_admin_proto_rawDesc = "" +
 	"\btriggers\x18\x01 \x03(\v2\x16.sluice.v1.TriggerInfoR\btriggers\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\",\n" +
 	"\x16DescribeTriggerRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"K\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\xb8\x01\n" +
 	"\x17DescribeTriggerResponse\x120\n" +
-	"\atrigger\x18\x01 \x01(\v2\x16.sluice.v1.TriggerInfoR\atrigger*\xb6\x01\n" +
+	"\atrigger\x18\x01 \x01(\v2\x16.sluice.v1.TriggerInfoR\atrigger\x12;\n" +
+	"\n" +
+	"partitions\x18\x02 \x03(\v2\x1b.sluice.v1.TriggerPartitionR\n" +
+	"partitions\x12\x14\n" +
+	"\x05group\x18\x03 \x01(\tR\x05group\x12\x18\n" +
+	"\amembers\x18\x04 \x01(\x05R\amembers*\xb6\x01\n" +
 	"\x14CommittedOffsetState\x12&\n" +
 	"\"COMMITTED_OFFSET_STATE_UNSPECIFIED\x10\x00\x12#\n" +
 	"\x1fCOMMITTED_OFFSET_STATE_IN_RANGE\x10\x01\x12*\n" +
@@ -2275,11 +2455,14 @@ const file_sluice_v1_admin_proto_rawDesc = "" +
 	"%TRIGGER_STARTING_POSITION_UNSPECIFIED\x10\x00\x12&\n" +
 	"\"TRIGGER_STARTING_POSITION_EARLIEST\x10\x01\x12$\n" +
 	" TRIGGER_STARTING_POSITION_LATEST\x10\x02\x12'\n" +
-	"#TRIGGER_STARTING_POSITION_TIMESTAMP\x10\x03*h\n" +
+	"#TRIGGER_STARTING_POSITION_TIMESTAMP\x10\x03*\xbf\x01\n" +
 	"\fTriggerState\x12\x1d\n" +
 	"\x19TRIGGER_STATE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16TRIGGER_STATE_DISABLED\x10\x01\x12\x1d\n" +
-	"\x19TRIGGER_STATE_NOT_RUNNING\x10\x022\x87\b\n" +
+	"\x19TRIGGER_STATE_NOT_RUNNING\x10\x02\x12\x19\n" +
+	"\x15TRIGGER_STATE_RUNNING\x10\x03\x12\x19\n" +
+	"\x15TRIGGER_STATE_STOPPED\x10\x04\x12\x1f\n" +
+	"\x1bTRIGGER_STATE_TOPIC_DELETED\x10\x052\x87\b\n" +
 	"\fAdminService\x12N\n" +
 	"\vCreateTopic\x12\x1d.sluice.v1.CreateTopicRequest\x1a\x1e.sluice.v1.CreateTopicResponse\"\x00\x12N\n" +
 	"\vDeleteTopic\x12\x1d.sluice.v1.DeleteTopicRequest\x1a\x1e.sluice.v1.DeleteTopicResponse\"\x00\x12T\n" +
@@ -2312,7 +2495,7 @@ func file_sluice_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_sluice_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_sluice_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_sluice_v1_admin_proto_goTypes = []any{
 	(CommittedOffsetState)(0),         // 0: sluice.v1.CommittedOffsetState
 	(TriggerStartingPosition)(0),      // 1: sluice.v1.TriggerStartingPosition
@@ -2336,71 +2519,73 @@ var file_sluice_v1_admin_proto_goTypes = []any{
 	(*ResetGroupOffsetsRequest)(nil),  // 19: sluice.v1.ResetGroupOffsetsRequest
 	(*ResetGroupOffsetsResponse)(nil), // 20: sluice.v1.ResetGroupOffsetsResponse
 	(*TriggerSpec)(nil),               // 21: sluice.v1.TriggerSpec
-	(*TriggerInfo)(nil),               // 22: sluice.v1.TriggerInfo
-	(*CreateTriggerRequest)(nil),      // 23: sluice.v1.CreateTriggerRequest
-	(*CreateTriggerResponse)(nil),     // 24: sluice.v1.CreateTriggerResponse
-	(*UpdateTriggerRequest)(nil),      // 25: sluice.v1.UpdateTriggerRequest
-	(*UpdateTriggerResponse)(nil),     // 26: sluice.v1.UpdateTriggerResponse
-	(*DeleteTriggerRequest)(nil),      // 27: sluice.v1.DeleteTriggerRequest
-	(*DeleteTriggerResponse)(nil),     // 28: sluice.v1.DeleteTriggerResponse
-	(*ListTriggersRequest)(nil),       // 29: sluice.v1.ListTriggersRequest
-	(*ListTriggersResponse)(nil),      // 30: sluice.v1.ListTriggersResponse
-	(*DescribeTriggerRequest)(nil),    // 31: sluice.v1.DescribeTriggerRequest
-	(*DescribeTriggerResponse)(nil),   // 32: sluice.v1.DescribeTriggerResponse
-	nil,                               // 33: sluice.v1.CreateTopicRequest.ConfigEntry
-	nil,                               // 34: sluice.v1.TopicInfo.ConfigEntry
-	(StartPosition)(0),                // 35: sluice.v1.StartPosition
+	(*TriggerPartition)(nil),          // 22: sluice.v1.TriggerPartition
+	(*TriggerInfo)(nil),               // 23: sluice.v1.TriggerInfo
+	(*CreateTriggerRequest)(nil),      // 24: sluice.v1.CreateTriggerRequest
+	(*CreateTriggerResponse)(nil),     // 25: sluice.v1.CreateTriggerResponse
+	(*UpdateTriggerRequest)(nil),      // 26: sluice.v1.UpdateTriggerRequest
+	(*UpdateTriggerResponse)(nil),     // 27: sluice.v1.UpdateTriggerResponse
+	(*DeleteTriggerRequest)(nil),      // 28: sluice.v1.DeleteTriggerRequest
+	(*DeleteTriggerResponse)(nil),     // 29: sluice.v1.DeleteTriggerResponse
+	(*ListTriggersRequest)(nil),       // 30: sluice.v1.ListTriggersRequest
+	(*ListTriggersResponse)(nil),      // 31: sluice.v1.ListTriggersResponse
+	(*DescribeTriggerRequest)(nil),    // 32: sluice.v1.DescribeTriggerRequest
+	(*DescribeTriggerResponse)(nil),   // 33: sluice.v1.DescribeTriggerResponse
+	nil,                               // 34: sluice.v1.CreateTopicRequest.ConfigEntry
+	nil,                               // 35: sluice.v1.TopicInfo.ConfigEntry
+	(StartPosition)(0),                // 36: sluice.v1.StartPosition
 }
 var file_sluice_v1_admin_proto_depIdxs = []int32{
-	33, // 0: sluice.v1.CreateTopicRequest.config:type_name -> sluice.v1.CreateTopicRequest.ConfigEntry
+	34, // 0: sluice.v1.CreateTopicRequest.config:type_name -> sluice.v1.CreateTopicRequest.ConfigEntry
 	9,  // 1: sluice.v1.CreateTopicResponse.topic:type_name -> sluice.v1.TopicInfo
 	9,  // 2: sluice.v1.DescribeTopicResponse.topic:type_name -> sluice.v1.TopicInfo
-	34, // 3: sluice.v1.TopicInfo.config:type_name -> sluice.v1.TopicInfo.ConfigEntry
+	35, // 3: sluice.v1.TopicInfo.config:type_name -> sluice.v1.TopicInfo.ConfigEntry
 	10, // 4: sluice.v1.TopicInfo.partitions:type_name -> sluice.v1.PartitionInfo
 	9,  // 5: sluice.v1.ListTopicsResponse.topics:type_name -> sluice.v1.TopicInfo
 	17, // 6: sluice.v1.DescribeGroupResponse.members:type_name -> sluice.v1.GroupMember
 	18, // 7: sluice.v1.DescribeGroupResponse.partitions:type_name -> sluice.v1.GroupPartition
 	0,  // 8: sluice.v1.GroupPartition.committed_offset_state:type_name -> sluice.v1.CommittedOffsetState
-	35, // 9: sluice.v1.ResetGroupOffsetsRequest.position:type_name -> sluice.v1.StartPosition
+	36, // 9: sluice.v1.ResetGroupOffsetsRequest.position:type_name -> sluice.v1.StartPosition
 	18, // 10: sluice.v1.ResetGroupOffsetsResponse.partitions:type_name -> sluice.v1.GroupPartition
 	1,  // 11: sluice.v1.TriggerSpec.starting_position:type_name -> sluice.v1.TriggerStartingPosition
 	21, // 12: sluice.v1.TriggerInfo.spec:type_name -> sluice.v1.TriggerSpec
 	2,  // 13: sluice.v1.TriggerInfo.state:type_name -> sluice.v1.TriggerState
 	21, // 14: sluice.v1.CreateTriggerRequest.spec:type_name -> sluice.v1.TriggerSpec
-	22, // 15: sluice.v1.CreateTriggerResponse.trigger:type_name -> sluice.v1.TriggerInfo
+	23, // 15: sluice.v1.CreateTriggerResponse.trigger:type_name -> sluice.v1.TriggerInfo
 	21, // 16: sluice.v1.UpdateTriggerRequest.spec:type_name -> sluice.v1.TriggerSpec
-	22, // 17: sluice.v1.UpdateTriggerResponse.trigger:type_name -> sluice.v1.TriggerInfo
-	22, // 18: sluice.v1.ListTriggersResponse.triggers:type_name -> sluice.v1.TriggerInfo
-	22, // 19: sluice.v1.DescribeTriggerResponse.trigger:type_name -> sluice.v1.TriggerInfo
-	3,  // 20: sluice.v1.AdminService.CreateTopic:input_type -> sluice.v1.CreateTopicRequest
-	5,  // 21: sluice.v1.AdminService.DeleteTopic:input_type -> sluice.v1.DeleteTopicRequest
-	7,  // 22: sluice.v1.AdminService.DescribeTopic:input_type -> sluice.v1.DescribeTopicRequest
-	11, // 23: sluice.v1.AdminService.ListTopics:input_type -> sluice.v1.ListTopicsRequest
-	13, // 24: sluice.v1.AdminService.ListGroups:input_type -> sluice.v1.ListGroupsRequest
-	15, // 25: sluice.v1.AdminService.DescribeGroup:input_type -> sluice.v1.DescribeGroupRequest
-	19, // 26: sluice.v1.AdminService.ResetGroupOffsets:input_type -> sluice.v1.ResetGroupOffsetsRequest
-	23, // 27: sluice.v1.AdminService.CreateTrigger:input_type -> sluice.v1.CreateTriggerRequest
-	25, // 28: sluice.v1.AdminService.UpdateTrigger:input_type -> sluice.v1.UpdateTriggerRequest
-	27, // 29: sluice.v1.AdminService.DeleteTrigger:input_type -> sluice.v1.DeleteTriggerRequest
-	29, // 30: sluice.v1.AdminService.ListTriggers:input_type -> sluice.v1.ListTriggersRequest
-	31, // 31: sluice.v1.AdminService.DescribeTrigger:input_type -> sluice.v1.DescribeTriggerRequest
-	4,  // 32: sluice.v1.AdminService.CreateTopic:output_type -> sluice.v1.CreateTopicResponse
-	6,  // 33: sluice.v1.AdminService.DeleteTopic:output_type -> sluice.v1.DeleteTopicResponse
-	8,  // 34: sluice.v1.AdminService.DescribeTopic:output_type -> sluice.v1.DescribeTopicResponse
-	12, // 35: sluice.v1.AdminService.ListTopics:output_type -> sluice.v1.ListTopicsResponse
-	14, // 36: sluice.v1.AdminService.ListGroups:output_type -> sluice.v1.ListGroupsResponse
-	16, // 37: sluice.v1.AdminService.DescribeGroup:output_type -> sluice.v1.DescribeGroupResponse
-	20, // 38: sluice.v1.AdminService.ResetGroupOffsets:output_type -> sluice.v1.ResetGroupOffsetsResponse
-	24, // 39: sluice.v1.AdminService.CreateTrigger:output_type -> sluice.v1.CreateTriggerResponse
-	26, // 40: sluice.v1.AdminService.UpdateTrigger:output_type -> sluice.v1.UpdateTriggerResponse
-	28, // 41: sluice.v1.AdminService.DeleteTrigger:output_type -> sluice.v1.DeleteTriggerResponse
-	30, // 42: sluice.v1.AdminService.ListTriggers:output_type -> sluice.v1.ListTriggersResponse
-	32, // 43: sluice.v1.AdminService.DescribeTrigger:output_type -> sluice.v1.DescribeTriggerResponse
-	32, // [32:44] is the sub-list for method output_type
-	20, // [20:32] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	23, // 17: sluice.v1.UpdateTriggerResponse.trigger:type_name -> sluice.v1.TriggerInfo
+	23, // 18: sluice.v1.ListTriggersResponse.triggers:type_name -> sluice.v1.TriggerInfo
+	23, // 19: sluice.v1.DescribeTriggerResponse.trigger:type_name -> sluice.v1.TriggerInfo
+	22, // 20: sluice.v1.DescribeTriggerResponse.partitions:type_name -> sluice.v1.TriggerPartition
+	3,  // 21: sluice.v1.AdminService.CreateTopic:input_type -> sluice.v1.CreateTopicRequest
+	5,  // 22: sluice.v1.AdminService.DeleteTopic:input_type -> sluice.v1.DeleteTopicRequest
+	7,  // 23: sluice.v1.AdminService.DescribeTopic:input_type -> sluice.v1.DescribeTopicRequest
+	11, // 24: sluice.v1.AdminService.ListTopics:input_type -> sluice.v1.ListTopicsRequest
+	13, // 25: sluice.v1.AdminService.ListGroups:input_type -> sluice.v1.ListGroupsRequest
+	15, // 26: sluice.v1.AdminService.DescribeGroup:input_type -> sluice.v1.DescribeGroupRequest
+	19, // 27: sluice.v1.AdminService.ResetGroupOffsets:input_type -> sluice.v1.ResetGroupOffsetsRequest
+	24, // 28: sluice.v1.AdminService.CreateTrigger:input_type -> sluice.v1.CreateTriggerRequest
+	26, // 29: sluice.v1.AdminService.UpdateTrigger:input_type -> sluice.v1.UpdateTriggerRequest
+	28, // 30: sluice.v1.AdminService.DeleteTrigger:input_type -> sluice.v1.DeleteTriggerRequest
+	30, // 31: sluice.v1.AdminService.ListTriggers:input_type -> sluice.v1.ListTriggersRequest
+	32, // 32: sluice.v1.AdminService.DescribeTrigger:input_type -> sluice.v1.DescribeTriggerRequest
+	4,  // 33: sluice.v1.AdminService.CreateTopic:output_type -> sluice.v1.CreateTopicResponse
+	6,  // 34: sluice.v1.AdminService.DeleteTopic:output_type -> sluice.v1.DeleteTopicResponse
+	8,  // 35: sluice.v1.AdminService.DescribeTopic:output_type -> sluice.v1.DescribeTopicResponse
+	12, // 36: sluice.v1.AdminService.ListTopics:output_type -> sluice.v1.ListTopicsResponse
+	14, // 37: sluice.v1.AdminService.ListGroups:output_type -> sluice.v1.ListGroupsResponse
+	16, // 38: sluice.v1.AdminService.DescribeGroup:output_type -> sluice.v1.DescribeGroupResponse
+	20, // 39: sluice.v1.AdminService.ResetGroupOffsets:output_type -> sluice.v1.ResetGroupOffsetsResponse
+	25, // 40: sluice.v1.AdminService.CreateTrigger:output_type -> sluice.v1.CreateTriggerResponse
+	27, // 41: sluice.v1.AdminService.UpdateTrigger:output_type -> sluice.v1.UpdateTriggerResponse
+	29, // 42: sluice.v1.AdminService.DeleteTrigger:output_type -> sluice.v1.DeleteTriggerResponse
+	31, // 43: sluice.v1.AdminService.ListTriggers:output_type -> sluice.v1.ListTriggersResponse
+	33, // 44: sluice.v1.AdminService.DescribeTrigger:output_type -> sluice.v1.DescribeTriggerResponse
+	33, // [33:45] is the sub-list for method output_type
+	21, // [21:33] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_admin_proto_init() }
@@ -2415,7 +2600,7 @@ func file_sluice_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_admin_proto_rawDesc), len(file_sluice_v1_admin_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   32,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

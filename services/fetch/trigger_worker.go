@@ -1,0 +1,669 @@
+package fetch
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/sluicemq/sluice/pkg/bookkeeping"
+	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
+	"github.com/sluicemq/sluice/pkg/record"
+	"github.com/sluicemq/sluice/services/fetch/partlog"
+	"github.com/sluicemq/sluice/services/fetch/trigger"
+)
+
+// A triggerWorker runs one partition of one trigger, for as long as the
+// trigger's member holds the partition's lease at one epoch (docs/DESIGN.md,
+// "Triggers"). One goroutine, run; stop (the lease revoked, the runner
+// stopping) is seen between invocations: the invocation in flight finishes
+// and, if it succeeded, is committed.
+//
+// A round takes up to BatchSize × Parallelization records from the
+// partition (waiting up to BatchWindowMs for that many), splits them into
+// Parallelization lanes by key hash (records of one key always in the same
+// lane, in offset order; with one lane, the round is the records in order),
+// and runs the lanes at once: each cuts its records into invocations
+// (Encoder.Take: BatchSize and MaxBatchBytes), invokes them one after
+// another through the retry rules (process), and the round ends when every
+// lane is done. The offset after the round is then committed with the
+// lease epoch; with one lane, progress within the round (a partial batch
+// failure) is committed as it happens too. A zombie — a copy whose lease
+// moved — cannot commit: bookkeeping fences the epoch.
+type triggerWorker struct {
+	r         *triggerRunner
+	partition int32
+	epoch     int64
+	// next is the first offset not finished: everything before it was
+	// invoked successfully or sent to the DLQ (and committed, or being).
+	next int64
+
+	wake     chan struct{} // buffered 1: new data (partlog.Follow)
+	stop     chan struct{} // closed by halt
+	stopOnce sync.Once
+
+	mu        sync.Mutex // guards the fields below (DescribeTrigger reads them)
+	status    string     // partitionRunning, partitionStopped, partitionBackingOff
+	lastErr   string
+	lastErrAt time.Time
+	committed int64 // last committed offset (-1: none yet)
+	metadata  string
+}
+
+// Partition states shown by DescribeTrigger.
+const (
+	partitionRunning    = "RUNNING"
+	partitionBackingOff = "BACKING_OFF"
+	partitionStopped    = "STOPPED"
+)
+
+// errTriggerStopped ends a worker whose lease was revoked or whose runner
+// is stopping.
+var errTriggerStopped = errors.New("trigger partition stopping")
+
+// errLeaseMoved ends a worker whose commit was fenced: the lease moved.
+var errLeaseMoved = errors.New("the partition's lease moved to another member")
+
+func (w *triggerWorker) halt() { w.stopOnce.Do(func() { close(w.stop) }) }
+
+func (w *triggerWorker) stopping() bool {
+	select {
+	case <-w.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+func (w *triggerWorker) setStatus(status string, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.status = status
+	if err != nil {
+		w.lastErr, w.lastErrAt = clipText(err.Error(), maxTriggerErrorText), time.Now()
+	}
+}
+
+// maxTriggerErrorText bounds an error kept for DescribeTrigger, the DLQ
+// headers and the commit metadata.
+const maxTriggerErrorText = 512
+
+func clipText(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
+
+// sleep waits d, or until the worker stops or ctx ends (then false).
+func (w *triggerWorker) sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-w.stop:
+		return false
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// run is the worker's goroutine.
+func (w *triggerWorker) run(ctx context.Context) {
+	r := w.r
+	s := r.s
+	k := tp{r.tr.Topic, w.partition}
+	unfollow := s.logs.Follow(k.topic, int(k.partition), w.wake)
+	defer func() {
+		unfollow()
+		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		r.m.release(rctx, k)
+		cancel()
+		r.workerDone(w)
+	}()
+	log := s.log.With(slog.String("trigger", r.tr.Name), slog.String("topic", k.topic), slog.Int("partition", int(k.partition)), slog.Int64("epoch", w.epoch))
+	// Pin the start: a trigger starting at "latest" or a timestamp keeps
+	// the offset it resolved even if no record comes before the lease
+	// moves.
+	if err := w.commit(ctx, w.next); err != nil {
+		log.Debug("trigger worker ends before its first round", slog.Any("err", err))
+		return
+	}
+	log.Info("trigger partition started", slog.Int64("offset", w.next))
+	err := w.loop(ctx, log)
+	switch {
+	case errors.Is(err, errTriggerStopped), errors.Is(err, errLeaseMoved), ctx.Err() != nil:
+		log.Info("trigger partition ended", slog.Int64("offset", w.next), slog.Any("cause", err))
+	default:
+		// Stopped on a failure it must not skip: keep the lease (so no
+		// other copy runs it) until the trigger changes or the lease
+		// moves, and report it.
+		w.setStatus(partitionStopped, err)
+		log.Error("trigger stopped on this partition; update the trigger (or set on_failure_topic) to go on", slog.Int64("offset", w.next), slog.Any("err", err))
+		_ = w.commit(ctx, w.next)
+		select {
+		case <-w.stop:
+		case <-ctx.Done():
+		}
+	}
+}
+
+func (w *triggerWorker) loop(ctx context.Context, log *slog.Logger) error {
+	r := w.r
+	spec := r.spec
+	roundMax := spec.BatchSize * spec.Parallelization
+	var pending []record.Record
+	readAt := w.next
+	var firstSeen time.Time
+	idle := time.NewTimer(time.Hour)
+	defer idle.Stop()
+	wait := func(d time.Duration) error {
+		idle.Reset(d)
+		select {
+		case <-w.wake:
+		case <-idle.C:
+		case <-w.stop:
+			return errTriggerStopped
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		return nil
+	}
+	readFails := 0
+	for {
+		if w.stopping() {
+			return errTriggerStopped
+		}
+		if len(pending) < roundMax {
+			res, err := w.read(ctx, readAt, roundMax-len(pending))
+			switch {
+			case err != nil && ctx.Err() != nil:
+				return ctx.Err()
+			case errors.Is(err, errBelowLogStart):
+				// Retention passed the position: go on at the log start
+				// (records were never invoked; logged, like a group's
+				// reset by its start policy).
+				start, _, berr := r.s.logs.Bounds(ctx, r.tr.Topic, int(w.partition))
+				if berr != nil {
+					return berr
+				}
+				log.Warn("trigger position below the log start (retention): going on at the log start", slog.Int64("offset", readAt), slog.Int64("log_start", start))
+				pending, readAt, w.next = nil, start, start
+				continue
+			case connect.CodeOf(err) == connect.CodeDataLoss:
+				return err // never skip corrupt data
+			case err != nil:
+				readFails++
+				w.setStatus(partitionBackingOff, fmt.Errorf("read: %w", err))
+				if err := wait(min(time.Duration(readFails)*100*time.Millisecond, 5*time.Second)); err != nil {
+					return err
+				}
+				continue
+			}
+			readFails = 0
+			if len(res.Records) > 0 && len(pending) == 0 {
+				firstSeen = time.Now()
+			}
+			pending = append(pending, res.Records...)
+			readAt = max(readAt, res.Next)
+		}
+		if len(pending) == 0 {
+			if err := wait(r.s.cfg.BalanceInterval); err != nil {
+				return err
+			}
+			continue
+		}
+		if window := time.Duration(spec.BatchWindowMs) * time.Millisecond; window > 0 && len(pending) < roundMax {
+			if left := window - time.Since(firstSeen); left > 0 {
+				if err := wait(left); err != nil {
+					return err
+				}
+				continue
+			}
+		}
+		// Records past their age are not invoked: DLQ (or stop).
+		if spec.MaxRecordAgeMs > 0 {
+			oldest := time.Now().UnixMilli() - spec.MaxRecordAgeMs
+			n := 0
+			for n < len(pending) && pending[n].Timestamp < oldest {
+				n++
+			}
+			if n > 0 {
+				cause := fmt.Errorf("record older than max_record_age_ms %d", spec.MaxRecordAgeMs)
+				if err := w.fail(ctx, pending[:n], cause, 0); err != nil {
+					return err
+				}
+				w.next = pending[n-1].Offset + 1
+				if err := w.commit(ctx, w.next); err != nil {
+					return err
+				}
+				pending = pending[n:]
+				continue
+			}
+		}
+		round := pending[:min(len(pending), roundMax)]
+		if err := w.round(ctx, round); err != nil {
+			return err
+		}
+		pending = pending[len(round):]
+		if len(pending) == 0 {
+			firstSeen = time.Time{}
+		} else {
+			firstSeen = time.Now()
+		}
+	}
+}
+
+// errBelowLogStart: the worker's position is below the log start.
+var errBelowLogStart = errors.New("offset below the log start")
+
+// read reads up to n records at offset (none at the end of the log).
+func (w *triggerWorker) read(ctx context.Context, offset int64, n int) (partlog.Result, error) {
+	r := w.r
+	if hw := r.s.logs.HighWatermark(r.tr.Topic, int(w.partition)); hw >= 0 && hw <= offset {
+		return partlog.Result{Next: offset}, nil
+	}
+	res, err := r.s.read(ctx, r.tr.Topic, int(w.partition), offset, partlog.Limits{MaxRecords: n, MaxBytes: r.spec.MaxBatchBytes})
+	if err != nil {
+		if connect.CodeOf(err) == connect.CodeOutOfRange {
+			if start, _, berr := r.s.logs.Bounds(ctx, r.tr.Topic, int(w.partition)); berr == nil && offset < start {
+				return res, errBelowLogStart
+			}
+			return partlog.Result{Next: offset}, nil // past the end: wait for the log
+		}
+		return res, err
+	}
+	return res, nil
+}
+
+// round runs one round's records through their lanes and commits after
+// them (see triggerWorker).
+func (w *triggerWorker) round(ctx context.Context, recs []record.Record) error {
+	lanes := w.r.lanes(recs)
+	if len(lanes) == 1 {
+		done, err := w.lane(ctx, lanes[0], true)
+		if done > 0 {
+			w.next = lanes[0][done-1].Offset + 1
+		}
+		if err != nil {
+			return err
+		}
+		return w.commit(ctx, w.next)
+	}
+	dones := make([]int, len(lanes))
+	errs := make([]error, len(lanes))
+	var wg sync.WaitGroup
+	for i, l := range lanes {
+		wg.Go(func() { dones[i], errs[i] = w.lane(ctx, l, false) })
+	}
+	wg.Wait()
+	// The partition's position is the first record no lane finished; the
+	// records after it that other lanes finished run again later
+	// (at-least-once), in their key's order.
+	next := recs[len(recs)-1].Offset + 1
+	for i, l := range lanes {
+		if dones[i] < len(l) {
+			next = min(next, l[dones[i]].Offset)
+		}
+	}
+	w.next = next
+	if err := errors.Join(errs...); err != nil {
+		if next > recs[0].Offset {
+			_ = w.commit(ctx, next)
+		}
+		return firstStop(errs)
+	}
+	return w.commit(ctx, next)
+}
+
+// firstStop is the error that ends the worker among lanes' errors: a
+// stop or a moved lease before a failure (the failure runs again later).
+func firstStop(errs []error) error {
+	var other error
+	for _, err := range errs {
+		switch {
+		case err == nil:
+		case errors.Is(err, errTriggerStopped), errors.Is(err, errLeaseMoved), errors.Is(err, context.Canceled):
+			return err
+		case other == nil:
+			other = err
+		}
+	}
+	return other
+}
+
+// lanes splits a round's records into the trigger's lanes by key hash,
+// each in offset order; empty lanes are left out. Records without a key
+// go by offset.
+func (r *triggerRunner) lanes(recs []record.Record) [][]record.Record {
+	n := r.spec.Parallelization
+	if n <= 1 {
+		return [][]record.Record{recs}
+	}
+	out := make([][]record.Record, n)
+	for _, rec := range recs {
+		var i int
+		if rec.Key == nil {
+			i = int(rec.Offset % int64(n))
+		} else {
+			h := fnv.New32a()
+			_, _ = h.Write(rec.Key)
+			i = int(h.Sum32() % uint32(n))
+		}
+		out[i] = append(out[i], rec)
+	}
+	kept := out[:0]
+	for _, l := range out {
+		if len(l) > 0 {
+			kept = append(kept, l)
+		}
+	}
+	return kept
+}
+
+// lane invokes a lane's records in order, cut into batches, and returns
+// how many leading records are finished (invoked successfully or sent to
+// the DLQ). commitProgress commits within the lane (one lane per round).
+func (w *triggerWorker) lane(ctx context.Context, recs []record.Record, commitProgress bool) (int, error) {
+	done := 0
+	for done < len(recs) {
+		batch, payload, err := w.r.enc.Take(w.r.tr.Topic, w.partition, recs[done:])
+		if err != nil {
+			// A record that can never be invoked (too large, a timestamp
+			// the event cannot carry) is a failure of its own.
+			if ferr := w.fail(ctx, recs[done:done+1], err, 0); ferr != nil {
+				return done, ferr
+			}
+			done++
+			continue
+		}
+		n, err := w.process(ctx, batch, payload, commitProgress)
+		done += n
+		if err != nil {
+			return done, err
+		}
+	}
+	return done, nil
+}
+
+// process invokes one batch through the retry rules (trigger.RetryPolicy)
+// and returns how many of its leading records are finished; fewer than all
+// only with an error (the worker stops, or the partition stops on a
+// failure without a DLQ).
+//
+//   - Success: finished; with batchItemFailures, the records before the
+//     first failed one are finished and the rest is retried (spending a
+//     retry); out of retries, the records named failed go to the DLQ and
+//     the rest is finished.
+//   - FunctionError: with bisect_on_error a batch of more than one record
+//     is split in halves, each invoked on its own (no retry spent); else
+//     retried with backoff, spending a retry; out of retries, the batch
+//     goes to the DLQ.
+//   - Throttled, Transient: retried with backoff, spending no retry.
+//   - Rejected: retried at the longest backoff, spending no retry, until
+//     the trigger or the function changes; reported meanwhile.
+func (w *triggerWorker) process(ctx context.Context, batch trigger.Batch, payload []byte, commitProgress bool) (int, error) {
+	r := w.r
+	queue := [][]record.Record{batch.Records}
+	done := 0
+	retries, waits := 0, 0
+	for len(queue) > 0 {
+		recs := queue[0]
+		b := trigger.Batch{Topic: batch.Topic, Partition: batch.Partition, Records: recs}
+		if payload == nil {
+			var err error
+			if b, payload, err = r.enc.Take(batch.Topic, batch.Partition, recs); err != nil {
+				return done, err // a part of a batch that fit fits
+			}
+			if len(b.Records) < len(recs) { // cannot happen, but never lose the rest
+				queue = append([][]record.Record{b.Records, recs[len(b.Records):]}, queue[1:]...)
+				recs = b.Records
+			}
+		}
+		if ctx.Err() != nil {
+			return done, ctx.Err()
+		}
+		if w.stopping() {
+			return done, errTriggerStopped
+		}
+		id := trigger.InvocationID(trigger.InvocationKey{Trigger: r.tr.Name, Topic: r.tr.Topic, TopicID: r.tr.TopicID, Partition: w.partition,
+			FirstOffset: b.FirstOffset(), LastOffset: b.LastOffset(), LeaseEpoch: w.epoch})
+		start := time.Now()
+		res := r.s.triggers.invoker.Invoke(ctx, r.spec.Function, id, b, payload)
+		r.s.triggers.meters.invoked(ctx, r.tr.Name, res, len(recs), time.Since(start), recs[0].Timestamp)
+		if ctx.Err() != nil {
+			return done, ctx.Err()
+		}
+		switch res.Outcome {
+		case trigger.Success:
+			if len(res.Failed) == 0 {
+				done += len(recs)
+				queue, payload, retries, waits = queue[1:], nil, 0, 0
+				w.setStatus(partitionRunning, nil)
+				if commitProgress && len(queue) > 0 {
+					if err := w.commit(ctx, recs[len(recs)-1].Offset+1); err != nil {
+						return done, err
+					}
+				}
+				continue
+			}
+			i := 0
+			for recs[i].Offset < res.Failed[0] {
+				i++
+			}
+			done += i
+			rest := recs[i:]
+			cause := fmt.Errorf("the function reported %d failed records (batchItemFailures), first offset %d", len(res.Failed), res.Failed[0])
+			if commitProgress && i > 0 {
+				if err := w.commit(ctx, rest[0].Offset); err != nil {
+					return done, err
+				}
+			}
+			if r.pol.CanRetry(retries) {
+				retries++
+				w.setStatus(partitionBackingOff, cause)
+				queue[0], payload = rest, nil
+				if !w.sleep(ctx, r.pol.Backoff(retries, r.rnd())) {
+					return done, stopCause(ctx)
+				}
+				continue
+			}
+			var failed []record.Record
+			for _, rec := range rest {
+				if containsOffset(res.Failed, rec.Offset) {
+					failed = append(failed, rec)
+				}
+			}
+			if err := w.fail(ctx, failed, cause, retries+1); err != nil {
+				return done, err
+			}
+			done += len(rest)
+			queue, payload, retries, waits = queue[1:], nil, 0, 0
+		case trigger.FunctionError:
+			if first, ok := r.pol.Split(len(recs)); ok {
+				queue = append([][]record.Record{recs[:first], recs[first:]}, queue[1:]...)
+				payload = nil
+				w.setStatus(partitionBackingOff, res.Err)
+				continue
+			}
+			if r.pol.CanRetry(retries) {
+				retries++
+				w.setStatus(partitionBackingOff, res.Err)
+				if !w.sleep(ctx, r.pol.Backoff(retries, r.rnd())) {
+					return done, stopCause(ctx)
+				}
+				continue
+			}
+			if err := w.fail(ctx, recs, res.Err, retries+1); err != nil {
+				return done, err
+			}
+			done += len(recs)
+			queue, payload, retries, waits = queue[1:], nil, 0, 0
+		case trigger.Throttled, trigger.Transient, trigger.Rejected:
+			waits++
+			d := max(res.RetryAfter, r.pol.Backoff(waits, r.rnd()))
+			if res.Outcome == trigger.Rejected {
+				d = r.pol.Max
+			}
+			w.setStatus(partitionBackingOff, fmt.Errorf("%v: %w", res.Outcome, res.Err))
+			if !w.sleep(ctx, min(d, r.pol.Max)) {
+				return done, stopCause(ctx)
+			}
+		default:
+			return done, fmt.Errorf("trigger: unknown outcome %v", res.Outcome)
+		}
+	}
+	return done, nil
+}
+
+func stopCause(ctx context.Context) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return errTriggerStopped
+}
+
+func containsOffset(sorted []int64, off int64) bool {
+	for _, o := range sorted {
+		if o == off {
+			return true
+		}
+	}
+	return false
+}
+
+// fail deals with records that ran out of retries or age: with an
+// on_failure_topic they are produced there (retried until stored: never
+// dropped) and the trigger goes on; without one the error is returned and
+// the partition stops.
+func (w *triggerWorker) fail(ctx context.Context, recs []record.Record, cause error, attempts int) error {
+	r := w.r
+	if len(recs) == 0 {
+		return nil
+	}
+	if r.spec.OnFailureTopic == "" {
+		return fmt.Errorf("records %d..%d failed and the trigger has no on_failure_topic: %w", recs[0].Offset, recs[len(recs)-1].Offset, cause)
+	}
+	if r.s.triggers.dlq == nil {
+		return fmt.Errorf("records %d..%d failed and this fetch copy has no producer for on_failure_topic %q (start it with an ingest address): %w",
+			recs[0].Offset, recs[len(recs)-1].Offset, r.spec.OnFailureTopic, cause)
+	}
+	req := &sluicev1.ProduceRequest{Topic: r.spec.OnFailureTopic}
+	text := clipText(cause.Error(), maxTriggerErrorText)
+	now := strconv.FormatInt(time.Now().UnixMilli(), 10)
+	for _, rec := range recs {
+		hs := make([]*sluicev1.Header, 0, len(rec.Headers)+8)
+		for _, h := range rec.Headers {
+			hs = append(hs, &sluicev1.Header{Key: h.Key, Value: h.Value})
+		}
+		for _, h := range [][2]string{
+			{DLQHeaderTrigger, r.tr.Name}, {DLQHeaderFunction, r.spec.Function},
+			{DLQHeaderTopic, r.tr.Topic}, {DLQHeaderPartition, strconv.Itoa(int(w.partition))},
+			{DLQHeaderOffset, strconv.FormatInt(rec.Offset, 10)}, {DLQHeaderError, text},
+			{DLQHeaderAttempts, strconv.Itoa(attempts)}, {DLQHeaderFailedAt, now},
+		} {
+			hs = append(hs, &sluicev1.Header{Key: h[0], Value: []byte(h[1])})
+		}
+		req.Records = append(req.Records, &sluicev1.Record{Key: rec.Key, Value: rec.Value, Headers: hs, Timestamp: rec.Timestamp})
+	}
+	for attempt := 1; ; attempt++ {
+		_, err := r.s.triggers.dlq.Produce(ctx, connect.NewRequest(req))
+		if err == nil {
+			r.s.triggers.meters.dlq(ctx, r.tr.Name, len(recs))
+			w.setStatus(partitionRunning, fmt.Errorf("%d records sent to %s: %w", len(recs), r.spec.OnFailureTopic, cause))
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		w.setStatus(partitionBackingOff, fmt.Errorf("producing %d failed records to on_failure_topic %q: %w", len(recs), r.spec.OnFailureTopic, err))
+		if !w.sleep(ctx, r.pol.Backoff(min(attempt, 30), r.rnd())+100*time.Millisecond) {
+			return stopCause(ctx)
+		}
+	}
+}
+
+// Headers of the records a trigger sends to its on_failure_topic (each
+// record keeps its key, value, timestamp and own headers).
+const (
+	DLQHeaderTrigger   = "sluice.trigger"
+	DLQHeaderFunction  = "sluice.trigger.function"
+	DLQHeaderTopic     = "sluice.source.topic"
+	DLQHeaderPartition = "sluice.source.partition"
+	DLQHeaderOffset    = "sluice.source.offset"
+	DLQHeaderError     = "sluice.trigger.error"
+	DLQHeaderAttempts  = "sluice.trigger.attempts"
+	DLQHeaderFailedAt  = "sluice.trigger.failed_at_ms"
+)
+
+// triggerMetadata is the commit metadata of a trigger's partition: its
+// last error and when, so DescribeTrigger shows them from any copy.
+type triggerMetadata struct {
+	Status    string `json:"status,omitempty"`
+	LastError string `json:"last_error,omitempty"`
+	LastErrAt int64  `json:"last_error_at_ms,omitempty"`
+}
+
+// commit stores offset with the lease epoch (and the partition's status
+// as metadata), retrying until stored, fenced, or the worker stops.
+func (w *triggerWorker) commit(ctx context.Context, offset int64) error {
+	r := w.r
+	w.mu.Lock()
+	md := triggerMetadata{Status: w.status, LastError: w.lastErr}
+	if !w.lastErrAt.IsZero() {
+		md.LastErrAt = w.lastErrAt.UnixMilli()
+	}
+	same := w.committed == offset
+	w.mu.Unlock()
+	js, _ := json.Marshal(md)
+	if len(js) > bookkeeping.MaxMetadataBytes {
+		md.LastError = clipText(md.LastError, 200)
+		js, _ = json.Marshal(md)
+	}
+	if same && string(js) == w.metadataSnapshot() {
+		return nil
+	}
+	c := bookkeeping.Commit{Group: r.group, Topic: r.tr.Topic, TopicID: string(r.tr.TopicID), Member: r.m.memberID,
+		Offsets: []bookkeeping.PartitionOffset{{Partition: w.partition, Offset: offset, Epoch: w.epoch, Metadata: string(js)}}}
+	for attempt := 1; ; attempt++ {
+		err := r.s.d.Bookkeeping.Commit(ctx, c)
+		if err == nil {
+			w.mu.Lock()
+			w.committed, w.metadata = offset, string(js)
+			w.mu.Unlock()
+			return nil
+		}
+		var fe *bookkeeping.FencedError
+		if errors.As(err, &fe) || errors.Is(err, bookkeeping.ErrFenced) {
+			return fmt.Errorf("%w: %w", errLeaseMoved, err)
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		r.s.log.Warn("trigger commit failed; retrying", slog.String("trigger", r.tr.Name), slog.Int("partition", int(w.partition)), slog.Any("err", err))
+		if attempt >= 5 && w.stopping() {
+			return errTriggerStopped
+		}
+		t := time.NewTimer(min(time.Duration(attempt)*200*time.Millisecond, 5*time.Second))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+	}
+}
+
+func (w *triggerWorker) metadataSnapshot() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.metadata
+}
