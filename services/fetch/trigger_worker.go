@@ -37,6 +37,15 @@ import (
 // lease epoch; with one lane, progress within the round (a partial batch
 // failure) is committed as it happens too. A zombie — a copy whose lease
 // moved — cannot commit: bookkeeping fences the epoch.
+//
+// Same batch, same invocation id, even across owners: before a round
+// runs, its range and the epoch its ids carry are committed with the
+// position (the commit metadata's "round", merged with the commit of the
+// previous round's progress, so still one commit per round). A worker that
+// takes the partition over (its owner died mid-round) finds the round
+// there and runs exactly those records again first, cut into the same
+// batches, under the ids of the first attempt — so a function can make
+// its side effects idempotent by the id. Only the round in flight repeats.
 type triggerWorker struct {
 	r         *triggerRunner
 	partition int32
@@ -44,6 +53,14 @@ type triggerWorker struct {
 	// next is the first offset not finished: everything before it was
 	// invoked successfully or sent to the DLQ (and committed, or being).
 	next int64
+	// round is the round in flight (nil between rounds), committed before
+	// it runs; resume is the one a previous owner left unfinished, to run
+	// first. idEpoch is the epoch the invocation ids of the round carry.
+	round, resume *triggerRound
+	idEpoch       int64
+	// doneDue: a round finished and its progress is not committed yet
+	// (the next round's commit carries it, or a wait commits it first).
+	doneDue bool
 
 	wake     chan struct{} // buffered 1: new data (partlog.Follow)
 	stop     chan struct{} // closed by halt
@@ -130,6 +147,8 @@ func (w *triggerWorker) run(ctx context.Context) {
 		r.workerDone(w)
 	}()
 	log := s.log.With(slog.String("trigger", r.tr.Name), slog.String("topic", k.topic), slog.Int("partition", int(k.partition)), slog.Int64("epoch", w.epoch))
+	w.idEpoch = w.epoch
+	w.adopt(ctx, log)
 	// Pin the start: a trigger starting at "latest" or a timestamp keeps
 	// the offset it resolved even if no record comes before the lease
 	// moves.
@@ -156,6 +175,32 @@ func (w *triggerWorker) run(ctx context.Context) {
 	}
 }
 
+// adopt reads what the previous owner committed with the position: the
+// last error (kept for DescribeTrigger) and an unfinished round to run
+// again first under its ids.
+func (w *triggerWorker) adopt(ctx context.Context, log *slog.Logger) {
+	r := w.r
+	c, err := r.s.d.Bookkeeping.FetchOffset(ctx, r.group, r.tr.Topic, w.partition)
+	if err != nil || c.Offset != w.next || c.TopicID != string(r.tr.TopicID) || c.Metadata == "" {
+		return
+	}
+	var md triggerMetadata
+	if json.Unmarshal([]byte(c.Metadata), &md) != nil {
+		return
+	}
+	w.mu.Lock()
+	w.lastErr = md.LastError
+	if md.LastErrAt > 0 {
+		w.lastErrAt = time.UnixMilli(md.LastErrAt)
+	}
+	w.mu.Unlock()
+	if rd := md.Round; rd != nil && rd.First <= w.next && w.next <= rd.Last && rd.Epoch > 0 && rd.Epoch < w.epoch {
+		w.resume = rd
+		log.Info("trigger partition resumes a round its previous owner left unfinished, under the same invocation ids",
+			slog.Int64("first", rd.First), slog.Int64("last", rd.Last), slog.Int64("id_epoch", rd.Epoch))
+	}
+}
+
 func (w *triggerWorker) loop(ctx context.Context, log *slog.Logger) error {
 	r := w.r
 	spec := r.spec
@@ -166,6 +211,13 @@ func (w *triggerWorker) loop(ctx context.Context, log *slog.Logger) error {
 	idle := time.NewTimer(time.Hour)
 	defer idle.Stop()
 	wait := func(d time.Duration) error {
+		if w.doneDue {
+			// Before waiting, the finished round's progress is stored.
+			w.doneDue = false
+			if err := w.commit(ctx, w.next); err != nil {
+				return err
+			}
+		}
 		idle.Reset(d)
 		select {
 		case <-w.wake:
@@ -182,8 +234,12 @@ func (w *triggerWorker) loop(ctx context.Context, log *slog.Logger) error {
 		if w.stopping() {
 			return errTriggerStopped
 		}
-		if len(pending) < roundMax {
-			res, err := w.read(ctx, readAt, roundMax-len(pending))
+		want := roundMax - len(pending)
+		if w.resume != nil {
+			want = int(min(max(w.resume.Last-readAt+1, 0), int64(MaxMaxRecords)))
+		}
+		if want > 0 {
+			res, err := w.read(ctx, readAt, want)
 			switch {
 			case err != nil && ctx.Err() != nil:
 				return ctx.Err()
@@ -196,7 +252,7 @@ func (w *triggerWorker) loop(ctx context.Context, log *slog.Logger) error {
 					return berr
 				}
 				log.Warn("trigger position below the log start (retention): going on at the log start", slog.Int64("offset", readAt), slog.Int64("log_start", start))
-				pending, readAt, w.next = nil, start, start
+				pending, readAt, w.next, w.resume = nil, start, start, nil
 				continue
 			case connect.CodeOf(err) == connect.CodeDataLoss:
 				return err // never skip corrupt data
@@ -221,7 +277,14 @@ func (w *triggerWorker) loop(ctx context.Context, log *slog.Logger) error {
 			}
 			continue
 		}
-		if window := time.Duration(spec.BatchWindowMs) * time.Millisecond; window > 0 && len(pending) < roundMax {
+		if w.resume != nil && pending[len(pending)-1].Offset < w.resume.Last && readAt <= w.resume.Last {
+			// The unfinished round's records are not all read yet.
+			if err := wait(10 * time.Millisecond); err != nil {
+				return err
+			}
+			continue
+		}
+		if window := time.Duration(spec.BatchWindowMs) * time.Millisecond; w.resume == nil && window > 0 && len(pending) < roundMax {
 			if left := window - time.Since(firstSeen); left > 0 {
 				if err := wait(left); err != nil {
 					return err
@@ -249,10 +312,25 @@ func (w *triggerWorker) loop(ctx context.Context, log *slog.Logger) error {
 				continue
 			}
 		}
-		round := pending[:min(len(pending), roundMax)]
-		if err := w.round(ctx, round); err != nil {
+		n := min(len(pending), roundMax)
+		w.idEpoch = w.epoch
+		if rd := w.resume; rd != nil {
+			n = 0
+			for n < len(pending) && pending[n].Offset <= rd.Last {
+				n++
+			}
+			w.idEpoch, w.resume = rd.Epoch, nil
+		}
+		round := pending[:n]
+		w.round = &triggerRound{First: round[0].Offset, Last: round[n-1].Offset, Epoch: w.idEpoch}
+		w.doneDue = false
+		if err := w.commit(ctx, round[0].Offset); err != nil { // the round, with the progress before it
 			return err
 		}
+		if err := w.runRound(ctx, round); err != nil {
+			return err
+		}
+		w.round, w.doneDue = nil, true
 		pending = pending[len(round):]
 		if len(pending) == 0 {
 			firstSeen = time.Time{}
@@ -284,19 +362,17 @@ func (w *triggerWorker) read(ctx context.Context, offset int64, n int) (partlog.
 	return res, nil
 }
 
-// round runs one round's records through their lanes and commits after
-// them (see triggerWorker).
-func (w *triggerWorker) round(ctx context.Context, recs []record.Record) error {
+// runRound runs one round's records through their lanes (see
+// triggerWorker). Progress within a one-lane round is committed as it
+// happens; the round's end is committed by the caller.
+func (w *triggerWorker) runRound(ctx context.Context, recs []record.Record) error {
 	lanes := w.r.lanes(recs)
 	if len(lanes) == 1 {
 		done, err := w.lane(ctx, lanes[0], true)
 		if done > 0 {
 			w.next = lanes[0][done-1].Offset + 1
 		}
-		if err != nil {
-			return err
-		}
-		return w.commit(ctx, w.next)
+		return err
 	}
 	dones := make([]int, len(lanes))
 	errs := make([]error, len(lanes))
@@ -321,7 +397,7 @@ func (w *triggerWorker) round(ctx context.Context, recs []record.Record) error {
 		}
 		return firstStop(errs)
 	}
-	return w.commit(ctx, next)
+	return nil
 }
 
 // firstStop is the error that ends the worker among lanes' errors: a
@@ -435,7 +511,7 @@ func (w *triggerWorker) process(ctx context.Context, batch trigger.Batch, payloa
 			return done, errTriggerStopped
 		}
 		id := trigger.InvocationID(trigger.InvocationKey{Trigger: r.tr.Name, Topic: r.tr.Topic, TopicID: r.tr.TopicID, Partition: w.partition,
-			FirstOffset: b.FirstOffset(), LastOffset: b.LastOffset(), LeaseEpoch: w.epoch})
+			FirstOffset: b.FirstOffset(), LastOffset: b.LastOffset(), LeaseEpoch: w.idEpoch})
 		start := time.Now()
 		res := r.s.triggers.invoker.Invoke(ctx, r.spec.Function, id, b, payload)
 		r.s.triggers.meters.invoked(ctx, r.tr.Name, res, len(recs), time.Since(start), recs[0].Timestamp)
@@ -607,9 +683,18 @@ const (
 // triggerMetadata is the commit metadata of a trigger's partition: its
 // last error and when, so DescribeTrigger shows them from any copy.
 type triggerMetadata struct {
-	Status    string `json:"status,omitempty"`
-	LastError string `json:"last_error,omitempty"`
-	LastErrAt int64  `json:"last_error_at_ms,omitempty"`
+	Status    string        `json:"status,omitempty"`
+	LastError string        `json:"last_error,omitempty"`
+	LastErrAt int64         `json:"last_error_at_ms,omitempty"`
+	Round     *triggerRound `json:"round,omitempty"`
+}
+
+// triggerRound is a round in flight: its records' offsets and the epoch
+// its invocation ids carry.
+type triggerRound struct {
+	First int64 `json:"first"`
+	Last  int64 `json:"last"`
+	Epoch int64 `json:"epoch"`
 }
 
 // commit stores offset with the lease epoch (and the partition's status
@@ -617,7 +702,10 @@ type triggerMetadata struct {
 func (w *triggerWorker) commit(ctx context.Context, offset int64) error {
 	r := w.r
 	w.mu.Lock()
-	md := triggerMetadata{Status: w.status, LastError: w.lastErr}
+	md := triggerMetadata{Status: w.status, LastError: w.lastErr, Round: w.round}
+	if md.Round == nil {
+		md.Round = w.resume // not run yet: still owed
+	}
 	if !w.lastErrAt.IsZero() {
 		md.LastErrAt = w.lastErrAt.UnixMilli()
 	}
@@ -644,6 +732,12 @@ func (w *triggerWorker) commit(ctx context.Context, offset int64) error {
 		var fe *bookkeeping.FencedError
 		if errors.As(err, &fe) || errors.Is(err, bookkeeping.ErrFenced) {
 			return fmt.Errorf("%w: %w", errLeaseMoved, err)
+		}
+		var re *bookkeeping.OffsetRegressionError
+		if errors.As(err, &re) {
+			// Stored further already (a status-only commit racing a
+			// lane's): nothing to do.
+			return nil
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()

@@ -353,6 +353,19 @@ func TestTriggerStopsAPartitionWithoutDLQ(t *testing.T) {
 			t.Fatalf("partition 0: %v, want STOPPED at offset 3 with the error", p)
 		}
 	}
+	idsOfV3 := func() []string {
+		var ids []string
+		for _, inv := range f.invocations() {
+			if slices.Contains(inv.values, "v3") && inv.records[0].Partition == 0 {
+				ids = append(ids, inv.id)
+			}
+		}
+		return ids
+	}
+	before := idsOfV3()
+	if len(before) != 2 || before[0] != before[1] {
+		t.Fatalf("v3 was invoked with ids %q; want twice (1 retry) with one id", before)
+	}
 	// Adding a DLQ resumes it: v3 goes there, the rest is processed.
 	tr := d.GetTrigger()
 	spec := tr.GetSpec()
@@ -363,6 +376,16 @@ func TestTriggerStopsAPartitionWithoutDLQ(t *testing.T) {
 	waitFor(t, "partition 0 resumed", 20*time.Second, func() bool { return len(got.get(0)) >= 9 })
 	if g := got.get(0); !slices.Equal(g, slices.DeleteFunc(values(0, 10), func(v string) bool { return v == "v3" })) {
 		t.Fatalf("partition 0 processed %v", g)
+	}
+	// The new runner (a new member, a new lease epoch) ran the unfinished
+	// round again under the ids of its first attempt.
+	for _, id := range idsOfV3() {
+		if id != before[0] {
+			t.Fatalf("v3 was invoked with ids %q after the update; want %q throughout (the round's ids)", idsOfV3(), before[0])
+		}
+	}
+	if n := len(idsOfV3()); n != 4 {
+		t.Fatalf("v3 was invoked %d times; want 2 before and 2 after the update", n)
 	}
 }
 
