@@ -16,8 +16,8 @@ import (
 	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
 )
 
-// `sluice trigger`: triggers bind a topic to a Lambda function. They are
-// stored and validated; nothing runs them yet (issue 22).
+// `sluice trigger`: triggers bind a topic to a Lambda function; the fetch
+// service runs them (docs/DESIGN.md §2.10).
 
 func newTriggerCmd() *cobra.Command {
 	cmd := holdsCommands(&cobra.Command{
@@ -25,8 +25,9 @@ func newTriggerCmd() *cobra.Command {
 		Short: "create, update, describe, list or delete function triggers",
 		Long: `Creates, updates, describes, lists or deletes triggers — a topic bound to an AWS Lambda
 function — through the admin API of a Sluice (sluice dev, or an ingest or fetch copy).
-Triggers are stored and checked, but not run yet: the trigger runtime is still to be
-built (issue 22).`,
+Every fetch copy runs the enabled triggers: it reads the topic as the trigger's own
+consumer group (__trigger.NAME) and invokes the function with Lambda's Kafka event;
+describe shows where each partition stands and its last error.`,
 	})
 	cmd.AddCommand(newTriggerCreateCmd(), newTriggerUpdateCmd(), newTriggerDescribeCmd(), newTriggerListCmd(), newTriggerDeleteCmd())
 	return cmd
@@ -226,7 +227,8 @@ func newTriggerCreateCmd() *cobra.Command {
 		Short: "create a trigger: a topic bound to a Lambda function",
 		Long: `Creates trigger NAME reading --topic (which must exist) and invoking --function with
 batches of its records. Every setting has a default; sluice trigger describe shows them.
-The trigger is stored but not run yet: the trigger runtime is still to be built (issue 22).`,
+The fetch service starts running it within seconds (sluice dev: --lambda-endpoint sets
+where functions are invoked).`,
 		Example: `  sluice trigger create orders-fn --topic orders --function orders-handler
   sluice trigger create audit --topic events --function arn:aws:lambda:us-east-1:123456789012:function:audit:live \
       --start earliest --batch-size 500 --parallelization 4 --on-failure-topic events-dlq --bisect-on-error`,

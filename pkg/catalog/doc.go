@@ -6,7 +6,7 @@
 // it uses: Topics and DeletedTopics; Partitions (reads), Writers (ownership
 // and chain growth, fenced by epoch) and LedgerTrimmer (retention, CAS by
 // version); Owners; Ledgers and LedgerLister; Bookies; Triggers (function
-// triggers, stored only: nothing runs them yet, issue 22). A backend type
+// triggers, which the fetch service runs). A backend type
 // implements them all; there is deliberately no interface that bundles them.
 //
 // Implementations: embedded (Pebble on local disk, for `sluice dev` and fast

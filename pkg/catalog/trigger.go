@@ -6,10 +6,10 @@ import (
 	"time"
 )
 
-// A trigger binds a topic to a function (DESIGN §2.10, issue 22): the fetch
-// service will read the topic as a consumer group of its own and invoke the
-// function (AWS Lambda's Invoke API) with batches of records. Only the
-// stored object exists so far; nothing runs triggers yet.
+// A trigger binds a topic to a function (docs/DESIGN.md §2.10): the fetch
+// service reads the topic as a consumer group of its own and invokes the
+// function (AWS Lambda's Invoke API) with batches of records
+// (services/fetch/triggers.go).
 //
 // The settable fields mirror Lambda's event source mappings for Kafka and
 // Kinesis, with their names and, where Lambda has one, its bound.

@@ -1,10 +1,10 @@
 // Package trigger is the invocation layer of Sluice's triggers (DESIGN
-// §2.10, issue 22): what the fetch service's trigger runtime will use to
-// turn a batch of one partition's records into a call of an AWS Lambda
-// function, and to decide what to do with the answer. It is a library of
-// pure pieces plus one I/O type, with no goroutines and no state between
-// calls; the runtime loop that owns partitions, waits and commits is not
-// here.
+// §2.10, issue 22): what the fetch service's trigger runtime
+// (services/fetch/triggers.go, trigger_worker.go) uses to turn a batch of
+// one partition's records into a call of an AWS Lambda function, and to
+// decide what to do with the answer. It is a library of pure pieces plus
+// one I/O type, with no goroutines and no state between calls; the runtime
+// that owns partitions, waits and commits is in package fetch.
 //
 // # One invocation
 //
@@ -50,17 +50,4 @@
 //	                 and bisect; and
 //	                 integration_test.go (tag integration): a real aws-lambda-go handler
 //	                 (internal/functions/echo) under the Runtime Interface Emulator
-//
-// # Not built yet
-//
-// The runtime in the fetch service: a trigger as a consumer group member of
-// its own on the fetch copy holding the partition leases; reading batches
-// and the batch window; parallelization > 1 with key order; committing
-// with the lease epoch only after success (up to the first failed offset
-// of a partial failure); max record age; the DLQ (on_failure_topic) with
-// its headers, or stopping the partition without one; metrics (invocations,
-// errors, throttles, duration, batch size, DLQ'd records, iterator age);
-// DescribeTrigger's runtime state; --lambda-endpoint on sluice fetch and
-// sluice dev; a pool of emulators for concurrency (one emulator runs one
-// invocation at a time).
 package trigger

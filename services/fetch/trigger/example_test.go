@@ -12,7 +12,7 @@ import (
 	"github.com/sluicemq/sluice/services/fetch/trigger"
 )
 
-// Example shows how the runtime loop (not built yet) is meant to use the
+// Example shows how a runtime loop (services/fetch/trigger_worker.go is the real one) uses the
 // pieces for one partition: cut a batch, name it, invoke, and act on the
 // outcome. Committing, the DLQ and bisection's bookkeeping are left out.
 func Example() {

@@ -45,10 +45,13 @@ type InvocationKey struct {
 //
 // e.g. "v1/orders-to-mail/orders/6f1c…/3/100-199/7". It depends on nothing
 // else, so every retry of the same batch carries the same id; a bisected
-// half has its own offsets, so its own id. A new lease epoch (the partition
-// moved to another fetch copy) gives a new id even for the same offsets:
-// the function sees that the batch was read again by another owner. Names
-// are catalog names ([a-zA-Z0-9._-]), so '/' separates unambiguously.
+// half has its own offsets, so its own id. LeaseEpoch is the epoch under
+// which the batch's round was first run: a fetch copy that takes a
+// partition over from a dead one runs the unfinished round again under
+// that epoch (the runtime commits each round's range and epoch before it
+// runs), so the function sees the same ids for the same batches; later
+// rounds carry the new owner's epoch. Names are catalog names
+// ([a-zA-Z0-9._-]), so '/' separates unambiguously.
 func InvocationID(k InvocationKey) string {
 	var b strings.Builder
 	b.WriteString("v1/")
