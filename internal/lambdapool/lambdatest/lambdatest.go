@@ -65,10 +65,9 @@ func Start(t testing.TB, fns ...Function) *lambdapool.Pool {
 	t.Helper()
 	rie := RIE(t)
 	cfg := lambdapool.Config{RIE: rie, Logger: slog.New(slog.NewTextHandler(logWriter{t}, nil))}
-	bins := builds.use(t)
 	for _, f := range fns {
 		cfg.Functions = append(cfg.Functions, lambdapool.Function{
-			Name: f.Name, Bootstrap: bins.get(t, f.Package), Instances: f.Instances, Timeout: f.Timeout, Env: f.Env,
+			Name: f.Name, Bootstrap: Build(t, f.Package), Instances: f.Instances, Timeout: f.Timeout, Env: f.Env,
 		})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -83,6 +82,15 @@ func Start(t testing.TB, fns ...Function) *lambdapool.Pool {
 		}
 	})
 	return p
+}
+
+// Build returns the path of pkg's bootstrap, built as Lambda's
+// provided.al2023 runtime expects (CGO_ENABLED=0 go build -tags
+// lambda.norpc). A package is built once while any test that asked for it
+// runs; the file is removed when the last of them has ended.
+func Build(t testing.TB, pkg string) string {
+	t.Helper()
+	return builds.use(t).get(t, pkg)
 }
 
 // RIE returns the path of aws-lambda-rie: $SLUICE_LAMBDA_RIE, else where
@@ -131,9 +139,9 @@ func moduleRoot() (string, error) {
 }
 
 // builds is the process's cache of built functions: a package is built
-// once while any test that started a pool runs, into a directory removed
-// when the last of them ends (rebuilding takes about half a second with a
-// warm Go build cache).
+// once while any test that uses it runs, into a directory removed when the
+// last of them ends (rebuilding takes about half a second with a warm Go
+// build cache).
 var builds buildCache
 
 type buildCache struct {
@@ -169,8 +177,7 @@ func (c *buildCache) use(t testing.TB) *buildCache {
 	return c
 }
 
-// get returns pkg's bootstrap, building it as Lambda's provided.al2023
-// runtime expects (CGO_ENABLED=0, -tags lambda.norpc).
+// get returns pkg's bootstrap, building it if needed.
 func (c *buildCache) get(t testing.TB, pkg string) string {
 	t.Helper()
 	c.mu.Lock()
