@@ -17,10 +17,11 @@
 //     (ACCOUNT:function:NAME[:QUALIFIER]) or an ARN, and the Qualifier
 //     query parameter. A qualifier is accepted and ignored: every version
 //     and alias is the one binary ($LATEST).
-//   - Throttling: when every instance runs an invocation, HTTP 429
-//     TooManyRequestsException with Reason
-//     ReservedFunctionConcurrentInvocationLimitExceeded (no Retry-After),
-//     which the SDK returns as *types.TooManyRequestsException.
+//   - Throttling: when every instance runs an invocation (or is
+//     restarting), HTTP 429 TooManyRequestsException with Reason
+//     ReservedFunctionConcurrentInvocationLimitExceeded and no Retry-After
+//     (the pool cannot know when an instance frees up), which the SDK
+//     returns as *types.TooManyRequestsException. Invocations never queue.
 //   - Refusals as Lambda words them, with the X-Amzn-ErrorType the SDK
 //     decodes into its modeled errors: unknown function 404
 //     ResourceNotFoundException; payload over 6 MB 413
