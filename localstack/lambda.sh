@@ -1,25 +1,27 @@
 #!/usr/bin/env bash
 # lambda.sh up|down|status — real aws-lambda-go code behind the real Lambda Invoke API, without Docker.
 #
-# AWS's Runtime Interface Emulator (RIE) runs a Lambda `bootstrap` binary as a child process and serves
+# cmd/lambdapool (internal/lambdapool) serves the Invoke API on 127.0.0.1:$SLUICE_LAMBDA_PORT for two
+# function names, both running ./internal/functions/echo:
+#   POST http://127.0.0.1:$SLUICE_LAMBDA_PORT/2015-03-31/functions/echo/invocations
 #   POST http://127.0.0.1:$SLUICE_LAMBDA_PORT/2015-03-31/functions/function/invocations
-# (the function name in the path is always `function`), so the aws-sdk-go-v2 Lambda client with a
-# custom base endpoint invokes it like a real function. `up`:
+# ("function" is the one name AWS's Runtime Interface Emulator serves alone; callers that use it keep
+# working), so the aws-sdk-go-v2 Lambda client with a custom base endpoint invokes them like real
+# functions. Each name runs $SLUICE_LAMBDA_INSTANCES emulator (RIE) processes, each on two loopback
+# ports the pool picks: one RIE runs one invoke at a time (concurrent invokes crash it), so the pool
+# hands each invoke to a free one and answers 429 TooManyRequestsException when all are busy, as
+# Lambda does at a function's reserved concurrency. It also adds what the RIE lacks: the
+# X-Amz-Function-Error header on function errors, 404 for unknown functions, 413 over 6 MB, and a
+# restart of an RIE that died. `up`:
 #   1. installs the RIE once with `go install` into $SLUICE_CACHE_DIR/bin;
-#   2. builds ./internal/functions/echo as $SLUICE_STACK_DIR/data/lambda/bootstrap on every `up`
-#      (a few seconds; a running RIE is restarted only when the binary changed);
-#   3. starts the RIE and waits until a real invoke of a probe Kafka event returns the expected
-#      answer (the first invoke also runs the function's init).
+#   2. builds cmd/lambdapool into $SLUICE_CACHE_DIR/bin and ./internal/functions/echo as
+#      $SLUICE_STACK_DIR/data/lambda/bootstrap on every `up` (a few seconds; a running pool is
+#      restarted only when a binary or the instance count changed);
+#   3. starts the pool (it waits until every RIE listens) and waits until a real invoke of `echo`
+#      with a probe Kafka event returns the expected answer (it also runs one instance's init).
 #
-# Concurrency: the RIE serves ONE invoke at a time. Concurrent invokes crash it (nil-pointer panic,
-# seen with 40 parallel curls), so callers must serialise per RIE process (or run several on other
-# ports). Its "managed instances" mode (AWS_LAMBDA_MAX_CONCURRENCY set) would run invokes in
-# parallel, but this RIE version then ignores the bootstrap argument and only looks in /var/task,
-# /var/runtime and /opt: usable in a container, not here, so this script never sets it.
-# A function error comes back as HTTP 200 with {"errorMessage","errorType"} and, unlike real
-# Lambda, no X-Amz-Function-Error header.
-#
-# Environment: SLUICE_LAMBDA_PORT (9100), SLUICE_LAMBDA_RUNTIME_PORT (9101), SLUICE_LAMBDA_START_TIMEOUT (30).
+# Environment: SLUICE_LAMBDA_PORT (9100), SLUICE_LAMBDA_INSTANCES (4, per function name),
+# SLUICE_LAMBDA_START_TIMEOUT (30).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 NAME=lambda
@@ -28,11 +30,20 @@ RIE_VERSION=v0.0.0-20261030222936-bef5c4ba774d
 BIN_DIR=$SLUICE_CACHE_DIR/bin
 RIE=$BIN_DIR/aws-lambda-rie
 RIE_MARKER=$BIN_DIR/.aws-lambda-rie-$RIE_VERSION
+POOL=$BIN_DIR/lambdapool
 FUNC_DIR=$SLUICE_STACK_DIR/data/lambda
 BOOTSTRAP=$FUNC_DIR/bootstrap
+ARGS_FILE=$FUNC_DIR/lambdapool.args
+INSTANCES=${SLUICE_LAMBDA_INSTANCES:-4}
 URL=http://127.0.0.1:$SLUICE_LAMBDA_PORT
-INVOKE_URL=$URL/2015-03-31/functions/function/invocations
+INVOKE_URL=$URL/2015-03-31/functions/echo/invocations
 START_TIMEOUT=${SLUICE_LAMBDA_START_TIMEOUT:-30}
+
+[[ $INSTANCES =~ ^[1-9][0-9]*$ ]] && ((INSTANCES <= 64)) ||
+  die "lambda: SLUICE_LAMBDA_INSTANCES=$INSTANCES is not a count in 1..64"
+
+POOL_ARGS=(--listen "127.0.0.1:$SLUICE_LAMBDA_PORT" --rie "$RIE" --region "${AWS_REGION:-us-east-1}"
+  --function "echo=$BOOTSTRAP" --function "function=$BOOTSTRAP" --instances "$INSTANCES")
 
 # A Kafka event with one good and one failing record, and the echo function's exact answer.
 PROBE_EVENT='{"eventSource":"SelfManagedKafka","records":{"probe-0":[{"topic":"probe","partition":0,"offset":1,"timestamp":0,"timestampType":"CREATE_TIME","value":"b2s=","headers":[]},{"topic":"probe","partition":0,"offset":2,"timestamp":0,"timestampType":"CREATE_TIME","value":"ZmFpbA==","headers":[]}]}}'
@@ -51,19 +62,38 @@ install_rie() {
   log "lambda: aws-lambda-rie installed in $((SECONDS - t0))s"
 }
 
-# build: compile the function to $BOOTSTRAP.new; prints "changed" or "same".
-build() {
-  local t0=$SECONDS
-  mkdir -p "$FUNC_DIR"
-  (cd "$STACK_REPO" && CGO_ENABLED=0 go build -tags lambda.norpc -o "$BOOTSTRAP.new" ./internal/functions/echo) ||
-    die "lambda: building ./internal/functions/echo failed"
-  log "lambda: built ./internal/functions/echo in $((SECONDS - t0))s"
-  if [[ -f $BOOTSTRAP ]] && cmp -s "$BOOTSTRAP" "$BOOTSTRAP.new"; then
-    rm -f "$BOOTSTRAP.new"
+# build_one OUT PKG [GO_BUILD_ARG...]: compile PKG to OUT.new; prints "changed" or "same".
+# -buildvcs=false: a new commit alone does not change the binary (nor restart the pool).
+build_one() {
+  local out=$1 pkg=$2 t0=$SECONDS; shift 2
+  mkdir -p "$(dirname "$out")"
+  (cd "$STACK_REPO" && go build -buildvcs=false "$@" -o "$out.new" "$pkg") || die "lambda: building $pkg failed"
+  log "lambda: built $pkg in $((SECONDS - t0))s"
+  if [[ -f $out ]] && cmp -s "$out" "$out.new"; then
+    rm -f "$out.new"
     echo same
   else
     echo changed
   fi
+}
+
+# build: both binaries and the pool's arguments; prints "changed" when any differs from the running pool's.
+build() {
+  local pool fn args
+  pool=$(build_one "$POOL" ./cmd/lambdapool)
+  fn=$(CGO_ENABLED=0 build_one "$BOOTSTRAP" ./internal/functions/echo -tags lambda.norpc)
+  args=same
+  [[ -f $ARGS_FILE && $(cat "$ARGS_FILE") == "${POOL_ARGS[*]}" ]] || args=changed
+  if [[ $pool == same && $fn == same && $args == same ]]; then echo same; else echo changed; fi
+}
+
+# install_builds: put the new binaries (if any) in place, for a start.
+install_builds() {
+  local f
+  for f in "$POOL" "$BOOTSTRAP"; do
+    if [[ -f $f.new ]]; then mv -f "$f.new" "$f"; fi
+  done
+  echo "${POOL_ARGS[*]}" >"$ARGS_FILE"
 }
 
 # invoke_probe: one real invoke; true when the answer is exactly the expected one.
@@ -77,22 +107,14 @@ ready() { tcp_open "$SLUICE_LAMBDA_PORT" && invoke_probe; }
 
 start() {
   rm -f "$(pidfile "$NAME")"
-  local p
-  for p in "$SLUICE_LAMBDA_PORT" "$SLUICE_LAMBDA_RUNTIME_PORT"; do
-    tcp_open "$p" && die "lambda: 127.0.0.1:$p is taken by a process this stack did not start (set SLUICE_LAMBDA_PORT / SLUICE_LAMBDA_RUNTIME_PORT)"
-  done
-  # env -u: an inherited AWS_LAMBDA_MAX_CONCURRENCY would switch the RIE to a mode that cannot run here.
-  local envs=(-u AWS_LAMBDA_MAX_CONCURRENCY AWS_LAMBDA_FUNCTION_NAME=echo AWS_REGION="${AWS_REGION:-us-east-1}")
-  log "lambda: starting aws-lambda-rie on $URL (runtime API 127.0.0.1:$SLUICE_LAMBDA_RUNTIME_PORT; log: $(logfile "$NAME"))"
-  # The RIE runs the bootstrap in its own working directory: start it from the function's folder.
-  cd "$FUNC_DIR"
-  start_bg "$NAME" env "${envs[@]}" "$RIE" \
-    --runtime-interface-emulator-address "127.0.0.1:$SLUICE_LAMBDA_PORT" \
-    --runtime-api-address "127.0.0.1:$SLUICE_LAMBDA_RUNTIME_PORT" \
-    "$BOOTSTRAP"
-  cd - >/dev/null
+  tcp_open "$SLUICE_LAMBDA_PORT" &&
+    die "lambda: 127.0.0.1:$SLUICE_LAMBDA_PORT is taken by a process this stack did not start (set SLUICE_LAMBDA_PORT)"
+  log "lambda: starting lambdapool on $URL: echo and function, $INSTANCES RIE processes each (log: $(logfile "$NAME"))"
+  # The pool removes AWS_LAMBDA_MAX_CONCURRENCY from its RIEs' environment (it would switch them to a
+  # mode that cannot run here) and stops them (and their bootstraps) when it gets SIGTERM.
+  start_bg "$NAME" "$POOL" "${POOL_ARGS[@]}"
   wait_for "$NAME" "$START_TIMEOUT" ready
-  log "lambda: up at $INVOKE_URL (pid $(cat "$(pidfile "$NAME")"))"
+  log "lambda: up at $URL/2015-03-31/functions/{echo,function}/invocations (pid $(cat "$(pidfile "$NAME")"))"
 }
 
 up() {
@@ -102,16 +124,16 @@ up() {
   if is_running "$NAME"; then
     if [[ $built == same ]]; then
       if tcp_open "$SLUICE_LAMBDA_PORT"; then
-        log "lambda: already running (pid $(cat "$(pidfile "$NAME")")) with the current build at $INVOKE_URL"
+        log "lambda: already running (pid $(cat "$(pidfile "$NAME")")) with the current build at $URL"
         return 0
       fi
       wait_for "$NAME" "$START_TIMEOUT" ready
       return 0
     fi
-    log "lambda: function changed, restarting"
+    log "lambda: a binary or the instance count changed, restarting"
     stop_pid "$NAME"
   fi
-  [[ -f $BOOTSTRAP.new ]] && mv -f "$BOOTSTRAP.new" "$BOOTSTRAP"
+  install_builds
   start
 }
 
@@ -120,9 +142,9 @@ down() {
 }
 
 status() {
-  # No probe invoke here: status must never queue behind (or collide with) a caller's invoke.
+  # No probe invoke here: status must never take an instance a caller's invoke needs.
   if is_running "$NAME" && tcp_open "$SLUICE_LAMBDA_PORT"; then
-    echo "lambda: up (pid $(cat "$(pidfile "$NAME")")) $INVOKE_URL"
+    echo "lambda: up (pid $(cat "$(pidfile "$NAME")")) $URL (functions echo, function)"
     return 0
   fi
   if is_running "$NAME"; then

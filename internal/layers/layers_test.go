@@ -30,7 +30,7 @@ var services = []string{"services/admin", "services/compactor", "services/fetch"
 
 // harnesses start processes and stacks for tests and benchmarks; only
 // tests, cmd/, bench/ and chaos/ may use them.
-var harnesses = []string{"internal/bookieproc", "internal/testenv", "internal/stacktest", "internal/testreport"}
+var harnesses = []string{"internal/bookieproc", "internal/testenv", "internal/stacktest", "internal/testreport", "internal/lambdapool/lambdatest"}
 
 func rules() []rule {
 	rs := []rule{
