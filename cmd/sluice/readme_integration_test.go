@@ -26,14 +26,19 @@ type readmeStep struct {
 	want []string
 }
 
-// readmeSteps returns the console blocks of the README's "Try it" section
-// in order; the first is the one that starts sluice dev.
-func readmeSteps(t *testing.T, readme string) [][]readmeStep {
+// readmeSteps returns the console blocks of a README section ("## Try
+// it") in order.
+func readmeSteps(t *testing.T, readme, section string) [][]readmeStep {
 	t.Helper()
-	start := strings.Index(readme, "## Try it")
-	end := strings.Index(readme, "## Performance")
-	if start < 0 || end < start {
-		t.Fatal(`README: no "## Try it" section before "## Performance"`)
+	start := strings.Index(readme, "\n"+section+"\n")
+	if start < 0 {
+		t.Fatalf("README: no %q section", section)
+	}
+	end := strings.Index(readme[start+1:], "\n## ")
+	if end < 0 {
+		end = len(readme)
+	} else {
+		end += start + 1
 	}
 	var blocks [][]readmeStep
 	var cur []readmeStep
@@ -58,7 +63,7 @@ func readmeSteps(t *testing.T, readme string) [][]readmeStep {
 		}
 	}
 	if len(blocks) < 2 {
-		t.Fatalf("README: %d console blocks in Try it", len(blocks))
+		t.Fatalf("README: %d console blocks in %s", len(blocks), section)
 	}
 	return blocks
 }
@@ -78,7 +83,7 @@ func TestIntegrationReadmeWalkthrough(t *testing.T) {
 		t.Fatal(err)
 	}
 	readme := string(raw)
-	blocks := readmeSteps(t, readme)
+	blocks := readmeSteps(t, readme, "## Try it")
 	bin, err := bookieproc.Build(ctx, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -141,9 +146,21 @@ func TestIntegrationReadmeWalkthrough(t *testing.T) {
 		}
 	}
 
+	steps := runReadmeSteps(ctx, t, readme, blocks[1:], rewrite, run)
+	t.Logf("%d README commands ran", steps)
+	if t.Failed() {
+		fmt.Fprintln(os.Stderr, devOut.String()+devLog.String())
+	}
+}
+
+// runReadmeSteps runs README console steps and compares their output with
+// the README's (normalized); a describe may be retried for 12 s. It returns
+// how many ran.
+func runReadmeSteps(ctx context.Context, t *testing.T, readme string, blocks [][]readmeStep, rewrite func(string) string, run func(string) string) int {
+	t.Helper()
 	other := regexp.MustCompile("another terminal runs\\s+`([^`]+)`").FindStringSubmatch(readme)
 	steps := 0
-	for _, block := range blocks[1:] {
+	for _, block := range blocks {
 		for _, st := range block {
 			cmd := rewrite(st.cmd)
 			want := normalize(st.want)
@@ -178,8 +195,5 @@ func TestIntegrationReadmeWalkthrough(t *testing.T) {
 			steps++
 		}
 	}
-	t.Logf("%d README commands ran", steps)
-	if t.Failed() {
-		fmt.Fprintln(os.Stderr, devOut.String()+devLog.String())
-	}
+	return steps
 }

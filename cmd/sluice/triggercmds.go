@@ -393,7 +393,11 @@ func triggerDescribe(ctx context.Context, addr, name string, stdout io.Writer) e
 		fmt.Fprintf(stdout, "%-17s %s\n", kv[0]+":", kv[1])
 	}
 	if g := resp.Msg.GetGroup(); g != "" {
-		fmt.Fprintf(stdout, "%-17s %s (%d fetch copies run it)\n", "group:", g, resp.Msg.GetMembers())
+		copies := fmt.Sprintf("%d fetch copies run it", resp.Msg.GetMembers())
+		if resp.Msg.GetMembers() == 1 {
+			copies = "1 fetch copy runs it"
+		}
+		fmt.Fprintf(stdout, "%-17s %s (%s)\n", "group:", g, copies)
 	}
 	if parts := resp.Msg.GetPartitions(); len(parts) > 0 {
 		fmt.Fprintf(stdout, "\n%-9s %-12s %-12s %-10s %-11s %s\n", "PARTITION", "COMMITTED", "END", "LAG", "STATE", "LAST ERROR")

@@ -537,7 +537,7 @@ func (w *triggerWorker) process(ctx context.Context, batch trigger.Batch, payloa
 			}
 			done += i
 			rest := recs[i:]
-			cause := fmt.Errorf("the function reported %d failed records (batchItemFailures), first offset %d", len(res.Failed), res.Failed[0])
+			cause := fmt.Errorf("the function reported %s failed (batchItemFailures), the first at offset %d", plural(len(res.Failed), "record"), res.Failed[0])
 			if commitProgress && i > 0 {
 				if err := w.commit(ctx, rest[0].Offset); err != nil {
 					return done, err
@@ -654,7 +654,7 @@ func (w *triggerWorker) fail(ctx context.Context, recs []record.Record, cause er
 		_, err := r.s.triggers.dlq.Produce(ctx, connect.NewRequest(req))
 		if err == nil {
 			r.s.triggers.meters.dlq(ctx, r.tr.Name, len(recs))
-			w.setStatus(partitionRunning, fmt.Errorf("%d records sent to %s: %w", len(recs), r.spec.OnFailureTopic, cause))
+			w.setStatus(partitionRunning, fmt.Errorf("%s sent to %s: %w", plural(len(recs), "record"), r.spec.OnFailureTopic, cause))
 			return nil
 		}
 		if ctx.Err() != nil {

@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -376,7 +378,7 @@ func (s *Service) TriggerStatus(ctx context.Context, tr catalog.Trigger) (*sluic
 		info.State, info.StateMessage = sluicev1.TriggerState_TRIGGER_STATE_STOPPED,
 			fmt.Sprintf("%d partition(s) stopped on a failure (no on_failure_topic): see their last_error; update the trigger to go on", stopped)
 	default:
-		info.State, info.StateMessage = sluicev1.TriggerState_TRIGGER_STATE_RUNNING, fmt.Sprintf("running on %d fetch copies", len(running))
+		info.State, info.StateMessage = sluicev1.TriggerState_TRIGGER_STATE_RUNNING, "running on "+plural(len(running), "fetch copy")
 	}
 	resp.Trigger = info
 	return resp, nil
@@ -401,4 +403,16 @@ func (s *Service) liveTriggerPartitions(tr catalog.Trigger) map[int32]*triggerWo
 		out[p] = w
 	}
 	return out
+}
+
+// plural is "1 record", "2 records", "3 fetch copies".
+func plural(n int, noun string) string {
+	if n != 1 {
+		if strings.HasSuffix(noun, "y") {
+			noun = strings.TrimSuffix(noun, "y") + "ies"
+		} else {
+			noun += "s"
+		}
+	}
+	return strconv.Itoa(n) + " " + noun
 }
