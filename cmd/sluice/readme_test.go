@@ -16,6 +16,7 @@ var volatile = []struct {
 	{regexp.MustCompile(`"timestamp":"\d+"`), `"timestamp":"<ms>"`},
 	{regexp.MustCompile(`"topicId":"[0-9a-f]+"`), `"topicId":"<id>"`},
 	{regexp.MustCompile(`\(id [0-9a-f]{32}\)`), "(id <id>)"},
+	{regexp.MustCompile(`(__trigger\.[a-zA-Z0-9._-]+)\.\d+`), "$1.<created>"},
 	{regexp.MustCompile(`"details":\[.*\]`), `"details":[...]`},
 	{regexp.MustCompile(` in [0-9.]+s: .*$`), " in <figures>"},
 }
@@ -58,6 +59,7 @@ func TestNormalizeReadmeOutput(t *testing.T) {
 			`{"code":"out_of_range","message":"offset 99 of orders/0 is out of range: valid offsets are 0..3 (log start..high watermark)","details":[...]}`},
 		{`topic orders, created 2026-12-05T12:08:59Z`, `topic orders, created 2026-11-30T21:26:56Z`},
 		{`topic:            payments (id 5e82c5ad97ccd452447d1859ebfbf987)`, `topic:            payments (id 0123456789abcdef0123456789abcdef)`},
+		{`group:            __trigger.bill.1796483241824 (1 fetch copy runs it)`, `group:            __trigger.bill.1 (1 fetch copy runs it)`},
 		{`20000 records of 1024 B in 0.39s: 50920 records/s, 52.1 MB/s; request latency p50 26ms`, `20000 records of 1024 B in 1.5s: 1 records/s`},
 	} {
 		if got, want := normalize([]string{c[0]}), normalize([]string{c[1]}); got != want {

@@ -340,6 +340,11 @@ func (w *triggerWorker) loop(ctx context.Context, log *slog.Logger) error {
 	}
 }
 
+// maxInvokeTime bounds one Invoke call: Lambda's longest function timeout
+// (15 minutes) and a minute for the answer. An invocation that takes longer
+// is given up as Transient (retried, the same id).
+const maxInvokeTime = 16 * time.Minute
+
 // errBelowLogStart: the worker's position is below the log start.
 var errBelowLogStart = errors.New("offset below the log start")
 
@@ -513,7 +518,9 @@ func (w *triggerWorker) process(ctx context.Context, batch trigger.Batch, payloa
 		id := trigger.InvocationID(trigger.InvocationKey{Trigger: r.tr.Name, Topic: r.tr.Topic, TopicID: r.tr.TopicID, Partition: w.partition,
 			FirstOffset: b.FirstOffset(), LastOffset: b.LastOffset(), LeaseEpoch: w.idEpoch})
 		start := time.Now()
-		res := r.s.triggers.invoker.Invoke(ctx, r.spec.Function, id, b, payload)
+		ictx, cancel := context.WithTimeout(ctx, maxInvokeTime)
+		res := r.s.triggers.invoker.Invoke(ictx, r.spec.Function, id, b, payload)
+		cancel()
 		r.s.triggers.meters.invoked(ctx, r.tr.Name, res, len(recs), time.Since(start), recs[0].Timestamp)
 		if ctx.Err() != nil {
 			return done, ctx.Err()

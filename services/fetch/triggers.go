@@ -24,7 +24,7 @@ import (
 // The trigger runtime (docs/DESIGN.md, "Triggers"; issue 22). Every fetch
 // copy with a Lambda client (Deps.Lambda) and the catalog's triggers
 // (Deps.Triggers) runs every enabled trigger as a member of the trigger's
-// own consumer group, TriggerGroup(name): the group's leases spread the
+// own consumer group, TriggerGroup: the group's leases spread the
 // trigger's partitions over the copies, move them when a copy ends or
 // dies, and fence a copy that lost one (its commits fail). For each lease
 // it holds, a copy runs a triggerWorker (trigger_worker.go).
@@ -38,8 +38,15 @@ import (
 // Commit refuse groups with it (they are the runtime's).
 const TriggerGroupPrefix = "__trigger."
 
-// TriggerGroup is the consumer group trigger name runs as.
-func TriggerGroup(name string) string { return TriggerGroupPrefix + name }
+// TriggerGroup is the consumer group a trigger runs as:
+// "__trigger.<name>.<creation time, ms>". The creation time names the
+// trigger's incarnation: an update keeps the group (and where the trigger
+// stands), while a trigger deleted and created again under the same name
+// starts afresh from its starting position instead of at the old one's
+// offsets.
+func TriggerGroup(tr catalog.Trigger) string {
+	return TriggerGroupPrefix + tr.Name + "." + strconv.FormatInt(tr.CreatedAt.UnixMilli(), 10)
+}
 
 // Defaults of the trigger runtime.
 const (
@@ -157,7 +164,7 @@ func (s *Service) reconcileTriggers(ctx context.Context) error {
 	h.mu.Lock()
 	var stop []*triggerRunner
 	for name, r := range h.runners {
-		if tr, ok := want[name]; !ok || tr.Version != r.tr.Version {
+		if tr, ok := want[name]; !ok || tr.Version != r.tr.Version || !tr.CreatedAt.Equal(r.tr.CreatedAt) {
 			stop = append(stop, r)
 			delete(h.runners, name)
 		}
@@ -199,7 +206,7 @@ func (s *Service) newTriggerRunner(tr catalog.Trigger) (*triggerRunner, error) {
 	if err := pol.Validate(); err != nil {
 		return nil, err
 	}
-	r := &triggerRunner{s: s, tr: tr, spec: spec, group: TriggerGroup(tr.Name), enc: enc, pol: pol,
+	r := &triggerRunner{s: s, tr: tr, spec: spec, group: TriggerGroup(tr), enc: enc, pol: pol,
 		done: make(chan struct{}), workers: map[int32]*triggerWorker{}}
 	start := sluicev1.StartPosition_START_POSITION_LATEST
 	switch spec.StartingPosition {
@@ -307,7 +314,7 @@ func (r *triggerRunner) workerDone(w *triggerWorker) {
 // partition the lease, committed offset, lag and the state and last error
 // its owner committed (this copy's own workers answer live).
 func (s *Service) TriggerStatus(ctx context.Context, tr catalog.Trigger) (*sluicev1.DescribeTriggerResponse, error) {
-	group := TriggerGroup(tr.Name)
+	group := TriggerGroup(tr)
 	resp := &sluicev1.DescribeTriggerResponse{Group: group}
 	members, err := s.d.Bookkeeping.ListMembers(ctx, group)
 	if err != nil {
@@ -394,7 +401,7 @@ func (s *Service) liveTriggerPartitions(tr catalog.Trigger) map[int32]*triggerWo
 	s.triggers.mu.Lock()
 	r := s.triggers.runners[tr.Name]
 	s.triggers.mu.Unlock()
-	if r == nil || r.tr.Version != tr.Version {
+	if r == nil || r.tr.Version != tr.Version || !r.tr.CreatedAt.Equal(tr.CreatedAt) {
 		return out
 	}
 	r.mu.Lock()

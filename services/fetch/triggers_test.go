@@ -216,7 +216,7 @@ func TestTriggerDeliversEveryRecordInOrder(t *testing.T) {
 		return true
 	})
 	// The trigger's group is the runtime's: clients cannot join it.
-	_, err := e.cons.Commit(context.Background(), connect.NewRequest(&sluicev1.CommitRequest{Group: fetch.TriggerGroup("orders-fn"),
+	_, err := e.cons.Commit(context.Background(), connect.NewRequest(&sluicev1.CommitRequest{Group: e.describeTrigger(t, "orders-fn").GetGroup(),
 		Offsets: []*sluicev1.CommitOffset{{Topic: "orders", Partition: 0, Offset: 1}}}))
 	if connect.CodeOf(err) != connect.CodeInvalidArgument {
 		t.Fatalf("commit in a trigger's group: %v, want INVALID_ARGUMENT", err)
@@ -478,5 +478,38 @@ func TestTriggerParallelizationKeepsKeyOrder(t *testing.T) {
 	}
 	if maxInFlight < 2 {
 		t.Fatalf("at most %d invocations ran at once; parallelization 4 should run several", maxInFlight)
+	}
+}
+
+// A trigger deleted and created again under the same name is a new trigger:
+// it starts from its starting position, not where the deleted one stood.
+func TestTriggerRecreatedStartsAfresh(t *testing.T) {
+	var got seen
+	f := newFakeLambda(t, func(inv invocation) (int, string, string) {
+		for i, r := range inv.records {
+			got.add(r.Partition, inv.values[i])
+		}
+		return ok()
+	})
+	e := triggerCluster(t, f)
+	e.createTopic(t, "t", 1)
+	e.produce(t, "t", 0, 0, 10, 10)
+	spec := func() *sluicev1.TriggerSpec {
+		return &sluicev1.TriggerSpec{Topic: "t", StartingPosition: sluicev1.TriggerStartingPosition_TRIGGER_STARTING_POSITION_EARLIEST}
+	}
+	e.createTrigger(t, "tr", spec())
+	waitFor(t, "the first trigger's records", 20*time.Second, func() bool { return len(got.get(0)) >= 10 })
+	first := e.describeTrigger(t, "tr").GetGroup()
+	if _, err := e.admin.DeleteTrigger(context.Background(), connect.NewRequest(&sluicev1.DeleteTriggerRequest{Name: "tr"})); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Millisecond) // a new creation time
+	e.createTrigger(t, "tr", spec())
+	waitFor(t, "the new trigger's records", 20*time.Second, func() bool { return len(got.get(0)) >= 20 })
+	if g := got.get(0); !slices.Equal(g, append(values(0, 10), values(0, 10)...)) {
+		t.Fatalf("the function saw %v; want v0..v9 from each trigger", g)
+	}
+	if second := e.describeTrigger(t, "tr").GetGroup(); second == first {
+		t.Fatalf("both triggers ran as group %q", first)
 	}
 }

@@ -2217,7 +2217,8 @@ type DescribeTriggerResponse struct {
 	Trigger *TriggerInfo `protobuf:"bytes,1,opt,name=trigger,proto3" json:"trigger,omitempty"`
 	// Its partitions' runtime state (partitions it never ran are left out).
 	Partitions []*TriggerPartition `protobuf:"bytes,2,rep,name=partitions,proto3" json:"partitions,omitempty"`
-	// The consumer group the trigger runs as ("__trigger." + name).
+	// The consumer group the trigger runs as: "__trigger.<name>.<created_at_ms>"
+	// (a trigger deleted and created again is a new group, starting afresh).
 	Group string `protobuf:"bytes,3,opt,name=group,proto3" json:"group,omitempty"`
 	// How many fetch copies run it (live members of its group).
 	Members       int32 `protobuf:"varint,4,opt,name=members,proto3" json:"members,omitempty"`
