@@ -475,45 +475,33 @@ func (w *triggerWorker) lane(ctx context.Context, recs []record.Record, commitPr
 	return done, nil
 }
 
-// process invokes one batch through the retry rules (trigger.RetryPolicy)
-// and returns how many of its leading records are finished; fewer than all
-// only with an error (the worker stops, or the partition stops on a
-// failure without a DLQ).
-//
-//   - Success: finished; with batchItemFailures, the records before the
-//     first failed one are finished and the rest is retried (spending a
-//     retry); out of retries, the records named failed go to the DLQ and
-//     the rest is finished.
-//   - FunctionError: with bisect_on_error a batch of more than one record
-//     is split in halves, each invoked on its own (no retry spent); else
-//     retried with backoff, spending a retry; out of retries, the batch
-//     goes to the DLQ.
-//   - Throttled, Transient: retried with backoff, spending no retry.
-//   - Rejected: retried at the longest backoff, spending no retry, until
-//     the trigger or the function changes; reported meanwhile.
+// process invokes one batch through the retry rules (trigger.Run: the
+// pure machine decides; this does the invoking, waiting, committing and
+// failing) and returns how many of its leading records are finished;
+// fewer than all only with an error (the worker stops, or the partition
+// stops on a failure without a DLQ). commitProgress commits the position
+// after records finished within the batch (one lane per round).
 func (w *triggerWorker) process(ctx context.Context, batch trigger.Batch, payload []byte, commitProgress bool) (int, error) {
 	r := w.r
-	queue := [][]record.Record{batch.Records}
-	done := 0
-	retries, waits := 0, 0
-	for len(queue) > 0 {
-		recs := queue[0]
+	run := trigger.NewRun(r.pol, batch.Records)
+	for {
+		recs, more := run.Next()
+		if !more {
+			return run.Finished(), nil
+		}
 		b := trigger.Batch{Topic: batch.Topic, Partition: batch.Partition, Records: recs}
 		if payload == nil {
+			// A part of a batch that fit fits: Take returns it whole.
 			var err error
-			if b, payload, err = r.enc.Take(batch.Topic, batch.Partition, recs); err != nil {
-				return done, err // a part of a batch that fit fits
-			}
-			if len(b.Records) < len(recs) { // cannot happen, but never lose the rest
-				queue = append([][]record.Record{b.Records, recs[len(b.Records):]}, queue[1:]...)
-				recs = b.Records
+			if b, payload, err = r.enc.Take(batch.Topic, batch.Partition, recs); err != nil || len(b.Records) != len(recs) {
+				return run.Finished(), fmt.Errorf("re-encoding records %d..%d of a batch: %d of %d taken: %w", recs[0].Offset, recs[len(recs)-1].Offset, len(b.Records), len(recs), err)
 			}
 		}
 		if ctx.Err() != nil {
-			return done, ctx.Err()
+			return run.Finished(), ctx.Err()
 		}
 		if w.stopping() {
-			return done, errTriggerStopped
+			return run.Finished(), errTriggerStopped
 		}
 		id := trigger.InvocationID(trigger.InvocationKey{Trigger: r.tr.Name, Topic: r.tr.Topic, TopicID: r.tr.TopicID, Partition: w.partition,
 			FirstOffset: b.FirstOffset(), LastOffset: b.LastOffset(), LeaseEpoch: w.idEpoch})
@@ -523,88 +511,29 @@ func (w *triggerWorker) process(ctx context.Context, batch trigger.Batch, payloa
 		cancel()
 		r.s.triggers.meters.invoked(ctx, r.tr.Name, res, len(recs), time.Since(start), recs[0].Timestamp)
 		if ctx.Err() != nil {
-			return done, ctx.Err()
+			return run.Finished(), ctx.Err()
 		}
-		switch res.Outcome {
-		case trigger.Success:
-			if len(res.Failed) == 0 {
-				done += len(recs)
-				queue, payload, retries, waits = queue[1:], nil, 0, 0
-				w.setStatus(partitionRunning, nil)
-				if commitProgress && len(queue) > 0 {
-					if err := w.commit(ctx, recs[len(recs)-1].Offset+1); err != nil {
-						return done, err
-					}
-				}
-				continue
+		payload = nil
+		st := run.Observe(res, r.rnd())
+		if len(st.Fail) > 0 {
+			if err := w.fail(ctx, st.Fail, st.Cause, st.Attempts); err != nil {
+				return st.FailAt, err
 			}
-			i := 0
-			for recs[i].Offset < res.Failed[0] {
-				i++
+		}
+		if st.BackingOff != nil {
+			w.setStatus(partitionBackingOff, st.BackingOff)
+		} else if len(st.Fail) == 0 {
+			w.setStatus(partitionRunning, nil)
+		}
+		if _, next := run.Next(); st.Progress && commitProgress && next && run.Finished() > 0 {
+			if err := w.commit(ctx, batch.Records[run.Finished()-1].Offset+1); err != nil {
+				return run.Finished(), err
 			}
-			done += i
-			rest := recs[i:]
-			cause := fmt.Errorf("the function reported %s failed (batchItemFailures), the first at offset %d", plural(len(res.Failed), "record"), res.Failed[0])
-			if commitProgress && i > 0 {
-				if err := w.commit(ctx, rest[0].Offset); err != nil {
-					return done, err
-				}
-			}
-			if r.pol.CanRetry(retries) {
-				retries++
-				w.setStatus(partitionBackingOff, cause)
-				queue[0], payload = rest, nil
-				if !w.sleep(ctx, r.pol.Backoff(retries, r.rnd())) {
-					return done, stopCause(ctx)
-				}
-				continue
-			}
-			var failed []record.Record
-			for _, rec := range rest {
-				if containsOffset(res.Failed, rec.Offset) {
-					failed = append(failed, rec)
-				}
-			}
-			if err := w.fail(ctx, failed, cause, retries+1); err != nil {
-				return done, err
-			}
-			done += len(rest)
-			queue, payload, retries, waits = queue[1:], nil, 0, 0
-		case trigger.FunctionError:
-			if first, ok := r.pol.Split(len(recs)); ok {
-				queue = append([][]record.Record{recs[:first], recs[first:]}, queue[1:]...)
-				payload = nil
-				w.setStatus(partitionBackingOff, res.Err)
-				continue
-			}
-			if r.pol.CanRetry(retries) {
-				retries++
-				w.setStatus(partitionBackingOff, res.Err)
-				if !w.sleep(ctx, r.pol.Backoff(retries, r.rnd())) {
-					return done, stopCause(ctx)
-				}
-				continue
-			}
-			if err := w.fail(ctx, recs, res.Err, retries+1); err != nil {
-				return done, err
-			}
-			done += len(recs)
-			queue, payload, retries, waits = queue[1:], nil, 0, 0
-		case trigger.Throttled, trigger.Transient, trigger.Rejected:
-			waits++
-			d := max(res.RetryAfter, r.pol.Backoff(waits, r.rnd()))
-			if res.Outcome == trigger.Rejected {
-				d = r.pol.Max
-			}
-			w.setStatus(partitionBackingOff, fmt.Errorf("%v: %w", res.Outcome, res.Err))
-			if !w.sleep(ctx, min(d, r.pol.Max)) {
-				return done, stopCause(ctx)
-			}
-		default:
-			return done, fmt.Errorf("trigger: unknown outcome %v", res.Outcome)
+		}
+		if st.Wait > 0 && !w.sleep(ctx, st.Wait) {
+			return run.Finished(), stopCause(ctx)
 		}
 	}
-	return done, nil
 }
 
 func stopCause(ctx context.Context) error {
@@ -612,15 +541,6 @@ func stopCause(ctx context.Context) error {
 		return ctx.Err()
 	}
 	return errTriggerStopped
-}
-
-func containsOffset(sorted []int64, off int64) bool {
-	for _, o := range sorted {
-		if o == off {
-			return true
-		}
-	}
-	return false
 }
 
 // fail deals with records that ran out of retries or age: with an

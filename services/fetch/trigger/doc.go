@@ -31,7 +31,9 @@
 //     offsets named in batchItemFailures), FunctionError, Throttled (with
 //     Lambda's Retry-After hint), Transient or Rejected. Classify is the
 //     only place that looks at Lambda's errors and headers.
-//  4. RetryPolicy decides the rest: Backoff (exponential from the trigger's
+//  4. Run applies the retry rules to one batch, answer by answer (what to
+//     invoke next, what to fail, when progress can be stored, how long to
+//     wait), on RetryPolicy: Backoff (exponential from the trigger's
 //     initial to max backoff, full jitter from an injected source),
 //     CanRetry (function errors spend retries; throttling and transient
 //     errors do not) and Split (bisect a failing batch of n > 1 into
@@ -44,6 +46,8 @@
 //	id.go            InvocationID (format), ClientContext (size limit)
 //	invoke.go        Invoker, Outcome, Result, FunctionErr, Classify and the batchItemFailures rules
 //	retry.go         RetryPolicy: Backoff, CanRetry, Split
+//	run.go           Run: one batch's way through the retry rules, a pure state machine
+//	                 (testdata/run.transcript)
 //	example_test.go  how the runtime loop is meant to use them
 //	*_test.go        golden event (-rewrite), bounds, id stability, classification against an
 //	                 httptest server speaking the Invoke API, FuzzClassify (any answer), backoff
