@@ -1,0 +1,389 @@
+//go:build integration
+
+package processtest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/internal/lambdapool/lambdatest"
+	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
+	"github.com/sluicemq/sluice/services/fetch"
+)
+
+// The trigger runtime's guarantees as processes (docs/DESIGN.md §2.10,
+// issue 22): two `sluice fetch` copies run a trigger whose function is the
+// recorder under the Runtime Interface Emulator; a copy is paused with
+// SIGSTOP or killed with SIGKILL while an invocation is in flight.
+
+const (
+	// sleepRound is the first value of the round a test holds in flight:
+	// the recorder sleeps that long, so the round is still running when
+	// the copy is paused or killed.
+	sleepRound = "sleep:2500"
+	// triggerTakeover bounds how long after a copy stops answering its
+	// partitions take to be run by the other copy and a slept round to
+	// finish there: the session timeout, balancing rounds, the sleep again.
+	triggerTakeover = triggerSessionTimeout + 15*time.Second
+)
+
+// inFlightRound produces, to a partition owned by victim at epoch, a round
+// of 4 records whose first sleeps (sleepRound), then 8 more records, and
+// waits until victim has sent the round's invocation and has no answer
+// yet. It returns the round's invocation id and offsets, and the offsets
+// after it.
+func (tc *triggerCluster) inFlightRound(ctx context.Context, t *testing.T, tr *sluicev1.TriggerInfo, victim string, partition int32, epoch int64) (id string, round, after []int64) {
+	t.Helper()
+	topic := tr.GetSpec().GetTopic()
+	round = tc.produce(ctx, t, topic, partition, values(sleepRound, "r-1", "r-2", "r-3")...)
+	after = tc.produce(ctx, t, topic, partition, values("a-1", "a-2", "a-3", "a-4", "a-5", "a-6", "a-7", "a-8")...)
+	id = idOf(tr, partition, round[0], round[3], epoch)
+	waitUntil(ctx, t, 20*time.Second, fmt.Sprintf("%s invoking %s", victim, id), func() bool { return tc.invokes.inFlight(victim, id) })
+	return id, round, after
+}
+
+// warmUp produces 4 records to every partition and waits until they are
+// processed and committed; it returns the partitions' ends.
+func (tc *triggerCluster) warmUp(ctx context.Context, t *testing.T, w *triggerWatch, topic string, partitions int32, prefix string, ends map[int32]int64) {
+	t.Helper()
+	for p := range partitions {
+		offs := tc.produce(ctx, t, topic, p, values(fmt.Sprintf("%s-%d-0", prefix, p), fmt.Sprintf("%s-%d-1", prefix, p),
+			fmt.Sprintf("%s-%d-2", prefix, p), fmt.Sprintf("%s-%d-3", prefix, p))...)
+		ends[p] = offs[len(offs)-1] + 1
+	}
+	w.waitFor(ctx, t, 30*time.Second, prefix+" records processed and committed", func(s triggerState) bool { return caughtUp(s, ends) })
+}
+
+// A paused fetch copy cannot commit after its trigger partitions moved.
+// Two copies run a trigger on 4 partitions; the copy holding partition P
+// is paused (SIGSTOP) while it invokes a round of P (a record sleeps in
+// the function); the other copy takes its partitions over past the session
+// timeout, runs P's unfinished round again — under the invocation id of the
+// first attempt — and the records after it; then the paused copy
+// continues. Checked:
+//   - every record was invoked, and only the paused round twice;
+//   - the round was run again by the new owner under the same invocation id;
+//   - after it continued, the paused copy invoked nothing under the lease
+//     epochs it held (the recorder's start times, and its Invoke calls);
+//   - its late commit (the paused round's) was refused: per partition the
+//     committed offset and the epoch it was committed under never went
+//     down (every DescribeTrigger answer and bookkeeping read, checked in
+//     order), and P's committed epoch stayed the new owner's;
+//   - it comes back as a member and takes its share, and records produced
+//     afterwards are invoked once.
+func TestIntegrationTriggerZombieFetchCannotCommit(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	began := time.Now()
+	tc := startTriggerCluster(ctx, t, lambdatest.Function{Name: "recorder", Instances: 4})
+	const topic, name, partitions = "orders", "zombie", 4
+	tc.createTopic(ctx, t, topic, partitions)
+	tr := tc.createTrigger(ctx, t, name, &sluicev1.TriggerSpec{Topic: topic, Function: "recorder", Enabled: true,
+		StartingPosition: sluicev1.TriggerStartingPosition_TRIGGER_STARTING_POSITION_EARLIEST, BatchSize: 4})
+	w := tc.watch(ctx, t, name, topic, partitions)
+	s := w.waitFor(ctx, t, 30*time.Second, "both fetch copies running the trigger, 2 partitions each", func(s triggerState) bool { return tc.balanced(s, partitions) })
+	t.Logf("cluster up and the trigger balanced %v after the start: %s", ms(time.Since(began)), tc.describe(s))
+
+	ends := map[int32]int64{}
+	tc.warmUp(ctx, t, w, topic, partitions, "w", ends)
+
+	// The copy holding partition 0 is the victim; the watch asks the other.
+	const p = int32(0)
+	s = w.waitFor(ctx, t, 10*time.Second, "a fresh answer", func(triggerState) bool { return true })
+	victim := tc.copyOf(s.parts[p].GetOwner())
+	survivor := tc.other(victim)
+	if victim == "" || !tc.balanced(s, partitions) {
+		t.Fatalf("partition %d's owner is on no fetch copy, or the trigger is not balanced: %s", p, tc.describe(s))
+	}
+	held := map[int32]int64{} // the victim's partitions → lease epoch
+	for _, q := range tc.owners(s)[victim] {
+		held[q] = s.parts[q].GetEpoch()
+	}
+	w.use(ctx, t, survivor)
+
+	id, round, after := tc.inFlightRound(ctx, t, tr, victim, p, held[p])
+	ends[p] = after[len(after)-1] + 1
+	if err := tc.procs[victim].Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	pausedAt := time.Now()
+	resumed := false
+	defer func() {
+		if !resumed {
+			_ = tc.procs[victim].Signal(syscall.SIGCONT)
+		}
+	}()
+	t.Logf("%s paused while invoking %s; it held %v (partition → epoch)", victim, id, held)
+
+	// The survivor takes everything over and processes the rest of P.
+	s = w.waitFor(ctx, t, triggerTakeover, "the survivor holding every partition and P's records processed", func(s triggerState) bool {
+		return len(tc.owners(s)[survivor]) == partitions && caughtUp(s, ends)
+	})
+	took := s.asked.Sub(pausedAt)
+	newEpoch := s.parts[p].GetEpoch()
+	if newEpoch <= held[p] || s.committed[p].Epoch != newEpoch {
+		t.Fatalf("partition %d: lease epoch %d and committed epoch %d after the takeover; want above the paused copy's %d: %s",
+			p, newEpoch, s.committed[p].Epoch, held[p], tc.describe(s))
+	}
+	t.Logf("%v after the pause the survivor held every partition and had processed P: %s", ms(took), tc.describe(s))
+
+	// Continue the paused copy; its worker of P at the old epoch must end
+	// without invoking or committing anything.
+	var afterResume []triggerState
+	w.onSample(func(s triggerState) { afterResume = append(afterResume, s) })
+	if err := tc.procs[victim].Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	resumedAt := time.Now()
+	resumed = true
+	var ended map[string]any
+	waitUntil(ctx, t, 20*time.Second, fmt.Sprintf("%s's worker of partition %d at epoch %d ending", victim, p, held[p]), func() bool {
+		for _, e := range logEntries(tc.procs[victim], "trigger partition ended") {
+			if num(e, "partition") == int64(p) && num(e, "epoch") == held[p] {
+				ended = e
+				return true
+			}
+		}
+		return false
+	})
+	t.Logf("%s continued at %s; its worker of partition %d at epoch %d ended at %v: %v", victim, resumedAt.UTC().Format("15:04:05.000"), p, held[p], ended["time"], ended["cause"])
+	s = w.waitFor(ctx, t, 30*time.Second, "the trigger balanced again over both copies", func(s triggerState) bool { return tc.balanced(s, partitions) })
+	t.Logf("balanced again %v after the continue: %s", ms(s.asked.Sub(resumedAt)), tc.describe(s))
+	tc.warmUp(ctx, t, w, topic, partitions, "z", ends)
+
+	// The late commit changed nothing: after the continue, P's offset was
+	// always committed under an epoch above the paused copy's.
+	w.halt()
+	for _, s := range afterResume {
+		if c := s.committed[p]; c.Epoch <= held[p] {
+			t.Errorf("partition %d: at %s the offset %d is committed under epoch %d, the paused copy's (%d) or older",
+				p, s.at.Format("15:04:05.000"), c.Offset, c.Epoch, held[p])
+		}
+	}
+
+	lines := tc.recorded(t, "recorder")
+	checkInvocations(t, tc, lines, topic, ends, map[string]bool{id: true})
+	// The round: first attempt by the victim before the pause, again by
+	// the survivor after it, same id.
+	var attempts []string
+	for _, c := range tc.invokes.snapshot() {
+		if c.id == id {
+			attempts = append(attempts, fmt.Sprintf("%s sent %s answered %d", c.copy, c.sent.Format("15:04:05.000"), c.status))
+		}
+	}
+	var starts []time.Time
+	for _, l := range lines {
+		if l.InvocationID == id {
+			starts = append(starts, l.started())
+		}
+	}
+	if len(starts) != 2 || !starts[0].Before(pausedAt) || !starts[1].After(pausedAt) || !starts[1].Before(resumedAt) {
+		t.Errorf("round %d..%d of partition %d (%s): the function started it at %v; want once before the pause (%s) and once after it, before the continue (%s); calls: %v",
+			round[0], round[3], p, id, starts, pausedAt.Format("15:04:05.000"), resumedAt.Format("15:04:05.000"), attempts)
+	}
+	if n := countCalls(tc.invokes.snapshot(), func(c invokeCall) bool { return c.id == id && c.copy == survivor && c.sent.After(pausedAt) }); n != 1 {
+		t.Errorf("the survivor invoked %s %d times after the pause; want once: %v", id, n, attempts)
+	}
+	// Nothing under the paused copy's epochs after it continued.
+	for _, l := range lines {
+		iid, err := parseInvocationID(l.InvocationID)
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		if e, ok := held[iid.partition]; ok && iid.epoch == e && l.started().After(resumedAt) {
+			t.Errorf("the function started %s at %s, after the paused copy continued (%s): an invocation under its old epoch",
+				l.InvocationID, l.started().Format("15:04:05.000"), resumedAt.Format("15:04:05.000"))
+		}
+	}
+	for _, c := range tc.invokes.snapshot() {
+		if c.copy != victim || !c.sent.After(pausedAt) {
+			continue
+		}
+		if iid, err := parseInvocationID(c.id); err == nil && iid.epoch == held[iid.partition] {
+			t.Errorf("%s sent %s at %s, after it was paused: an invocation under its old epoch", victim, c.id, c.sent.Format("15:04:05.000"))
+		}
+	}
+	t.Logf("round %s: %v; %d invocations in all; the test took %v", id, attempts, len(lines), ms(time.Since(began)))
+}
+
+// kill -9 of the fetch copy running a trigger's round: two copies run a
+// trigger on 4 partitions; the copy holding partition P is killed while it
+// invokes a round of P (a record sleeps in the function) and started again
+// at once. The rounds in flight are read from bookkeeping right after the
+// kill (the round's range and epoch are committed before it runs). Checked:
+//   - P's round was in flight, and its new owner (a higher lease epoch)
+//     ran it again under the invocation id of the first attempt;
+//   - every record was invoked; none outside the rounds in flight at the
+//     kill was invoked twice, and every invocation of a record of those
+//     rounds carried the same id;
+//   - per partition the committed offset and its epoch never went down;
+//   - the restarted copy takes its share, and records produced afterwards
+//     are invoked once.
+func TestIntegrationTriggerKill9MidBatch(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	began := time.Now()
+	tc := startTriggerCluster(ctx, t, lambdatest.Function{Name: "recorder", Instances: 4})
+	const topic, name, partitions = "payments", "kill9", 4
+	tc.createTopic(ctx, t, topic, partitions)
+	tr := tc.createTrigger(ctx, t, name, &sluicev1.TriggerSpec{Topic: topic, Function: "recorder", Enabled: true,
+		StartingPosition: sluicev1.TriggerStartingPosition_TRIGGER_STARTING_POSITION_EARLIEST, BatchSize: 4})
+	w := tc.watch(ctx, t, name, topic, partitions)
+	s := w.waitFor(ctx, t, 30*time.Second, "both fetch copies running the trigger, 2 partitions each", func(s triggerState) bool { return tc.balanced(s, partitions) })
+	t.Logf("cluster up and the trigger balanced %v after the start: %s", ms(time.Since(began)), tc.describe(s))
+
+	ends := map[int32]int64{}
+	tc.warmUp(ctx, t, w, topic, partitions, "w", ends)
+	const p = int32(1)
+	s = w.waitFor(ctx, t, 10*time.Second, "a fresh answer", func(triggerState) bool { return true })
+	victim := tc.copyOf(s.parts[p].GetOwner())
+	survivor := tc.other(victim)
+	if victim == "" || !tc.balanced(s, partitions) {
+		t.Fatalf("partition %d's owner is on no fetch copy, or the trigger is not balanced: %s", p, tc.describe(s))
+	}
+	held := map[int32]int64{}
+	for _, q := range tc.owners(s)[victim] {
+		held[q] = s.parts[q].GetEpoch()
+	}
+	w.use(ctx, t, survivor)
+
+	id, round, after := tc.inFlightRound(ctx, t, tr, victim, p, held[p])
+	ends[p] = after[len(after)-1] + 1
+	if err := tc.procs[victim].Kill(); err != nil {
+		t.Fatal(err)
+	}
+	killedAt := time.Now()
+	// The rounds in flight, as the killed copy committed them before
+	// running them: the ones allowed (and due) to run again.
+	inFlight := map[string]bool{}
+	for q, epoch := range held {
+		c, err := tc.bk.FetchOffset(ctx, fetch.TriggerGroup(name), topic, q)
+		if err != nil {
+			t.Fatalf("partition %d: %v", q, err)
+		}
+		var md roundMetadata
+		if err := json.Unmarshal([]byte(c.Metadata), &md); err != nil {
+			t.Fatalf("partition %d: commit metadata %q: %v", q, c.Metadata, err)
+		}
+		if md.Round == nil {
+			continue
+		}
+		if c.Epoch != epoch || md.Round.Epoch != epoch || c.Offset != md.Round.First {
+			t.Errorf("partition %d: committed %d under epoch %d with round %+v; want the round's first offset under the lease epoch %d",
+				q, c.Offset, c.Epoch, *md.Round, epoch)
+		}
+		// A round of one lane and at most batch_size records is one batch.
+		inFlight[idOf(tr, q, md.Round.First, md.Round.Last, md.Round.Epoch)] = true
+	}
+	if !inFlight[id] {
+		t.Fatalf("kill -9 of %s while it invoked %s: the rounds committed as in flight are %v", victim, id, slices.Sorted(maps.Keys(inFlight)))
+	}
+	if err := tc.procs[victim].Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s killed while invoking %s (rounds in flight: %v) and started again in %v; it held %v (partition → epoch)",
+		victim, id, slices.Sorted(maps.Keys(inFlight)), ms(time.Since(killedAt)), held)
+
+	s = w.waitFor(ctx, t, triggerTakeover, "partition P taken over at a new epoch and its records processed", func(s triggerState) bool {
+		return s.parts[p].GetEpoch() > held[p] && s.parts[p].GetOwner() != "" && caughtUp(s, ends)
+	})
+	t.Logf("%v after the kill partition %d was run by %s at epoch %d and every record was processed: %s",
+		ms(s.asked.Sub(killedAt)), p, tc.copyOf(s.parts[p].GetOwner()), s.parts[p].GetEpoch(), tc.describe(s))
+	s = w.waitFor(ctx, t, triggerTakeover, "the trigger balanced again over both copies", func(s triggerState) bool { return tc.balanced(s, partitions) })
+	t.Logf("balanced again %v after the kill: %s", ms(s.asked.Sub(killedAt)), tc.describe(s))
+	tc.warmUp(ctx, t, w, topic, partitions, "z", ends)
+	w.halt()
+
+	lines := tc.recorded(t, "recorder")
+	checkInvocations(t, tc, lines, topic, ends, inFlight)
+	var starts []time.Time
+	for _, l := range lines {
+		if l.InvocationID == id {
+			starts = append(starts, l.started())
+		}
+	}
+	if len(starts) != 2 || !starts[0].Before(killedAt) || !starts[1].After(killedAt) {
+		t.Errorf("round %d..%d of partition %d (%s): the function started it at %v; want once before the kill (%s) and once after it",
+			round[0], round[3], p, id, starts, killedAt.Format("15:04:05.000"))
+	}
+	var rerun []string
+	for _, c := range tc.invokes.snapshot() {
+		if c.id == id {
+			rerun = append(rerun, fmt.Sprintf("%s sent %s answered %d", c.copy, c.sent.Format("15:04:05.000"), c.status))
+		}
+	}
+	t.Logf("round %s: %v; %d invocations in all; the test took %v", id, rerun, len(lines), ms(time.Since(began)))
+}
+
+// checkInvocations checks the recorder's lines of a topic: every record
+// below ends was invoked, and a record invoked more than once belongs to
+// an invocation id of repeat (the rounds allowed to run again), whose every
+// invocation carried the same id.
+func checkInvocations(t *testing.T, tc *triggerCluster, lines []recLine, topic string, ends map[int32]int64, repeat map[string]bool) {
+	t.Helper()
+	counts := invoked(lines, topic)
+	repeated := map[po]bool{}
+	for _, l := range lines {
+		if repeat[l.InvocationID] {
+			for _, r := range l.Records {
+				repeated[po{r.Partition, r.Offset}] = true
+			}
+		}
+	}
+	missing, dups := 0, 0
+	for p, end := range ends {
+		for off := range end {
+			k := po{p, off}
+			switch n := counts[k]; {
+			case n == 0:
+				if missing++; missing <= 10 {
+					t.Errorf("partition %d offset %d was never invoked", p, off)
+				}
+			case n > 1 && !repeated[k]:
+				if dups++; dups <= 10 {
+					t.Errorf("partition %d offset %d was invoked %d times, outside the round in flight: %s", p, off, n, idsOf(lines, topic, k))
+				}
+			}
+		}
+	}
+	for k := range counts {
+		if end, ok := ends[k.partition]; !ok || k.offset >= end {
+			t.Errorf("partition %d offset %d was invoked, but no such record was produced", k.partition, k.offset)
+		}
+	}
+	for k := range repeated {
+		if ids := idsOf(lines, topic, k); len(ids) != 1 {
+			t.Errorf("partition %d offset %d of the round in flight was invoked under several ids: %v", k.partition, k.offset, ids)
+		}
+	}
+}
+
+// idsOf lists the distinct invocation ids that carried a record.
+func idsOf(lines []recLine, topic string, k po) []string {
+	ids := map[string]bool{}
+	for _, l := range lines {
+		for _, r := range l.Records {
+			if r.Topic == topic && r.Partition == k.partition && r.Offset == k.offset {
+				ids[l.InvocationID] = true
+			}
+		}
+	}
+	return slices.Sorted(maps.Keys(ids))
+}
+
+func countCalls(calls []invokeCall, f func(invokeCall) bool) int {
+	n := 0
+	for _, c := range calls {
+		if f(c) {
+			n++
+		}
+	}
+	return n
+}
