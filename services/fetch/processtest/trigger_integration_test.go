@@ -8,9 +8,13 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"connectrpc.com/connect"
 
 	"github.com/sluicemq/sluice/internal/lambdapool/lambdatest"
 	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
@@ -320,6 +324,230 @@ func TestIntegrationTriggerKill9MidBatch(t *testing.T) {
 		}
 	}
 	t.Logf("round %s: %v; %d invocations in all; the test took %v", id, rerun, len(lines), ms(time.Since(began)))
+}
+
+// Failures under the real emulator, on two fetch copies at once:
+//   - a poison record (the function fails every batch holding it) goes to
+//     the on_failure_topic after the retries — bisect_on_error isolates it,
+//     so it alone is sent — with headers naming the trigger, the function,
+//     the source and the error; the records after it are processed, and
+//     DescribeTrigger reports what went to the DLQ;
+//   - a function with one instance behind a trigger running 4 partitions
+//     with parallelization 4 is throttled (the pool answers 429 when its
+//     instance is busy): the trigger backs off without spending retries
+//     (it has none: max_retries -1, so a throttle counted as a failure
+//     would send the batch to the DLQ), every record is invoked exactly
+//     once, in key order, and its DLQ stays empty.
+func TestIntegrationTriggerPoisonAndThrottleUnderRIE(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	began := time.Now()
+	tc := startTriggerCluster(ctx, t, lambdatest.Function{Name: "recorder", Instances: 2}, lambdatest.Function{Name: "narrow", Instances: 1})
+	const orders, clicks = "orders", "clicks"
+	const ordersDLQ, clicksDLQ = "orders-dlq", "clicks-dlq"
+	tc.createTopic(ctx, t, orders, 2)
+	tc.createTopic(ctx, t, ordersDLQ, 1)
+	tc.createTopic(ctx, t, clicks, 4)
+	tc.createTopic(ctx, t, clicksDLQ, 1)
+	const maxRetries = 2
+	tc.createTrigger(ctx, t, "poison", &sluicev1.TriggerSpec{Topic: orders, Function: "recorder", Enabled: true,
+		StartingPosition: sluicev1.TriggerStartingPosition_TRIGGER_STARTING_POSITION_EARLIEST, BatchSize: 10,
+		MaxRetries: maxRetries, RetryBackoffInitialMs: 50, RetryBackoffMaxMs: 200, BisectOnError: true, OnFailureTopic: ordersDLQ})
+	tc.createTrigger(ctx, t, "throttled", &sluicev1.TriggerSpec{Topic: clicks, Function: "narrow", Enabled: true,
+		StartingPosition: sluicev1.TriggerStartingPosition_TRIGGER_STARTING_POSITION_EARLIEST, BatchSize: 2, Parallelization: 4,
+		MaxRetries: -1, RetryBackoffInitialMs: 20, RetryBackoffMaxMs: 300, OnFailureTopic: clicksDLQ})
+	wp := tc.watch(ctx, t, "poison", orders, 2)
+	wt := tc.watch(ctx, t, "throttled", clicks, 4)
+	wp.waitFor(ctx, t, 30*time.Second, "both fetch copies running the poison trigger", func(s triggerState) bool { return tc.balanced(s, 2) })
+	s := wt.waitFor(ctx, t, 30*time.Second, "both fetch copies running the throttled trigger", func(s triggerState) bool { return tc.balanced(s, 4) })
+	t.Logf("cluster up and both triggers balanced %v after the start: throttled: %s", ms(time.Since(began)), tc.describe(s))
+
+	// Orders: a poison record in the middle of a batch, records after it.
+	ordersEnds := map[int32]int64{}
+	batch := values("o-0", "o-1", "o-2", "o-3", "poison", "o-5", "o-6", "o-7", "o-8", "o-9")
+	offs := tc.produce(ctx, t, orders, 0, batch...)
+	poisonAt := offs[4]
+	later := tc.produce(ctx, t, orders, 0, values("l-0", "l-1", "l-2", "l-3", "l-4")...)
+	ordersEnds[0] = later[len(later)-1] + 1
+	offs = tc.produce(ctx, t, orders, 1, values("q-0", "q-1", "q-2", "q-3", "q-4", "q-5")...)
+	ordersEnds[1] = offs[len(offs)-1] + 1
+	// Clicks: 12 records of 6 keys on each partition, each sleeping 100 ms
+	// in the function, so the lanes of both copies collide on its one
+	// instance.
+	clicksEnds := map[int32]int64{}
+	sent := time.Now()
+	for p := range int32(4) {
+		recs := make([]*sluicev1.Record, 12)
+		for i := range recs {
+			recs[i] = &sluicev1.Record{Key: fmt.Appendf(nil, "k-%d-%d", p, i%6), Value: []byte("sleep:100")}
+		}
+		offs := tc.produce(ctx, t, clicks, p, recs...)
+		clicksEnds[p] = offs[len(offs)-1] + 1
+	}
+
+	s = wp.waitFor(ctx, t, 60*time.Second, "the orders processed", func(s triggerState) bool { return caughtUp(s, ordersEnds) })
+	if e := s.parts[0].GetLastError(); !strings.Contains(e, ordersDLQ) || !strings.Contains(e, "poison record") {
+		t.Errorf("DescribeTrigger's last error of partition 0 is %q; want it to say a record went to %s, and why", e, ordersDLQ)
+	}
+	t.Logf("orders processed %v after they were produced: %s", ms(time.Since(sent)), tc.describe(s))
+	s = wt.waitFor(ctx, t, 60*time.Second, "the clicks processed", func(s triggerState) bool { return caughtUp(s, clicksEnds) })
+	t.Logf("clicks processed %v after they were produced: %s", ms(time.Since(sent)), tc.describe(s))
+	wp.halt()
+	wt.halt()
+
+	// The poison record, and it alone, in the DLQ.
+	dlq := tc.readAll(ctx, t, ordersDLQ, 1)
+	if len(dlq) != 1 || string(dlq[0].GetValue()) != "poison" {
+		t.Fatalf("%s holds %d records (%v); want the poison record alone", ordersDLQ, len(dlq), dlqValues(dlq))
+	}
+	h := map[string]string{}
+	for _, hd := range dlq[0].GetHeaders() {
+		h[hd.GetKey()] = string(hd.GetValue())
+	}
+	for k, want := range map[string]string{fetch.DLQHeaderTrigger: "poison", fetch.DLQHeaderFunction: "recorder", fetch.DLQHeaderTopic: orders,
+		fetch.DLQHeaderPartition: "0", fetch.DLQHeaderOffset: fmt.Sprint(poisonAt), fetch.DLQHeaderAttempts: fmt.Sprint(maxRetries + 1)} {
+		if h[k] != want {
+			t.Errorf("DLQ header %s is %q; want %q (headers %v)", k, h[k], want, h)
+		}
+	}
+	if e := h[fetch.DLQHeaderError]; !strings.Contains(e, fmt.Sprintf("poison record at %s-0 offset %d", orders, poisonAt)) {
+		t.Errorf("DLQ header %s is %q; want the function's error", fetch.DLQHeaderError, e)
+	}
+	if at, err := strconv.ParseInt(h[fetch.DLQHeaderFailedAt], 10, 64); err != nil || at < began.UnixMilli() || at > time.Now().UnixMilli() {
+		t.Errorf("DLQ header %s is %q; want the time it failed, in ms", fetch.DLQHeaderFailedAt, h[fetch.DLQHeaderFailedAt])
+	}
+
+	// The function: the poison record alone max_retries+1 times, every
+	// other record processed, the ones after it after its last attempt.
+	lines := tc.recorded(t, "recorder")
+	var alone, lastPoison time.Time
+	attempts := 0
+	ok := map[po]time.Time{} // first successful start
+	for _, l := range lines {
+		if l.Outcome == "poison" && len(l.Records) == 1 && l.Records[0].Offset == poisonAt && l.Records[0].Partition == 0 {
+			attempts++
+			if alone.IsZero() {
+				alone = l.started()
+			}
+			lastPoison = l.started()
+		}
+		if l.Outcome != "ok" {
+			continue
+		}
+		for _, r := range l.Records {
+			k := po{r.Partition, r.Offset}
+			if _, seen := ok[k]; !seen {
+				ok[k] = l.started()
+			}
+			if r.Value == "poison" {
+				t.Errorf("the poison record at offset %d was processed: %+v", r.Offset, l)
+			}
+		}
+	}
+	if attempts != maxRetries+1 {
+		t.Errorf("the function was invoked with the poison record alone %d times; want %d (max_retries %d + 1)", attempts, maxRetries+1, maxRetries)
+	}
+	for p, end := range ordersEnds {
+		for off := range end {
+			if p == 0 && off == poisonAt {
+				continue
+			}
+			at, done := ok[po{p, off}]
+			switch {
+			case !done:
+				t.Errorf("%s partition %d offset %d was never processed", orders, p, off)
+			case p == 0 && off > poisonAt && !at.After(lastPoison):
+				t.Errorf("%s partition 0 offset %d was processed at %s, before the poison record's last attempt (%s)",
+					orders, off, at.Format("15:04:05.000"), lastPoison.Format("15:04:05.000"))
+			}
+		}
+	}
+
+	// Throttling: 429s, no DLQ, every click once, in key order.
+	calls := tc.invokes.snapshot()
+	throttles := map[string]int{}
+	for _, c := range calls {
+		if c.function == "narrow" && c.status == 429 {
+			throttles[c.id]++
+		}
+	}
+	total, most := 0, 0
+	for _, n := range throttles {
+		total += n
+		most = max(most, n)
+	}
+	if total == 0 {
+		t.Errorf("no Invoke of the one-instance function was throttled (429) in %d calls", countCalls(calls, func(c invokeCall) bool { return c.function == "narrow" }))
+	}
+	if got := tc.readAll(ctx, t, clicksDLQ, 0); len(got) != 0 {
+		t.Errorf("%s holds %d records (%v); want none: throttling must not fail records", clicksDLQ, len(got), dlqValues(got))
+	}
+	nl := tc.recorded(t, "narrow")
+	counts := invoked(nl, clicks)
+	for p, end := range clicksEnds {
+		for off := range end {
+			if n := counts[po{p, off}]; n != 1 {
+				t.Errorf("%s partition %d offset %d was invoked %d times; want once", clicks, p, off, n)
+			}
+		}
+	}
+	type keyed struct {
+		partition int32
+		key       string
+	}
+	last := map[keyed]int64{}
+	for _, l := range nl { // in start order
+		if l.Outcome != "ok" {
+			t.Errorf("an invocation of %s failed: %+v", clicks, l)
+		}
+		for _, r := range l.Records {
+			k := keyed{r.Partition, r.Key}
+			if prev, seen := last[k]; seen && r.Offset < prev {
+				t.Errorf("key %s of partition %d: offset %d invoked after offset %d", r.Key, r.Partition, r.Offset, prev)
+			}
+			last[k] = r.Offset
+		}
+	}
+	t.Logf("%d invocations of %s, %d throttled (429) calls of %d batches (at most %d for one batch), none DLQ'd; the test took %v",
+		len(nl), clicks, total, len(throttles), most, ms(time.Since(began)))
+}
+
+// readAll reads every record of partition 0 of topic, which holds want
+// records once they are readable (the high watermark of a partition this
+// fetch copy does not follow may lag behind an acknowledged produce).
+func (tc *triggerCluster) readAll(ctx context.Context, t *testing.T, topic string, want int64) []*sluicev1.ConsumedRecord {
+	t.Helper()
+	var hw int64
+	waitUntil(ctx, t, 10*time.Second, fmt.Sprintf("%s's high watermark at %d", topic, want), func() bool {
+		resp, err := tc.consumer.Fetch(ctx, connect.NewRequest(&sluicev1.FetchRequest{Topic: topic, Offset: 0, MaxRecords: 1}))
+		if err != nil {
+			t.Logf("fetch %s: %v", topic, err)
+			return false
+		}
+		hw = resp.Msg.GetHighWatermark()
+		return hw >= want
+	})
+	var out []*sluicev1.ConsumedRecord
+	for next := int64(0); next < hw; {
+		resp, err := tc.consumer.Fetch(ctx, connect.NewRequest(&sluicev1.FetchRequest{Topic: topic, Offset: next, MaxRecords: 1000}))
+		if err != nil {
+			t.Fatalf("fetch %s at %d: %v", topic, next, err)
+		}
+		if len(resp.Msg.GetRecords()) == 0 {
+			t.Fatalf("fetch %s: no records at %d below the high watermark %d", topic, next, hw)
+		}
+		out = append(out, resp.Msg.GetRecords()...)
+		next = resp.Msg.GetNextOffset()
+	}
+	return out
+}
+
+func dlqValues(recs []*sluicev1.ConsumedRecord) []string {
+	out := make([]string, len(recs))
+	for i, r := range recs {
+		out[i] = fmt.Sprintf("%d:%s", r.GetOffset(), r.GetValue())
+	}
+	return out
 }
 
 // checkInvocations checks the recorder's lines of a topic: every record
