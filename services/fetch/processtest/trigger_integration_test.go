@@ -326,6 +326,68 @@ func TestIntegrationTriggerKill9MidBatch(t *testing.T) {
 	t.Logf("round %s: %v; %d invocations in all; the test took %v", id, rerun, len(lines), ms(time.Since(began)))
 }
 
+// A fetch copy stopped gracefully (SIGTERM) while it invokes a round lets
+// the invocation finish, commits it and leaves the trigger's group
+// (services/fetch/triggers.go: "workers finish the invocation in flight
+// and commit it (within the grace), then the member leaves so its leases
+// are free at once"). Checked: the other copy takes its partitions over
+// well within the session timeout, and no record — the round in flight
+// included — is invoked twice.
+func TestIntegrationTriggerGracefulStopCommitsTheRoundInFlight(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	began := time.Now()
+	tc := startTriggerCluster(ctx, t, lambdatest.Function{Name: "recorder", Instances: 4})
+	const topic, name, partitions = "refunds", "graceful", 4
+	tc.createTopic(ctx, t, topic, partitions)
+	tr := tc.createTrigger(ctx, t, name, &sluicev1.TriggerSpec{Topic: topic, Function: "recorder", Enabled: true,
+		StartingPosition: sluicev1.TriggerStartingPosition_TRIGGER_STARTING_POSITION_EARLIEST, BatchSize: 4})
+	w := tc.watch(ctx, t, name, topic, partitions)
+	s := w.waitFor(ctx, t, 30*time.Second, "both fetch copies running the trigger, 2 partitions each", func(s triggerState) bool { return tc.balanced(s, partitions) })
+	t.Logf("cluster up and the trigger balanced %v after the start: %s", ms(time.Since(began)), tc.describe(s))
+
+	ends := map[int32]int64{}
+	tc.warmUp(ctx, t, w, topic, partitions, "w", ends)
+	const p = int32(2)
+	s = w.waitFor(ctx, t, 10*time.Second, "a fresh answer", func(triggerState) bool { return true })
+	victim := tc.copyOf(s.parts[p].GetOwner())
+	survivor := tc.other(victim)
+	if victim == "" || !tc.balanced(s, partitions) {
+		t.Fatalf("partition %d's owner is on no fetch copy, or the trigger is not balanced: %s", p, tc.describe(s))
+	}
+	epoch := s.parts[p].GetEpoch()
+	w.use(ctx, t, survivor)
+
+	id, _, after := tc.inFlightRound(ctx, t, tr, victim, p, epoch)
+	ends[p] = after[len(after)-1] + 1
+	stoppedAt := time.Now()
+	if err := tc.procs[victim].Stop(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s stopped (SIGTERM) while invoking %s; it exited %v later", victim, id, ms(time.Since(stoppedAt)))
+	s = w.waitFor(ctx, t, triggerTakeover, "the survivor holding every partition and P's records processed", func(s triggerState) bool {
+		return len(tc.owners(s)[survivor]) == partitions && caughtUp(s, ends)
+	})
+	took := s.asked.Sub(stoppedAt)
+	t.Logf("%v after the SIGTERM the survivor held every partition and had processed P: %s", ms(took), tc.describe(s))
+	if took >= triggerSessionTimeout {
+		t.Errorf("the survivor took the stopped copy's partitions over only %v after the SIGTERM; a copy that left should not wait for the session timeout (%v)", ms(took), triggerSessionTimeout)
+	}
+	w.halt()
+	lines := tc.recorded(t, "recorder")
+	checkInvocations(t, tc, lines, topic, ends, nil)
+	var attempts []string
+	for _, c := range tc.invokes.snapshot() {
+		if c.id == id {
+			attempts = append(attempts, fmt.Sprintf("%s sent %s answered %d", c.copy, c.sent.Format("15:04:05.000"), c.status))
+		}
+	}
+	if len(attempts) != 1 {
+		t.Errorf("the round in flight at the SIGTERM (%s) was invoked %d times: %v; want once, committed before the copy left", id, len(attempts), attempts)
+	}
+	t.Logf("the test took %v", ms(time.Since(began)))
+}
+
 // Failures under the real emulator, on two fetch copies at once:
 //   - a poison record (the function fails every batch holding it) goes to
 //     the on_failure_topic after the retries — bisect_on_error isolates it,
