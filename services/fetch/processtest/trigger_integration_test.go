@@ -16,6 +16,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/sluicemq/sluice/internal/lambdapool"
 	"github.com/sluicemq/sluice/internal/lambdapool/lambdatest"
 	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
 	"github.com/sluicemq/sluice/services/fetch"
@@ -39,8 +40,8 @@ const (
 
 // inFlightRound produces, to a partition owned by victim at epoch, a round
 // of 4 records whose first sleeps (sleepRound), then 8 more records, and
-// waits until victim has sent the round's invocation and has no answer
-// yet. It returns the round's invocation id and offsets, and the offsets
+// waits until victim has sent the round's invocation, the pool runs it
+// and victim has no answer yet. It returns the round's invocation id and offsets, and the offsets
 // after it.
 func (tc *triggerCluster) inFlightRound(ctx context.Context, t *testing.T, tr *sluicev1.TriggerInfo, victim string, partition int32, epoch int64) (id string, round, after []int64) {
 	t.Helper()
@@ -48,7 +49,12 @@ func (tc *triggerCluster) inFlightRound(ctx context.Context, t *testing.T, tr *s
 	round = tc.produce(ctx, t, topic, partition, values(sleepRound, "r-1", "r-2", "r-3")...)
 	after = tc.produce(ctx, t, topic, partition, values("a-1", "a-2", "a-3", "a-4", "a-5", "a-6", "a-7", "a-8")...)
 	id = idOf(tr, partition, round[0], round[3], epoch)
-	waitUntil(ctx, t, 20*time.Second, fmt.Sprintf("%s invoking %s", victim, id), func() bool { return tc.invokes.inFlight(victim, id) })
+	// Sent and not answered, and the pool has handed it to an instance
+	// (which runs it to its end whatever the caller does): nothing else
+	// runs now, the other partitions have no records to invoke.
+	waitUntil(ctx, t, 20*time.Second, fmt.Sprintf("%s invoking %s", victim, id), func() bool {
+		return tc.invokes.inFlight(victim, id) && slices.ContainsFunc(tc.pool.Instances(tr.GetSpec().GetFunction()), func(in lambdapool.InstanceState) bool { return in.Busy })
+	})
 	return id, round, after
 }
 
@@ -174,25 +180,15 @@ func TestIntegrationTriggerZombieFetchCannotCommit(t *testing.T) {
 	lines := tc.recorded(t, "recorder")
 	checkInvocations(t, tc, lines, topic, ends, map[string]bool{id: true})
 	// The round: first attempt by the victim before the pause, again by
-	// the survivor after it, same id.
-	var attempts []string
-	for _, c := range tc.invokes.snapshot() {
-		if c.id == id {
-			attempts = append(attempts, fmt.Sprintf("%s sent %s answered %d", c.copy, c.sent.Format("15:04:05.000"), c.status))
-		}
-	}
-	var starts []time.Time
-	for _, l := range lines {
-		if l.InvocationID == id {
-			starts = append(starts, l.started())
-		}
-	}
-	if len(starts) != 2 || !starts[0].Before(pausedAt) || !starts[1].After(pausedAt) || !starts[1].Before(resumedAt) {
-		t.Errorf("round %d..%d of partition %d (%s): the function started it at %v; want once before the pause (%s) and once after it, before the continue (%s); calls: %v",
-			round[0], round[3], p, id, starts, pausedAt.Format("15:04:05.000"), resumedAt.Format("15:04:05.000"), attempts)
-	}
-	if n := countCalls(tc.invokes.snapshot(), func(c invokeCall) bool { return c.id == id && c.copy == survivor && c.sent.After(pausedAt) }); n != 1 {
-		t.Errorf("the survivor invoked %s %d times after the pause; want once: %v", id, n, attempts)
+	// the survivor after it and before the continue, same id.
+	calls, starts := tc.attempts(t, id, lines)
+	if len(calls) != 2 || calls[0].copy != victim || !calls[0].sent.Before(pausedAt) ||
+		calls[1].copy != survivor || !calls[1].sent.After(pausedAt) || !calls[1].sent.Before(resumedAt) {
+		t.Errorf("round %d..%d of partition %d (%s): Invoke calls %v; want one by %s before the pause (%s) and one by %s after it, before the continue (%s)",
+			round[0], round[3], p, id, calls, victim, stamp(pausedAt), survivor, stamp(resumedAt))
+	} else if len(starts) != 2 || !starts[0].Before(calls[1].sent) || starts[1].Before(calls[1].sent) || !starts[1].Before(resumedAt) {
+		t.Errorf("round %d..%d of partition %d (%s): the function started it at %v; want once before the survivor's call (%s) and once after it, before the continue (%s)",
+			round[0], round[3], p, id, starts, stamp(calls[1].sent), stamp(resumedAt))
 	}
 	// Nothing under the paused copy's epochs after it continued.
 	for _, l := range lines {
@@ -214,7 +210,7 @@ func TestIntegrationTriggerZombieFetchCannotCommit(t *testing.T) {
 			t.Errorf("%s sent %s at %s, after it was paused: an invocation under its old epoch", victim, c.id, c.sent.Format("15:04:05.000"))
 		}
 	}
-	t.Logf("round %s: %v; %d invocations in all; the test took %v", id, attempts, len(lines), ms(time.Since(began)))
+	t.Logf("round %s: %v; %d invocations in all; the test took %v", id, calls, len(lines), ms(time.Since(began)))
 }
 
 // kill -9 of the fetch copy running a trigger's round: two copies run a
@@ -307,23 +303,15 @@ func TestIntegrationTriggerKill9MidBatch(t *testing.T) {
 
 	lines := tc.recorded(t, "recorder")
 	checkInvocations(t, tc, lines, topic, ends, inFlight)
-	var starts []time.Time
-	for _, l := range lines {
-		if l.InvocationID == id {
-			starts = append(starts, l.started())
-		}
+	calls, starts := tc.attempts(t, id, lines)
+	if len(calls) != 2 || calls[0].copy != victim || !calls[0].sent.Before(killedAt) || !calls[1].sent.After(killedAt) {
+		t.Errorf("round %d..%d of partition %d (%s): Invoke calls %v; want one by %s before the kill (%s) and one after it",
+			round[0], round[3], p, id, calls, victim, stamp(killedAt))
+	} else if len(starts) != 2 || !starts[0].Before(calls[1].sent) || starts[1].Before(calls[1].sent) {
+		t.Errorf("round %d..%d of partition %d (%s): the function started it at %v; want once before the second call (%s) and once after it",
+			round[0], round[3], p, id, starts, stamp(calls[1].sent))
 	}
-	if len(starts) != 2 || !starts[0].Before(killedAt) || !starts[1].After(killedAt) {
-		t.Errorf("round %d..%d of partition %d (%s): the function started it at %v; want once before the kill (%s) and once after it",
-			round[0], round[3], p, id, starts, killedAt.Format("15:04:05.000"))
-	}
-	var rerun []string
-	for _, c := range tc.invokes.snapshot() {
-		if c.id == id {
-			rerun = append(rerun, fmt.Sprintf("%s sent %s answered %d", c.copy, c.sent.Format("15:04:05.000"), c.status))
-		}
-	}
-	t.Logf("round %s: %v; %d invocations in all; the test took %v", id, rerun, len(lines), ms(time.Since(began)))
+	t.Logf("round %s: %v; %d invocations in all; the test took %v", id, calls, len(lines), ms(time.Since(began)))
 }
 
 // A fetch copy stopped gracefully (SIGTERM) while it invokes a round lets
@@ -376,14 +364,8 @@ func TestIntegrationTriggerGracefulStopCommitsTheRoundInFlight(t *testing.T) {
 	w.halt()
 	lines := tc.recorded(t, "recorder")
 	checkInvocations(t, tc, lines, topic, ends, nil)
-	var attempts []string
-	for _, c := range tc.invokes.snapshot() {
-		if c.id == id {
-			attempts = append(attempts, fmt.Sprintf("%s sent %s answered %d", c.copy, c.sent.Format("15:04:05.000"), c.status))
-		}
-	}
-	if len(attempts) != 1 {
-		t.Errorf("the round in flight at the SIGTERM (%s) was invoked %d times: %v; want once, committed before the copy left", id, len(attempts), attempts)
+	if calls, starts := tc.attempts(t, id, lines); len(calls) != 1 || len(starts) != 1 {
+		t.Errorf("the round in flight at the SIGTERM (%s): Invoke calls %v, started by the function at %v; want once, committed before the copy left", id, calls, starts)
 	}
 	t.Logf("the test took %v", ms(time.Since(began)))
 }
@@ -611,6 +593,29 @@ func dlqValues(recs []*sluicev1.ConsumedRecord) []string {
 	}
 	return out
 }
+
+// attempts returns the Invoke calls carrying invocation id, in the order
+// sent, and when the function started it.
+func (tc *triggerCluster) attempts(t *testing.T, id string, lines []recLine) (calls []invokeCall, starts []time.Time) {
+	t.Helper()
+	for _, c := range tc.invokes.snapshot() {
+		if c.id == id {
+			calls = append(calls, c)
+		}
+	}
+	for _, l := range lines {
+		if l.InvocationID == id {
+			starts = append(starts, l.started())
+		}
+	}
+	return calls, starts
+}
+
+func (c invokeCall) String() string {
+	return fmt.Sprintf("%s sent %s answered %d", c.copy, stamp(c.sent), c.status)
+}
+
+func stamp(t time.Time) string { return t.Format("15:04:05.000") }
 
 // checkInvocations checks the recorder's lines of a topic: every record
 // below ends was invoked, and a record invoked more than once belongs to
