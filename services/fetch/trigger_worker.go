@@ -160,6 +160,7 @@ func (w *triggerWorker) run(ctx context.Context) {
 	err := w.loop(ctx, log)
 	switch {
 	case errors.Is(err, errTriggerStopped), errors.Is(err, errLeaseMoved), ctx.Err() != nil:
+		_ = w.commit(ctx, w.next) // what finished before the stop (a no-op if stored; fenced or canceled, nothing changes)
 		log.Info("trigger partition ended", slog.Int64("offset", w.next), slog.Any("cause", err))
 	default:
 		// Stopped on a failure it must not skip: keep the lease (so no

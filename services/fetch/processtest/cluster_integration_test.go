@@ -34,22 +34,47 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // cluster is the processes a test runs on: 3 bookies, one ingest copy and
-// one fetch copy, plus the sluice binary to start consumers with.
+// one fetch copy (or more: clusterConfig), plus the sluice binary to start
+// consumers with.
 type cluster struct {
 	bin       string
-	fetchAddr string
+	fetchAddr string // the first fetch copy's
 	http      *http.Client
 	admin     sluicev1connect.AdminServiceClient    // the ingest copy's (topics)
-	groups    sluicev1connect.AdminServiceClient    // the fetch copy's (groups)
-	consumer  sluicev1connect.ConsumerServiceClient // the fetch copy's
+	groups    sluicev1connect.AdminServiceClient    // the first fetch copy's (groups)
+	consumer  sluicev1connect.ConsumerServiceClient // the first fetch copy's
 	producer  sluicev1connect.ProducerServiceClient // the ingest copy's
-	// procs are the processes by id: bookie-1..3, ingest, fetch.
+	// procs are the processes by id: bookie-1..3, ingest, fetch (and
+	// fetch-2.. with clusterConfig.fetchCopies).
 	procs map[string]*bookieproc.Proc
+	// fetches are the fetch copies' ids, in order, and fetchAdmin their
+	// AdminServices by id.
+	fetches    []string
+	fetchAdmin map[string]sluicev1connect.AdminServiceClient
+	// cassandra and keyspace are where the fetch copies keep groups,
+	// leases and offsets.
+	cassandra, keyspace string
+}
+
+// clusterConfig changes what startClusterWith starts.
+type clusterConfig struct {
+	// fetchCopies is how many fetch copies run (0: one), with ids fetch,
+	// fetch-2, fetch-3, …, sharing the catalog and the keyspace.
+	fetchCopies int
+	// fetchArgs returns extra flags for the fetch copy with id, given the
+	// ingest copy's address (nil: none).
+	fetchArgs func(id, ingestAddr string) []string
 }
 
 // startCluster builds sluice and starts the processes; everything stops
 // when t ends. The fetch copy gets a fresh Cassandra keyspace.
 func startCluster(ctx context.Context, t *testing.T) *cluster {
+	t.Helper()
+	return startClusterWith(ctx, t, clusterConfig{})
+}
+
+// startClusterWith is startCluster with cfg.
+func startClusterWith(ctx context.Context, t *testing.T, cfg clusterConfig) *cluster {
 	t.Helper()
 	cassandra := testenv.Cassandra(t)
 	moto := newMotoProxy(t, testenv.AWSEndpoint(t))
@@ -99,24 +124,37 @@ func startCluster(ctx context.Context, t *testing.T) *cluster {
 	ingestAddr := addr()
 	start(&bookieproc.Proc{ID: "ingest", Addr: ingestAddr, Bin: bin, Env: env("ingest"), Command: "ingest",
 		Args: []string{"--addr", ingestAddr, "--id", "ingest", "--catalog-table", table, "--balance-interval", "300ms"}})
-	fetchAddr := addr()
-	// The balance interval is left at its default: the timings measured are
-	// the ones a deployment gets.
-	start(&bookieproc.Proc{ID: "fetch", Addr: fetchAddr, Bin: bin, Env: env("fetch"), Command: "fetch",
-		Args: []string{"--addr", fetchAddr, "--catalog-table", table, "--cassandra", cassandra, "--keyspace", keyspace}})
-
 	var protocols http.Protocols
 	protocols.SetUnencryptedHTTP2(true)
 	hc := &http.Client{Transport: &http.Transport{Protocols: &protocols}}
 	t.Cleanup(hc.CloseIdleConnections)
-	ingestURL, fetchURL := "http://"+ingestAddr, "http://"+fetchAddr
-	return &cluster{
-		bin: bin, fetchAddr: fetchAddr, http: hc, procs: procs,
-		admin:    sluicev1connect.NewAdminServiceClient(hc, ingestURL),
-		groups:   sluicev1connect.NewAdminServiceClient(hc, fetchURL),
-		consumer: sluicev1connect.NewConsumerServiceClient(hc, fetchURL),
-		producer: sluicev1connect.NewProducerServiceClient(hc, ingestURL),
+	c := &cluster{bin: bin, http: hc, procs: procs, fetchAdmin: map[string]sluicev1connect.AdminServiceClient{},
+		cassandra: cassandra, keyspace: keyspace}
+	// The balance interval is left at its default: the timings measured are
+	// the ones a deployment gets.
+	for i := range max(cfg.fetchCopies, 1) {
+		id := "fetch"
+		if i > 0 {
+			id = fmt.Sprintf("fetch-%d", i+1)
+		}
+		fetchAddr := addr()
+		args := []string{"--addr", fetchAddr, "--catalog-table", table, "--cassandra", cassandra, "--keyspace", keyspace}
+		if cfg.fetchArgs != nil {
+			args = append(args, cfg.fetchArgs(id, ingestAddr)...)
+		}
+		start(&bookieproc.Proc{ID: id, Addr: fetchAddr, Bin: bin, Env: env(id), Command: "fetch", Args: args})
+		c.fetches = append(c.fetches, id)
+		c.fetchAdmin[id] = sluicev1connect.NewAdminServiceClient(hc, "http://"+fetchAddr)
+		if i == 0 {
+			c.fetchAddr = fetchAddr
+		}
 	}
+	ingestURL, fetchURL := "http://"+ingestAddr, "http://"+c.fetchAddr
+	c.admin = sluicev1connect.NewAdminServiceClient(hc, ingestURL)
+	c.groups = sluicev1connect.NewAdminServiceClient(hc, fetchURL)
+	c.consumer = sluicev1connect.NewConsumerServiceClient(hc, fetchURL)
+	c.producer = sluicev1connect.NewProducerServiceClient(hc, ingestURL)
+	return c
 }
 
 // createKeyspace creates and migrates a fresh keyspace with replication
