@@ -466,7 +466,7 @@ type triggerWatch struct {
 // copy; it stops when t ends.
 func (tc *triggerCluster) watch(ctx context.Context, t *testing.T, name, topic string, partitions int32) *triggerWatch {
 	t.Helper()
-	w := &triggerWatch{tc: tc, name: name, topic: topic, group: fetch.TriggerGroup(name), partitions: partitions,
+	w := &triggerWatch{tc: tc, name: name, topic: topic, group: tc.triggerGroup(ctx, t, name), partitions: partitions,
 		epoch: map[int32]int64{}, committed: map[int32]int64{}, commitEpoch: map[int32]int64{}, owner: map[leaseKey]string{},
 		via: tc.fetchAdmin[tc.fetches[0]], changed: make(chan struct{}), done: make(chan struct{})}
 	wctx, stop := context.WithCancel(ctx)
@@ -667,4 +667,18 @@ func invoked(lines []recLine, topic string) map[po]int {
 		}
 	}
 	return out
+}
+
+// triggerGroup is the consumer group trigger name runs as (DescribeTrigger's
+// group: it names the trigger's incarnation).
+func (tc *triggerCluster) triggerGroup(ctx context.Context, t *testing.T, name string) string {
+	t.Helper()
+	resp, err := tc.fetchAdmin[tc.fetches[0]].DescribeTrigger(ctx, connect.NewRequest(&sluicev1.DescribeTriggerRequest{Name: name}))
+	if err != nil {
+		t.Fatalf("describe trigger %s: %v", name, err)
+	}
+	if !strings.HasPrefix(resp.Msg.GetGroup(), fetch.TriggerGroupPrefix+name+".") {
+		t.Fatalf("trigger %s runs as group %q", name, resp.Msg.GetGroup())
+	}
+	return resp.Msg.GetGroup()
 }

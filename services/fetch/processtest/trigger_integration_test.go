@@ -264,7 +264,7 @@ func TestIntegrationTriggerKill9MidBatch(t *testing.T) {
 	// running them: the ones allowed (and due) to run again.
 	inFlight := map[string]bool{}
 	for q, epoch := range held {
-		c, err := tc.bk.FetchOffset(ctx, fetch.TriggerGroup(name), topic, q)
+		c, err := tc.bk.FetchOffset(ctx, tc.triggerGroup(ctx, t, name), topic, q)
 		if err != nil {
 			t.Fatalf("partition %d: %v", q, err)
 		}
