@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicemq/sluice/pkg/bookkeeping"
@@ -43,6 +44,10 @@ type member struct {
 	info    string
 	ctx     context.Context // ends the member's work; leave runs after it
 	hooks   memberHooks
+
+	// lastBeat is when (Unix ns) the store last confirmed the member live:
+	// its join or a heartbeat that found it. live() reads it.
+	lastBeat atomic.Int64
 
 	mu     sync.Mutex
 	leases map[tp]*heldLease
@@ -98,7 +103,23 @@ func (m *member) leave() {
 
 // join enters the group.
 func (m *member) join(ctx context.Context) error {
-	return m.s.d.Bookkeeping.Join(ctx, m.group, bookkeeping.Member{ID: m.memberID, ClientInfo: m.info, SessionTimeout: m.timeout, Topics: m.topics})
+	start := time.Now()
+	err := m.s.d.Bookkeeping.Join(ctx, m.group, bookkeeping.Member{ID: m.memberID, ClientInfo: m.info, SessionTimeout: m.timeout, Topics: m.topics})
+	if err == nil {
+		m.lastBeat.Store(start.UnixNano())
+	}
+	return err
+}
+
+// live reports whether the member's leases are surely still its own: the
+// store confirmed it live less than three quarters of its session timeout
+// ago, so no other member can have taken them yet. A process that was
+// paused (or cut off from the store) past that must not start work on
+// them — an invocation, a DLQ write — until a heartbeat confirms it again;
+// if the store forgot the member meanwhile, the heartbeat drops its leases
+// instead (heartbeat). Commits are fenced regardless.
+func (m *member) live() bool {
+	return time.Since(time.Unix(0, m.lastBeat.Load())) < m.timeout-m.timeout/4
 }
 
 // coordinate runs the member's heartbeat and balancing until ctx ends or
@@ -136,17 +157,45 @@ func (m *member) coordinate() error {
 	}
 }
 
-// heartbeat keeps the member live; a member the store forgot (its
-// heartbeats failed past the timeout) joins again — its leases are checked
-// by the next balancing round.
+// heartbeat keeps the member live. A member the store forgot (its
+// heartbeats failed, or its process was paused, past the timeout) has lost
+// its leases: other members may hold them now. It drops them all at once
+// (lost; the owner's work on them stops) and joins again as a new member
+// would; the next balancing rounds acquire its share afresh.
 func (m *member) heartbeat() error {
 	ctx, cancel := context.WithTimeout(m.ctx, m.timeout/3)
 	defer cancel()
+	start := time.Now()
 	err := m.s.d.Bookkeeping.Heartbeat(ctx, m.group, m.memberID)
+	if err == nil {
+		m.lastBeat.Store(start.UnixNano())
+	}
 	if errors.Is(err, bookkeeping.ErrNotFound) {
+		m.dropAll()
 		err = m.join(ctx)
 	}
 	return err
+}
+
+// dropAll gives up every lease as lost.
+func (m *member) dropAll() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	byTopic := map[string][]*sluicev1.PartitionLease{}
+	for k, l := range m.leases {
+		if l.unfollow != nil {
+			l.unfollow()
+		}
+		byTopic[k.topic] = append(byTopic[k.topic], &sluicev1.PartitionLease{Topic: k.topic, Partition: k.partition, Epoch: l.epoch, Offset: l.next})
+		delete(m.leases, k)
+	}
+	for _, lost := range byTopic {
+		m.hooks.changed(nil, lost, true)
+	}
+	if len(byTopic) > 0 {
+		m.s.log.Warn("group member expired in the store (paused or cut off past its session timeout): its leases are dropped as lost",
+			slog.String("group", m.group), slog.String("member", m.memberID))
+	}
 }
 
 // balance is one balancing round over the member's topics.

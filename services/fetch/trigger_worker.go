@@ -501,8 +501,8 @@ func (w *triggerWorker) process(ctx context.Context, batch trigger.Batch, payloa
 		if ctx.Err() != nil {
 			return run.Finished(), ctx.Err()
 		}
-		if w.stopping() {
-			return run.Finished(), errTriggerStopped
+		if err := w.awaitLive(ctx); err != nil {
+			return run.Finished(), err
 		}
 		id := trigger.InvocationID(trigger.InvocationKey{Trigger: r.tr.Name, Topic: r.tr.Topic, TopicID: r.tr.TopicID, Partition: w.partition,
 			FirstOffset: b.FirstOffset(), LastOffset: b.LastOffset(), LeaseEpoch: w.idEpoch})
@@ -535,6 +535,22 @@ func (w *triggerWorker) process(ctx context.Context, batch trigger.Batch, payloa
 			return run.Finished(), stopCause(ctx)
 		}
 	}
+}
+
+// awaitLive waits until the member is surely still the lease's owner
+// (member.live) before the worker starts work on the partition; it returns
+// errTriggerStopped if the worker is stopped meanwhile (the member found
+// itself expired and dropped its leases).
+func (w *triggerWorker) awaitLive(ctx context.Context) error {
+	for !w.r.m.live() {
+		if !w.sleep(ctx, 20*time.Millisecond) {
+			return stopCause(ctx)
+		}
+	}
+	if w.stopping() {
+		return errTriggerStopped
+	}
+	return nil
 }
 
 func stopCause(ctx context.Context) error {
@@ -579,6 +595,9 @@ func (w *triggerWorker) fail(ctx context.Context, recs []record.Record, cause er
 		req.Records = append(req.Records, &sluicev1.Record{Key: rec.Key, Value: rec.Value, Headers: hs, Timestamp: rec.Timestamp})
 	}
 	for attempt := 1; ; attempt++ {
+		if err := w.awaitLive(ctx); err != nil {
+			return err
+		}
 		_, err := r.s.triggers.dlq.Produce(ctx, connect.NewRequest(req))
 		if err == nil {
 			r.s.triggers.meters.dlq(ctx, r.tr.Name, len(recs))

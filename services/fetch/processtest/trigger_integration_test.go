@@ -256,6 +256,7 @@ func TestIntegrationTriggerKill9MidBatch(t *testing.T) {
 
 	id, round, after := tc.inFlightRound(ctx, t, tr, victim, p, held[p])
 	ends[p] = after[len(after)-1] + 1
+	group := tc.triggerGroup(ctx, t, name)
 	if err := tc.procs[victim].Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +265,7 @@ func TestIntegrationTriggerKill9MidBatch(t *testing.T) {
 	// running them: the ones allowed (and due) to run again.
 	inFlight := map[string]bool{}
 	for q, epoch := range held {
-		c, err := tc.bk.FetchOffset(ctx, tc.triggerGroup(ctx, t, name), topic, q)
+		c, err := tc.bk.FetchOffset(ctx, group, topic, q)
 		if err != nil {
 			t.Fatalf("partition %d: %v", q, err)
 		}
