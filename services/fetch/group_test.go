@@ -631,3 +631,35 @@ func TestSessionCallsRoutedAcrossCopies(t *testing.T) {
 		t.Fatalf("describe after a routed commit: %v %v", d, err)
 	}
 }
+
+// DescribeGroup's end offsets and lag are current right after a partition
+// gets its first records, though the lag report may use a partition chain
+// read up to ChainTTL (30 s) ago: a chain whose tail cannot grow (no
+// ledger yet, or a sealed one) is read again.
+func TestDescribeGroupLagAfterFirstWrite(t *testing.T) {
+	e := startCluster(t, cluster.Config{})
+	e.createTopic(t, "t", 2)
+	ctx := context.Background()
+	if _, err := e.admin.ResetGroupOffsets(ctx, connect.NewRequest(&sluicev1.ResetGroupOffsetsRequest{Group: "g", Topic: "t",
+		Position: sluicev1.StartPosition_START_POSITION_EARLIEST})); err != nil {
+		t.Fatal(err)
+	}
+	lagOf := func() map[int32][2]int64 {
+		resp, err := e.admin.DescribeGroup(ctx, connect.NewRequest(&sluicev1.DescribeGroupRequest{Group: "g"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[int32][2]int64{}
+		for _, p := range resp.Msg.Partitions {
+			out[p.Partition] = [2]int64{p.EndOffset, p.Lag}
+		}
+		return out
+	}
+	if got := lagOf(); got[0] != [2]int64{0, 0} || got[1] != [2]int64{0, 0} {
+		t.Fatalf("before any write: end and lag %v, want 0 and 0", got)
+	}
+	e.produce(t, "t", 1, 0, 5, 5)
+	if got := lagOf(); got[1] != [2]int64{5, 5} || got[0] != [2]int64{0, 0} {
+		t.Fatalf("right after 5 records to partition 1: end and lag %v, want partition 1 at end 5, lag 5", got)
+	}
+}

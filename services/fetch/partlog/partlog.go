@@ -1189,8 +1189,10 @@ func (ls *Logs) Bounds(ctx context.Context, topic string, partition int) (start,
 }
 
 // BoundsForLag is Bounds with the chain up to ChainTTL old (the LAC is
-// still asked now): for reporting lag (DescribeGroup), where a catalog
-// read per partition and call would cost more than the report is worth.
+// still asked now) while its last ledger is open: for reporting lag
+// (DescribeGroup, DescribeTrigger), where a catalog read per partition and
+// call would cost more than the report is worth. A chain whose tail cannot
+// grow (no ledger, or a sealed last one) is read again.
 func (ls *Logs) BoundsForLag(ctx context.Context, topic string, partition int) (start, end int64, err error) {
 	return ls.bounds(ctx, topic, partition, ls.cfg.ChainTTL)
 }
@@ -1226,6 +1228,26 @@ func (ls *Logs) bounds(ctx context.Context, topic string, partition int, chainAg
 	p, err := lg.chain(ctx, chainAge)
 	if err != nil {
 		return 0, 0, err
+	}
+	if chainAge > 0 {
+		// A chain allowed to be old is re-read when its tail cannot grow:
+		// no ledger yet (the first write may have come since) or a sealed
+		// last ledger (a roll-over or hand-over may have added one).
+		// Otherwise a partition written since the chain was read would
+		// show its old end, and no lag, for up to chainAge.
+		stale := len(p.Ledgers) == 0
+		if !stale {
+			st, err := lg.ledger(ctx, p.Ledgers[len(p.Ledgers)-1].ID)
+			if err != nil {
+				return 0, 0, err
+			}
+			_, stale = st.readable()
+		}
+		if stale {
+			if p, err = lg.chain(ctx, 0); err != nil {
+				return 0, 0, err
+			}
+		}
 	}
 	if len(p.Ledgers) > 0 {
 		st, err := lg.ledger(ctx, p.Ledgers[len(p.Ledgers)-1].ID)
