@@ -100,7 +100,7 @@ func runDev(ctx context.Context, f devFlags, stdout, stderr io.Writer) error {
 		Dir: f.dataDir, Addr: f.addr, Telemetry: tel,
 		Server:    rpcserver.Config{AllowLocalhost: true, CORSOrigins: f.origins, Pprof: f.pprof, MaxRequestBytes: f.maxRequest},
 		Compactor: compactor.Config{OffloadAge: f.offloadAge},
-		Fetch:     fetch.Config{TriggerRefresh: f.triggers.refresh},
+		Fetch:     fetch.Config{TriggerRefresh: f.triggers.refresh, TriggerSessionTimeout: f.triggers.sessionTimeout},
 		Lambda:    lambda,
 	})
 	if err != nil {

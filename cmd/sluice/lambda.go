@@ -20,6 +20,7 @@ import (
 type runtimeFlags struct {
 	lambdaEndpoint string
 	refresh        time.Duration
+	sessionTimeout time.Duration
 	noTriggers     bool
 }
 
@@ -28,6 +29,7 @@ func addRuntimeFlags(cmd *cobra.Command, f *runtimeFlags) {
 	fs.StringVar(&f.lambdaEndpoint, "lambda-endpoint", "",
 		"Lambda Invoke API endpoint for triggers' functions: an emulator such as localstack/lambda.sh's (http://127.0.0.1:9100) or LocalStack; empty: AWS Lambda, with region and credentials from the AWS environment")
 	fs.DurationVar(&f.refresh, "trigger-refresh", fetch.DefaultTriggerRefresh, "how often the trigger runtime reads the catalog's triggers (created, changed and deleted triggers take effect within it)")
+	fs.DurationVar(&f.sessionTimeout, "trigger-session-timeout", fetch.DefaultTriggerSessionTimeout, "how long after this process stops heartbeating (dies, pauses) its trigger partitions move to other fetch copies")
 	fs.BoolVar(&f.noTriggers, "no-triggers", false, "run no triggers on this process (its fetch service still serves consumers)")
 }
 
@@ -43,6 +45,12 @@ func (f *runtimeFlags) check(c *flagCheck) {
 	}
 	if err := (fetch.Config{TriggerRefresh: f.refresh}).Validate(); err != nil || f.refresh < 0 {
 		c.badf("--trigger-refresh %v: want a duration of 10ms..1h", f.refresh)
+	}
+	if f.sessionTimeout == 0 {
+		f.sessionTimeout = fetch.DefaultTriggerSessionTimeout
+	}
+	if err := (fetch.Config{TriggerSessionTimeout: f.sessionTimeout}).Validate(); err != nil || f.sessionTimeout < 0 {
+		c.badf("--trigger-session-timeout %v: want %v..%v", f.sessionTimeout, fetch.MinSessionTimeout, fetch.MaxSessionTimeout)
 	}
 }
 
