@@ -37,7 +37,7 @@ type config struct {
 }
 
 var smoke = config{reps: 1, partitions: 4, records: 20_000, rate: 1000, duration: 5 * time.Second, instances: 4}
-var full = config{reps: 3, partitions: 8, records: 200_000, rate: 1000, duration: 30 * time.Second, instances: 6}
+var full = config{reps: 3, partitions: 8, records: 200_000, rate: 1000, duration: 30 * time.Second, instances: 8}
 
 // TestIntegrationTriggerBenchSmoke runs the benchmark small (CI) or full
 // (TRIGGER_BENCH_FULL=1, `task bench:triggers`, results written to

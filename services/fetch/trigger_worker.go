@@ -99,12 +99,28 @@ func (w *triggerWorker) stopping() bool {
 	}
 }
 
-func (w *triggerWorker) setStatus(status string, err error) {
+// setStatus sets the partition's state (and its last error, if err) and
+// reports whether the state changed.
+func (w *triggerWorker) setStatus(status string, err error) (changed bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	changed = w.status != status
 	w.status = status
 	if err != nil {
 		w.lastErr, w.lastErrAt = clipText(err.Error(), maxTriggerErrorText), time.Now()
+	}
+	return changed
+}
+
+// publishStatus stores the partition's state with its committed position
+// (the same offset again: only the metadata changes), so DescribeTrigger
+// answered by any copy shows a partition backing off, not only this one's.
+func (w *triggerWorker) publishStatus(ctx context.Context) {
+	w.mu.Lock()
+	at := w.committed
+	w.mu.Unlock()
+	if at >= 0 {
+		_ = w.commit(ctx, at) // best effort: fenced or failing, the next commit says it
 	}
 }
 
@@ -522,7 +538,9 @@ func (w *triggerWorker) process(ctx context.Context, batch trigger.Batch, payloa
 			}
 		}
 		if st.BackingOff != nil {
-			w.setStatus(partitionBackingOff, st.BackingOff)
+			if w.setStatus(partitionBackingOff, st.BackingOff) {
+				w.publishStatus(ctx)
+			}
 		} else if len(st.Fail) == 0 {
 			w.setStatus(partitionRunning, nil)
 		}
