@@ -180,7 +180,7 @@ func TestZeroAgeOrGraceMeansNone(t *testing.T) {
 	if cfg := f.config(); cfg.OffloadAge >= 0 || cfg.BookieDeleteGrace >= 0 || cfg.DeleteGrace >= 0 || cfg.TombstoneDelay >= 0 {
 		t.Fatalf("zero flags reach the config as %v %v %v %v; want negative (none)", cfg.OffloadAge, cfg.BookieDeleteGrace, cfg.DeleteGrace, cfg.TombstoneDelay)
 	}
-	d := devFlags{addr: devDefaultAddr, dataDir: "d", logFormat: "text"}
+	d := devFlags{serverFlags: serverFlags{addr: devDefaultAddr, logFormat: "text"}, dataDir: "d"}
 	if err := d.check(); err != nil || d.offloadAge >= 0 {
 		t.Fatalf("dev --offload-age 0: %v, %v", d.offloadAge, err)
 	}

@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluicemq/sluice/internal/cluster"
-	"github.com/sluicemq/sluice/internal/rpcserver"
 	"github.com/sluicemq/sluice/internal/telemetry"
 	"github.com/sluicemq/sluice/services/compactor"
 	"github.com/sluicemq/sluice/services/fetch"
@@ -22,16 +21,10 @@ const devDefaultAddr = "127.0.0.1:7420"
 
 // devFlags are `sluice dev`'s flags.
 type devFlags struct {
-	addr       string
+	serverFlags
 	dataDir    string
-	logFormat  string
 	offloadAge time.Duration
-	cors       string
-	pprof      bool
-	maxRequest int
 	triggers   runtimeFlags
-
-	origins []string // from cors, by check
 }
 
 func newDevCmd() *cobra.Command {
@@ -58,28 +51,22 @@ Ready when grpc.health.v1.Health/Check answers SERVING.`,
 		},
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&f.addr, "addr", devDefaultAddr, "address to serve every public service on (Connect, gRPC, gRPC-web; HTTP/1.1 and h2c)")
+	f.register(cmd, devDefaultAddr, "address to serve every public service on (Connect, gRPC, gRPC-web; HTTP/1.1 and h2c)",
+		"comma-separated extra browser origins allowed to call (localhost origins are always allowed in dev)")
 	fs.StringVar(&f.dataDir, "data-dir", "./sluice-data", "where dev mode keeps its data")
-	logFormatFlag(cmd, &f.logFormat)
 	fs.DurationVar(&f.offloadAge, "offload-age", compactor.DefaultOffloadAge, "the compactor moves a sealed ledger to the object store (DATA-DIR/objects) this long after it was sealed (0: at once)")
-	fs.StringVar(&f.cors, "cors-origins", "", "comma-separated extra browser origins allowed to call (localhost origins are always allowed in dev)")
-	fs.BoolVar(&f.pprof, "pprof", false, "serve Go's runtime profiles under /debug/pprof/ on --addr (benchmarks, diagnosis)")
-	maxRequestBytesFlag(cmd, &f.maxRequest)
 	addRuntimeFlags(cmd, &f.triggers)
 	return cmd
 }
 
 func (f *devFlags) check() error {
 	var c flagCheck
-	c.listenAddr("addr", f.addr)
+	f.serverFlags.check(&c)
 	c.required("data-dir", f.dataDir)
-	c.logFormat(f.logFormat)
-	c.maxRequestBytes(f.maxRequest)
 	f.offloadAge = noneIfZero(f.offloadAge)
 	if err := (compactor.Config{OffloadAge: f.offloadAge}).Validate(); err != nil {
 		c.badf("--offload-age %v: %v", f.offloadAge, err)
 	}
-	f.origins = c.origins("cors-origins", f.cors)
 	f.triggers.check(&c)
 	return c.err()
 }
@@ -96,9 +83,11 @@ func runDev(ctx context.Context, f devFlags, stdout, stderr io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "sluice dev: opening 3 bookies, the catalog, bookkeeping, ingest, fetch and the compactor in %s ...\n", f.dataDir)
+	server := f.rpcConfig()
+	server.AllowLocalhost = true
 	c, err := cluster.New(cluster.Config{
 		Dir: f.dataDir, Addr: f.addr, Telemetry: tel,
-		Server:    rpcserver.Config{AllowLocalhost: true, CORSOrigins: f.origins, Pprof: f.pprof, MaxRequestBytes: f.maxRequest},
+		Server:    server,
 		Compactor: compactor.Config{OffloadAge: f.offloadAge},
 		Fetch:     fetch.Config{TriggerRefresh: f.triggers.refresh, TriggerSessionTimeout: f.triggers.sessionTimeout},
 		Lambda:    lambda,

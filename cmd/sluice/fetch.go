@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"strings"
-	"sync"
 	"time"
 
 	"connectrpc.com/connect"
@@ -25,23 +23,19 @@ import (
 
 // fetchFlags are `sluice fetch`'s flags.
 type fetchFlags struct {
-	addr, advertise string
-	table           string
-	cassandra       string
-	keyspace        string
-	rf              int
-	objects         string
-	cacheMiB        int64
-	balance         time.Duration
-	cors            string
-	logFormat       string
-	pprof           bool
-	maxRequest      int
-	ingest          string
-	triggers        runtimeFlags
+	serverFlags
+	advertise string
+	table     string
+	cassandra string
+	keyspace  string
+	rf        int
+	objects   string
+	cacheMiB  int64
+	balance   time.Duration
+	ingest    string
+	triggers  runtimeFlags
 
-	hosts   []string // from cassandra, by check
-	origins []string // from cors, by check
+	hosts []string // from cassandra, by check
 }
 
 // maxFetchCacheMiB is partlog.Config's bound on the entry cache.
@@ -69,7 +63,7 @@ Records a trigger sends to its on_failure_topic are produced through --ingest-ad
 		},
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&f.addr, "addr", "127.0.0.1:7422", "address to serve ConsumerService and AdminService on (Connect, gRPC, gRPC-web; h2c)")
+	f.register(cmd, "127.0.0.1:7422", "address to serve ConsumerService and AdminService on (Connect, gRPC, gRPC-web; h2c)", "comma-separated browser origins allowed to call")
 	fs.StringVar(&f.advertise, "advertise", "", "address other fetch copies forward a session's calls to (default --addr)")
 	fs.StringVar(&f.table, "catalog-table", "", "DynamoDB catalog table (endpoint and credentials from the AWS environment) (required)")
 	fs.StringVar(&f.cassandra, "cassandra", "", "comma-separated Cassandra contact points host[:port] for groups, leases and offsets (required)")
@@ -78,10 +72,6 @@ Records a trigger sends to its on_failure_topic are produced through --ingest-ad
 	fs.StringVar(&f.objects, "objects", "", "object store the compactor offloads to (s3://BUCKET?region=R[&endpoint=URL&use_path_style=true] or file:///DIR); empty: offloaded ledgers cannot be read")
 	fs.Int64Var(&f.cacheMiB, "cache-mib", 64, "entry cache size in MiB (shared read-ahead of tails and recent reads)")
 	fs.DurationVar(&f.balance, "balance-interval", fetch.DefaultBalanceInterval, "how often each group session evens out its partition leases")
-	fs.StringVar(&f.cors, "cors-origins", "", "comma-separated browser origins allowed to call")
-	logFormatFlag(cmd, &f.logFormat)
-	fs.BoolVar(&f.pprof, "pprof", false, "serve Go's runtime profiles under /debug/pprof/ (benchmarks, diagnosis)")
-	maxRequestBytesFlag(cmd, &f.maxRequest)
 	fs.StringVar(&f.ingest, "ingest-address", "", "an ingest copy (host:port) to produce triggers' failed records to their on_failure_topic through; empty: a trigger with an on_failure_topic stops on a failure instead, and says why")
 	addRuntimeFlags(cmd, &f.triggers)
 	return cmd
@@ -90,7 +80,7 @@ Records a trigger sends to its on_failure_topic are produced through --ingest-ad
 // check checks the flags and fills in --advertise's default.
 func (f *fetchFlags) check() error {
 	var c flagCheck
-	c.listenAddr("addr", f.addr)
+	f.serverFlags.check(&c)
 	c.advertiseAddr("advertise", f.advertise)
 	if f.advertise == "" {
 		f.advertise = f.addr
@@ -123,9 +113,6 @@ func (f *fetchFlags) check() error {
 	} else if err := (fetch.Config{BalanceInterval: f.balance}).Validate(); err != nil {
 		c.badf("--balance-interval %v: %v", f.balance, err)
 	}
-	f.origins = c.origins("cors-origins", f.cors)
-	c.logFormat(f.logFormat)
-	c.maxRequestBytes(f.maxRequest)
 	if f.ingest != "" {
 		c.advertiseAddr("ingest-address", f.ingest)
 	}
@@ -194,7 +181,7 @@ func runFetch(ctx context.Context, f fetchFlags, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	srv, err := rpcserver.New(rpcserver.Config{CORSOrigins: f.origins, Pprof: f.pprof, MaxRequestBytes: f.maxRequest}, tel)
+	srv, err := rpcserver.New(f.rpcConfig(), tel)
 	if err != nil {
 		return err
 	}
@@ -206,30 +193,7 @@ func runFetch(ctx context.Context, f fetchFlags, stdout, stderr io.Writer) error
 	}
 	fmt.Fprintf(stdout, "sluice fetch listening on http://%s (catalog table %s, Cassandra %s; %s)\n", ln.Addr(), f.table, f.cassandra, f.triggers.where())
 
-	// Shutdown: sessions end first (members leave, their leases free at
-	// once), then the server drains.
-	fctx, stopFetch := context.WithCancel(context.Background())
-	fetchDone := make(chan error, 1)
-	go func() { fetchDone <- svc.Run(fctx) }()
-	sctx, stopServe := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	served := make(chan error, 1)
-	wg.Add(1)
-	go func() { defer wg.Done(); served <- srv.Serve(sctx, ln) }()
-	var serveErr error
-	select {
-	case <-ctx.Done():
-	case serveErr = <-served:
-	}
-	stopFetch()
-	err = <-fetchDone
-	stopServe()
-	wg.Wait()
-	if serveErr == nil {
-		select {
-		case serveErr = <-served:
-		default:
-		}
-	}
-	return errors.Join(err, serveErr)
+	// Shutdown: sessions and trigger runners end first (members leave,
+	// their leases free at once), then the server drains.
+	return serveThenStop(ctx, srv, ln, svc.Run)
 }

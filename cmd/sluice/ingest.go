@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -22,17 +20,12 @@ import (
 
 // ingestFlags are `sluice ingest`'s flags.
 type ingestFlags struct {
-	addr, advertise, id string
+	serverFlags
+	advertise, id       string
 	table               string
 	createTable         bool
 	ownerTTL, heartbeat time.Duration
 	balance             time.Duration
-	cors                string
-	logFormat           string
-	pprof               bool
-	maxRequest          int
-
-	origins []string // from cors, by check
 }
 
 func newIngestCmd() *cobra.Command {
@@ -51,7 +44,7 @@ catalog (sluice bookie --catalog-table).`,
 		},
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&f.addr, "addr", "127.0.0.1:7421", "address to serve ProducerService and AdminService on (Connect, gRPC, gRPC-web; h2c)")
+	f.register(cmd, "127.0.0.1:7421", "address to serve ProducerService and AdminService on (Connect, gRPC, gRPC-web; h2c)", "comma-separated browser origins allowed to call")
 	fs.StringVar(&f.advertise, "advertise", "", "address other ingest copies forward to (default --addr)")
 	fs.StringVar(&f.id, "id", "", "this copy's owner id in the catalog (default the advertised address, with - for : and .)")
 	fs.StringVar(&f.table, "catalog-table", "", "DynamoDB catalog table (endpoint and credentials from the AWS environment) (required)")
@@ -59,10 +52,6 @@ catalog (sluice bookie --catalog-table).`,
 	fs.DurationVar(&f.ownerTTL, "owner-ttl", ingest.DefaultOwnerTTL, "how long this copy's partitions stay its own after its last heartbeat")
 	fs.DurationVar(&f.heartbeat, "heartbeat", ingest.DefaultHeartbeatInterval, "owner heartbeat interval (at most half of --owner-ttl)")
 	fs.DurationVar(&f.balance, "balance-interval", ingest.DefaultBalanceInterval, "how often to even out partitions with the other copies (negative: never)")
-	fs.StringVar(&f.cors, "cors-origins", "", "comma-separated browser origins allowed to call")
-	logFormatFlag(cmd, &f.logFormat)
-	fs.BoolVar(&f.pprof, "pprof", false, "serve Go's runtime profiles under /debug/pprof/ (benchmarks, diagnosis)")
-	maxRequestBytesFlag(cmd, &f.maxRequest)
 	return cmd
 }
 
@@ -70,7 +59,7 @@ catalog (sluice bookie --catalog-table).`,
 // (--advertise, --id).
 func (f *ingestFlags) check() error {
 	var c flagCheck
-	c.listenAddr("addr", f.addr)
+	f.serverFlags.check(&c)
 	c.advertiseAddr("advertise", f.advertise)
 	if f.advertise == "" {
 		f.advertise = f.addr
@@ -89,9 +78,6 @@ func (f *ingestFlags) check() error {
 	if f.balance == 0 {
 		c.badf("--balance-interval 0s: want a positive interval, or a negative one for never")
 	}
-	f.origins = c.origins("cors-origins", f.cors)
-	c.logFormat(f.logFormat)
-	c.maxRequestBytes(f.maxRequest)
 	if err := c.err(); err != nil {
 		return err
 	}
@@ -141,7 +127,7 @@ func runIngest(ctx context.Context, f ingestFlags, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	srv, err := rpcserver.New(rpcserver.Config{CORSOrigins: f.origins, Pprof: f.pprof, MaxRequestBytes: f.maxRequest}, tel)
+	srv, err := rpcserver.New(f.rpcConfig(), tel)
 	if err != nil {
 		return err
 	}
@@ -154,31 +140,7 @@ func runIngest(ctx context.Context, f ingestFlags, stdout, stderr io.Writer) err
 	}
 	fmt.Fprintf(stdout, "sluice ingest %s listening on http://%s (catalog table %s)\n", f.id, ln.Addr(), f.table)
 
-	// Shutdown: stop taking requests... the ingest service hands its
-	// partitions over first (so other copies take them at once), then the
-	// server drains.
-	ictx, stopIngest := context.WithCancel(context.Background())
-	ingestDone := make(chan error, 1)
-	go func() { ingestDone <- svc.Run(ictx) }()
-	sctx, stopServe := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	served := make(chan error, 1)
-	wg.Add(1)
-	go func() { defer wg.Done(); served <- srv.Serve(sctx, ln) }()
-	var serveErr error
-	select {
-	case <-ctx.Done():
-	case serveErr = <-served:
-	}
-	stopIngest()
-	err = <-ingestDone
-	stopServe()
-	wg.Wait()
-	if serveErr == nil {
-		select {
-		case serveErr = <-served:
-		default:
-		}
-	}
-	return errors.Join(err, serveErr)
+	// Shutdown: the ingest service hands its partitions over first (so
+	// other copies take them at once), then the server drains.
+	return serveThenStop(ctx, srv, ln, svc.Run)
 }

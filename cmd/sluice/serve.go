@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"net"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluicemq/sluice/internal/rpcserver"
+)
+
+// serverFlags are the flags the public servers (dev, ingest, fetch) share:
+// where they listen, how they log, and what their RPC server allows.
+type serverFlags struct {
+	addr       string
+	cors       string
+	logFormat  string
+	pprof      bool
+	maxRequest int
+
+	origins []string // from cors, by check
+}
+
+// register adds the flags; the address default and the wording of
+// --addr and --cors-origins are the command's.
+func (f *serverFlags) register(cmd *cobra.Command, defaultAddr, addrUsage, corsUsage string) {
+	fs := cmd.Flags()
+	fs.StringVar(&f.addr, "addr", defaultAddr, addrUsage)
+	fs.StringVar(&f.cors, "cors-origins", "", corsUsage)
+	logFormatFlag(cmd, &f.logFormat)
+	fs.BoolVar(&f.pprof, "pprof", false, "serve Go's runtime profiles under /debug/pprof/ on --addr (benchmarks, diagnosis)")
+	maxRequestBytesFlag(cmd, &f.maxRequest)
+}
+
+// check checks the flags into c and parses --cors-origins.
+func (f *serverFlags) check(c *flagCheck) {
+	c.listenAddr("addr", f.addr)
+	f.origins = c.origins("cors-origins", f.cors)
+	c.logFormat(f.logFormat)
+	c.maxRequestBytes(f.maxRequest)
+}
+
+// rpcConfig is the RPC server's config from the flags.
+func (f *serverFlags) rpcConfig() rpcserver.Config {
+	return rpcserver.Config{CORSOrigins: f.origins, Pprof: f.pprof, MaxRequestBytes: f.maxRequest}
+}
+
+// serveThenStop serves srv on ln and runs a service's Run beside it until
+// ctx ends or the server fails. Then the service stops first — it hands
+// its work over (ingest: its partitions; fetch: its sessions and trigger
+// partitions), so other copies take it at once — and the server drains
+// after, answering what was in flight. It returns the errors of both.
+func serveThenStop(ctx context.Context, srv *rpcserver.Server, ln net.Listener, run func(context.Context) error) error {
+	rctx, stopRun := context.WithCancel(context.Background())
+	runDone := make(chan error, 1)
+	go func() { runDone <- run(rctx) }()
+	sctx, stopServe := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(sctx, ln) }()
+	var serveErr error
+	serving := true
+	select {
+	case <-ctx.Done():
+	case serveErr = <-served:
+		serving = false
+	}
+	stopRun()
+	runErr := <-runDone
+	stopServe()
+	if serving {
+		serveErr = <-served
+	}
+	return errors.Join(runErr, serveErr)
+}
