@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -14,7 +13,6 @@ import (
 	"github.com/sluicemq/sluice/bookkeeper/client"
 	"github.com/sluicemq/sluice/internal/rpcserver"
 	"github.com/sluicemq/sluice/internal/telemetry"
-	bkcassandra "github.com/sluicemq/sluice/pkg/bookkeeping/cassandra"
 	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/pkg/objstore"
 	"github.com/sluicemq/sluice/services/admin"
@@ -26,16 +24,12 @@ type fetchFlags struct {
 	serverFlags
 	advertise string
 	table     string
-	cassandra string
-	keyspace  string
-	rf        int
-	objects   string
-	cacheMiB  int64
-	balance   time.Duration
-	ingest    string
-	triggers  runtimeFlags
-
-	hosts []string // from cassandra, by check
+	cassandraFlags
+	objects  string
+	cacheMiB int64
+	balance  time.Duration
+	ingest   string
+	triggers runtimeFlags
 }
 
 // maxFetchCacheMiB is partlog.Config's bound on the entry cache.
@@ -63,12 +57,10 @@ Records a trigger sends to its on_failure_topic are produced through --ingest-ad
 		},
 	}
 	fs := cmd.Flags()
-	f.register(cmd, "127.0.0.1:7422", "address to serve ConsumerService and AdminService on (Connect, gRPC, gRPC-web; h2c)", "comma-separated browser origins allowed to call")
+	f.serverFlags.register(cmd, "127.0.0.1:7422", "address to serve ConsumerService and AdminService on (Connect, gRPC, gRPC-web; h2c)", "comma-separated browser origins allowed to call")
 	fs.StringVar(&f.advertise, "advertise", "", "address other fetch copies forward a session's calls to (default --addr)")
 	fs.StringVar(&f.table, "catalog-table", "", "DynamoDB catalog table (endpoint and credentials from the AWS environment) (required)")
-	fs.StringVar(&f.cassandra, "cassandra", "", "comma-separated Cassandra contact points host[:port] for groups, leases and offsets (required)")
-	fs.StringVar(&f.keyspace, "keyspace", "sluice", "Cassandra keyspace (created and migrated at start-up)")
-	fs.IntVar(&f.rf, "replication-factor", 3, "replication factor of the keyspace when this copy creates it (per data center; 1 for a single-node Cassandra)")
+	f.cassandraFlags.register(cmd, "for groups, leases and offsets (required)")
 	fs.StringVar(&f.objects, "objects", "", "object store the compactor offloads to (s3://BUCKET?region=R[&endpoint=URL&use_path_style=true] or file:///DIR); empty: offloaded ledgers cannot be read")
 	fs.Int64Var(&f.cacheMiB, "cache-mib", 64, "entry cache size in MiB (shared read-ahead of tails and recent reads)")
 	fs.DurationVar(&f.balance, "balance-interval", fetch.DefaultBalanceInterval, "how often each group session evens out its partition leases")
@@ -86,24 +78,7 @@ func (f *fetchFlags) check() error {
 		f.advertise = f.addr
 	}
 	c.required("catalog-table", f.table)
-	c.required("cassandra", f.cassandra)
-	f.hosts = splitList(f.cassandra)
-	for _, h := range f.hosts {
-		if h == "" || strings.ContainsAny(h, " \t") {
-			c.badf("--cassandra %q: want host[:port],host[:port],...", f.cassandra)
-			break
-		}
-	}
-	// The bookkeeping's own rules, one field at a time.
-	c.required("keyspace", f.keyspace)
-	if err := (bkcassandra.Config{Hosts: []string{"h"}, Keyspace: f.keyspace}).Validate(); err != nil {
-		c.badf("--keyspace %q: %v", f.keyspace, err)
-	}
-	if f.rf == 0 { // the config's zero is its default
-		c.badf("--replication-factor 0: want 1 or more")
-	} else if err := (bkcassandra.Config{Hosts: []string{"h"}, Replication: bkcassandra.Replication{Factor: f.rf}}).Validate(); err != nil {
-		c.badf("--replication-factor %d: %v", f.rf, err)
-	}
+	f.cassandraFlags.check(&c, true)
 	c.objectsURL("objects", f.objects)
 	if f.cacheMiB < 1 || f.cacheMiB > maxFetchCacheMiB {
 		c.badf("--cache-mib %d: want 1..%d", f.cacheMiB, maxFetchCacheMiB)
@@ -144,10 +119,9 @@ func runFetch(ctx context.Context, f fetchFlags, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	bk, err := bkcassandra.Open(ctx, bkcassandra.Config{Hosts: f.hosts, Keyspace: f.keyspace,
-		Replication: bkcassandra.Replication{Factor: f.rf}, Logger: tel.Logger})
+	bk, err := f.cassandraFlags.open(ctx, tel.Logger)
 	if err != nil {
-		return fmt.Errorf("open Cassandra bookkeeping at %s: %w (is Cassandra up? localstack/stack.sh up cassandra)", f.cassandra, err)
+		return err
 	}
 	defer bk.Close()
 	ledgers, err := client.New(client.Config{Ledgers: cat, Bookies: cat, Logger: tel.Logger})

@@ -21,6 +21,7 @@ import (
 // ingestFlags are `sluice ingest`'s flags.
 type ingestFlags struct {
 	serverFlags
+	cassandraFlags
 	advertise, id       string
 	table               string
 	createTable         bool
@@ -44,13 +45,14 @@ catalog (sluice bookie --catalog-table).`,
 		},
 	}
 	fs := cmd.Flags()
-	f.register(cmd, "127.0.0.1:7421", "address to serve ProducerService and AdminService on (Connect, gRPC, gRPC-web; h2c)", "comma-separated browser origins allowed to call")
+	f.serverFlags.register(cmd, "127.0.0.1:7421", "address to serve ProducerService and AdminService on (Connect, gRPC, gRPC-web; h2c)", "comma-separated browser origins allowed to call")
 	fs.StringVar(&f.advertise, "advertise", "", "address other ingest copies forward to (default --addr)")
 	fs.StringVar(&f.id, "id", "", "this copy's owner id in the catalog (default the advertised address, with - for : and .)")
 	fs.StringVar(&f.table, "catalog-table", "", "DynamoDB catalog table (endpoint and credentials from the AWS environment) (required)")
 	fs.BoolVar(&f.createTable, "create-table", false, "create the catalog table if it does not exist (development and benchmarks; deployments provision it with Terraform)")
 	fs.DurationVar(&f.ownerTTL, "owner-ttl", ingest.DefaultOwnerTTL, "how long this copy's partitions stay its own after its last heartbeat")
 	fs.DurationVar(&f.heartbeat, "heartbeat", ingest.DefaultHeartbeatInterval, "owner heartbeat interval (at most half of --owner-ttl)")
+	f.cassandraFlags.register(cmd, "for producer ids (InitProducer); without it, InitProducer answers UNIMPLEMENTED and SDK producers pick random ids")
 	fs.DurationVar(&f.balance, "balance-interval", ingest.DefaultBalanceInterval, "how often to even out partitions with the other copies (negative: never)")
 	return cmd
 }
@@ -60,6 +62,7 @@ catalog (sluice bookie --catalog-table).`,
 func (f *ingestFlags) check() error {
 	var c flagCheck
 	f.serverFlags.check(&c)
+	f.cassandraFlags.check(&c, false)
 	c.advertiseAddr("advertise", f.advertise)
 	if f.advertise == "" {
 		f.advertise = f.addr
@@ -119,7 +122,16 @@ func runIngest(ctx context.Context, f ingestFlags, stdout, stderr io.Writer) err
 	defer ledgers.Close()
 	cfg := f.config()
 	cfg.Logger = tel.Logger
-	svc, err := ingest.New(cfg, ingest.Deps{Catalog: cat, Ledgers: ingest.LedgerClient(ledgers), Forward: ingest.Forwarder(clientHTTP)})
+	deps := ingest.Deps{Catalog: cat, Ledgers: ingest.LedgerClient(ledgers), Forward: ingest.Forwarder(clientHTTP)}
+	bk, err := f.cassandraFlags.open(ctx, tel.Logger)
+	if err != nil {
+		return err
+	}
+	if bk != nil {
+		defer bk.Close()
+		deps.Producers = bk
+	}
+	svc, err := ingest.New(cfg, deps)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/internal/quota"
+	"github.com/sluicemq/sluice/pkg/bookkeeping"
 	"github.com/sluicemq/sluice/pkg/catalog"
 	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/pkg/record"
@@ -218,4 +219,7 @@ type Deps struct {
 	// Forward returns a client for another copy's ProducerService at
 	// address (host:port).
 	Forward func(address string) sluicev1connect.ProducerServiceClient
+	// Producers allocates producer ids and epochs for InitProducer
+	// (pkg/bookkeeping); nil answers UNIMPLEMENTED.
+	Producers bookkeeping.Producers
 }

@@ -21,6 +21,109 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// InitProducerRequest starts a producer session.
+type InitProducerRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A stable name for a producer whose sessions must fence each other (a
+	// worker's identity across restarts); empty for a plain idempotent
+	// producer. 1..255 bytes of UTF-8 without control characters.
+	TransactionalId string `protobuf:"bytes,1,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *InitProducerRequest) Reset() {
+	*x = InitProducerRequest{}
+	mi := &file_sluice_v1_producer_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InitProducerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InitProducerRequest) ProtoMessage() {}
+
+func (x *InitProducerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_producer_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InitProducerRequest.ProtoReflect.Descriptor instead.
+func (*InitProducerRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *InitProducerRequest) GetTransactionalId() string {
+	if x != nil {
+		return x.TransactionalId
+	}
+	return ""
+}
+
+// InitProducerResponse is the producer's identity for this session.
+type InitProducerResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Producer id (≥ 1) for ProduceStreamRequest.producer_id.
+	ProducerId int64 `protobuf:"varint,1,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	// Producer epoch (0..32767) for ProduceStreamRequest.producer_epoch.
+	ProducerEpoch int32 `protobuf:"varint,2,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InitProducerResponse) Reset() {
+	*x = InitProducerResponse{}
+	mi := &file_sluice_v1_producer_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InitProducerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InitProducerResponse) ProtoMessage() {}
+
+func (x *InitProducerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_producer_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InitProducerResponse.ProtoReflect.Descriptor instead.
+func (*InitProducerResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *InitProducerResponse) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *InitProducerResponse) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
 // ProduceRequest carries records for one topic.
 type ProduceRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -44,7 +147,7 @@ type ProduceRequest struct {
 
 func (x *ProduceRequest) Reset() {
 	*x = ProduceRequest{}
-	mi := &file_sluice_v1_producer_proto_msgTypes[0]
+	mi := &file_sluice_v1_producer_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -56,7 +159,7 @@ func (x *ProduceRequest) String() string {
 func (*ProduceRequest) ProtoMessage() {}
 
 func (x *ProduceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_producer_proto_msgTypes[0]
+	mi := &file_sluice_v1_producer_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -69,7 +172,7 @@ func (x *ProduceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceRequest.ProtoReflect.Descriptor instead.
 func (*ProduceRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{0}
+	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ProduceRequest) GetTopic() string {
@@ -122,7 +225,7 @@ type EncodedBatch struct {
 
 func (x *EncodedBatch) Reset() {
 	*x = EncodedBatch{}
-	mi := &file_sluice_v1_producer_proto_msgTypes[1]
+	mi := &file_sluice_v1_producer_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -134,7 +237,7 @@ func (x *EncodedBatch) String() string {
 func (*EncodedBatch) ProtoMessage() {}
 
 func (x *EncodedBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_producer_proto_msgTypes[1]
+	mi := &file_sluice_v1_producer_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -147,7 +250,7 @@ func (x *EncodedBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EncodedBatch.ProtoReflect.Descriptor instead.
 func (*EncodedBatch) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{1}
+	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *EncodedBatch) GetPartition() int32 {
@@ -185,7 +288,7 @@ type ProduceResponse struct {
 
 func (x *ProduceResponse) Reset() {
 	*x = ProduceResponse{}
-	mi := &file_sluice_v1_producer_proto_msgTypes[2]
+	mi := &file_sluice_v1_producer_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -197,7 +300,7 @@ func (x *ProduceResponse) String() string {
 func (*ProduceResponse) ProtoMessage() {}
 
 func (x *ProduceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_producer_proto_msgTypes[2]
+	mi := &file_sluice_v1_producer_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -210,7 +313,7 @@ func (x *ProduceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceResponse.ProtoReflect.Descriptor instead.
 func (*ProduceResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{2}
+	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ProduceResponse) GetResults() []*ProduceResult {
@@ -257,7 +360,7 @@ type ProduceResult struct {
 
 func (x *ProduceResult) Reset() {
 	*x = ProduceResult{}
-	mi := &file_sluice_v1_producer_proto_msgTypes[3]
+	mi := &file_sluice_v1_producer_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -269,7 +372,7 @@ func (x *ProduceResult) String() string {
 func (*ProduceResult) ProtoMessage() {}
 
 func (x *ProduceResult) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_producer_proto_msgTypes[3]
+	mi := &file_sluice_v1_producer_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -282,7 +385,7 @@ func (x *ProduceResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceResult.ProtoReflect.Descriptor instead.
 func (*ProduceResult) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{3}
+	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ProduceResult) GetPartition() int32 {
@@ -314,7 +417,7 @@ type ProduceStreamRequest struct {
 	// The produce itself.
 	Request *ProduceRequest `protobuf:"bytes,2,opt,name=request,proto3" json:"request,omitempty"`
 	// Idempotent producer identity; 0 means not idempotent. Obtained from
-	// the server when the SDK starts (later: InitProducer).
+	// InitProducer (the Go SDK calls it when it starts).
 	ProducerId int64 `protobuf:"varint,3,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
 	// Producer epoch; a request with an older epoch than the partition's
 	// latest is FAILED_PRECONDITION (fenced).
@@ -333,7 +436,7 @@ type ProduceStreamRequest struct {
 
 func (x *ProduceStreamRequest) Reset() {
 	*x = ProduceStreamRequest{}
-	mi := &file_sluice_v1_producer_proto_msgTypes[4]
+	mi := &file_sluice_v1_producer_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -345,7 +448,7 @@ func (x *ProduceStreamRequest) String() string {
 func (*ProduceStreamRequest) ProtoMessage() {}
 
 func (x *ProduceStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_producer_proto_msgTypes[4]
+	mi := &file_sluice_v1_producer_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -358,7 +461,7 @@ func (x *ProduceStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceStreamRequest.ProtoReflect.Descriptor instead.
 func (*ProduceStreamRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{4}
+	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ProduceStreamRequest) GetCorrelationId() uint64 {
@@ -411,7 +514,7 @@ type ProduceStreamResponse struct {
 
 func (x *ProduceStreamResponse) Reset() {
 	*x = ProduceStreamResponse{}
-	mi := &file_sluice_v1_producer_proto_msgTypes[5]
+	mi := &file_sluice_v1_producer_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -423,7 +526,7 @@ func (x *ProduceStreamResponse) String() string {
 func (*ProduceStreamResponse) ProtoMessage() {}
 
 func (x *ProduceStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_producer_proto_msgTypes[5]
+	mi := &file_sluice_v1_producer_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -436,7 +539,7 @@ func (x *ProduceStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceStreamResponse.ProtoReflect.Descriptor instead.
 func (*ProduceStreamResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{5}
+	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ProduceStreamResponse) GetCorrelationId() uint64 {
@@ -483,7 +586,7 @@ type ProduceError struct {
 
 func (x *ProduceError) Reset() {
 	*x = ProduceError{}
-	mi := &file_sluice_v1_producer_proto_msgTypes[6]
+	mi := &file_sluice_v1_producer_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -495,7 +598,7 @@ func (x *ProduceError) String() string {
 func (*ProduceError) ProtoMessage() {}
 
 func (x *ProduceError) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_producer_proto_msgTypes[6]
+	mi := &file_sluice_v1_producer_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -508,7 +611,7 @@ func (x *ProduceError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceError.ProtoReflect.Descriptor instead.
 func (*ProduceError) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{6}
+	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ProduceError) GetCode() int32 {
@@ -543,7 +646,13 @@ var File_sluice_v1_producer_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_producer_proto_rawDesc = "" +
 	"\n" +
-	"\x18sluice/v1/producer.proto\x12\tsluice.v1\x1a\x16sluice/v1/record.proto\"\xee\x01\n" +
+	"\x18sluice/v1/producer.proto\x12\tsluice.v1\x1a\x16sluice/v1/record.proto\"@\n" +
+	"\x13InitProducerRequest\x12)\n" +
+	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\"^\n" +
+	"\x14InitProducerResponse\x12\x1f\n" +
+	"\vproducer_id\x18\x01 \x01(\x03R\n" +
+	"producerId\x12%\n" +
+	"\x0eproducer_epoch\x18\x02 \x01(\x05R\rproducerEpoch\"\xee\x01\n" +
 	"\x0eProduceRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12+\n" +
 	"\arecords\x18\x02 \x03(\v2\x11.sluice.v1.RecordR\arecords\x12!\n" +
@@ -583,10 +692,11 @@ const file_sluice_v1_producer_proto_rawDesc = "" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12$\n" +
 	"\x0eretry_after_ms\x18\x03 \x01(\x05R\fretryAfterMs\x12\x16\n" +
-	"\x06reason\x18\x04 \x01(\tR\x06reason2\xaf\x01\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason2\x82\x02\n" +
 	"\x0fProducerService\x12B\n" +
 	"\aProduce\x12\x19.sluice.v1.ProduceRequest\x1a\x1a.sluice.v1.ProduceResponse\"\x00\x12X\n" +
-	"\rProduceStream\x12\x1f.sluice.v1.ProduceStreamRequest\x1a .sluice.v1.ProduceStreamResponse\"\x00(\x010\x01B\x9a\x01\n" +
+	"\rProduceStream\x12\x1f.sluice.v1.ProduceStreamRequest\x1a .sluice.v1.ProduceStreamResponse\"\x00(\x010\x01\x12Q\n" +
+	"\fInitProducer\x12\x1e.sluice.v1.InitProducerRequest\x1a\x1f.sluice.v1.InitProducerResponse\"\x00B\x9a\x01\n" +
 	"\rcom.sluice.v1B\rProducerProtoP\x01Z5github.com/sluicemq/sluice/pkg/gen/sluice/v1;sluicev1\xa2\x02\x03SXX\xaa\x02\tSluice.V1\xca\x02\tSluice\\V1\xe2\x02\x15Sluice\\V1\\GPBMetadata\xea\x02\n" +
 	"Sluice::V1b\x06proto3"
 
@@ -602,33 +712,37 @@ func file_sluice_v1_producer_proto_rawDescGZIP() []byte {
 	return file_sluice_v1_producer_proto_rawDescData
 }
 
-var file_sluice_v1_producer_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_sluice_v1_producer_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_sluice_v1_producer_proto_goTypes = []any{
-	(*ProduceRequest)(nil),        // 0: sluice.v1.ProduceRequest
-	(*EncodedBatch)(nil),          // 1: sluice.v1.EncodedBatch
-	(*ProduceResponse)(nil),       // 2: sluice.v1.ProduceResponse
-	(*ProduceResult)(nil),         // 3: sluice.v1.ProduceResult
-	(*ProduceStreamRequest)(nil),  // 4: sluice.v1.ProduceStreamRequest
-	(*ProduceStreamResponse)(nil), // 5: sluice.v1.ProduceStreamResponse
-	(*ProduceError)(nil),          // 6: sluice.v1.ProduceError
-	(*Record)(nil),                // 7: sluice.v1.Record
-	(Durability)(0),               // 8: sluice.v1.Durability
+	(*InitProducerRequest)(nil),   // 0: sluice.v1.InitProducerRequest
+	(*InitProducerResponse)(nil),  // 1: sluice.v1.InitProducerResponse
+	(*ProduceRequest)(nil),        // 2: sluice.v1.ProduceRequest
+	(*EncodedBatch)(nil),          // 3: sluice.v1.EncodedBatch
+	(*ProduceResponse)(nil),       // 4: sluice.v1.ProduceResponse
+	(*ProduceResult)(nil),         // 5: sluice.v1.ProduceResult
+	(*ProduceStreamRequest)(nil),  // 6: sluice.v1.ProduceStreamRequest
+	(*ProduceStreamResponse)(nil), // 7: sluice.v1.ProduceStreamResponse
+	(*ProduceError)(nil),          // 8: sluice.v1.ProduceError
+	(*Record)(nil),                // 9: sluice.v1.Record
+	(Durability)(0),               // 10: sluice.v1.Durability
 }
 var file_sluice_v1_producer_proto_depIdxs = []int32{
-	7,  // 0: sluice.v1.ProduceRequest.records:type_name -> sluice.v1.Record
-	1,  // 1: sluice.v1.ProduceRequest.batches:type_name -> sluice.v1.EncodedBatch
-	8,  // 2: sluice.v1.ProduceRequest.durability:type_name -> sluice.v1.Durability
-	3,  // 3: sluice.v1.ProduceResponse.results:type_name -> sluice.v1.ProduceResult
-	8,  // 4: sluice.v1.ProduceResponse.durability:type_name -> sluice.v1.Durability
-	0,  // 5: sluice.v1.ProduceStreamRequest.request:type_name -> sluice.v1.ProduceRequest
-	2,  // 6: sluice.v1.ProduceStreamResponse.response:type_name -> sluice.v1.ProduceResponse
-	6,  // 7: sluice.v1.ProduceStreamResponse.error:type_name -> sluice.v1.ProduceError
-	0,  // 8: sluice.v1.ProducerService.Produce:input_type -> sluice.v1.ProduceRequest
-	4,  // 9: sluice.v1.ProducerService.ProduceStream:input_type -> sluice.v1.ProduceStreamRequest
-	2,  // 10: sluice.v1.ProducerService.Produce:output_type -> sluice.v1.ProduceResponse
-	5,  // 11: sluice.v1.ProducerService.ProduceStream:output_type -> sluice.v1.ProduceStreamResponse
-	10, // [10:12] is the sub-list for method output_type
-	8,  // [8:10] is the sub-list for method input_type
+	9,  // 0: sluice.v1.ProduceRequest.records:type_name -> sluice.v1.Record
+	3,  // 1: sluice.v1.ProduceRequest.batches:type_name -> sluice.v1.EncodedBatch
+	10, // 2: sluice.v1.ProduceRequest.durability:type_name -> sluice.v1.Durability
+	5,  // 3: sluice.v1.ProduceResponse.results:type_name -> sluice.v1.ProduceResult
+	10, // 4: sluice.v1.ProduceResponse.durability:type_name -> sluice.v1.Durability
+	2,  // 5: sluice.v1.ProduceStreamRequest.request:type_name -> sluice.v1.ProduceRequest
+	4,  // 6: sluice.v1.ProduceStreamResponse.response:type_name -> sluice.v1.ProduceResponse
+	8,  // 7: sluice.v1.ProduceStreamResponse.error:type_name -> sluice.v1.ProduceError
+	2,  // 8: sluice.v1.ProducerService.Produce:input_type -> sluice.v1.ProduceRequest
+	6,  // 9: sluice.v1.ProducerService.ProduceStream:input_type -> sluice.v1.ProduceStreamRequest
+	0,  // 10: sluice.v1.ProducerService.InitProducer:input_type -> sluice.v1.InitProducerRequest
+	4,  // 11: sluice.v1.ProducerService.Produce:output_type -> sluice.v1.ProduceResponse
+	7,  // 12: sluice.v1.ProducerService.ProduceStream:output_type -> sluice.v1.ProduceStreamResponse
+	1,  // 13: sluice.v1.ProducerService.InitProducer:output_type -> sluice.v1.InitProducerResponse
+	11, // [11:14] is the sub-list for method output_type
+	8,  // [8:11] is the sub-list for method input_type
 	8,  // [8:8] is the sub-list for extension type_name
 	8,  // [8:8] is the sub-list for extension extendee
 	0,  // [0:8] is the sub-list for field type_name
@@ -640,14 +754,14 @@ func file_sluice_v1_producer_proto_init() {
 		return
 	}
 	file_sluice_v1_record_proto_init()
-	file_sluice_v1_producer_proto_msgTypes[0].OneofWrappers = []any{}
+	file_sluice_v1_producer_proto_msgTypes[2].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_producer_proto_rawDesc), len(file_sluice_v1_producer_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   7,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -38,6 +38,9 @@ const (
 	// ProducerServiceProduceStreamProcedure is the fully-qualified name of the ProducerService's
 	// ProduceStream RPC.
 	ProducerServiceProduceStreamProcedure = "/sluice.v1.ProducerService/ProduceStream"
+	// ProducerServiceInitProducerProcedure is the fully-qualified name of the ProducerService's
+	// InitProducer RPC.
+	ProducerServiceInitProducerProcedure = "/sluice.v1.ProducerService/InitProducer"
 )
 
 // ProducerServiceClient is a client for the sluice.v1.ProducerService service.
@@ -52,6 +55,13 @@ type ProducerServiceClient interface {
 	// Go SDK. At most `max_in_flight` (server config, default
 	// 64) unanswered requests per stream; more wait (backpressure).
 	ProduceStream(context.Context) *connect.BidiStreamForClient[v1.ProduceStreamRequest, v1.ProduceStreamResponse]
+	// InitProducer starts an idempotent producer session: a producer id no
+	// other producer has, with its epoch. With a transactional id it returns
+	// the id registered for it and bumps its epoch, fencing every earlier
+	// session of that transactional id: their produce requests to partitions
+	// the new session has written answer FAILED_PRECONDITION. UNIMPLEMENTED
+	// from an ingest copy started without a producer id store.
+	InitProducer(context.Context, *connect.Request[v1.InitProducerRequest]) (*connect.Response[v1.InitProducerResponse], error)
 }
 
 // NewProducerServiceClient constructs a client for the sluice.v1.ProducerService service. By
@@ -77,6 +87,12 @@ func NewProducerServiceClient(httpClient connect.HTTPClient, baseURL string, opt
 			connect.WithSchema(producerServiceMethods.ByName("ProduceStream")),
 			connect.WithClientOptions(opts...),
 		),
+		initProducer: connect.NewClient[v1.InitProducerRequest, v1.InitProducerResponse](
+			httpClient,
+			baseURL+ProducerServiceInitProducerProcedure,
+			connect.WithSchema(producerServiceMethods.ByName("InitProducer")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -84,6 +100,7 @@ func NewProducerServiceClient(httpClient connect.HTTPClient, baseURL string, opt
 type producerServiceClient struct {
 	produce       *connect.Client[v1.ProduceRequest, v1.ProduceResponse]
 	produceStream *connect.Client[v1.ProduceStreamRequest, v1.ProduceStreamResponse]
+	initProducer  *connect.Client[v1.InitProducerRequest, v1.InitProducerResponse]
 }
 
 // Produce calls sluice.v1.ProducerService.Produce.
@@ -94,6 +111,11 @@ func (c *producerServiceClient) Produce(ctx context.Context, req *connect.Reques
 // ProduceStream calls sluice.v1.ProducerService.ProduceStream.
 func (c *producerServiceClient) ProduceStream(ctx context.Context) *connect.BidiStreamForClient[v1.ProduceStreamRequest, v1.ProduceStreamResponse] {
 	return c.produceStream.CallBidiStream(ctx)
+}
+
+// InitProducer calls sluice.v1.ProducerService.InitProducer.
+func (c *producerServiceClient) InitProducer(ctx context.Context, req *connect.Request[v1.InitProducerRequest]) (*connect.Response[v1.InitProducerResponse], error) {
+	return c.initProducer.CallUnary(ctx, req)
 }
 
 // ProducerServiceHandler is an implementation of the sluice.v1.ProducerService service.
@@ -108,6 +130,13 @@ type ProducerServiceHandler interface {
 	// Go SDK. At most `max_in_flight` (server config, default
 	// 64) unanswered requests per stream; more wait (backpressure).
 	ProduceStream(context.Context, *connect.BidiStream[v1.ProduceStreamRequest, v1.ProduceStreamResponse]) error
+	// InitProducer starts an idempotent producer session: a producer id no
+	// other producer has, with its epoch. With a transactional id it returns
+	// the id registered for it and bumps its epoch, fencing every earlier
+	// session of that transactional id: their produce requests to partitions
+	// the new session has written answer FAILED_PRECONDITION. UNIMPLEMENTED
+	// from an ingest copy started without a producer id store.
+	InitProducer(context.Context, *connect.Request[v1.InitProducerRequest]) (*connect.Response[v1.InitProducerResponse], error)
 }
 
 // NewProducerServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -129,12 +158,20 @@ func NewProducerServiceHandler(svc ProducerServiceHandler, opts ...connect.Handl
 		connect.WithSchema(producerServiceMethods.ByName("ProduceStream")),
 		connect.WithHandlerOptions(opts...),
 	)
+	producerServiceInitProducerHandler := connect.NewUnaryHandler(
+		ProducerServiceInitProducerProcedure,
+		svc.InitProducer,
+		connect.WithSchema(producerServiceMethods.ByName("InitProducer")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/sluice.v1.ProducerService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case ProducerServiceProduceProcedure:
 			producerServiceProduceHandler.ServeHTTP(w, r)
 		case ProducerServiceProduceStreamProcedure:
 			producerServiceProduceStreamHandler.ServeHTTP(w, r)
+		case ProducerServiceInitProducerProcedure:
+			producerServiceInitProducerHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -150,4 +187,8 @@ func (UnimplementedProducerServiceHandler) Produce(context.Context, *connect.Req
 
 func (UnimplementedProducerServiceHandler) ProduceStream(context.Context, *connect.BidiStream[v1.ProduceStreamRequest, v1.ProduceStreamResponse]) error {
 	return connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.ProducerService.ProduceStream is not implemented"))
+}
+
+func (UnimplementedProducerServiceHandler) InitProducer(context.Context, *connect.Request[v1.InitProducerRequest]) (*connect.Response[v1.InitProducerResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.ProducerService.InitProducer is not implemented"))
 }
