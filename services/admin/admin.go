@@ -1,5 +1,6 @@
 // Package admin serves sluice.v1.AdminService's topic and trigger RPCs over
-// the catalog (triggers.go: stored, not run yet).
+// the catalog (triggers.go; the fetch service runs triggers and reports
+// their runtime state through Deps.TriggerStatus).
 // Ingest and fetch both mount it (DESIGN.md §3: any copy answers), so it is a
 // library with no state of its own beyond its dependencies. The group RPCs
 // (ListGroups, DescribeGroup) belong to the consumer side and answer

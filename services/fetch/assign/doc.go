@@ -1,8 +1,8 @@
 // Package assign decides which partition leases of one topic a consumer
 // group member should acquire and which it should release: cooperative
-// balancing with no global barrier, no leader and no generation (DESIGN.md
-// §2.6: "Members acquire up to their fair share, release extras
-// (cooperative, no stop-the-world barrier), steal expired leases.").
+// balancing with no global barrier, no leader and no generation
+// (docs/DESIGN.md §2.6): members acquire up to their fair share, release
+// extras and take expired leases.
 //
 // Every balancing round (fetch's Config.BalanceInterval) a member reads the
 // group's live members subscribed to the topic (bookkeeping ListMembers) and
