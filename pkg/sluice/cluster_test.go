@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -204,5 +205,40 @@ func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// Producers get their ids from the server (InitProducer): two producers of
+// one client have distinct ids, the small ones the server allocates, not
+// random 63-bit ones.
+func TestProducerIDsComeFromInitProducer(t *testing.T) {
+	tc := startCluster(t, nil)
+	c := tc.client()
+	ctx := context.Background()
+	if _, err := c.CreateTopic(ctx, "ids", 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	ids := map[int64]bool{}
+	hooks := sluice.WithHooks(sluice.Hooks{OnBatchSent: func(b sluice.BatchInfo) {
+		mu.Lock()
+		ids[b.ProducerID] = true
+		mu.Unlock()
+	}})
+	for range 2 {
+		p := producer(t, c, hooks)
+		if _, err := p.ProduceSync(ctx, &sluice.Record{Topic: "ids", Partition: 0, Value: []byte("v")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(ids) != 2 {
+		t.Fatalf("batches carried producer ids %v; want two distinct ones", ids)
+	}
+	for id := range ids {
+		if id < 1 || id > 1<<20 {
+			t.Fatalf("producer id %d: not one the server allocated (ids %v)", id, ids)
+		}
 	}
 }

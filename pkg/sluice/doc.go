@@ -41,12 +41,15 @@
 // id, epoch and sequence numbers), and the server answers a retry of one of
 // the producer's last 5 batches with the original offsets (Result.Duplicate)
 // instead of storing it again. That is why at most 5 batches per partition
-// are in flight: the server's dedup window. The producer id is a random
-// positive int63 from crypto/rand (there is no InitProducer RPC yet to hand
-// out unique ids): n producers alive on a partition at once share an id with
-// probability about n²/2⁶⁴ (5·10⁻⁸ for a million), and two that do break each
-// other's dedup (one's batch taken for the other's retry and answered
-// Duplicate without being stored, or fenced). The epoch starts at 0 per
+// are in flight: the server's dedup window. The producer id comes from the
+// server (ProducerService.InitProducer, called once before the first batch
+// is sent; failures are retried with backoff while records wait within
+// their delivery timeout): no other producer has it. A server without a
+// producer id store answers UNIMPLEMENTED, and the producer then takes a
+// random positive int63 from crypto/rand — n such producers alive on a
+// partition at once share an id with probability about n²/2⁶⁴, and two that
+// do break each other's dedup. A partition that must start over with a new
+// id (KIP-360's recovery) takes a random one too. The epoch starts at 0 per
 // partition. A new producer (a restarted process) is a new id: records it
 // resends on behalf of a previous process are not deduplicated.
 //

@@ -9,6 +9,9 @@ import (
 	"sync"
 	"time"
 
+	"connectrpc.com/connect"
+
+	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
 	"github.com/sluicemq/sluice/pkg/record"
 )
 
@@ -122,7 +125,14 @@ type Producer struct {
 	comp           []completion
 	free           []*record.Builder // bounded pool (maxFreeBuilders)
 	hdrs           []record.Header   // scratch for converting headers
-	pid            int64             // initial producer id of every partition
+	// pid is the producer id every partition starts with: -1 without
+	// idempotence; 0 until InitProducer answered (initPID), when nothing
+	// is sent yet.
+	pid int64
+	// pidFailures counts InitProducer calls failed in a row; the next is
+	// due at pidRetryAt.
+	pidFailures int
+	pidRetryAt  time.Time
 }
 
 // maxFreeBuilders bounds the pool of batch builders kept for reuse (each
@@ -150,16 +160,60 @@ func (c *Client) NewProducer(opts ...ProducerOption) (*Producer, error) {
 		pid:    -1,
 	}
 	if cfg.idempotent {
-		p.pid = newProducerID()
+		p.pid = 0 // InitProducer, before the first send (initPID)
 	}
 	go p.loop()
 	go p.completer()
 	return p, nil
 }
 
-// newProducerID is a random positive int63 from crypto/rand. There is no
-// InitProducer RPC yet to hand out unique ids, so two producers share an id
-// with probability about n²/2⁶⁴ for n producers alive on a partition at once
+// initPIDTimeout bounds one InitProducer call.
+const initPIDTimeout = 10 * time.Second
+
+// initPID asks the server for the producer's id (InitProducer) before the
+// first batch is sent. Called by the loop without p.mu. A server without a
+// producer id store (UNIMPLEMENTED) leaves the producer a random id
+// (newProducerID); any other failure is retried with backoff while the
+// records wait (their delivery timeout bounds it).
+func (p *Producer) initPID() (int64, error) {
+	ctx, cancel := context.WithTimeout(p.runCtx, initPIDTimeout)
+	defer cancel()
+	resp, err := p.client.producer.InitProducer(ctx, connect.NewRequest(&sluicev1.InitProducerRequest{}))
+	if connect.CodeOf(err) == connect.CodeUnimplemented {
+		p.log.Info("the server hands out no producer ids (InitProducer unimplemented): using a random one")
+		return newProducerID(), nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	if resp.Msg.GetProducerId() < 1 || resp.Msg.GetProducerEpoch() != 0 {
+		return 0, fmt.Errorf("InitProducer answered id %d epoch %d; want an id ≥ 1 at epoch 0", resp.Msg.GetProducerId(), resp.Msg.GetProducerEpoch())
+	}
+	return resp.Msg.GetProducerId(), nil
+}
+
+// adoptPID takes initPID's answer. Called with p.mu held.
+func (p *Producer) adoptPID(id int64, err error, now time.Time) {
+	if err != nil {
+		p.pidFailures++
+		p.pidRetryAt = now.Add(p.backoff(p.pidFailures))
+		p.log.Warn("InitProducer failed; retrying", slog.Int("failures", p.pidFailures), slog.Any("err", err))
+		return
+	}
+	p.pid, p.pidFailures = id, 0
+	for _, tm := range p.topics {
+		for _, ps := range tm.parts {
+			if ps.pid == 0 {
+				ps.pid = id
+			}
+		}
+	}
+}
+
+// newProducerID is a random positive int63 from crypto/rand, for servers
+// without InitProducer and for a partition that needs a new id (KIP-360's
+// recovery, resequenceBatches). Two producers share a random id with
+// probability about n²/2⁶⁴ for n producers alive on a partition at once
 // (about 5·10⁻⁸ for a million). Sharing an id breaks the dedup of both:
 // one's batches may be taken for the other's retries (answered Duplicate but
 // not stored) or fenced.

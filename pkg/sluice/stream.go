@@ -59,11 +59,22 @@ func (p *Producer) loop() {
 			p.teardown(s, time.Now())
 		}
 		now := time.Now()
+		if p.pid == 0 && len(p.dirty) > 0 && !now.Before(p.pidRetryAt) {
+			// The producer id comes before the first send.
+			p.mu.Unlock()
+			id, err := p.initPID()
+			p.mu.Lock()
+			now = time.Now()
+			p.adoptPID(id, err, now)
+		}
 		p.fireTimers(now)
 		p.pumpAll(now)
 		next := p.timers.next()
 		if p.sess == nil && len(p.dirty) > 0 && (next.IsZero() || p.reconnectAt.Before(next)) {
 			next = p.reconnectAt
+		}
+		if p.pid == 0 && len(p.dirty) > 0 && (next.IsZero() || p.pidRetryAt.Before(next)) {
+			next = p.pidRetryAt
 		}
 		p.armed = next
 		p.mu.Unlock()
@@ -113,6 +124,9 @@ func (p *Producer) shutdown() {
 // session returns the open stream, opening one if the reconnect backoff
 // allows; nil if it does not. Called with p.mu held.
 func (p *Producer) session(now time.Time) *session {
+	if p.pid == 0 {
+		return nil // InitProducer has not answered yet (loop)
+	}
 	if p.sess != nil {
 		if p.sess.broken {
 			return nil
