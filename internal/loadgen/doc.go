@@ -93,7 +93,9 @@
 //	search.go    rateSearch: the max-rate search, a pure state machine
 //	latency.go   recorder (HDR histograms) and LatencySummary
 //	cpu.go       /proc/<pid>/stat parsing, getrusage, server pid lists
-//	run.go       Run: topics, consumers, producers, phases, progress, the result
+//	run.go       Run: topics, consumers, phases, the rate search's windows, catch-up
+//	produce.go   the producing side: pacing to the schedule, sending, recording deliveries
+//	report.go    progress lines and the Result a run fills
 //	result.go    Result, results.json and the markdown tables
 //
 // Producers and consumers must live in one process (they do): the intended
