@@ -53,4 +53,47 @@
 // the catalog once a chain is cached: one older than ChainTTL is re-read in
 // the background (chainCached), so it hides a trim for about ChainTTL
 // plus one catalog read.
+//
+// # Locks
+//
+// A → B: B is taken while A is held. The package's locks nest only so:
+//
+//	Logs.mu → Log.mu              get (evictLocked) and Stats look at each Log in turn
+//	Log.strayMu → ledgerState.mu  sealStray holds strayMu across refresh and a ledger recovery
+//
+// Log.mu, ledgerState.mu, entryCache.mu and indexCache.mu are leaves: no
+// other lock is taken while one is held, and no two Logs' mu are held
+// together. No lock is held across a call into the ledger client, the
+// catalog, the object store or Config.ReadGate, except strayMu (on
+// purpose: concurrent reads of a partition share one recovery), which is
+// never taken with Logs.mu or Log.mu held. Under Logs.mu and Log.mu only
+// Config.Now is called; followers are signalled without blocking, and the
+// tail watcher and a background chain re-read run on goroutines of their
+// own, so Log.mu never waits on a caller.
+//
+// Callers may hold their own locks when they call in: a fetch session
+// calls Follow (Logs.mu, then Log.mu) and the unfollow it returns (Log.mu)
+// under its member.mu, so member.mu → Logs.mu → Log.mu. The package never
+// calls back into a caller with one of its locks held (Config.Now aside,
+// which must take no lock of the caller's), so no order runs the other way.
+//
+// # Files
+//
+//	doc.go         this package doc
+//	partlog.go     Logs and Log: New, Close, Stats, the partition map (get, evictLocked); OutOfRangeError, ErrCorrupt
+//	chain.go       the partition chain cache: chain, setChain, chainCached (re-read in the background after ChainTTL), Prime, TopicChanged/TopicDeleted, locate
+//	read.go        Read: Result, Limits, the read modes, readOnce over the chain, hwOf, cursor hints (entryFor), collect
+//	entries.go     ledgerState and a ledger's entries: entries (cache, then bookies within ReadGate), entry bounds, findEntry, tailEnd
+//	decode.go      whole batches or decoded records out of a payload, within Limits; RecordSize
+//	offsets.go     CheckEnd, Bounds, BoundsForLag, BoundsWithin, Start, OffsetForTime
+//	watch.go       Follow, HighWatermark, Wait, raise; the tail watcher goroutine (watch, watchRound, advance), watchState, quiet
+//	recover.go     withRecovery / recover after a "gone" ledger; sealStray
+//	objects.go     offloaded ledgers: index opens, ranged GETs of intervals, error classes
+//	offloaded.go   collectObject, objectOffsetForTime
+//	cache.go       entryCache: the shared byte-bounded LRU of entries and intervals
+//	indexcache.go  indexCache: LRU of opened segment indexes
+//	config.go      Config (cache, tail timing, ChainTTL, ReadGate, Objects) and SegmentConfig
+//
+// services/DESIGN.md has the goroutines, the lock order across services
+// and the formats.
 package partlog

@@ -20,6 +20,9 @@ type ledgerState struct {
 	// ledger to its object replaces the state (Log.recover).
 	object bool
 
+	// mu guards meta, wr and bounds. A leaf, taken under
+	// Log.strayMu (sealStray's refresh) and under no other lock; never
+	// held across a call into the ledger client.
 	mu     sync.Mutex
 	meta   catalog.LedgerMetadata
 	wr     *client.Reader // the tail watcher's long-polls

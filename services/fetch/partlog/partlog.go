@@ -47,6 +47,10 @@ type Logs struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	// mu guards logs. Taken before Log.mu (Logs.mu → Log.mu): get, when
+	// it evicts, and Stats lock each Log in turn under it; no other lock
+	// is taken and no I/O runs while it is held. A caller may hold its
+	// own lock around the call (a fetch member.mu around Follow).
 	mu   sync.Mutex
 	logs map[logKey]*Log
 }
@@ -150,8 +154,17 @@ type Log struct {
 	ls  *Logs
 	key logKey
 
+	// strayMu is held across all of sealStray: a ledger recovery through
+	// the ledger client, and refresh, which takes ledgerState.mu
+	// (Log.strayMu → ledgerState.mu). It is the one lock of the package
+	// held across I/O, and is never taken with Logs.mu or mu held.
 	strayMu sync.Mutex // one sealStray at a time
 
+	// mu guards the fields below. A leaf: taken under Logs.mu (get,
+	// Stats) and under a caller's lock (Follow and its unfollow, under a
+	// fetch member.mu); no other lock is taken and no I/O runs while it
+	// is held (followers are signalled without blocking, the watcher and
+	// a chain re-read start on their own goroutines).
 	mu        sync.Mutex
 	part      catalog.Partition
 	partAt    time.Time
