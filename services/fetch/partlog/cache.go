@@ -22,6 +22,8 @@ type entryKey struct {
 // or in a sealed ledger) never changes, so a cached payload is never stale;
 // payloads are shared, read-only, by every reader.
 type entryCache struct {
+	// mu guards size, order, items and the counters (max is fixed). A
+	// leaf, taken with no other lock of the package held.
 	mu    sync.Mutex
 	max   int64
 	size  int64

@@ -13,6 +13,8 @@ import (
 // An object never changes once written (a rewrite gets a new key), so a
 // cached index is never stale.
 type indexCache struct {
+	// mu guards size, order, items and the counters (max and maxN are
+	// fixed). A leaf, taken with no other lock of the package held.
 	mu    sync.Mutex
 	max   int64
 	maxN  int

@@ -4,11 +4,98 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/sluicemq/sluice/bookkeeper/client"
 	"github.com/sluicemq/sluice/pkg/catalog"
 )
+
+// Follow signals wake (without blocking; give it a buffer of 1) whenever
+// the partition's high watermark rises, and keeps its tail watcher running
+// until the returned function is called.
+func (ls *Logs) Follow(topic string, partition int, wake chan struct{}) (unfollow func()) {
+	lg := ls.get(topic, partition)
+	lg.mu.Lock()
+	if lg.followers == nil {
+		lg.followers = make(map[chan struct{}]int)
+	}
+	lg.followers[wake]++
+	lg.startWatchLocked()
+	lg.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			lg.mu.Lock()
+			defer lg.mu.Unlock()
+			if lg.followers[wake]--; lg.followers[wake] <= 0 {
+				delete(lg.followers, wake)
+			}
+			lg.touched = ls.cfg.Now()
+		})
+	}
+}
+
+// HighWatermark is the partition's high watermark as last learned (no
+// I/O), or -1 when not known yet.
+func (ls *Logs) HighWatermark(topic string, partition int) int64 {
+	lg := ls.get(topic, partition)
+	lg.mu.Lock()
+	defer lg.mu.Unlock()
+	return lg.hw
+}
+
+// Wait returns once the partition's high watermark is above offset, or
+// when ctx ends (with ctx's error). It starts the partition's tail watcher.
+func (ls *Logs) Wait(ctx context.Context, topic string, partition int, offset int64) error {
+	lg := ls.get(topic, partition)
+	for {
+		lg.mu.Lock()
+		ch, hw := lg.notify, lg.hw
+		lg.startWatchLocked()
+		lg.mu.Unlock()
+		if hw > offset {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ls.ctx.Done():
+			return errors.New("partlog: closed")
+		}
+	}
+}
+
+// startWatchLocked starts the tail watcher if it is not running; lg.mu is
+// held.
+func (lg *Log) startWatchLocked() {
+	ls := lg.ls
+	lg.touched = ls.cfg.Now()
+	if !lg.watching && ls.ctx.Err() == nil {
+		lg.watching = true
+		ls.wg.Add(1)
+		go lg.watch()
+	}
+}
+
+// raise records a high watermark and wakes waiters when it grew.
+func (lg *Log) raise(hw int64) {
+	lg.mu.Lock()
+	defer lg.mu.Unlock()
+	if hw > lg.hw {
+		lg.hw = hw
+		lg.moved = lg.ls.cfg.Now()
+		close(lg.notify)
+		lg.notify = make(chan struct{})
+		for ch := range lg.followers {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
 
 // watch is a partition's tail watcher (see the package doc). It runs until
 // the partition has had no reader for TailIdle or the Logs close; Wait
