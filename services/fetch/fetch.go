@@ -71,6 +71,7 @@ type Service struct {
 	groupQ *quota.Limiter
 	fetchQ *quota.Limiter
 
+	// mu guards the fields below; a leaf: nothing else is locked under it.
 	mu       sync.Mutex
 	topics   map[string]cachedTopic
 	sessions map[string]*session

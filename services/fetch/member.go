@@ -31,6 +31,12 @@ import (
 // mu guards leases and, for the session, the session's own fields (one
 // lock for both, so an assignment event and the leases it announces change
 // together); no I/O runs under it, and the hooks run under it.
+//
+// Lock order (services/DESIGN.md §4): member.mu → partlog's Logs.mu →
+// Log.mu (a session's follow and unfollow), and member.mu →
+// triggerRunner.mu (a runner's follow). Nothing takes member.mu while
+// holding another of fetch's locks, and it is not reentrant: a hook must
+// not lock it again.
 type member struct {
 	s        *Service
 	group    string

@@ -66,7 +66,7 @@ type triggerWorker struct {
 	stop     chan struct{} // closed by halt
 	stopOnce sync.Once
 
-	mu        sync.Mutex // guards the fields below (DescribeTrigger reads them)
+	mu        sync.Mutex // guards the fields below (DescribeTrigger reads them); a leaf
 	status    string     // partitionRunning, partitionStopped, partitionBackingOff
 	lastErr   string
 	lastErrAt time.Time

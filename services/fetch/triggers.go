@@ -70,6 +70,8 @@ type triggerHost struct {
 	meters  *triggerMeters
 	cat     catalog.Triggers
 
+	// mu guards runners; a leaf (a runner's start, called under it,
+	// takes no lock).
 	mu      sync.Mutex
 	runners map[string]*triggerRunner
 }
@@ -89,6 +91,8 @@ type triggerRunner struct {
 	cancelWork   context.CancelFunc
 	done         chan struct{} // closed when the runner left the group
 
+	// mu guards workers; taken under member.mu (follow), and under it
+	// only a worker's halt (a sync.Once) runs.
 	mu      sync.Mutex
 	workers map[int32]*triggerWorker
 	wg      sync.WaitGroup

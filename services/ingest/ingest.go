@@ -30,6 +30,10 @@ type Service struct {
 	d   Deps
 	log *slog.Logger
 
+	// mu guards the fields below up to fwdMu. Lock order
+	// (services/DESIGN.md §4): mu → partition.Writer.mu (open asks a slot's
+	// writer for its error) and mu → drainSet.mu (shutdown); mu and fwdMu
+	// are never held together. No I/O runs under it.
 	mu      sync.Mutex
 	writers map[slotKey]*slot
 	topics  map[string]cachedTopic
@@ -56,7 +60,8 @@ type Service struct {
 	// end with UNAVAILABLE; a connected producer moves on at once and the
 	// server's shutdown does not wait for it (drain.go).
 	streams drainSet
-	// Forwarding streams to other copies, by address (forward.go).
+	// Forwarding streams to other copies, by address (forward.go). fwdMu
+	// → fwdStream.mu (a cached stream's error is read under it).
 	fwdMu      sync.Mutex
 	fwdStreams map[string]*fwdStream
 	fwdClosed  bool
