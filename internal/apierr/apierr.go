@@ -69,6 +69,16 @@ func FromCatalog(err error) *connect.Error {
 		return connect.NewError(connect.CodeFailedPrecondition, err)
 	case errors.Is(err, catalog.ErrLimitExceeded):
 		return connect.NewError(connect.CodeResourceExhausted, err)
+	default:
+		return Otherwise(err)
+	}
+}
+
+// Otherwise is the end of every error mapping, for an error no store- or
+// service-specific rule named: a canceled or expired context keeps its
+// code, anything else is UNAVAILABLE (retry).
+func Otherwise(err error) *connect.Error {
+	switch {
 	case errors.Is(err, context.Canceled):
 		return connect.NewError(connect.CodeCanceled, err)
 	case errors.Is(err, context.DeadlineExceeded):

@@ -266,12 +266,8 @@ func readErr(err error) error {
 		return connect.NewError(connect.CodeUnavailable, err)
 	case errors.Is(err, catalog.ErrNotFound):
 		return connect.NewError(connect.CodeNotFound, err)
-	case errors.Is(err, context.Canceled):
-		return connect.NewError(connect.CodeCanceled, err)
-	case errors.Is(err, context.DeadlineExceeded):
-		return connect.NewError(connect.CodeDeadlineExceeded, err)
 	default:
-		return connect.NewError(connect.CodeUnavailable, err)
+		return apierr.Otherwise(err)
 	}
 }
 

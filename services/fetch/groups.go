@@ -134,35 +134,47 @@ func (g *GroupAdmin) DescribeGroup(ctx context.Context, req *connect.Request[slu
 			resp.Partitions = append(resp.Partitions, gp)
 		}
 	}
-	// End offsets: each may cost a catalog read and a LAC poll, so they
-	// are looked up describeParallelism at a time rather than one by one
-	// (a group over hundreds of partitions answered in seconds).
+	s.lagBounds(ctx, len(bounds), func(i int) (string, int32, int64) {
+		return bounds[i].topic, bounds[i].gp.Partition, bounds[i].gp.CommittedOffset
+	}, func(i int, start, end int64) {
+		gp := bounds[i].gp
+		gp.LogStartOffset, gp.EndOffset = start, end
+		from := gp.CommittedOffset
+		if from < 0 {
+			from = start
+		}
+		gp.Lag = max(end-from, 0)
+		gp.CommittedOffsetState = offsetState(gp.CommittedOffset, start, end)
+	})
+	return connect.NewResponse(resp), nil
+}
+
+// lagBounds looks up the log start and end of n partitions for a lag
+// report (part names the i-th and its committed offset; found receives
+// each one looked up — a failed lookup leaves that partition's bounds
+// unknown). Each may cost a catalog read and a LAC poll, so they run
+// describeParallelism at a time rather than one by one (a group over
+// hundreds of partitions answered in seconds).
+func (s *Service) lagBounds(ctx context.Context, n int, part func(i int) (topic string, partition int32, committed int64), found func(i int, start, end int64)) {
 	sem := make(chan struct{}, describeParallelism)
 	var wg sync.WaitGroup
-	for _, b := range bounds {
+	for i := range n {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			start, end, err := s.logs.BoundsForLag(ctx, b.topic, int(b.gp.Partition))
-			if err == nil && b.gp.CommittedOffset > end {
+			topic, p, committed := part(i)
+			start, end, err := s.logs.BoundsForLag(ctx, topic, int(p))
+			if err == nil && committed > end {
 				// Before calling it beyond the end: the chain read
 				// for lag may be a moment old (a roll-over).
-				start, end, err = s.logs.Bounds(ctx, b.topic, int(b.gp.Partition))
+				start, end, err = s.logs.Bounds(ctx, topic, int(p))
 			}
-			if err != nil {
-				return // the bounds, lag and state stay unknown
+			if err == nil {
+				found(i, start, end)
 			}
-			b.gp.LogStartOffset, b.gp.EndOffset = start, end
-			from := b.gp.CommittedOffset
-			if from < 0 {
-				from = start
-			}
-			b.gp.Lag = max(end-from, 0)
-			b.gp.CommittedOffsetState = offsetState(b.gp.CommittedOffset, start, end)
 		})
 	}
 	wg.Wait()
-	return connect.NewResponse(resp), nil
 }
 
 // offsetState places a committed offset (bookkeeping.NoOffset: none)

@@ -619,7 +619,7 @@ func (w *triggerWorker) fail(ctx context.Context, recs []record.Record, cause er
 		_, err := r.s.triggers.dlq.Produce(ctx, connect.NewRequest(req))
 		if err == nil {
 			r.s.triggers.meters.dlq(ctx, r.tr.Name, len(recs))
-			w.setStatus(partitionRunning, fmt.Errorf("%s sent to %s: %w", plural(len(recs), "record"), r.spec.OnFailureTopic, cause))
+			w.setStatus(partitionRunning, fmt.Errorf("%s sent to %s: %w", trigger.Plural(len(recs), "record"), r.spec.OnFailureTopic, cause))
 			return nil
 		}
 		if ctx.Err() != nil {

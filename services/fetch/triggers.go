@@ -9,7 +9,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -342,6 +341,7 @@ func (s *Service) TriggerStatus(ctx context.Context, tr catalog.Trigger) (*sluic
 	}
 	live := s.liveTriggerPartitions(tr)
 	stopped := 0
+	var lagged []int // indexes in resp.Partitions of the partitions whose lag is looked up
 	for _, l := range leases {
 		if l.Owner == "" && l.Offset == bookkeeping.NoOffset {
 			continue
@@ -366,15 +366,20 @@ func (s *Service) TriggerStatus(ctx context.Context, tr catalog.Trigger) (*sluic
 			stopped++
 		}
 		if terr == nil && !topicGone && int(l.Partition) < t.Partitions {
-			if _, end, err := s.logs.BoundsForLag(ctx, tr.Topic, int(l.Partition)); err == nil {
-				tp.EndOffset = end
-				if l.Offset >= 0 {
-					tp.Lag = max(end-l.Offset, 0)
-				}
-			}
+			lagged = append(lagged, len(resp.Partitions))
 		}
 		resp.Partitions = append(resp.Partitions, tp)
 	}
+	s.lagBounds(ctx, len(lagged), func(i int) (string, int32, int64) {
+		tp := resp.Partitions[lagged[i]]
+		return tr.Topic, tp.Partition, tp.CommittedOffset
+	}, func(i int, _, end int64) {
+		tp := resp.Partitions[lagged[i]]
+		tp.EndOffset = end
+		if tp.CommittedOffset >= 0 {
+			tp.Lag = max(end-tp.CommittedOffset, 0)
+		}
+	})
 	info := &sluicev1.TriggerInfo{}
 	switch {
 	case !tr.Enabled:
@@ -389,7 +394,7 @@ func (s *Service) TriggerStatus(ctx context.Context, tr catalog.Trigger) (*sluic
 		info.State, info.StateMessage = sluicev1.TriggerState_TRIGGER_STATE_STOPPED,
 			fmt.Sprintf("%d partition(s) stopped on a failure (no on_failure_topic): see their last_error; update the trigger to go on", stopped)
 	default:
-		info.State, info.StateMessage = sluicev1.TriggerState_TRIGGER_STATE_RUNNING, "running on "+plural(len(running), "fetch copy")
+		info.State, info.StateMessage = sluicev1.TriggerState_TRIGGER_STATE_RUNNING, "running on "+trigger.Plural(len(running), "fetch copy")
 	}
 	resp.Trigger = info
 	return resp, nil
@@ -414,16 +419,4 @@ func (s *Service) liveTriggerPartitions(tr catalog.Trigger) map[int32]*triggerWo
 		out[p] = w
 	}
 	return out
-}
-
-// plural is "1 record", "2 records", "3 fetch copies".
-func plural(n int, noun string) string {
-	if n != 1 {
-		if strings.HasSuffix(noun, "y") {
-			noun = strings.TrimSuffix(noun, "y") + "ies"
-		} else {
-			noun += "s"
-		}
-	}
-	return strconv.Itoa(n) + " " + noun
 }

@@ -121,6 +121,14 @@ func (s *seen) add(partition int64, v string) {
 	s.values[partition] = append(s.values[partition], v)
 }
 
+// processed notes every record of inv as processed and answers success.
+func (s *seen) processed(inv invocation) (int, string, string) {
+	for i, r := range inv.records {
+		s.add(r.Partition, inv.values[i])
+	}
+	return ok()
+}
+
 func (s *seen) get(partition int64) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -174,10 +182,7 @@ func values(from, n int) []string {
 func TestTriggerDeliversEveryRecordInOrder(t *testing.T) {
 	var got seen
 	f := newFakeLambda(t, func(inv invocation) (int, string, string) {
-		for i, r := range inv.records {
-			got.add(r.Partition, inv.values[i])
-		}
-		return ok()
+		return got.processed(inv)
 	})
 	e := triggerCluster(t, f)
 	e.createTopic(t, "orders", 3)
@@ -276,10 +281,7 @@ func TestTriggerPoisonRecordGoesToTheDLQ(t *testing.T) {
 		if slices.Contains(inv.values, "v7") {
 			return http.StatusOK, "", `{"errorMessage":"cannot parse v7","errorType":"ParseError"}`
 		}
-		for i, r := range inv.records {
-			got.add(r.Partition, inv.values[i])
-		}
-		return ok()
+		return got.processed(inv)
 	})
 	e := triggerCluster(t, f)
 	e.createTopic(t, "t", 1)
@@ -327,10 +329,7 @@ func TestTriggerStopsAPartitionWithoutDLQ(t *testing.T) {
 		if slices.Contains(inv.values, "v3") && inv.records[0].Partition == 0 {
 			return http.StatusOK, "", `{"errorMessage":"boom","errorType":"Error"}`
 		}
-		for i, r := range inv.records {
-			got.add(r.Partition, inv.values[i])
-		}
-		return ok()
+		return got.processed(inv)
 	})
 	e := triggerCluster(t, f)
 	e.createTopic(t, "t", 2)
@@ -403,10 +402,7 @@ func TestTriggerThrottlingSpendsNoRetries(t *testing.T) {
 			throttles++
 			return http.StatusTooManyRequests, "TooManyRequestsException", `{"Type":"User","message":"Rate Exceeded."}`
 		}
-		for i, r := range inv.records {
-			got.add(r.Partition, inv.values[i])
-		}
-		return ok()
+		return got.processed(inv)
 	})
 	e := triggerCluster(t, f)
 	e.createTopic(t, "t", 1)
@@ -486,10 +482,7 @@ func TestTriggerParallelizationKeepsKeyOrder(t *testing.T) {
 func TestTriggerRecreatedStartsAfresh(t *testing.T) {
 	var got seen
 	f := newFakeLambda(t, func(inv invocation) (int, string, string) {
-		for i, r := range inv.records {
-			got.add(r.Partition, inv.values[i])
-		}
-		return ok()
+		return got.processed(inv)
 	})
 	e := triggerCluster(t, f)
 	e.createTopic(t, "t", 1)

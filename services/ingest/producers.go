@@ -35,12 +35,8 @@ func (s *Service) InitProducer(ctx context.Context, req *connect.Request[sluicev
 	case err == nil:
 	case errors.Is(err, bookkeeping.ErrConflict):
 		return nil, connect.NewError(connect.CodeAborted, fmt.Errorf("concurrent InitProducer calls for transactional id %q; retry: %w", tid, err))
-	case errors.Is(err, context.Canceled):
-		return nil, connect.NewError(connect.CodeCanceled, err)
-	case errors.Is(err, context.DeadlineExceeded):
-		return nil, connect.NewError(connect.CodeDeadlineExceeded, err)
 	default:
-		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("allocate a producer id: %w", err))
+		return nil, apierr.Otherwise(fmt.Errorf("allocate a producer id: %w", err))
 	}
 	return connect.NewResponse(&sluicev1.InitProducerResponse{ProducerId: p.ID, ProducerEpoch: int32(p.Epoch)}), nil
 }

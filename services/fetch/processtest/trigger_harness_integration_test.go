@@ -682,3 +682,31 @@ func (tc *triggerCluster) triggerGroup(ctx context.Context, t *testing.T, name s
 	}
 	return resp.Msg.GetGroup()
 }
+
+// runOnTwoCopies creates a trigger on topic (which exists) — spec, or by
+// default the recorder function from the earliest record in batches of 4 —
+// waits until both fetch copies run it with a fair share each, produces a
+// warm-up round to every partition (ends holds where each ends), and picks
+// the copy holding partition p as the victim: it returns the trigger, the
+// watch, the latest state and both copies.
+func (tc *triggerCluster) runOnTwoCopies(ctx context.Context, t *testing.T, began time.Time, name, topic string, partitions, p int32, spec *sluicev1.TriggerSpec) (
+	tr *sluicev1.TriggerInfo, w *triggerWatch, s triggerState, ends map[int32]int64, victim, survivor string) {
+	t.Helper()
+	if spec == nil {
+		spec = &sluicev1.TriggerSpec{Topic: topic, Function: "recorder", Enabled: true,
+			StartingPosition: sluicev1.TriggerStartingPosition_TRIGGER_STARTING_POSITION_EARLIEST, BatchSize: 4}
+	}
+	tr = tc.createTrigger(ctx, t, name, spec)
+	w = tc.watch(ctx, t, name, topic, partitions)
+	s = w.waitFor(ctx, t, 30*time.Second, "both fetch copies running the trigger, 2 partitions each", func(s triggerState) bool { return tc.balanced(s, int(partitions)) })
+	t.Logf("cluster up and the trigger balanced %v after the start: %s", ms(time.Since(began)), tc.describe(s))
+	ends = map[int32]int64{}
+	tc.warmUp(ctx, t, w, topic, partitions, "w", ends)
+	s = w.waitFor(ctx, t, 10*time.Second, "a fresh answer", func(triggerState) bool { return true })
+	victim = tc.copyOf(s.parts[p].GetOwner())
+	survivor = tc.other(victim)
+	if victim == "" || !tc.balanced(s, int(partitions)) {
+		t.Fatalf("partition %d's owner is on no fetch copy, or the trigger is not balanced: %s", p, tc.describe(s))
+	}
+	return tr, w, s, ends, victim, survivor
+}

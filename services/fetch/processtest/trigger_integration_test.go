@@ -93,24 +93,10 @@ func TestIntegrationTriggerZombieFetchCannotCommit(t *testing.T) {
 	began := time.Now()
 	tc := startTriggerCluster(ctx, t, lambdatest.Function{Name: "recorder", Instances: 4})
 	const topic, name, partitions = "orders", "zombie", 4
-	tc.createTopic(ctx, t, topic, partitions)
-	tr := tc.createTrigger(ctx, t, name, &sluicev1.TriggerSpec{Topic: topic, Function: "recorder", Enabled: true,
-		StartingPosition: sluicev1.TriggerStartingPosition_TRIGGER_STARTING_POSITION_EARLIEST, BatchSize: 4})
-	w := tc.watch(ctx, t, name, topic, partitions)
-	s := w.waitFor(ctx, t, 30*time.Second, "both fetch copies running the trigger, 2 partitions each", func(s triggerState) bool { return tc.balanced(s, partitions) })
-	t.Logf("cluster up and the trigger balanced %v after the start: %s", ms(time.Since(began)), tc.describe(s))
-
-	ends := map[int32]int64{}
-	tc.warmUp(ctx, t, w, topic, partitions, "w", ends)
-
 	// The copy holding partition 0 is the victim; the watch asks the other.
 	const p = int32(0)
-	s = w.waitFor(ctx, t, 10*time.Second, "a fresh answer", func(triggerState) bool { return true })
-	victim := tc.copyOf(s.parts[p].GetOwner())
-	survivor := tc.other(victim)
-	if victim == "" || !tc.balanced(s, partitions) {
-		t.Fatalf("partition %d's owner is on no fetch copy, or the trigger is not balanced: %s", p, tc.describe(s))
-	}
+	tc.createTopic(ctx, t, topic, partitions)
+	tr, w, s, ends, victim, survivor := tc.runOnTwoCopies(ctx, t, began, name, topic, partitions, p, nil)
 	held := map[int32]int64{} // the victim's partitions → lease epoch
 	for _, q := range tc.owners(s)[victim] {
 		held[q] = s.parts[q].GetEpoch()
@@ -232,22 +218,9 @@ func TestIntegrationTriggerKill9MidBatch(t *testing.T) {
 	began := time.Now()
 	tc := startTriggerCluster(ctx, t, lambdatest.Function{Name: "recorder", Instances: 4})
 	const topic, name, partitions = "payments", "kill9", 4
-	tc.createTopic(ctx, t, topic, partitions)
-	tr := tc.createTrigger(ctx, t, name, &sluicev1.TriggerSpec{Topic: topic, Function: "recorder", Enabled: true,
-		StartingPosition: sluicev1.TriggerStartingPosition_TRIGGER_STARTING_POSITION_EARLIEST, BatchSize: 4})
-	w := tc.watch(ctx, t, name, topic, partitions)
-	s := w.waitFor(ctx, t, 30*time.Second, "both fetch copies running the trigger, 2 partitions each", func(s triggerState) bool { return tc.balanced(s, partitions) })
-	t.Logf("cluster up and the trigger balanced %v after the start: %s", ms(time.Since(began)), tc.describe(s))
-
-	ends := map[int32]int64{}
-	tc.warmUp(ctx, t, w, topic, partitions, "w", ends)
 	const p = int32(1)
-	s = w.waitFor(ctx, t, 10*time.Second, "a fresh answer", func(triggerState) bool { return true })
-	victim := tc.copyOf(s.parts[p].GetOwner())
-	survivor := tc.other(victim)
-	if victim == "" || !tc.balanced(s, partitions) {
-		t.Fatalf("partition %d's owner is on no fetch copy, or the trigger is not balanced: %s", p, tc.describe(s))
-	}
+	tc.createTopic(ctx, t, topic, partitions)
+	tr, w, s, ends, victim, survivor := tc.runOnTwoCopies(ctx, t, began, name, topic, partitions, p, nil)
 	held := map[int32]int64{}
 	for _, q := range tc.owners(s)[victim] {
 		held[q] = s.parts[q].GetEpoch()
@@ -328,22 +301,9 @@ func TestIntegrationTriggerGracefulStopCommitsTheRoundInFlight(t *testing.T) {
 	began := time.Now()
 	tc := startTriggerCluster(ctx, t, lambdatest.Function{Name: "recorder", Instances: 4})
 	const topic, name, partitions = "refunds", "graceful", 4
-	tc.createTopic(ctx, t, topic, partitions)
-	tr := tc.createTrigger(ctx, t, name, &sluicev1.TriggerSpec{Topic: topic, Function: "recorder", Enabled: true,
-		StartingPosition: sluicev1.TriggerStartingPosition_TRIGGER_STARTING_POSITION_EARLIEST, BatchSize: 4})
-	w := tc.watch(ctx, t, name, topic, partitions)
-	s := w.waitFor(ctx, t, 30*time.Second, "both fetch copies running the trigger, 2 partitions each", func(s triggerState) bool { return tc.balanced(s, partitions) })
-	t.Logf("cluster up and the trigger balanced %v after the start: %s", ms(time.Since(began)), tc.describe(s))
-
-	ends := map[int32]int64{}
-	tc.warmUp(ctx, t, w, topic, partitions, "w", ends)
 	const p = int32(2)
-	s = w.waitFor(ctx, t, 10*time.Second, "a fresh answer", func(triggerState) bool { return true })
-	victim := tc.copyOf(s.parts[p].GetOwner())
-	survivor := tc.other(victim)
-	if victim == "" || !tc.balanced(s, partitions) {
-		t.Fatalf("partition %d's owner is on no fetch copy, or the trigger is not balanced: %s", p, tc.describe(s))
-	}
+	tc.createTopic(ctx, t, topic, partitions)
+	tr, w, s, ends, victim, survivor := tc.runOnTwoCopies(ctx, t, began, name, topic, partitions, p, nil)
 	epoch := s.parts[p].GetEpoch()
 	w.use(ctx, t, survivor)
 

@@ -37,17 +37,11 @@ func TestIntegrationTriggerZombieRetriesNothingAfterItsLeaseMoved(t *testing.T) 
 	const topic, dlq, name, partitions = "orders", "orders-dlq", "zombie-retry", 4
 	tc.createTopic(ctx, t, topic, partitions)
 	tc.createTopic(ctx, t, dlq, 1)
-	tr := tc.createTrigger(ctx, t, name, &sluicev1.TriggerSpec{Topic: topic, Function: "recorder", Enabled: true,
+	const p = int32(0)
+	tr, w, s, ends, victim, survivor := tc.runOnTwoCopies(ctx, t, time.Now(), name, topic, partitions, p, &sluicev1.TriggerSpec{
+		Topic: topic, Function: "recorder", Enabled: true,
 		StartingPosition: sluicev1.TriggerStartingPosition_TRIGGER_STARTING_POSITION_EARLIEST, BatchSize: 4,
 		MaxRetries: 1, RetryBackoffInitialMs: 1, RetryBackoffMaxMs: 1, OnFailureTopic: dlq})
-	w := tc.watch(ctx, t, name, topic, partitions)
-	w.waitFor(ctx, t, 30*time.Second, "both fetch copies running the trigger, 2 partitions each", func(s triggerState) bool { return tc.balanced(s, partitions) })
-	ends := map[int32]int64{}
-	tc.warmUp(ctx, t, w, topic, partitions, "w", ends)
-	const p = int32(0)
-	s := w.waitFor(ctx, t, 10*time.Second, "a fresh answer", func(triggerState) bool { return true })
-	victim := tc.copyOf(s.parts[p].GetOwner())
-	survivor := tc.other(victim)
 	epoch := s.parts[p].GetEpoch()
 	w.use(ctx, t, survivor)
 

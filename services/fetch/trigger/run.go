@@ -2,6 +2,9 @@ package trigger
 
 import (
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sluicemq/sluice/pkg/record"
@@ -103,7 +106,7 @@ func (r *Run) Observe(res Result, rnd Rand) Step {
 		r.finished += i
 		r.waits = 0
 		rest := recs[i:]
-		cause := fmt.Errorf("the function reported %s failed (batchItemFailures), the first at offset %d", count(len(res.Failed), "record"), res.Failed[0])
+		cause := fmt.Errorf("the function reported %s failed (batchItemFailures), the first at offset %d", Plural(len(res.Failed), "record"), res.Failed[0])
 		if r.pol.CanRetry(r.retries) {
 			r.retries++
 			r.queue[0] = rest
@@ -111,7 +114,7 @@ func (r *Run) Observe(res Result, rnd Rand) Step {
 		}
 		var failed []record.Record
 		for _, rec := range rest {
-			if contains(res.Failed, rec.Offset) {
+			if slices.Contains(res.Failed, rec.Offset) {
 				failed = append(failed, rec)
 			}
 		}
@@ -151,19 +154,15 @@ func (r *Run) finish(n int) {
 	r.retries, r.waits = 0, 0
 }
 
-func contains(sorted []int64, off int64) bool {
-	for _, o := range sorted {
-		if o == off {
-			return true
+// Plural is "1 record", "2 records", "3 fetch copies": the runtime's
+// messages count with it.
+func Plural(n int, noun string) string {
+	if n != 1 {
+		if strings.HasSuffix(noun, "y") {
+			noun = strings.TrimSuffix(noun, "y") + "ies"
+		} else {
+			noun += "s"
 		}
 	}
-	return false
-}
-
-// count is "1 record", "2 records".
-func count(n int, noun string) string {
-	if n == 1 {
-		return fmt.Sprintf("1 %s", noun)
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
+	return strconv.Itoa(n) + " " + noun
 }
