@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/services/ingest/dedup"
+	"github.com/sluicemq/sluice/services/ingest/partition/machine"
 )
 
 // Defaults for zero Config fields.
@@ -20,7 +21,7 @@ const (
 	DefaultRebuildEntries     = 1024
 	DefaultCloseTimeout       = 10 * time.Second
 	// MaxEntryBytesLimit is the bookie protocol's entry bound.
-	MaxEntryBytesLimit = 8 << 20
+	MaxEntryBytesLimit = machine.MaxEntryBytesLimit
 )
 
 // Config bounds one partition writer. Zero fields take the documented

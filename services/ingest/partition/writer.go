@@ -11,23 +11,17 @@ import (
 	"github.com/sluicemq/sluice/pkg/catalog"
 	"github.com/sluicemq/sluice/pkg/record"
 	"github.com/sluicemq/sluice/services/ingest/dedup"
+	"github.com/sluicemq/sluice/services/ingest/partition/machine"
 )
 
-// Errors of the partition writer; the service maps them to codes.
+// Errors of the partition writer (package machine's; see there); the
+// service maps them to codes at its RPC edge.
 var (
-	// ErrFenced: the writer lost its lease (another ingest copy took the
-	// partition, or recovery fenced its ledger). It stops for good; the
-	// caller drops it and routes to the new owner.
-	ErrFenced = errors.New("partition: writer fenced: partition moved to another writer")
-	// ErrBusy: MaxBufferedBytes stayed full for QueueWait. Backpressure:
-	// retry after a delay.
-	ErrBusy = errors.New("partition: writer busy")
-	// ErrUnavailable: the writer is replacing a failed ledger (or closing).
-	// The append's outcome is unknown when it had been accepted: retry
-	// (with an idempotent producer, a retry is deduplicated).
-	ErrUnavailable = errors.New("partition: writer unavailable")
-	// ErrClosed: the writer was closed.
-	ErrClosed = errors.New("partition: writer closed")
+	ErrFenced           = machine.ErrFenced
+	ErrBusy             = machine.ErrBusy
+	ErrUnavailable      = machine.ErrUnavailable
+	ErrClosed           = machine.ErrClosed
+	ErrLostAcknowledged = machine.ErrLostAcknowledged
 )
 
 // Ledger is an open ledger as the writer uses it (bookkeeper/client's
@@ -70,14 +64,21 @@ type Appended struct {
 	Duplicate bool
 }
 
-// Writer is the single writer of one partition under one lease: it packs
-// batches into ledger entries, gives them offsets, answers each append once
-// its entry is durable on an ack quorum, and rolls to a new ledger by size
-// and age or when a ledger fails.
+// Writer is the single writer of one partition under one lease. The
+// decisions are package machine's (a pure state machine, with transcripts);
+// Writer is its driver: it serialises the machine's steps, carries out the
+// cheap actions at once (ledger sends, answers, timers) and the slow ones
+// (create, seal, recover, release) on its maintenance goroutine.
 //
-// Goroutines: Open starts one maintenance goroutine (ledger replacement and
-// roll-over, which call the catalog and bookies); Close stops and waits for
-// it. Ledger callbacks run on the ledger client's goroutine and take mu.
+// Goroutines: Open starts the maintenance goroutine (maintain), which runs
+// the machine's I/O steps one at a time and steps their outcome; Close
+// stops and waits for it. Ledger callbacks (on the ledger client's
+// goroutine), the linger and retry timers, enqueuers and the maintenance
+// goroutine each step the machine under mu.
+//
+// Lock order: mu is a leaf. Held, it runs only the machine's step and
+// non-blocking work: Ledger.AppendAsync (which never calls back on the
+// caller's goroutine), closing waiters' channels, arming timers.
 type Writer struct {
 	cfg    Config
 	log    *slog.Logger
@@ -87,68 +88,37 @@ type Writer struct {
 	chain  Chain
 
 	mu sync.Mutex
-	// next is the offset the next accepted batch gets.
-	next int64
-	// ledger is the ledger being written (nil while replacing it);
-	// ledgerFirst its first offset; ledgerBytes, ledgerBorn for roll-over.
-	ledger      Ledger
-	ledgerFirst int64
-	ledgerBytes int64
-	ledgerBorn  time.Time
-	// lastSent is the last offset of the last entry sent to ledger.
-	lastSent int64
-	// queue holds entries not yet sent; the last one may still be filling.
-	queue []*entry
-	// inflight are entries sent and not yet acknowledged, in entry order.
-	inflight []*entry
-	buffered int64
-	// space is closed and replaced whenever buffered bytes are freed.
+	m  *machine.Writer
+	// space is closed and replaced on every SpaceFreed: enqueuers waiting
+	// after NoSpace wake on it.
 	space chan struct{}
-	state state
-	err   error // why the writer stopped (stateFenced, stateClosed)
-	// lingerArmed: a linger timer is pending for the filling entry.
-	lingerArmed bool
-	// producers is the idempotent producers' state; byBase finds the
-	// waiter of a pending batch by its base offset (a retry of a batch in
-	// flight is attached to it).
-	producers *dedup.State
-	byBase    map[int64]*waiter
+	// work is the I/O steps for maintain, in the order the machine asked.
+	work []machine.Action
+	// linger and retry are the timers last armed, stopped by Close.
+	linger, retry *time.Timer
+	// closing: Close ran; finished is closed once the machine's Finished
+	// came (closeErr is its error).
+	closing  bool
+	finished chan struct{}
+	closeErr error
 
-	kick chan struct{} // wakes the maintenance goroutine
+	kick chan struct{} // wakes maintain
 	stop chan struct{}
 	done chan struct{}
 }
 
-type state uint8
-
-const (
-	stateOpen      state = iota // appending to ledger
-	stateRolling                // draining ledger before closing it; new batches queue
-	stateReplacing              // ledger failed or drained: maintenance is replacing it
-	stateFenced
-	stateClosed
-)
-
-// entry is one ledger entry: batches back to back.
-type entry struct {
-	buf     []byte
-	waiters []*waiter
-	last    int64 // offset of the last record in it
-	sealed  bool
-}
-
+// waiter is an accepted batch's answer to come; the machine's tag.
 type waiter struct {
 	res  Appended
 	err  error
 	done chan struct{}
 }
 
-// Appended.Duplicate marks a retry answered with the original offsets.
-
 // Open starts the writer of p under lease, which the caller just acquired
 // (AcquireWriter): it recovers the chain's tail ledger if its writer left it
-// open (fencing a previous writer still running), opens a new ledger at the
-// next offset and appends it to the chain.
+// open (fencing a previous writer still running), rebuilds the idempotent
+// producers' state from the chain's tail, opens a new ledger at the next
+// offset and appends it to the chain.
 func Open(ctx context.Context, cfg Config, ledgers Ledgers, chain Chain, p catalog.Partition, lease catalog.WriterLease, repl catalog.Replication) (*Writer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -161,15 +131,14 @@ func Open(ctx context.Context, cfg Config, ledgers Ledgers, chain Chain, p catal
 			Topic: lease.Topic, TopicID: lease.TopicID, Partition: lease.Partition, Replication: repl,
 			WriterOwner: lease.Owner, WriterEpoch: lease.Epoch,
 		},
-		space:  make(chan struct{}),
-		kick:   make(chan struct{}, 1),
-		stop:   make(chan struct{}),
-		done:   make(chan struct{}),
-		state:  stateReplacing,
-		byBase: make(map[int64]*waiter),
+		space:    make(chan struct{}),
+		finished: make(chan struct{}),
+		kick:     make(chan struct{}, 1),
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
 	}
-	var err error
-	if w.producers, err = dedup.New(cfg.Dedup); err != nil {
+	producers, err := dedup.New(cfg.Dedup)
+	if err != nil {
 		return nil, err
 	}
 	next := p.LogStartOffset
@@ -180,14 +149,27 @@ func Open(ctx context.Context, cfg Config, ledgers Ledgers, chain Chain, p catal
 			return nil, fmt.Errorf("recover tail ledger %d of %s/%d: %w", tail.ID, lease.Topic, lease.Partition, err)
 		}
 		next = m.LastOffset + 1
-		if err := w.rebuild(ctx, p.Ledgers); err != nil {
+		if err := w.rebuild(ctx, producers, p.Ledgers); err != nil {
 			return nil, fmt.Errorf("rebuild producer state of %s/%d: %w", lease.Topic, lease.Partition, err)
 		}
 	}
-	w.next, w.lastSent = next, next-1
-	if err := w.openLedger(ctx); err != nil {
+	m, acts := machine.New(machine.Config{
+		Topic: lease.Topic, Partition: lease.Partition, Epoch: lease.Epoch,
+		MaxEntryBytes: cfg.MaxEntryBytes, MaxInFlightEntries: cfg.MaxInFlightEntries, MaxBufferedBytes: cfg.MaxBufferedBytes,
+		Linger: cfg.Linger, RollBytes: cfg.RollBytes, RollAge: cfg.RollAge,
+	}, producers, next-1)
+	w.m = m
+	// The first step is OpenLedger; Open carries it out itself, so a
+	// writer that cannot open is never returned.
+	open, ok := acts[0].(machine.OpenLedger)
+	if len(acts) != 1 || !ok {
+		return nil, fmt.Errorf("partition machine: unexpected first actions %v", acts)
+	}
+	l, err := w.openLedger(ctx, open.FirstOffset)
+	if err != nil {
 		return nil, err
 	}
+	w.event(machine.Opened{Handle: l, ID: l.ID(), FirstOffset: open.FirstOffset, Now: cfg.Now()})
 	go w.maintain()
 	return w, nil
 }
@@ -195,7 +177,7 @@ func Open(ctx context.Context, cfg Config, ledgers Ledgers, chain Chain, p catal
 // rebuild feeds the idempotent producers' batches at the end of the chain
 // (the last RebuildEntries entries, across ledgers) to the dedup state, so
 // a producer's retry after a failover is still recognised.
-func (w *Writer) rebuild(ctx context.Context, chain []catalog.LedgerRef) error {
+func (w *Writer) rebuild(ctx context.Context, producers *dedup.State, chain []catalog.LedgerRef) error {
 	type span struct {
 		id          catalog.LedgerID
 		first, last int64
@@ -228,7 +210,7 @@ func (w *Writer) rebuild(ctx context.Context, chain []catalog.LedgerRef) error {
 					return err
 				}
 				if b.ProducerID() != record.NoProducerID {
-					if err := w.producers.Rebuild(dedup.HeaderOf(b), b.BaseOffset(), now); err != nil {
+					if err := producers.Rebuild(dedup.HeaderOf(b), b.BaseOffset(), now); err != nil {
 						return err
 					}
 				}
@@ -242,51 +224,26 @@ func (w *Writer) rebuild(ctx context.Context, chain []catalog.LedgerRef) error {
 // lastOffsetOf is the offset of the last record in an entry's payload.
 func lastOffsetOf(_ int64, payload []byte) (int64, error) { return record.EntryLastOffset(payload) }
 
-// openLedger creates a ledger starting at the next unsent offset and
-// appends it to the chain; then the writer is open.
-func (w *Writer) openLedger(ctx context.Context) error {
-	w.mu.Lock()
+// openLedger creates a ledger starting at first and appends it to the
+// chain.
+func (w *Writer) openLedger(ctx context.Context, first int64) (Ledger, error) {
 	spec := w.spec
-	spec.FirstOffset = w.lastSent + 1
-	w.mu.Unlock()
+	spec.FirstOffset = first
 	l, err := w.ledgrs.CreateLedger(ctx, spec)
 	if err != nil {
-		return fmt.Errorf("create ledger: %w", err)
+		return nil, fmt.Errorf("create ledger: %w", err)
 	}
-	if _, err := w.chain.AppendLedger(ctx, w.lease, catalog.LedgerRef{ID: l.ID(), FirstOffset: spec.FirstOffset}); err != nil {
+	if _, err := w.chain.AppendLedger(ctx, w.lease, catalog.LedgerRef{ID: l.ID(), FirstOffset: first}); err != nil {
 		// The created ledger is an orphan (never in the chain); the
 		// compactor removes orphans. Close it so it holds nothing open.
-		_, cerr := l.Close(ctx, spec.FirstOffset-1)
+		_, cerr := l.Close(ctx, first-1)
 		if errors.Is(err, catalog.ErrFenced) || errors.Is(err, catalog.ErrNotFound) {
-			return errors.Join(fmt.Errorf("%w: %w", ErrFenced, err), cerr)
+			return nil, errors.Join(fmt.Errorf("%w: %w", ErrFenced, err), cerr)
 		}
-		return errors.Join(fmt.Errorf("append ledger %d to the chain: %w", l.ID(), err), cerr)
+		return nil, errors.Join(fmt.Errorf("append ledger %d to the chain: %w", l.ID(), err), cerr)
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.state == stateClosed || w.state == stateFenced {
-		// Closed or fenced meanwhile.
-		return errors.Join(w.stoppedErr(), closeQuietly(l, spec.FirstOffset-1))
-	}
-	w.ledger, w.ledgerFirst, w.ledgerBytes, w.ledgerBorn = l, spec.FirstOffset, 0, w.cfg.Now()
-	w.state = stateOpen
-	w.log.Info("partition writer opened ledger", slog.Int64("ledger", int64(l.ID())), slog.Int64("first_offset", spec.FirstOffset))
-	w.flushLocked(false)
-	return nil
-}
-
-func closeQuietly(l Ledger, last int64) error {
-	ctx, cancel := context.WithTimeout(context.Background(), DefaultCloseTimeout)
-	defer cancel()
-	_, err := l.Close(ctx, last)
-	return err
-}
-
-func (w *Writer) stoppedErr() error {
-	if w.err != nil {
-		return w.err
-	}
-	return ErrClosed
+	w.log.Info("partition writer opened ledger", slog.Int64("ledger", int64(l.ID())), slog.Int64("first_offset", first))
+	return l, nil
 }
 
 // Append adds a validated batch (record.Validate passed) to the partition
@@ -310,15 +267,6 @@ type Pending struct {
 	dup bool // a retry attached to the original batch
 }
 
-// Enqueue accepts a batch (giving it its offsets) and returns at once; Wait
-// then waits for durability. Batches enqueued one after the other by one
-// goroutine get increasing offsets in that order — what a pipelined stream
-// needs to keep a producer's order. ctx bounds only the wait for buffer
-// space.
-func (w *Writer) Enqueue(ctx context.Context, batch []byte) (Pending, error) {
-	return w.enqueue(ctx, batch)
-}
-
 // Wait returns where the batch landed once it is durable, or why it will
 // not be acknowledged. If ctx ends first the outcome is unknown.
 func (p Pending) Wait(ctx context.Context) (Appended, error) {
@@ -332,30 +280,37 @@ func (p Pending) Wait(ctx context.Context) (Appended, error) {
 	}
 }
 
-func (w *Writer) enqueue(ctx context.Context, batch []byte) (Pending, error) {
-	if len(batch) > MaxEntryBytesLimit {
-		return Pending{}, fmt.Errorf("%w: batch of %d bytes exceeds the entry limit %d", record.ErrInvalid, len(batch), MaxEntryBytesLimit)
-	}
-	size := int64(len(batch))
+// Enqueue accepts a batch (giving it its offsets) and returns at once; Wait
+// then waits for durability. Batches enqueued one after the other by one
+// goroutine get increasing offsets in that order — what a pipelined stream
+// needs to keep a producer's order. While MaxBufferedBytes is full it waits
+// up to QueueWait (then ErrBusy); ctx bounds only that wait.
+func (w *Writer) Enqueue(ctx context.Context, batch []byte) (Pending, error) {
+	wt := &waiter{done: make(chan struct{})}
 	var deadline <-chan time.Time
-	w.mu.Lock()
 	for {
-		switch w.state {
-		case stateFenced, stateClosed:
-			err := w.stoppedErr()
-			w.mu.Unlock()
-			return Pending{}, err
-		case stateReplacing:
-			// Offsets after a failed ledger are known only once its
-			// recovery decided where it ends: refuse until then.
-			w.mu.Unlock()
-			return Pending{}, fmt.Errorf("%w: %s/%d is replacing a failed ledger", ErrUnavailable, w.lease.Topic, w.lease.Partition)
-		}
-		if w.buffered+size <= w.cfg.MaxBufferedBytes {
-			break
+		w.mu.Lock()
+		acts := w.m.Step(machine.Enqueue{Batch: batch, Tag: wt, Now: w.cfg.Now()})
+		verdict := acts[0]
+		switch v := verdict.(type) {
+		case machine.Accepted:
+			wt.res = Appended{BaseOffset: v.Base, LastOffset: v.Last}
+		case machine.Duplicate:
+			wt.res = Appended{BaseOffset: v.Base, LastOffset: v.Last, Duplicate: true}
+			close(wt.done)
 		}
 		space := w.space
+		w.runLocked(acts)
 		w.mu.Unlock()
+		switch v := verdict.(type) {
+		case machine.Accepted, machine.Duplicate:
+			return Pending{wt: wt}, nil
+		case machine.Attach:
+			return Pending{wt: v.To.(*waiter), dup: true}, nil
+		case machine.Refused:
+			return Pending{}, v.Err
+		}
+		// NoSpace: wait for bytes to be released, up to QueueWait.
 		if deadline == nil {
 			t := time.NewTimer(w.cfg.QueueWait)
 			defer t.Stop()
@@ -368,294 +323,145 @@ func (w *Writer) enqueue(ctx context.Context, batch []byte) (Pending, error) {
 		case <-ctx.Done():
 			return Pending{}, context.Cause(ctx)
 		}
-		w.mu.Lock()
-	}
-	defer w.mu.Unlock()
-	b := record.Batch(batch)
-	h := dedup.HeaderOf(b)
-	now := w.cfg.Now()
-	d, err := w.producers.Check(h, now)
-	if err != nil {
-		return Pending{}, err
-	}
-	sabotaged := sabotageDedup && d.Kind != dedup.Append
-	if sabotaged {
-		d.Kind = dedup.Append // chaos sabotage build only: write the retry again
-	}
-	switch d.Kind {
-	case dedup.Duplicate:
-		wt := &waiter{res: Appended{BaseOffset: d.BaseOffset, LastOffset: d.LastOffset, Duplicate: true}, done: make(chan struct{})}
-		close(wt.done)
-		return Pending{wt: wt}, nil
-	case dedup.DuplicateInFlight:
-		orig := w.byBase[d.BaseOffset]
-		if orig == nil {
-			return Pending{}, fmt.Errorf("%w: retry of a batch in flight at offset %d whose outcome is being decided", ErrUnavailable, d.BaseOffset)
-		}
-		return Pending{wt: orig, dup: true}, nil
-	}
-	base := w.next
-	record.SetBaseOffset(batch, base)
-	record.SetPartitionLeaderEpoch(batch, int32(w.lease.Epoch))
-	w.next = b.NextOffset()
-	w.buffered += size
-	wt := &waiter{res: Appended{BaseOffset: base, LastOffset: b.LastOffset()}, done: make(chan struct{})}
-	if h.ProducerID != dedup.NoProducerID && !sabotaged {
-		w.producers.Pending(h, base, now)
-		w.byBase[base] = wt
-	}
-	e := w.fillingLocked(len(batch))
-	e.buf = append(e.buf, batch...)
-	e.waiters = append(e.waiters, wt)
-	e.last = wt.res.LastOffset
-	if len(e.buf) >= w.cfg.MaxEntryBytes {
-		e.sealed = true
-	}
-	w.flushLocked(false)
-	return Pending{wt: wt}, nil
-}
-
-// fillingLocked returns the entry to put n more bytes in: the last queued
-// one if it is not sealed and has room, else a new one.
-func (w *Writer) fillingLocked(n int) *entry {
-	if k := len(w.queue); k > 0 {
-		e := w.queue[k-1]
-		if !e.sealed && len(e.buf)+n <= w.cfg.MaxEntryBytes {
-			return e
-		}
-		e.sealed = true
-	}
-	e := &entry{}
-	w.queue = append(w.queue, e)
-	return e
-}
-
-// flushLocked sends queued entries while the ledger is open and has room in
-// flight. A filling entry is sent at once unless Linger asks to wait (then
-// the linger timer, or lingerExpired, sends it).
-func (w *Writer) flushLocked(lingerExpired bool) {
-	for w.state == stateOpen && len(w.queue) > 0 && len(w.inflight) < w.cfg.MaxInFlightEntries {
-		e := w.queue[0]
-		if !e.sealed && w.cfg.Linger > 0 && !lingerExpired {
-			if !w.lingerArmed {
-				w.lingerArmed = true
-				time.AfterFunc(w.cfg.Linger, func() {
-					w.mu.Lock()
-					w.lingerArmed = false
-					w.flushLocked(true)
-					w.mu.Unlock()
-				})
-			}
-			return
-		}
-		e.sealed = true
-		w.queue = w.queue[1:]
-		w.inflight = append(w.inflight, e)
-		w.lastSent = e.last
-		w.ledgerBytes += int64(len(e.buf))
-		l := w.ledger
-		if err := l.AppendAsync(e.buf, func(_ int64, err error) { w.settled(l, e, err) }); err != nil {
-			// The ledger refused at once (stopped, or over its own
-			// in-flight bound, which MaxInFlightEntries keeps us under):
-			// treat as a ledger failure.
-			w.inflight = w.inflight[:len(w.inflight)-1]
-			w.failLedgerLocked(l, err, e)
-			return
-		}
-	}
-	if w.state == stateOpen && (w.ledgerBytes >= w.cfg.RollBytes || w.cfg.Now().Sub(w.ledgerBorn) >= w.cfg.RollAge) {
-		w.state = stateRolling
-		w.wakeMaintenance()
 	}
 }
 
-// settled is the ledger's answer for entry e (in entry order).
-func (w *Writer) settled(l Ledger, e *entry, err error) {
+// event steps the machine with ev and carries out what it asks.
+func (w *Writer) event(ev machine.Event) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if l != w.ledger || len(w.inflight) == 0 || w.inflight[0] != e {
-		// An answer from a ledger already given up; its waiters were
-		// failed then.
-		return
-	}
-	if err != nil {
-		w.failLedgerLocked(l, err, nil)
-		return
-	}
-	w.inflight = w.inflight[1:]
-	w.producers.Commit(e.last)
-	for _, wt := range e.waiters {
-		delete(w.byBase, wt.res.BaseOffset)
-		close(wt.done)
-	}
-	w.freeLocked(int64(len(e.buf)))
-	switch w.state {
-	case stateOpen:
-		w.flushLocked(false)
-	case stateRolling:
-		if len(w.inflight) == 0 {
-			w.wakeMaintenance()
-		}
-	}
+	w.runLocked(w.m.Step(ev))
 }
 
-func (w *Writer) freeLocked(n int64) {
-	w.buffered -= n
-	close(w.space)
-	w.space = make(chan struct{})
-}
-
-// failLedgerLocked gives up on ledger l: every entry sent to it and not
-// acknowledged, and every queued one, fails with an indeterminate outcome
-// (some of them may survive the ledger's recovery, and an idempotent
-// producer's retry is then deduplicated). also is an entry not in a list.
-func (w *Writer) failLedgerLocked(l Ledger, cause error, also *entry) {
-	stop := errors.Is(cause, ErrFenced)
-	err := fmt.Errorf("%w: ledger %d failed: %w", ErrUnavailable, l.ID(), cause)
-	if stop {
-		err = fmt.Errorf("%w: ledger %d: %w", ErrFenced, l.ID(), cause)
-	}
-	failed := append(w.inflight, w.queue...)
-	if also != nil {
-		failed = append(failed, also)
-	}
-	var n int64
-	for _, e := range failed {
-		for _, wt := range e.waiters {
-			wt.err = err
+// runLocked carries out acts (the verdicts are Enqueue's to read). A ledger
+// that refuses a Send at once is reported as the entry's Settled once the
+// others ran; the Sends after it to the same ledger are skipped (the
+// machine fails them with the ledger).
+func (w *Writer) runLocked(acts []machine.Action) {
+	var refused *machine.Settled
+	for _, a := range acts {
+		switch a := a.(type) {
+		case machine.Send:
+			if refused != nil && refused.Gen == a.Gen {
+				continue
+			}
+			gen, seq := a.Gen, a.Seq
+			if err := a.Handle.(Ledger).AppendAsync(a.Payload, func(_ int64, err error) {
+				w.event(machine.Settled{Gen: gen, Seq: seq, Err: err, Now: w.cfg.Now()})
+			}); err != nil && refused == nil {
+				// The ledger refused at once (stopped, or over its own
+				// in-flight bound, which MaxInFlightEntries keeps us under).
+				refused = &machine.Settled{Gen: gen, Seq: seq, Err: err, Now: w.cfg.Now()}
+			}
+		case machine.Answer:
+			wt := a.Tag.(*waiter)
+			wt.err = a.Err
 			close(wt.done)
+		case machine.SpaceFreed:
+			close(w.space)
+			w.space = make(chan struct{})
+		case machine.ArmLinger:
+			w.linger = time.AfterFunc(a.After, func() { w.event(machine.LingerExpired{Now: w.cfg.Now()}) })
+		case machine.RetryAfter:
+			w.retry = time.AfterFunc(a.After, func() { w.event(machine.RetryDue{}) })
+		case machine.OpenLedger, machine.SealLedger, machine.RecoverLedger, machine.ReleaseLease, machine.Discard:
+			w.work = append(w.work, a)
+			select {
+			case w.kick <- struct{}{}:
+			default:
+			}
+		case machine.LedgerFailed:
+			w.log.Warn("partition writer ledger failed", slog.Int64("ledger", int64(a.Handle.(Ledger).ID())),
+				slog.Int("entries_failed", a.Entries), slog.Bool("fenced", a.Fenced), slog.Any("err", a.Cause))
+		case machine.Finished:
+			w.closeErr = a.Err
+			close(w.finished)
 		}
-		n += int64(len(e.buf))
 	}
-	w.inflight, w.queue = nil, nil
-	// The failed batches stay pending in the producers' state: recovery
-	// decides which were stored (Commit) and which not (Abort).
-	clear(w.byBase)
-	w.freeLocked(n)
-	w.log.Warn("partition writer ledger failed", slog.Int64("ledger", int64(l.ID())), slog.Int("entries_failed", len(failed)), slog.Any("err", cause))
-	if stop {
-		w.state, w.err = stateFenced, err
-		return
-	}
-	w.state = stateReplacing
-	w.wakeMaintenance()
-}
-
-func (w *Writer) wakeMaintenance() {
-	select {
-	case w.kick <- struct{}{}:
-	default:
+	if refused != nil {
+		w.runLocked(w.m.Step(*refused))
 	}
 }
 
-// maintain replaces failed ledgers and rolls full ones, off the append path.
+// maintain carries out the machine's I/O steps, one at a time, off the
+// append path, and steps their outcome.
 func (w *Writer) maintain() {
 	defer close(w.done)
-	backoff := 10 * time.Millisecond
 	for {
-		select {
-		case <-w.stop:
-			return
-		case <-w.kick:
+		w.mu.Lock()
+		var a machine.Action
+		if len(w.work) > 0 {
+			a = w.work[0]
+			w.work[0] = nil
+			w.work = w.work[1:]
 		}
-		for {
-			w.mu.Lock()
-			st, l := w.state, w.ledger
-			var last int64
-			switch {
-			case st == stateRolling && l != nil && len(w.inflight) == 0:
-				// New batches keep queueing (their offsets follow
-				// lastSent) while the ledger is sealed and the next opened.
-				last = w.lastSent
-				w.ledger = nil
-			case st == stateRolling:
-				l = nil // still draining, or already sealed (retrying the open)
-			case st == stateReplacing && l != nil:
-				w.ledger = nil
-			}
-			w.mu.Unlock()
-			var err error
-			ctx, cancel := context.WithTimeout(context.Background(), w.cfg.CloseTimeout)
-			switch {
-			case st == stateRolling && l != nil:
-				if _, err = l.Close(ctx, last); err != nil {
-					// Seal it the other way: recovery finds the same end
-					// (every entry was acknowledged) and closes it.
-					_, err = w.ledgrs.Recover(ctx, l.ID(), lastOffsetOf)
-				}
-				if err != nil {
-					w.mu.Lock()
-					w.ledger = l // retry the seal
-					w.mu.Unlock()
-				} else {
-					err = w.openLedger(ctx)
-				}
-			case st == stateRolling:
-				w.mu.Lock()
-				drained := w.ledger == nil
-				w.mu.Unlock()
-				if drained {
-					err = w.openLedger(ctx)
-				}
-			case st == stateReplacing:
-				if l != nil {
-					var m catalog.LedgerMetadata
-					if m, err = w.ledgrs.Recover(ctx, l.ID(), lastOffsetOf); err == nil {
-						w.mu.Lock()
-						w.next, w.lastSent = m.LastOffset+1, m.LastOffset
-						// Batches up to the recovered end are stored; the
-						// rest never will be, so their retries are new.
-						w.producers.Commit(m.LastOffset)
-						w.producers.Abort(m.LastOffset + 1)
-						w.mu.Unlock()
-					} else {
-						// Keep it for the retry: a new ledger must not
-						// follow one whose end is not sealed (readers
-						// could not tell where it ends).
-						w.mu.Lock()
-						w.ledger = l
-						w.mu.Unlock()
-					}
-				}
-				if err == nil {
-					err = w.openLedger(ctx)
-				}
-			}
-			cancel()
-			if err == nil || errors.Is(err, ErrFenced) || errors.Is(err, ErrClosed) {
-				if err != nil {
-					w.mu.Lock()
-					if w.state != stateClosed {
-						w.state, w.err = stateFenced, err
-					}
-					w.failQueuedLocked(err)
-					w.mu.Unlock()
-				}
-				backoff = 10 * time.Millisecond
-				break
-			}
-			w.log.Warn("partition writer could not replace its ledger; retrying", slog.Any("err", err), slog.Duration("backoff", backoff))
+		w.mu.Unlock()
+		if a == nil {
 			select {
+			case <-w.kick:
+				continue
 			case <-w.stop:
 				return
-			case <-time.After(backoff):
 			}
-			backoff = min(2*backoff, 5*time.Second)
+		}
+		if ev := w.carryOut(a); ev != nil {
+			w.event(ev)
 		}
 	}
 }
 
-func (w *Writer) failQueuedLocked(err error) {
-	var n int64
-	for _, e := range w.queue {
-		for _, wt := range e.waiters {
-			wt.err = err
-			close(wt.done)
+// carryOut runs one I/O step, bounded by CloseTimeout, and returns the
+// event that answers it.
+func (w *Writer) carryOut(a machine.Action) machine.Event {
+	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.CloseTimeout)
+	defer cancel()
+	switch a := a.(type) {
+	case machine.OpenLedger:
+		l, err := w.openLedger(ctx, a.FirstOffset)
+		if err != nil {
+			w.logRetry("open a ledger", err)
+			return machine.OpenFailed{Err: err}
 		}
-		n += int64(len(e.buf))
+		return machine.Opened{Handle: l, ID: l.ID(), FirstOffset: a.FirstOffset, Now: w.cfg.Now()}
+	case machine.SealLedger:
+		l := a.Handle.(Ledger)
+		_, err := l.Close(ctx, a.LastOffset)
+		if err != nil {
+			// Seal it the other way: recovery finds the same end (every
+			// entry was acknowledged) and closes it.
+			_, err = w.ledgrs.Recover(ctx, l.ID(), lastOffsetOf)
+		}
+		if err != nil {
+			w.logRetry(fmt.Sprintf("seal ledger %d", l.ID()), err)
+		}
+		return machine.SealDone{Err: err}
+	case machine.RecoverLedger:
+		l := a.Handle.(Ledger)
+		m, err := w.ledgrs.Recover(ctx, l.ID(), lastOffsetOf)
+		if err != nil {
+			w.logRetry(fmt.Sprintf("recover ledger %d", l.ID()), err)
+			return machine.Recovered{Err: err}
+		}
+		return machine.Recovered{LastOffset: m.LastOffset}
+	case machine.ReleaseLease:
+		err := w.chain.ReleaseWriter(ctx, w.lease)
+		if errors.Is(err, catalog.ErrFenced) {
+			err = nil // taken over meanwhile: nothing to give back
+		}
+		if err != nil {
+			err = fmt.Errorf("release %v: %w", w.lease, err)
+		}
+		return machine.Released{Err: err}
+	case machine.Discard:
+		_, _ = a.Handle.(Ledger).Close(ctx, a.LastOffset)
 	}
-	w.queue = nil
-	w.freeLocked(n)
+	return nil
+}
+
+func (w *Writer) logRetry(what string, err error) {
+	if !errors.Is(err, ErrFenced) {
+		w.log.Warn("partition writer could not "+what+"; retrying", slog.Any("err", err))
+	}
 }
 
 // NextOffset is the offset the next accepted batch gets (the partition's
@@ -663,7 +469,7 @@ func (w *Writer) failQueuedLocked(err error) {
 func (w *Writer) NextOffset() int64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.next
+	return w.m.NextOffset()
 }
 
 // Lease is the writer's lease.
@@ -673,63 +479,39 @@ func (w *Writer) Lease() catalog.WriterLease { return w.lease }
 func (w *Writer) Err() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.state == stateFenced || w.state == stateClosed {
-		return w.stoppedErr()
-	}
-	return nil
+	return w.m.Err()
 }
 
 // Close hands the partition over gracefully: no new appends, pending ones
 // settle (up to CloseTimeout), the ledger is sealed, and the lease released
 // so the next owner need not wait for it to expire or recover the ledger.
+// A fenced writer has nothing to hand over: Close only stops it. A second
+// Close returns nil.
 func (w *Writer) Close(ctx context.Context) error {
 	w.mu.Lock()
-	if w.state == stateClosed {
+	if w.closing {
 		w.mu.Unlock()
 		return nil
 	}
-	fenced := w.state == stateFenced
-	w.state, w.err = stateClosed, ErrClosed
+	w.closing = true
+	w.runLocked(w.m.Step(machine.Close{}))
 	w.mu.Unlock()
-	close(w.stop)
-	<-w.done
 
 	ctx, cancel := context.WithTimeout(ctx, w.cfg.CloseTimeout)
 	defer cancel()
-	// Wait for in-flight entries (queued ones are failed: they were never
-	// sent).
-	for {
-		w.mu.Lock()
-		if len(w.inflight) == 0 || w.ledger == nil {
-			w.failQueuedLocked(ErrClosed)
-			break
-		}
-		space := w.space
-		w.mu.Unlock()
-		select {
-		case <-space:
-		case <-ctx.Done():
-			w.mu.Lock()
-			w.failQueuedLocked(ErrClosed)
-			w.mu.Unlock()
-			return fmt.Errorf("close %s/%d: pending entries did not settle: %w", w.lease.Topic, w.lease.Partition, ctx.Err())
+	select {
+	case <-w.finished:
+	case <-ctx.Done():
+		w.event(machine.CloseTimedOut{}) // emits Finished
+	}
+	close(w.stop)
+	<-w.done
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, t := range []*time.Timer{w.linger, w.retry} {
+		if t != nil {
+			t.Stop()
 		}
 	}
-	l, last, clean := w.ledger, w.lastSent, len(w.inflight) == 0
-	w.mu.Unlock()
-	if fenced {
-		return nil
-	}
-	var errs []error
-	if l != nil && clean {
-		if _, err := l.Close(ctx, last); err != nil {
-			errs = append(errs, fmt.Errorf("seal ledger %d: %w", l.ID(), err))
-		}
-	}
-	if len(errs) == 0 {
-		if err := w.chain.ReleaseWriter(ctx, w.lease); err != nil && !errors.Is(err, catalog.ErrFenced) {
-			errs = append(errs, fmt.Errorf("release %v: %w", w.lease, err))
-		}
-	}
-	return errors.Join(errs...)
+	return w.closeErr
 }

@@ -1,6 +1,6 @@
 //go:build !sabotage_dedup
 
-package partition
+package machine
 
 // sabotageDedup is false in every real build. The chaos harness builds a binary
 // with the tag sabotage_dedup (see sabotage_on.go) to prove its scenario

@@ -1,0 +1,494 @@
+package machine
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sluicemq/sluice/pkg/catalog"
+	"github.com/sluicemq/sluice/pkg/record"
+	"github.com/sluicemq/sluice/services/ingest/dedup"
+)
+
+// MaxEntryBytesLimit is the bookie protocol's entry bound: no batch is
+// larger.
+const MaxEntryBytesLimit = 8 << 20
+
+// Retry bounds of a failed I/O step: the first retry after RetryMin, each
+// next one twice as late, at most RetryMax.
+const (
+	RetryMin = 10 * time.Millisecond
+	RetryMax = 5 * time.Second
+)
+
+// Config is what the machine needs to decide; package partition validates
+// and defaults it.
+type Config struct {
+	Topic     string
+	Partition int
+	// Epoch is the writer lease's epoch, stamped on every batch as its
+	// partition leader epoch.
+	Epoch              int64
+	MaxEntryBytes      int
+	MaxInFlightEntries int
+	MaxBufferedBytes   int64
+	Linger             time.Duration
+	RollBytes          int64
+	RollAge            time.Duration
+}
+
+// Phase is where the writer is in its life.
+type Phase uint8
+
+const (
+	// Replacing: no ledger takes entries — the first is being opened, or a
+	// failed one is being recovered and replaced. Batches are refused
+	// (ErrUnavailable): offsets after a failed ledger are known only once
+	// its recovery decided where it ends.
+	Replacing Phase = iota + 1
+	// Open: entries are sent to the ledger.
+	Open
+	// Rolling: the ledger drains, is sealed and a new one opened; batches
+	// queue meanwhile (their offsets follow the last one sent).
+	Rolling
+	// Closing: Close was asked; in-flight entries settle, then the seal and
+	// the lease release.
+	Closing
+	// Stopped: the lease is lost (ErrFenced), or a recovery lost
+	// acknowledged records (ErrLostAcknowledged). Final.
+	Stopped
+	// Closed: Close finished (or timed out). Final.
+	Closed
+)
+
+func (p Phase) String() string {
+	switch p {
+	case Replacing:
+		return "replacing"
+	case Open:
+		return "open"
+	case Rolling:
+		return "rolling"
+	case Closing:
+		return "closing"
+	case Stopped:
+		return "stopped"
+	case Closed:
+		return "closed"
+	}
+	return fmt.Sprintf("Phase(%d)", uint8(p))
+}
+
+// op is the I/O step the driver is carrying out for the machine; at most one
+// at a time.
+type op uint8
+
+const (
+	opNone op = iota
+	opOpen
+	opSeal
+	opRecover
+	opRelease
+)
+
+// Writer is the partition writer's state machine: the single writer of one
+// partition under one lease. It gives accepted batches offsets, packs them
+// into entries, keeps at most MaxInFlightEntries unacknowledged, answers a
+// batch once its entry settled, rolls the ledger by size and age, replaces
+// a failed one after its recovery decided its end, and hands the partition
+// over on Close. It does no I/O and reads no clock; see the package doc for
+// the driver's contract and the invariants.
+//
+// Not safe for concurrent use: the driver serialises Step.
+type Writer struct {
+	cfg       Config
+	producers *dedup.State
+
+	// phase: see Phase. err is why the writer stopped (Stopped, Closed).
+	phase Phase
+	err   error
+
+	// next is the offset the next accepted batch gets. Invariant: next-1 is
+	// the last offset of the last queued entry, else of the last in-flight
+	// one, else lastSent.
+	next int64
+	// lastSent is the last offset of the last entry sent to the current
+	// ledger (or, with none, the last offset the chain holds).
+	// Invariant: acked <= lastSent < next.
+	lastSent int64
+	// acked is the last offset acknowledged to a producer by this writer
+	// (or the chain's end when it opened). Never decreases; a recovery that
+	// decides an end below it stops the writer (ErrLostAcknowledged).
+	acked int64
+
+	// ledger is the ledger being written, drained or recovered; nil while
+	// one is being opened, or after a roll sealed it.
+	ledger *ledger
+	// gen counts ledgers opened; a Settled for another generation is stale.
+	gen int64
+
+	// queue: entries not yet sent, in offset order; only the last may be
+	// unsealed (still filling). Empty in Replacing, Stopped and Closed.
+	queue []*entry
+	// inflight: entries sent to ledger and not yet settled, in entry order.
+	// Invariant: len(inflight) <= MaxInFlightEntries; empty unless ledger
+	// is set and not failed.
+	inflight []*entry
+	// buffered is the bytes of every batch in queue and inflight.
+	// Invariant: buffered <= MaxBufferedBytes.
+	buffered int64
+	// lingerArmed: an ArmLinger is pending for the filling entry.
+	lingerArmed bool
+
+	// byBase finds the tag of an idempotent producer's batch in flight by
+	// its base offset, so a retry attaches to it.
+	byBase map[int64]any
+
+	// op is the I/O step outstanding (opNone when none); retryArmed: a
+	// RetryAfter is pending instead. Never both.
+	op         op
+	retryArmed bool
+	backoff    time.Duration
+	// finished: Finished was emitted.
+	finished bool
+
+	out []Action
+}
+
+// ledger is the state of the ledger being written.
+type ledger struct {
+	handle any
+	id     catalog.LedgerID
+	gen    int64
+	// first is its first offset; bytes what was sent to it; born when it
+	// opened — for the roll rules.
+	first int64
+	bytes int64
+	born  time.Time
+	// seq is the sequence number the next Send gets.
+	seq int64
+	// failed: an entry failed; the ledger awaits recovery (or, when closing,
+	// is left to the next owner's).
+	failed bool
+}
+
+// entry is one ledger entry: batches back to back.
+type entry struct {
+	buf   []byte
+	tags  []any
+	first int64
+	last  int64 // offset of the last record in it
+	seq   int64 // its Send's Seq, once sent
+	// idem: the base offsets of its idempotent producers' batches (keys
+	// of byBase).
+	idem []int64
+	// sealed: no more batches go in (full, or sent).
+	sealed bool
+}
+
+// New returns a writer in Replacing whose chain ends at lastOffset (the
+// partition's next offset is lastOffset+1), with the idempotent producers'
+// state rebuilt from the chain's tail, and the first action to carry out:
+// OpenLedger.
+func New(cfg Config, producers *dedup.State, lastOffset int64) (*Writer, []Action) {
+	m := &Writer{
+		cfg: cfg, producers: producers, phase: Replacing,
+		next: lastOffset + 1, lastSent: lastOffset, acked: lastOffset,
+		byBase: make(map[int64]any), backoff: RetryMin,
+	}
+	m.out = m.out[:0]
+	m.advance()
+	return m, m.out
+}
+
+// Step applies one event and returns the actions to carry out, in order.
+// The slice is valid until the next Step.
+func (m *Writer) Step(ev Event) []Action {
+	m.out = m.out[:0]
+	switch e := ev.(type) {
+	case Enqueue:
+		m.enqueue(e)
+	case Settled:
+		m.settled(e)
+	case LingerExpired:
+		m.lingerArmed = false
+		m.flush(e.Now, true)
+	case Opened:
+		m.opened(e)
+	case OpenFailed:
+		m.openFailed(e.Err)
+	case SealDone:
+		m.sealDone(e.Err)
+	case Recovered:
+		m.recovered(e)
+	case RetryDue:
+		if m.retryArmed {
+			m.retryArmed = false
+			m.advance()
+		}
+	case Close:
+		m.close()
+	case CloseTimedOut:
+		m.closeTimedOut()
+	case Released:
+		m.released(e.Err)
+	default:
+		panic(fmt.Sprintf("partition machine: unknown event %T", ev))
+	}
+	return m.out
+}
+
+func (m *Writer) emit(a Action) { m.out = append(m.out, a) }
+
+// Phase is the writer's phase.
+func (m *Writer) Phase() Phase { return m.phase }
+
+// Err is why the writer stopped, or nil while it runs (and closes).
+func (m *Writer) Err() error {
+	if m.phase == Stopped || m.phase == Closed {
+		return m.stoppedErr()
+	}
+	return nil
+}
+
+func (m *Writer) stoppedErr() error {
+	if m.err != nil {
+		return m.err
+	}
+	return ErrClosed
+}
+
+// NextOffset is the offset the next accepted batch gets (the partition's
+// end as this writer sees it, acknowledged or not).
+func (m *Writer) NextOffset() int64 { return m.next }
+
+// AckedOffset is the last offset this writer acknowledged, or the chain's
+// end when it opened; it never decreases.
+func (m *Writer) AckedOffset() int64 { return m.acked }
+
+// Buffered is the bytes accepted and not yet settled.
+func (m *Writer) Buffered() int64 { return m.buffered }
+
+func (m *Writer) enqueue(e Enqueue) {
+	if len(e.Batch) > MaxEntryBytesLimit {
+		m.emit(Refused{e.Tag, fmt.Errorf("%w: batch of %d bytes exceeds the entry limit %d", record.ErrInvalid, len(e.Batch), MaxEntryBytesLimit)})
+		return
+	}
+	switch m.phase {
+	case Stopped, Closed, Closing:
+		err := m.err
+		if err == nil {
+			err = ErrClosed
+		}
+		m.emit(Refused{e.Tag, err})
+		return
+	case Replacing:
+		m.emit(Refused{e.Tag, fmt.Errorf("%w: %s/%d is replacing a failed ledger", ErrUnavailable, m.cfg.Topic, m.cfg.Partition)})
+		return
+	}
+	size := int64(len(e.Batch))
+	if m.buffered+size > m.cfg.MaxBufferedBytes {
+		m.emit(NoSpace{e.Tag})
+		return
+	}
+	b := record.Batch(e.Batch)
+	h := dedup.HeaderOf(b)
+	d, err := m.producers.Check(h, e.Now)
+	if err != nil {
+		m.emit(Refused{e.Tag, err})
+		return
+	}
+	sabotaged := sabotageDedup && d.Kind != dedup.Append
+	if sabotaged {
+		d.Kind = dedup.Append // chaos sabotage build only: write the retry again
+	}
+	switch d.Kind {
+	case dedup.Duplicate:
+		m.emit(Duplicate{e.Tag, d.BaseOffset, d.LastOffset})
+		return
+	case dedup.DuplicateInFlight:
+		orig, ok := m.byBase[d.BaseOffset]
+		if !ok {
+			m.emit(Refused{e.Tag, fmt.Errorf("%w: retry of a batch in flight at offset %d whose outcome is being decided", ErrUnavailable, d.BaseOffset)})
+			return
+		}
+		m.emit(Attach{e.Tag, orig})
+		return
+	}
+	base := m.next
+	record.SetBaseOffset(e.Batch, base)
+	record.SetPartitionLeaderEpoch(e.Batch, int32(m.cfg.Epoch))
+	last := b.LastOffset()
+	m.next = b.NextOffset()
+	m.buffered += size
+	if h.ProducerID != dedup.NoProducerID && !sabotaged {
+		m.producers.Pending(h, base, e.Now)
+		m.byBase[base] = e.Tag
+	}
+	m.emit(Accepted{e.Tag, base, last})
+	en := m.filling(len(e.Batch), base)
+	if h.ProducerID != dedup.NoProducerID && !sabotaged {
+		en.idem = append(en.idem, base)
+	}
+	en.buf = append(en.buf, e.Batch...)
+	en.tags = append(en.tags, e.Tag)
+	en.last = last
+	if len(en.buf) >= m.cfg.MaxEntryBytes {
+		en.sealed = true
+	}
+	m.flush(e.Now, false)
+}
+
+// filling returns the entry to put n more bytes in, starting at offset
+// first: the last queued one if it is not sealed and has room, else a new
+// one.
+func (m *Writer) filling(n int, first int64) *entry {
+	if k := len(m.queue); k > 0 {
+		en := m.queue[k-1]
+		if !en.sealed && len(en.buf)+n <= m.cfg.MaxEntryBytes {
+			return en
+		}
+		en.sealed = true
+	}
+	en := &entry{first: first}
+	m.queue = append(m.queue, en)
+	return en
+}
+
+// flush sends queued entries while the ledger is open and has room in
+// flight. A filling entry goes at once unless Linger asks to wait (then
+// LingerExpired sends it). Then it checks the roll rules.
+func (m *Writer) flush(now time.Time, lingerExpired bool) {
+	if m.phase != Open {
+		return
+	}
+	l := m.ledger
+	for len(m.queue) > 0 && len(m.inflight) < m.cfg.MaxInFlightEntries {
+		en := m.queue[0]
+		if !en.sealed && m.cfg.Linger > 0 && !lingerExpired {
+			if !m.lingerArmed {
+				m.lingerArmed = true
+				m.emit(ArmLinger{m.cfg.Linger})
+			}
+			break
+		}
+		en.sealed = true
+		m.queue[0] = nil
+		m.queue = m.queue[1:]
+		en.seq = l.seq
+		l.seq++
+		m.inflight = append(m.inflight, en)
+		m.lastSent = en.last
+		l.bytes += int64(len(en.buf))
+		m.emit(Send{Handle: l.handle, Gen: l.gen, Seq: en.seq, First: en.first, Last: en.last, Payload: en.buf, Tags: en.tags})
+	}
+	if l.bytes >= m.cfg.RollBytes || now.Sub(l.born) >= m.cfg.RollAge {
+		m.phase = Rolling
+		m.advance()
+	}
+}
+
+func (m *Writer) settled(e Settled) {
+	l := m.ledger
+	if l == nil || l.gen != e.Gen || l.failed || len(m.inflight) == 0 {
+		return // an answer from a ledger given up: its batches were answered then
+	}
+	if e.Err != nil {
+		m.failLedger(e.Err)
+		return
+	}
+	en := m.inflight[0]
+	if en.seq != e.Seq {
+		// The ledger answers in entry order; an answer for another entry
+		// is stale (or out of order, which the ledger never does).
+		return
+	}
+	m.inflight[0] = nil
+	m.inflight = m.inflight[1:]
+	m.acked = en.last
+	m.producers.Commit(en.last)
+	for _, t := range en.tags {
+		m.emit(Answer{Tag: t})
+	}
+	m.forget(en)
+	m.free(int64(len(en.buf)))
+	switch m.phase {
+	case Open:
+		m.flush(e.Now, false)
+	case Rolling, Closing:
+		m.advance()
+	}
+}
+
+// forget drops en's batches from byBase.
+func (m *Writer) forget(en *entry) {
+	for _, base := range en.idem {
+		delete(m.byBase, base)
+	}
+}
+
+func (m *Writer) free(n int64) {
+	if n == 0 {
+		return
+	}
+	m.buffered -= n
+	m.emit(SpaceFreed{})
+}
+
+// fail answers every batch of ens with err and releases their bytes.
+func (m *Writer) fail(ens []*entry, err error) int {
+	var n int64
+	for _, en := range ens {
+		for _, t := range en.tags {
+			m.emit(Answer{Tag: t, Err: err})
+		}
+		n += int64(len(en.buf))
+	}
+	m.free(n)
+	return len(ens)
+}
+
+// failLedger gives up on the current ledger: every entry sent to it and not
+// acknowledged, and every queued one, fails with an indeterminate outcome
+// (some may survive the ledger's recovery; an idempotent producer's retry
+// is then deduplicated). The failed batches stay pending in the producers'
+// state: the recovery decides which were stored (Commit) and which not
+// (Abort).
+func (m *Writer) failLedger(cause error) {
+	l := m.ledger
+	fenced := errors.Is(cause, ErrFenced)
+	err := fmt.Errorf("%w: ledger %d failed: %w", ErrUnavailable, l.id, cause)
+	if fenced {
+		err = fmt.Errorf("ledger %d: %w", l.id, cause) // cause wraps ErrFenced
+	}
+	ens := append(m.inflight, m.queue...)
+	m.inflight, m.queue = nil, nil
+	clear(m.byBase)
+	n := m.fail(ens, err)
+	m.emit(LedgerFailed{Handle: l.handle, Entries: n, Cause: cause, Fenced: fenced})
+	l.failed = true
+	if fenced {
+		m.stop(err)
+		return
+	}
+	if m.phase != Closing {
+		m.phase = Replacing
+	}
+	m.advance()
+}
+
+// stop ends the writer for good: the lease is lost, or the ledger tier
+// lost acknowledged records.
+func (m *Writer) stop(err error) {
+	m.fail(append(m.inflight, m.queue...), err)
+	m.inflight, m.queue = nil, nil
+	clear(m.byBase)
+	closing := m.phase == Closing
+	m.phase, m.err = Stopped, err
+	m.retryArmed = false
+	if closing && !m.finished {
+		// The lease is gone: nothing to seal or release.
+		m.finished = true
+		m.emit(Finished{})
+	}
+}

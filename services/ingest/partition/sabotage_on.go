@@ -1,8 +1,0 @@
-//go:build sabotage_dedup
-
-package partition
-
-// sabotageDedup (build tag sabotage_dedup, chaos tests only): the partition writer appends retried idempotent batches again instead of answering with their original offsets (see writer.go).
-// Never ship this build: it exists so that chaos/harness can show that its
-// scenario fails without the mechanism.
-const sabotageDedup = true
