@@ -152,10 +152,12 @@ func (a Answer) String() string {
 	}
 	return fmt.Sprintf("answer %v", a.Tag)
 }
-func (SpaceFreed) String() string      { return "space-freed" }
-func (a ArmLinger) String() string     { return fmt.Sprintf("arm-linger %v", a.After) }
-func (a OpenLedger) String() string    { return fmt.Sprintf("open-ledger from %d", a.FirstOffset) }
-func (a SealLedger) String() string    { return fmt.Sprintf("seal-ledger %v at %d", a.Handle, a.LastOffset) }
+func (SpaceFreed) String() string   { return "space-freed" }
+func (a ArmLinger) String() string  { return fmt.Sprintf("arm-linger %v", a.After) }
+func (a OpenLedger) String() string { return fmt.Sprintf("open-ledger from %d", a.FirstOffset) }
+func (a SealLedger) String() string {
+	return fmt.Sprintf("seal-ledger %v at %d", a.Handle, a.LastOffset)
+}
 func (a RecoverLedger) String() string { return fmt.Sprintf("recover-ledger %v", a.Handle) }
 func (a RetryAfter) String() string    { return fmt.Sprintf("retry-after %v", a.After) }
 func (ReleaseLease) String() string    { return "release-lease" }
