@@ -9,18 +9,19 @@
 // writer that loses its lease (ErrFenced) stops for good; Close drains,
 // seals its ledger and releases the lease.
 //
-// Goroutines: one maintenance goroutine per writer (ledger replacement and
-// roll-over, which call the catalog and the bookies), started by Open and
-// stopped by Close; ledger callbacks run on the ledger client's goroutines
-// and take the writer's mutex. Idempotent producers' state per partition
-// is package dedup's, rebuilt from the ledger tail when a writer opens.
+// The decisions are package machine's, a pure state machine with
+// transcripts and a simulation; Writer is its driver. Goroutines: one
+// maintenance goroutine per writer carries out the machine's I/O steps
+// (create, seal, recover, release — catalog and bookie calls), started by
+// Open and stopped by Close; ledger callbacks (on the ledger client's
+// goroutines), the linger and retry timers and enqueuers step the machine
+// under the writer's mutex, a leaf lock. Idempotent producers' state per
+// partition is package dedup's, rebuilt from the ledger tail when a writer
+// opens.
 //
 // # Files
 //
-//	writer.go                     Writer: Open, Append, the entry queue, acknowledgements, roll-over, ledger replacement, Close
+//	writer.go                     Writer, the machine's driver: Open (tail recovery, producer-state rebuild), Enqueue/Wait, running actions, the maintenance goroutine's I/O steps, Close
 //	config.go                     Config (entry and buffer bounds, linger, roll sizes, timeouts), validated
-//	sabotage_on.go, _off.go       build-tagged faults for the chaos tests' sabotage builds
-//
-// Issue 23 turns the writer into a pure state machine with transcripts, as
-// bookkeeper/ledger is; services/DESIGN.md describes it as it is now.
+//	machine/                      the state machine (see its package doc)
 package partition

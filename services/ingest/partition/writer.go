@@ -472,6 +472,15 @@ func (w *Writer) NextOffset() int64 {
 	return w.m.NextOffset()
 }
 
+// AckedOffset is the last offset this writer acknowledged (or the chain's
+// end when it opened). Unlike NextOffset it never moves back: a failed
+// ledger's recovery can give the offsets of unacknowledged batches again.
+func (w *Writer) AckedOffset() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.m.AckedOffset()
+}
+
 // Lease is the writer's lease.
 func (w *Writer) Lease() catalog.WriterLease { return w.lease }
 

@@ -108,9 +108,11 @@ type Writer struct {
 	phase Phase
 	err   error
 
-	// next is the offset the next accepted batch gets. Invariant: next-1 is
-	// the last offset of the last queued entry, else of the last in-flight
-	// one, else lastSent.
+	// next is the offset the next accepted batch gets. Invariant (Open,
+	// Rolling): next-1 is the last offset of the last queued entry, else
+	// lastSent. After a failed ledger it is stale until the recovery sets
+	// it; then it may move back (the failed batches' offsets are given
+	// again) — so it is not a high watermark: AckedOffset is.
 	next int64
 	// lastSent is the last offset of the last entry sent to the current
 	// ledger (or, with none, the last offset the chain holds).
