@@ -290,24 +290,23 @@ func (w *Writer) Enqueue(ctx context.Context, batch []byte) (Pending, error) {
 	var deadline <-chan time.Time
 	for {
 		w.mu.Lock()
-		acts := w.m.Step(machine.Enqueue{Batch: batch, Tag: wt, Now: w.cfg.Now()})
-		verdict := acts[0]
-		switch v := verdict.(type) {
-		case machine.Accepted:
+		v, acts := w.m.Enqueue(machine.Enqueue{Batch: batch, Tag: wt, Now: w.cfg.Now()})
+		switch v.Kind {
+		case machine.KindAccepted:
 			wt.res = Appended{BaseOffset: v.Base, LastOffset: v.Last}
-		case machine.Duplicate:
+		case machine.KindDuplicate:
 			wt.res = Appended{BaseOffset: v.Base, LastOffset: v.Last, Duplicate: true}
 			close(wt.done)
 		}
 		space := w.space
 		w.runLocked(acts)
 		w.mu.Unlock()
-		switch v := verdict.(type) {
-		case machine.Accepted, machine.Duplicate:
+		switch v.Kind {
+		case machine.KindAccepted, machine.KindDuplicate:
 			return Pending{wt: wt}, nil
-		case machine.Attach:
+		case machine.KindAttach:
 			return Pending{wt: v.To.(*waiter), dup: true}, nil
-		case machine.Refused:
+		case machine.KindRefused:
 			return Pending{}, v.Err
 		}
 		// NoSpace: wait for bytes to be released, up to QueueWait.
@@ -333,7 +332,7 @@ func (w *Writer) event(ev machine.Event) {
 	w.runLocked(w.m.Step(ev))
 }
 
-// runLocked carries out acts (the verdicts are Enqueue's to read). A ledger
+// runLocked carries out acts. A ledger
 // that refuses a Send at once is reported as the entry's Settled once the
 // others ran; the Sends after it to the same ledger are skipped (the
 // machine fails them with the ledger).
@@ -347,11 +346,17 @@ func (w *Writer) runLocked(acts []machine.Action) {
 			}
 			gen, seq := a.Gen, a.Seq
 			if err := a.Handle.(Ledger).AppendAsync(a.Payload, func(_ int64, err error) {
-				w.event(machine.Settled{Gen: gen, Seq: seq, Err: err, Now: w.cfg.Now()})
+				w.mu.Lock()
+				defer w.mu.Unlock()
+				w.runLocked(w.m.Settle(machine.Settled{Gen: gen, Seq: seq, Err: err, Now: w.cfg.Now()}))
 			}); err != nil && refused == nil {
 				// The ledger refused at once (stopped, or over its own
 				// in-flight bound, which MaxInFlightEntries keeps us under).
 				refused = &machine.Settled{Gen: gen, Seq: seq, Err: err, Now: w.cfg.Now()}
+			}
+		case machine.Acknowledge:
+			for _, t := range a.Tags {
+				close(t.(*waiter).done)
 			}
 		case machine.Answer:
 			wt := a.Tag.(*waiter)
@@ -379,7 +384,7 @@ func (w *Writer) runLocked(acts []machine.Action) {
 		}
 	}
 	if refused != nil {
-		w.runLocked(w.m.Step(*refused))
+		w.runLocked(w.m.Settle(*refused))
 	}
 }
 

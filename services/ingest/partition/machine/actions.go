@@ -17,6 +17,42 @@ type Action interface {
 	isAction()
 }
 
+// Verdict is Enqueue's answer, returned by Writer.Enqueue as a value (the
+// hot path allocates nothing for it); Step returns it as the first action,
+// as one of Accepted, Duplicate, Attach, Refused or NoSpace.
+type Verdict struct {
+	Kind       VerdictKind
+	Base, Last int64 // Accepted, Duplicate
+	To         any   // Attach
+	Err        error // Refused
+}
+
+// VerdictKind says which of the verdict actions a Verdict is.
+type VerdictKind uint8
+
+const (
+	KindAccepted VerdictKind = iota + 1
+	KindDuplicate
+	KindAttach
+	KindRefused
+	KindNoSpace
+)
+
+// Action is v as the verdict action for Tag.
+func (v Verdict) Action(tag any) Action {
+	switch v.Kind {
+	case KindAccepted:
+		return Accepted{tag, v.Base, v.Last}
+	case KindDuplicate:
+		return Duplicate{tag, v.Base, v.Last}
+	case KindAttach:
+		return Attach{tag, v.To}
+	case KindRefused:
+		return Refused{tag, v.Err}
+	}
+	return NoSpace{tag}
+}
+
 // Accepted: the batch got offsets Base..Last and is queued. Answer reports
 // its outcome later.
 type Accepted struct {
@@ -58,9 +94,13 @@ type Send struct {
 	Tags        []any
 }
 
-// Answer: the accepted batch Tag is durable on the ack quorum (Err nil) or
-// will not be acknowledged by this writer (Err; its outcome is unknown when
-// it wraps ErrUnavailable or ErrFenced).
+// Acknowledge: the accepted batches Tags (one entry's) are durable on the
+// ack quorum.
+type Acknowledge struct{ Tags []any }
+
+// Answer: the accepted batch Tag will not be acknowledged by this writer,
+// for Err (its outcome is unknown when Err wraps ErrUnavailable or
+// ErrFenced: the batch may still be stored).
 type Answer struct {
 	Tag any
 	Err error
@@ -122,6 +162,7 @@ func (Attach) isAction()        {}
 func (Refused) isAction()       {}
 func (NoSpace) isAction()       {}
 func (Send) isAction()          {}
+func (Acknowledge) isAction()   {}
 func (Answer) isAction()        {}
 func (SpaceFreed) isAction()    {}
 func (ArmLinger) isAction()     {}
@@ -140,17 +181,17 @@ func (a Attach) String() string    { return fmt.Sprintf("attach %v to %v", a.Tag
 func (a Refused) String() string   { return fmt.Sprintf("refused %v: %v", a.Tag, a.Err) }
 func (a NoSpace) String() string   { return fmt.Sprintf("no-space %v", a.Tag) }
 func (a Send) String() string {
-	tags := make([]string, len(a.Tags))
-	for i, t := range a.Tags {
-		tags[i] = fmt.Sprint(t)
-	}
-	return fmt.Sprintf("send %v g%d e%d %d-%d [%s]", a.Handle, a.Gen, a.Seq, a.First, a.Last, strings.Join(tags, " "))
+	return fmt.Sprintf("send %v g%d e%d %d-%d [%s]", a.Handle, a.Gen, a.Seq, a.First, a.Last, tagList(a.Tags))
 }
-func (a Answer) String() string {
-	if a.Err != nil {
-		return fmt.Sprintf("answer %v: %v", a.Tag, a.Err)
+func (a Acknowledge) String() string { return fmt.Sprintf("acknowledge %s", tagList(a.Tags)) }
+func (a Answer) String() string      { return fmt.Sprintf("answer %v: %v", a.Tag, a.Err) }
+
+func tagList(tags []any) string {
+	s := make([]string, len(tags))
+	for i, t := range tags {
+		s[i] = fmt.Sprint(t)
 	}
-	return fmt.Sprintf("answer %v", a.Tag)
+	return strings.Join(s, " ")
 }
 func (SpaceFreed) String() string   { return "space-freed" }
 func (a ArmLinger) String() string  { return fmt.Sprintf("arm-linger %v", a.After) }

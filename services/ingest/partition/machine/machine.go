@@ -204,12 +204,15 @@ func New(cfg Config, producers *dedup.State, lastOffset int64) (*Writer, []Actio
 }
 
 // Step applies one event and returns the actions to carry out, in order.
-// The slice is valid until the next Step.
+// The slice is valid until the next Step. Enqueue and Settle are the same
+// steps for the two events of the append path, without boxing the event
+// (Enqueue returns its verdict as a value rather than as the first action).
 func (m *Writer) Step(ev Event) []Action {
 	m.out = m.out[:0]
 	switch e := ev.(type) {
 	case Enqueue:
-		m.enqueue(e)
+		m.out = append(m.out, nil)
+		m.out[0] = m.enqueue(e).Action(e.Tag)
 	case Settled:
 		m.settled(e)
 	case LingerExpired:
@@ -237,6 +240,20 @@ func (m *Writer) Step(ev Event) []Action {
 	default:
 		panic(fmt.Sprintf("partition machine: unknown event %T", ev))
 	}
+	return m.out
+}
+
+// Enqueue steps an Enqueue event; see Step.
+func (m *Writer) Enqueue(e Enqueue) (Verdict, []Action) {
+	m.out = m.out[:0]
+	v := m.enqueue(e)
+	return v, m.out
+}
+
+// Settle steps a Settled event; see Step.
+func (m *Writer) Settle(e Settled) []Action {
+	m.out = m.out[:0]
+	m.settled(e)
 	return m.out
 }
 
@@ -271,10 +288,9 @@ func (m *Writer) AckedOffset() int64 { return m.acked }
 // Buffered is the bytes accepted and not yet settled.
 func (m *Writer) Buffered() int64 { return m.buffered }
 
-func (m *Writer) enqueue(e Enqueue) {
+func (m *Writer) enqueue(e Enqueue) Verdict {
 	if len(e.Batch) > MaxEntryBytesLimit {
-		m.emit(Refused{e.Tag, fmt.Errorf("%w: batch of %d bytes exceeds the entry limit %d", record.ErrInvalid, len(e.Batch), MaxEntryBytesLimit)})
-		return
+		return Verdict{Kind: KindRefused, Err: fmt.Errorf("%w: batch of %d bytes exceeds the entry limit %d", record.ErrInvalid, len(e.Batch), MaxEntryBytesLimit)}
 	}
 	switch m.phase {
 	case Stopped, Closed, Closing:
@@ -282,23 +298,19 @@ func (m *Writer) enqueue(e Enqueue) {
 		if err == nil {
 			err = ErrClosed
 		}
-		m.emit(Refused{e.Tag, err})
-		return
+		return Verdict{Kind: KindRefused, Err: err}
 	case Replacing:
-		m.emit(Refused{e.Tag, fmt.Errorf("%w: %s/%d is replacing a failed ledger", ErrUnavailable, m.cfg.Topic, m.cfg.Partition)})
-		return
+		return Verdict{Kind: KindRefused, Err: fmt.Errorf("%w: %s/%d is replacing a failed ledger", ErrUnavailable, m.cfg.Topic, m.cfg.Partition)}
 	}
 	size := int64(len(e.Batch))
 	if m.buffered+size > m.cfg.MaxBufferedBytes {
-		m.emit(NoSpace{e.Tag})
-		return
+		return Verdict{Kind: KindNoSpace}
 	}
 	b := record.Batch(e.Batch)
 	h := dedup.HeaderOf(b)
 	d, err := m.producers.Check(h, e.Now)
 	if err != nil {
-		m.emit(Refused{e.Tag, err})
-		return
+		return Verdict{Kind: KindRefused, Err: err}
 	}
 	sabotaged := sabotageDedup && d.Kind != dedup.Append
 	if sabotaged {
@@ -306,16 +318,13 @@ func (m *Writer) enqueue(e Enqueue) {
 	}
 	switch d.Kind {
 	case dedup.Duplicate:
-		m.emit(Duplicate{e.Tag, d.BaseOffset, d.LastOffset})
-		return
+		return Verdict{Kind: KindDuplicate, Base: d.BaseOffset, Last: d.LastOffset}
 	case dedup.DuplicateInFlight:
 		orig, ok := m.byBase[d.BaseOffset]
 		if !ok {
-			m.emit(Refused{e.Tag, fmt.Errorf("%w: retry of a batch in flight at offset %d whose outcome is being decided", ErrUnavailable, d.BaseOffset)})
-			return
+			return Verdict{Kind: KindRefused, Err: fmt.Errorf("%w: retry of a batch in flight at offset %d whose outcome is being decided", ErrUnavailable, d.BaseOffset)}
 		}
-		m.emit(Attach{e.Tag, orig})
-		return
+		return Verdict{Kind: KindAttach, To: orig}
 	}
 	base := m.next
 	record.SetBaseOffset(e.Batch, base)
@@ -327,7 +336,6 @@ func (m *Writer) enqueue(e Enqueue) {
 		m.producers.Pending(h, base, e.Now)
 		m.byBase[base] = e.Tag
 	}
-	m.emit(Accepted{e.Tag, base, last})
 	en := m.filling(len(e.Batch), base)
 	if h.ProducerID != dedup.NoProducerID && !sabotaged {
 		en.idem = append(en.idem, base)
@@ -339,6 +347,7 @@ func (m *Writer) enqueue(e Enqueue) {
 		en.sealed = true
 	}
 	m.flush(e.Now, false)
+	return Verdict{Kind: KindAccepted, Base: base, Last: last}
 }
 
 // filling returns the entry to put n more bytes in, starting at offset
@@ -409,9 +418,7 @@ func (m *Writer) settled(e Settled) {
 	m.inflight = m.inflight[1:]
 	m.acked = en.last
 	m.producers.Commit(en.last)
-	for _, t := range en.tags {
-		m.emit(Answer{Tag: t})
-	}
+	m.emit(Acknowledge{en.tags})
 	m.forget(en)
 	m.free(int64(len(en.buf)))
 	switch m.phase {

@@ -366,29 +366,16 @@ func (w *simWorld) apply(acts []Action) {
 				return
 			}
 			l.entries = append(l.entries, a)
+		case Acknowledge:
+			for _, t := range a.Tags {
+				w.answer(t.(string), nil)
+			}
 		case Answer:
-			tag := a.Tag.(string)
-			off, ok := w.accepted[tag]
-			if !ok {
-				w.fail = fmt.Sprintf("answer for %s, which was not accepted", tag)
-				return
-			}
-			w.answered[tag]++
-			if w.answered[tag] > 1 {
-				w.fail = fmt.Sprintf("%s answered twice", tag)
-				return
-			}
 			if a.Err == nil {
-				if off[0] <= w.ackedUpTo {
-					w.fail = fmt.Sprintf("%s acknowledged at %d after %d: out of order", tag, off[0], w.ackedUpTo)
-					return
-				}
-				if !w.stored(off[1]) {
-					w.fail = fmt.Sprintf("%s acknowledged (%d-%d) but not stored on an acknowledged entry", tag, off[0], off[1])
-					return
-				}
-				w.ackedUpTo = off[1]
+				w.fail = fmt.Sprintf("answer %v without an error", a.Tag)
+				return
 			}
+			w.answer(a.Tag.(string), a.Err)
 		case ArmLinger:
 			w.lingerArmed = true
 		case RetryAfter:
@@ -406,6 +393,36 @@ func (w *simWorld) apply(acts []Action) {
 			}
 		}
 	}
+}
+
+// answer checks one batch's answer: accepted, answered once, and if
+// acknowledged, in offset order and stored.
+func (w *simWorld) answer(tag string, err error) {
+	if w.fail != "" {
+		return
+	}
+	off, ok := w.accepted[tag]
+	if !ok {
+		w.fail = fmt.Sprintf("answer for %s, which was not accepted", tag)
+		return
+	}
+	w.answered[tag]++
+	if w.answered[tag] > 1 {
+		w.fail = fmt.Sprintf("%s answered twice", tag)
+		return
+	}
+	if err != nil {
+		return
+	}
+	if off[0] <= w.ackedUpTo {
+		w.fail = fmt.Sprintf("%s acknowledged at %d after %d: out of order", tag, off[0], w.ackedUpTo)
+		return
+	}
+	if !w.stored(off[1]) {
+		w.fail = fmt.Sprintf("%s acknowledged (%d-%d) but not stored on an acknowledged entry", tag, off[0], off[1])
+		return
+	}
+	w.ackedUpTo = off[1]
 }
 
 // stored: offset is in an entry the bookies acknowledged, in a ledger of
