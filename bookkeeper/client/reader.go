@@ -447,170 +447,227 @@ func (r *Reader) step(ev ledger.Event) []ledger.Action {
 // ones not needed any more are cancelled, and replicas the machine asks for
 // meanwhile are answered ReadFailed without a call.
 func (r *Reader) readRange(ctx context.Context, first, last int64) ([]Entry, error) {
-	c, cfg := r.c, r.c.cfg
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var wg sync.WaitGroup
-	// One message per RPC; at most one RPC per SendRead, so the capacity
-	// covers every RPC started.
-	answers := make(chan []readAnswer, cfg.ReadAhead*r.meta.Replication.WriteQuorum)
-	outstanding := 0
-	draining := false
-	var sends []ledger.SendRead // asked by the machine, not sent yet (see flush)
-	got := map[int64][]byte{}
-	errs := map[int64]error{}
-	spec := map[int64]time.Time{} // entry → when to ask another replica
-	retried := map[int64]bool{}
-
-	var handle func([]ledger.Action)
-	feed := func(a readAnswer) {
-		if a.lac >= 0 {
-			handle(r.step(ledger.LacLearned{LAC: a.lac}))
-		}
-		handle(r.step(a.ev))
+	rr := &rangeRead{
+		r: r, ctx: rctx, next: first, issued: first, last: last,
+		// One message per RPC; at most one RPC per SendRead, so the
+		// capacity covers every RPC started.
+		answers: make(chan []readAnswer, r.c.cfg.ReadAhead*r.meta.Replication.WriteQuorum),
+		got:     map[int64][]byte{}, errs: map[int64]error{},
+		spec: map[int64]time.Time{}, retried: map[int64]bool{},
 	}
-	handle = func(acts []ledger.Action) {
-		for _, a := range acts {
-			switch a := a.(type) {
-			case ledger.SendRead:
-				if draining {
-					//lint:ignore S1016 an action and the failure event it may cause are different things that happen to share fields
-					feed(readAnswer{ev: ledger.ReadFailed{Bookie: a.Bookie, Entry: a.Entry}, lac: -1})
-					continue
-				}
-				sends = append(sends, a)
-			case ledger.Deliver:
-				got[a.Entry] = a.Payload
-				delete(spec, a.Entry)
-			case ledger.ReadError:
-				errs[a.Entry] = a.Err
-				delete(spec, a.Entry)
-			}
-		}
-	}
-	// flush sends the reads asked so far: each run of consecutive entries
-	// of one bookie is one range read (readEntries), answered in one
-	// message, instead of an RPC per entry.
-	flush := func() {
-		for _, run := range readRuns(sends) {
-			outstanding++
-			wg.Go(func() {
-				answers <- c.readEntries(rctx, r.id, run.bookie, run.first, run.last) // capacity covers every RPC
-			})
-		}
-		sends = sends[:0]
-	}
-	request := func(e int64) error {
-		acts, err := r.rd.Step(ledger.Read{Entry: e})
-		if err != nil {
-			return err
-		}
-		spec[e] = time.Now().Add(cfg.SpeculativeReadTimeout)
-		handle(acts)
-		return nil
-	}
-
-	var out []Entry
-	var failErr error
-	next, issued, size, full := first, first, 0, false
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
-		for !full && failErr == nil {
-			if p, ok := got[next]; ok {
-				if len(out) > 0 && size+len(p) > cfg.MaxReadBytes {
-					full = true
-					break
-				}
-				delete(got, next)
-				out = append(out, Entry{ID: next, Payload: p})
-				size += len(p)
-				next++
-				full = size >= cfg.MaxReadBytes
-				continue
-			}
-			if err, ok := errs[next]; ok {
-				delete(errs, next)
-				if !retried[next] && !r.meta.State.Sealed() && errors.Is(err, ledger.ErrEntryUnavailable) {
-					retried[next] = true
-					if ferr := r.refresh(ctx); ferr == nil {
-						if rerr := request(next); rerr == nil {
-							break
-						}
-					}
-				}
-				failErr = fmt.Errorf("read ledger %d: %w", r.id, err)
-			}
+		rr.collect(ctx)
+		if rr.next > last || rr.full || rr.failErr != nil {
 			break
 		}
-		if next > last || full || failErr != nil {
+		rr.issue()
+		if rr.failErr != nil {
 			break
 		}
-		for !full && failErr == nil && issued <= last && issued-next < int64(cfg.ReadAhead) {
-			if err := request(issued); err != nil {
-				failErr = err
-				break
-			}
-			issued++
+		rr.flush()
+		if rr.outstanding == 0 {
+			panic(fmt.Sprintf("ledger client: reading ledger %d entry %d with no request in flight", r.id, rr.next))
 		}
-		if failErr != nil {
-			break
-		}
-		flush()
-		if outstanding == 0 {
-			panic(fmt.Sprintf("ledger client: reading ledger %d entry %d with no request in flight", r.id, next))
-		}
-		var earliest time.Time
-		for _, d := range spec {
-			if earliest.IsZero() || d.Before(earliest) {
-				earliest = d
-			}
-		}
-		var timerC <-chan time.Time
-		if !earliest.IsZero() {
-			timer.Reset(max(time.Until(earliest), 0))
-			timerC = timer.C
-		}
-		select {
-		case as := <-answers:
-			outstanding--
-			for _, a := range as {
-				feed(a)
-			}
-		case <-timerC:
-			now := time.Now()
-			for e, d := range spec {
-				if !now.Before(d) {
-					spec[e] = now.Add(cfg.SpeculativeReadTimeout)
-					c.stats.speculativeReads.Add(1)
-					handle(r.step(ledger.SpeculativeTimeout{Entry: e}))
-				}
-			}
-		case <-ctx.Done():
-			failErr = fmt.Errorf("read ledger %d: %w", r.id, ctxErr(ctx))
-		}
-		timer.Stop() // Go 1.23+ timers: no stale tick after Stop or Reset
+		rr.wait(ctx, timer)
 	}
 	cancel()
-	draining = true
-	// Reads asked after the last flush were never sent: they failed.
-	for _, a := range slices.Clone(sends) {
-		//lint:ignore S1016 an action and the failure event it may cause are different things that happen to share fields
-		feed(readAnswer{ev: ledger.ReadFailed{Bookie: a.Bookie, Entry: a.Entry}, lac: -1})
+	rr.drain()
+	if len(rr.out) > 0 {
+		return rr.out, nil
 	}
-	sends = nil
-	for outstanding > 0 {
-		as := <-answers
-		outstanding--
-		for _, a := range as {
-			feed(a)
+	return nil, rr.failErr
+}
+
+// rangeRead is one readRange call: the reader machine's asks not sent yet,
+// the RPCs in flight, and the entries and errors that came back, until
+// they are delivered in order. One goroutine (readRange's) uses it; the
+// RPC goroutines only send on answers.
+type rangeRead struct {
+	r   *Reader
+	ctx context.Context // the RPCs'; cancelled when readRange is done
+	wg  sync.WaitGroup
+
+	// next is the next entry to deliver, issued the next to ask the machine
+	// for, last the range's end; issued-next <= ReadAhead.
+	next, issued, last int64
+	out                []Entry
+	size               int  // bytes in out
+	full               bool // out reached MaxReadBytes
+	failErr            error
+
+	// sends are the reads the machine asked for and flush has not sent;
+	// outstanding the RPCs started and not yet answered on answers.
+	sends       []ledger.SendRead
+	outstanding int
+	answers     chan []readAnswer
+	// draining: the range is done; reads the machine asks for now fail at
+	// once instead of being sent.
+	draining bool
+
+	got     map[int64][]byte    // delivered by the machine, not yet in out
+	errs    map[int64]error     // failed for good by the machine
+	spec    map[int64]time.Time // entry → when to ask another replica
+	retried map[int64]bool      // entries re-asked after a metadata refresh
+}
+
+// feed steps one bookie answer (and the LAC it carried) into the machine.
+func (rr *rangeRead) feed(a readAnswer) {
+	if a.lac >= 0 {
+		rr.handle(rr.r.step(ledger.LacLearned{LAC: a.lac}))
+	}
+	rr.handle(rr.r.step(a.ev))
+}
+
+// handle carries out the reader machine's actions.
+func (rr *rangeRead) handle(acts []ledger.Action) {
+	for _, a := range acts {
+		switch a := a.(type) {
+		case ledger.SendRead:
+			if rr.draining {
+				//lint:ignore S1016 an action and the failure event it may cause are different things that happen to share fields
+				rr.feed(readAnswer{ev: ledger.ReadFailed{Bookie: a.Bookie, Entry: a.Entry}, lac: -1})
+				continue
+			}
+			rr.sends = append(rr.sends, a)
+		case ledger.Deliver:
+			rr.got[a.Entry] = a.Payload
+			delete(rr.spec, a.Entry)
+		case ledger.ReadError:
+			rr.errs[a.Entry] = a.Err
+			delete(rr.spec, a.Entry)
 		}
 	}
-	wg.Wait()
-	if len(out) > 0 {
-		return out, nil
+}
+
+// request asks the machine for entry e and arms its speculative timeout.
+func (rr *rangeRead) request(e int64) error {
+	acts, err := rr.r.rd.Step(ledger.Read{Entry: e})
+	if err != nil {
+		return err
 	}
-	return nil, failErr
+	rr.spec[e] = time.Now().Add(rr.r.c.cfg.SpeculativeReadTimeout)
+	rr.handle(acts)
+	return nil
+}
+
+// collect moves the entries that arrived, in order from next, into out
+// until a gap or MaxReadBytes. An entry that failed as unavailable on a
+// ledger not sealed is asked once more after a metadata refresh (its
+// ensemble may have changed); any other failure ends the range.
+func (rr *rangeRead) collect(ctx context.Context) {
+	maxBytes := rr.r.c.cfg.MaxReadBytes
+	for !rr.full && rr.failErr == nil {
+		if p, ok := rr.got[rr.next]; ok {
+			if len(rr.out) > 0 && rr.size+len(p) > maxBytes {
+				rr.full = true
+				return
+			}
+			delete(rr.got, rr.next)
+			rr.out = append(rr.out, Entry{ID: rr.next, Payload: p})
+			rr.size += len(p)
+			rr.next++
+			rr.full = rr.size >= maxBytes
+			continue
+		}
+		if err, ok := rr.errs[rr.next]; ok {
+			delete(rr.errs, rr.next)
+			r := rr.r
+			if !rr.retried[rr.next] && !r.meta.State.Sealed() && errors.Is(err, ledger.ErrEntryUnavailable) {
+				rr.retried[rr.next] = true
+				if ferr := r.refresh(ctx); ferr == nil {
+					if rerr := rr.request(rr.next); rerr == nil {
+						return
+					}
+				}
+			}
+			rr.failErr = fmt.Errorf("read ledger %d: %w", r.id, err)
+		}
+		return
+	}
+}
+
+// issue asks the machine for entries ahead of next, up to ReadAhead.
+func (rr *rangeRead) issue() {
+	for !rr.full && rr.failErr == nil && rr.issued <= rr.last && rr.issued-rr.next < int64(rr.r.c.cfg.ReadAhead) {
+		if err := rr.request(rr.issued); err != nil {
+			rr.failErr = err
+			return
+		}
+		rr.issued++
+	}
+}
+
+// flush sends the reads asked so far: each run of consecutive entries of
+// one bookie is one range read (readEntries), answered in one message,
+// instead of an RPC per entry.
+func (rr *rangeRead) flush() {
+	r := rr.r
+	for _, run := range readRuns(rr.sends) {
+		rr.outstanding++
+		rr.wg.Go(func() {
+			rr.answers <- r.c.readEntries(rr.ctx, r.id, run.bookie, run.first, run.last) // capacity covers every RPC
+		})
+	}
+	rr.sends = rr.sends[:0]
+}
+
+// wait takes the next answer, fires the speculative timeouts that are due,
+// or ends the range when ctx ends.
+func (rr *rangeRead) wait(ctx context.Context, timer *time.Timer) {
+	var earliest time.Time
+	for _, d := range rr.spec {
+		if earliest.IsZero() || d.Before(earliest) {
+			earliest = d
+		}
+	}
+	var timerC <-chan time.Time
+	if !earliest.IsZero() {
+		timer.Reset(max(time.Until(earliest), 0))
+		timerC = timer.C
+	}
+	select {
+	case as := <-rr.answers:
+		rr.outstanding--
+		for _, a := range as {
+			rr.feed(a)
+		}
+	case <-timerC:
+		now := time.Now()
+		for e, d := range rr.spec {
+			if !now.Before(d) {
+				rr.spec[e] = now.Add(rr.r.c.cfg.SpeculativeReadTimeout)
+				rr.r.c.stats.speculativeReads.Add(1)
+				rr.handle(rr.r.step(ledger.SpeculativeTimeout{Entry: e}))
+			}
+		}
+	case <-ctx.Done():
+		rr.failErr = fmt.Errorf("read ledger %d: %w", rr.r.id, ctxErr(ctx))
+	}
+	timer.Stop() // Go 1.23+ timers: no stale tick after Stop or Reset
+}
+
+// drain ends the range (the caller cancelled the RPCs' context first):
+// reads asked and never sent fail, and every RPC in flight is waited for
+// and fed to the machine, so it ends with nothing outstanding.
+func (rr *rangeRead) drain() {
+	rr.draining = true
+	for _, a := range slices.Clone(rr.sends) {
+		//lint:ignore S1016 an action and the failure event it may cause are different things that happen to share fields
+		rr.feed(readAnswer{ev: ledger.ReadFailed{Bookie: a.Bookie, Entry: a.Entry}, lac: -1})
+	}
+	rr.sends = nil
+	for rr.outstanding > 0 {
+		as := <-rr.answers
+		rr.outstanding--
+		for _, a := range as {
+			rr.feed(a)
+		}
+	}
+	rr.wg.Wait()
 }
 
 // readRun is a range read: entries first..last of one bookie.
