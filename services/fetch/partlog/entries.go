@@ -121,7 +121,12 @@ func (ls *Logs) entries(ctx context.Context, st *ledgerState, first, last int64,
 	return out, nil
 }
 
-// ungated marks the tail watcher's context: its reads skip ReadGate.
+// ungated marks the context of the log's own background work (Logs.ctx:
+// tail watchers, chain re-reads): its reads skip ReadGate, the budget of
+// client reads. A context value rather than a parameter because the gate
+// sits in three leaves (readGated, index, readRun) that client reads and
+// background work reach through the same chain → ledger → entry paths; a
+// flag would run through every signature between.
 type ungated struct{}
 
 // readGated reads entries from the bookies, within ReadGate unless ctx is

@@ -104,17 +104,19 @@ func (ls *Logs) Read(ctx context.Context, topic string, partition int, offset in
 // become readable.
 var freshRetries = []time.Duration{0, 5 * time.Millisecond, 20 * time.Millisecond, 50 * time.Millisecond}
 
-// read modes: what may be stale.
+// readMode says what a read may take stale.
+type readMode uint8
+
 const (
-	readCached = iota // the chain up to ChainTTL old, the LAC as known
-	readPoll          // ... and the tail's LAC asked of the bookies
-	readFresh         // the chain re-read and the LAC asked; beyond the end is OUT_OF_RANGE
+	readCached readMode = iota // the chain up to ChainTTL old, the LAC as known
+	readPoll                   // ... and the tail's LAC asked of the bookies
+	readFresh                  // the chain re-read and the LAC asked; beyond the end is OUT_OF_RANGE
 )
 
 // read reads from offset. beyond reports an offset past the end as known
 // (an error only in readFresh mode). A read that fails because a ledger is
 // gone is retried after Log.recover.
-func (lg *Log) read(ctx context.Context, offset int64, lim Limits, mode int) (res Result, beyond bool, err error) {
+func (lg *Log) read(ctx context.Context, offset int64, lim Limits, mode readMode) (res Result, beyond bool, err error) {
 	err = lg.withRecovery(ctx, func() error {
 		res, beyond, err = lg.readOnce(ctx, offset, lim, mode)
 		return err
@@ -122,7 +124,7 @@ func (lg *Log) read(ctx context.Context, offset int64, lim Limits, mode int) (re
 	return res, beyond, err
 }
 
-func (lg *Log) readOnce(ctx context.Context, offset int64, lim Limits, mode int) (res Result, beyond bool, err error) {
+func (lg *Log) readOnce(ctx context.Context, offset int64, lim Limits, mode readMode) (res Result, beyond bool, err error) {
 	ls := lg.ls
 	var p catalog.Partition
 	if mode == readFresh {
