@@ -12,7 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 
-	"github.com/sluicemq/sluice/internal/testenv"
+	"github.com/sluicemq/sluice/harness/testenv"
 )
 
 // TestIntegrationLambdaInvokeRealHandler invokes the example aws-lambda-go function

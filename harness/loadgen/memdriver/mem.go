@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"sync"
 
-	"github.com/sluicemq/sluice/internal/loadgen"
+	"github.com/sluicemq/sluice/harness/loadgen"
 )
 
 // QueueLength is how many messages a subscription buffers before Send blocks.

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluicemq/sluice/internal/testenv"
+	"github.com/sluicemq/sluice/harness/testenv"
 )
 
 // recorder captures what Require does to a test without ending this one.

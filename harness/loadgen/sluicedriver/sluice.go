@@ -20,7 +20,7 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/sluicemq/sluice/internal/loadgen"
+	"github.com/sluicemq/sluice/harness/loadgen"
 	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/pkg/record"
 	"github.com/sluicemq/sluice/pkg/sluice"

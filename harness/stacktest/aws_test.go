@@ -19,7 +19,7 @@ import (
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
 
-	"github.com/sluicemq/sluice/internal/testenv"
+	"github.com/sluicemq/sluice/harness/testenv"
 )
 
 func uniqueName(prefix string) string {

@@ -10,7 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/sluicemq/sluice/internal/loadgen"
+	"github.com/sluicemq/sluice/harness/loadgen"
 )
 
 // logDriver keeps every message of a topic, as a log does, so a consumer

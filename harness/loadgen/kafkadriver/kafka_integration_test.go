@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicemq/sluice/internal/loadgen"
-	"github.com/sluicemq/sluice/internal/loadgen/kafkadriver"
-	"github.com/sluicemq/sluice/internal/testenv"
+	"github.com/sluicemq/sluice/harness/loadgen"
+	"github.com/sluicemq/sluice/harness/loadgen/kafkadriver"
+	"github.com/sluicemq/sluice/harness/testenv"
 )
 
 // logWriter sends the runner's progress lines to the test log.

@@ -155,7 +155,7 @@ func (c *consumer) subscribe(ctx context.Context) (*openStream, error) {
 		Credits:          &sluicev1.Credits{Records: c.cfg.CreditRecords, Bytes: c.cfg.CreditBytes},
 		SessionTimeoutMs: int32(c.cfg.SessionTimeout.Milliseconds()),
 		Start:            sluicev1.StartPosition_START_POSITION_EARLIEST,
-		ClientInfo:       "sluice bench (internal/loadgen/sluicedriver)",
+		ClientInfo:       "sluice bench (harness/loadgen/sluicedriver)",
 		RecordBatches:    !c.cfg.PerRecord,
 	}
 	stream, err := c.cons.Subscribe(sctx, connect.NewRequest(req))

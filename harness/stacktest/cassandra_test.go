@@ -11,7 +11,7 @@ import (
 
 	gocql "github.com/apache/cassandra-gocql-driver/v2"
 
-	"github.com/sluicemq/sluice/internal/testenv"
+	"github.com/sluicemq/sluice/harness/testenv"
 )
 
 func cassandraSession(t *testing.T, keyspace string) *gocql.Session {

@@ -13,9 +13,9 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/sluicemq/sluice/harness/loadgen"
+	"github.com/sluicemq/sluice/harness/loadgen/sluicedriver"
 	"github.com/sluicemq/sluice/internal/cluster"
-	"github.com/sluicemq/sluice/internal/loadgen"
-	"github.com/sluicemq/sluice/internal/loadgen/sluicedriver"
 	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
 	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/services/fetch"

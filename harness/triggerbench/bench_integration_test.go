@@ -20,8 +20,8 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/sluicemq/sluice/internal/bookieproc"
-	"github.com/sluicemq/sluice/internal/lambdapool/lambdatest"
+	"github.com/sluicemq/sluice/harness/bookieproc"
+	"github.com/sluicemq/sluice/harness/lambdatest"
 	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
 	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
 )

@@ -36,7 +36,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/sluicemq/sluice/internal/loadgen"
+	"github.com/sluicemq/sluice/harness/loadgen"
 )
 
 // Defaults of Config.

@@ -13,7 +13,7 @@
 // ($SLUICE_CACHE_DIR/bin/aws-lambda-rie, SLUICE_CACHE_DIR defaulting to
 // <repository>/.cache), or the one $SLUICE_LAMBDA_RIE names. When it is
 // missing a test is skipped on a developer's machine and fails under
-// CI=true, as internal/testenv does for the other services.
+// CI=true, as harness/testenv does for the other services.
 package lambdatest
 
 import (
@@ -30,8 +30,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/harness/testenv"
 	"github.com/sluicemq/sluice/internal/lambdapool"
-	"github.com/sluicemq/sluice/internal/testenv"
 )
 
 // The repository's functions.

@@ -8,8 +8,8 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/sluicemq/sluice/internal/loadgen"
-	"github.com/sluicemq/sluice/internal/loadgen/memdriver"
+	"github.com/sluicemq/sluice/harness/loadgen"
+	"github.com/sluicemq/sluice/harness/loadgen/memdriver"
 )
 
 // queueDriver acknowledges at most capacity messages per second, queueing

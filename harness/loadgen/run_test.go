@@ -12,8 +12,8 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/sluicemq/sluice/internal/loadgen"
-	"github.com/sluicemq/sluice/internal/loadgen/memdriver"
+	"github.com/sluicemq/sluice/harness/loadgen"
+	"github.com/sluicemq/sluice/harness/loadgen/memdriver"
 )
 
 // These tests run the whole runner against the in-memory driver inside a

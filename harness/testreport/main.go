@@ -13,7 +13,7 @@
 // `testreport -total FILE` later prints every recorded tier and the sum, so a
 // run of several tiers ends with one closing count line.
 //
-// Usage: go test -json ./... | go run ./internal/testreport -tier hermetic
+// Usage: go test -json ./... | go run ./harness/testreport -tier hermetic
 package main
 
 import (

@@ -7,9 +7,9 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/sluicemq/sluice/harness/loadgen"
+	"github.com/sluicemq/sluice/harness/loadgen/sluicedriver"
 	"github.com/sluicemq/sluice/internal/cluster"
-	"github.com/sluicemq/sluice/internal/loadgen"
-	"github.com/sluicemq/sluice/internal/loadgen/sluicedriver"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
