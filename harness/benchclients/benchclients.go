@@ -3,6 +3,9 @@
 // (ops/s), nearest-rank p50/p99 latency of the call and of parts of it, and
 // per-call counts. The metadata benchmarks of pkg/catalog and
 // pkg/bookkeeping use it against their embedded and real backends.
+//
+// It is test support (harness/README.md): only benchmarks (_test.go
+// files) import it.
 package benchclients
 
 import (

@@ -2,6 +2,9 @@
 // and benchmarks that need real processes: kill -9 tests, the ledger
 // benchmark, the chaos harness. Every process it starts is owned by a Proc
 // that stops it (SIGTERM, then SIGKILL after a deadline) and waits for it.
+//
+// It is test support (harness/README.md): tests, the ledger benchmark and
+// chaos/ import it; nothing the services run does.
 package bookieproc
 
 import (

@@ -14,6 +14,10 @@
 // <repository>/.cache), or the one $SLUICE_LAMBDA_RIE names. When it is
 // missing a test is skipped on a developer's machine and fails under
 // CI=true, as harness/testenv does for the other services.
+//
+// It is test support (harness/README.md): only tests import it; the pool
+// itself, internal/lambdapool, is what cmd/lambdapool and
+// localstack/lambda.sh run.
 package lambdatest
 
 import (

@@ -5,6 +5,9 @@
 // or closed-loop at the maximum; it reports entries/s, MB/s, add latency
 // percentiles and bookie CPU per GB, next to a raw write+fdatasync probe of
 // the same disk (the bound group commit works against).
+//
+// It is test support (harness/README.md): `sluice bench ledger` runs it;
+// nothing the services run imports it.
 package ledgerbench
 
 import (

@@ -9,6 +9,9 @@
 // producers through the Go SDK, consumers as group sessions over the
 // generated ConsumerService client).
 //
+// It is test support (harness/README.md): benchmark tooling that
+// `sluice bench` exposes; nothing the services run imports it.
+//
 // # A run
 //
 //  1. Create the workload's topics under fresh names (prefix, workload,

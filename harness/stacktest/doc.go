@@ -7,4 +7,6 @@
 //
 // The tests carry the `integration` build tag; run them with
 // `task test:integration`, which starts the stack and sets the addresses.
+//
+// It is test support (harness/README.md): the package is only its tests.
 package stacktest

@@ -8,6 +8,9 @@
 //
 // Integration test files carry the `integration` build tag so that plain
 // `go test ./...` stays hermetic and fast.
+//
+// It is test support (harness/README.md): tests, chaos/ and the other
+// harnesses import it; nothing the services run does.
 package testenv
 
 import (

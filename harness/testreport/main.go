@@ -14,6 +14,9 @@
 // run of several tiers ends with one closing count line.
 //
 // Usage: go test -json ./... | go run ./harness/testreport -tier hermetic
+//
+// It is test support (harness/README.md): the Taskfile's test tiers pipe
+// into it.
 package main
 
 import (

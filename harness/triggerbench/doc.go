@@ -31,4 +31,7 @@
 // small, and checks only that every record was handled; `task
 // bench:triggers` runs the full version (TRIGGER_BENCH_FULL=1) and writes
 // bench/results/<date>-triggers.
+//
+// It is test support (harness/README.md): the benchmark is the package's
+// integration test, and the package has no code of its own.
 package triggerbench
