@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/ledger-compare.sh — issue 7's "Ledger tier vs BookKeeper" (`task bench:ledger-compare`).
 #
-# Runs the four scenarios of `sluice bench ledger` (internal/ledgerbench) twice, one system after
+# Runs the four scenarios of `sluice bench ledger` (harness/ledgerbench) twice, one system after
 # the other, never together:
 #   bookkeeper  Apache BookKeeper 4.17.2: ZooKeeper + 3 bookies in one JVM
 #               (org.apache.bookkeeper.util.LocalBookKeeper), journal fsync before ack

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/bookkeeper/client"
-	"github.com/sluicemq/sluice/internal/bookieproc"
+	"github.com/sluicemq/sluice/harness/bookieproc"
 	"github.com/sluicemq/sluice/pkg/catalog"
 	"github.com/sluicemq/sluice/pkg/catalog/embedded"
 )

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/chaos/history"
-	"github.com/sluicemq/sluice/internal/bookieproc"
+	"github.com/sluicemq/sluice/harness/bookieproc"
 )
 
 // ErrBudget is returned once an Injector has injected its MaxFaults.

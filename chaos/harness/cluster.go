@@ -23,7 +23,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
 	"github.com/sluicemq/sluice/chaos/fault"
-	"github.com/sluicemq/sluice/internal/bookieproc"
+	"github.com/sluicemq/sluice/harness/bookieproc"
 	catdynamo "github.com/sluicemq/sluice/pkg/catalog/dynamodb"
 )
 

@@ -8,7 +8,7 @@
 //
 // The harness takes its services (the AWS emulator for the catalog,
 // Cassandra for groups) from the caller; integration tests take them from
-// internal/testenv. The catalog is reached through a serialising proxy:
+// harness/testenv. The catalog is reached through a serialising proxy:
 // moto's DynamoDB is not safe under concurrent requests (docs/testing.md), and
 // here up to eight processes share it.
 //

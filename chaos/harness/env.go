@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluicemq/sluice/internal/testenv"
+	"github.com/sluicemq/sluice/harness/testenv"
 )
 
 // DefaultScale is the fault-phase multiplier of the short version (the
@@ -15,7 +15,7 @@ import (
 const DefaultScale = 0.35
 
 // EnvFromEnviron returns the Env of a chaos test run with the binary bin,
-// its services from internal/testenv (failing under CI=true when one is
+// its services from harness/testenv (failing under CI=true when one is
 // missing), and these optional variables:
 //
 //	CHAOS_SEED       the run's seed (default 1)

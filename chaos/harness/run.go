@@ -17,7 +17,7 @@ import (
 	"github.com/sluicemq/sluice/chaos/checker"
 	"github.com/sluicemq/sluice/chaos/fault"
 	"github.com/sluicemq/sluice/chaos/history"
-	"github.com/sluicemq/sluice/internal/bookieproc"
+	"github.com/sluicemq/sluice/harness/bookieproc"
 	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/pkg/sluice"
 )

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/chaos/fault"
-	"github.com/sluicemq/sluice/internal/bookieproc"
+	"github.com/sluicemq/sluice/harness/bookieproc"
 )
 
 // Scenarios returns the scenarios in the order `task chaos` runs them.

@@ -21,7 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 
-	"github.com/sluicemq/sluice/internal/lambdapool/lambdatest"
+	"github.com/sluicemq/sluice/harness/lambdatest"
 )
 
 // TestIntegrationLambdapoolCommand runs the command with two functions

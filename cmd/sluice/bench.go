@@ -13,10 +13,10 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/sluicemq/sluice/internal/loadgen"
-	"github.com/sluicemq/sluice/internal/loadgen/kafkadriver"
-	"github.com/sluicemq/sluice/internal/loadgen/memdriver"
-	"github.com/sluicemq/sluice/internal/loadgen/sluicedriver"
+	"github.com/sluicemq/sluice/harness/loadgen"
+	"github.com/sluicemq/sluice/harness/loadgen/kafkadriver"
+	"github.com/sluicemq/sluice/harness/loadgen/memdriver"
+	"github.com/sluicemq/sluice/harness/loadgen/sluicedriver"
 )
 
 // benchFlags are `sluice bench`'s flags.

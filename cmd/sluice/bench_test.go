@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/harness/loadgen"
 	"github.com/sluicemq/sluice/internal/cluster"
-	"github.com/sluicemq/sluice/internal/loadgen"
 )
 
 func TestBenchHelp(t *testing.T) {

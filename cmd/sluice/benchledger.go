@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sluicemq/sluice/internal/ledgerbench"
+	"github.com/sluicemq/sluice/harness/ledgerbench"
 )
 
 // benchLedgerFlags are `sluice bench ledger`'s flags.

@@ -130,7 +130,7 @@ func checkOnly(t *testing.T, args ...string) (code int, stderr string) {
 }
 
 // The command lines of the repository's scripts and harnesses (bench/*.sh,
-// chaos/harness, internal/bookieproc, the process tests) pass the checks.
+// chaos/harness, harness/bookieproc, the process tests) pass the checks.
 func TestRepoCommandLinesPassChecks(t *testing.T) {
 	for _, args := range [][]string{
 		{"dev", "--data-dir", "/tmp/d", "--addr", "127.0.0.1:0"},

@@ -15,7 +15,7 @@ import (
 	"connectrpc.com/connect"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
-	"github.com/sluicemq/sluice/internal/bookieproc"
+	"github.com/sluicemq/sluice/harness/bookieproc"
 	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
 	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
 )

@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicemq/sluice/internal/bookieproc"
-	"github.com/sluicemq/sluice/internal/lambdapool/lambdatest"
+	"github.com/sluicemq/sluice/harness/bookieproc"
+	"github.com/sluicemq/sluice/harness/lambdatest"
 )
 
 // The README's "Functions" walk-through, followed literally: the example

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicemq/sluice/internal/bookieproc"
+	"github.com/sluicemq/sluice/harness/bookieproc"
 )
 
 // readmeStep is one "$ command" of a README console block and the output

@@ -12,7 +12,7 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/sluicemq/sluice/internal/bookieproc"
+	"github.com/sluicemq/sluice/harness/bookieproc"
 	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
 )
 

@@ -24,8 +24,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/lambda/types"
 
+	"github.com/sluicemq/sluice/harness/lambdatest"
 	"github.com/sluicemq/sluice/internal/lambdapool"
-	"github.com/sluicemq/sluice/internal/lambdapool/lambdatest"
 	"github.com/sluicemq/sluice/pkg/record"
 	"github.com/sluicemq/sluice/services/fetch/trigger"
 )

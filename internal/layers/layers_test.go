@@ -2,15 +2,22 @@
 // the layers (docs/DESIGN.md, "Layers"): the ledger tier knows nothing of
 // the services, the ledger client nothing of the bookie's storage, a
 // service nothing of another service, the public packages nothing of
-// internal/, and nothing that ships imports the process and stack test
-// harnesses. It lists every package's imports with `go list` and fails on
-// an arrow that runs the wrong way, naming it.
+// internal/, and the test-support tree harness/ (process and stack
+// harnesses, the load generator, the benchmarks) is imported only by
+// tests, cmd/, bench/, chaos/ and harness/ itself — never by pkg/,
+// services/, bookkeeper/ or internal/. It lists every package's imports
+// with `go list` and fails on an arrow that runs the wrong way, naming it.
+//
+// `go list` reports a package's non-test imports, so _test.go files (and
+// the test-only processtest packages) may import anything.
 package layers
 
 import (
 	"bufio"
 	"bytes"
+	"maps"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -28,9 +35,15 @@ type rule struct {
 // services are the service trees: none imports another.
 var services = []string{"services/admin", "services/compactor", "services/fetch", "services/ingest"}
 
-// harnesses start processes and stacks for tests and benchmarks; only
-// tests, cmd/, bench/ and chaos/ may use them.
-var harnesses = []string{"internal/bookieproc", "internal/testenv", "internal/stacktest", "internal/testreport", "internal/lambdapool/lambdatest"}
+// harnesses is the test-support tree: what starts processes, stacks and
+// functions for tests, the load generator and the benchmarks.
+const harnesses = "harness/"
+
+// mayUseHarnesses are the trees whose non-test code may import harness/:
+// cmd/ (`sluice bench` runs the load generator and the ledger benchmark),
+// bench/, chaos/ and the tree itself. internal/ is not one; its leaves are
+// below the harnesses.
+var mayUseHarnesses = []string{"cmd/", "bench/", "chaos/", harnesses}
 
 func rules() []rule {
 	rs := []rule{
@@ -45,7 +58,18 @@ func rules() []rule {
 			except: func(from, _ string) bool {
 				// The in-process cluster composes the services for sluice
 				// dev and end-to-end tests: it is above them.
-				return strings.HasPrefix(from, "internal/cluster") || strings.HasPrefix(from, "internal/benchclients")
+				return strings.HasPrefix(from, "internal/cluster")
+			}},
+		{from: "internal/", to: harnesses, why: "internal leaves are below the test harnesses"},
+		{from: "", to: harnesses, why: "the test harnesses are for tests, cmd/, bench/ and chaos/",
+			except: func(from, _ string) bool {
+				// internal/ has its own rule, with its own reason.
+				for _, ok := range append([]string{"internal/"}, mayUseHarnesses...) {
+					if under(from, ok) {
+						return true
+					}
+				}
+				return false
 			}},
 	}
 	for _, s := range services {
@@ -54,17 +78,6 @@ func rules() []rule {
 				rs = append(rs, rule{from: s, to: o, why: "a service does not import another service; share code through a package below both"})
 			}
 		}
-	}
-	for _, h := range harnesses {
-		rs = append(rs, rule{from: "", to: h, why: "test harnesses are for tests, cmd/, bench/ and chaos/",
-			except: func(from, _ string) bool {
-				for _, ok := range append([]string{"cmd/", "bench/", "chaos/", "internal/"}, harnesses...) {
-					if strings.HasPrefix(from, ok) {
-						return true
-					}
-				}
-				return false
-			}})
 	}
 	return rs
 }
@@ -105,7 +118,13 @@ func imports(t *testing.T) map[string][]string {
 }
 
 func TestImportsRunDownTheLayers(t *testing.T) {
-	for pkg, imps := range imports(t) {
+	m := imports(t)
+	// The harness rules must guard a tree that exists: were harness/
+	// renamed, they would hold for nothing.
+	if !slices.ContainsFunc(slices.Collect(maps.Keys(m)), func(pkg string) bool { return under(pkg, harnesses) }) {
+		t.Errorf("go list found no package under %s: the harness rules guard nothing", harnesses)
+	}
+	for pkg, imps := range m {
 		for _, imp := range imps {
 			for _, r := range rules() {
 				if under(pkg, r.from) && under(imp, r.to) && (r.except == nil || !r.except(pkg, imp)) {
@@ -123,7 +142,15 @@ func TestRulesCatchWrongArrows(t *testing.T) {
 		{"bookkeeper/storage", "services/ingest"},
 		{"services/fetch", "services/ingest/quota"},
 		{"pkg/catalog/embedded", "internal/pebblelog"},
-		{"services/ingest", "internal/testenv"},
+		{"services/ingest", "harness/testenv"},
+		{"services/ingest", "harness/loadgen"},
+		{"services/fetch", "harness/lambdatest"},
+		{"bookkeeper/client", "harness/ledgerbench"},
+		{"pkg/sluice", "harness/loadgen/sluicedriver"},
+		{"pkg/catalog/embedded", "harness/benchclients"},
+		{"internal/quota", "harness/testenv"},
+		{"internal/cluster", "harness/bookieproc"},
+		{"internal/lambdapool", "harness/lambdatest"},
 	} {
 		caught := false
 		for _, r := range rules() {

@@ -12,7 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/sluicemq/sluice/internal/testenv"
+	"github.com/sluicemq/sluice/harness/testenv"
 	"github.com/sluicemq/sluice/pkg/objstore"
 	"github.com/sluicemq/sluice/pkg/objstore/objstoretest"
 )

@@ -32,8 +32,8 @@ import (
 	"gocloud.dev/blob"
 
 	"github.com/sluicemq/sluice/bookkeeper/client"
-	"github.com/sluicemq/sluice/internal/bookieproc"
-	"github.com/sluicemq/sluice/internal/testenv"
+	"github.com/sluicemq/sluice/harness/bookieproc"
+	"github.com/sluicemq/sluice/harness/testenv"
 	"github.com/sluicemq/sluice/pkg/catalog"
 	catdynamo "github.com/sluicemq/sluice/pkg/catalog/dynamodb"
 	bookiev1 "github.com/sluicemq/sluice/pkg/gen/sluice/bookie/v1"

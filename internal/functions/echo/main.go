@@ -1,6 +1,6 @@
 // Command echo is the example and test Lambda function of Sluice: a real
 // aws-lambda-go handler that the fetch service's Lambda triggers and the
-// smoke tests (internal/stacktest) invoke, locally through AWS's Runtime
+// smoke tests (harness/stacktest) invoke, locally through AWS's Runtime
 // Interface Emulator (localstack/lambda.sh) and unchanged on real Lambda.
 //
 // It takes the event Lambda's Kafka event source mappings send

@@ -47,7 +47,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicemq/sluice/internal/testenv"
+	"github.com/sluicemq/sluice/harness/testenv"
 	"github.com/sluicemq/sluice/pkg/bookkeeping"
 )
 

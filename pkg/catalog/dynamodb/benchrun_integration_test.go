@@ -3,7 +3,7 @@
 package dynamodb
 
 // The request meter behind bench_integration_test.go, and the runner that
-// reports it on top of internal/benchclients.
+// reports it on top of harness/benchclients.
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/sluicemq/sluice/internal/benchclients"
+	"github.com/sluicemq/sluice/harness/benchclients"
 )
 
 // benchClients are the client counts of the benchmarks where concurrency

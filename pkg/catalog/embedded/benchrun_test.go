@@ -3,7 +3,7 @@ package embedded
 import (
 	"testing"
 
-	"github.com/sluicemq/sluice/internal/benchclients"
+	"github.com/sluicemq/sluice/harness/benchclients"
 )
 
 // benchClients are the client counts of the benchmarks where concurrency

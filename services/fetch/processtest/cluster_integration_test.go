@@ -24,8 +24,8 @@ import (
 	gocql "github.com/apache/cassandra-gocql-driver/v2"
 	"go.uber.org/goleak"
 
-	"github.com/sluicemq/sluice/internal/bookieproc"
-	"github.com/sluicemq/sluice/internal/testenv"
+	"github.com/sluicemq/sluice/harness/bookieproc"
+	"github.com/sluicemq/sluice/harness/testenv"
 	bkcassandra "github.com/sluicemq/sluice/pkg/bookkeeping/cassandra"
 	catdynamo "github.com/sluicemq/sluice/pkg/catalog/dynamodb"
 	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"

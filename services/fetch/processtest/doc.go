@@ -8,7 +8,7 @@
 //
 // The trigger tests run two fetch copies invoking the recorder function
 // (internal/functions/recorder) under a real Runtime Interface Emulator
-// pool (internal/lambdapool/lambdatest), through a proxy that notes which
+// pool (harness/lambdatest), through a proxy that notes which
 // copy sent which invocation id; a copy is paused, killed or stopped while
 // an invocation is in flight, and the tests check from the recorder's
 // files, the proxy, bookkeeping and DescribeTrigger that every record ran,

@@ -28,9 +28,9 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/sluicemq/sluice/internal/bookieproc"
+	"github.com/sluicemq/sluice/harness/bookieproc"
+	"github.com/sluicemq/sluice/harness/lambdatest"
 	"github.com/sluicemq/sluice/internal/lambdapool"
-	"github.com/sluicemq/sluice/internal/lambdapool/lambdatest"
 	"github.com/sluicemq/sluice/pkg/bookkeeping"
 	bkcassandra "github.com/sluicemq/sluice/pkg/bookkeeping/cassandra"
 	"github.com/sluicemq/sluice/pkg/catalog"

@@ -16,8 +16,8 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/sluicemq/sluice/harness/lambdatest"
 	"github.com/sluicemq/sluice/internal/lambdapool"
-	"github.com/sluicemq/sluice/internal/lambdapool/lambdatest"
 	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
 	"github.com/sluicemq/sluice/services/fetch"
 )

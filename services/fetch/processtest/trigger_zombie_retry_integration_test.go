@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/harness/lambdatest"
 	"github.com/sluicemq/sluice/internal/lambdapool"
-	"github.com/sluicemq/sluice/internal/lambdapool/lambdatest"
 	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
 )
 

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/sluicemq/sluice/internal/testenv"
+	"github.com/sluicemq/sluice/harness/testenv"
 	"github.com/sluicemq/sluice/pkg/record"
 )
 

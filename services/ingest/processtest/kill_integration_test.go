@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/bookkeeper/client"
-	"github.com/sluicemq/sluice/internal/bookieproc"
-	"github.com/sluicemq/sluice/internal/testenv"
+	"github.com/sluicemq/sluice/harness/bookieproc"
+	"github.com/sluicemq/sluice/harness/testenv"
 	catdynamo "github.com/sluicemq/sluice/pkg/catalog/dynamodb"
 	"github.com/sluicemq/sluice/pkg/record"
 	"github.com/sluicemq/sluice/pkg/sluice"

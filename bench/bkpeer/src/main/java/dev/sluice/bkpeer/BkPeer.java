@@ -17,7 +17,7 @@ import org.apache.bookkeeper.client.LedgerHandle;
 import org.apache.bookkeeper.conf.ClientConfiguration;
 
 /**
- * The Apache BookKeeper peer of {@code sluice bench ledger} (internal/ledgerbench): the same
+ * The Apache BookKeeper peer of {@code sluice bench ledger} (harness/ledgerbench): the same
  * four scenarios, with the same shapes, against BookKeeper bookies through the BookKeeper client.
  *
  * <p>Each writer is its own ledger (ensemble 3, write quorum 3, ack quorum 2, CRC32C digest) fed
