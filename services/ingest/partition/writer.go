@@ -477,9 +477,11 @@ func (w *Writer) NextOffset() int64 {
 	return w.m.NextOffset()
 }
 
-// AckedOffset is the last offset this writer acknowledged (or the chain's
-// end when it opened). Unlike NextOffset it never moves back: a failed
-// ledger's recovery can give the offsets of unacknowledged batches again.
+// AckedOffset is the durable end: every offset up to it is stored and
+// readable (acknowledged, in the chain when the writer opened, or kept by a
+// failed ledger's recovery). Unlike NextOffset it never moves back: a
+// failed ledger's recovery can give the offsets of unacknowledged batches
+// again.
 func (w *Writer) AckedOffset() int64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()

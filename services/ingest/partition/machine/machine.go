@@ -118,9 +118,10 @@ type Writer struct {
 	// ledger (or, with none, the last offset the chain holds).
 	// Invariant: acked <= lastSent < next.
 	lastSent int64
-	// acked is the last offset acknowledged to a producer by this writer
-	// (or the chain's end when it opened). Never decreases; a recovery that
-	// decides an end below it stops the writer (ErrLostAcknowledged).
+	// acked is the durable end: every offset up to it is stored and
+	// readable — acknowledged by this writer, in the chain when it opened,
+	// or kept by a failed ledger's recovery. Never decreases; a recovery
+	// that decides an end below it stops the writer (ErrLostAcknowledged).
 	acked int64
 
 	// ledger is the ledger being written, drained or recovered; nil while
@@ -281,8 +282,8 @@ func (m *Writer) stoppedErr() error {
 // end as this writer sees it, acknowledged or not).
 func (m *Writer) NextOffset() int64 { return m.next }
 
-// AckedOffset is the last offset this writer acknowledged, or the chain's
-// end when it opened; it never decreases.
+// AckedOffset is the durable end (see the field acked): the partition's
+// high watermark minus one. It never decreases.
 func (m *Writer) AckedOffset() int64 { return m.acked }
 
 // Buffered is the bytes accepted and not yet settled.

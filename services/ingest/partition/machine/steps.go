@@ -130,7 +130,7 @@ func (m *Writer) recovered(e Recovered) {
 		m.stop(fmt.Errorf("%w: ledger %d recovered to offset %d, but offsets up to %d were acknowledged", ErrLostAcknowledged, m.ledger.id, e.LastOffset, m.acked))
 		return
 	}
-	m.next, m.lastSent = e.LastOffset+1, e.LastOffset
+	m.next, m.lastSent, m.acked = e.LastOffset+1, e.LastOffset, e.LastOffset
 	// Batches up to the recovered end are stored; the rest never will be,
 	// so their retries are new.
 	m.producers.Commit(e.LastOffset)
