@@ -124,6 +124,9 @@ func New(cfg Config, d Deps) (*Service, error) {
 	return s, nil
 }
 
+// now reads the service's clock (Config.Now).
+func (s *Service) now() time.Time { return s.cfg.Now() }
+
 // Handler returns ConsumerService's path and handler.
 func (s *Service) Handler(opts ...connect.HandlerOption) (string, http.Handler) {
 	return sluicev1connect.NewConsumerServiceHandler(s, opts...)
