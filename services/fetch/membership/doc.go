@@ -61,7 +61,9 @@
 //
 // # Invariants
 //
-// Written on the fields they constrain (member.go):
+// Written on the fields they constrain (member.go); the simulation
+// (sim_test.go) checks them after every step, with several members
+// sharing a model of the lease store:
 //
 //  1. A lease is followed iff the member holds it and is not revoking it;
 //     Follow and the Announce that adds it come in the same step, as do
@@ -85,7 +87,16 @@
 // TestTranscripts; regenerate them with
 // `go test ./services/fetch/membership -run Transcripts -rewrite` and
 // review the diff; every step also checks the invariants the machine can
-// check alone.
+// check alone. TestSimulation runs up to five members over a seeded model
+// of the lease store with random timing, failed and lost requests, late
+// answers, pauses, crashes, leaves and joins (-seeds N for more, -seed N
+// -v to replay one with its trace), checks the invariants above after
+// every step, and after the faults stop that every partition is followed
+// by exactly one member or is orphaned (the first open point, which about
+// half the seeds end with). TestSimulationCatchesKeptLeases and
+// TestSimulationCatchesBeatAtAnswer show it finding two live members on
+// one partition once invariant 3's dropping, or invariant 4's counting
+// from the sending, is switched off (Config.unsafe, export_test.go).
 //
 // # Open points (today's behaviour, kept)
 //
@@ -110,4 +121,8 @@
 //	actions.go     Action and the actions
 //	member.go      Member: fields and invariants, Step, the heartbeat, forgetting, leaving, accessors, check
 //	round.go       the balancing round: views, lost leases, Decide, revokes, acquisitions
+//
+// Tests: transcript_test.go (testdata/*.txt), sim_test.go, export_test.go
+// (test-only access and the unsafe switches), race_test.go and
+// norace_test.go (fewer seeds under the race detector).
 package membership
