@@ -5,7 +5,9 @@
 // Reads go through services/fetch/partlog (offset → ledger → entry, the
 // shared entry cache, one tail watcher per followed partition; offloaded
 // ledgers from their segment objects in Deps.Objects). Groups are
-// leases in pkg/bookkeeping balanced by services/fetch/assign.
+// leases in pkg/bookkeeping balanced by services/fetch/assign; what a
+// member does when is services/fetch/membership's machine, which
+// member.go drives.
 package fetch
 
 import (
