@@ -100,7 +100,7 @@ func (s *Service) Commit(ctx context.Context, req *connect.Request[sluicev1.Comm
 		}
 		if ss != nil {
 			for _, o := range byTopic[topic] {
-				ss.release(ctx, tp{topic, o.Partition})
+				ss.release(ctx, tp{Topic: topic, Partition: o.Partition})
 			}
 		}
 	}

@@ -103,6 +103,12 @@ type Config struct {
 	TriggerBootstrapServers string
 	// Logger receives the service's events; nil discards them.
 	Logger *slog.Logger
+	// Now is the clock of group membership and sessions: the heartbeat
+	// schedule, liveness, revoke deadlines and the session keepalive
+	// (services/fetch/membership decides on it; the coordinator's ticker,
+	// every BalanceInterval, only paces the checks). nil means time.Now.
+	// Tests move it.
+	Now func() time.Time
 }
 
 func (c Config) withDefaults() Config {
@@ -132,6 +138,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
 	}
 	if c.Log.Logger == nil {
 		c.Log.Logger = c.Logger

@@ -5,7 +5,9 @@
 // Reads go through services/fetch/partlog (offset → ledger → entry, the
 // shared entry cache, one tail watcher per followed partition; offloaded
 // ledgers from their segment objects in Deps.Objects). Groups are
-// leases in pkg/bookkeeping balanced by services/fetch/assign.
+// leases in pkg/bookkeeping balanced by services/fetch/assign; what a
+// member does when is services/fetch/membership's machine, which
+// member.go drives.
 package fetch
 
 import (
@@ -123,6 +125,9 @@ func New(cfg Config, d Deps) (*Service, error) {
 	}
 	return s, nil
 }
+
+// now reads the service's clock (Config.Now).
+func (s *Service) now() time.Time { return s.cfg.Now() }
 
 // Handler returns ConsumerService's path and handler.
 func (s *Service) Handler(opts ...connect.HandlerOption) (string, http.Handler) {

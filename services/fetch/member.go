@@ -5,32 +5,36 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/sluicemq/sluice/pkg/bookkeeping"
 	"github.com/sluicemq/sluice/pkg/catalog"
 	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
-	"github.com/sluicemq/sluice/services/fetch/assign"
+	"github.com/sluicemq/sluice/services/fetch/membership"
 )
 
-// A member is one consumer group member served by this copy: its
-// membership in bookkeeping (join, heartbeat, leave) and its balancing
-// rounds, which acquire, revoke, release and notice lost partition leases
-// (services/fetch/assign decides which). Two owners use it:
+// A member is one consumer group member served by this copy. What it
+// decides — when to heartbeat, which leases to acquire, revoke, release or
+// drop as lost — is services/fetch/membership's machine; member is its
+// wrapper: it feeds the machine the store's answers and the clock
+// (Config.Now), carries out its actions (bookkeeping and catalog calls,
+// the owner's hooks) and logs. Two owners use it:
 //   - a Subscribe session (session.go), whose client receives the
 //     assignment events and the records;
 //   - a trigger's runner (triggers.go), which reads and invokes itself.
 //
 // What a held lease does is the owner's, through its hooks. The owner's
-// coordinator goroutine runs coordinate; releases may come from any
-// goroutine (a commit of a revoked lease, a trigger worker that finished).
+// coordinator goroutine runs coordinate, which alone feeds the machine
+// its cycle (Tick, the heartbeat's and the round's answers); RevokeDone
+// may come from any goroutine (a commit of a revoked lease, a trigger
+// worker that ended), Leave after the coordinator ended.
 //
-// mu guards leases and, for the session, the session's own fields (one
-// lock for both, so an assignment event and the leases it announces change
-// together); no I/O runs under it, and the hooks run under it.
+// mu guards the machine, unfollow and, for the session, the session's own
+// fields (one lock for both, so an assignment event and the leases it
+// announces change together). Every step runs under it and so do the
+// hooks the step asks for (Follow, Unfollow, Announce); the I/O it asks
+// for runs after it is released.
 //
 // Lock order (services/DESIGN.md §4): member.mu → partlog's Logs.mu →
 // Log.mu (a session's follow and unfollow), and member.mu →
@@ -51,12 +55,12 @@ type member struct {
 	ctx     context.Context // ends the member's work; leave runs after it
 	hooks   memberHooks
 
-	// lastBeat is when (Unix ns) the store last confirmed the member live:
-	// its join or a heartbeat that found it. live() reads it.
-	lastBeat atomic.Int64
-
-	mu     sync.Mutex
-	leases map[tp]*heldLease
+	mu   sync.Mutex
+	mach *membership.Member
+	// unfollow holds what stops the owner's work on each lease the
+	// machine follows (Follow's hook result): exactly the machine's
+	// followed leases.
+	unfollow map[tp]func()
 }
 
 // memberHooks are what a member's owner does with its leases. All run with
@@ -65,76 +69,96 @@ type memberHooks struct {
 	// follow starts the work on a newly acquired lease and returns what
 	// stops it (called when the lease is revoked or lost, or the member
 	// leaves).
-	follow func(k tp, l *sluicev1.PartitionLease) (unfollow func())
+	follow func(l membership.Lease) (unfollow func())
 	// changed reports a round's changes of one topic: leases acquired,
 	// leases revoked (held until committed or RevokeTimeout), or, with
 	// lost, leases that moved away.
-	changed func(added, revoked []*sluicev1.PartitionLease, lost bool)
+	changed func(membership.Announce)
 	// alive is asked before each coordination round; an error ends the
 	// member (nil: always alive).
 	alive func() error
 }
 
-type tp struct {
-	topic     string
-	partition int32
+// tp names a partition of a topic.
+type tp = membership.Key
+
+// initMember sets m up as the member id of a group, with its machine; it
+// has not joined yet. topics are sorted and distinct. The owner sets the
+// start position, info, ctx and hooks.
+func (s *Service) initMember(m *member, group, id string, topics []string, timeout time.Duration) {
+	mach, err := membership.New(membership.Config{MemberID: id, Topics: topics, SessionTimeout: timeout,
+		RevokeTimeout: s.cfg.RevokeTimeout, Assign: s.cfg.Assign})
+	if err != nil {
+		panic(fmt.Sprintf("fetch: member of group %q: %v", group, err)) // validated before
+	}
+	m.s, m.group, m.memberID, m.topics, m.timeout = s, group, id, topics, timeout
+	m.mach, m.unfollow = mach, map[tp]func(){}
 }
 
-// heldLease is a partition leased to the member.
-type heldLease struct {
-	epoch    int64
-	next     int64 // next offset to deliver (sessions; a trigger worker keeps its own)
-	revoking bool  // revoked, kept until committed or the deadline
-	deadline time.Time
-	unfollow func()
-}
-
-// leave ends the membership so the member's leases are free at once.
-func (m *member) leave() {
+// step feeds the machine an event under mu, runs the hooks it asks for,
+// and returns its actions; the caller carries out the requests (run).
+func (m *member) step(ev membership.Event) []membership.Action {
 	m.mu.Lock()
-	for _, l := range m.leases {
-		if l.unfollow != nil {
-			l.unfollow()
+	defer m.mu.Unlock()
+	return m.stepLocked(ev)
+}
+
+// stepLocked is step with mu held.
+func (m *member) stepLocked(ev membership.Event) []membership.Action {
+	acts, err := m.mach.Step(ev)
+	if err != nil {
+		panic(fmt.Sprintf("fetch: member %s of group %q: %v", m.memberID, m.group, err)) // the wrapper's bug
+	}
+	for _, a := range acts {
+		switch a := a.(type) {
+		case membership.Follow:
+			m.unfollow[a.Lease.Key] = m.hooks.follow(a.Lease)
+		case membership.Unfollow:
+			if stop := m.unfollow[a.Key]; stop != nil {
+				stop()
+			}
+			delete(m.unfollow, a.Key)
+		case membership.Announce:
+			m.hooks.changed(a)
 		}
 	}
-	m.leases = map[tp]*heldLease{}
-	m.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := m.s.d.Bookkeeping.Leave(ctx, m.group, m.memberID); err != nil && !errors.Is(err, bookkeeping.ErrNotFound) {
-		m.s.log.Warn("group member could not leave; its leases free after its session timeout",
-			slog.String("group", m.group), slog.String("member", m.memberID), slog.Any("err", err))
-	}
+	return acts
 }
 
-// join enters the group.
+// join enters the group (the first Join; the machine asks for re-joins).
 func (m *member) join(ctx context.Context) error {
-	start := time.Now()
-	err := m.s.d.Bookkeeping.Join(ctx, m.group, bookkeeping.Member{ID: m.memberID, ClientInfo: m.info, SessionTimeout: m.timeout, Topics: m.topics})
-	if err == nil {
-		m.lastBeat.Store(start.UnixNano())
-	}
+	_, err := m.sendJoin(ctx)
 	return err
 }
 
-// live reports whether the member's leases are surely still its own: the
-// store confirmed it live less than three quarters of its session timeout
-// ago, so no other member can have taken them yet. A process that was
-// paused (or cut off from the store) past that must not start work on
-// them — an invocation, a DLQ write — until a heartbeat confirms it again;
-// if the store forgot the member meanwhile, the heartbeat drops its leases
-// instead (heartbeat). Commits are fenced regardless.
+// sendJoin joins and tells the machine; it returns what the machine asks
+// next.
+func (m *member) sendJoin(ctx context.Context) ([]membership.Action, error) {
+	sent := m.s.now()
+	err := m.s.d.Bookkeeping.Join(ctx, m.group, bookkeeping.Member{ID: m.memberID, ClientInfo: m.info, SessionTimeout: m.timeout, Topics: m.topics})
+	if err != nil {
+		return m.step(membership.JoinFailed{Err: err, Now: m.s.now()}), err
+	}
+	return m.step(membership.Joined{Sent: sent, Now: m.s.now()}), nil
+}
+
+// live reports whether the member's leases are surely still its own
+// (membership.Member.Live): the store confirmed it live less than three
+// quarters of its session timeout ago, so no other member can have taken
+// them yet. A process that was paused (or cut off from the store) past
+// that must not start work on them — an invocation, a DLQ write — until a
+// heartbeat confirms it again; if the store forgot the member meanwhile,
+// the heartbeat drops its leases instead. Commits are fenced regardless.
 func (m *member) live() bool {
-	return time.Since(time.Unix(0, m.lastBeat.Load())) < m.timeout-m.timeout/4
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.mach.Live(m.s.now())
 }
 
 // coordinate runs the member's heartbeat and balancing until ctx ends or
 // alive fails (its error is returned).
 func (m *member) coordinate() error {
-	s := m.s
-	hb := m.timeout / 3
-	lastBeat := time.Now()
-	t := time.NewTicker(s.cfg.BalanceInterval)
+	t := time.NewTicker(m.s.cfg.BalanceInterval)
 	defer t.Stop()
 	for {
 		if m.hooks.alive != nil {
@@ -142,18 +166,8 @@ func (m *member) coordinate() error {
 				return err
 			}
 		}
-		if time.Since(lastBeat) >= hb {
-			if err := m.heartbeat(); err != nil {
-				if m.ctx.Err() != nil {
-					return nil
-				}
-				s.log.Warn("group heartbeat failed", slog.String("group", m.group), slog.String("member", m.memberID), slog.Any("err", err))
-			} else {
-				lastBeat = time.Now()
-			}
-		}
-		if err := m.balance(); err != nil && m.ctx.Err() == nil {
-			s.log.Warn("group balancing round failed", slog.String("group", m.group), slog.String("member", m.memberID), slog.Any("err", err))
+		if !m.cycle() {
+			return nil
 		}
 		select {
 		case <-m.ctx.Done():
@@ -163,177 +177,167 @@ func (m *member) coordinate() error {
 	}
 }
 
+// cycle feeds the machine a Tick and carries out what follows until it is
+// idle again: a heartbeat when due (with a re-join if the store forgot the
+// member), then a balancing round. It returns false, leaving the cycle
+// unfinished, when the member's ctx ended during the heartbeat.
+//
+// The heartbeat and a re-join share one deadline, a third of the session
+// timeout; the round's calls share another, half of it (at least 1s).
+func (m *member) cycle() bool {
+	s := m.s
+	var hbCtx, roundCtx context.Context
+	var cancels []context.CancelFunc
+	defer func() {
+		for _, c := range cancels {
+			c()
+		}
+	}()
+	heartbeatCtx := func() context.Context {
+		if hbCtx == nil {
+			var cancel context.CancelFunc
+			hbCtx, cancel = context.WithTimeout(m.ctx, m.timeout/3)
+			cancels = append(cancels, cancel)
+		}
+		return hbCtx
+	}
+	round := func() context.Context {
+		if roundCtx == nil {
+			var cancel context.CancelFunc
+			roundCtx, cancel = context.WithTimeout(m.ctx, max(m.timeout/2, time.Second))
+			cancels = append(cancels, cancel)
+		}
+		return roundCtx
+	}
+	acts := m.step(membership.Tick{Now: s.now()})
+	for len(acts) > 0 {
+		a := acts[0]
+		acts = acts[1:]
+		var next []membership.Action
+		switch a := a.(type) {
+		case membership.Follow, membership.Unfollow:
+			// done under the lock (step)
+		case membership.Announce:
+			if !a.Lost {
+				s.log.Info("group assignment changed", slog.String("group", m.group), slog.String("member", m.memberID),
+					slog.String("topic", announcedTopic(a)), slog.Int("added", len(a.Added)), slog.Int("revoked", len(a.Revoked)))
+			}
+		case membership.SendHeartbeat:
+			var ok bool
+			if next, ok = m.heartbeat(heartbeatCtx()); !ok {
+				return false
+			}
+		case membership.SendJoin:
+			var err error
+			next, err = m.sendJoin(heartbeatCtx())
+			if err != nil {
+				if m.ctx.Err() != nil {
+					return false
+				}
+				s.log.Warn("group heartbeat failed", slog.String("group", m.group), slog.String("member", m.memberID), slog.Any("err", err))
+			}
+		case membership.ReleaseLease:
+			m.releaseLease(round(), a)
+		case membership.ListMembers:
+			members, err := s.d.Bookkeeping.ListMembers(round(), m.group)
+			if err != nil {
+				next = m.step(membership.MembersFailed{Err: err})
+			} else {
+				next = m.step(membership.MembersListed{Members: members})
+			}
+		case membership.ReadTopic:
+			next = m.readTopic(round(), a.Topic)
+		case membership.Acquire:
+			next = m.acquireAll(round(), a)
+		case membership.RoundDone:
+			if a.Err != nil && m.ctx.Err() == nil {
+				s.log.Warn("group balancing round failed", slog.String("group", m.group), slog.String("member", m.memberID), slog.Any("err", a.Err))
+			}
+		default:
+			panic(fmt.Sprintf("fetch: member coordinator cannot carry out %v", a))
+		}
+		acts = append(acts, next...)
+	}
+	return true
+}
+
 // heartbeat keeps the member live. A member the store forgot (its
 // heartbeats failed, or its process was paused, past the timeout) has lost
-// its leases: other members may hold them now. It drops them all at once
-// (lost; the owner's work on them stops) and joins again as a new member
-// would; the next balancing rounds acquire its share afresh.
-func (m *member) heartbeat() error {
-	ctx, cancel := context.WithTimeout(m.ctx, m.timeout/3)
-	defer cancel()
-	start := time.Now()
-	err := m.s.d.Bookkeeping.Heartbeat(ctx, m.group, m.memberID)
-	if err == nil {
-		m.lastBeat.Store(start.UnixNano())
-	}
-	if errors.Is(err, bookkeeping.ErrNotFound) {
-		m.dropAll()
-		err = m.join(ctx)
-	}
-	return err
-}
-
-// dropAll gives up every lease as lost.
-func (m *member) dropAll() {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	byTopic := map[string][]*sluicev1.PartitionLease{}
-	for k, l := range m.leases {
-		if l.unfollow != nil {
-			l.unfollow()
-		}
-		byTopic[k.topic] = append(byTopic[k.topic], &sluicev1.PartitionLease{Topic: k.topic, Partition: k.partition, Epoch: l.epoch, Offset: l.next})
-		delete(m.leases, k)
-	}
-	for _, lost := range byTopic {
-		m.hooks.changed(nil, lost, true)
-	}
-	if len(byTopic) > 0 {
-		m.s.log.Warn("group member expired in the store (paused or cut off past its session timeout): its leases are dropped as lost",
-			slog.String("group", m.group), slog.String("member", m.memberID))
-	}
-}
-
-// balance is one balancing round over the member's topics.
-func (m *member) balance() error {
+// its leases: the machine drops them all at once and asks to join again.
+// ok is false when the heartbeat failed because the member's ctx ended.
+func (m *member) heartbeat(ctx context.Context) (next []membership.Action, ok bool) {
 	s := m.s
-	ctx, cancel := context.WithTimeout(m.ctx, max(m.timeout/2, time.Second))
-	defer cancel()
-	// Revoked leases whose commit never came are released now.
-	now := time.Now()
-	var expired []tp
-	m.mu.Lock()
-	for k, l := range m.leases {
-		if l.revoking && now.After(l.deadline) {
-			expired = append(expired, k)
+	sent := s.now()
+	err := s.d.Bookkeeping.Heartbeat(ctx, m.group, m.memberID)
+	switch {
+	case err == nil:
+		return m.step(membership.HeartbeatOK{Sent: sent, Now: s.now()}), true
+	case errors.Is(err, bookkeeping.ErrNotFound):
+		next = m.step(membership.MemberForgotten{})
+		for _, a := range next {
+			if _, ok := a.(membership.Announce); ok {
+				s.log.Warn("group member expired in the store (paused or cut off past its session timeout): its leases are dropped as lost",
+					slog.String("group", m.group), slog.String("member", m.memberID))
+				break
+			}
 		}
+		return next, true
+	case m.ctx.Err() != nil:
+		return nil, false
 	}
-	m.mu.Unlock()
-	for _, k := range expired {
-		m.release(ctx, k)
-	}
-	members, err := s.d.Bookkeeping.ListMembers(ctx, m.group)
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, topic := range m.topics {
-		if err := m.balanceTopic(ctx, topic, members); err != nil {
-			errs = append(errs, fmt.Errorf("topic %s: %w", topic, err))
-		}
-	}
-	return errors.Join(errs...)
+	s.log.Warn("group heartbeat failed", slog.String("group", m.group), slog.String("member", m.memberID), slog.Any("err", err))
+	return m.step(membership.HeartbeatFailed{Err: err, Now: s.now()}), true
 }
 
-func (m *member) balanceTopic(ctx context.Context, topic string, members []bookkeeping.Member) error {
+// readTopic reads a topic and its leases for the round.
+func (m *member) readTopic(ctx context.Context, topic string) []membership.Action {
 	s := m.s
 	t, err := s.topic(ctx, topic)
 	if err != nil {
-		return err
-	}
-	var ids []string
-	for _, mb := range members {
-		if slices.Contains(mb.Topics, topic) {
-			ids = append(ids, mb.ID)
-		}
+		return m.step(membership.TopicFailed{Topic: topic, Err: err})
 	}
 	leases, err := s.d.Bookkeeping.ListLeases(ctx, m.group, topic)
 	if err != nil {
-		return err
+		return m.step(membership.TopicFailed{Topic: topic, Err: err})
 	}
 	forgetOtherIncarnations(leases, t)
-	owners := make(map[int32]string, len(leases))
-	stored := make(map[int32]bookkeeping.Lease, len(leases))
-	for _, l := range leases {
-		if int(l.Partition) < t.Partitions {
-			owners[l.Partition] = l.Owner
-			stored[l.Partition] = l
-		}
-	}
-	// Leases this member holds that moved: lost.
-	var lost []*sluicev1.PartitionLease
-	m.mu.Lock()
-	for k, l := range m.leases {
-		if k.topic != topic {
-			continue
-		}
-		st := stored[k.partition]
-		if st.Owner != m.memberID || st.Epoch != l.epoch {
-			lost = append(lost, &sluicev1.PartitionLease{Topic: topic, Partition: k.partition, Epoch: l.epoch, Offset: l.next})
-			if l.unfollow != nil {
-				l.unfollow()
-			}
-			delete(m.leases, k)
-		}
-	}
-	if len(lost) > 0 {
-		m.hooks.changed(nil, lost, true)
-	}
-	m.mu.Unlock()
-	plan, err := assign.Decide(s.cfg.Assign, assign.Input{Me: m.memberID, Members: ids, Partitions: int32(t.Partitions), Owners: owners})
-	if err != nil {
-		return err
-	}
-	var added, revoked []*sluicev1.PartitionLease
-	for _, p := range plan.Release {
-		k := tp{topic, p}
-		m.mu.Lock()
-		if l, ok := m.leases[k]; ok && !l.revoking {
-			l.revoking, l.deadline = true, time.Now().Add(s.cfg.RevokeTimeout)
-			if l.unfollow != nil {
-				l.unfollow()
-				l.unfollow = nil
-			}
-			revoked = append(revoked, &sluicev1.PartitionLease{Topic: topic, Partition: p, Epoch: l.epoch, Offset: l.next})
-		}
-		m.mu.Unlock()
-	}
-	// Acquisitions run acquireParallelism at a time: each is a lease
-	// compare-and-set in bookkeeping and, for a partition the group never
-	// committed, a catalog read for its start offset; one after another,
-	// a round over hundreds of new partitions outlasted its deadline.
-	m.primeStarts(ctx, topic, plan.Acquire, stored)
-	got := make([]*sluicev1.PartitionLease, len(plan.Acquire))
-	errs := make([]error, len(plan.Acquire))
+	return m.step(membership.TopicView{Topic: topic, Partitions: int32(t.Partitions), Leases: leases, Now: s.now()})
+}
+
+// acquireAll carries out an Acquire: acquireParallelism at a time, each a
+// lease compare-and-set in bookkeeping and, for a partition the group
+// never committed, a catalog read for its start offset (one after
+// another, a round over hundreds of new partitions outlasted its
+// deadline). The answers are fed in partition order once all are in.
+func (m *member) acquireAll(ctx context.Context, a membership.Acquire) []membership.Action {
+	m.primeStarts(ctx, a.Topic, a.Want)
+	got := make([]*membership.Lease, len(a.Want))
+	errs := make([]error, len(a.Want))
 	sem := make(chan struct{}, acquireParallelism)
 	var wg sync.WaitGroup
-	for i, p := range plan.Acquire {
+	for i, w := range a.Want {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			got[i], errs[i] = m.acquire(ctx, topic, p, stored)
+			got[i], errs[i] = m.acquire(ctx, a.Topic, w)
 		})
 	}
 	wg.Wait()
-	for _, a := range got {
-		if a != nil {
-			added = append(added, a)
+	var next []membership.Action
+	for i, w := range a.Want {
+		k := tp{Topic: a.Topic, Partition: w.Partition}
+		var ev membership.Event
+		switch {
+		case got[i] != nil:
+			ev = membership.LeaseAcquired{Key: k, Epoch: got[i].Epoch, Offset: got[i].Offset}
+		case errs[i] != nil:
+			ev = membership.AcquireFailed{Key: k, Err: errs[i]}
+		default:
+			ev = membership.AcquireHeld{Key: k}
 		}
+		next = append(next, m.step(ev)...)
 	}
-	if len(added) > 0 || len(revoked) > 0 {
-		// The leases start together with their event, so (for a session)
-		// no record of a partition precedes the event that assigns it.
-		m.mu.Lock()
-		for _, a := range added {
-			k := tp{topic, a.Partition}
-			m.leases[k] = &heldLease{epoch: a.Epoch, next: a.Offset, unfollow: m.hooks.follow(k, a)}
-		}
-		m.hooks.changed(added, revoked, false)
-		m.mu.Unlock()
-		s.log.Info("group assignment changed", slog.String("group", m.group), slog.String("member", m.memberID),
-			slog.String("topic", topic), slog.Int("added", len(added)), slog.Int("revoked", len(revoked)))
-	}
-	return errors.Join(errs...)
+	return next
 }
 
 // acquireParallelism bounds the lease acquisitions of one balancing round
@@ -352,16 +356,16 @@ const primeAge = 15 * time.Second
 // start offset comes from the record): one catalog call for the round
 // instead of one or two per partition. A failed listing only means each
 // acquisition reads its own.
-func (m *member) primeStarts(ctx context.Context, topic string, acquire []int32, stored map[int32]bookkeeping.Lease) {
+func (m *member) primeStarts(ctx context.Context, topic string, want []membership.Want) {
 	lo, hi, n := int32(-1), int32(-1), 0
-	for _, p := range acquire {
-		if st, ok := stored[p]; ok && st.Offset != bookkeeping.NoOffset {
+	for _, w := range want {
+		if w.Committed != bookkeeping.NoOffset {
 			continue
 		}
-		if n == 0 || p < lo {
-			lo = p
+		if n == 0 || w.Partition < lo {
+			lo = w.Partition
 		}
-		hi = max(hi, p)
+		hi = max(hi, w.Partition)
 		n++
 	}
 	if n < 2 {
@@ -388,8 +392,9 @@ func (m *member) primeStarts(ctx context.Context, topic string, acquire []int32,
 
 // acquire takes the lease of one partition for the member and returns it
 // with the offset work starts at (nil, nil: another member holds it).
-func (m *member) acquire(ctx context.Context, topic string, p int32, stored map[int32]bookkeeping.Lease) (*sluicev1.PartitionLease, error) {
+func (m *member) acquire(ctx context.Context, topic string, w membership.Want) (*membership.Lease, error) {
 	s := m.s
+	p := w.Partition
 	epoch, err := s.d.Bookkeeping.Acquire(ctx, m.group, topic, p, m.memberID)
 	if err != nil {
 		if errors.Is(err, bookkeeping.ErrLeaseHeld) {
@@ -397,10 +402,7 @@ func (m *member) acquire(ctx context.Context, topic string, p int32, stored map[
 		}
 		return nil, err
 	}
-	next := bookkeeping.NoOffset
-	if st, ok := stored[p]; ok {
-		next = st.Offset
-	}
+	next := w.Committed
 	if next == bookkeeping.NoOffset {
 		if m.start == sluicev1.StartPosition_START_POSITION_TIMESTAMP {
 			next, err = s.startOffset(ctx, topic, int(p), m.start, 0, m.startMs)
@@ -413,7 +415,7 @@ func (m *member) acquire(ctx context.Context, topic string, p int32, stored map[
 			return nil, err
 		}
 	}
-	return &sluicev1.PartitionLease{Topic: topic, Partition: p, Epoch: epoch, Offset: next}, nil
+	return &membership.Lease{Key: tp{Topic: topic, Partition: p}, Epoch: epoch, Offset: next}, nil
 }
 
 // startOf maps a start position: unset means earliest.
@@ -424,19 +426,48 @@ func startOf(p sluicev1.StartPosition) sluicev1.StartPosition {
 	return p
 }
 
-// release gives up a revoking lease (a lease not being revoked stays).
+// release gives up a revoking lease (a lease not being revoked stays): its
+// owner is done with it (committed, or its worker ended).
 func (m *member) release(ctx context.Context, k tp) {
-	m.mu.Lock()
-	l, ok := m.leases[k]
-	if !ok || !l.revoking {
-		m.mu.Unlock()
-		return
+	for _, a := range m.step(membership.RevokeDone{Key: k}) {
+		if r, ok := a.(membership.ReleaseLease); ok {
+			m.releaseLease(ctx, r)
+		}
 	}
-	delete(m.leases, k)
-	m.mu.Unlock()
-	err := m.s.d.Bookkeeping.Release(ctx, m.group, k.topic, k.partition, m.memberID, l.epoch)
+}
+
+func (m *member) releaseLease(ctx context.Context, r membership.ReleaseLease) {
+	err := m.s.d.Bookkeeping.Release(ctx, m.group, r.Key.Topic, r.Key.Partition, m.memberID, r.Epoch)
 	if err != nil && !errors.Is(err, bookkeeping.ErrFenced) {
 		m.s.log.Warn("group lease release failed; it frees when the member leaves", slog.String("group", m.group),
-			slog.String("topic", k.topic), slog.Int("partition", int(k.partition)), slog.Any("err", err))
+			slog.String("topic", r.Key.Topic), slog.Int("partition", int(r.Key.Partition)), slog.Any("err", err))
 	}
+}
+
+// leave ends the membership so the member's leases are free at once. It
+// runs after the coordinator ended.
+func (m *member) leave() {
+	for _, a := range m.step(membership.Leave{}) {
+		if _, ok := a.(membership.LeaveGroup); !ok {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := m.s.d.Bookkeeping.Leave(ctx, m.group, m.memberID)
+		cancel()
+		if err != nil && !errors.Is(err, bookkeeping.ErrNotFound) {
+			m.s.log.Warn("group member could not leave; its leases free after its session timeout",
+				slog.String("group", m.group), slog.String("member", m.memberID), slog.Any("err", err))
+		}
+	}
+}
+
+// announcedTopic is the topic of an Announce (all its leases share one).
+func announcedTopic(a membership.Announce) string {
+	if len(a.Added) > 0 {
+		return a.Added[0].Topic
+	}
+	if len(a.Revoked) > 0 {
+		return a.Revoked[0].Topic
+	}
+	return ""
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/sluicemq/sluice/internal/apierr"
 	"github.com/sluicemq/sluice/pkg/bookkeeping"
 	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
+	"github.com/sluicemq/sluice/services/fetch/membership"
 	"github.com/sluicemq/sluice/services/fetch/partlog"
 )
 
@@ -26,12 +27,16 @@ import (
 //     on the stream (queued assignment events first, then records within
 //     the credits, round-robin over the delivering partitions);
 //   - the coordinator goroutine (owned by the handler): keepalive check,
-//     the member's heartbeat in bookkeeping, and balancing rounds that
-//     acquire, revoke and release leases (services/fetch/assign);
+//     then the member's cycles (member.go; services/fetch/membership
+//     decides): heartbeat in bookkeeping, and balancing rounds that
+//     acquire, revoke and release leases;
 //   - unary calls: GrantCredits (credits + keepalive) and Commit (keepalive,
 //     and the release of leases being revoked once committed).
 //
-// mu guards the fields below it; no I/O runs under it.
+// mu (member.mu) guards the fields below it and the member's machine; no
+// I/O runs under it. The delivery loop reads the leases it delivers from
+// the machine (AppendFollowed, Lease) and moves their positions with
+// Advance, all under mu.
 type session struct {
 	member  // mu guards the session's fields below too
 	id      string
@@ -66,7 +71,7 @@ func (ss *session) signal() {
 
 func (ss *session) touch() {
 	ss.mu.Lock()
-	ss.lastActive = time.Now()
+	ss.lastActive = ss.s.now()
 	ss.mu.Unlock()
 }
 
@@ -95,20 +100,20 @@ func (s *Service) Subscribe(ctx context.Context, req *connect.Request[sluicev1.S
 	}
 	sctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	ss := &session{member: member{s: s, group: m.Group, memberID: s.routedID("m-"), topics: topics, timeout: timeout,
-		start: m.Start, info: m.ClientInfo, ctx: sctx, leases: make(map[tp]*heldLease)},
-		id: s.routedID("s-"), batches: m.RecordBatches, cancel: cancel, wake: make(chan struct{}, 1), left: make(chan struct{}),
-		lastActive: time.Now()}
+	ss := &session{id: s.routedID("s-"), batches: m.RecordBatches, cancel: cancel, wake: make(chan struct{}, 1), left: make(chan struct{}),
+		lastActive: s.now()}
+	s.initMember(&ss.member, m.Group, s.routedID("m-"), topics, timeout)
+	ss.start, ss.info, ss.ctx = m.Start, m.ClientInfo, sctx
 	ss.hooks = memberHooks{
-		follow: func(k tp, _ *sluicev1.PartitionLease) func() {
-			return s.logs.Follow(k.topic, int(k.partition), ss.wake)
+		follow: func(l membership.Lease) func() {
+			return s.logs.Follow(l.Topic, int(l.Partition), ss.wake)
 		},
-		changed: func(added, revoked []*sluicev1.PartitionLease, lost bool) {
+		changed: func(a membership.Announce) {
 			revokeMs := int32(s.cfg.RevokeTimeout.Milliseconds())
-			if lost {
+			if a.Lost {
 				revokeMs = 0
 			}
-			ss.events = append(ss.events, assignment(added, revoked, lost, revokeMs))
+			ss.events = append(ss.events, assignment(partitionLeases(a.Added), partitionLeases(a.Revoked), a.Lost, revokeMs))
 			ss.signal()
 		},
 		alive: ss.alive,
@@ -191,7 +196,7 @@ func (s *Service) Subscribe(ctx context.Context, req *connect.Request[sluicev1.S
 // alive ends a session whose client went silent past its timeout.
 func (ss *session) alive() error {
 	ss.mu.Lock()
-	silent := time.Since(ss.lastActive)
+	silent := ss.s.now().Sub(ss.lastActive)
 	ss.mu.Unlock()
 	if silent > ss.timeout {
 		return errSessionExpired
@@ -215,27 +220,13 @@ func (ss *session) deliver(stream *connect.ServerStream[sluicev1.SubscribeRespon
 		ss.mu.Lock()
 		events := ss.events
 		ss.events = nil
-		order = order[:0]
-		for k, l := range ss.leases {
-			if !l.revoking {
-				order = append(order, k)
-			}
-		}
+		order = ss.mach.AppendFollowed(order[:0]) // by topic and partition
 		ss.mu.Unlock()
 		for _, ev := range events {
 			if err := stream.Send(ev); err != nil {
 				return err
 			}
 		}
-		slices.SortFunc(order, func(a, b tp) int {
-			if a.topic != b.topic {
-				if a.topic < b.topic {
-					return -1
-				}
-				return 1
-			}
-			return int(a.partition - b.partition)
-		})
 		sent := false
 		for i := range order {
 			k := order[(rr+i)%len(order)]
@@ -267,15 +258,15 @@ func (ss *session) deliver(stream *connect.ServerStream[sluicev1.SubscribeRespon
 func (ss *session) deliverOne(stream *connect.ServerStream[sluicev1.SubscribeResponse], k tp) (int, error) {
 	s := ss.s
 	ss.mu.Lock()
-	l, ok := ss.leases[k]
-	if !ok || l.revoking || ss.credRecs <= 0 || ss.credBytes <= 0 {
+	l, ok := ss.mach.Lease(k)
+	if !ok || l.Revoking || ss.credRecs <= 0 || ss.credBytes <= 0 {
 		ss.mu.Unlock()
 		return 0, nil
 	}
-	epoch, next := l.epoch, l.next
+	epoch, next := l.Epoch, l.Next
 	recs, bytes := ss.credRecs, ss.credBytes
 	ss.mu.Unlock()
-	if hw := s.logs.HighWatermark(k.topic, int(k.partition)); hw >= 0 && hw <= next {
+	if hw := s.logs.HighWatermark(k.Topic, int(k.Partition)); hw >= 0 && hw <= next {
 		return 0, nil
 	}
 	lim := partlog.Limits{
@@ -285,7 +276,7 @@ func (ss *session) deliverOne(stream *connect.ServerStream[sluicev1.SubscribeRes
 		Batches:        ss.batches,
 		HardMaxRecords: int(min(recs, 1<<30)),
 	}
-	res, err := s.read(ss.ctx, k.topic, int(k.partition), next, lim)
+	res, err := s.read(ss.ctx, k.Topic, int(k.Partition), next, lim)
 	if err != nil {
 		var ce *connect.Error
 		switch {
@@ -297,29 +288,25 @@ func (ss *session) deliverOne(stream *connect.ServerStream[sluicev1.SubscribeRes
 		case errors.As(err, &ce) && ce.Code() == connect.CodeDataLoss:
 			return 0, err // never skip corrupt data
 		default:
-			s.log.Warn("group delivery read failed; retrying", slog.String("topic", k.topic), slog.Int("partition", int(k.partition)), slog.Any("err", err))
+			s.log.Warn("group delivery read failed; retrying", slog.String("topic", k.Topic), slog.Int("partition", int(k.Partition)), slog.Any("err", err))
 			return 0, nil
 		}
 	}
 	if res.Count == 0 {
 		if res.Next > next {
-			ss.mu.Lock()
-			if l, ok := ss.leases[k]; ok && l.epoch == epoch && l.next == next {
-				l.next = res.Next
-			}
-			ss.mu.Unlock()
+			ss.step(membership.Advance{Key: k, Epoch: epoch, From: next, To: res.Next})
 		}
 		return 0, nil
 	}
 	ss.mu.Lock()
-	l, ok = ss.leases[k]
-	if !ok || l.epoch != epoch || l.revoking || l.next != next {
+	l, ok = ss.mach.Lease(k)
+	if !ok || l.Epoch != epoch || l.Revoking || l.Next != next {
 		ss.mu.Unlock()
 		return 0, nil
 	}
 	ss.credRecs -= int64(res.Count)
 	ss.credBytes -= int64(res.Bytes)
-	l.next = res.Next
+	ss.stepLocked(membership.Advance{Key: k, Epoch: epoch, From: next, To: res.Next})
 	ss.mu.Unlock()
 	if d := throttle(s.groupQ, ss.group, res.Bytes); d > 0 {
 		if err := sleepCtx(ss.ctx, min(d, time.Minute)); err != nil {
@@ -327,7 +314,7 @@ func (ss *session) deliverOne(stream *connect.ServerStream[sluicev1.SubscribeRes
 		}
 	}
 	d := &sluicev1.RecordsDelivered{
-		Topic: k.topic, Partition: k.partition, Epoch: epoch, Records: consumed(res.Records), RecordBatches: res.Batches, HighWatermark: res.HighWatermark,
+		Topic: k.Topic, Partition: k.Partition, Epoch: epoch, Records: consumed(res.Records), RecordBatches: res.Batches, HighWatermark: res.HighWatermark,
 	}
 	if ss.batches {
 		d.CreditsSpent = &sluicev1.Credits{Records: int64(res.Count), Bytes: int64(res.Bytes)}
@@ -345,7 +332,7 @@ func (ss *session) deliverOne(stream *connect.ServerStream[sluicev1.SubscribeRes
 // to reach it; commits cannot put it there).
 func (ss *session) resetBelowStart(k tp, epoch, next int64) {
 	s := ss.s
-	start, end, err := s.logs.Bounds(ss.ctx, k.topic, int(k.partition))
+	start, end, err := s.logs.Bounds(ss.ctx, k.Topic, int(k.Partition))
 	if err != nil || next >= start {
 		return
 	}
@@ -354,18 +341,27 @@ func (ss *session) resetBelowStart(k tp, epoch, next int64) {
 		to, policy = end, "latest"
 	}
 	ss.mu.Lock()
-	l, ok := ss.leases[k]
-	moved := ok && l.epoch == epoch && l.next == next
+	l, ok := ss.mach.Lease(k)
+	moved := ok && l.Epoch == epoch && l.Next == next
 	if moved {
-		l.next = to
+		ss.stepLocked(membership.Advance{Key: k, Epoch: epoch, From: next, To: to})
 	}
 	ss.mu.Unlock()
 	if moved {
 		s.log.Warn("group partition offset below the log start (retention): reset by the member's start policy",
-			slog.String("group", ss.group), slog.String("member", ss.memberID), slog.String("topic", k.topic), slog.Int("partition", int(k.partition)),
+			slog.String("group", ss.group), slog.String("member", ss.memberID), slog.String("topic", k.Topic), slog.Int("partition", int(k.Partition)),
 			slog.Int64("offset", next), slog.Int64("log_start", start), slog.Int64("high_watermark", end),
 			slog.String("policy", policy), slog.Int64("reset_to", to))
 	}
+}
+
+// partitionLeases converts the machine's leases for an AssignmentChanged.
+func partitionLeases(ls []membership.Lease) []*sluicev1.PartitionLease {
+	var out []*sluicev1.PartitionLease
+	for _, l := range ls {
+		out = append(out, &sluicev1.PartitionLease{Topic: l.Topic, Partition: l.Partition, Epoch: l.Epoch, Offset: l.Offset})
+	}
+	return out
 }
 
 func assignment(added, revoked []*sluicev1.PartitionLease, lost bool, revokeMs int32) *sluicev1.SubscribeResponse {
@@ -397,7 +393,7 @@ func (s *Service) GrantCredits(ctx context.Context, req *connect.Request[sluicev
 		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("session %q of group %q is not open on this fetch copy (it ended, or the stream is served by another copy); subscribe again", m.SessionId, m.Group))
 	}
 	ss.mu.Lock()
-	ss.lastActive = time.Now()
+	ss.lastActive = s.now()
 	if c != nil {
 		ss.credRecs = min(ss.credRecs+c.Records, maxCredits)
 		ss.credBytes = min(ss.credBytes+c.Bytes, maxCredits)

@@ -153,8 +153,8 @@ func (w *triggerWorker) sleep(ctx context.Context, d time.Duration) bool {
 func (w *triggerWorker) run(ctx context.Context) {
 	r := w.r
 	s := r.s
-	k := tp{r.tr.Topic, w.partition}
-	unfollow := s.logs.Follow(k.topic, int(k.partition), w.wake)
+	k := tp{Topic: r.tr.Topic, Partition: w.partition}
+	unfollow := s.logs.Follow(k.Topic, int(k.Partition), w.wake)
 	defer func() {
 		unfollow()
 		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -162,7 +162,7 @@ func (w *triggerWorker) run(ctx context.Context) {
 		cancel()
 		r.workerDone(w)
 	}()
-	log := s.log.With(slog.String("trigger", r.tr.Name), slog.String("topic", k.topic), slog.Int("partition", int(k.partition)), slog.Int64("epoch", w.epoch))
+	log := s.log.With(slog.String("trigger", r.tr.Name), slog.String("topic", k.Topic), slog.Int("partition", int(k.Partition)), slog.Int64("epoch", w.epoch))
 	w.idEpoch = w.epoch
 	w.adopt(ctx, log)
 	// Pin the start: a trigger starting at "latest" or a timestamp keeps

@@ -17,6 +17,7 @@ import (
 	"github.com/sluicemq/sluice/pkg/bookkeeping"
 	"github.com/sluicemq/sluice/pkg/catalog"
 	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
+	"github.com/sluicemq/sluice/services/fetch/membership"
 	"github.com/sluicemq/sluice/services/fetch/trigger"
 )
 
@@ -218,10 +219,11 @@ func (s *Service) newTriggerRunner(tr catalog.Trigger) (*triggerRunner, error) {
 	case catalog.StartTimestamp:
 		start = sluicev1.StartPosition_START_POSITION_TIMESTAMP
 	}
-	r.m = &member{s: s, group: r.group, memberID: s.routedID("t-"), topics: []string{tr.Topic}, timeout: s.cfg.TriggerSessionTimeout,
-		start: start, startMs: spec.StartingTimestampMs, info: fmt.Sprintf("trigger %s v%d on %s", tr.Name, tr.Version, s.copyName()),
-		leases: map[tp]*heldLease{}}
-	r.m.hooks = memberHooks{follow: r.follow, changed: func(_, _ []*sluicev1.PartitionLease, _ bool) {}}
+	r.m = &member{}
+	s.initMember(r.m, r.group, s.routedID("t-"), []string{tr.Topic}, s.cfg.TriggerSessionTimeout)
+	r.m.start, r.m.startMs = start, spec.StartingTimestampMs
+	r.m.info = fmt.Sprintf("trigger %s v%d on %s", tr.Name, tr.Version, s.copyName())
+	r.m.hooks = memberHooks{follow: r.follow, changed: func(membership.Announce) {}}
 	return r, nil
 }
 
@@ -288,14 +290,14 @@ func (r *triggerRunner) stop() {
 
 // follow is the member's hook for a new lease: a worker starts on it.
 // Under member.mu.
-func (r *triggerRunner) follow(k tp, l *sluicev1.PartitionLease) func() {
-	w := &triggerWorker{r: r, partition: k.partition, epoch: l.Epoch, next: l.Offset,
+func (r *triggerRunner) follow(l membership.Lease) func() {
+	w := &triggerWorker{r: r, partition: l.Partition, epoch: l.Epoch, next: l.Offset,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), status: partitionRunning, committed: -1}
 	r.mu.Lock()
-	if old, ok := r.workers[k.partition]; ok {
+	if old, ok := r.workers[l.Partition]; ok {
 		old.halt() // a previous epoch's worker still finishing: it is fenced
 	}
-	r.workers[k.partition] = w
+	r.workers[l.Partition] = w
 	r.mu.Unlock()
 	r.wg.Add(1)
 	go w.run(r.workCtx)

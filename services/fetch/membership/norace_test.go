@@ -1,0 +1,5 @@
+//go:build !race
+
+package membership_test
+
+const raceEnabled = false
