@@ -30,10 +30,11 @@ type Service struct {
 	d   Deps
 	log *slog.Logger
 
-	// mu guards the fields below up to fwdMu. Lock order
-	// (services/DESIGN.md §4): mu → partition.Writer.mu (open asks a slot's
-	// writer for its error) and mu → drainSet.mu (shutdown); mu and fwdMu
-	// are never held together. No I/O runs under it.
+	// mu guards the fields below up to fwdMu, and swept. Lock order
+	// (services/DESIGN.md §4): mu → partition.Writer.mu (open,
+	// forgetStoppedLocked and balancing's dropWriters ask a slot's writer
+	// for its error) and mu → drainSet.mu (shutdown); mu and fwdMu are
+	// never held together. No I/O runs under it.
 	mu      sync.Mutex
 	writers map[slotKey]*slot
 	topics  map[string]cachedTopic
@@ -68,6 +69,14 @@ type Service struct {
 	fwdCtx     context.Context
 	fwdCancel  context.CancelFunc
 	fwdWG      sync.WaitGroup
+	// retiring counts the goroutines closing writers this copy forgot
+	// because they stopped (retire); shutdown waits for them. Added to
+	// under mu and only while closing is false, so never after shutdown
+	// began to wait.
+	retiring sync.WaitGroup
+	// swept is when open last looked for stopped writers to forget at
+	// MaxWriters (guarded by mu).
+	swept time.Time
 }
 
 type cachedRoute struct {
@@ -244,6 +253,7 @@ func (s *Service) shutdown() error {
 		}()
 	}
 	wg.Wait()
+	s.retiring.Wait()
 	s.closeForwarding()
 	if err := s.d.Catalog.RemoveOwner(ctx, s.cfg.OwnerID); err != nil && !errors.Is(err, catalog.ErrNotFound) {
 		errs = append(errs, fmt.Errorf("remove owner record: %w", err))
@@ -313,17 +323,18 @@ func (s *Service) recreated(t catalog.Topic) error {
 // drop the writers of topics other copies deleted.
 func (s *Service) TopicDeleted(t catalog.Topic) {
 	s.forgetTopic(t.ID)
-	s.dropWriters(func(k slotKey) bool { return k.topic == t.ID })
+	s.dropWriters(func(k slotKey, _ *slot) bool { return k.topic == t.ID })
 }
 
-// dropWriters stops and forgets the writers whose key matches. Their
-// ledgers were sealed by whoever fenced them, so closing finds nothing to
-// hand over; what it reports is logged at debug level.
-func (s *Service) dropWriters(match func(slotKey) bool) {
+// dropWriters stops and forgets the writers whose slot matches (match
+// runs with mu held). Their ledgers were sealed by whoever fenced them, so
+// closing finds nothing to hand over; what it reports is logged at debug
+// level.
+func (s *Service) dropWriters(match func(slotKey, *slot) bool) {
 	s.mu.Lock()
 	var slots []*slot
 	for k, sl := range s.writers {
-		if match(k) {
+		if match(k, sl) {
 			slots = append(slots, sl)
 			delete(s.writers, k)
 		}
@@ -343,10 +354,40 @@ func (s *Service) dropWriters(match func(slotKey) bool) {
 		}
 		if sl.w != nil {
 			if err := sl.w.Close(ctx); err != nil {
-				s.log.Debug("ingest dropped a writer of a deleted topic", slog.Any("lease", sl.w.Lease()), slog.Any("err", err))
+				s.log.Debug("ingest closed a writer it dropped", slog.Any("lease", sl.w.Lease()), slog.Any("err", err))
 			}
 		}
 	})
+}
+
+// retire closes a writer this copy forgot because it stopped (fenced by
+// another copy's takeover or by DeleteTopic), so its maintenance goroutine
+// ends. Close waits for that goroutine, which may be in a catalog or
+// bookie call for up to the writer's CloseTimeout, and the caller is
+// usually a produce, so it runs on a goroutine of its own that shutdown
+// waits for; once shutdown began, on the caller's.
+func (s *Service) retire(w *partition.Writer) {
+	s.mu.Lock()
+	closing := s.closing
+	if !closing {
+		s.retiring.Add(1)
+	}
+	s.mu.Unlock()
+	closeIt := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.OpenTimeout)
+		defer cancel()
+		if err := w.Close(ctx); err != nil {
+			s.log.Debug("ingest closed a writer it dropped", slog.Any("lease", w.Lease()), slog.Any("err", err))
+		}
+	}
+	if closing {
+		closeIt()
+		return
+	}
+	go func() {
+		defer s.retiring.Done()
+		closeIt()
+	}()
 }
 
 // route says where a partition's batches go: this copy's writer, or the
@@ -379,7 +420,9 @@ func (s *Service) routeTo(ctx context.Context, t catalog.Topic, p int, forwarded
 			if sl.err == nil && sl.w.Err() == nil {
 				return route{w: sl.w}, nil
 			}
-			s.drop(key, sl)
+			if s.drop(key, sl) && sl.err == nil {
+				s.retire(sl.w)
+			}
 			if sl.err == nil {
 				// The writer stopped (fenced, perhaps by DeleteTopic):
 				// look the topic up again before taking it over.
@@ -434,6 +477,15 @@ func (s *Service) routeTo(ctx context.Context, t catalog.Topic, p int, forwarded
 // open takes over partition p (one opener at a time per partition).
 func (s *Service) open(ctx context.Context, t catalog.Topic, p int) error {
 	key := slotKey{t.ID, p}
+	// Writers forgotten below because they stopped are closed once mu is
+	// released.
+	var stopped []*partition.Writer
+	unlock := func() {
+		s.mu.Unlock()
+		for _, w := range stopped {
+			s.retire(w)
+		}
+	}
 	s.mu.Lock()
 	if old := s.writers[key]; old != nil {
 		select {
@@ -443,20 +495,30 @@ func (s *Service) open(ctx context.Context, t catalog.Topic, p int) error {
 				return nil // already writing it
 			}
 			delete(s.writers, key) // a failed open or a stopped writer
+			if old.err == nil {
+				stopped = append(stopped, old.w)
+			}
 		default:
 			s.mu.Unlock()
 			return nil // another goroutine is opening it
 		}
 	}
+	if len(s.writers) >= s.cfg.MaxWriters && time.Since(s.swept) >= s.cfg.RetryAfter {
+		// Writers that stopped (fenced) since a produce last reached them
+		// hold no partition: forget them before refusing. A scan of every
+		// writer, so at most once per RetryAfter.
+		s.swept = time.Now()
+		stopped = append(stopped, s.forgetStoppedLocked()...)
+	}
 	if len(s.writers) >= s.cfg.MaxWriters {
-		s.mu.Unlock()
+		unlock()
 		// Throttling: another copy may take the partition, or this one
 		// may hand some over; RESOURCE_EXHAUSTED always carries a delay.
 		return apierr.Exhausted(s.cfg.RetryAfter, fmt.Errorf("this ingest copy writes %d partitions, its limit; retry later", s.cfg.MaxWriters))
 	}
 	sl := &slot{ready: make(chan struct{})}
 	s.writers[key] = sl
-	s.mu.Unlock()
+	unlock()
 	defer func() {
 		close(sl.ready)
 		if sl.err != nil {
@@ -496,14 +558,34 @@ func (s *Service) open(ctx context.Context, t catalog.Topic, p int) error {
 	return nil
 }
 
-// drop forgets a failed or stopped writer slot (if it is still the one
-// registered).
-func (s *Service) drop(key slotKey, sl *slot) {
+// drop forgets a failed or stopped writer slot if it is still the one
+// registered, and reports whether it was.
+func (s *Service) drop(key slotKey, sl *slot) bool {
 	s.mu.Lock()
-	if s.writers[key] == sl {
-		delete(s.writers, key)
+	defer s.mu.Unlock()
+	if s.writers[key] != sl {
+		return false
 	}
-	s.mu.Unlock()
+	delete(s.writers, key)
+	return true
+}
+
+// forgetStoppedLocked forgets the slots whose writer stopped and returns
+// those writers, for retire.
+func (s *Service) forgetStoppedLocked() []*partition.Writer {
+	var stopped []*partition.Writer
+	for k, sl := range s.writers {
+		select {
+		case <-sl.ready:
+		default:
+			continue // being opened
+		}
+		if sl.err == nil && sl.w.Err() != nil {
+			delete(s.writers, k)
+			stopped = append(stopped, sl.w)
+		}
+	}
+	return stopped
 }
 
 // liveOwner returns an owner's record if its heartbeat is live (cached for
