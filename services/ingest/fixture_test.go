@@ -37,6 +37,8 @@ type memLedgers struct {
 	ledgers map[catalog.LedgerID]*memLedger
 	hold    bool
 	queue   []func() // answers due, in the order the entries were sent
+	// onCreate, if set, runs before CreateLedger does.
+	onCreate func()
 }
 
 type memLedger struct {
@@ -120,6 +122,12 @@ func (m *memLedgers) tail() catalog.LedgerID {
 }
 
 func (m *memLedgers) CreateLedger(ctx context.Context, spec catalog.LedgerSpec) (partition.Ledger, error) {
+	m.mu.Lock()
+	hook := m.onCreate
+	m.mu.Unlock()
+	if hook != nil {
+		hook()
+	}
 	for i := range spec.Replication.Ensemble {
 		spec.Ensemble = append(spec.Ensemble, fmt.Sprintf("bookie-%d:3181", i))
 	}
@@ -336,5 +344,38 @@ func eventually(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("after 5 s: %s", what)
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// hookedCatalog runs a hook before GetPartition and RemoveOwner, so a test
+// can hold a call at a point of a race.
+type hookedCatalog struct {
+	Catalog
+	getPartition, removeOwner func()
+}
+
+func (h *hookedCatalog) GetPartition(ctx context.Context, topic string, p int) (catalog.Partition, error) {
+	if h.getPartition != nil {
+		h.getPartition()
+	}
+	return h.Catalog.GetPartition(ctx, topic, p)
+}
+
+func (h *hookedCatalog) RemoveOwner(ctx context.Context, id string) error {
+	if h.removeOwner != nil {
+		h.removeOwner()
+	}
+	return h.Catalog.RemoveOwner(ctx, id)
+}
+
+// pause returns a hook that, the first time it runs, signals reached and
+// waits for resume.
+func pause(reached, resume chan struct{}) func() {
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			close(reached)
+			<-resume
+		})
 	}
 }

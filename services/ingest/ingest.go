@@ -407,7 +407,7 @@ func (s *Service) routeTo(ctx context.Context, t catalog.Topic, p int, forwarded
 		s.mu.Lock()
 		if s.closing {
 			s.mu.Unlock()
-			return route{}, connect.NewError(connect.CodeUnavailable, errors.New("ingest copy is shutting down; retry (another copy takes over)"))
+			return route{}, errShuttingDown()
 		}
 		sl := s.writers[key]
 		if sl != nil {
@@ -474,7 +474,17 @@ func (s *Service) routeTo(ctx context.Context, t catalog.Topic, p int, forwarded
 	return route{}, connect.NewError(connect.CodeUnavailable, fmt.Errorf("%s/%d: ownership is moving; retry", t.Name, p))
 }
 
-// open takes over partition p (one opener at a time per partition).
+// errShuttingDown is the answer for a partition this copy would write once
+// its shutdown began.
+func errShuttingDown() error {
+	return connect.NewError(connect.CodeUnavailable, errors.New("ingest copy is shutting down; retry (another copy takes over)"))
+}
+
+// open takes over partition p (one opener at a time per partition). Once
+// shutdown began it refuses: shutdown hands over only the writers it
+// listed when it set closing, so a writer opened after that would run on,
+// neither closed nor handed over (routeTo checks closing before its
+// catalog reads, not after).
 func (s *Service) open(ctx context.Context, t catalog.Topic, p int) error {
 	key := slotKey{t.ID, p}
 	// Writers forgotten below because they stopped are closed once mu is
@@ -487,6 +497,10 @@ func (s *Service) open(ctx context.Context, t catalog.Topic, p int) error {
 		}
 	}
 	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return errShuttingDown()
+	}
 	if old := s.writers[key]; old != nil {
 		select {
 		case <-old.ready:
@@ -551,6 +565,21 @@ func (s *Service) open(ctx context.Context, t catalog.Topic, p int) error {
 	if err != nil {
 		sl.err = fmt.Errorf("take over %s/%d: %w", t.Name, p, err)
 		s.log.Warn("ingest could not take over a partition", slog.String("topic", t.Name), slog.Int("partition", p), slog.Any("err", err))
+		return sl.err
+	}
+	s.mu.Lock()
+	closing := s.closing
+	s.mu.Unlock()
+	if closing {
+		// shutdown began while the writer opened, and may have listed the
+		// slot (it then waits for ready and finds no writer): hand the
+		// partition over here.
+		sl.err = errShuttingDown()
+		cctx, cancel := context.WithTimeout(context.Background(), s.cfg.OpenTimeout)
+		defer cancel()
+		if err := w.Close(cctx); err != nil {
+			s.log.Warn("ingest could not hand over a partition it took during shutdown", slog.String("topic", t.Name), slog.Int("partition", p), slog.Any("err", err))
+		}
 		return sl.err
 	}
 	sl.w = w

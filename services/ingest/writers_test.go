@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -86,5 +87,72 @@ func TestBalancingClosesWriterFencedByTakeover(t *testing.T) {
 	}
 	if _, err := f.produce(a, 1); err != nil {
 		t.Fatalf("a's produce to partition 1: %v", err)
+	}
+}
+
+// A produce that passed routeTo's check of closing before shutdown began,
+// and opens the partition after shutdown listed the writers to hand over,
+// is refused: before, its writer ran on, neither closed nor handed over,
+// holding the lease until the owner record expired.
+func TestOpenRacingShutdownIsRefused(t *testing.T) {
+	f := newFixture(t, 1)
+	routing, resume := make(chan struct{}), make(chan struct{})
+	removing, finish := make(chan struct{}), make(chan struct{})
+	hc := &hookedCatalog{Catalog: f.cat, getPartition: pause(routing, resume), removeOwner: pause(removing, finish)}
+	a := f.copyWith("a", hc, nil)
+	routed := make(chan error, 1)
+	go func() {
+		_, err := a.routeTo(context.Background(), f.topic, 0, false)
+		routed <- err
+	}()
+	<-routing // past the check of closing, reading the partition's owner
+	shut := make(chan error, 1)
+	go func() { shut <- a.shutdown() }()
+	<-removing // shutdown closed the writers it listed (none)
+	close(resume)
+	err := <-routed
+	close(finish)
+	if err := <-shut; err != nil {
+		t.Fatal(err)
+	}
+	if connect.CodeOf(err) != connect.CodeUnavailable {
+		t.Errorf("a route during shutdown: %v; want UNAVAILABLE", err)
+	}
+	if p, err := f.cat.GetPartition(context.Background(), f.topic.Name, 0); err != nil || p.Owner != "" {
+		t.Errorf("after shutdown the partition is owned by %q (%v); want free", p.Owner, err)
+	}
+	if w := writerOf(a, f.topic.ID, 0); w != nil {
+		t.Errorf("a writer opened during shutdown is left running (err %v)", w.Err())
+		_ = w.Close(context.Background())
+	}
+}
+
+// A takeover that outlasts shutdown's wait for it (shutdown gives each
+// opening writer OpenTimeout) hands its partition over when it ends,
+// instead of leaving its writer running.
+func TestOpenOutlastingShutdownIsHandedOver(t *testing.T) {
+	f := newFixture(t, 1)
+	creating, resume := make(chan struct{}), make(chan struct{})
+	f.ledgers.onCreate = pause(creating, resume)
+	a := f.copyOf("a", func(c *Config) { c.OpenTimeout = 100 * time.Millisecond })
+	routed := make(chan error, 1)
+	go func() {
+		_, err := a.routeTo(context.Background(), f.topic, 0, false)
+		routed <- err
+	}()
+	<-creating // the takeover holds the lease and creates its ledger
+	if err := a.shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	close(resume)
+	if err := <-routed; connect.CodeOf(err) != connect.CodeUnavailable {
+		t.Errorf("a route during shutdown: %v; want UNAVAILABLE", err)
+	}
+	if p, err := f.cat.GetPartition(context.Background(), f.topic.Name, 0); err != nil || p.Owner != "" {
+		t.Errorf("after the takeover ended the partition is owned by %q (%v); want it handed over", p.Owner, err)
+	}
+	if w := writerOf(a, f.topic.ID, 0); w != nil {
+		t.Errorf("a writer opened during shutdown is left running (err %v)", w.Err())
+		_ = w.Close(context.Background())
 	}
 }
