@@ -639,9 +639,13 @@ func (s *Service) liveOwner(ctx context.Context, id string) (catalog.Owner, bool
 	return co.o, co.o.LiveAt(time.Now())
 }
 
-// EndOffset reports the end offset of a partition this copy writes. The
-// topic is named by its id: a copy takes partitions over (balancing) before
-// it ever looked the topic up by name for a produce.
+// EndOffset reports the end offset of a partition this copy writes: its
+// high watermark, the offset after the last acknowledged record
+// (Writer.AckedEnd). Not the offset the next batch gets, which counts
+// batches not acknowledged yet and moves back when a failed ledger's
+// recovery drops them. The topic is named by its id: a copy takes
+// partitions over (balancing) before it ever looked the topic up by name
+// for a produce.
 func (s *Service) EndOffset(topic catalog.TopicID, p int) (int64, bool) {
 	s.mu.Lock()
 	sl := s.writers[slotKey{topic, p}]
@@ -657,5 +661,5 @@ func (s *Service) EndOffset(topic catalog.TopicID, p int) (int64, bool) {
 	if sl.w == nil || sl.w.Err() != nil {
 		return 0, false
 	}
-	return sl.w.NextOffset(), true
+	return sl.w.AckedEnd(), true
 }

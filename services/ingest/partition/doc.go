@@ -18,6 +18,7 @@
 // # Files
 //
 //	writer.go                     Writer: Open, Append, the entry queue, acknowledgements, roll-over, ledger replacement, Close
+//	ends.go                       AckedEnd: the acknowledged end (high watermark), never moving back
 //	config.go                     Config (entry and buffer bounds, linger, roll sizes, timeouts), validated
 //	sabotage_on.go, _off.go       build-tagged faults for the chaos tests' sabotage builds
 //
