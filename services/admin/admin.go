@@ -40,8 +40,9 @@ type Catalog interface {
 type Deps struct {
 	Catalog Catalog
 	// EndOffset, if set, reports a partition's end offset when the caller
-	// knows it better than the catalog (the ingest copy writing it). The
-	// topic is named by its incarnation's id.
+	// knows it better than the catalog (the ingest copy writing it): its
+	// high watermark, the offset after the last acknowledged record, which
+	// never moves back. The topic is named by its incarnation's id.
 	EndOffset func(topic catalog.TopicID, partition int) (int64, bool)
 	// Groups serves the group RPCs once a consumer side exists; nil answers
 	// UNIMPLEMENTED.
@@ -230,10 +231,11 @@ func topicInfo(t catalog.Topic) *sluicev1.TopicInfo {
 }
 
 // describe adds each partition's owner, epoch and offsets. The end offset
-// is the writer's when known (EndOffset), else what the catalog says: the
-// tail ledger's end once sealed, its first offset while it is being written
-// (a lower bound; the fetch service's high watermark is exact). The tail
-// ledgers of a page of partitions are read with one GetLedgers call.
+// is the writer's acknowledged end when known (EndOffset), else what the
+// catalog says: the tail ledger's end once sealed, its first offset while
+// it is being written (a lower bound; the fetch service's high watermark
+// is exact). The tail ledgers of a page of partitions are read with one
+// GetLedgers call.
 func (s *Service) describe(ctx context.Context, t catalog.Topic) (*sluicev1.TopicInfo, error) {
 	info := topicInfo(t)
 	owners, err := s.d.Catalog.ListLiveOwners(ctx)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicemq/sluice/pkg/catalog"
 	"github.com/sluicemq/sluice/services/ingest/balance"
+	"github.com/sluicemq/sluice/services/ingest/partition"
 )
 
 // balanceRound compares this copy's partitions with its fair share among the
@@ -27,15 +28,31 @@ func (s *Service) balanceRound(ctx context.Context) error {
 		in.Owners = append(in.Owners, o.ID)
 	}
 	// The writers that ran before the topics were listed: one of them
-	// whose topic the listing lacks was deleted. (A writer opened during
-	// the listing may be of a topic created after it.)
+	// whose topic the listing lacks was deleted, and one whose partition
+	// the listing shows at a higher epoch was taken over by another copy
+	// (fenced; it learns so only at its next write). A writer opened
+	// during the listing may be of a topic created after it, or hold an
+	// epoch acquired after its partition was read.
 	s.mu.Lock()
-	before := make(map[slotKey]bool, len(s.writers))
-	for k := range s.writers {
-		before[k] = true
+	before := make(map[slotKey]*slot, len(s.writers))
+	running := make(map[slotKey]*partition.Writer)
+	for k, sl := range s.writers {
+		before[k] = sl
+		select {
+		case <-sl.ready:
+			if sl.err == nil {
+				running[k] = sl.w
+			}
+		default:
+		}
 	}
 	s.mu.Unlock()
+	moved := make(map[slotKey]bool)
 	topics, err := s.eachPartition(ctx, func(t catalog.Topic, p catalog.Partition) {
+		key := slotKey{t.ID, p.Index}
+		if w := running[key]; w != nil && p.Epoch > w.Lease().Epoch {
+			moved[key] = true
+		}
 		owner := p.Owner
 		if owner == s.cfg.OwnerID && !s.writing(t.ID, p.Index) {
 			// The catalog says we own it, but no writer of ours runs (a
@@ -54,8 +71,19 @@ func (s *Service) balanceRound(ctx context.Context) error {
 		live[t.ID] = true
 	}
 	// Writers of topics deleted meanwhile (by another copy's DeleteTopic,
-	// which fenced them) stop here at the latest.
-	s.dropWriters(func(k slotKey) bool { return before[k] && !live[k.topic] })
+	// which fenced them), writers fenced by another copy's takeover, and
+	// writers that stopped stop here at the latest; each frees its slot
+	// and its goroutine.
+	if len(moved) > 0 {
+		s.log.Info("ingest drops writers other copies took over", slog.Int("writers", len(moved)))
+	}
+	s.dropWriters(func(k slotKey, sl *slot) bool {
+		if before[k] != sl {
+			return false // opened during the listing
+		}
+		w := running[k]
+		return !live[k.topic] || moved[k] || (w != nil && w.Err() != nil)
+	})
 	plan, err := s.balancer.Plan(in)
 	if errors.Is(err, balance.ErrNotLive) {
 		return nil // heartbeat lapsed: take nothing; the next beat fixes it

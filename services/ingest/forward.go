@@ -32,7 +32,10 @@ import (
 type fwdStream struct {
 	addr   string
 	cancel context.CancelFunc
-	queue  chan fwdReq // to the sender, in call order
+	// ended is closed when the stream ends (fail, closeForwarding): its
+	// sender stops, and nothing takes from queue any more.
+	ended <-chan struct{}
+	queue chan fwdReq // to the sender, in call order
 
 	// sendMu orders forward calls: the correlation id is taken and the
 	// request queued under it. Never held by the receiver, so answers are
@@ -53,7 +56,10 @@ type fwdReq struct {
 // forward sends a partition's batches to the copy that owns it, on the
 // forwarding stream to that copy, and returns at once; the call completes
 // when the owner answered, the stream broke, or ctx ended while the
-// request waited for queue space.
+// request waited for queue space. A stream that breaks while the request
+// waits for queue space ends the wait (its sender is gone), so neither
+// this call nor the later ones on the stream, queued behind sendMu, wait
+// for their callers' deadlines.
 func (s *Service) forward(ctx context.Context, address, topic string, p int, batches [][]byte) *forwardCall {
 	fc := &forwardCall{done: make(chan struct{})}
 	req := &sluicev1.ProduceRequest{Topic: topic}
@@ -80,12 +86,25 @@ func (s *Service) forward(ctx context.Context, address, topic string, p int, bat
 	fs.mu.Unlock()
 	select {
 	case fs.queue <- fwdReq{id, req}:
+	case <-fs.ended:
+		// fail settled the call, unless closeForwarding ended the stream
+		// and has not failed it yet.
+		if fs.take(id) != nil {
+			fc.finish(nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("forwarding to the owner at %s ended; retry", fs.addr)))
+		}
 	case <-ctx.Done():
 		if fs.take(id) != nil {
 			fc.finish(nil, context.Cause(ctx))
 		}
 	}
 	return fc
+}
+
+// newFwdStream returns a forwarding stream to addr that is not connected
+// yet, and the context its sender and receiver run under.
+func newFwdStream(parent context.Context, addr string, maxInFlight int) (*fwdStream, context.Context) {
+	ctx, cancel := context.WithCancel(parent)
+	return &fwdStream{addr: addr, cancel: cancel, ended: ctx.Done(), queue: make(chan fwdReq, maxInFlight), pending: make(map[uint64]*forwardCall)}, ctx
 }
 
 func (fc *forwardCall) finish(resp *sluicev1.ProduceResponse, err error) {
@@ -118,10 +137,9 @@ func (s *Service) fwdStreamTo(address string) (*fwdStream, error) {
 			return fs, nil
 		}
 	}
-	ctx, cancel := context.WithCancel(s.fwdCtx)
+	fs, ctx := newFwdStream(s.fwdCtx, address, s.cfg.MaxStreamInFlight)
 	stream := s.d.Forward(address).ProduceStream(ctx)
 	stream.RequestHeader().Set(forwardedHeader, "1")
-	fs := &fwdStream{addr: address, cancel: cancel, queue: make(chan fwdReq, s.cfg.MaxStreamInFlight), pending: make(map[uint64]*forwardCall)}
 	s.fwdStreams[address] = fs
 	s.fwdWG.Add(2)
 	go func() {

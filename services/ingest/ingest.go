@@ -30,10 +30,11 @@ type Service struct {
 	d   Deps
 	log *slog.Logger
 
-	// mu guards the fields below up to fwdMu. Lock order
-	// (services/DESIGN.md §4): mu → partition.Writer.mu (open asks a slot's
-	// writer for its error) and mu → drainSet.mu (shutdown); mu and fwdMu
-	// are never held together. No I/O runs under it.
+	// mu guards the fields below up to fwdMu, and swept. Lock order
+	// (services/DESIGN.md §4): mu → partition.Writer.mu (open,
+	// forgetStoppedLocked and balancing's dropWriters ask a slot's writer
+	// for its error) and mu → drainSet.mu (shutdown); mu and fwdMu are
+	// never held together. No I/O runs under it.
 	mu      sync.Mutex
 	writers map[slotKey]*slot
 	topics  map[string]cachedTopic
@@ -68,6 +69,14 @@ type Service struct {
 	fwdCtx     context.Context
 	fwdCancel  context.CancelFunc
 	fwdWG      sync.WaitGroup
+	// retiring counts the goroutines closing writers this copy forgot
+	// because they stopped (retire); shutdown waits for them. Added to
+	// under mu and only while closing is false, so never after shutdown
+	// began to wait.
+	retiring sync.WaitGroup
+	// swept is when open last looked for stopped writers to forget at
+	// MaxWriters (guarded by mu).
+	swept time.Time
 }
 
 type cachedRoute struct {
@@ -244,6 +253,7 @@ func (s *Service) shutdown() error {
 		}()
 	}
 	wg.Wait()
+	s.retiring.Wait()
 	s.closeForwarding()
 	if err := s.d.Catalog.RemoveOwner(ctx, s.cfg.OwnerID); err != nil && !errors.Is(err, catalog.ErrNotFound) {
 		errs = append(errs, fmt.Errorf("remove owner record: %w", err))
@@ -313,17 +323,18 @@ func (s *Service) recreated(t catalog.Topic) error {
 // drop the writers of topics other copies deleted.
 func (s *Service) TopicDeleted(t catalog.Topic) {
 	s.forgetTopic(t.ID)
-	s.dropWriters(func(k slotKey) bool { return k.topic == t.ID })
+	s.dropWriters(func(k slotKey, _ *slot) bool { return k.topic == t.ID })
 }
 
-// dropWriters stops and forgets the writers whose key matches. Their
-// ledgers were sealed by whoever fenced them, so closing finds nothing to
-// hand over; what it reports is logged at debug level.
-func (s *Service) dropWriters(match func(slotKey) bool) {
+// dropWriters stops and forgets the writers whose slot matches (match
+// runs with mu held). Their ledgers were sealed by whoever fenced them, so
+// closing finds nothing to hand over; what it reports is logged at debug
+// level.
+func (s *Service) dropWriters(match func(slotKey, *slot) bool) {
 	s.mu.Lock()
 	var slots []*slot
 	for k, sl := range s.writers {
-		if match(k) {
+		if match(k, sl) {
 			slots = append(slots, sl)
 			delete(s.writers, k)
 		}
@@ -343,10 +354,40 @@ func (s *Service) dropWriters(match func(slotKey) bool) {
 		}
 		if sl.w != nil {
 			if err := sl.w.Close(ctx); err != nil {
-				s.log.Debug("ingest dropped a writer of a deleted topic", slog.Any("lease", sl.w.Lease()), slog.Any("err", err))
+				s.log.Debug("ingest closed a writer it dropped", slog.Any("lease", sl.w.Lease()), slog.Any("err", err))
 			}
 		}
 	})
+}
+
+// retire closes a writer this copy forgot because it stopped (fenced by
+// another copy's takeover or by DeleteTopic), so its maintenance goroutine
+// ends. Close waits for that goroutine, which may be in a catalog or
+// bookie call for up to the writer's CloseTimeout, and the caller is
+// usually a produce, so it runs on a goroutine of its own that shutdown
+// waits for; once shutdown began, on the caller's.
+func (s *Service) retire(w *partition.Writer) {
+	s.mu.Lock()
+	closing := s.closing
+	if !closing {
+		s.retiring.Add(1)
+	}
+	s.mu.Unlock()
+	closeIt := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.OpenTimeout)
+		defer cancel()
+		if err := w.Close(ctx); err != nil {
+			s.log.Debug("ingest closed a writer it dropped", slog.Any("lease", w.Lease()), slog.Any("err", err))
+		}
+	}
+	if closing {
+		closeIt()
+		return
+	}
+	go func() {
+		defer s.retiring.Done()
+		closeIt()
+	}()
 }
 
 // route says where a partition's batches go: this copy's writer, or the
@@ -366,7 +407,7 @@ func (s *Service) routeTo(ctx context.Context, t catalog.Topic, p int, forwarded
 		s.mu.Lock()
 		if s.closing {
 			s.mu.Unlock()
-			return route{}, connect.NewError(connect.CodeUnavailable, errors.New("ingest copy is shutting down; retry (another copy takes over)"))
+			return route{}, errShuttingDown()
 		}
 		sl := s.writers[key]
 		if sl != nil {
@@ -379,7 +420,9 @@ func (s *Service) routeTo(ctx context.Context, t catalog.Topic, p int, forwarded
 			if sl.err == nil && sl.w.Err() == nil {
 				return route{w: sl.w}, nil
 			}
-			s.drop(key, sl)
+			if s.drop(key, sl) && sl.err == nil {
+				s.retire(sl.w)
+			}
 			if sl.err == nil {
 				// The writer stopped (fenced, perhaps by DeleteTopic):
 				// look the topic up again before taking it over.
@@ -431,10 +474,33 @@ func (s *Service) routeTo(ctx context.Context, t catalog.Topic, p int, forwarded
 	return route{}, connect.NewError(connect.CodeUnavailable, fmt.Errorf("%s/%d: ownership is moving; retry", t.Name, p))
 }
 
-// open takes over partition p (one opener at a time per partition).
+// errShuttingDown is the answer for a partition this copy would write once
+// its shutdown began.
+func errShuttingDown() error {
+	return connect.NewError(connect.CodeUnavailable, errors.New("ingest copy is shutting down; retry (another copy takes over)"))
+}
+
+// open takes over partition p (one opener at a time per partition). Once
+// shutdown began it refuses: shutdown hands over only the writers it
+// listed when it set closing, so a writer opened after that would run on,
+// neither closed nor handed over (routeTo checks closing before its
+// catalog reads, not after).
 func (s *Service) open(ctx context.Context, t catalog.Topic, p int) error {
 	key := slotKey{t.ID, p}
+	// Writers forgotten below because they stopped are closed once mu is
+	// released.
+	var stopped []*partition.Writer
+	unlock := func() {
+		s.mu.Unlock()
+		for _, w := range stopped {
+			s.retire(w)
+		}
+	}
 	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return errShuttingDown()
+	}
 	if old := s.writers[key]; old != nil {
 		select {
 		case <-old.ready:
@@ -443,20 +509,30 @@ func (s *Service) open(ctx context.Context, t catalog.Topic, p int) error {
 				return nil // already writing it
 			}
 			delete(s.writers, key) // a failed open or a stopped writer
+			if old.err == nil {
+				stopped = append(stopped, old.w)
+			}
 		default:
 			s.mu.Unlock()
 			return nil // another goroutine is opening it
 		}
 	}
+	if len(s.writers) >= s.cfg.MaxWriters && time.Since(s.swept) >= s.cfg.RetryAfter {
+		// Writers that stopped (fenced) since a produce last reached them
+		// hold no partition: forget them before refusing. A scan of every
+		// writer, so at most once per RetryAfter.
+		s.swept = time.Now()
+		stopped = append(stopped, s.forgetStoppedLocked()...)
+	}
 	if len(s.writers) >= s.cfg.MaxWriters {
-		s.mu.Unlock()
+		unlock()
 		// Throttling: another copy may take the partition, or this one
 		// may hand some over; RESOURCE_EXHAUSTED always carries a delay.
 		return apierr.Exhausted(s.cfg.RetryAfter, fmt.Errorf("this ingest copy writes %d partitions, its limit; retry later", s.cfg.MaxWriters))
 	}
 	sl := &slot{ready: make(chan struct{})}
 	s.writers[key] = sl
-	s.mu.Unlock()
+	unlock()
 	defer func() {
 		close(sl.ready)
 		if sl.err != nil {
@@ -491,19 +567,54 @@ func (s *Service) open(ctx context.Context, t catalog.Topic, p int) error {
 		s.log.Warn("ingest could not take over a partition", slog.String("topic", t.Name), slog.Int("partition", p), slog.Any("err", err))
 		return sl.err
 	}
+	s.mu.Lock()
+	closing := s.closing
+	s.mu.Unlock()
+	if closing {
+		// shutdown began while the writer opened, and may have listed the
+		// slot (it then waits for ready and finds no writer): hand the
+		// partition over here.
+		sl.err = errShuttingDown()
+		cctx, cancel := context.WithTimeout(context.Background(), s.cfg.OpenTimeout)
+		defer cancel()
+		if err := w.Close(cctx); err != nil {
+			s.log.Warn("ingest could not hand over a partition it took during shutdown", slog.String("topic", t.Name), slog.Int("partition", p), slog.Any("err", err))
+		}
+		return sl.err
+	}
 	sl.w = w
 	s.log.Info("ingest took over a partition", slog.String("topic", t.Name), slog.Int("partition", p), slog.Int64("epoch", part.Epoch), slog.Int64("next_offset", w.NextOffset()))
 	return nil
 }
 
-// drop forgets a failed or stopped writer slot (if it is still the one
-// registered).
-func (s *Service) drop(key slotKey, sl *slot) {
+// drop forgets a failed or stopped writer slot if it is still the one
+// registered, and reports whether it was.
+func (s *Service) drop(key slotKey, sl *slot) bool {
 	s.mu.Lock()
-	if s.writers[key] == sl {
-		delete(s.writers, key)
+	defer s.mu.Unlock()
+	if s.writers[key] != sl {
+		return false
 	}
-	s.mu.Unlock()
+	delete(s.writers, key)
+	return true
+}
+
+// forgetStoppedLocked forgets the slots whose writer stopped and returns
+// those writers, for retire.
+func (s *Service) forgetStoppedLocked() []*partition.Writer {
+	var stopped []*partition.Writer
+	for k, sl := range s.writers {
+		select {
+		case <-sl.ready:
+		default:
+			continue // being opened
+		}
+		if sl.err == nil && sl.w.Err() != nil {
+			delete(s.writers, k)
+			stopped = append(stopped, sl.w)
+		}
+	}
+	return stopped
 }
 
 // liveOwner returns an owner's record if its heartbeat is live (cached for
@@ -528,9 +639,13 @@ func (s *Service) liveOwner(ctx context.Context, id string) (catalog.Owner, bool
 	return co.o, co.o.LiveAt(time.Now())
 }
 
-// EndOffset reports the end offset of a partition this copy writes. The
-// topic is named by its id: a copy takes partitions over (balancing) before
-// it ever looked the topic up by name for a produce.
+// EndOffset reports the end offset of a partition this copy writes: its
+// high watermark, the offset after the last acknowledged record
+// (Writer.AckedEnd). Not the offset the next batch gets, which counts
+// batches not acknowledged yet and moves back when a failed ledger's
+// recovery drops them. The topic is named by its id: a copy takes
+// partitions over (balancing) before it ever looked the topic up by name
+// for a produce.
 func (s *Service) EndOffset(topic catalog.TopicID, p int) (int64, bool) {
 	s.mu.Lock()
 	sl := s.writers[slotKey{topic, p}]
@@ -546,5 +661,5 @@ func (s *Service) EndOffset(topic catalog.TopicID, p int) (int64, bool) {
 	if sl.w == nil || sl.w.Err() != nil {
 		return 0, false
 	}
-	return sl.w.NextOffset(), true
+	return sl.w.AckedEnd(), true
 }

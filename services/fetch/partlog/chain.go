@@ -110,11 +110,9 @@ func (lg *Log) chainCachedAge(ctx context.Context, maxAge time.Duration) (catalo
 		return lg.chain(ctx, maxAge)
 	}
 	p := lg.part
-	if ls.cfg.Now().Sub(lg.partAt) >= maxAge && !lg.rereading && ls.ctx.Err() == nil {
-		lg.rereading = true
-		ls.wg.Add(1)
-		go func() {
-			defer ls.wg.Done()
+	if ls.cfg.Now().Sub(lg.partAt) >= maxAge && !lg.rereading {
+		// Set before the re-read can clear it: it takes lg.mu first.
+		lg.rereading = ls.spawn(func() {
 			rctx, cancel := context.WithTimeout(ls.ctx, chainRereadTimeout)
 			_, err := lg.chain(rctx, 0)
 			cancel()
@@ -124,7 +122,7 @@ func (lg *Log) chainCachedAge(ctx context.Context, maxAge time.Duration) (catalo
 			if err != nil && ls.ctx.Err() == nil {
 				ls.log.Debug("re-reading a partition's chain failed", slog.String("topic", lg.key.topic), slog.Int("partition", lg.key.partition), slog.Any("err", err))
 			}
-		}()
+		})
 	}
 	lg.mu.Unlock()
 	return p, nil

@@ -60,20 +60,24 @@
 //
 //	Logs.mu → Log.mu              get (evictLocked) and Stats look at each Log in turn
 //	Log.strayMu → ledgerState.mu  sealStray holds strayMu across refresh and a ledger recovery
+//	Log.mu → Logs.goMu            the tail watcher and a chain re-read are spawned under Log.mu
 //
-// Log.mu, ledgerState.mu, entryCache.mu and indexCache.mu are leaves: no
-// other lock is taken while one is held, and no two Logs' mu are held
-// together. No lock is held across a call into the ledger client, the
-// catalog, the object store or Config.ReadGate, except strayMu (on
-// purpose: concurrent reads of a partition share one recovery), which is
-// never taken with Logs.mu or Log.mu held. Under Logs.mu and Log.mu only
-// Config.Now is called; followers are signalled without blocking, and the
-// tail watcher and a background chain re-read run on goroutines of their
-// own, so Log.mu never waits on a caller.
+// Logs.goMu, ledgerState.mu, entryCache.mu and indexCache.mu are leaves:
+// no other lock is taken while one is held. Under Log.mu only goMu is
+// taken, and no two Logs' mu are held together. No lock is held across a
+// call into the ledger client, the catalog, the object store or
+// Config.ReadGate, except strayMu (on purpose: concurrent reads of a
+// partition share one recovery), which is never taken with Logs.mu or
+// Log.mu held. Under Logs.mu and Log.mu only Config.Now is called;
+// followers are signalled without blocking, and the tail watcher and a
+// background chain re-read run on goroutines of their own (spawn, which
+// Close waits for and which starts none once Close began), so Log.mu
+// never waits on a caller.
 //
 // Callers may hold their own locks when they call in: a fetch session
-// calls Follow (Logs.mu, then Log.mu) and the unfollow it returns (Log.mu)
-// under its member.mu, so member.mu → Logs.mu → Log.mu. The package never
+// calls Follow (Logs.mu, then Log.mu, then goMu) and the unfollow it
+// returns (Log.mu) under its member.mu, so member.mu → Logs.mu → Log.mu
+// → Logs.goMu. The package never
 // calls back into a caller with one of its locks held (Config.Now aside,
 // which must take no lock of the caller's), so no order runs the other way.
 //

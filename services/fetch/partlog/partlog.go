@@ -45,6 +45,13 @@ type Logs struct {
 
 	ctx    context.Context
 	cancel context.CancelFunc
+	// goMu makes spawn's check of closed and its wg.Add one step, and
+	// Close sets closed under it before it waits, so no goroutine is
+	// counted after Close's Wait began. A leaf, taken under Log.mu
+	// (Log.mu → Logs.goMu: the watcher and a chain re-read are spawned
+	// under it).
+	goMu   sync.Mutex
+	closed bool
 	wg     sync.WaitGroup
 
 	// mu guards logs. Taken before Log.mu (Logs.mu → Log.mu): get, when
@@ -78,10 +85,30 @@ func New(cfg Config, parts catalog.Partitions, lc *client.Client) (*Logs, error)
 	return ls, nil
 }
 
-// Close stops the tail watchers and waits for them.
+// Close stops the tail watchers and background chain re-reads and waits
+// for them; none starts once Close began.
 func (ls *Logs) Close() {
+	ls.goMu.Lock()
+	ls.closed = true
+	ls.goMu.Unlock()
 	ls.cancel()
 	ls.wg.Wait()
+}
+
+// spawn runs f on a goroutine of its own that Close waits for, and
+// reports true; once Close began it runs nothing and reports false.
+func (ls *Logs) spawn(f func()) bool {
+	ls.goMu.Lock()
+	defer ls.goMu.Unlock()
+	if ls.closed {
+		return false
+	}
+	ls.wg.Add(1)
+	go func() {
+		defer ls.wg.Done()
+		f()
+	}()
+	return true
 }
 
 // Stats reports the caches and the watched partitions.
@@ -160,11 +187,11 @@ type Log struct {
 	// held across I/O, and is never taken with Logs.mu or mu held.
 	strayMu sync.Mutex // one sealStray at a time
 
-	// mu guards the fields below. A leaf: taken under Logs.mu (get,
-	// Stats) and under a caller's lock (Follow and its unfollow, under a
-	// fetch member.mu); no other lock is taken and no I/O runs while it
-	// is held (followers are signalled without blocking, the watcher and
-	// a chain re-read start on their own goroutines).
+	// mu guards the fields below. Taken under Logs.mu (get, Stats) and
+	// under a caller's lock (Follow and its unfollow, under a fetch
+	// member.mu); only Logs.goMu is taken and no I/O runs while it is held
+	// (followers are signalled without blocking, the watcher and a chain
+	// re-read start on their own goroutines).
 	mu        sync.Mutex
 	part      catalog.Partition
 	partAt    time.Time

@@ -72,10 +72,8 @@ func (ls *Logs) Wait(ctx context.Context, topic string, partition int, offset in
 func (lg *Log) startWatchLocked() {
 	ls := lg.ls
 	lg.touched = ls.cfg.Now()
-	if !lg.watching && ls.ctx.Err() == nil {
-		lg.watching = true
-		ls.wg.Add(1)
-		go lg.watch()
+	if !lg.watching && ls.spawn(lg.watch) {
+		lg.watching = true // before watch can look: it takes lg.mu first
 	}
 }
 
@@ -99,10 +97,9 @@ func (lg *Log) raise(hw int64) {
 
 // watch is a partition's tail watcher (see the package doc). It runs until
 // the partition has had no reader for TailIdle or the Logs close; Wait
-// starts it.
+// and Follow spawn it.
 func (lg *Log) watch() {
 	ls := lg.ls
-	defer ls.wg.Done()
 	ctx := ls.ctx
 	chainAge := ls.cfg.TailCheck
 	backoff := 10 * time.Millisecond

@@ -259,6 +259,10 @@ func (s *State) Producers() int { return len(s.producers) }
 // InFlight is the number of pending batches.
 func (s *State) InFlight() int { return len(s.queue) }
 
+// CommittedEnd is the offset below which every offset is committed
+// (Commit, Rebuild); it only rises.
+func (s *State) CommittedEnd() int64 { return s.committedEnd }
+
 func (s *State) expired(p *producer, now time.Time) bool {
 	return len(p.pending) == 0 && now.Sub(p.lastSeen) >= s.cfg.ProducerExpiry
 }

@@ -21,7 +21,7 @@
 //
 // # Files
 //
-//	writer.go                     Writer, the machine's driver: Open (tail recovery, producer-state rebuild), Enqueue/Wait, running actions, the maintenance goroutine's I/O steps, Close
+//	writer.go                     Writer, the machine's driver: Open (tail recovery, producer-state rebuild), Enqueue/Wait, running actions, the maintenance goroutine's I/O steps, AckedEnd, Close
 //	config.go                     Config (entry and buffer bounds, linger, roll sizes, timeouts), validated
 //	machine/                      the state machine (see its package doc)
 package partition

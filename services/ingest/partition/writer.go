@@ -477,15 +477,17 @@ func (w *Writer) NextOffset() int64 {
 	return w.m.NextOffset()
 }
 
-// AckedOffset is the durable end: every offset up to it is stored and
-// readable (acknowledged, in the chain when the writer opened, or kept by a
-// failed ledger's recovery). Unlike NextOffset it never moves back: a
-// failed ledger's recovery can give the offsets of unacknowledged batches
-// again.
-func (w *Writer) AckedOffset() int64 {
+// AckedEnd is the partition's end as readers may see it, its high
+// watermark as this writer knows it: the offset after the last record
+// stored for good — acknowledged, in the chain when the writer opened, or
+// kept by a failed ledger's recovery. It only rises and is never beyond
+// what a reader can read. NextOffset, by contrast, counts batches accepted
+// and not yet acknowledged, and moves back when a failed ledger's recovery
+// ends it before them.
+func (w *Writer) AckedEnd() int64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.m.AckedOffset()
+	return w.m.AckedOffset() + 1
 }
 
 // Lease is the writer's lease.

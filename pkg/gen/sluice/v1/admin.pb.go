@@ -595,7 +595,11 @@ type PartitionInfo struct {
 	Epoch int64 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	// Oldest offset still stored.
 	StartOffset int64 `protobuf:"varint,4,opt,name=start_offset,json=startOffset,proto3" json:"start_offset,omitempty"`
-	// Offset the next record will get.
+	// High watermark: the offset after the last acknowledged record (every
+	// offset below it is readable). The copy that writes the partition
+	// counts every acknowledged record, and its answer never moves back;
+	// another copy may answer less while the partition's tail ledger is
+	// open (the catalog knows only where that ledger starts).
 	EndOffset int64 `protobuf:"varint,5,opt,name=end_offset,json=endOffset,proto3" json:"end_offset,omitempty"`
 	// Id of the ingest copy that writes this partition; empty while no live
 	// copy owns it.

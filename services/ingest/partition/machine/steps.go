@@ -148,13 +148,12 @@ func (m *Writer) released(err error) {
 
 func (m *Writer) close() {
 	switch m.phase {
-	case Stopped, Closed:
-		if !m.finished {
-			m.finished = true
-			m.emit(Finished{})
-		}
+	case Stopped:
+		// Nothing to hand over: the lease is gone. The writer is closed
+		// from now on, like any other.
+		m.finish(nil)
 		return
-	case Closing:
+	case Closing, Closed:
 		return
 	}
 	m.phase = Closing
