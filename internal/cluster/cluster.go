@@ -80,7 +80,7 @@ type Cluster struct {
 	cfg     Config
 	tel     *telemetry.Telemetry
 	log     *slog.Logger
-	Catalog *embedded.Catalog
+	Catalog *catalog.Catalog
 	Bookies []*bookie.Bookie
 	Ledgers *client.Client
 	Ingest  *ingest.Service
