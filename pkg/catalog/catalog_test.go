@@ -432,8 +432,8 @@ func TestDriverErrorsAndResultsPassThrough(t *testing.T) {
 // methods lists the exported methods of t (an interface or a pointer type).
 func methods(t reflect.Type) []string {
 	var out []string
-	for i := range t.NumMethod() {
-		out = append(out, t.Method(i).Name)
+	for m := range t.Methods() {
+		out = append(out, m.Name)
 	}
 	slices.Sort(out)
 	return out

@@ -54,7 +54,7 @@ func topicIs(id catalog.TopicID, index int) cond {
 		values: map[string]av{":tid": s(string(id)), ":idx": n(int64(index))}}
 }
 
-// GetPartition implements catalog.Partitions.
+// GetPartition implements catalog.Driver (Partitions.GetPartition).
 func (c *store) GetPartition(ctx context.Context, topic string, partition int) (catalog.Partition, error) {
 	_, p, _, err := c.livePartition(ctx, topic, partition)
 	if err != nil {

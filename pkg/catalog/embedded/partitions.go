@@ -45,7 +45,7 @@ func (c *store) putPartition(p catalog.Partition) error {
 	return c.commit(b)
 }
 
-// GetPartition implements catalog.Partitions.
+// GetPartition implements catalog.Driver (Partitions.GetPartition).
 func (c *store) GetPartition(_ context.Context, topic string, partition int) (catalog.Partition, error) {
 	var p catalog.Partition
 	err := c.read(func() (err error) { _, p, err = c.livePartition(topic, partition); return err })
