@@ -27,7 +27,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // filesystems) served over loopback h2c, registered in an embedded catalog.
 type cluster struct {
 	t       testing.TB
-	cat     *embedded.Catalog
+	cat     *catalog.Catalog
 	mu      sync.Mutex
 	bookies map[string]*testBookie
 }

@@ -24,6 +24,7 @@ import (
 
 	"github.com/sluicemq/sluice/chaos/fault"
 	"github.com/sluicemq/sluice/harness/bookieproc"
+	"github.com/sluicemq/sluice/pkg/catalog"
 	catdynamo "github.com/sluicemq/sluice/pkg/catalog/dynamodb"
 )
 
@@ -88,7 +89,7 @@ type Cluster struct {
 	// address; nil without ProxyIngests).
 	IngestLinks []*fault.Proxy
 	Fetches     []*bookieproc.Proc
-	Catalog     *catdynamo.Catalog
+	Catalog     *catalog.Catalog
 	Table       string
 	Keyspace    string
 	OwnerTTL    time.Duration // the ingest copies' --owner-ttl
@@ -118,11 +119,12 @@ func StartCluster(ctx context.Context, t testing.TB, cfg ClusterConfig) *Cluster
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.Catalog, err = catdynamo.New(catdynamo.NewClient(awsCfg), catdynamo.Options{Table: c.Table})
+	dc, opts := catdynamo.NewClient(awsCfg), catdynamo.Options{Table: c.Table}
+	c.Catalog, err = catdynamo.New(dc, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Catalog.EnsureTable(ctx); err != nil {
+	if err := catdynamo.EnsureTable(ctx, dc, opts); err != nil {
 		t.Fatalf("create catalog table: %v", err)
 	}
 	env := []string{"AWS_ENDPOINT_URL=" + moto, "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test", "AWS_REGION=us-east-1"}

@@ -167,7 +167,7 @@ func runBookie(ctx context.Context, f bookieFlags, stdout, stderr io.Writer) err
 		cancel()
 	}()
 	if f.table != "" {
-		cat, err := dynamoCatalog(ctx, f.table)
+		cat, err := dynamoCatalog(ctx, f.table, false)
 		if err != nil {
 			cancel()
 			wg.Wait()

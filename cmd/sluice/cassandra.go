@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sluicemq/sluice/pkg/bookkeeping"
 	bkcassandra "github.com/sluicemq/sluice/pkg/bookkeeping/cassandra"
 )
 
@@ -58,7 +59,7 @@ func (f *cassandraFlags) check(c *flagCheck, required bool) {
 }
 
 // open opens the store (nil, nil without --cassandra).
-func (f *cassandraFlags) open(ctx context.Context, log *slog.Logger) (*bkcassandra.Store, error) {
+func (f *cassandraFlags) open(ctx context.Context, log *slog.Logger) (*bookkeeping.Store, error) {
 	if f.cassandra == "" {
 		return nil, nil
 	}

@@ -132,7 +132,7 @@ func runCompactor(ctx context.Context, f compactorFlags, stdout, stderr io.Write
 		return err
 	}
 	defer func() { _ = tel.Shutdown(context.Background()) }()
-	cat, err := dynamoCatalog(ctx, f.table)
+	cat, err := dynamoCatalog(ctx, f.table, false)
 	if err != nil {
 		return err
 	}

@@ -115,7 +115,7 @@ func runFetch(ctx context.Context, f fetchFlags, stdout, stderr io.Writer) error
 		return err
 	}
 	defer func() { _ = tel.Shutdown(context.Background()) }()
-	cat, err := dynamoCatalog(ctx, f.table)
+	cat, err := dynamoCatalog(ctx, f.table, false)
 	if err != nil {
 		return err
 	}

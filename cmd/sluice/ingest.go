@@ -106,14 +106,9 @@ func runIngest(ctx context.Context, f ingestFlags, stdout, stderr io.Writer) err
 	}
 	defer func() { _ = tel.Shutdown(context.Background()) }()
 
-	cat, err := dynamoCatalog(ctx, f.table)
+	cat, err := dynamoCatalog(ctx, f.table, f.createTable)
 	if err != nil {
 		return err
-	}
-	if f.createTable {
-		if err := cat.EnsureTable(ctx); err != nil {
-			return fmt.Errorf("create catalog table %s: %w", f.table, err)
-		}
 	}
 	ledgers, err := client.New(client.Config{Ledgers: cat, Bookies: cat, Logger: tel.Logger})
 	if err != nil {

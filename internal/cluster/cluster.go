@@ -30,6 +30,7 @@ import (
 	"github.com/sluicemq/sluice/bookkeeper/client"
 	"github.com/sluicemq/sluice/internal/rpcserver"
 	"github.com/sluicemq/sluice/internal/telemetry"
+	"github.com/sluicemq/sluice/pkg/bookkeeping"
 	bkembedded "github.com/sluicemq/sluice/pkg/bookkeeping/embedded"
 	"github.com/sluicemq/sluice/pkg/catalog"
 	"github.com/sluicemq/sluice/pkg/catalog/embedded"
@@ -80,7 +81,7 @@ type Cluster struct {
 	cfg     Config
 	tel     *telemetry.Telemetry
 	log     *slog.Logger
-	Catalog *embedded.Catalog
+	Catalog *catalog.Catalog
 	Bookies []*bookie.Bookie
 	Ledgers *client.Client
 	Ingest  *ingest.Service
@@ -91,7 +92,7 @@ type Cluster struct {
 	Compactor *compactor.Compactor
 	Extra     []*Copy
 	// Bookkeeping holds groups, leases and offsets (embedded, Pebble).
-	Bookkeeping *bkembedded.Store
+	Bookkeeping *bookkeeping.Store
 
 	bookieSrv []*http.Server
 	bookieLn  []net.Listener

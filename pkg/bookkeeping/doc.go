@@ -7,6 +7,18 @@
 // and embedded (Pebble on local disk, for `sluice dev` and hermetic tests) —
 // and every one of them passes the conformance suite in bookkeepingtest.
 //
+// # Store and drivers
+//
+// One portable type over small drivers, as go-cloud splits its APIs: a
+// backend's constructor (embedded.Open, cassandra.Open) returns a [*Store],
+// which implements the five interfaces, and no backend is reachable any
+// other way. Store checks every argument once (validate.go and the Validate
+// methods of [Member], [Commit] and [Cursor]) and calls the backend's
+// [Driver] only with arguments that passed. A driver only stores: it decides
+// what depends on stored state — liveness, lease epochs and fencing, the
+// offset rules, the live-member rule of standalone commits, producer epochs
+// — and makes each decision atomic with its write.
+//
 // # Model
 //
 // A consumer group has members. A member Joins with a session timeout and
@@ -113,6 +125,7 @@
 //
 // # Limits
 //
-// Every input is bounded (see limits.go) and validated before any I/O, so
-// callers get the same [*ValidationError] from every backend.
+// Every input is bounded (see limits.go) and validated by [Store] before any
+// I/O, so callers get the same [*ValidationError] from every backend,
+// unwrapped.
 package bookkeeping

@@ -6,23 +6,40 @@
 // it uses: Topics and DeletedTopics; Partitions (reads), Writers (ownership
 // and chain growth, fenced by epoch) and LedgerTrimmer (retention, CAS by
 // version); Owners; Ledgers and LedgerLister; Bookies; Triggers (function
-// triggers, which the fetch service runs). A backend type
-// implements them all; there is deliberately no interface that bundles them.
+// triggers, which the fetch service runs). *Catalog implements them all;
+// there is deliberately no interface that bundles them for consumers (the
+// one that spans them, Driver, is for backends).
+//
+// # Catalog and drivers
+//
+// One portable type over small drivers, as go-cloud splits its APIs:
+// callers get a *Catalog from a backend's constructor (embedded.Open,
+// dynamodb.New), and no backend is reachable any other way. Catalog checks
+// every argument once (validate.go, config.go, trigger.go and the Validate
+// functions next to each record) and calls the backend's Driver only with
+// arguments that passed, so every backend refuses the same input with the
+// same *ValidationError, before any I/O.
+//
+// A driver only stores. It reads, applies the rules of what is legal to
+// what it read — ledger state transitions, fencing, chain order, ownership,
+// also pure functions here (CanAcquire, AppendedLedger, NextLedger,
+// CheckAddPartitions, CheckTriggerUpdate, ...), so the backends cannot
+// disagree — and makes "read, check, write" atomic.
 //
 // Implementations: embedded (Pebble on local disk, for `sluice dev` and fast
 // tests) and dynamodb (deployments). Both pass the conformance suite in
-// catalogtest. The rules of what is legal — name and config validation,
-// ledger state transitions, fencing, chain order — are pure functions here
-// (CanAcquire, AppendedLedger, NextLedger, ...), so the backends cannot
-// disagree; a backend only makes "read, check, write" atomic.
+// catalogtest, run against the *Catalog their constructors return.
 //
 // # Errors
 //
 // Every method documents its errors from this package's taxonomy:
 // ErrNotFound, ErrAlreadyExists, ErrVersionConflict, ErrFenced, ErrOwned,
 // ErrOwnerExpired, ErrLimitExceeded, and *ValidationError (errors.Is
-// ErrInvalid) naming the bad field. Anything else is an operational error of
-// the backend (I/O, network, corruption) and is returned wrapped, never
+// ErrInvalid) naming the bad field. A bad argument's *ValidationError comes
+// from Catalog, unwrapped; one about stored state (an illegal ledger
+// transition, a page token of another listing) comes from the driver,
+// wrapped with context. Anything else is an operational error of the
+// backend (I/O, network, corruption) and is returned wrapped, never
 // swallowed.
 //
 // # Consistency model

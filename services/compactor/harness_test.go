@@ -33,7 +33,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // moves.
 type env struct {
 	t       testing.TB
-	cat     *embedded.Catalog
+	cat     *catalog.Catalog
 	bookies []*bookie.Bookie
 	ledgers *client.Client
 	bucket  *blob.Bucket

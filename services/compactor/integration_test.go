@@ -54,7 +54,7 @@ type realStack struct {
 	objects  string // s3:// URL of the bucket
 	bin      string // the sluice binary
 	env      []string
-	cat      *catdynamo.Catalog
+	cat      *catalog.Catalog
 	bucket   *blob.Bucket
 	ledgers  *client.Client
 	bookies  []*bookieproc.Proc
@@ -90,10 +90,11 @@ func newRealStack(t *testing.T, ctx context.Context) *realStack {
 	s.table = fmt.Sprintf("sluice-compactor-%d", time.Now().UnixNano())
 	awsCfg := testenv.AWSConfig(t, s.endpoint)
 	var err error
-	if s.cat, err = catdynamo.New(catdynamo.NewClient(awsCfg), catdynamo.Options{Table: s.table}); err != nil {
+	dc, opts := catdynamo.NewClient(awsCfg), catdynamo.Options{Table: s.table}
+	if s.cat, err = catdynamo.New(dc, opts); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.cat.EnsureTable(ctx); err != nil {
+	if err := catdynamo.EnsureTable(ctx, dc, opts); err != nil {
 		t.Fatal(err)
 	}
 	bucket := fmt.Sprintf("sluice-compactor-%d", time.Now().UnixNano())

@@ -230,7 +230,7 @@ func (l *memLedger) Close(ctx context.Context, lastOffset int64) (catalog.Ledger
 // copies made with copyOf.
 type fixture struct {
 	t       *testing.T
-	cat     *embedded.Catalog
+	cat     *catalog.Catalog
 	ledgers *memLedgers
 	topic   catalog.Topic
 }

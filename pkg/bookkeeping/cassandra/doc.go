@@ -2,6 +2,10 @@
 // ALTER TABLE … ADD IF NOT EXISTS in schema v3; tested on 5.0), for deployments. It passes the conformance suite in
 // bookkeepingtest against a real node.
 //
+// It is a bookkeeping.Driver: Open returns the *bookkeeping.Store over it,
+// which checks every argument before this package sees it. Here are only
+// storage and the decisions that depend on what is stored.
+//
 // # Layout (DESIGN.md §2.5)
 //
 //	group_members        ((group_id), member_id)             TTL = session timeout; topics, heartbeat_at
@@ -95,7 +99,7 @@
 // IF next_id = n` after a serial read of n. Proof of uniqueness: the LWT
 // is linearizable and next_id only ever grows by a successful CAS from the
 // value it replaces, so the blocks [n, n+B) won by successful CASes are
-// disjoint, and a Store hands out only ids of blocks it won. A block whose
+// disjoint, and a store hands out only ids of blocks it won. A block whose
 // CAS outcome is unknown is never used (a gap, not a duplicate); ids unused
 // at shutdown are lost, so ids are unique but not dense. No clock or
 // timeuuid is involved.

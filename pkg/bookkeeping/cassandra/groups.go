@@ -5,8 +5,6 @@ import (
 	"fmt"
 
 	gocql "github.com/apache/cassandra-gocql-driver/v2"
-
-	"github.com/sluicemq/sluice/pkg/bookkeeping"
 )
 
 // groupsBucket is the consumer_groups partition every group is in (see the
@@ -21,10 +19,7 @@ const (
 // ListGroups implements bookkeeping.Groups: one read of limit+1 rows of the
 // consumer_groups partition, which Cassandra keeps sorted by group (text
 // compares as UTF-8 bytes, the order of the contract).
-func (s *Store) ListGroups(ctx context.Context, after string, limit int) ([]string, bool, error) {
-	if err := bookkeeping.ValidateListGroups(after, limit); err != nil {
-		return nil, false, err
-	}
+func (s *store) ListGroups(ctx context.Context, after string, limit int) ([]string, bool, error) {
 	groups := []string{}
 	iter := s.read(listGroups, groupsBucket, after, limit+1).IterContext(ctx)
 	var g string
@@ -41,7 +36,7 @@ func (s *Store) ListGroups(ctx context.Context, after string, limit int) ([]stri
 }
 
 // recordGroup lists group in consumer_groups (idempotent).
-func (s *Store) recordGroup(ctx context.Context, group string) error {
+func (s *store) recordGroup(ctx context.Context, group string) error {
 	return s.write(insertGroup, groupsBucket, group).Idempotent(true).ExecContext(ctx)
 }
 

@@ -21,10 +21,7 @@ const (
 
 // Acquire implements bookkeeping.Leases: serial read, decide, CAS on what was
 // read; a lost race or an unknown outcome goes round again.
-func (s *Store) Acquire(ctx context.Context, group, topic string, partition int32, member string) (int64, error) {
-	if err := bookkeeping.ValidateLeaseKey(group, topic, partition, member); err != nil {
-		return 0, err
-	}
+func (s *store) Acquire(ctx context.Context, group, topic string, partition int32, member string) (int64, error) {
 	wrap := func(err error) error {
 		return fmt.Errorf("acquire %s/%s/%d for %q: %w", group, topic, partition, member, err)
 	}
@@ -76,12 +73,12 @@ func (s *Store) Acquire(ctx context.Context, group, topic string, partition int3
 }
 
 // recordTopic notes that group has leases or offsets on topic (idempotent).
-func (s *Store) recordTopic(ctx context.Context, group, topic string) error {
+func (s *store) recordTopic(ctx context.Context, group, topic string) error {
 	return s.write(insertTopic, group, topic).Idempotent(true).ExecContext(ctx)
 }
 
 // areLive returns which of the given members of group are live.
-func (s *Store) areLive(ctx context.Context, group string, members ...string) (map[string]bool, error) {
+func (s *store) areLive(ctx context.Context, group string, members ...string) (map[string]bool, error) {
 	ids := make([]string, 0, len(members))
 	for _, m := range members {
 		if m != "" {
@@ -98,13 +95,7 @@ func (s *Store) areLive(ctx context.Context, group string, members ...string) (m
 }
 
 // Release implements bookkeeping.Leases.
-func (s *Store) Release(ctx context.Context, group, topic string, partition int32, member string, epoch int64) error {
-	if err := bookkeeping.ValidateLeaseKey(group, topic, partition, member); err != nil {
-		return err
-	}
-	if err := bookkeeping.ValidateEpoch("epoch", epoch); err != nil {
-		return err
-	}
+func (s *store) Release(ctx context.Context, group, topic string, partition int32, member string, epoch int64) error {
 	applied, err := s.lwt(releaseLease, group, topic, partition, member, epoch).MapScanCASContext(ctx, map[string]any{})
 	if err != nil {
 		return fmt.Errorf("release %s/%s/%d: %w", group, topic, partition, err)
@@ -116,13 +107,7 @@ func (s *Store) Release(ctx context.Context, group, topic string, partition int3
 }
 
 // ListLeases implements bookkeeping.Leases.
-func (s *Store) ListLeases(ctx context.Context, group, topic string) ([]bookkeeping.Lease, error) {
-	if err := bookkeeping.ValidateName("group", group); err != nil {
-		return nil, err
-	}
-	if err := bookkeeping.ValidateName("topic", topic); err != nil {
-		return nil, err
-	}
+func (s *store) ListLeases(ctx context.Context, group, topic string) ([]bookkeeping.Lease, error) {
 	wrap := func(err error) error { return fmt.Errorf("list leases of %s/%s: %w", group, topic, err) }
 	live, err := s.liveSet(ctx, group)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sluicemq/sluice/harness/testenv"
+	"github.com/sluicemq/sluice/pkg/bookkeeping"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -55,8 +56,9 @@ func dropKeyspace(t *testing.T, cfg Config) {
 	}
 }
 
-// openStore opens cfg and closes the store when t ends.
-func openStore(t *testing.T, cfg Config) *Store {
+// openStore opens cfg as callers do (the *bookkeeping.Store) and closes
+// the store when t ends.
+func openStore(t *testing.T, cfg Config) *bookkeeping.Store {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
@@ -64,6 +66,19 @@ func openStore(t *testing.T, cfg Config) *Store {
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
-	t.Cleanup(s.Close)
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// openDriver is openStore for the tests that reach into the driver.
+func openDriver(t *testing.T, cfg Config) *store {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	s, err := open(ctx, cfg)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
 	return s
 }

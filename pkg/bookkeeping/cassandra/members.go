@@ -31,13 +31,7 @@ func ttlSeconds(timeout time.Duration) int {
 }
 
 // Join implements bookkeeping.Members.
-func (s *Store) Join(ctx context.Context, group string, m bookkeeping.Member) error {
-	if err := bookkeeping.ValidateName("group", group); err != nil {
-		return err
-	}
-	if err := m.Validate(); err != nil {
-		return err
-	}
+func (s *store) Join(ctx context.Context, group string, m bookkeeping.Member) error {
 	ids, err := s.memberIDs(ctx, group, bookkeeping.MaxGroupMembers+1)
 	if err != nil {
 		return fmt.Errorf("join group %q: %w", group, err)
@@ -73,7 +67,7 @@ func memberArgs(group string, m bookkeeping.Member) []any {
 // the current time, so it only wins over what it read: a Join that replaced
 // the member's topics, or a Leave, after the read keeps its effect instead of
 // being overwritten by the stale copy.
-func (s *Store) Heartbeat(ctx context.Context, group, memberID string) error {
+func (s *store) Heartbeat(ctx context.Context, group, memberID string) error {
 	m, written, err := s.liveMember(ctx, "heartbeat", group, memberID)
 	if err != nil {
 		return err
@@ -88,7 +82,7 @@ func (s *Store) Heartbeat(ctx context.Context, group, memberID string) error {
 
 // Leave implements bookkeeping.Members. Deleting the row is all it takes to
 // free the member's leases: a lease whose owner is not live is free.
-func (s *Store) Leave(ctx context.Context, group, memberID string) error {
+func (s *store) Leave(ctx context.Context, group, memberID string) error {
 	if _, _, err := s.liveMember(ctx, "leave", group, memberID); err != nil {
 		return err
 	}
@@ -100,13 +94,7 @@ func (s *Store) Leave(ctx context.Context, group, memberID string) error {
 
 // liveMember reads a live member's row and its write timestamp (µs);
 // ErrNotFound when there is none.
-func (s *Store) liveMember(ctx context.Context, op, group, memberID string) (bookkeeping.Member, int64, error) {
-	if err := bookkeeping.ValidateName("group", group); err != nil {
-		return bookkeeping.Member{}, 0, err
-	}
-	if err := bookkeeping.ValidateName("member", memberID); err != nil {
-		return bookkeeping.Member{}, 0, err
-	}
+func (s *store) liveMember(ctx context.Context, op, group, memberID string) (bookkeeping.Member, int64, error) {
 	m := bookkeeping.Member{ID: memberID}
 	var timeoutMS, written int64
 	err := s.read(selectMember, group, memberID).ScanContext(ctx, &m.ClientInfo, &timeoutMS, &m.Topics, &written)
@@ -128,10 +116,7 @@ func (s *Store) liveMember(ctx context.Context, op, group, memberID string) (boo
 
 // ListMembers implements bookkeeping.Members. A row written by a binary
 // older than schema v3 has no heartbeat_at; its write time stands in.
-func (s *Store) ListMembers(ctx context.Context, group string) ([]bookkeeping.Member, error) {
-	if err := bookkeeping.ValidateName("group", group); err != nil {
-		return nil, err
-	}
+func (s *store) ListMembers(ctx context.Context, group string) ([]bookkeeping.Member, error) {
 	ms := []bookkeeping.Member{}
 	sc := s.read(listMembers, group, 2*bookkeeping.MaxGroupMembers).IterContext(ctx).Scanner()
 	for sc.Next() {
@@ -159,7 +144,7 @@ func (s *Store) ListMembers(ctx context.Context, group string) ([]bookkeeping.Me
 }
 
 // memberIDs returns up to limit live member ids of group, sorted.
-func (s *Store) memberIDs(ctx context.Context, group string, limit int) ([]string, error) {
+func (s *store) memberIDs(ctx context.Context, group string, limit int) ([]string, error) {
 	var ids []string
 	iter := s.read(listLiveIDs, group, limit).IterContext(ctx)
 	var id string
@@ -173,7 +158,7 @@ func (s *Store) memberIDs(ctx context.Context, group string, limit int) ([]strin
 }
 
 // liveSet returns the live members of group as a set.
-func (s *Store) liveSet(ctx context.Context, group string) (map[string]bool, error) {
+func (s *store) liveSet(ctx context.Context, group string) (map[string]bool, error) {
 	ids, err := s.memberIDs(ctx, group, 2*bookkeeping.MaxGroupMembers)
 	if err != nil {
 		return nil, err

@@ -65,10 +65,7 @@ const maxCommitRounds = 3
 // the commit stays all-or-nothing and a change in between fails it rather
 // than being overwritten. The second round is paid only on the first commit
 // after a topic was re-created (or a pre-v4 offset would move back).
-func (s *Store) Commit(ctx context.Context, c bookkeeping.Commit) error {
-	if err := c.Validate(); err != nil {
-		return err
-	}
+func (s *store) Commit(ctx context.Context, c bookkeeping.Commit) error {
 	if c.Member == "" {
 		return s.commitUnowned(ctx, c, false)
 	}
@@ -137,17 +134,14 @@ func nullable(topicID string) any {
 }
 
 // Reset implements bookkeeping.Offsets.
-func (s *Store) Reset(ctx context.Context, c bookkeeping.Commit) error {
-	if err := c.ValidateReset(); err != nil {
-		return err
-	}
+func (s *store) Reset(ctx context.Context, c bookkeeping.Commit) error {
 	return s.commitUnowned(ctx, c, true)
 }
 
 // commitUnowned is a standalone commit or a reset: allowed only while the
 // group has no live members; one conditional batch pinned to the state a
 // serial read saw.
-func (s *Store) commitUnowned(ctx context.Context, c bookkeeping.Commit, reset bool) error {
+func (s *store) commitUnowned(ctx context.Context, c bookkeeping.Commit, reset bool) error {
 	op := "commit"
 	if reset {
 		op = "reset"
@@ -261,16 +255,7 @@ func decodeCASRow(m map[string]any) (int32, partitionRow, error) {
 }
 
 // FetchOffset implements bookkeeping.Offsets.
-func (s *Store) FetchOffset(ctx context.Context, group, topic string, partition int32) (bookkeeping.Committed, error) {
-	if err := bookkeeping.ValidateName("group", group); err != nil {
-		return bookkeeping.Committed{}, err
-	}
-	if err := bookkeeping.ValidateName("topic", topic); err != nil {
-		return bookkeeping.Committed{}, err
-	}
-	if err := bookkeeping.ValidatePartition("partition", partition); err != nil {
-		return bookkeeping.Committed{}, err
-	}
+func (s *store) FetchOffset(ctx context.Context, group, topic string, partition int32) (bookkeeping.Committed, error) {
 	var c bookkeeping.Committed
 	err := s.read(selectOffset, group, topic, partition).ScanContext(ctx, &c.Offset, &c.Metadata, &c.Epoch, &c.TopicID)
 	if err == gocql.ErrNotFound || (err == nil && c.Offset == bookkeeping.NoOffset) {
@@ -285,16 +270,7 @@ func (s *Store) FetchOffset(ctx context.Context, group, topic string, partition 
 // ListOffsets implements bookkeeping.Offsets: the group's topics from
 // group_topics, then each topic's partition rows, skipping leases without a
 // commit, until limit+1 entries show whether there are more.
-func (s *Store) ListOffsets(ctx context.Context, group string, after bookkeeping.Cursor, limit int) ([]bookkeeping.GroupOffset, bool, error) {
-	if err := bookkeeping.ValidateName("group", group); err != nil {
-		return nil, false, err
-	}
-	if err := after.Validate(); err != nil {
-		return nil, false, err
-	}
-	if err := bookkeeping.ValidateListLimit(limit); err != nil {
-		return nil, false, err
-	}
+func (s *store) ListOffsets(ctx context.Context, group string, after bookkeeping.Cursor, limit int) ([]bookkeeping.GroupOffset, bool, error) {
 	wrap := func(err error) error { return fmt.Errorf("list offsets of group %q: %w", group, err) }
 	out := []bookkeeping.GroupOffset{}
 	topics := s.read(listTopicsFrom, group, after.Topic).IterContext(ctx)

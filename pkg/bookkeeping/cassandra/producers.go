@@ -28,7 +28,7 @@ const (
 // idBlocks hands out producer ids from blocks reserved by LWT (see the
 // package doc for why they are unique).
 type idBlocks struct {
-	store *Store
+	store *store
 	size  int64
 
 	mu        sync.Mutex // guards next and end; held while reserving a block
@@ -82,15 +82,12 @@ func (b *idBlocks) reserve(ctx context.Context) (int64, error) {
 }
 
 // AllocateProducerID implements bookkeeping.Producers.
-func (s *Store) AllocateProducerID(ctx context.Context) (int64, error) {
+func (s *store) AllocateProducerID(ctx context.Context) (int64, error) {
 	return s.ids.allocate(ctx)
 }
 
 // InitProducer implements bookkeeping.Producers.
-func (s *Store) InitProducer(ctx context.Context, transactionalID string) (bookkeeping.Producer, error) {
-	if err := bookkeeping.ValidateTransactionalID(transactionalID); err != nil {
-		return bookkeeping.Producer{}, err
-	}
+func (s *store) InitProducer(ctx context.Context, transactionalID string) (bookkeeping.Producer, error) {
 	if transactionalID == "" {
 		id, err := s.AllocateProducerID(ctx)
 		return bookkeeping.Producer{ID: id}, err

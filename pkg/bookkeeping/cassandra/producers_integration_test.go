@@ -17,7 +17,7 @@ func TestIntegrationCassandraProducerIDsAcrossStores(t *testing.T) {
 	ctx := t.Context()
 	cfg := testConfig(t)
 	cfg.ProducerIDBlock = 7 // small, so blocks run out and races happen
-	var all []*Store
+	var all []*bookkeeping.Store
 	for range stores {
 		all = append(all, openStore(t, cfg))
 	}
@@ -66,7 +66,7 @@ func TestIntegrationCassandraProducerIDsAcrossStores(t *testing.T) {
 // InitProducer moves the transactional id to a new producer id at epoch 0.
 func TestIntegrationCassandraProducerEpochExhausted(t *testing.T) {
 	ctx := t.Context()
-	s := openStore(t, testConfig(t))
+	s := openDriver(t, testConfig(t)) // to set the stored epoch
 	first, err := s.InitProducer(ctx, "txn")
 	if err != nil {
 		t.Fatal(err)

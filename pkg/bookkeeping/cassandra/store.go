@@ -11,10 +11,12 @@ import (
 	"github.com/sluicemq/sluice/pkg/bookkeeping"
 )
 
-// Store implements bookkeeping.Members, Leases, Offsets, Groups and Producers
-// on a Cassandra keyspace. It is safe for concurrent use; any number of Stores, in
-// any number of processes, may share a keyspace.
-type Store struct {
+// store is the Cassandra bookkeeping's driver, on one keyspace. Open wraps
+// it in a *bookkeeping.Store, which checks every argument before a method
+// here runs; these methods only read, decide on what they read, and write.
+// It is safe for concurrent use; any number of stores, in any number of
+// processes, may share a keyspace.
+type store struct {
 	session *gocql.Session
 	cons    gocql.Consistency // regular reads and writes, LWT commit phase
 	serial  gocql.Consistency // LWTs and serial reads
@@ -22,17 +24,21 @@ type Store struct {
 	now     func() time.Time // heartbeat_at of members
 }
 
-var (
-	_ bookkeeping.Members   = (*Store)(nil)
-	_ bookkeeping.Leases    = (*Store)(nil)
-	_ bookkeeping.Offsets   = (*Store)(nil)
-	_ bookkeeping.Groups    = (*Store)(nil)
-	_ bookkeeping.Producers = (*Store)(nil)
-)
+var _ bookkeeping.Driver = (*store)(nil)
 
 // Open connects, creates the keyspace if needed and allowed, brings the schema
-// up to date (or checks it is, with NoMigrate) and returns the store.
-func Open(ctx context.Context, cfg Config) (*Store, error) {
+// up to date (or checks it is, with NoMigrate) and returns the store. Close
+// it when done.
+func Open(ctx context.Context, cfg Config) (*bookkeeping.Store, error) {
+	s, err := open(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return bookkeeping.New(s), nil
+}
+
+// open opens the driver alone; Open is what callers get.
+func open(ctx context.Context, cfg Config) (*store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -50,7 +56,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cassandra bookkeeping: connect to keyspace %s: %w", cfg.Keyspace, err)
 	}
-	s := &Store{
+	s := &store{
 		session: session,
 		cons:    regularLevels[cfg.Consistency],
 		serial:  serialLevels[cfg.SerialConsistency],
@@ -64,7 +70,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	return s, nil
 }
 
-func (s *Store) ensureSchema(ctx context.Context, cfg Config, ms []migration) error {
+func (s *store) ensureSchema(ctx context.Context, cfg Config, ms []migration) error {
 	latest := ms[len(ms)-1].version
 	if cfg.NoMigrate {
 		v, err := schemaVersion(ctx, s.session, s.cons)
@@ -100,35 +106,38 @@ func createKeyspace(ctx context.Context, cfg Config) error {
 }
 
 // Close closes the session.
-func (s *Store) Close() { s.session.Close() }
+func (s *store) Close() error {
+	s.session.Close()
+	return nil
+}
 
 // write is a plain (non-LWT) statement at the regular consistency.
-func (s *Store) write(stmt string, args ...any) *gocql.Query {
+func (s *store) write(stmt string, args ...any) *gocql.Query {
 	return s.session.Query(stmt, args...).Consistency(s.cons)
 }
 
 // read is a read at the regular consistency. Reads are idempotent, so the
 // driver may retry them.
-func (s *Store) read(stmt string, args ...any) *gocql.Query {
+func (s *store) read(stmt string, args ...any) *gocql.Query {
 	return s.session.Query(stmt, args...).Consistency(s.cons).Idempotent(true)
 }
 
 // serialRead is a linearizable read: it runs at the serial consistency, which
 // also completes any Paxos round in flight on the partition, so what it
 // returns is the settled outcome of every earlier LWT.
-func (s *Store) serialRead(stmt string, args ...any) *gocql.Query {
+func (s *store) serialRead(stmt string, args ...any) *gocql.Query {
 	return s.session.Query(stmt, args...).Consistency(s.serial).Idempotent(true)
 }
 
 // lwt is a conditional statement: Paxos at the serial consistency, commit at
 // the regular one.
-func (s *Store) lwt(stmt string, args ...any) *gocql.Query {
+func (s *store) lwt(stmt string, args ...any) *gocql.Query {
 	return s.session.Query(stmt, args...).Consistency(s.cons).SerialConsistency(s.serial)
 }
 
 // lwtBatch is a conditional batch. All its statements must be on one
 // partition key; Cassandra then runs it as one Paxos round.
-func (s *Store) lwtBatch() *gocql.Batch {
+func (s *store) lwtBatch() *gocql.Batch {
 	return s.session.Batch(gocql.LoggedBatch).Consistency(s.cons).SerialConsistency(s.serial)
 }
 

@@ -6,6 +6,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/sluicemq/sluice/pkg/bookkeeping"
 	"github.com/sluicemq/sluice/pkg/bookkeeping/bookkeepingtest"
 	"github.com/sluicemq/sluice/pkg/bookkeeping/embedded"
 )
@@ -17,7 +18,7 @@ var epoch = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
 // openStore opens a store on a fresh directory with a fake clock and closes
 // it when t ends.
-func openStore(t *testing.T, opts ...embedded.Option) (*embedded.Store, *bookkeepingtest.FakeClock) {
+func openStore(t *testing.T, opts ...embedded.Option) (*bookkeeping.Store, *bookkeepingtest.FakeClock) {
 	t.Helper()
 	clock := bookkeepingtest.NewFakeClock(epoch)
 	s, err := embedded.Open(t.TempDir(), append([]embedded.Option{embedded.WithClock(clock.Now)}, opts...)...)

@@ -2,6 +2,11 @@
 // directory, for `sluice dev` and hermetic tests. It passes the same
 // conformance suite (bookkeepingtest) as the Cassandra store.
 //
+// It is a bookkeeping.Driver: Open returns the *bookkeeping.Store over it,
+// which checks every argument before this package sees it. Here are only
+// storage and the decisions that depend on what is stored (liveness,
+// fencing, the offset rules, producer epochs).
+//
 // # Consistency and durability
 //
 // One mutex serializes every read-modify-write (readers share it), so each

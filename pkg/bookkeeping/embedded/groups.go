@@ -5,16 +5,11 @@ import (
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
-
-	"github.com/sluicemq/sluice/pkg/bookkeeping"
 )
 
 // ListGroups implements bookkeeping.Groups: a scan of the group records,
 // whose keys sort by group name.
-func (s *Store) ListGroups(ctx context.Context, after string, limit int) ([]string, bool, error) {
-	if err := bookkeeping.ValidateListGroups(after, limit); err != nil {
-		return nil, false, err
-	}
+func (s *store) ListGroups(ctx context.Context, after string, limit int) ([]string, bool, error) {
 	unlock, err := s.rlock(ctx)
 	if err != nil {
 		return nil, false, err

@@ -20,9 +20,9 @@ import (
 	"github.com/sluicemq/sluice/pkg/pebblelog"
 )
 
-func openMem(t *testing.T, fs vfs.FS, opts ...Option) *Store {
+func openMem(t *testing.T, fs vfs.FS, opts ...Option) *store {
 	t.Helper()
-	s, err := Open("/db", append([]Option{WithFS(fs)}, opts...)...)
+	s, err := openStore("/db", append([]Option{WithFS(fs)}, opts...)...)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}

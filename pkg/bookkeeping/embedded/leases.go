@@ -8,10 +8,7 @@ import (
 )
 
 // Acquire implements bookkeeping.Leases.
-func (s *Store) Acquire(ctx context.Context, group, topic string, partition int32, member string) (int64, error) {
-	if err := bookkeeping.ValidateLeaseKey(group, topic, partition, member); err != nil {
-		return 0, err
-	}
+func (s *store) Acquire(ctx context.Context, group, topic string, partition int32, member string) (int64, error) {
 	unlock, err := s.lock(ctx)
 	if err != nil {
 		return 0, err
@@ -53,13 +50,7 @@ func (s *Store) Acquire(ctx context.Context, group, topic string, partition int3
 }
 
 // Release implements bookkeeping.Leases.
-func (s *Store) Release(ctx context.Context, group, topic string, partition int32, member string, epoch int64) error {
-	if err := bookkeeping.ValidateLeaseKey(group, topic, partition, member); err != nil {
-		return err
-	}
-	if err := bookkeeping.ValidateEpoch("epoch", epoch); err != nil {
-		return err
-	}
+func (s *store) Release(ctx context.Context, group, topic string, partition int32, member string, epoch int64) error {
 	unlock, err := s.lock(ctx)
 	if err != nil {
 		return err
@@ -81,13 +72,7 @@ func (s *Store) Release(ctx context.Context, group, topic string, partition int3
 }
 
 // ListLeases implements bookkeeping.Leases.
-func (s *Store) ListLeases(ctx context.Context, group, topic string) ([]bookkeeping.Lease, error) {
-	if err := bookkeeping.ValidateName("group", group); err != nil {
-		return nil, err
-	}
-	if err := bookkeeping.ValidateName("topic", topic); err != nil {
-		return nil, err
-	}
+func (s *store) ListLeases(ctx context.Context, group, topic string) ([]bookkeeping.Lease, error) {
 	unlock, err := s.rlock(ctx)
 	if err != nil {
 		return nil, err
@@ -128,7 +113,7 @@ func (s *Store) ListLeases(ctx context.Context, group, topic string) ([]bookkeep
 
 // partition reads the partition record at key; a missing record is the zero
 // state: never leased, nothing committed.
-func (s *Store) partition(key []byte) (partitionRecord, bool, error) {
+func (s *store) partition(key []byte) (partitionRecord, bool, error) {
 	v, err := s.get(key)
 	if err != nil {
 		return partitionRecord{}, false, err

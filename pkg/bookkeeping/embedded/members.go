@@ -9,13 +9,7 @@ import (
 )
 
 // Join implements bookkeeping.Members.
-func (s *Store) Join(ctx context.Context, group string, m bookkeeping.Member) error {
-	if err := bookkeeping.ValidateName("group", group); err != nil {
-		return err
-	}
-	if err := m.Validate(); err != nil {
-		return err
-	}
+func (s *store) Join(ctx context.Context, group string, m bookkeeping.Member) error {
 	unlock, err := s.lock(ctx)
 	if err != nil {
 		return err
@@ -55,7 +49,7 @@ func (s *Store) Join(ctx context.Context, group string, m bookkeeping.Member) er
 
 // Heartbeat implements bookkeeping.Members. The record keeps its topics
 // (and is rewritten in the current member format).
-func (s *Store) Heartbeat(ctx context.Context, group, memberID string) error {
+func (s *store) Heartbeat(ctx context.Context, group, memberID string) error {
 	return s.updateMember(ctx, "heartbeat", group, memberID, func(key []byte, r memberRecord, now time.Time) error {
 		r.expiresAt = now.Add(time.Duration(r.sessionTimeout)).UnixNano()
 		return s.db.Set(key, r.encode(), syncWrite)
@@ -64,7 +58,7 @@ func (s *Store) Heartbeat(ctx context.Context, group, memberID string) error {
 
 // Leave implements bookkeeping.Members. The member's leases are free at once
 // because a lease whose owner is not live is free.
-func (s *Store) Leave(ctx context.Context, group, memberID string) error {
+func (s *store) Leave(ctx context.Context, group, memberID string) error {
 	return s.updateMember(ctx, "leave", group, memberID, func(key []byte, _ memberRecord, _ time.Time) error {
 		return s.db.Delete(key, syncWrite)
 	})
@@ -72,13 +66,7 @@ func (s *Store) Leave(ctx context.Context, group, memberID string) error {
 
 // updateMember runs f on a live member under the writer lock; a member that
 // is missing or expired is ErrNotFound (and an expired record is deleted).
-func (s *Store) updateMember(ctx context.Context, op, group, memberID string, f func(key []byte, r memberRecord, now time.Time) error) error {
-	if err := bookkeeping.ValidateName("group", group); err != nil {
-		return err
-	}
-	if err := bookkeeping.ValidateName("member", memberID); err != nil {
-		return err
-	}
+func (s *store) updateMember(ctx context.Context, op, group, memberID string, f func(key []byte, r memberRecord, now time.Time) error) error {
 	unlock, err := s.lock(ctx)
 	if err != nil {
 		return err
@@ -106,10 +94,7 @@ func (s *Store) updateMember(ctx context.Context, op, group, memberID string, f 
 }
 
 // ListMembers implements bookkeeping.Members.
-func (s *Store) ListMembers(ctx context.Context, group string) ([]bookkeeping.Member, error) {
-	if err := bookkeeping.ValidateName("group", group); err != nil {
-		return nil, err
-	}
+func (s *store) ListMembers(ctx context.Context, group string) ([]bookkeeping.Member, error) {
 	unlock, err := s.rlock(ctx)
 	if err != nil {
 		return nil, err
@@ -131,7 +116,7 @@ func (s *Store) ListMembers(ctx context.Context, group string) ([]bookkeeping.Me
 }
 
 // member reads the member record at key.
-func (s *Store) member(key []byte) (memberRecord, bool, error) {
+func (s *store) member(key []byte) (memberRecord, bool, error) {
 	v, err := s.get(key)
 	if err != nil || v == nil {
 		return memberRecord{}, false, err
@@ -145,14 +130,14 @@ func (s *Store) member(key []byte) (memberRecord, bool, error) {
 
 // isLive reports whether member is a live member of group. The caller holds
 // mu.
-func (s *Store) isLive(group, member string) (bool, error) {
+func (s *store) isLive(group, member string) (bool, error) {
 	r, found, err := s.member(memberKey(group, member))
 	return found && s.now().UnixNano() < r.expiresAt, err
 }
 
 // scanMembers calls f for every member record of group, live or not, in id
 // order.
-func (s *Store) scanMembers(group string, f func(id string, r memberRecord) error) error {
+func (s *store) scanMembers(group string, f func(id string, r memberRecord) error) error {
 	p := memberPrefix(group)
 	return s.scan(p, prefixEnd(p), func(k, v []byte) (bool, error) {
 		r, err := decodeMember(v)

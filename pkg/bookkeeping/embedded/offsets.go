@@ -9,24 +9,18 @@ import (
 )
 
 // Commit implements bookkeeping.Offsets.
-func (s *Store) Commit(ctx context.Context, c bookkeeping.Commit) error {
-	if err := c.Validate(); err != nil {
-		return err
-	}
+func (s *store) Commit(ctx context.Context, c bookkeeping.Commit) error {
 	return s.commit(ctx, c, false)
 }
 
 // Reset implements bookkeeping.Offsets.
-func (s *Store) Reset(ctx context.Context, c bookkeeping.Commit) error {
-	if err := c.ValidateReset(); err != nil {
-		return err
-	}
+func (s *store) Reset(ctx context.Context, c bookkeeping.Commit) error {
 	return s.commit(ctx, c, true)
 }
 
 // commit checks every partition of c, then writes all of them in one synced
 // batch — or nothing.
-func (s *Store) commit(ctx context.Context, c bookkeeping.Commit, reset bool) error {
+func (s *store) commit(ctx context.Context, c bookkeeping.Commit, reset bool) error {
 	unlock, err := s.lock(ctx)
 	if err != nil {
 		return err
@@ -97,7 +91,7 @@ func (s *Store) commit(ctx context.Context, c bookkeeping.Commit, reset bool) er
 }
 
 // hasLiveMembers reports whether group has a live member. The caller holds mu.
-func (s *Store) hasLiveMembers(group string) (bool, error) {
+func (s *store) hasLiveMembers(group string) (bool, error) {
 	now := s.now().UnixNano()
 	found := false
 	p := memberPrefix(group)
@@ -113,16 +107,7 @@ func (s *Store) hasLiveMembers(group string) (bool, error) {
 }
 
 // FetchOffset implements bookkeeping.Offsets.
-func (s *Store) FetchOffset(ctx context.Context, group, topic string, partition int32) (bookkeeping.Committed, error) {
-	if err := bookkeeping.ValidateName("group", group); err != nil {
-		return bookkeeping.Committed{}, err
-	}
-	if err := bookkeeping.ValidateName("topic", topic); err != nil {
-		return bookkeeping.Committed{}, err
-	}
-	if err := bookkeeping.ValidatePartition("partition", partition); err != nil {
-		return bookkeeping.Committed{}, err
-	}
+func (s *store) FetchOffset(ctx context.Context, group, topic string, partition int32) (bookkeeping.Committed, error) {
 	unlock, err := s.rlock(ctx)
 	if err != nil {
 		return bookkeeping.Committed{}, err
@@ -139,16 +124,7 @@ func (s *Store) FetchOffset(ctx context.Context, group, topic string, partition 
 }
 
 // ListOffsets implements bookkeeping.Offsets.
-func (s *Store) ListOffsets(ctx context.Context, group string, after bookkeeping.Cursor, limit int) ([]bookkeeping.GroupOffset, bool, error) {
-	if err := bookkeeping.ValidateName("group", group); err != nil {
-		return nil, false, err
-	}
-	if err := after.Validate(); err != nil {
-		return nil, false, err
-	}
-	if err := bookkeeping.ValidateListLimit(limit); err != nil {
-		return nil, false, err
-	}
+func (s *store) ListOffsets(ctx context.Context, group string, after bookkeeping.Cursor, limit int) ([]bookkeeping.GroupOffset, bool, error) {
 	unlock, err := s.rlock(ctx)
 	if err != nil {
 		return nil, false, err

@@ -12,7 +12,7 @@ import (
 // AllocateProducerID implements bookkeeping.Producers. Ids come from one
 // counter advanced by a synced write under the writer lock, so no id is handed
 // out twice, even across crashes.
-func (s *Store) AllocateProducerID(ctx context.Context) (int64, error) {
+func (s *store) AllocateProducerID(ctx context.Context) (int64, error) {
 	unlock, err := s.lock(ctx)
 	if err != nil {
 		return 0, err
@@ -32,7 +32,7 @@ func (s *Store) AllocateProducerID(ctx context.Context) (int64, error) {
 
 // allocate adds the counter's advance to b and returns the id it hands out.
 // The caller holds the writer lock and commits b.
-func (s *Store) allocate(b *pebble.Batch) (int64, error) {
+func (s *store) allocate(b *pebble.Batch) (int64, error) {
 	v, err := s.get(counterKey)
 	if err != nil {
 		return 0, err
@@ -50,10 +50,7 @@ func (s *Store) allocate(b *pebble.Batch) (int64, error) {
 }
 
 // InitProducer implements bookkeeping.Producers.
-func (s *Store) InitProducer(ctx context.Context, transactionalID string) (bookkeeping.Producer, error) {
-	if err := bookkeeping.ValidateTransactionalID(transactionalID); err != nil {
-		return bookkeeping.Producer{}, err
-	}
+func (s *store) InitProducer(ctx context.Context, transactionalID string) (bookkeeping.Producer, error) {
 	if transactionalID == "" {
 		id, err := s.AllocateProducerID(ctx)
 		return bookkeeping.Producer{ID: id}, err

@@ -24,7 +24,7 @@ type state struct {
 
 // writeState stores one of everything: a member, a lease, a committed offset,
 // a transactional producer and allocated ids.
-func writeState(t *testing.T, s *embedded.Store) state {
+func writeState(t *testing.T, s *bookkeeping.Store) state {
 	t.Helper()
 	ctx := t.Context()
 	var st state
@@ -51,7 +51,7 @@ func writeState(t *testing.T, s *embedded.Store) state {
 }
 
 // checkState fails t unless s holds what writeState stored.
-func checkState(t *testing.T, s *embedded.Store, st state) {
+func checkState(t *testing.T, s *bookkeeping.Store, st state) {
 	t.Helper()
 	ctx := t.Context()
 	ms, err := s.ListMembers(ctx, "g")
@@ -130,11 +130,11 @@ func TestCrashKeepsAcknowledgedWrites(t *testing.T) {
 }
 
 func TestOpenValidatesOptions(t *testing.T) {
-	for name, open := range map[string]func() (*embedded.Store, error){
-		"empty dir":  func() (*embedded.Store, error) { return embedded.Open("") },
-		"nil clock":  func() (*embedded.Store, error) { return embedded.Open(t.TempDir(), embedded.WithClock(nil)) },
-		"nil fs":     func() (*embedded.Store, error) { return embedded.Open(t.TempDir(), embedded.WithFS(nil)) },
-		"nil logger": func() (*embedded.Store, error) { return embedded.Open(t.TempDir(), embedded.WithLogger(nil)) },
+	for name, open := range map[string]func() (*bookkeeping.Store, error){
+		"empty dir":  func() (*bookkeeping.Store, error) { return embedded.Open("") },
+		"nil clock":  func() (*bookkeeping.Store, error) { return embedded.Open(t.TempDir(), embedded.WithClock(nil)) },
+		"nil fs":     func() (*bookkeeping.Store, error) { return embedded.Open(t.TempDir(), embedded.WithFS(nil)) },
+		"nil logger": func() (*bookkeeping.Store, error) { return embedded.Open(t.TempDir(), embedded.WithLogger(nil)) },
 	} {
 		s, err := open()
 		var ve *bookkeeping.ValidationError

@@ -17,13 +17,15 @@ import (
 	"github.com/sluicemq/sluice/pkg/pebblelog"
 )
 
-// ErrClosed is returned by calls on a closed Store.
+// ErrClosed is returned by calls on a closed store.
 var ErrClosed = errors.New("embedded bookkeeping: store is closed")
 
-// Store implements bookkeeping.Members, Leases, Offsets, Groups and Producers
-// on one Pebble database. It is safe for concurrent use; only one Store may have a
-// directory open at a time (Pebble locks it).
-type Store struct {
+// store is the embedded bookkeeping's driver: one Pebble database. Open
+// wraps it in a *bookkeeping.Store, which checks every argument before a
+// method here runs; these methods only read, decide on what they read, and
+// write. It is safe for concurrent use; only one store may have a directory
+// open at a time (Pebble locks it).
+type store struct {
 	db  *pebble.DB
 	now func() time.Time
 
@@ -34,13 +36,7 @@ type Store struct {
 	closed bool // guarded by mu
 }
 
-var (
-	_ bookkeeping.Members   = (*Store)(nil)
-	_ bookkeeping.Leases    = (*Store)(nil)
-	_ bookkeeping.Offsets   = (*Store)(nil)
-	_ bookkeeping.Groups    = (*Store)(nil)
-	_ bookkeeping.Producers = (*Store)(nil)
-)
+var _ bookkeeping.Driver = (*store)(nil)
 
 type options struct {
 	fs     vfs.FS
@@ -62,8 +58,17 @@ func WithClock(now func() time.Time) Option { return func(o *options) { o.now = 
 // Error. Without it they are discarded.
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
 
-// Open opens (creating if needed) the store in dir.
-func Open(dir string, opts ...Option) (*Store, error) {
+// Open opens (creating if needed) the store in dir. Close it when done.
+func Open(dir string, opts ...Option) (*bookkeeping.Store, error) {
+	s, err := openStore(dir, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return bookkeeping.New(s), nil
+}
+
+// openStore opens the driver alone; Open is what callers get.
+func openStore(dir string, opts ...Option) (*store, error) {
 	o := options{fs: vfs.Default, now: time.Now, logger: slog.New(slog.DiscardHandler)}
 	for _, opt := range opts {
 		opt(&o)
@@ -82,7 +87,7 @@ func Open(dir string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("embedded bookkeeping: open %s: %w", dir, err)
 	}
-	s := &Store{db: db, now: o.now}
+	s := &store{db: db, now: o.now}
 	if err := s.checkFormat(); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("embedded bookkeeping: open %s: %w", dir, err)
@@ -92,7 +97,7 @@ func Open(dir string, opts ...Option) (*Store, error) {
 
 // checkFormat writes the format record into a new store, upgrades a store of
 // format 1 and refuses a store of another format.
-func (s *Store) checkFormat() error {
+func (s *store) checkFormat() error {
 	v, err := s.get(formatKey)
 	if err != nil {
 		return err
@@ -131,7 +136,7 @@ func (s *Store) checkFormat() error {
 // format (format 3 adds nothing to rewrite, see storeFormat). A group whose
 // members all left before the upgrade and that has no partition records
 // left no trace to find, so ListGroups misses it until it is used again.
-func (s *Store) upgradeFromFormat1() error {
+func (s *store) upgradeFromFormat1() error {
 	b := s.db.NewBatch()
 	defer b.Close()
 	for _, prefix := range []byte{prefixMember, prefixPartition} {
@@ -152,7 +157,7 @@ func (s *Store) upgradeFromFormat1() error {
 // eachGroup calls f once with every group that has keys under prefix (member
 // or partition keys: prefix, group, NUL, …), in order, seeking past each
 // group's keys instead of reading them.
-func (s *Store) eachGroup(prefix byte, f func(group string) error) error {
+func (s *store) eachGroup(prefix byte, f func(group string) error) error {
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefix}, UpperBound: []byte{prefix + 1}})
 	if err != nil {
 		return err
@@ -175,7 +180,7 @@ func (s *Store) eachGroup(prefix byte, f func(group string) error) error {
 	return errors.Join(it.Error(), it.Close())
 }
 
-func (s *Store) isEmpty() (bool, error) {
+func (s *store) isEmpty() (bool, error) {
 	it, err := s.db.NewIter(nil)
 	if err != nil {
 		return false, err
@@ -185,7 +190,7 @@ func (s *Store) isEmpty() (bool, error) {
 }
 
 // Close closes the database. Calls after Close return ErrClosed.
-func (s *Store) Close() error {
+func (s *store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -196,7 +201,7 @@ func (s *Store) Close() error {
 }
 
 // lock takes the writer lock; the caller must call the returned unlock.
-func (s *Store) lock(ctx context.Context) (unlock func(), err error) {
+func (s *store) lock(ctx context.Context) (unlock func(), err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -209,7 +214,7 @@ func (s *Store) lock(ctx context.Context) (unlock func(), err error) {
 }
 
 // rlock takes the reader lock; the caller must call the returned unlock.
-func (s *Store) rlock(ctx context.Context) (unlock func(), err error) {
+func (s *store) rlock(ctx context.Context) (unlock func(), err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -222,7 +227,7 @@ func (s *Store) rlock(ctx context.Context) (unlock func(), err error) {
 }
 
 // get returns a copy of the value at key, or nil when there is none.
-func (s *Store) get(key []byte) ([]byte, error) {
+func (s *store) get(key []byte) ([]byte, error) {
 	v, closer, err := s.db.Get(key)
 	if errors.Is(err, pebble.ErrNotFound) {
 		return nil, nil
@@ -238,7 +243,7 @@ func (s *Store) get(key []byte) ([]byte, error) {
 
 // scan calls f with every key and value in [lower, upper) in order until f
 // returns false. k and v are only valid during the call.
-func (s *Store) scan(lower, upper []byte, f func(k, v []byte) (bool, error)) error {
+func (s *store) scan(lower, upper []byte, f func(k, v []byte) (bool, error)) error {
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
 		return err

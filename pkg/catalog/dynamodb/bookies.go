@@ -10,10 +10,7 @@ import (
 )
 
 // HeartbeatBookie implements catalog.Bookies: one put per heartbeat.
-func (c *Catalog) HeartbeatBookie(ctx context.Context, bk catalog.Bookie, ttl time.Duration) (catalog.Bookie, error) {
-	if err := catalog.ValidateBookie(bk, ttl); err != nil {
-		return catalog.Bookie{}, err
-	}
+func (c *store) HeartbeatBookie(ctx context.Context, bk catalog.Bookie, ttl time.Duration) (catalog.Bookie, error) {
 	bk.ExpiresAt = catalog.Timestamp(c.clock.Now().Add(ttl))
 	if err := c.heartbeat(ctx, pkBookies, bookieItem(bk), catalog.MaxBookies); err != nil {
 		return catalog.Bookie{}, fmt.Errorf("heartbeat bookie %q: %w", bk.ID, err)
@@ -22,7 +19,7 @@ func (c *Catalog) HeartbeatBookie(ctx context.Context, bk catalog.Bookie, ttl ti
 }
 
 // ListLiveBookies implements catalog.Bookies.
-func (c *Catalog) ListLiveBookies(ctx context.Context) ([]catalog.Bookie, error) {
+func (c *store) ListLiveBookies(ctx context.Context) ([]catalog.Bookie, error) {
 	items, err := c.queryAll(ctx, pkBookies, catalog.MaxBookies)
 	if err != nil {
 		return nil, fmt.Errorf("list live bookies: %w", err)
@@ -42,10 +39,7 @@ func (c *Catalog) ListLiveBookies(ctx context.Context) ([]catalog.Bookie, error)
 }
 
 // RemoveBookie implements catalog.Bookies.
-func (c *Catalog) RemoveBookie(ctx context.Context, id string) error {
-	if err := catalog.ValidateID("id", id); err != nil {
-		return err
-	}
+func (c *store) RemoveBookie(ctx context.Context, id string) error {
 	err := c.deleteIf(ctx, pkBookies, id, exists)
 	if errors.Is(err, errCondition) {
 		err = catalog.ErrNotFound

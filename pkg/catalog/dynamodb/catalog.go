@@ -33,32 +33,32 @@ type Options struct {
 	Retry RetryPolicy
 }
 
-// Catalog is the DynamoDB catalog. It implements every catalog interface.
-// Safe for concurrent use.
-type Catalog struct {
+// store is the DynamoDB catalog's driver. New wraps it in a
+// *catalog.Catalog, which checks every argument before a method here runs;
+// these methods only read, apply the catalog's rules to what they read, and
+// write conditioned on it. Safe for concurrent use.
+type store struct {
 	api    API
 	table  string
 	clock  catalog.Clock
 	policy RetryPolicy // also paces resending batch items DynamoDB left unprocessed
 }
 
-var (
-	_ catalog.Topics        = (*Catalog)(nil)
-	_ catalog.DeletedTopics = (*Catalog)(nil)
-	_ catalog.Partitions    = (*Catalog)(nil)
-	_ catalog.Writers       = (*Catalog)(nil)
-	_ catalog.LedgerTrimmer = (*Catalog)(nil)
-	_ catalog.Owners        = (*Catalog)(nil)
-	_ catalog.Ledgers       = (*Catalog)(nil)
-	_ catalog.LedgerLister  = (*Catalog)(nil)
-	_ catalog.Bookies       = (*Catalog)(nil)
-	_ catalog.Triggers      = (*Catalog)(nil)
-)
+var _ catalog.Driver = (*store)(nil)
 
 // New returns a catalog over client (build it with NewClient, so the
 // SDK does not retry on its own) in opts.Table. It wraps client with the
 // throttling retries; it does not touch the table (see EnsureTable).
-func New(client API, opts Options) (*Catalog, error) {
+func New(client API, opts Options) (*catalog.Catalog, error) {
+	s, err := newStore(client, opts)
+	if err != nil {
+		return nil, err
+	}
+	return catalog.New(s), nil
+}
+
+// newStore builds the driver alone; New is what callers get.
+func newStore(client API, opts Options) (*store, error) {
 	var errs []error
 	if client == nil {
 		errs = append(errs, errors.New("dynamodb catalog: nil client"))
@@ -76,15 +76,18 @@ func New(client API, opts Options) (*Catalog, error) {
 	if opts.Clock == nil {
 		opts.Clock = catalog.SystemClock{}
 	}
-	return &Catalog{api: retrying, table: opts.Table, clock: opts.Clock, policy: retrying.policy}, nil
+	return &store{api: retrying, table: opts.Table, clock: opts.Clock, policy: retrying.policy}, nil
 }
 
-func (c *Catalog) now() time.Time { return catalog.Timestamp(c.clock.Now()) }
+// Close implements catalog.Driver: the client holds nothing to release.
+func (c *store) Close() error { return nil }
+
+func (c *store) now() time.Time { return catalog.Timestamp(c.clock.Now()) }
 
 // get reads one item with a strongly consistent read: every read here
 // either precedes a conditional write or backs a Get the caller expects to
 // reflect its own writes. nil means no such item.
-func (c *Catalog) get(ctx context.Context, pk, sk string) (map[string]av, error) {
+func (c *store) get(ctx context.Context, pk, sk string) (map[string]av, error) {
 	out, err := c.api.GetItem(ctx, &dynamodb.GetItemInput{TableName: &c.table, Key: key(pk, sk), ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		return nil, fmt.Errorf("get %s/%s: %w", pk, sk, err)
@@ -149,13 +152,13 @@ func conditionErr(err error) error {
 	return err
 }
 
-func (c *Catalog) putIf(ctx context.Context, it map[string]av, k cond) error {
+func (c *store) putIf(ctx context.Context, it map[string]av, k cond) error {
 	_, err := c.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: &c.table, Item: it,
 		ConditionExpression: &k.expr, ExpressionAttributeNames: k.names, ExpressionAttributeValues: k.exprValues()})
 	return conditionErr(err)
 }
 
-func (c *Catalog) deleteIf(ctx context.Context, pk, sk string, k cond) error {
+func (c *store) deleteIf(ctx context.Context, pk, sk string, k cond) error {
 	_, err := c.api.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &c.table, Key: key(pk, sk),
 		ConditionExpression: &k.expr, ExpressionAttributeNames: k.names, ExpressionAttributeValues: k.exprValues()})
 	return conditionErr(err)
@@ -167,16 +170,16 @@ type txOp struct {
 	onFail error
 }
 
-func (c *Catalog) txPut(it map[string]av, k cond, onFail error) txOp {
+func (c *store) txPut(it map[string]av, k cond, onFail error) txOp {
 	return txOp{item: types.TransactWriteItem{Put: &types.Put{TableName: &c.table, Item: it,
 		ConditionExpression: &k.expr, ExpressionAttributeNames: k.names, ExpressionAttributeValues: k.exprValues()}}, onFail: onFail}
 }
 
-func (c *Catalog) txPutAlways(it map[string]av) txOp {
+func (c *store) txPutAlways(it map[string]av) txOp {
 	return txOp{item: types.TransactWriteItem{Put: &types.Put{TableName: &c.table, Item: it}}}
 }
 
-func (c *Catalog) txDelete(pk, sk string, k *cond, onFail error) txOp {
+func (c *store) txDelete(pk, sk string, k *cond, onFail error) txOp {
 	d := &types.Delete{TableName: &c.table, Key: key(pk, sk)}
 	if k != nil {
 		d.ConditionExpression, d.ExpressionAttributeNames, d.ExpressionAttributeValues = &k.expr, k.names, k.exprValues()
@@ -184,14 +187,14 @@ func (c *Catalog) txDelete(pk, sk string, k *cond, onFail error) txOp {
 	return txOp{item: types.TransactWriteItem{Delete: d}, onFail: onFail}
 }
 
-func (c *Catalog) txCheck(pk, sk string, k cond, onFail error) txOp {
+func (c *store) txCheck(pk, sk string, k cond, onFail error) txOp {
 	return txOp{item: types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{TableName: &c.table, Key: key(pk, sk),
 		ConditionExpression: &k.expr, ExpressionAttributeNames: k.names, ExpressionAttributeValues: k.exprValues()}}, onFail: onFail}
 }
 
 // transact commits ops atomically (TransactWriteItems) and maps a
 // cancellation to the typed error of the item whose condition failed.
-func (c *Catalog) transact(ctx context.Context, ops []txOp) error {
+func (c *store) transact(ctx context.Context, ops []txOp) error {
 	items := make([]types.TransactWriteItem, len(ops))
 	onFail := make([]error, len(ops))
 	for i, op := range ops {
@@ -231,7 +234,7 @@ func cancellationError(err error, onFail []error) error {
 // queryPage reads one page of the items under pk in sort-key order: at most
 // limit items after the token's position, and the token of the next page
 // ("" when none follows). It reads one item ahead to know.
-func (c *Catalog) queryPage(ctx context.Context, pk, token string, limit int) ([]map[string]av, string, error) {
+func (c *store) queryPage(ctx context.Context, pk, token string, limit int) ([]map[string]av, string, error) {
 	start, err := decodeToken(pk, token)
 	if err != nil {
 		return nil, "", err
@@ -266,7 +269,7 @@ func (c *Catalog) queryPage(ctx context.Context, pk, token string, limit int) ([
 }
 
 // queryAll reads every item under pk, failing with ErrLimitExceeded past max.
-func (c *Catalog) queryAll(ctx context.Context, pk string, max int) ([]map[string]av, error) {
+func (c *store) queryAll(ctx context.Context, pk string, max int) ([]map[string]av, error) {
 	items, next, err := c.queryPage(ctx, pk, "", max)
 	if err == nil && next != "" {
 		err = fmt.Errorf("more than %d items under %s: %w", max, pk, catalog.ErrLimitExceeded)

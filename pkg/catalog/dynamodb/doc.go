@@ -2,6 +2,12 @@
 // deployments; in tests it runs against moto. It passes the conformance
 // suite in catalogtest.
 //
+// It is a catalog.Driver: New returns the *catalog.Catalog over it, which
+// checks every argument before this package sees it. Here are only storage
+// and the catalog's rules applied to what was read, plus the page tokens,
+// whose format is this package's. EnsureTable creates the table (in
+// development; deployments use Terraform).
+//
 // # Table and items
 //
 // One table (TableDefinition; Terraform's sluice-storage module defines the

@@ -63,20 +63,22 @@ func (h serialHTTP) Do(r *http.Request) (*http.Response, error) {
 }
 
 // newTestCatalog creates a catalog on a fresh, uniquely named table on the
-// AWS emulator and deletes the table when the test ends.
-func newTestCatalog(t *testing.T, clock catalog.Clock) *Catalog {
+// AWS emulator and deletes the table when the test ends. It returns the
+// driver, for the tests that reach into it; catalog.New(it) is what callers
+// get.
+func newTestCatalog(t *testing.T, clock catalog.Clock) *store {
 	t.Helper()
 	cfg := testenv.AWSConfig(t, testenv.AWSEndpoint(t))
 	cfg.HTTPClient = serialHTTP{mu: &motoMu, next: cfg.HTTPClient}
 	client := NewClient(cfg)
 	table := fmt.Sprintf("sluice-catalog-test-%d-%d", time.Now().UnixNano(), tableSeq.Add(1))
-	c, err := New(client, Options{Table: table, Clock: clock})
+	c, err := newStore(client, Options{Table: table, Clock: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := c.EnsureTable(ctx); err != nil {
+	if err := c.ensureTable(ctx); err != nil {
 		t.Fatalf("EnsureTable: %v", err)
 	}
 	t.Cleanup(func() {
@@ -87,7 +89,9 @@ func newTestCatalog(t *testing.T, clock catalog.Clock) *Catalog {
 
 func TestIntegrationDynamoDBCatalogConformance(t *testing.T) {
 	catalogtest.Run(t, catalogtest.Harness{
-		New: func(t *testing.T, clock catalog.Clock) catalogtest.Backend { return newTestCatalog(t, clock) },
+		New: func(t *testing.T, clock catalog.Clock) catalogtest.Backend {
+			return catalog.New(newTestCatalog(t, clock))
+		},
 	})
 }
 
@@ -161,7 +165,7 @@ func TestIntegrationDynamoDBCatalogCancellationReasons(t *testing.T) {
 }
 
 // getPartitionByName re-reads the partition of the incarnation p was read from.
-func (c *Catalog) getPartitionByName(ctx context.Context, topic string, p catalog.Partition) (catalog.Partition, error) {
+func (c *store) getPartitionByName(ctx context.Context, topic string, p catalog.Partition) (catalog.Partition, error) {
 	got, _, err := c.getPartition(ctx, topic, p.TopicID, p.Index)
 	return got, err
 }
@@ -169,7 +173,7 @@ func (c *Catalog) getPartitionByName(ctx context.Context, topic string, p catalo
 func TestIntegrationDynamoDBCatalogEnsureTable(t *testing.T) {
 	ctx := t.Context()
 	c := newTestCatalog(t, catalog.SystemClock{})
-	if err := c.EnsureTable(ctx); err != nil {
+	if err := c.ensureTable(ctx); err != nil {
 		t.Fatalf("EnsureTable on an existing table: %v", err)
 	}
 
@@ -189,11 +193,7 @@ func TestIntegrationDynamoDBCatalogEnsureTable(t *testing.T) {
 	t.Cleanup(func() {
 		_, _ = client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(other)})
 	})
-	wrong, err := New(client, Options{Table: other})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := wrong.EnsureTable(ctx); err == nil {
+	if err := EnsureTable(ctx, client, Options{Table: other}); err == nil {
 		t.Fatal("EnsureTable accepted a table keyed by id")
 	}
 }
@@ -203,7 +203,8 @@ func TestIntegrationDynamoDBCatalogEnsureTable(t *testing.T) {
 func TestIntegrationDynamoDBCatalogRejectsCorruptItems(t *testing.T) {
 	ctx := t.Context()
 	c := newTestCatalog(t, catalog.SystemClock{})
-	tp, err := c.CreateTopic(ctx, "good", 1, catalog.DefaultTopicConfig())
+	cat := catalog.New(c) // the calls as callers make them; c.api to plant items
+	tp, err := cat.CreateTopic(ctx, "good", 1, catalog.DefaultTopicConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,14 +224,14 @@ func TestIntegrationDynamoDBCatalogRejectsCorruptItems(t *testing.T) {
 	badConfig["cfg"] = strMap(map[string]string{"retention.ms": "forever"})
 	put(badConfig)
 	for _, name := range []string{"future", "mistyped", "badcfg"} {
-		if _, err := c.GetTopic(ctx, name); !errors.Is(err, ErrCorrupt) {
+		if _, err := cat.GetTopic(ctx, name); !errors.Is(err, ErrCorrupt) {
 			t.Errorf("GetTopic(%s): %v, want ErrCorrupt", name, err)
 		}
 	}
-	if _, err := c.ListTopics(ctx, "", 0); !errors.Is(err, ErrCorrupt) {
+	if _, err := cat.ListTopics(ctx, "", 0); !errors.Is(err, ErrCorrupt) {
 		t.Errorf("ListTopics over corrupt items: %v, want ErrCorrupt", err)
 	}
-	if _, err := c.GetTopic(ctx, "good"); err != nil {
+	if _, err := cat.GetTopic(ctx, "good"); err != nil {
 		t.Errorf("GetTopic(good): %v", err)
 	}
 }

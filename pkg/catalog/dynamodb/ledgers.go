@@ -15,7 +15,7 @@ import (
 )
 
 // getLedger reads a ledger's item: ErrNotFound if there is none.
-func (c *Catalog) getLedger(ctx context.Context, id catalog.LedgerID) (catalog.LedgerMetadata, error) {
+func (c *store) getLedger(ctx context.Context, id catalog.LedgerID) (catalog.LedgerMetadata, error) {
 	it, err := c.get(ctx, ledgerPK(id), skLedger)
 	if err != nil {
 		return catalog.LedgerMetadata{}, err
@@ -32,7 +32,7 @@ func (c *Catalog) getLedger(ctx context.Context, id catalog.LedgerID) (catalog.L
 
 // nextLedgerID allocates an id: an atomic ADD on the counter item, which
 // DynamoDB serializes, so no two callers ever get the same id.
-func (c *Catalog) nextLedgerID(ctx context.Context) (catalog.LedgerID, error) {
+func (c *store) nextLedgerID(ctx context.Context) (catalog.LedgerID, error) {
 	out, err := c.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: &c.table, Key: key(pkCounters, skLedgerCounter),
 		UpdateExpression:          aws.String("ADD #last :one SET #fv = :fv"),
@@ -53,10 +53,7 @@ func (c *Catalog) nextLedgerID(ctx context.Context) (catalog.LedgerID, error) {
 
 // CreateLedger implements catalog.Ledgers: allocate an id, then write the
 // ledger item and both index items in one transaction.
-func (c *Catalog) CreateLedger(ctx context.Context, spec catalog.LedgerSpec) (catalog.LedgerMetadata, error) {
-	if err := catalog.ValidateLedgerSpec(spec); err != nil {
-		return catalog.LedgerMetadata{}, err
-	}
+func (c *store) CreateLedger(ctx context.Context, spec catalog.LedgerSpec) (catalog.LedgerMetadata, error) {
 	id, err := c.nextLedgerID(ctx)
 	if err != nil {
 		return catalog.LedgerMetadata{}, fmt.Errorf("create ledger for %s/%d: %w", spec.Topic, spec.Partition, err)
@@ -77,7 +74,7 @@ func (c *Catalog) CreateLedger(ctx context.Context, spec catalog.LedgerSpec) (ca
 }
 
 // GetLedger implements catalog.Ledgers.
-func (c *Catalog) GetLedger(ctx context.Context, id catalog.LedgerID) (catalog.LedgerMetadata, error) {
+func (c *store) GetLedger(ctx context.Context, id catalog.LedgerID) (catalog.LedgerMetadata, error) {
 	m, err := c.getLedger(ctx, id)
 	if err != nil {
 		return catalog.LedgerMetadata{}, fmt.Errorf("get ledger %d: %w", id, err)
@@ -87,11 +84,7 @@ func (c *Catalog) GetLedger(ctx context.Context, id catalog.LedgerID) (catalog.L
 
 // GetLedgers implements catalog.Ledgers with BatchGetItem (100 keys per
 // request).
-func (c *Catalog) GetLedgers(ctx context.Context, ids []catalog.LedgerID) ([]catalog.LedgerMetadata, error) {
-	ids, err := catalog.LedgerIDs(ids)
-	if err != nil {
-		return nil, err
-	}
+func (c *store) GetLedgers(ctx context.Context, ids []catalog.LedgerID) ([]catalog.LedgerMetadata, error) {
 	ms, err := c.batchGetLedgers(ctx, ids)
 	if err != nil {
 		return nil, fmt.Errorf("get %d ledgers: %w", len(ids), err)
@@ -103,7 +96,7 @@ func (c *Catalog) GetLedgers(ctx context.Context, ids []catalog.LedgerID) ([]cat
 // the item read, and written conditioned on that item's version — so the
 // check was made on exactly what is replaced. A state change moves the
 // by-state index item in the same transaction.
-func (c *Catalog) UpdateLedger(ctx context.Context, proposed catalog.LedgerMetadata) (catalog.LedgerMetadata, error) {
+func (c *store) UpdateLedger(ctx context.Context, proposed catalog.LedgerMetadata) (catalog.LedgerMetadata, error) {
 	old, err := c.getLedger(ctx, proposed.ID)
 	var next catalog.LedgerMetadata
 	if err == nil {
@@ -125,7 +118,7 @@ func (c *Catalog) UpdateLedger(ctx context.Context, proposed catalog.LedgerMetad
 }
 
 // DeleteLedgerMetadata implements catalog.Ledgers.
-func (c *Catalog) DeleteLedgerMetadata(ctx context.Context, id catalog.LedgerID, expectVersion int64) error {
+func (c *store) DeleteLedgerMetadata(ctx context.Context, id catalog.LedgerID, expectVersion int64) error {
 	m, err := c.getLedger(ctx, id)
 	if err == nil {
 		err = catalog.CheckDeletable(m, expectVersion)
@@ -145,23 +138,14 @@ func (c *Catalog) DeleteLedgerMetadata(ctx context.Context, id catalog.LedgerID,
 }
 
 // ListLedgersByPartition implements catalog.LedgerLister.
-func (c *Catalog) ListLedgersByPartition(ctx context.Context, topicID catalog.TopicID, partition int, pageToken string, limit int) (catalog.Page[catalog.LedgerMetadata], error) {
-	if err := catalog.ValidateID("topicID", string(topicID)); err != nil {
-		return catalog.Page[catalog.LedgerMetadata]{}, err
-	}
-	if err := catalog.ValidatePartitionIndex(partition); err != nil {
-		return catalog.Page[catalog.LedgerMetadata]{}, err
-	}
+func (c *store) ListLedgersByPartition(ctx context.Context, topicID catalog.TopicID, partition int, pageToken string, limit int) (catalog.Page[catalog.LedgerMetadata], error) {
 	return c.listLedgers(ctx, byPartitionPK(topicID, partition), pageToken, limit, func(m catalog.LedgerMetadata) bool {
 		return m.TopicID == topicID && m.Partition == partition
 	})
 }
 
 // ListLedgersByState implements catalog.LedgerLister.
-func (c *Catalog) ListLedgersByState(ctx context.Context, state catalog.LedgerState, pageToken string, limit int) (catalog.Page[catalog.LedgerMetadata], error) {
-	if !state.Valid() {
-		return catalog.Page[catalog.LedgerMetadata]{}, catalog.Invalid("state", "%v is not a ledger state", state)
-	}
+func (c *store) ListLedgersByState(ctx context.Context, state catalog.LedgerState, pageToken string, limit int) (catalog.Page[catalog.LedgerMetadata], error) {
 	return c.listLedgers(ctx, byStatePK(state), pageToken, limit, func(m catalog.LedgerMetadata) bool { return m.State == state })
 }
 
@@ -169,12 +153,8 @@ func (c *Catalog) ListLedgersByState(ctx context.Context, state catalog.LedgerSt
 // ledgers it names. The index and the ledgers are read at slightly
 // different moments, so a ledger deleted or moved to another state in
 // between is left out (keep says whether a ledger still belongs).
-func (c *Catalog) listLedgers(ctx context.Context, pk, token string, limit int, keep func(catalog.LedgerMetadata) bool) (catalog.Page[catalog.LedgerMetadata], error) {
-	n, err := catalog.PageLimit(limit)
-	if err != nil {
-		return catalog.Page[catalog.LedgerMetadata]{}, err
-	}
-	idx, next, err := c.queryPage(ctx, pk, token, n)
+func (c *store) listLedgers(ctx context.Context, pk, token string, limit int, keep func(catalog.LedgerMetadata) bool) (catalog.Page[catalog.LedgerMetadata], error) {
+	idx, next, err := c.queryPage(ctx, pk, token, limit)
 	if err != nil {
 		return catalog.Page[catalog.LedgerMetadata]{}, fmt.Errorf("list ledgers: %w", err)
 	}
@@ -202,7 +182,7 @@ func (c *Catalog) listLedgers(ctx context.Context, pk, token string, limit int, 
 // batchGetLedgers reads ledgers by id (consistently, 100 per request,
 // resending unprocessed keys with bounded backoff) and returns those that
 // exist, in id order.
-func (c *Catalog) batchGetLedgers(ctx context.Context, ids []catalog.LedgerID) ([]catalog.LedgerMetadata, error) {
+func (c *store) batchGetLedgers(ctx context.Context, ids []catalog.LedgerID) ([]catalog.LedgerMetadata, error) {
 	var out []catalog.LedgerMetadata
 	for len(ids) > 0 {
 		chunk := ids[:min(100, len(ids))] // BatchGetItem's limit

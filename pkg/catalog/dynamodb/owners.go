@@ -14,7 +14,7 @@ import (
 )
 
 // getOwner reads an owner's heartbeat item.
-func (c *Catalog) getOwner(ctx context.Context, id string) (catalog.Owner, bool, error) {
+func (c *store) getOwner(ctx context.Context, id string) (catalog.Owner, bool, error) {
 	it, err := c.get(ctx, pkOwners, id)
 	if err != nil || it == nil {
 		return catalog.Owner{}, false, err
@@ -24,10 +24,7 @@ func (c *Catalog) getOwner(ctx context.Context, id string) (catalog.Owner, bool,
 }
 
 // HeartbeatOwner implements catalog.Owners: one put per heartbeat.
-func (c *Catalog) HeartbeatOwner(ctx context.Context, id, address string, ttl time.Duration) (catalog.Owner, error) {
-	if err := catalog.ValidateHeartbeat(id, address, ttl); err != nil {
-		return catalog.Owner{}, err
-	}
+func (c *store) HeartbeatOwner(ctx context.Context, id, address string, ttl time.Duration) (catalog.Owner, error) {
 	o := catalog.Owner{ID: id, Address: address, ExpiresAt: catalog.Timestamp(c.clock.Now().Add(ttl))}
 	if err := c.heartbeat(ctx, pkOwners, ownerItem(o), catalog.MaxOwners); err != nil {
 		return catalog.Owner{}, fmt.Errorf("heartbeat owner %q: %w", id, err)
@@ -39,7 +36,7 @@ func (c *Catalog) HeartbeatOwner(ctx context.Context, id, address string, ttl ti
 // The room check counts before adding, so racing first heartbeats of new
 // ids can overshoot the bound by the number of racers; listing still stops
 // at the bound (ErrLimitExceeded), so nothing grows unbounded unnoticed.
-func (c *Catalog) heartbeat(ctx context.Context, pk string, it map[string]av, max int) error {
+func (c *store) heartbeat(ctx context.Context, pk string, it map[string]av, max int) error {
 	err := c.putIf(ctx, it, exists) // the common case: a renewal, one write
 	if !errors.Is(err, errCondition) {
 		return err
@@ -56,7 +53,7 @@ func (c *Catalog) heartbeat(ctx context.Context, pk string, it map[string]av, ma
 }
 
 // count counts the items under pk, reading at most max+1 of them.
-func (c *Catalog) count(ctx context.Context, pk string, max int) (int, error) {
+func (c *store) count(ctx context.Context, pk string, max int) (int, error) {
 	in := &dynamodb.QueryInput{
 		TableName: &c.table, ConsistentRead: aws.Bool(true), Select: types.SelectCount,
 		KeyConditionExpression:    aws.String("#pk = :pk"),
@@ -79,10 +76,7 @@ func (c *Catalog) count(ctx context.Context, pk string, max int) (int, error) {
 }
 
 // GetOwner implements catalog.Owners.
-func (c *Catalog) GetOwner(ctx context.Context, id string) (catalog.Owner, error) {
-	if err := catalog.ValidateID("id", id); err != nil {
-		return catalog.Owner{}, err
-	}
+func (c *store) GetOwner(ctx context.Context, id string) (catalog.Owner, error) {
 	o, found, err := c.getOwner(ctx, id)
 	if err == nil && !found {
 		err = catalog.ErrNotFound
@@ -94,7 +88,7 @@ func (c *Catalog) GetOwner(ctx context.Context, id string) (catalog.Owner, error
 }
 
 // ListLiveOwners implements catalog.Owners.
-func (c *Catalog) ListLiveOwners(ctx context.Context) ([]catalog.Owner, error) {
+func (c *store) ListLiveOwners(ctx context.Context) ([]catalog.Owner, error) {
 	items, err := c.queryAll(ctx, pkOwners, catalog.MaxOwners)
 	if err != nil {
 		return nil, fmt.Errorf("list live owners: %w", err)
@@ -114,10 +108,7 @@ func (c *Catalog) ListLiveOwners(ctx context.Context) ([]catalog.Owner, error) {
 }
 
 // RemoveOwner implements catalog.Owners.
-func (c *Catalog) RemoveOwner(ctx context.Context, id string) error {
-	if err := catalog.ValidateID("id", id); err != nil {
-		return err
-	}
+func (c *store) RemoveOwner(ctx context.Context, id string) error {
 	err := c.deleteIf(ctx, pkOwners, id, exists)
 	if errors.Is(err, errCondition) {
 		err = catalog.ErrNotFound

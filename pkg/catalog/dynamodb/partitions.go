@@ -13,7 +13,7 @@ import (
 
 // getPartition reads a partition item of topic incarnation id; a missing item
 // is the never-written partition (version 0, found false).
-func (c *Catalog) getPartition(ctx context.Context, topic string, id catalog.TopicID, index int) (catalog.Partition, bool, error) {
+func (c *store) getPartition(ctx context.Context, topic string, id catalog.TopicID, index int) (catalog.Partition, bool, error) {
 	it, err := c.get(ctx, partitionPK(id), indexSK(index))
 	if err != nil || it == nil {
 		return catalog.Partition{Topic: topic, TopicID: id, Index: index}, false, err
@@ -27,7 +27,7 @@ func (c *Catalog) getPartition(ctx context.Context, topic string, id catalog.Top
 
 // partitionPut writes p conditioned on the version it was read at (found) or
 // on there being no item yet.
-func (c *Catalog) partitionCond(readVersion int64, found bool) cond {
+func (c *store) partitionCond(readVersion int64, found bool) cond {
 	if !found {
 		return notExists
 	}
@@ -35,7 +35,7 @@ func (c *Catalog) partitionCond(readVersion int64, found bool) cond {
 }
 
 // livePartition resolves a live topic's partition.
-func (c *Catalog) livePartition(ctx context.Context, topic string, index int) (catalog.Topic, catalog.Partition, bool, error) {
+func (c *store) livePartition(ctx context.Context, topic string, index int) (catalog.Topic, catalog.Partition, bool, error) {
 	t, err := c.getTopic(ctx, topic)
 	if err != nil {
 		return catalog.Topic{}, catalog.Partition{}, false, err
@@ -54,11 +54,8 @@ func topicIs(id catalog.TopicID, index int) cond {
 		values: map[string]av{":tid": s(string(id)), ":idx": n(int64(index))}}
 }
 
-// GetPartition implements catalog.Partitions.
-func (c *Catalog) GetPartition(ctx context.Context, topic string, partition int) (catalog.Partition, error) {
-	if err := validateTopicPartition(topic, partition); err != nil {
-		return catalog.Partition{}, err
-	}
+// GetPartition implements catalog.Driver (Partitions.GetPartition).
+func (c *store) GetPartition(ctx context.Context, topic string, partition int) (catalog.Partition, error) {
 	_, p, _, err := c.livePartition(ctx, topic, partition)
 	if err != nil {
 		return catalog.Partition{}, fmt.Errorf("get partition %s/%d: %w", topic, partition, err)
@@ -66,42 +63,30 @@ func (c *Catalog) GetPartition(ctx context.Context, topic string, partition int)
 	return p, nil
 }
 
-// ListPartitions implements catalog.Partitions: one range query over the
+// ListPartitionRange implements catalog.Driver: one range query over the
 // topic's partition items, with never-written partitions filled in.
-func (c *Catalog) ListPartitions(ctx context.Context, topic string, pageToken string, limit int) (catalog.Page[catalog.Partition], error) {
-	if err := catalog.ValidateTopicName(topic); err != nil {
-		return catalog.Page[catalog.Partition]{}, err
-	}
-	n, err := catalog.PageLimit(limit)
+// catalog.Catalog's ListPartitions turns the page token into start and back.
+func (c *store) ListPartitionRange(ctx context.Context, topic string, start, limit int) ([]catalog.Partition, bool, error) {
+	ps, more, err := c.listPartitions(ctx, topic, start, limit)
 	if err != nil {
-		return catalog.Page[catalog.Partition]{}, err
+		return nil, false, fmt.Errorf("list partitions of %q: %w", topic, err)
 	}
-	start, err := catalog.ParseIndexToken(pageToken)
-	if err != nil {
-		return catalog.Page[catalog.Partition]{}, err
-	}
-	page, err := c.listPartitions(ctx, topic, start, n)
-	if err != nil {
-		return catalog.Page[catalog.Partition]{}, fmt.Errorf("list partitions of %q: %w", topic, err)
-	}
-	return page, nil
+	return ps, more, nil
 }
 
-func (c *Catalog) listPartitions(ctx context.Context, topic string, start, n int) (catalog.Page[catalog.Partition], error) {
+func (c *store) listPartitions(ctx context.Context, topic string, start, n int) ([]catalog.Partition, bool, error) {
 	t, err := c.getTopic(ctx, topic)
 	if err != nil {
-		return catalog.Page[catalog.Partition]{}, err
+		return nil, false, err
 	}
 	end := min(start+n, t.Partitions)
-	var page catalog.Page[catalog.Partition]
+	var ps []catalog.Partition
 	for i := start; i < end; i++ {
-		page.Items = append(page.Items, catalog.Partition{Topic: t.Name, TopicID: t.ID, Index: i})
+		ps = append(ps, catalog.Partition{Topic: t.Name, TopicID: t.ID, Index: i})
 	}
-	if end < t.Partitions {
-		page.NextPageToken = catalog.IndexToken(end)
-	}
+	more := end < t.Partitions
 	if start >= end {
-		return page, nil
+		return ps, more, nil
 	}
 	in := &dynamodb.QueryInput{
 		TableName: &c.table, ConsistentRead: aws.Bool(true),
@@ -112,20 +97,20 @@ func (c *Catalog) listPartitions(ctx context.Context, topic string, start, n int
 	for {
 		out, err := c.api.Query(ctx, in)
 		if err != nil {
-			return catalog.Page[catalog.Partition]{}, fmt.Errorf("query partitions: %w", err)
+			return nil, false, fmt.Errorf("query partitions: %w", err)
 		}
 		for _, it := range out.Items {
 			p, err := decodePartition(it)
 			if err != nil {
-				return catalog.Page[catalog.Partition]{}, err
+				return nil, false, err
 			}
 			if p.TopicID != t.ID || p.Index < start || p.Index >= end {
-				return catalog.Page[catalog.Partition]{}, fmt.Errorf("%w: partition item %s/%d in the range of %s [%d, %d)", ErrCorrupt, p.TopicID, p.Index, t.ID, start, end)
+				return nil, false, fmt.Errorf("%w: partition item %s/%d in the range of %s [%d, %d)", ErrCorrupt, p.TopicID, p.Index, t.ID, start, end)
 			}
-			page.Items[p.Index-start] = p
+			ps[p.Index-start] = p
 		}
 		if out.LastEvaluatedKey == nil {
-			return page, nil
+			return ps, more, nil
 		}
 		in.ExclusiveStartKey = out.LastEvaluatedKey
 	}
@@ -141,7 +126,7 @@ type acquirePlan struct {
 // planAcquire reads and decides; AcquireWriter commits the plan. They are
 // split so a test can change the world in between and see each condition
 // of the transaction map to its error.
-func (c *Catalog) planAcquire(ctx context.Context, topic string, partition int, owner string) (acquirePlan, error) {
+func (c *store) planAcquire(ctx context.Context, topic string, partition int, owner string) (acquirePlan, error) {
 	t, p, found, err := c.livePartition(ctx, topic, partition)
 	if err != nil {
 		return acquirePlan{}, err
@@ -188,13 +173,7 @@ func (c *Catalog) planAcquire(ctx context.Context, topic string, partition int, 
 // decision rested on — the partition's version, the topic incarnation, the
 // caller's heartbeat being live and, when stealing, the old owner's being
 // missing or expired.
-func (c *Catalog) AcquireWriter(ctx context.Context, topic string, partition int, owner string) (catalog.Partition, error) {
-	if err := validateTopicPartition(topic, partition); err != nil {
-		return catalog.Partition{}, err
-	}
-	if err := catalog.ValidateID("owner", owner); err != nil {
-		return catalog.Partition{}, err
-	}
+func (c *store) AcquireWriter(ctx context.Context, topic string, partition int, owner string) (catalog.Partition, error) {
 	plan, err := c.planAcquire(ctx, topic, partition, owner)
 	if err == nil {
 		err = c.transact(ctx, plan.ops)
@@ -206,10 +185,7 @@ func (c *Catalog) AcquireWriter(ctx context.Context, topic string, partition int
 }
 
 // ReleaseWriter implements catalog.Writers.
-func (c *Catalog) ReleaseWriter(ctx context.Context, lease catalog.WriterLease) error {
-	if err := catalog.ValidateLease(lease); err != nil {
-		return err
-	}
+func (c *store) ReleaseWriter(ctx context.Context, lease catalog.WriterLease) error {
 	err := c.fencedCAS(ctx, lease, func(p catalog.Partition, found bool) ([]txOp, error) {
 		next, err := catalog.Released(p, lease)
 		if err != nil {
@@ -227,10 +203,7 @@ func (c *Catalog) ReleaseWriter(ctx context.Context, lease catalog.WriterLease) 
 // version read (re-read on conflict: the epoch, not the version, decides
 // whether the writer may append) together with checks that the topic is
 // still this incarnation and the ledger still exists.
-func (c *Catalog) AppendLedger(ctx context.Context, lease catalog.WriterLease, ref catalog.LedgerRef) (catalog.Partition, error) {
-	if err := catalog.ValidateLease(lease); err != nil {
-		return catalog.Partition{}, err
-	}
+func (c *store) AppendLedger(ctx context.Context, lease catalog.WriterLease, ref catalog.LedgerRef) (catalog.Partition, error) {
 	var next catalog.Partition
 	err := c.fencedCAS(ctx, lease, func(p catalog.Partition, found bool) ([]txOp, error) {
 		if err := catalog.CheckLease(p, lease); err != nil {
@@ -266,7 +239,7 @@ func (c *Catalog) AppendLedger(ctx context.Context, lease catalog.WriterLease, r
 
 // fencedCAS runs a writer's read-decide-commit on its partition, deciding
 // again from a fresh read when the commit loses a version race.
-func (c *Catalog) fencedCAS(ctx context.Context, lease catalog.WriterLease, decide func(p catalog.Partition, found bool) ([]txOp, error)) error {
+func (c *store) fencedCAS(ctx context.Context, lease catalog.WriterLease, decide func(p catalog.Partition, found bool) ([]txOp, error)) error {
 	for range casAttempts {
 		p, found, err := c.getPartition(ctx, lease.Topic, lease.TopicID, lease.Partition)
 		if err != nil {
@@ -285,13 +258,7 @@ func (c *Catalog) fencedCAS(ctx context.Context, lease catalog.WriterLease, deci
 
 // TrimLedgers implements catalog.LedgerTrimmer: a conditional put at the
 // caller's expected version.
-func (c *Catalog) TrimLedgers(ctx context.Context, topicID catalog.TopicID, partition int, through catalog.LedgerID, expectVersion int64) (catalog.Partition, error) {
-	if err := catalog.ValidateID("topicID", string(topicID)); err != nil {
-		return catalog.Partition{}, err
-	}
-	if err := catalog.ValidatePartitionIndex(partition); err != nil {
-		return catalog.Partition{}, err
-	}
+func (c *store) TrimLedgers(ctx context.Context, topicID catalog.TopicID, partition int, through catalog.LedgerID, expectVersion int64) (catalog.Partition, error) {
 	p, found, err := c.getPartition(ctx, "", topicID, partition)
 	switch {
 	case err != nil:
@@ -310,11 +277,4 @@ func (c *Catalog) TrimLedgers(ctx context.Context, topicID catalog.TopicID, part
 		return catalog.Partition{}, fmt.Errorf("trim ledgers of %s/%d through %d: %w", topicID, partition, through, err)
 	}
 	return p, nil
-}
-
-func validateTopicPartition(topic string, partition int) error {
-	if err := catalog.ValidateTopicName(topic); err != nil {
-		return err
-	}
-	return catalog.ValidatePartitionIndex(partition)
 }

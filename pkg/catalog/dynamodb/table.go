@@ -52,11 +52,21 @@ func validateTableName(name string) error {
 // tableReadyTimeout bounds how long EnsureTable waits for a new table.
 const tableReadyTimeout = 2 * time.Minute
 
-// EnsureTable creates the catalog table if it does not exist and waits until
-// it is ACTIVE; if it exists, it checks that its key schema is the catalog's.
-// Deployments create the table with Terraform and call this only in
-// development (the services' create-table flag); it never alters a table.
-func (c *Catalog) EnsureTable(ctx context.Context) error {
+// EnsureTable creates the catalog table opts.Table if it does not exist and
+// waits until it is ACTIVE; if it exists, it checks that its key schema is
+// the catalog's. client and opts are New's (opts.Retry paces throttling
+// retries). Deployments create the table with Terraform and call this only
+// in development (the services' create-table flag); it never alters a
+// table.
+func EnsureTable(ctx context.Context, client API, opts Options) error {
+	c, err := newStore(client, opts)
+	if err != nil {
+		return err
+	}
+	return c.ensureTable(ctx)
+}
+
+func (c *store) ensureTable(ctx context.Context) error {
 	_, err := c.api.CreateTable(ctx, TableDefinition(c.table))
 	var inUse *types.ResourceInUseException
 	if err != nil && !errors.As(err, &inUse) {

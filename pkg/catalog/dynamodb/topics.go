@@ -23,10 +23,7 @@ func newTopicID() catalog.TopicID {
 }
 
 // CreateTopic implements catalog.Topics: one conditional put.
-func (c *Catalog) CreateTopic(ctx context.Context, name string, partitions int, cfg catalog.TopicConfig) (catalog.Topic, error) {
-	if err := catalog.ValidateNewTopic(name, partitions, cfg); err != nil {
-		return catalog.Topic{}, err
-	}
+func (c *store) CreateTopic(ctx context.Context, name string, partitions int, cfg catalog.TopicConfig) (catalog.Topic, error) {
 	t := catalog.Topic{Name: name, ID: newTopicID(), Partitions: partitions, Config: cfg, CreatedAt: c.now(), Version: 1}
 	err := c.putIf(ctx, topicItem(pkTopics, name, t), notExists)
 	if errors.Is(err, errCondition) {
@@ -39,7 +36,7 @@ func (c *Catalog) CreateTopic(ctx context.Context, name string, partitions int, 
 }
 
 // getTopic reads a live topic: ErrNotFound if there is none.
-func (c *Catalog) getTopic(ctx context.Context, name string) (catalog.Topic, error) {
+func (c *store) getTopic(ctx context.Context, name string) (catalog.Topic, error) {
 	it, err := c.get(ctx, pkTopics, name)
 	if err != nil {
 		return catalog.Topic{}, err
@@ -51,10 +48,7 @@ func (c *Catalog) getTopic(ctx context.Context, name string) (catalog.Topic, err
 }
 
 // GetTopic implements catalog.Topics.
-func (c *Catalog) GetTopic(ctx context.Context, name string) (catalog.Topic, error) {
-	if err := catalog.ValidateTopicName(name); err != nil {
-		return catalog.Topic{}, err
-	}
+func (c *store) GetTopic(ctx context.Context, name string) (catalog.Topic, error) {
 	t, err := c.getTopic(ctx, name)
 	if err != nil {
 		return catalog.Topic{}, fmt.Errorf("get topic %q: %w", name, err)
@@ -64,21 +58,17 @@ func (c *Catalog) GetTopic(ctx context.Context, name string) (catalog.Topic, err
 
 // ListTopics implements catalog.Topics: a query of the topics item
 // collection, which DynamoDB keeps in name (sort-key) order.
-func (c *Catalog) ListTopics(ctx context.Context, pageToken string, limit int) (catalog.Page[catalog.Topic], error) {
+func (c *store) ListTopics(ctx context.Context, pageToken string, limit int) (catalog.Page[catalog.Topic], error) {
 	return c.listTopics(ctx, pkTopics, pageToken, limit)
 }
 
 // ListDeletedTopics implements catalog.DeletedTopics.
-func (c *Catalog) ListDeletedTopics(ctx context.Context, pageToken string, limit int) (catalog.Page[catalog.Topic], error) {
+func (c *store) ListDeletedTopics(ctx context.Context, pageToken string, limit int) (catalog.Page[catalog.Topic], error) {
 	return c.listTopics(ctx, pkDeletedTopics, pageToken, limit)
 }
 
-func (c *Catalog) listTopics(ctx context.Context, pk, token string, limit int) (catalog.Page[catalog.Topic], error) {
-	n, err := catalog.PageLimit(limit)
-	if err != nil {
-		return catalog.Page[catalog.Topic]{}, err
-	}
-	items, next, err := c.queryPage(ctx, pk, token, n)
+func (c *store) listTopics(ctx context.Context, pk, token string, limit int) (catalog.Page[catalog.Topic], error) {
+	items, next, err := c.queryPage(ctx, pk, token, limit)
 	if err != nil {
 		return catalog.Page[catalog.Topic]{}, fmt.Errorf("list topics: %w", err)
 	}
@@ -94,13 +84,7 @@ func (c *Catalog) listTopics(ctx context.Context, pk, token string, limit int) (
 }
 
 // UpdateTopicConfig implements catalog.Topics.
-func (c *Catalog) UpdateTopicConfig(ctx context.Context, name string, cfg catalog.TopicConfig, expectVersion int64) (catalog.Topic, error) {
-	if err := catalog.ValidateTopicName(name); err != nil {
-		return catalog.Topic{}, err
-	}
-	if err := cfg.Validate(); err != nil {
-		return catalog.Topic{}, err
-	}
+func (c *store) UpdateTopicConfig(ctx context.Context, name string, cfg catalog.TopicConfig, expectVersion int64) (catalog.Topic, error) {
 	return c.casTopic(ctx, name, expectVersion, "update topic config", func(t *catalog.Topic) error {
 		t.Config = cfg
 		return nil
@@ -109,13 +93,7 @@ func (c *Catalog) UpdateTopicConfig(ctx context.Context, name string, cfg catalo
 
 // AddPartitions implements catalog.Topics. New partitions need no items:
 // a partition's item is written when it is first acquired.
-func (c *Catalog) AddPartitions(ctx context.Context, name string, newCount int, expectVersion int64) (catalog.Topic, error) {
-	if err := catalog.ValidateTopicName(name); err != nil {
-		return catalog.Topic{}, err
-	}
-	if err := catalog.ValidatePartitionCount(newCount); err != nil {
-		return catalog.Topic{}, err
-	}
+func (c *store) AddPartitions(ctx context.Context, name string, newCount int, expectVersion int64) (catalog.Topic, error) {
 	return c.casTopic(ctx, name, expectVersion, "add partitions", func(t *catalog.Topic) error {
 		if err := catalog.CheckAddPartitions(*t, newCount); err != nil {
 			return err
@@ -127,7 +105,7 @@ func (c *Catalog) AddPartitions(ctx context.Context, name string, newCount int, 
 
 // casTopic reads the topic, applies change, and writes it back conditioned
 // on the version the caller expected (which is the one read).
-func (c *Catalog) casTopic(ctx context.Context, name string, expectVersion int64, op string, change func(*catalog.Topic) error) (catalog.Topic, error) {
+func (c *store) casTopic(ctx context.Context, name string, expectVersion int64, op string, change func(*catalog.Topic) error) (catalog.Topic, error) {
 	t, err := c.getTopic(ctx, name)
 	if err == nil && t.Version != expectVersion {
 		err = fmt.Errorf("at version %d, not %d: %w", t.Version, expectVersion, catalog.ErrVersionConflict)
@@ -149,10 +127,7 @@ func (c *Catalog) casTopic(ctx context.Context, name string, expectVersion int64
 
 // DeleteTopic implements catalog.Topics: one transaction deletes the live
 // item (at the version read) and creates the deleted-topic item.
-func (c *Catalog) DeleteTopic(ctx context.Context, name string) (catalog.Topic, error) {
-	if err := catalog.ValidateTopicName(name); err != nil {
-		return catalog.Topic{}, err
-	}
+func (c *store) DeleteTopic(ctx context.Context, name string) (catalog.Topic, error) {
 	for range casAttempts {
 		t, err := c.getTopic(ctx, name)
 		if err != nil {
@@ -179,10 +154,7 @@ func (c *Catalog) DeleteTopic(ctx context.Context, name string) (catalog.Topic, 
 // PurgeDeletedTopic implements catalog.DeletedTopics: partition items first
 // (batch deletes, idempotent), the deleted-topic item last, so a crash half
 // way leaves the topic listed and the purge can simply run again.
-func (c *Catalog) PurgeDeletedTopic(ctx context.Context, id catalog.TopicID) error {
-	if err := catalog.ValidateID("topicID", string(id)); err != nil {
-		return err
-	}
+func (c *store) PurgeDeletedTopic(ctx context.Context, id catalog.TopicID) error {
 	err := c.purgeDeletedTopic(ctx, id)
 	if err != nil {
 		return fmt.Errorf("purge deleted topic %s: %w", id, err)
@@ -190,7 +162,7 @@ func (c *Catalog) PurgeDeletedTopic(ctx context.Context, id catalog.TopicID) err
 	return nil
 }
 
-func (c *Catalog) purgeDeletedTopic(ctx context.Context, id catalog.TopicID) error {
+func (c *store) purgeDeletedTopic(ctx context.Context, id catalog.TopicID) error {
 	it, err := c.get(ctx, pkDeletedTopics, string(id))
 	if err != nil {
 		return err
@@ -240,7 +212,7 @@ func (c *Catalog) purgeDeletedTopic(ctx context.Context, id catalog.TopicID) err
 
 // batchWrite sends reqs, resending what DynamoDB leaves unprocessed (its
 // partial throttling) with backoff, a bounded number of times.
-func (c *Catalog) batchWrite(ctx context.Context, reqs []types.WriteRequest) error {
+func (c *store) batchWrite(ctx context.Context, reqs []types.WriteRequest) error {
 	for attempt := 1; ; attempt++ {
 		out, err := c.api.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: map[string][]types.WriteRequest{c.table: reqs}})
 		if err != nil {

@@ -12,10 +12,7 @@ import (
 // incarnation id, then one transaction puts the trigger (if absent) with a
 // ConditionCheck that the topic is still that incarnation, so a trigger is
 // never created on a topic deleted meanwhile.
-func (c *Catalog) CreateTrigger(ctx context.Context, name string, spec catalog.TriggerSpec) (catalog.Trigger, error) {
-	if err := catalog.ValidateTrigger(name, spec); err != nil {
-		return catalog.Trigger{}, err
-	}
+func (c *store) CreateTrigger(ctx context.Context, name string, spec catalog.TriggerSpec) (catalog.Trigger, error) {
 	for range casAttempts {
 		tr, err := c.createTrigger(ctx, name, spec)
 		if errors.Is(err, catalog.ErrVersionConflict) {
@@ -32,7 +29,7 @@ func (c *Catalog) CreateTrigger(ctx context.Context, name string, spec catalog.T
 	return catalog.Trigger{}, fmt.Errorf("create trigger %q: %d attempts lost a race: %w", name, casAttempts, catalog.ErrVersionConflict)
 }
 
-func (c *Catalog) createTrigger(ctx context.Context, name string, spec catalog.TriggerSpec) (catalog.Trigger, error) {
+func (c *store) createTrigger(ctx context.Context, name string, spec catalog.TriggerSpec) (catalog.Trigger, error) {
 	t, err := c.getTopic(ctx, spec.Topic)
 	if err != nil {
 		return catalog.Trigger{}, fmt.Errorf("topic %q: %w", spec.Topic, err)
@@ -50,7 +47,7 @@ func (c *Catalog) createTrigger(ctx context.Context, name string, spec catalog.T
 	return tr, nil
 }
 
-func (c *Catalog) getTrigger(ctx context.Context, name string) (catalog.Trigger, error) {
+func (c *store) getTrigger(ctx context.Context, name string) (catalog.Trigger, error) {
 	it, err := c.get(ctx, pkTriggers, name)
 	if err != nil {
 		return catalog.Trigger{}, err
@@ -62,10 +59,7 @@ func (c *Catalog) getTrigger(ctx context.Context, name string) (catalog.Trigger,
 }
 
 // GetTrigger implements catalog.Triggers.
-func (c *Catalog) GetTrigger(ctx context.Context, name string) (catalog.Trigger, error) {
-	if err := catalog.ValidateTriggerName(name); err != nil {
-		return catalog.Trigger{}, err
-	}
+func (c *store) GetTrigger(ctx context.Context, name string) (catalog.Trigger, error) {
 	tr, err := c.getTrigger(ctx, name)
 	if err != nil {
 		return catalog.Trigger{}, fmt.Errorf("get trigger %q: %w", name, err)
@@ -75,12 +69,8 @@ func (c *Catalog) GetTrigger(ctx context.Context, name string) (catalog.Trigger,
 
 // ListTriggers implements catalog.Triggers: a query of the triggers item
 // collection, in name (sort-key) order.
-func (c *Catalog) ListTriggers(ctx context.Context, pageToken string, limit int) (catalog.Page[catalog.Trigger], error) {
-	n, err := catalog.PageLimit(limit)
-	if err != nil {
-		return catalog.Page[catalog.Trigger]{}, err
-	}
-	items, next, err := c.queryPage(ctx, pkTriggers, pageToken, n)
+func (c *store) ListTriggers(ctx context.Context, pageToken string, limit int) (catalog.Page[catalog.Trigger], error) {
+	items, next, err := c.queryPage(ctx, pkTriggers, pageToken, limit)
 	if err != nil {
 		return catalog.Page[catalog.Trigger]{}, fmt.Errorf("list triggers: %w", err)
 	}
@@ -97,10 +87,7 @@ func (c *Catalog) ListTriggers(ctx context.Context, pageToken string, limit int)
 
 // UpdateTrigger implements catalog.Triggers: read, check, and a put
 // conditioned on the version read.
-func (c *Catalog) UpdateTrigger(ctx context.Context, name string, spec catalog.TriggerSpec, expectVersion int64) (catalog.Trigger, error) {
-	if err := catalog.ValidateTrigger(name, spec); err != nil {
-		return catalog.Trigger{}, err
-	}
+func (c *store) UpdateTrigger(ctx context.Context, name string, spec catalog.TriggerSpec, expectVersion int64) (catalog.Trigger, error) {
 	tr, err := c.getTrigger(ctx, name)
 	if err == nil && tr.Version != expectVersion {
 		err = fmt.Errorf("at version %d, not %d: %w", tr.Version, expectVersion, catalog.ErrVersionConflict)
@@ -123,10 +110,7 @@ func (c *Catalog) UpdateTrigger(ctx context.Context, name string, spec catalog.T
 
 // DeleteTrigger implements catalog.Triggers: a delete conditioned on the
 // version read, so the record returned is the one removed.
-func (c *Catalog) DeleteTrigger(ctx context.Context, name string) (catalog.Trigger, error) {
-	if err := catalog.ValidateTriggerName(name); err != nil {
-		return catalog.Trigger{}, err
-	}
+func (c *store) DeleteTrigger(ctx context.Context, name string) (catalog.Trigger, error) {
 	for range casAttempts {
 		tr, err := c.getTrigger(ctx, name)
 		if err != nil {

@@ -9,10 +9,7 @@ import (
 )
 
 // HeartbeatBookie implements catalog.Bookies.
-func (c *Catalog) HeartbeatBookie(_ context.Context, b catalog.Bookie, ttl time.Duration) (catalog.Bookie, error) {
-	if err := catalog.ValidateBookie(b, ttl); err != nil {
-		return catalog.Bookie{}, err
-	}
+func (c *store) HeartbeatBookie(_ context.Context, b catalog.Bookie, ttl time.Duration) (catalog.Bookie, error) {
 	r := bookieRec{ID: b.ID, Address: b.Address, FreeBytes: b.FreeBytes, TotalBytes: b.TotalBytes, ReadOnly: b.ReadOnly}
 	err := c.write(func() error {
 		if err := c.checkRegistryRoom(bookiePrefix, bookieKey(b.ID), catalog.MaxBookies); err != nil {
@@ -30,7 +27,7 @@ func (c *Catalog) HeartbeatBookie(_ context.Context, b catalog.Bookie, ttl time.
 }
 
 // ListLiveBookies implements catalog.Bookies.
-func (c *Catalog) ListLiveBookies(_ context.Context) ([]catalog.Bookie, error) {
+func (c *store) ListLiveBookies(_ context.Context) ([]catalog.Bookie, error) {
 	var live []catalog.Bookie
 	err := c.read(func() error {
 		now := c.clock.Now()
@@ -52,10 +49,7 @@ func (c *Catalog) ListLiveBookies(_ context.Context) ([]catalog.Bookie, error) {
 }
 
 // RemoveBookie implements catalog.Bookies.
-func (c *Catalog) RemoveBookie(_ context.Context, id string) error {
-	if err := catalog.ValidateID("id", id); err != nil {
-		return err
-	}
+func (c *store) RemoveBookie(_ context.Context, id string) error {
 	err := c.write(func() error { return c.remove(bookieKey(id)) })
 	if err != nil {
 		return fmt.Errorf("remove bookie %q: %w", id, err)

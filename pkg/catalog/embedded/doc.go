@@ -2,6 +2,12 @@
 // under a mutex. `sluice dev` and hermetic tests use it; it passes the same
 // conformance suite (catalogtest) as the DynamoDB catalog.
 //
+// It is a catalog.Driver: Open returns the *catalog.Catalog over it, which
+// checks every argument before this package sees it. Here are only storage
+// and the catalog's rules applied to what was read (catalog.CanAcquire,
+// catalog.NextLedger, ...), plus the page tokens, whose format is this
+// package's.
+//
 // # Atomicity and durability
 //
 // One sync.RWMutex serializes every write (reads share it), so each

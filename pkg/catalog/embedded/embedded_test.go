@@ -36,7 +36,7 @@ func TestConformanceOnDisk(t *testing.T) {
 	})
 }
 
-func open(t *testing.T, fs vfs.FS, clock catalog.Clock) *embedded.Catalog {
+func open(t *testing.T, fs vfs.FS, clock catalog.Clock) *catalog.Catalog {
 	t.Helper()
 	c, err := embedded.Open("catalog", embedded.Options{FS: fs, Clock: clock})
 	if err != nil {

@@ -49,12 +49,13 @@ func flip(b []byte, i int) []byte {
 // silently wrong answer.
 func TestCorruptRecordFailsReads(t *testing.T) {
 	ctx := context.Background()
-	c, err := Open("catalog", Options{FS: vfs.NewMem()})
+	c, err := open("catalog", Options{FS: vfs.NewMem()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if _, err := c.CreateTopic(ctx, "orders", 1, catalog.DefaultTopicConfig()); err != nil {
+	cat := catalog.New(c) // the calls as callers make them; c.db to damage records
+	if _, err := cat.CreateTopic(ctx, "orders", 1, catalog.DefaultTopicConfig()); err != nil {
 		t.Fatal(err)
 	}
 	v, closer, err := c.db.Get(topicKey("orders"))
@@ -66,13 +67,13 @@ func TestCorruptRecordFailsReads(t *testing.T) {
 	if err := c.db.Set(topicKey("orders"), bad, pebble.Sync); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.GetTopic(ctx, "orders"); !errors.Is(err, ErrCorrupt) {
+	if _, err := cat.GetTopic(ctx, "orders"); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("GetTopic of a corrupt record: %v, want ErrCorrupt", err)
 	}
-	if _, err := c.ListTopics(ctx, "", 0); !errors.Is(err, ErrCorrupt) {
+	if _, err := cat.ListTopics(ctx, "", 0); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("ListTopics over a corrupt record: %v, want ErrCorrupt", err)
 	}
-	if _, err := c.CreateTopic(ctx, "orders", 1, catalog.DefaultTopicConfig()); !errors.Is(err, ErrCorrupt) {
+	if _, err := cat.CreateTopic(ctx, "orders", 1, catalog.DefaultTopicConfig()); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("CreateTopic over a corrupt record: %v, want ErrCorrupt", err)
 	}
 
@@ -81,14 +82,14 @@ func TestCorruptRecordFailsReads(t *testing.T) {
 		Config: catalog.DefaultTopicConfig().Map()}), pebble.Sync); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.GetTopic(ctx, "orders"); !errors.Is(err, ErrCorrupt) {
+	if _, err := cat.GetTopic(ctx, "orders"); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("GetTopic of a record with 0 partitions: %v, want ErrCorrupt", err)
 	}
 }
 
 func TestOpenRefusesAnotherStoreFormat(t *testing.T) {
 	fs := vfs.NewMem()
-	c, err := Open("catalog", Options{FS: fs})
+	c, err := open("catalog", Options{FS: fs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +144,7 @@ func (h *recordingHandler) WithGroup(string) slog.Handler      { return h }
 // bound. (The bound is MaxOwners in production; a small one is used here.)
 func TestRegistryBound(t *testing.T) {
 	ctx := context.Background()
-	c, err := Open("catalog", Options{FS: vfs.NewMem()})
+	c, err := open("catalog", Options{FS: vfs.NewMem()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 )
 
 // getLedger reads a ledger record; callers hold the lock.
-func (c *Catalog) getLedger(id catalog.LedgerID) (catalog.LedgerMetadata, error) {
+func (c *store) getLedger(id catalog.LedgerID) (catalog.LedgerMetadata, error) {
 	var r ledgerRec
 	key := ledgerKey(id)
 	found, err := c.get(key, &r)
@@ -31,10 +31,7 @@ func (c *Catalog) getLedger(id catalog.LedgerID) (catalog.LedgerMetadata, error)
 
 // CreateLedger implements catalog.Ledgers. The id counter, the record and
 // both index entries are one batch.
-func (c *Catalog) CreateLedger(_ context.Context, spec catalog.LedgerSpec) (catalog.LedgerMetadata, error) {
-	if err := catalog.ValidateLedgerSpec(spec); err != nil {
-		return catalog.LedgerMetadata{}, err
-	}
+func (c *store) CreateLedger(_ context.Context, spec catalog.LedgerSpec) (catalog.LedgerMetadata, error) {
 	var m catalog.LedgerMetadata
 	err := c.write(func() error {
 		var ctr counterRec
@@ -57,7 +54,7 @@ func (c *Catalog) CreateLedger(_ context.Context, spec catalog.LedgerSpec) (cata
 }
 
 // GetLedger implements catalog.Ledgers.
-func (c *Catalog) GetLedger(_ context.Context, id catalog.LedgerID) (catalog.LedgerMetadata, error) {
+func (c *store) GetLedger(_ context.Context, id catalog.LedgerID) (catalog.LedgerMetadata, error) {
 	var m catalog.LedgerMetadata
 	err := c.read(func() (err error) { m, err = c.getLedger(id); return err })
 	if err != nil {
@@ -67,13 +64,9 @@ func (c *Catalog) GetLedger(_ context.Context, id catalog.LedgerID) (catalog.Led
 }
 
 // GetLedgers implements catalog.Ledgers: one read transaction.
-func (c *Catalog) GetLedgers(_ context.Context, ids []catalog.LedgerID) ([]catalog.LedgerMetadata, error) {
-	ids, err := catalog.LedgerIDs(ids)
-	if err != nil {
-		return nil, err
-	}
+func (c *store) GetLedgers(_ context.Context, ids []catalog.LedgerID) ([]catalog.LedgerMetadata, error) {
 	var out []catalog.LedgerMetadata
-	err = c.read(func() error {
+	err := c.read(func() error {
 		for _, id := range ids {
 			m, err := c.getLedger(id)
 			if errors.Is(err, catalog.ErrNotFound) {
@@ -93,7 +86,7 @@ func (c *Catalog) GetLedgers(_ context.Context, ids []catalog.LedgerID) ([]catal
 }
 
 // UpdateLedger implements catalog.Ledgers.
-func (c *Catalog) UpdateLedger(_ context.Context, proposed catalog.LedgerMetadata) (catalog.LedgerMetadata, error) {
+func (c *store) UpdateLedger(_ context.Context, proposed catalog.LedgerMetadata) (catalog.LedgerMetadata, error) {
 	var next catalog.LedgerMetadata
 	err := c.write(func() error {
 		old, err := c.getLedger(proposed.ID)
@@ -118,7 +111,7 @@ func (c *Catalog) UpdateLedger(_ context.Context, proposed catalog.LedgerMetadat
 }
 
 // DeleteLedgerMetadata implements catalog.Ledgers.
-func (c *Catalog) DeleteLedgerMetadata(_ context.Context, id catalog.LedgerID, expectVersion int64) error {
+func (c *store) DeleteLedgerMetadata(_ context.Context, id catalog.LedgerID, expectVersion int64) error {
 	err := c.write(func() error {
 		m, err := c.getLedger(id)
 		if err != nil {
@@ -140,33 +133,20 @@ func (c *Catalog) DeleteLedgerMetadata(_ context.Context, id catalog.LedgerID, e
 }
 
 // ListLedgersByPartition implements catalog.LedgerLister.
-func (c *Catalog) ListLedgersByPartition(_ context.Context, topicID catalog.TopicID, partition int, pageToken string, limit int) (catalog.Page[catalog.LedgerMetadata], error) {
-	if err := catalog.ValidateID("topicID", string(topicID)); err != nil {
-		return catalog.Page[catalog.LedgerMetadata]{}, err
-	}
-	if err := catalog.ValidatePartitionIndex(partition); err != nil {
-		return catalog.Page[catalog.LedgerMetadata]{}, err
-	}
+func (c *store) ListLedgersByPartition(_ context.Context, topicID catalog.TopicID, partition int, pageToken string, limit int) (catalog.Page[catalog.LedgerMetadata], error) {
 	return c.listLedgers(byPartitionPrefix(topicID, partition), pageToken, limit)
 }
 
 // ListLedgersByState implements catalog.LedgerLister.
-func (c *Catalog) ListLedgersByState(_ context.Context, state catalog.LedgerState, pageToken string, limit int) (catalog.Page[catalog.LedgerMetadata], error) {
-	if !state.Valid() {
-		return catalog.Page[catalog.LedgerMetadata]{}, catalog.Invalid("state", "%v is not a ledger state", state)
-	}
+func (c *store) ListLedgersByState(_ context.Context, state catalog.LedgerState, pageToken string, limit int) (catalog.Page[catalog.LedgerMetadata], error) {
 	return c.listLedgers(byStatePrefix(state), pageToken, limit)
 }
 
 // listLedgers pages through an index and reads each ledger it names.
-func (c *Catalog) listLedgers(prefix []byte, token string, limit int) (catalog.Page[catalog.LedgerMetadata], error) {
-	n, err := catalog.PageLimit(limit)
-	if err != nil {
-		return catalog.Page[catalog.LedgerMetadata]{}, err
-	}
+func (c *store) listLedgers(prefix []byte, token string, limit int) (catalog.Page[catalog.LedgerMetadata], error) {
 	var page catalog.Page[catalog.LedgerMetadata]
-	err = c.read(func() (err error) {
-		page.NextPageToken, err = c.scan(prefix, token, n, func(k, _ []byte) error {
+	err := c.read(func() (err error) {
+		page.NextPageToken, err = c.scan(prefix, token, limit, func(k, _ []byte) error {
 			if len(k) != len(prefix)+8 {
 				return corrupt(k, fmt.Errorf("index key of %d bytes", len(k)))
 			}

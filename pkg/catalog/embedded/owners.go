@@ -9,17 +9,14 @@ import (
 )
 
 // getOwner reads an owner record; callers hold the lock.
-func (c *Catalog) getOwner(id string) (catalog.Owner, bool, error) {
+func (c *store) getOwner(id string) (catalog.Owner, bool, error) {
 	var r ownerRec
 	found, err := c.get(ownerKey(id), &r)
 	return r.owner(), found, err
 }
 
 // HeartbeatOwner implements catalog.Owners.
-func (c *Catalog) HeartbeatOwner(_ context.Context, id, address string, ttl time.Duration) (catalog.Owner, error) {
-	if err := catalog.ValidateHeartbeat(id, address, ttl); err != nil {
-		return catalog.Owner{}, err
-	}
+func (c *store) HeartbeatOwner(_ context.Context, id, address string, ttl time.Duration) (catalog.Owner, error) {
 	r := ownerRec{ID: id, Address: address}
 	err := c.write(func() error {
 		if err := c.checkRegistryRoom(ownerPrefix, ownerKey(id), catalog.MaxOwners); err != nil {
@@ -37,10 +34,7 @@ func (c *Catalog) HeartbeatOwner(_ context.Context, id, address string, ttl time
 }
 
 // GetOwner implements catalog.Owners.
-func (c *Catalog) GetOwner(_ context.Context, id string) (catalog.Owner, error) {
-	if err := catalog.ValidateID("id", id); err != nil {
-		return catalog.Owner{}, err
-	}
+func (c *store) GetOwner(_ context.Context, id string) (catalog.Owner, error) {
 	var o catalog.Owner
 	err := c.read(func() error {
 		var found bool
@@ -57,7 +51,7 @@ func (c *Catalog) GetOwner(_ context.Context, id string) (catalog.Owner, error) 
 }
 
 // ListLiveOwners implements catalog.Owners.
-func (c *Catalog) ListLiveOwners(_ context.Context) ([]catalog.Owner, error) {
+func (c *store) ListLiveOwners(_ context.Context) ([]catalog.Owner, error) {
 	var live []catalog.Owner
 	err := c.read(func() error {
 		now := c.clock.Now()
@@ -79,10 +73,7 @@ func (c *Catalog) ListLiveOwners(_ context.Context) ([]catalog.Owner, error) {
 }
 
 // RemoveOwner implements catalog.Owners.
-func (c *Catalog) RemoveOwner(_ context.Context, id string) error {
-	if err := catalog.ValidateID("id", id); err != nil {
-		return err
-	}
+func (c *store) RemoveOwner(_ context.Context, id string) error {
 	err := c.write(func() error { return c.remove(ownerKey(id)) })
 	if err != nil {
 		return fmt.Errorf("remove owner %q: %w", id, err)
@@ -91,7 +82,7 @@ func (c *Catalog) RemoveOwner(_ context.Context, id string) error {
 }
 
 // remove deletes an existing key; ErrNotFound if it does not exist.
-func (c *Catalog) remove(key []byte) error {
+func (c *store) remove(key []byte) error {
 	_, closer, err := c.db.Get(key)
 	if err != nil {
 		return notFound(err)
@@ -104,7 +95,7 @@ func (c *Catalog) remove(key []byte) error {
 
 // checkRegistryRoom refuses a new key under prefix once max records exist.
 // Renewals of an existing record always pass.
-func (c *Catalog) checkRegistryRoom(prefix, key []byte, max int) error {
+func (c *store) checkRegistryRoom(prefix, key []byte, max int) error {
 	_, closer, err := c.db.Get(key)
 	if err == nil {
 		return closer.Close()
@@ -122,7 +113,7 @@ func (c *Catalog) checkRegistryRoom(prefix, key []byte, max int) error {
 
 // scanRegistry visits every record under prefix, failing with
 // ErrLimitExceeded past max of them.
-func (c *Catalog) scanRegistry(prefix []byte, max int, visit func(k, v []byte) error) error {
+func (c *store) scanRegistry(prefix []byte, max int, visit func(k, v []byte) error) error {
 	next, err := c.scan(prefix, "", max, visit)
 	if err == nil && next != "" {
 		err = fmt.Errorf("more than %d records: %w", max, catalog.ErrLimitExceeded)

@@ -9,7 +9,7 @@ import (
 
 // getPartition reads a partition record of topic incarnation id; a missing
 // record is the never-written partition (version 0). Callers hold the lock.
-func (c *Catalog) getPartition(topic string, id catalog.TopicID, index int) (p catalog.Partition, found bool, err error) {
+func (c *store) getPartition(topic string, id catalog.TopicID, index int) (p catalog.Partition, found bool, err error) {
 	var r partitionRec
 	key := partitionKey(id, index)
 	found, err = c.get(key, &r)
@@ -27,7 +27,7 @@ func (c *Catalog) getPartition(topic string, id catalog.TopicID, index int) (p c
 
 // livePartition resolves a live topic's partition; ErrNotFound if the topic
 // is missing or has fewer partitions.
-func (c *Catalog) livePartition(topic string, index int) (catalog.Topic, catalog.Partition, error) {
+func (c *store) livePartition(topic string, index int) (catalog.Topic, catalog.Partition, error) {
 	t, err := c.getTopic(topic)
 	if err != nil {
 		return catalog.Topic{}, catalog.Partition{}, err
@@ -39,17 +39,14 @@ func (c *Catalog) livePartition(topic string, index int) (catalog.Topic, catalog
 	return t, p, err
 }
 
-func (c *Catalog) putPartition(p catalog.Partition) error {
+func (c *store) putPartition(p catalog.Partition) error {
 	b := c.db.NewBatch()
 	set(b, partitionKey(p.TopicID, p.Index), toPartitionRec(p))
 	return c.commit(b)
 }
 
-// GetPartition implements catalog.Partitions.
-func (c *Catalog) GetPartition(_ context.Context, topic string, partition int) (catalog.Partition, error) {
-	if err := validateTopicPartition(topic, partition); err != nil {
-		return catalog.Partition{}, err
-	}
+// GetPartition implements catalog.Driver (Partitions.GetPartition).
+func (c *store) GetPartition(_ context.Context, topic string, partition int) (catalog.Partition, error) {
 	var p catalog.Partition
 	err := c.read(func() (err error) { _, p, err = c.livePartition(topic, partition); return err })
 	if err != nil {
@@ -58,53 +55,35 @@ func (c *Catalog) GetPartition(_ context.Context, topic string, partition int) (
 	return p, nil
 }
 
-// ListPartitions implements catalog.Partitions. The page token is the next
-// partition index.
-func (c *Catalog) ListPartitions(_ context.Context, topic string, pageToken string, limit int) (catalog.Page[catalog.Partition], error) {
-	if err := catalog.ValidateTopicName(topic); err != nil {
-		return catalog.Page[catalog.Partition]{}, err
-	}
-	n, err := catalog.PageLimit(limit)
-	if err != nil {
-		return catalog.Page[catalog.Partition]{}, err
-	}
-	start, err := catalog.ParseIndexToken(pageToken)
-	if err != nil {
-		return catalog.Page[catalog.Partition]{}, err
-	}
-	var page catalog.Page[catalog.Partition]
-	err = c.read(func() error {
+// ListPartitionRange implements catalog.Driver: catalog.Catalog's
+// ListPartitions turns the page token into start and back.
+func (c *store) ListPartitionRange(_ context.Context, topic string, start, limit int) ([]catalog.Partition, bool, error) {
+	var ps []catalog.Partition
+	more := false
+	err := c.read(func() error {
 		t, err := c.getTopic(topic)
 		if err != nil {
 			return err
 		}
-		end := min(start+n, t.Partitions)
+		end := min(start+limit, t.Partitions)
 		for i := start; i < end; i++ {
 			p, _, err := c.getPartition(t.Name, t.ID, i)
 			if err != nil {
 				return err
 			}
-			page.Items = append(page.Items, p)
+			ps = append(ps, p)
 		}
-		if end < t.Partitions {
-			page.NextPageToken = catalog.IndexToken(end)
-		}
+		more = end < t.Partitions
 		return nil
 	})
 	if err != nil {
-		return catalog.Page[catalog.Partition]{}, fmt.Errorf("list partitions of %q: %w", topic, err)
+		return nil, false, fmt.Errorf("list partitions of %q: %w", topic, err)
 	}
-	return page, nil
+	return ps, more, nil
 }
 
 // AcquireWriter implements catalog.Writers.
-func (c *Catalog) AcquireWriter(_ context.Context, topic string, partition int, owner string) (catalog.Partition, error) {
-	if err := validateTopicPartition(topic, partition); err != nil {
-		return catalog.Partition{}, err
-	}
-	if err := catalog.ValidateID("owner", owner); err != nil {
-		return catalog.Partition{}, err
-	}
+func (c *store) AcquireWriter(_ context.Context, topic string, partition int, owner string) (catalog.Partition, error) {
 	var p catalog.Partition
 	err := c.write(func() (err error) {
 		if _, p, err = c.livePartition(topic, partition); err != nil {
@@ -139,10 +118,7 @@ func (c *Catalog) AcquireWriter(_ context.Context, topic string, partition int, 
 }
 
 // ReleaseWriter implements catalog.Writers.
-func (c *Catalog) ReleaseWriter(_ context.Context, lease catalog.WriterLease) error {
-	if err := catalog.ValidateLease(lease); err != nil {
-		return err
-	}
+func (c *store) ReleaseWriter(_ context.Context, lease catalog.WriterLease) error {
 	err := c.write(func() error {
 		p, _, err := c.getPartition(lease.Topic, lease.TopicID, lease.Partition)
 		if err != nil {
@@ -160,10 +136,7 @@ func (c *Catalog) ReleaseWriter(_ context.Context, lease catalog.WriterLease) er
 }
 
 // AppendLedger implements catalog.Writers.
-func (c *Catalog) AppendLedger(_ context.Context, lease catalog.WriterLease, ref catalog.LedgerRef) (catalog.Partition, error) {
-	if err := catalog.ValidateLease(lease); err != nil {
-		return catalog.Partition{}, err
-	}
+func (c *store) AppendLedger(_ context.Context, lease catalog.WriterLease, ref catalog.LedgerRef) (catalog.Partition, error) {
 	var p catalog.Partition
 	err := c.write(func() (err error) {
 		if p, _, err = c.getPartition(lease.Topic, lease.TopicID, lease.Partition); err != nil {
@@ -195,13 +168,7 @@ func (c *Catalog) AppendLedger(_ context.Context, lease catalog.WriterLease, ref
 }
 
 // TrimLedgers implements catalog.LedgerTrimmer.
-func (c *Catalog) TrimLedgers(_ context.Context, topicID catalog.TopicID, partition int, through catalog.LedgerID, expectVersion int64) (catalog.Partition, error) {
-	if err := catalog.ValidateID("topicID", string(topicID)); err != nil {
-		return catalog.Partition{}, err
-	}
-	if err := catalog.ValidatePartitionIndex(partition); err != nil {
-		return catalog.Partition{}, err
-	}
+func (c *store) TrimLedgers(_ context.Context, topicID catalog.TopicID, partition int, through catalog.LedgerID, expectVersion int64) (catalog.Partition, error) {
 	var p catalog.Partition
 	err := c.write(func() error {
 		var found bool
@@ -224,11 +191,4 @@ func (c *Catalog) TrimLedgers(_ context.Context, topicID catalog.TopicID, partit
 		return catalog.Partition{}, fmt.Errorf("trim ledgers of %s/%d through %d: %w", topicID, partition, through, err)
 	}
 	return p, nil
-}
-
-func validateTopicPartition(topic string, partition int) error {
-	if err := catalog.ValidateTopicName(topic); err != nil {
-		return err
-	}
-	return catalog.ValidatePartitionIndex(partition)
 }

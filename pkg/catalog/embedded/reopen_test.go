@@ -14,7 +14,7 @@ import (
 )
 
 // populate writes one of everything and returns what it wrote.
-func populate(t *testing.T, c *embedded.Catalog) (catalog.Topic, catalog.Partition, catalog.LedgerMetadata) {
+func populate(t *testing.T, c *catalog.Catalog) (catalog.Topic, catalog.Partition, catalog.LedgerMetadata) {
 	t.Helper()
 	ctx := context.Background()
 	tp, err := c.CreateTopic(ctx, "orders", 2, catalog.DefaultTopicConfig())
@@ -45,7 +45,7 @@ func populate(t *testing.T, c *embedded.Catalog) (catalog.Topic, catalog.Partiti
 
 // verify checks that c holds what populate wrote, and that the ledger id
 // counter continues past it.
-func verify(t *testing.T, c *embedded.Catalog, tp catalog.Topic, p catalog.Partition, m catalog.LedgerMetadata) {
+func verify(t *testing.T, c *catalog.Catalog, tp catalog.Topic, p catalog.Partition, m catalog.LedgerMetadata) {
 	t.Helper()
 	ctx := context.Background()
 	gotT, err := c.GetTopic(ctx, "orders")

@@ -32,9 +32,11 @@ type Options struct {
 	Clock catalog.Clock
 }
 
-// Catalog is the embedded catalog. It implements every catalog interface.
-// Safe for concurrent use. Close it when done.
-type Catalog struct {
+// store is the embedded catalog's driver: Pebble under a mutex. Open wraps
+// it in a *catalog.Catalog, which checks every argument before a method
+// here runs; these methods only read, apply the catalog's rules to what
+// they read, and write. Safe for concurrent use.
+type store struct {
 	// mu makes each operation's read-check-write atomic: writers hold it
 	// exclusively from their first read to their batch's commit.
 	mu    sync.RWMutex
@@ -42,21 +44,20 @@ type Catalog struct {
 	clock catalog.Clock
 }
 
-var (
-	_ catalog.Topics        = (*Catalog)(nil)
-	_ catalog.DeletedTopics = (*Catalog)(nil)
-	_ catalog.Partitions    = (*Catalog)(nil)
-	_ catalog.Writers       = (*Catalog)(nil)
-	_ catalog.LedgerTrimmer = (*Catalog)(nil)
-	_ catalog.Owners        = (*Catalog)(nil)
-	_ catalog.Ledgers       = (*Catalog)(nil)
-	_ catalog.LedgerLister  = (*Catalog)(nil)
-	_ catalog.Bookies       = (*Catalog)(nil)
-	_ catalog.Triggers      = (*Catalog)(nil)
-)
+var _ catalog.Driver = (*store)(nil)
 
-// Open opens (creating if needed) the catalog stored in dir.
-func Open(dir string, opts Options) (*Catalog, error) {
+// Open opens (creating if needed) the catalog stored in dir. Close the
+// catalog when done.
+func Open(dir string, opts Options) (*catalog.Catalog, error) {
+	c, err := open(dir, opts)
+	if err != nil {
+		return nil, err
+	}
+	return catalog.New(c), nil
+}
+
+// open opens the driver alone; Open is what callers get.
+func open(dir string, opts Options) (*store, error) {
 	if opts.FS == nil {
 		opts.FS = vfs.Default
 	}
@@ -70,7 +71,7 @@ func Open(dir string, opts Options) (*Catalog, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open embedded catalog %s: %w", dir, err)
 	}
-	c := &Catalog{db: db, clock: opts.Clock}
+	c := &store{db: db, clock: opts.Clock}
 	if err := c.checkFormat(); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("open embedded catalog %s: %w", dir, err)
@@ -79,7 +80,7 @@ func Open(dir string, opts Options) (*Catalog, error) {
 }
 
 // checkFormat stamps a new store with storeFormat, or checks an old one's.
-func (c *Catalog) checkFormat() error {
+func (c *store) checkFormat() error {
 	var f formatRec
 	found, err := c.get(formatKey, &f)
 	if err != nil {
@@ -107,11 +108,11 @@ func (c *Catalog) checkFormat() error {
 	return c.commit(b)
 }
 
-// ErrClosed is returned by calls on a closed Catalog.
+// ErrClosed is returned by calls on a closed catalog.
 var ErrClosed = errors.New("embedded catalog: closed")
 
 // Close closes the store. Calls after Close return ErrClosed.
-func (c *Catalog) Close() error {
+func (c *store) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.db == nil {
@@ -124,7 +125,7 @@ func (c *Catalog) Close() error {
 
 // write runs f holding the lock exclusively: f's reads, checks and batch
 // commit are one atomic step.
-func (c *Catalog) write(f func() error) error {
+func (c *store) write(f func() error) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.db == nil {
@@ -134,7 +135,7 @@ func (c *Catalog) write(f func() error) error {
 }
 
 // read runs f under the shared lock, so a multi-key read sees no write half done.
-func (c *Catalog) read(f func() error) error {
+func (c *store) read(f func() error) error {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if c.db == nil {
@@ -144,10 +145,10 @@ func (c *Catalog) read(f func() error) error {
 }
 
 // now is the clock's time at the catalog's millisecond precision.
-func (c *Catalog) now() time.Time { return catalog.Timestamp(c.clock.Now()) }
+func (c *store) now() time.Time { return catalog.Timestamp(c.clock.Now()) }
 
 // get reads key into rec; found is false if the key does not exist.
-func (c *Catalog) get(key []byte, rec any) (found bool, err error) {
+func (c *store) get(key []byte, rec any) (found bool, err error) {
 	v, closer, err := c.db.Get(key)
 	if errors.Is(err, pebble.ErrNotFound) {
 		return false, nil
@@ -160,7 +161,7 @@ func (c *Catalog) get(key []byte, rec any) (found bool, err error) {
 }
 
 // commit applies b durably (fsync) before returning.
-func (c *Catalog) commit(b *pebble.Batch) error {
+func (c *store) commit(b *pebble.Batch) error {
 	defer b.Close()
 	if err := b.Commit(pebble.Sync); err != nil {
 		return fmt.Errorf("commit: %w", err)
@@ -173,7 +174,7 @@ func set(b *pebble.Batch, key []byte, rec any) { _ = b.Set(key, encodeValue(rec)
 // scan visits keys with prefix after the page token's position, at most
 // limit of them, and returns the token for the next page ("" when no key
 // with the prefix follows).
-func (c *Catalog) scan(prefix []byte, token string, limit int, visit func(key, value []byte) error) (next string, err error) {
+func (c *store) scan(prefix []byte, token string, limit int, visit func(key, value []byte) error) (next string, err error) {
 	start, err := decodeToken(prefix, token)
 	if err != nil {
 		return "", err

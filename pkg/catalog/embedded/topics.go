@@ -18,10 +18,7 @@ func newTopicID() catalog.TopicID {
 }
 
 // CreateTopic implements catalog.Topics.
-func (c *Catalog) CreateTopic(_ context.Context, name string, partitions int, cfg catalog.TopicConfig) (catalog.Topic, error) {
-	if err := catalog.ValidateNewTopic(name, partitions, cfg); err != nil {
-		return catalog.Topic{}, err
-	}
+func (c *store) CreateTopic(_ context.Context, name string, partitions int, cfg catalog.TopicConfig) (catalog.Topic, error) {
 	var t catalog.Topic
 	err := c.write(func() error {
 		var old topicRec
@@ -44,7 +41,7 @@ func (c *Catalog) CreateTopic(_ context.Context, name string, partitions int, cf
 }
 
 // getTopic reads a live topic; callers hold the lock.
-func (c *Catalog) getTopic(name string) (catalog.Topic, error) {
+func (c *store) getTopic(name string) (catalog.Topic, error) {
 	var r topicRec
 	key := topicKey(name)
 	found, err := c.get(key, &r)
@@ -62,10 +59,7 @@ func (c *Catalog) getTopic(name string) (catalog.Topic, error) {
 }
 
 // GetTopic implements catalog.Topics.
-func (c *Catalog) GetTopic(_ context.Context, name string) (catalog.Topic, error) {
-	if err := catalog.ValidateTopicName(name); err != nil {
-		return catalog.Topic{}, err
-	}
+func (c *store) GetTopic(_ context.Context, name string) (catalog.Topic, error) {
 	var t catalog.Topic
 	err := c.read(func() (err error) { t, err = c.getTopic(name); return err })
 	if err != nil {
@@ -75,23 +69,19 @@ func (c *Catalog) GetTopic(_ context.Context, name string) (catalog.Topic, error
 }
 
 // ListTopics implements catalog.Topics.
-func (c *Catalog) ListTopics(_ context.Context, pageToken string, limit int) (catalog.Page[catalog.Topic], error) {
+func (c *store) ListTopics(_ context.Context, pageToken string, limit int) (catalog.Page[catalog.Topic], error) {
 	return c.listTopics(topicPrefix, pageToken, limit)
 }
 
 // ListDeletedTopics implements catalog.DeletedTopics.
-func (c *Catalog) ListDeletedTopics(_ context.Context, pageToken string, limit int) (catalog.Page[catalog.Topic], error) {
+func (c *store) ListDeletedTopics(_ context.Context, pageToken string, limit int) (catalog.Page[catalog.Topic], error) {
 	return c.listTopics(deletedPrefix, pageToken, limit)
 }
 
-func (c *Catalog) listTopics(prefix []byte, token string, limit int) (catalog.Page[catalog.Topic], error) {
-	n, err := catalog.PageLimit(limit)
-	if err != nil {
-		return catalog.Page[catalog.Topic]{}, err
-	}
+func (c *store) listTopics(prefix []byte, token string, limit int) (catalog.Page[catalog.Topic], error) {
 	var page catalog.Page[catalog.Topic]
-	err = c.read(func() (err error) {
-		page.NextPageToken, err = c.scan(prefix, token, n, func(k, v []byte) error {
+	err := c.read(func() (err error) {
+		page.NextPageToken, err = c.scan(prefix, token, limit, func(k, v []byte) error {
 			var r topicRec
 			if err := decodeValue(k, v, &r); err != nil {
 				return err
@@ -112,13 +102,7 @@ func (c *Catalog) listTopics(prefix []byte, token string, limit int) (catalog.Pa
 }
 
 // UpdateTopicConfig implements catalog.Topics.
-func (c *Catalog) UpdateTopicConfig(_ context.Context, name string, cfg catalog.TopicConfig, expectVersion int64) (catalog.Topic, error) {
-	if err := catalog.ValidateTopicName(name); err != nil {
-		return catalog.Topic{}, err
-	}
-	if err := cfg.Validate(); err != nil {
-		return catalog.Topic{}, err
-	}
+func (c *store) UpdateTopicConfig(_ context.Context, name string, cfg catalog.TopicConfig, expectVersion int64) (catalog.Topic, error) {
 	return c.casTopic(name, expectVersion, "update topic config", func(t *catalog.Topic) error {
 		t.Config = cfg
 		return nil
@@ -126,13 +110,7 @@ func (c *Catalog) UpdateTopicConfig(_ context.Context, name string, cfg catalog.
 }
 
 // AddPartitions implements catalog.Topics.
-func (c *Catalog) AddPartitions(_ context.Context, name string, newCount int, expectVersion int64) (catalog.Topic, error) {
-	if err := catalog.ValidateTopicName(name); err != nil {
-		return catalog.Topic{}, err
-	}
-	if err := catalog.ValidatePartitionCount(newCount); err != nil {
-		return catalog.Topic{}, err
-	}
+func (c *store) AddPartitions(_ context.Context, name string, newCount int, expectVersion int64) (catalog.Topic, error) {
 	return c.casTopic(name, expectVersion, "add partitions", func(t *catalog.Topic) error {
 		if err := catalog.CheckAddPartitions(*t, newCount); err != nil {
 			return err
@@ -143,7 +121,7 @@ func (c *Catalog) AddPartitions(_ context.Context, name string, newCount int, ex
 }
 
 // casTopic applies change to the topic if its version is expectVersion.
-func (c *Catalog) casTopic(name string, expectVersion int64, op string, change func(*catalog.Topic) error) (catalog.Topic, error) {
+func (c *store) casTopic(name string, expectVersion int64, op string, change func(*catalog.Topic) error) (catalog.Topic, error) {
 	var t catalog.Topic
 	err := c.write(func() (err error) {
 		if t, err = c.getTopic(name); err != nil {
@@ -168,10 +146,7 @@ func (c *Catalog) casTopic(name string, expectVersion int64, op string, change f
 
 // DeleteTopic implements catalog.Topics: the live record moves to the
 // deleted-topics key space in one batch.
-func (c *Catalog) DeleteTopic(_ context.Context, name string) (catalog.Topic, error) {
-	if err := catalog.ValidateTopicName(name); err != nil {
-		return catalog.Topic{}, err
-	}
+func (c *store) DeleteTopic(_ context.Context, name string) (catalog.Topic, error) {
 	var t catalog.Topic
 	err := c.write(func() (err error) {
 		if t, err = c.getTopic(name); err != nil {
@@ -191,10 +166,7 @@ func (c *Catalog) DeleteTopic(_ context.Context, name string) (catalog.Topic, er
 }
 
 // PurgeDeletedTopic implements catalog.DeletedTopics, in one batch.
-func (c *Catalog) PurgeDeletedTopic(_ context.Context, id catalog.TopicID) error {
-	if err := catalog.ValidateID("topicID", string(id)); err != nil {
-		return err
-	}
+func (c *store) PurgeDeletedTopic(_ context.Context, id catalog.TopicID) error {
 	err := c.write(func() error {
 		var r topicRec
 		found, err := c.get(deletedKey(id), &r)

@@ -9,10 +9,7 @@ import (
 
 // CreateTrigger implements catalog.Triggers: the topic read and the trigger
 // written under the write lock, so the topic exists at the commit.
-func (c *Catalog) CreateTrigger(_ context.Context, name string, spec catalog.TriggerSpec) (catalog.Trigger, error) {
-	if err := catalog.ValidateTrigger(name, spec); err != nil {
-		return catalog.Trigger{}, err
-	}
+func (c *store) CreateTrigger(_ context.Context, name string, spec catalog.TriggerSpec) (catalog.Trigger, error) {
 	var tr catalog.Trigger
 	err := c.write(func() error {
 		// The topic first, as the DynamoDB catalog decides: a missing topic
@@ -42,7 +39,7 @@ func (c *Catalog) CreateTrigger(_ context.Context, name string, spec catalog.Tri
 }
 
 // getTrigger reads a trigger; callers hold the lock.
-func (c *Catalog) getTrigger(name string) (catalog.Trigger, error) {
+func (c *store) getTrigger(name string) (catalog.Trigger, error) {
 	var r triggerRec
 	key := triggerKey(name)
 	found, err := c.get(key, &r)
@@ -60,10 +57,7 @@ func (c *Catalog) getTrigger(name string) (catalog.Trigger, error) {
 }
 
 // GetTrigger implements catalog.Triggers.
-func (c *Catalog) GetTrigger(_ context.Context, name string) (catalog.Trigger, error) {
-	if err := catalog.ValidateTriggerName(name); err != nil {
-		return catalog.Trigger{}, err
-	}
+func (c *store) GetTrigger(_ context.Context, name string) (catalog.Trigger, error) {
 	var tr catalog.Trigger
 	err := c.read(func() (err error) { tr, err = c.getTrigger(name); return err })
 	if err != nil {
@@ -73,14 +67,10 @@ func (c *Catalog) GetTrigger(_ context.Context, name string) (catalog.Trigger, e
 }
 
 // ListTriggers implements catalog.Triggers.
-func (c *Catalog) ListTriggers(_ context.Context, pageToken string, limit int) (catalog.Page[catalog.Trigger], error) {
-	n, err := catalog.PageLimit(limit)
-	if err != nil {
-		return catalog.Page[catalog.Trigger]{}, err
-	}
+func (c *store) ListTriggers(_ context.Context, pageToken string, limit int) (catalog.Page[catalog.Trigger], error) {
 	var page catalog.Page[catalog.Trigger]
-	err = c.read(func() (err error) {
-		page.NextPageToken, err = c.scan(triggerPrefix, pageToken, n, func(k, v []byte) error {
+	err := c.read(func() (err error) {
+		page.NextPageToken, err = c.scan(triggerPrefix, pageToken, limit, func(k, v []byte) error {
 			var r triggerRec
 			if err := decodeValue(k, v, &r); err != nil {
 				return err
@@ -101,10 +91,7 @@ func (c *Catalog) ListTriggers(_ context.Context, pageToken string, limit int) (
 }
 
 // UpdateTrigger implements catalog.Triggers.
-func (c *Catalog) UpdateTrigger(_ context.Context, name string, spec catalog.TriggerSpec, expectVersion int64) (catalog.Trigger, error) {
-	if err := catalog.ValidateTrigger(name, spec); err != nil {
-		return catalog.Trigger{}, err
-	}
+func (c *store) UpdateTrigger(_ context.Context, name string, spec catalog.TriggerSpec, expectVersion int64) (catalog.Trigger, error) {
 	var tr catalog.Trigger
 	err := c.write(func() (err error) {
 		if tr, err = c.getTrigger(name); err != nil {
@@ -129,10 +116,7 @@ func (c *Catalog) UpdateTrigger(_ context.Context, name string, spec catalog.Tri
 }
 
 // DeleteTrigger implements catalog.Triggers.
-func (c *Catalog) DeleteTrigger(_ context.Context, name string) (catalog.Trigger, error) {
-	if err := catalog.ValidateTriggerName(name); err != nil {
-		return catalog.Trigger{}, err
-	}
+func (c *store) DeleteTrigger(_ context.Context, name string) (catalog.Trigger, error) {
 	var tr catalog.Trigger
 	err := c.write(func() (err error) {
 		if tr, err = c.getTrigger(name); err != nil {

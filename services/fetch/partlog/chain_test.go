@@ -175,7 +175,7 @@ func eventually(t testing.TB, what string, cond func() bool) {
 // chainFixture is an embedded catalog with topic "t" of the given
 // partitions, its partition reads counted (and gated) by parts, and the
 // logs over it on a clock the test moves (now, UnixNano).
-func chainFixture(t *testing.T, partitions int, chainTTL time.Duration) (*embedded.Catalog, *gatedParts, *Logs, *atomic.Int64) {
+func chainFixture(t *testing.T, partitions int, chainTTL time.Duration) (*catalog.Catalog, *gatedParts, *Logs, *atomic.Int64) {
 	t.Helper()
 	cat, err := embedded.Open("/catalog", embedded.Options{FS: vfs.NewMem()})
 	if err != nil {

@@ -79,11 +79,8 @@ func startClusterWith(ctx context.Context, t *testing.T, cfg clusterConfig) *clu
 	cassandra := testenv.Cassandra(t)
 	moto := newMotoProxy(t, testenv.AWSEndpoint(t))
 	table := fmt.Sprintf("sluice-groups-%d", time.Now().UnixNano())
-	cat, err := catdynamo.New(catdynamo.NewClient(testenv.AWSConfig(t, moto.endpoint("test"))), catdynamo.Options{Table: table})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cat.EnsureTable(ctx); err != nil {
+	dc := catdynamo.NewClient(testenv.AWSConfig(t, moto.endpoint("test")))
+	if err := catdynamo.EnsureTable(ctx, dc, catdynamo.Options{Table: table}); err != nil {
 		t.Fatal(err)
 	}
 	keyspace := createKeyspace(ctx, t, cassandra)

@@ -58,7 +58,7 @@ type triggerCluster struct {
 	// recorders is each function's RECORDER_DIR.
 	recorders map[string]string
 	// bk reads the fetch copies' groups, leases and offsets.
-	bk *bkcassandra.Store
+	bk *bookkeeping.Store
 }
 
 // startTriggerCluster starts a lambdapool of fns (each the recorder, with
@@ -85,7 +85,7 @@ func startTriggerCluster(ctx context.Context, t *testing.T, fns ...lambdatest.Fu
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(bk.Close)
+	t.Cleanup(func() { _ = bk.Close() })
 	tc.bk = bk
 	return tc
 }

@@ -57,11 +57,12 @@ func TestIntegrationKill9IngestUnderIdempotentLoad(t *testing.T) {
 	endpoint := serialProxy(t, testenv.AWSEndpoint(t))
 	table := fmt.Sprintf("sluice-kill9-%d", time.Now().UnixNano())
 	awsCfg := testenv.AWSConfig(t, endpoint)
-	cat, err := catdynamo.New(catdynamo.NewClient(awsCfg), catdynamo.Options{Table: table})
+	dc, opts := catdynamo.NewClient(awsCfg), catdynamo.Options{Table: table}
+	cat, err := catdynamo.New(dc, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cat.EnsureTable(ctx); err != nil {
+	if err := catdynamo.EnsureTable(ctx, dc, opts); err != nil {
 		t.Fatal(err)
 	}
 	env := []string{"AWS_ENDPOINT_URL=" + endpoint, "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test", "AWS_REGION=us-east-1"}
