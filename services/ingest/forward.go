@@ -3,7 +3,6 @@ package ingest
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -90,7 +89,7 @@ func (s *Service) forward(ctx context.Context, address, topic string, p int, bat
 		// fail settled the call, unless closeForwarding ended the stream
 		// and has not failed it yet.
 		if fs.take(id) != nil {
-			fc.finish(nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("forwarding to the owner at %s ended; retry", fs.addr)))
+			fc.finish(nil, retry("forwarding to the owner at %s ended; retry", fs.addr))
 		}
 	case <-ctx.Done():
 		if fs.take(id) != nil {
@@ -127,7 +126,7 @@ func (s *Service) fwdStreamTo(address string) (*fwdStream, error) {
 	s.fwdMu.Lock()
 	defer s.fwdMu.Unlock()
 	if s.fwdClosed {
-		return nil, connect.NewError(connect.CodeUnavailable, errors.New("ingest copy shutting down; retry"))
+		return nil, retry("ingest copy shutting down; retry")
 	}
 	if fs := s.fwdStreams[address]; fs != nil {
 		fs.mu.Lock()
@@ -186,7 +185,7 @@ func (s *Service) fwdStreamTo(address string) (*fwdStream, error) {
 func (fs *fwdStream) fail(cause error) {
 	fs.mu.Lock()
 	if fs.err == nil {
-		fs.err = connect.NewError(connect.CodeUnavailable, fmt.Errorf("forwarding to the owner at %s broke: %w; retry", fs.addr, cause))
+		fs.err = retry("forwarding to the owner at %s broke: %w; retry", fs.addr, cause)
 	}
 	pending := fs.pending
 	fs.pending = make(map[uint64]*forwardCall)

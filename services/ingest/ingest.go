@@ -12,7 +12,6 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/sluicemq/sluice/internal/apierr"
 	"github.com/sluicemq/sluice/internal/quota"
 	"github.com/sluicemq/sluice/pkg/catalog"
 	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
@@ -314,7 +313,7 @@ func (s *Service) forgetTopic(id catalog.TopicID) {
 // deleted one.
 func (s *Service) recreated(t catalog.Topic) error {
 	s.forgetTopic(t.ID)
-	return connect.NewError(connect.CodeUnavailable, fmt.Errorf("topic %q was deleted (and created again) meanwhile; retry", t.Name))
+	return retry("topic %q was deleted (and created again) meanwhile; retry", t.Name)
 }
 
 // TopicDeleted drops this copy's writers of a deleted topic and its cached
@@ -454,12 +453,12 @@ func (s *Service) routeTo(ctx context.Context, t catalog.Topic, p int, forwarded
 		released := s.recentlyReleasedLocked(key)
 		s.mu.Unlock()
 		if released && (part.Owner == "" || part.Owner == s.cfg.OwnerID) {
-			return route{}, connect.NewError(connect.CodeUnavailable, fmt.Errorf("%s/%d is being handed to another ingest copy; retry", t.Name, p))
+			return route{}, retry("%s/%d is being handed to another ingest copy; retry", t.Name, p)
 		}
 		if part.Owner != "" && part.Owner != s.cfg.OwnerID {
 			if o, live := s.liveOwner(ctx, part.Owner); live {
 				if forwarded {
-					return route{}, connect.NewError(connect.CodeUnavailable, fmt.Errorf("%s/%d moved to %s; retry there", t.Name, p, o.Address))
+					return route{}, retry("%s/%d moved to %s; retry there", t.Name, p, o.Address)
 				}
 				s.mu.Lock()
 				s.fwdRoutes[key] = cachedRoute{address: o.Address, at: time.Now()}
@@ -471,13 +470,13 @@ func (s *Service) routeTo(ctx context.Context, t catalog.Topic, p int, forwarded
 			return route{}, err
 		}
 	}
-	return route{}, connect.NewError(connect.CodeUnavailable, fmt.Errorf("%s/%d: ownership is moving; retry", t.Name, p))
+	return route{}, retry("%s/%d: ownership is moving; retry", t.Name, p)
 }
 
 // errShuttingDown is the answer for a partition this copy would write once
 // its shutdown began.
 func errShuttingDown() error {
-	return connect.NewError(connect.CodeUnavailable, errors.New("ingest copy is shutting down; retry (another copy takes over)"))
+	return retry("ingest copy is shutting down; retry (another copy takes over)")
 }
 
 // open takes over partition p (one opener at a time per partition). Once
@@ -528,7 +527,7 @@ func (s *Service) open(ctx context.Context, t catalog.Topic, p int) error {
 		unlock()
 		// Throttling: another copy may take the partition, or this one
 		// may hand some over; RESOURCE_EXHAUSTED always carries a delay.
-		return apierr.Exhausted(s.cfg.RetryAfter, fmt.Errorf("this ingest copy writes %d partitions, its limit; retry later", s.cfg.MaxWriters))
+		return limitError{fmt.Errorf("this ingest copy writes %d partitions, its limit; retry later", s.cfg.MaxWriters)}
 	}
 	sl := &slot{ready: make(chan struct{})}
 	s.writers[key] = sl
@@ -545,7 +544,7 @@ func (s *Service) open(ctx context.Context, t catalog.Topic, p int) error {
 	select {
 	case <-s.heartbeatOK:
 	case <-octx.Done():
-		sl.err = connect.NewError(connect.CodeUnavailable, errors.New("this ingest copy has not registered in the catalog yet; retry"))
+		sl.err = retry("this ingest copy has not registered in the catalog yet; retry")
 		return sl.err
 	}
 	part, err := s.d.Catalog.AcquireWriter(octx, t.Name, p, s.cfg.OwnerID)

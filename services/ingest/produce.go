@@ -418,11 +418,21 @@ const (
 	ReasonProducerFenced     = "PRODUCER_FENCED"
 )
 
-// produceError maps the write path's errors to codes.
+// produceError maps the write path's errors to codes: the one place ingest
+// turns its typed errors (errors.go), the partition writer's and the
+// stores' into Connect codes. Connect errors made by the handlers'
+// argument checks pass through.
 func (s *Service) produceError(err error) error {
 	var ce *connect.Error
 	var fe *record.FormatError
+	var le limitError
 	switch {
+	case isRetry(err):
+		// Before the Connect check: a broken forwarding stream wraps the
+		// RPC error that broke it, which is not the answer.
+		return connect.NewError(connect.CodeUnavailable, err)
+	case errors.As(err, &le):
+		return apierr.Exhausted(s.cfg.RetryAfter, err)
 	case errors.As(err, &ce):
 		return ce
 	case errors.Is(err, partition.ErrBusy), errors.Is(err, dedup.ErrTooManyInFlight), errors.Is(err, dedup.ErrTooManyProducers):
@@ -530,7 +540,7 @@ func (s *Service) answer(ctx context.Context, client string, f *inflight) *sluic
 	}
 	if err != nil {
 		out.Response = nil
-		out.Error = streamError(err)
+		out.Error = streamError(s.produceError(err))
 	}
 	return out
 }
