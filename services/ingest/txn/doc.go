@@ -1,0 +1,44 @@
+// Package txn is the transaction coordinator's logic (issue 24; the plan is
+// in docs/open-work.md, "Transactions"): what an InitProducer, an
+// AddPartitions, an AddGroup, an EndTxn or the sweeper's Expire does to a
+// transactional id's State, as a pure function (Step) in the style of the
+// repository's other machines. Nothing here does I/O or reads a clock. The
+// driver — not built yet: ingest will serve it — loads the State from
+// bookkeeping, steps, stores the result with compare-and-set, writes the
+// markers the Decision asks for and steps MarkersWritten, and answers.
+//
+// # Rules (Kafka's, KIP-98/447/890)
+//
+//   - InitProducer gives a fresh producer id at epoch 0, or bumps the
+//     epoch, fencing every earlier session of the transactional id; an
+//     open transaction is aborted first, at the bumped epoch, and the
+//     caller retries once that abort is complete.
+//   - A request with an older epoch is fenced (ErrFenced); one with
+//     another producer id, or an epoch never given out, is refused
+//     (ErrUnknownProducer).
+//   - AddPartitions and AddGroup open a transaction (its deadline is now +
+//     the producer's timeout) or join the open one.
+//   - EndTxn decides commit or abort and stores it first (Prepare), then
+//     the markers are written to every partition, then the transaction is
+//     complete. Every EndTxn bumps the epoch (KIP-890): a late write of the
+//     transaction that ended carries the old epoch and is fenced by the
+//     marker's. A retry of an EndTxn (the epoch before the bump, the bump
+//     being the client's own) gets the same outcome.
+//   - The sweeper aborts an Ongoing transaction past its deadline, at a
+//     bumped epoch, and finishes one left in Prepare by a coordinator that
+//     died.
+//
+// # Invariants
+//
+// On State's fields; the transcripts' harness checks them at every store:
+// the epoch never moves back for a producer id, a decided outcome never
+// changes, partitions and groups belong only to an open or ending
+// transaction, and only Ongoing has a deadline.
+//
+// # Files
+//
+//	doc.go               this overview
+//	state.go             Status, Partition, State and its invariants
+//	machine.go           events, Decision, Step and the rules
+//	transcript_test.go   transcripts in testdata/: commit, fencing, timeout
+package txn

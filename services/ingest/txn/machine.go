@@ -1,0 +1,292 @@
+package txn
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Errors of the coordinator; the RPC edge maps them to codes.
+var (
+	// ErrFenced: the request's epoch is older than the transactional id's
+	// (a newer InitProducer, a timeout's abort or a finished transaction
+	// bumped it). The producer is a zombie: it must stop.
+	ErrFenced = errors.New("txn: producer fenced: a newer epoch of this transactional id exists")
+	// ErrUnknownProducer: the request's producer id is not the one the
+	// transactional id holds (or the id was never initialised).
+	ErrUnknownProducer = errors.New("txn: producer id does not belong to this transactional id")
+	// ErrConcurrent: the previous transaction is still ending (markers
+	// being written). Retriable.
+	ErrConcurrent = errors.New("txn: the previous transaction is still completing; retry")
+	// ErrInvalidState: the request does not fit the transaction's state
+	// (EndTxn with no open transaction, or the opposite outcome of one
+	// already decided).
+	ErrInvalidState = errors.New("txn: invalid transaction state")
+)
+
+// Event is a request to the coordinator, or the driver's report of a step
+// it carried out. Now is the driver's clock reading.
+type Event interface{ isEvent() }
+
+// InitProducer starts (or restarts) the producer session of the
+// transactional id: fresh id or bumped epoch; an open transaction is
+// aborted first. FreshID is a producer id the driver allocated because the
+// previous Decision asked for one (NeedProducerID); 0 otherwise.
+type InitProducer struct {
+	Timeout time.Duration
+	FreshID int64
+	Now     time.Time
+}
+
+// AddPartitions adds partitions to the producer's transaction, opening it
+// if none is open.
+type AddPartitions struct {
+	ProducerID int64
+	Epoch      int16
+	Partitions []Partition
+	Now        time.Time
+}
+
+// AddGroup adds a consumer group whose offsets the transaction commits.
+type AddGroup struct {
+	ProducerID int64
+	Epoch      int16
+	Group      string
+	Now        time.Time
+}
+
+// EndTxn commits or aborts the producer's transaction.
+type EndTxn struct {
+	ProducerID int64
+	Epoch      int16
+	Commit     bool
+	Now        time.Time
+}
+
+// Expire aborts the transaction if it is Ongoing past its deadline (the
+// sweeper's event), and finishes one left Preparing by a coordinator that
+// died (writes its markers again).
+type Expire struct{ Now time.Time }
+
+// MarkersWritten: the driver wrote every marker of the Prepare state it
+// stored (a marker written twice is harmless: the partition writer ignores
+// a marker for a transaction it has no open batches of).
+type MarkersWritten struct{}
+
+func (InitProducer) isEvent()   {}
+func (AddPartitions) isEvent()  {}
+func (AddGroup) isEvent()       {}
+func (EndTxn) isEvent()         {}
+func (Expire) isEvent()         {}
+func (MarkersWritten) isEvent() {}
+
+// Markers asks the driver to write a commit or abort marker of
+// (ProducerID, Epoch) into every partition, and the groups' pending
+// offsets to be applied (Commit) or dropped.
+type Markers struct {
+	ProducerID int64
+	Epoch      int16
+	Commit     bool
+	Partitions []Partition
+	Groups     []string
+}
+
+// Decision is what Step decided. The driver carries it out in this order:
+// allocate an id and step again (NeedProducerID); store Store with
+// compare-and-set on the current state's Version (on a lost race, load the
+// state again and step again); write Markers and step MarkersWritten on
+// the stored state; answer Err if set, else Reply. A Decision can carry
+// both work and an error: an InitProducer that finds a transaction open
+// stores its abort and writes its markers, and answers ErrConcurrent.
+type Decision struct {
+	NeedProducerID bool
+	Store          *State
+	Markers        *Markers
+	// Reply is the producer id and epoch the client continues with (the
+	// epoch is bumped by InitProducer and by every EndTxn, KIP-890).
+	Reply Reply
+	// Err is the client's error.
+	Err error
+	// Pending: the reply waits until the markers are written (EndTxn and
+	// an InitProducer that had to abort answer once the transaction is
+	// complete).
+	Pending bool
+}
+
+// Reply is the session a client continues with.
+type Reply struct {
+	ProducerID int64
+	Epoch      int16
+}
+
+// MaxEpoch is the largest producer epoch (Kafka's record batch field).
+const MaxEpoch = 1<<15 - 1
+
+// Step decides what ev does to the transactional id whose current state is
+// cur (nil when it was never initialised). It is a pure function of its
+// arguments.
+func Step(id string, cur *State, ev Event) Decision {
+	switch e := ev.(type) {
+	case InitProducer:
+		return initProducer(id, cur, e)
+	case AddPartitions:
+		return add(cur, e.ProducerID, e.Epoch, e.Now, func(s *State) bool { return s.addPartitions(e.Partitions) })
+	case AddGroup:
+		return add(cur, e.ProducerID, e.Epoch, e.Now, func(s *State) bool { return s.addGroup(e.Group) })
+	case EndTxn:
+		return endTxn(cur, e)
+	case Expire:
+		return expire(cur, e.Now)
+	case MarkersWritten:
+		return markersWritten(cur)
+	}
+	panic(fmt.Sprintf("txn: unknown event %T", ev))
+}
+
+func initProducer(id string, cur *State, e InitProducer) Decision {
+	switch {
+	case cur == nil || cur.Epoch == MaxEpoch && cur.Status.idle():
+		// First use, or the epoch space is spent: a new id at epoch 0.
+		if e.FreshID == 0 {
+			return Decision{NeedProducerID: true}
+		}
+		next := State{ID: id, ProducerID: e.FreshID, Status: Empty, Timeout: e.Timeout}
+		if cur != nil {
+			next.Version = cur.Version
+		}
+		return Decision{Store: &next, Reply: Reply{next.ProducerID, 0}}
+	case cur.Status.idle():
+		next := cur.clone()
+		next.Epoch++
+		next.Status, next.Timeout, next.BumpedByCoordinator = Empty, e.Timeout, true
+		next.Partitions, next.Groups = nil, nil
+		return Decision{Store: &next, Reply: Reply{next.ProducerID, next.Epoch}}
+	case cur.Status == Ongoing:
+		// Abort the open transaction at a bumped epoch (fencing its
+		// producer); the client retries InitProducer once it is complete.
+		d := abortAt(cur)
+		d.Err = fmt.Errorf("%w: an open transaction of %q is being aborted", ErrConcurrent, id)
+		return d
+	default:
+		// Preparing: finish writing the markers first (the sweeper or the
+		// coordinator that decided does); retry.
+		return Decision{Err: fmt.Errorf("%w: %q is %v", ErrConcurrent, id, cur.Status)}
+	}
+}
+
+// check verifies that the request's producer session is the current one.
+func check(cur *State, pid int64, epoch int16) error {
+	switch {
+	case cur == nil || pid != cur.ProducerID:
+		return ErrUnknownProducer
+	case epoch < cur.Epoch:
+		return fmt.Errorf("%w: epoch %d, current %d", ErrFenced, epoch, cur.Epoch)
+	case epoch > cur.Epoch:
+		// A client cannot hold an epoch the coordinator never gave out.
+		return fmt.Errorf("%w: epoch %d is newer than %d", ErrUnknownProducer, epoch, cur.Epoch)
+	}
+	return nil
+}
+
+func add(cur *State, pid int64, epoch int16, now time.Time, apply func(*State) bool) Decision {
+	if err := check(cur, pid, epoch); err != nil {
+		return Decision{Err: err}
+	}
+	reply := Reply{cur.ProducerID, cur.Epoch}
+	switch {
+	case cur.Status.preparing():
+		return Decision{Err: fmt.Errorf("%w: %q is %v", ErrConcurrent, cur.ID, cur.Status)}
+	case cur.Status.idle():
+		next := cur.clone()
+		next.Status, next.Deadline = Ongoing, now.Add(cur.Timeout)
+		next.Partitions, next.Groups = nil, nil
+		apply(&next)
+		return Decision{Store: &next, Reply: reply}
+	}
+	next := cur.clone()
+	if !apply(&next) {
+		return Decision{Reply: reply} // already in: nothing to store
+	}
+	return Decision{Store: &next, Reply: reply}
+}
+
+func endTxn(cur *State, e EndTxn) Decision {
+	want, other := PrepareAbort, CompleteAbort
+	if e.Commit {
+		want, other = PrepareCommit, CompleteCommit
+	}
+	// A retry of an EndTxn already decided comes with the epoch before the
+	// bump (KIP-890): answer it with the outcome, or refuse the opposite.
+	if cur != nil && e.ProducerID == cur.ProducerID && e.Epoch == cur.Epoch-1 && !cur.BumpedByCoordinator &&
+		(cur.Status.preparing() || cur.Status == CompleteCommit || cur.Status == CompleteAbort) {
+		if cur.Status == want || cur.Status == other {
+			d := Decision{Reply: Reply{cur.ProducerID, cur.Epoch}}
+			if cur.Status.preparing() {
+				d.Pending = true
+				d.Markers = markersOf(cur)
+			}
+			return d
+		}
+		return Decision{Err: fmt.Errorf("%w: the transaction was already %v", ErrInvalidState, cur.Status)}
+	}
+	if err := check(cur, e.ProducerID, e.Epoch); err != nil {
+		return Decision{Err: err}
+	}
+	switch cur.Status {
+	case Ongoing:
+		next := cur.clone()
+		next.Epoch++
+		next.Status, next.Deadline, next.BumpedByCoordinator = want, time.Time{}, false
+		return Decision{Store: &next, Markers: markersOf(&next), Reply: Reply{next.ProducerID, next.Epoch}, Pending: true}
+	case Empty, CompleteCommit, CompleteAbort:
+		// Nothing was added: there is nothing to commit or abort. The
+		// epoch is bumped all the same, so every EndTxn ends an epoch.
+		next := cur.clone()
+		next.Epoch++
+		next.Status, next.BumpedByCoordinator = other, false
+		return Decision{Store: &next, Reply: Reply{next.ProducerID, next.Epoch}}
+	}
+	return Decision{Err: fmt.Errorf("%w: %q is %v", ErrConcurrent, cur.ID, cur.Status)}
+}
+
+// abortAt decides to abort cur's open transaction at a bumped epoch.
+func abortAt(cur *State) Decision {
+	next := cur.clone()
+	if next.Epoch < MaxEpoch {
+		next.Epoch++
+	}
+	next.Status, next.Deadline, next.BumpedByCoordinator = PrepareAbort, time.Time{}, true
+	return Decision{Store: &next, Markers: markersOf(&next), Reply: Reply{next.ProducerID, next.Epoch}, Pending: true}
+}
+
+func expire(cur *State, now time.Time) Decision {
+	switch {
+	case cur == nil:
+		return Decision{}
+	case cur.Status == Ongoing && !now.Before(cur.Deadline):
+		return abortAt(cur)
+	case cur.Status.preparing():
+		// Left by a coordinator that died after deciding: write the
+		// markers again.
+		return Decision{Markers: markersOf(cur), Pending: true}
+	}
+	return Decision{}
+}
+
+func markersWritten(cur *State) Decision {
+	if cur == nil || !cur.Status.preparing() {
+		return Decision{} // finished meanwhile
+	}
+	next := cur.clone()
+	next.Status = CompleteCommit
+	if cur.Status == PrepareAbort {
+		next.Status = CompleteAbort
+	}
+	next.Partitions, next.Groups = nil, nil
+	return Decision{Store: &next, Reply: Reply{next.ProducerID, next.Epoch}}
+}
+
+func markersOf(s *State) *Markers {
+	return &Markers{ProducerID: s.ProducerID, Epoch: s.Epoch, Commit: s.Status == PrepareCommit,
+		Partitions: s.Partitions, Groups: s.Groups}
+}

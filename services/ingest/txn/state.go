@@ -1,0 +1,139 @@
+package txn
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Status is where a transactional id's current transaction is.
+type Status uint8
+
+const (
+	// Empty: the producer is initialised and no transaction is open.
+	Empty Status = iota + 1
+	// Ongoing: a transaction is open; partitions and groups join it.
+	Ongoing
+	// PrepareCommit, PrepareAbort: the outcome is decided and stored;
+	// markers are being written. The decision never changes.
+	PrepareCommit
+	PrepareAbort
+	// CompleteCommit, CompleteAbort: every marker is written; the next
+	// transaction may begin.
+	CompleteCommit
+	CompleteAbort
+)
+
+func (s Status) String() string {
+	switch s {
+	case Empty:
+		return "empty"
+	case Ongoing:
+		return "ongoing"
+	case PrepareCommit:
+		return "prepare-commit"
+	case PrepareAbort:
+		return "prepare-abort"
+	case CompleteCommit:
+		return "complete-commit"
+	case CompleteAbort:
+		return "complete-abort"
+	}
+	return fmt.Sprintf("Status(%d)", uint8(s))
+}
+
+// preparing reports a decided outcome whose markers are not all written.
+func (s Status) preparing() bool { return s == PrepareCommit || s == PrepareAbort }
+
+// idle reports a state in which no transaction is open or ending.
+func (s Status) idle() bool { return s == Empty || s == CompleteCommit || s == CompleteAbort }
+
+// Partition is a partition of a topic incarnation a transaction wrote to.
+type Partition struct {
+	TopicID   string
+	Partition int32
+}
+
+func (p Partition) String() string { return fmt.Sprintf("%s/%d", p.TopicID, p.Partition) }
+
+// State is the coordinator's record of one transactional id, stored in
+// bookkeeping and changed only by compare-and-set on Version.
+//
+// Invariants (checked by the transcripts' harness after every step):
+//   - Epoch never decreases while ProducerID stays; ProducerID changes only
+//     when the epoch space is spent, and then Epoch restarts at 0.
+//   - Partitions and Groups are empty when idle, sorted and distinct
+//     otherwise.
+//   - Deadline is set (non-zero) exactly while Ongoing.
+type State struct {
+	ID         string // the transactional id
+	ProducerID int64
+	Epoch      int16
+	Status     Status
+	// Timeout is the producer's transaction timeout: an Ongoing
+	// transaction older than it is aborted.
+	Timeout time.Duration
+	// Deadline is when the Ongoing transaction times out.
+	Deadline time.Time
+	// Partitions and Groups joined the current transaction.
+	Partitions []Partition
+	Groups     []string
+	// BumpedByCoordinator: the last epoch bump was the coordinator's (an
+	// InitProducer, or a timeout's abort), not the client's EndTxn. An
+	// EndTxn at the epoch before is then a fenced producer's, not a retry.
+	BumpedByCoordinator bool
+	// Version is the store's compare-and-set token (0: not stored yet).
+	Version int64
+}
+
+func (s State) String() string {
+	parts := make([]string, len(s.Partitions))
+	for i, p := range s.Partitions {
+		parts[i] = p.String()
+	}
+	d := "-"
+	if !s.Deadline.IsZero() {
+		d = s.Deadline.UTC().Format("15:04:05.000")
+	}
+	return fmt.Sprintf("%s pid=%d epoch=%d %v deadline=%s partitions=[%s] groups=[%s] v%d",
+		s.ID, s.ProducerID, s.Epoch, s.Status, d, strings.Join(parts, " "), strings.Join(s.Groups, " "), s.Version)
+}
+
+// clone returns s with its own slices.
+func (s State) clone() State {
+	s.Partitions = slices.Clone(s.Partitions)
+	s.Groups = slices.Clone(s.Groups)
+	return s
+}
+
+// addPartitions adds ps to s, keeping the list sorted and distinct, and
+// reports whether any was new.
+func (s *State) addPartitions(ps []Partition) bool {
+	added := false
+	for _, p := range ps {
+		i, found := slices.BinarySearchFunc(s.Partitions, p, comparePartitions)
+		if !found {
+			s.Partitions = slices.Insert(s.Partitions, i, p)
+			added = true
+		}
+	}
+	return added
+}
+
+func comparePartitions(a, b Partition) int {
+	if c := strings.Compare(a.TopicID, b.TopicID); c != 0 {
+		return c
+	}
+	return int(a.Partition) - int(b.Partition)
+}
+
+// addGroup adds g to s's groups, sorted and distinct; false when present.
+func (s *State) addGroup(g string) bool {
+	i, found := slices.BinarySearch(s.Groups, g)
+	if found {
+		return false
+	}
+	s.Groups = slices.Insert(s.Groups, i, g)
+	return true
+}

@@ -1,0 +1,236 @@
+package txn
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of testdata/*.txt transcripts")
+
+// TestTranscripts runs every testdata/*.txt transcript: blocks of one
+// command, a "----" line and what the coordinator decided, separated by
+// blank lines; lines starting with # are comments. After a deliberate
+// change, run `go test ./services/ingest/txn -run Transcripts -rewrite` and
+// review the diff.
+//
+// Commands (one transactional id, "tx"; the clock starts at 0 and moves
+// only with tick; producer ids are allocated 100, 101, ...):
+//
+//	init [timeout=D]
+//	add pid=N epoch=E parts=TOPIC/P,...
+//	group pid=N epoch=E g=GROUP
+//	end pid=N epoch=E commit|abort
+//	expire | markers-written | tick D | state
+func TestTranscripts(t *testing.T) {
+	files, err := filepath.Glob("testdata/*.txt")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no transcripts: %v", err)
+	}
+	for _, f := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(f), ".txt"), func(t *testing.T) { runTranscript(t, f) })
+	}
+}
+
+func runTranscript(t *testing.T, path string) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	h := &harness{t: t, now: time.Unix(0, 0), nextID: 100}
+	var out strings.Builder
+	failed, first := false, true
+	var comments []string
+	for i := 0; i < len(lines); i++ {
+		l := lines[i]
+		if strings.TrimSpace(l) == "" || strings.HasPrefix(l, "#") {
+			if strings.TrimSpace(l) != "" {
+				comments = append(comments, l)
+			}
+			continue
+		}
+		if i+1 >= len(lines) || lines[i+1] != "----" {
+			t.Fatalf("%s:%d: command %q is not followed by ----", path, i+1, l)
+		}
+		var want []string
+		for i += 2; i < len(lines) && lines[i] != ""; i++ {
+			want = append(want, lines[i])
+		}
+		got := h.run(l)
+		if len(got) == 0 {
+			got = []string{"(nothing)"}
+		}
+		if !first {
+			out.WriteString("\n")
+		}
+		first = false
+		for _, c := range comments {
+			out.WriteString(c + "\n")
+		}
+		comments = nil
+		out.WriteString(l + "\n----\n" + strings.Join(got, "\n") + "\n")
+		if !*rewrite && !slices.Equal(got, want) {
+			failed = true
+			t.Errorf("%s: %s\n got:\n  %s\nwant:\n  %s", path, l, strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+		}
+	}
+	if *rewrite {
+		if err := os.WriteFile(path, []byte(out.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	} else if failed {
+		t.Log("run with -rewrite to accept the new output")
+	}
+}
+
+// harness is one transactional id over a model of the store: the state
+// and its compare-and-set version.
+type harness struct {
+	t      *testing.T
+	now    time.Time
+	cur    *State
+	nextID int64
+}
+
+func (h *harness) run(cmd string) []string {
+	f := strings.Fields(cmd)
+	args := map[string]string{}
+	var pos []string
+	for _, a := range f[1:] {
+		if k, v, ok := strings.Cut(a, "="); ok {
+			args[k] = v
+		} else {
+			pos = append(pos, a)
+		}
+	}
+	var ev Event
+	switch f[0] {
+	case "init":
+		timeout := time.Minute
+		if v, ok := args["timeout"]; ok {
+			timeout = h.dur(v)
+		}
+		ev = InitProducer{Timeout: timeout, Now: h.now}
+	case "add":
+		var ps []Partition
+		for _, p := range strings.Split(args["parts"], ",") {
+			topic, n, _ := strings.Cut(p, "/")
+			ps = append(ps, Partition{TopicID: topic, Partition: int32(h.num(n))})
+		}
+		ev = AddPartitions{ProducerID: h.num(args["pid"]), Epoch: int16(h.num(args["epoch"])), Partitions: ps, Now: h.now}
+	case "group":
+		ev = AddGroup{ProducerID: h.num(args["pid"]), Epoch: int16(h.num(args["epoch"])), Group: args["g"], Now: h.now}
+	case "end":
+		ev = EndTxn{ProducerID: h.num(args["pid"]), Epoch: int16(h.num(args["epoch"])), Commit: slices.Contains(pos, "commit"), Now: h.now}
+	case "expire":
+		ev = Expire{Now: h.now}
+	case "markers-written":
+		ev = MarkersWritten{}
+	case "tick":
+		h.now = h.now.Add(h.dur(pos[0]))
+		return nil
+	case "state":
+		if h.cur == nil {
+			return []string{"(none)"}
+		}
+		return []string{h.cur.String()}
+	default:
+		h.t.Fatalf("unknown command %q", cmd)
+	}
+	return h.step(ev)
+}
+
+// step carries out a decision as the driver does, and prints it.
+func (h *harness) step(ev Event) []string {
+	var out []string
+	d := Step("tx", h.cur, ev)
+	if d.NeedProducerID {
+		out = append(out, fmt.Sprintf("allocate producer id %d", h.nextID))
+		e := ev.(InitProducer)
+		e.FreshID = h.nextID
+		h.nextID++
+		d = Step("tx", h.cur, e)
+	}
+	if d.Err != nil {
+		if d.Store != nil {
+			out = append(out, h.store(d.Store))
+		}
+		if d.Markers != nil {
+			out = append(out, "write "+markersString(d.Markers))
+		}
+		return append(out, "error: "+d.Err.Error())
+	}
+	if d.Store != nil {
+		out = append(out, h.store(d.Store))
+	}
+	if d.Markers != nil {
+		out = append(out, "write "+markersString(d.Markers))
+	}
+	r := fmt.Sprintf("reply pid=%d epoch=%d", d.Reply.ProducerID, d.Reply.Epoch)
+	if d.Pending {
+		r += " (once the markers are written)"
+	}
+	if d.Reply != (Reply{}) {
+		out = append(out, r)
+	}
+	return out
+}
+
+// store applies a compare-and-set and checks the State invariants.
+func (h *harness) store(next *State) string {
+	want := int64(0)
+	if h.cur != nil {
+		want = h.cur.Version
+	}
+	if next.Version != want {
+		h.t.Fatalf("store with version %d over version %d", next.Version, want)
+	}
+	if h.cur != nil && next.ProducerID == h.cur.ProducerID && next.Epoch < h.cur.Epoch {
+		h.t.Fatalf("epoch moved back: %d after %d", next.Epoch, h.cur.Epoch)
+	}
+	if next.Status.idle() && (len(next.Partitions) > 0 || len(next.Groups) > 0) {
+		h.t.Fatalf("partitions in state %v", next.Status)
+	}
+	if (next.Status == Ongoing) != !next.Deadline.IsZero() {
+		h.t.Fatalf("deadline %v in state %v", next.Deadline, next.Status)
+	}
+	s := next.clone()
+	s.Version = want + 1
+	h.cur = &s
+	return "store " + s.String()
+}
+
+func markersString(m *Markers) string {
+	kind := "abort"
+	if m.Commit {
+		kind = "commit"
+	}
+	parts := make([]string, len(m.Partitions))
+	for i, p := range m.Partitions {
+		parts[i] = p.String()
+	}
+	return fmt.Sprintf("%s markers pid=%d epoch=%d to [%s] groups=[%s]", kind, m.ProducerID, m.Epoch, strings.Join(parts, " "), strings.Join(m.Groups, " "))
+}
+
+func (h *harness) num(s string) int64 {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		h.t.Fatalf("bad number %q", s)
+	}
+	return n
+}
+
+func (h *harness) dur(s string) time.Duration {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return d
+}
