@@ -68,6 +68,15 @@ func TestDescribedEndIsAcknowledgedAndNeverMovesBack(t *testing.T) {
 	describe("the ledger failed")
 	eventually(t, "the writer replaced its ledger", func() bool { return w.NextOffset() == 3 })
 	describe("the ledger was recovered")
-	produce()
+	// The next ledger opens after the recovery decided the end: until
+	// then a produce is refused (UNAVAILABLE), not accepted.
+	eventually(t, "a produce after the recovery", func() bool {
+		_, err := f.produce(a, 0)
+		if err != nil && connect.CodeOf(err) != connect.CodeUnavailable {
+			t.Fatalf("a produce after the recovery: %v", err)
+		}
+		return err == nil
+	})
+	acked++
 	describe("a record acknowledged after the recovery")
 }
