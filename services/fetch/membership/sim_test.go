@@ -45,7 +45,11 @@ var (
 //     store at the epoch it holds, and the store lists it live; so no
 //     partition is followed by two live members;
 //   - a round starts with no revoked lease past its deadline;
-//   - after MemberForgotten the member holds nothing.
+//   - after MemberForgotten the member holds nothing;
+//   - a member follows a partition only at an epoch above every epoch it
+//     followed it at before: work of that older epoch (a client told the
+//     lease was lost, a trigger worker still finishing) may still try to
+//     commit, and only a newer epoch fences it.
 //
 // After settling, every partition of a topic with a member is followed by
 // exactly one member, unless it is orphaned: the store names a live member
@@ -56,7 +60,7 @@ var (
 // -seed N -v.
 func TestSimulation(t *testing.T) {
 	seeds := seedList()
-	orphaned := 0
+	orphaned, orphans := 0, 0
 	total := map[string]int{}
 	for _, seed := range seeds {
 		w := runSim(seed, simOptions{verbose: *seedFlag >= 0})
@@ -65,6 +69,7 @@ func TestSimulation(t *testing.T) {
 		}
 		if w.orphans > 0 {
 			orphaned++
+			orphans += w.orphans
 		}
 		for k, n := range w.stats {
 			total[k] += n
@@ -73,7 +78,7 @@ func TestSimulation(t *testing.T) {
 			t.Log(strings.Join(w.trace, "\n"))
 		}
 	}
-	t.Logf("%d seeds; %d ended with orphaned partitions (see the package doc's open points)", len(seeds), orphaned)
+	t.Logf("%d seeds; %d ended with orphaned partitions, %d in all (see the package doc's open points)", len(seeds), orphaned, orphans)
 	var counts []string
 	for _, k := range slices.Sorted(maps.Keys(total)) {
 		counts = append(counts, fmt.Sprintf("%s %d", k, total[k]))
@@ -357,6 +362,7 @@ type simMember struct {
 	side        []req
 	inbox       []answer
 	followed    map[membership.Key]int64 // the owner's work: epoch by partition
+	worked      map[membership.Key]int64 // the highest epoch ever followed, by partition
 	told        map[membership.Key]bool  // the client's view: true held, false revoked
 	buf         []membership.Key
 }
@@ -401,7 +407,7 @@ func (w *world) addMember() {
 		panic(err)
 	}
 	w.members = append(w.members, &simMember{id: id, topics: topics, m: mach,
-		followed: map[membership.Key]int64{}, told: map[membership.Key]bool{}})
+		followed: map[membership.Key]int64{}, worked: map[membership.Key]int64{}, told: map[membership.Key]bool{}})
 	w.logf("%s starts on %v", id, topics)
 }
 
@@ -427,6 +433,11 @@ func (w *world) step(m *simMember, ev membership.Event) {
 			if _, ok := m.followed[a.Lease.Key]; ok {
 				w.violate("%s follows %v twice", m.id, a.Lease.Key)
 			}
+			if e, ok := m.worked[a.Lease.Key]; ok && a.Lease.Epoch <= e {
+				w.violate("%s follows %v at e%d, though it worked on it at e%d before: that work's commits would not be fenced",
+					m.id, a.Lease.Key, a.Lease.Epoch, e)
+			}
+			m.worked[a.Lease.Key] = a.Lease.Epoch
 			m.followed[a.Lease.Key] = a.Lease.Epoch
 			followedNow[a.Lease.Key] = true
 		case membership.Unfollow:
