@@ -410,7 +410,10 @@ func (m *member) acquire(ctx context.Context, topic string, w membership.Want) (
 			next, err = s.startOffsetWithin(ctx, topic, int(p), startOf(m.start), primeAge)
 		}
 		if err != nil {
-			// Hold the lease but release it: another round retries.
+			// Give the lease back: another round retries. Should the
+			// release fail, the next round's view shows the lease under
+			// the member's id at an epoch the machine does not hold (a
+			// stray), and the machine releases it then.
 			_ = s.d.Bookkeeping.Release(ctx, m.group, topic, p, m.memberID, epoch)
 			return nil, err
 		}
@@ -439,7 +442,7 @@ func (m *member) release(ctx context.Context, k tp) {
 func (m *member) releaseLease(ctx context.Context, r membership.ReleaseLease) {
 	err := m.s.d.Bookkeeping.Release(ctx, m.group, r.Key.Topic, r.Key.Partition, m.memberID, r.Epoch)
 	if err != nil && !errors.Is(err, bookkeeping.ErrFenced) {
-		m.s.log.Warn("group lease release failed; it frees when the member leaves", slog.String("group", m.group),
+		m.s.log.Warn("group lease release failed; the next balancing round releases it again", slog.String("group", m.group),
 			slog.String("topic", r.Key.Topic), slog.Int("partition", int(r.Key.Partition)), slog.Any("err", err))
 	}
 }

@@ -57,9 +57,11 @@ type ListMembers struct{}
 type ReadTopic struct{ Topic string }
 
 // Acquire: take the leases of Topic's partitions in Want (bookkeeping
-// Acquire, which bumps the epoch) and resolve where work on each starts.
-// Answer each partition with LeaseAcquired, AcquireHeld or AcquireFailed,
-// in any order; the topic's changes are announced after the last answer.
+// Acquire, which bumps the epoch of a free lease, and gives one the member
+// holds already back at its epoch: the machine then releases it) and
+// resolve where work on each starts. Answer each partition with
+// LeaseAcquired, AcquireHeld or AcquireFailed, in any order; the topic's
+// changes are announced after the last answer.
 type Acquire struct {
 	Topic string
 	Want  []Want

@@ -40,6 +40,13 @@ type Config struct {
 		// beatAtAnswer: liveness counts from a heartbeat's answer rather
 		// than from when it was sent.
 		beatAtAnswer bool
+		// keepStrays: a view's strays (leases the store names the member
+		// owner of that it does not hold) are neither released nor
+		// acquired, but count as the member's in the plan.
+		keepStrays bool
+		// followKept: a lease acquired at an epoch no higher than the
+		// view showed is followed, not released.
+		followKept bool
 	}
 }
 

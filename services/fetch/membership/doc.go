@@ -24,10 +24,12 @@
 //	   │                              └─ Joined / JoinFailed ─► round
 //	   └─► round: ReleaseLease for each revoked lease past its deadline,
 //	       ListMembers ─► MembersListed ─► for each topic, in order:
-//	         ReadTopic ─► TopicView: drop moved leases as lost; assign.Decide;
-//	                      revoke extras (Unfollow); Acquire the free share
+//	         ReadTopic ─► TopicView: drop moved leases as lost; release
+//	                      strays; assign.Decide; revoke extras (Unfollow);
+//	                      Acquire the free share
 //	                  ─► LeaseAcquired / AcquireHeld / AcquireFailed, one per
-//	                     partition ─► after the last: Follow each, Announce
+//	                     partition ─► after the last: release the kept,
+//	                     Follow each acquired, Announce
 //	       ─► RoundDone
 //
 // RevokeDone (a commit of a revoked lease stored; a trigger worker ended),
@@ -45,9 +47,9 @@
 //	MemberForgotten  SendHeartbeat: ErrNotFound Unfollow…, Announce{Lost}…, SendJoin
 //	MembersListed    ListMembers's answer      ReadTopic
 //	MembersFailed    ListMembers's answer      RoundDone
-//	TopicView        ReadTopic's answer        Unfollow…, Announce{Lost}, Unfollow…, Acquire | …
+//	TopicView        ReadTopic's answer        Unfollow…, Announce{Lost}, ReleaseLease…, Unfollow…, Acquire | …
 //	TopicFailed      ReadTopic's answer        ReadTopic | RoundDone
-//	LeaseAcquired    Acquire, per partition    (last:) Follow…, Announce, ReadTopic | RoundDone
+//	LeaseAcquired    Acquire, per partition    (last:) ReleaseLease…, Follow…, Announce, ReadTopic | RoundDone
 //	AcquireHeld      Acquire: ErrLeaseHeld     as LeaseAcquired
 //	AcquireFailed    Acquire: other errors     as LeaseAcquired
 //	RevokeDone       the owner                 ReleaseLease
@@ -78,8 +80,57 @@
 //     implies every lease the member follows is still its own in the
 //     store at the epoch it holds. So no partition is followed by two live
 //     members at once, whatever the timing of the store's answers.
-//  5. The member never holds a lease at an epoch the store did not give it,
-//     and a view that shows another owner or epoch drops the lease first.
+//  5. The member holds a lease only at an epoch the store gave it in
+//     answer to its Acquire, higher than the epoch the round's view showed
+//     for it (so higher than any its id held the lease at before: see
+//     Strays), and a view that shows another owner or epoch drops the
+//     lease first.
+//  6. A stray — a lease the store names the member owner of, at an epoch
+//     the machine does not hold — is released at its stored epoch by
+//     every round that sees it, and is free in that round's plan. So once
+//     the store answers again no partition stays with a live owner that
+//     does not work on it.
+//
+// # Strays
+//
+// Three ways lead to a stray: an Acquire the store applied whose answer
+// was lost; a start offset that failed after the Acquire (the wrapper gives
+// the lease back) whose give-back failed too; and a re-join under the same
+// member id after the store forgot the member (MemberForgotten dropped the
+// leases, and the store names the member again as soon as it is live, for
+// every lease nobody took meanwhile). A release of a revoked lease that
+// failed leaves one as well. assign.Decide would count a stray as the
+// member's own, so it would be neither acquired nor released, and nobody
+// would work on the partition until the member left.
+//
+// The rule (view, answered in round.go): a round releases every stray at
+// its stored epoch and counts it free in the plan, which may hand it to
+// this member or leave it to another. bookkeeping's Acquire gives a
+// lease the member already holds back at its epoch unchanged (a retried
+// Acquire is harmless), so an Acquire answered at an epoch no higher than
+// the view showed means the lease named the member already (the release
+// failed, or the view showed it free while the member was not live): the
+// lease is released again and not followed, and a later round acquires
+// it at a new epoch (testdata/strays.txt shows each way and this one).
+//
+// Fencing stays sound: every epoch the member worked at came in an answer
+// (LeaseAcquired) before the view was read, and epochs only grow, so an
+// epoch above the view's is above all of them. Work of those epochs — a
+// client told the lease was lost, a trigger worker still finishing — may
+// still try to commit, and the store fences it: a commit must name the
+// current epoch. Had the machine followed the lease at the epoch the
+// store gave back, that older work's commit would pass (bookkeeping
+// accepts a commit by the owner at its epoch, live or not). A release
+// names its epoch, so it frees the stray and nothing acquired since.
+//
+// Re-joining under a fresh member id per incarnation was the alternative:
+// it fences an older incarnation as well, but a session's member id is
+// its client's (SessionStarted names it; the client's commits and Leave
+// carry it; it routes them to the session's copy), so changing it in a
+// session is a protocol change; and it covers only the re-join, not the
+// lost answer or the failed give-back, which happen within one incarnation.
+// Member ids stay unique per session and per trigger runner, as the store
+// asks (fetch's routedID).
 //
 // # Testing
 //
@@ -91,27 +142,29 @@
 // of the lease store with random timing, failed and lost requests, late
 // answers, pauses, crashes, leaves and joins (-seeds N for more, -seed N
 // -v to replay one with its trace), checks the invariants above after
-// every step, and after the faults stop that every partition is followed
-// by exactly one member or is orphaned (the first open point, which about
-// half the seeds end with). TestSimulationCatchesKeptLeases and
-// TestSimulationCatchesBeatAtAnswer show it finding two live members on
-// one partition once invariant 3's dropping, or invariant 4's counting
-// from the sending, is switched off (Config.unsafe, export_test.go).
+// every step, that a member never follows a partition at an epoch it
+// followed it at before, and after the faults stop that every partition
+// is followed by exactly one member (none orphaned: invariant 6).
+// TestSimulationCatchesKeptLeases and TestSimulationCatchesBeatAtAnswer
+// show it finding two live members on one partition once invariant 3's
+// dropping, or invariant 4's counting from the sending, is switched off;
+// TestSimulationCatchesStrays finds orphaned partitions once strays count
+// as the member's (the behaviour before invariant 6), and
+// TestSimulationCatchesFollowKept a lease followed again at an epoch its
+// older work holds once a lease given back at the view's epoch is
+// followed (Config.unsafe, export_test.go).
 //
-// # Open points (today's behaviour, kept)
+// # Open point (today's behaviour, kept)
 //
-//   - A lease the store says the member holds but the machine does not
-//     (the member re-joined under the same id after the store forgot it,
-//     an Acquire whose answer was lost, a start offset that failed and
-//     whose give-back failed, a lease re-taken at another epoch) counts as
-//     the member's in assign.Decide, so it is neither acquired nor
-//     released: nobody works on the partition until the member leaves
-//     (testdata/forgotten.txt, lost.txt).
-//   - Invariant 4 assumes only the member ends its own membership. fetch's
-//     Leave RPC, when it cannot reach the member's copy, leaves for it in
-//     the store; the member stays Live and keeps following its leases
-//     until its next heartbeat finds it forgotten, while another member
-//     may already hold them (commits stay fenced).
+// Invariant 4 assumes only the member ends its own membership. fetch's
+// Leave RPC, when it cannot reach the member's copy, leaves for it in the
+// store, since its contract is that the leases are free when it returns;
+// the member, if its copy still runs, stays Live and keeps following its
+// leases until its next heartbeat (due a third of the session timeout
+// after the last) finds it forgotten, while another member may already
+// hold them. Commits stay fenced. Closing that window needs the RPC to
+// wait for the member's liveness to run out, or to refuse while its copy
+// cannot be reached: a change of the RPC's contract, not of this machine.
 //
 // # Files
 //

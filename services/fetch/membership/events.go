@@ -84,7 +84,9 @@ type TopicFailed struct {
 // LeaseAcquired: the store gave the member the lease at Epoch, and work
 // on it starts at Offset (the committed offset, or where the member's
 // start position resolved). One of the three answers per partition of
-// Acquire.
+// Acquire. An Epoch no higher than the round's view showed means the
+// store had the lease under the member already (a stray whose release
+// failed): it is released, not followed (package doc, "Strays").
 type LeaseAcquired struct {
 	Key
 	Epoch  int64

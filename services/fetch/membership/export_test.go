@@ -24,3 +24,11 @@ func UnsafeKeepLeasesWhenForgotten(c *Config) { c.unsafe.keepLeasesWhenForgotten
 // UnsafeBeatAtAnswer makes liveness count from a heartbeat's answer
 // instead of from when it was sent.
 func UnsafeBeatAtAnswer(c *Config) { c.unsafe.beatAtAnswer = true }
+
+// UnsafeKeepStrays makes a view's strays count as the member's, neither
+// released nor acquired.
+func UnsafeKeepStrays(c *Config) { c.unsafe.keepStrays = true }
+
+// UnsafeFollowKept makes a lease the store gave back at an epoch the view
+// showed be followed instead of released.
+func UnsafeFollowKept(c *Config) { c.unsafe.followKept = true }

@@ -56,10 +56,13 @@ type Member struct {
 	//     and a lease that is not revoking has none; it stays held until
 	//     RevokeDone or the first cycle's round that starts after the
 	//     deadline, which emits its ReleaseLease;
-	//   - every held lease was acquired at its epoch (LeaseAcquired), and
-	//     a view that shows its partition with another owner or epoch drops
-	//     it as lost before anything else is decided: the store moves a
-	//     lease only on its holder's release or once the holder is not live;
+	//   - every held lease was acquired at its epoch (LeaseAcquired),
+	//     higher than the epoch the round's view showed for it, and a view
+	//     that shows its partition with another owner or epoch drops it as
+	//     lost before anything else is decided: the store moves a lease
+	//     only on its holder's release or once the holder is not live;
+	//   - a lease the view shows under the member's id but not held
+	//     (a stray) is released at its stored epoch in that view's step;
 	//   - MemberForgotten drops every lease (other members may hold them
 	//     now), Leave too;
 	//   - the topic of every lease is one of Config.Topics.
@@ -100,9 +103,10 @@ type round struct {
 
 	// Of the topic being balanced, once its view came:
 	revoked  []Lease         // revoked by its plan, announced with the acquisitions
-	pending  map[int32]int64 // partitions asked for in Acquire and not answered → committed offset
-	acquired []Lease         // answered LeaseAcquired
-	failed   []error         // answered AcquireFailed
+	pending  map[int32]int64 // partitions asked for in Acquire and not answered → the epoch the view showed (0: no record)
+	acquired []Lease         // answered LeaseAcquired at a higher epoch than the view showed
+	kept     []Lease         // answered LeaseAcquired at no higher an epoch: released, not followed
+	failed   []error         // answered AcquireFailed, and the kept
 }
 
 type memberTopics struct {
@@ -222,13 +226,11 @@ func (m *Member) step(ev Event) error {
 	case TopicFailed:
 		return m.topicFailed(ev)
 	case LeaseAcquired:
-		return m.answered(ev.Key, func(r *round) {
-			r.acquired = append(r.acquired, Lease(ev))
-		})
+		return m.answered(ev.Key, ev)
 	case AcquireHeld:
-		return m.answered(ev.Key, func(*round) {})
+		return m.answered(ev.Key, ev)
 	case AcquireFailed:
-		return m.answered(ev.Key, func(r *round) { r.failed = append(r.failed, ev.Err) })
+		return m.answered(ev.Key, ev)
 	}
 	return nil
 }

@@ -46,8 +46,9 @@ func (m *Member) topicFailed(ev TopicFailed) error {
 }
 
 // view balances one topic on the store's view of it: the leases that
-// moved are dropped as lost, then assign.Decide plans the round; extras are
-// revoked at once (they stop being followed), acquisitions are asked for.
+// moved are dropped as lost, strays are released, then assign.Decide plans
+// the round (strays free in it); extras are revoked at once (they stop
+// being followed), acquisitions are asked for.
 func (m *Member) view(ev TopicView) error {
 	r := m.round
 	topic := m.cfg.Topics[r.at]
@@ -91,6 +92,21 @@ func (m *Member) view(ev TopicView) error {
 		m.emit(Announce{Revoked: lost, Lost: true})
 	}
 
+	// Strays: leases the store names the member owner of that it does not
+	// hold (see the package doc). Each is released at its stored epoch and
+	// is free in the plan, which may give it back to the member, through an
+	// Acquire that must then move its epoch (answered).
+	if !m.cfg.unsafe.keepStrays {
+		for _, p := range slices.Sorted(maps.Keys(stored)) {
+			k := Key{Topic: topic, Partition: p}
+			if _, held := m.leases[k]; held || stored[p].Owner != m.cfg.MemberID {
+				continue // held at this epoch (the lost leases are gone), or not the member's
+			}
+			m.emit(ReleaseLease{Key: k, Epoch: stored[p].Epoch})
+			owners[p] = ""
+		}
+	}
+
 	plan, err := assign.Decide(m.cfg.Assign, assign.Input{Me: m.cfg.MemberID, Members: ids, Partitions: ev.Partitions, Owners: owners})
 	if err != nil {
 		m.nextTopic(err)
@@ -113,12 +129,12 @@ func (m *Member) view(ev TopicView) error {
 	want := make([]Want, len(plan.Acquire))
 	r.pending = make(map[int32]int64, len(plan.Acquire))
 	for i, p := range plan.Acquire {
-		committed := bookkeeping.NoOffset
+		committed, epoch := bookkeeping.NoOffset, int64(0)
 		if st, ok := stored[p]; ok {
-			committed = st.Offset
+			committed, epoch = st.Offset, st.Epoch
 		}
 		want[i] = Want{Partition: p, Committed: committed}
-		r.pending[p] = committed
+		r.pending[p] = epoch
 	}
 	m.phase = phaseAcquire
 	m.emit(Acquire{Topic: topic, Want: want})
@@ -127,13 +143,32 @@ func (m *Member) view(ev TopicView) error {
 
 // answered takes one partition's answer to Acquire; after the last, the
 // topic's changes take effect.
-func (m *Member) answered(k Key, record func(*round)) error {
+//
+// A lease acquired at an epoch no higher than the view showed was not
+// handed over by the store: it named the member already (a stray whose
+// release failed, or one the view showed free while the member was not
+// live), and gave its epoch back unchanged. Work may have been done at
+// that epoch before — by this member id before the store forgot it — and
+// could still commit, so the lease is not followed: it is released (kept)
+// and a later round acquires it at a new epoch.
+func (m *Member) answered(k Key, ev Event) error {
 	r := m.round
-	if _, ok := r.pending[k.Partition]; !ok || k.Topic != m.cfg.Topics[r.at] {
+	seen, ok := r.pending[k.Partition]
+	if !ok || k.Topic != m.cfg.Topics[r.at] {
 		return fmt.Errorf("%w: an answer for %v, which is not being acquired", ErrInvalidEvent, k)
 	}
 	delete(r.pending, k.Partition)
-	record(r)
+	switch ev := ev.(type) {
+	case LeaseAcquired:
+		if ev.Epoch <= seen && !m.cfg.unsafe.followKept {
+			r.kept = append(r.kept, Lease(ev))
+			r.failed = append(r.failed, fmt.Errorf("%v: acquired at e%d, no newer than the view showed (the lease named the member already): released, to be acquired anew", k, ev.Epoch))
+		} else {
+			r.acquired = append(r.acquired, Lease(ev))
+		}
+	case AcquireFailed:
+		r.failed = append(r.failed, ev.Err)
+	}
 	if len(r.pending) == 0 {
 		m.finishTopic()
 	}
@@ -145,6 +180,10 @@ func (m *Member) answered(k Key, record func(*round)) error {
 // partition precedes the event that assigns it.
 func (m *Member) finishTopic() {
 	r := m.round
+	slices.SortFunc(r.kept, func(a, b Lease) int { return compareKeys(a.Key, b.Key) })
+	for _, l := range r.kept {
+		m.emit(ReleaseLease{Key: l.Key, Epoch: l.Epoch})
+	}
 	slices.SortFunc(r.acquired, func(a, b Lease) int { return compareKeys(a.Key, b.Key) })
 	for _, a := range r.acquired {
 		if _, held := m.leases[a.Key]; held {
@@ -168,7 +207,7 @@ func (m *Member) nextTopic(err error) {
 	if err != nil {
 		r.errs = append(r.errs, fmt.Errorf("topic %s: %w", m.cfg.Topics[r.at], err))
 	}
-	r.revoked, r.pending, r.acquired, r.failed = nil, nil, nil, nil
+	r.revoked, r.pending, r.acquired, r.kept, r.failed = nil, nil, nil, nil, nil
 	r.at++
 	if r.at < len(m.cfg.Topics) {
 		m.phase = phaseTopic

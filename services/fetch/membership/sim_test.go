@@ -45,26 +45,26 @@ var (
 //     store at the epoch it holds, and the store lists it live; so no
 //     partition is followed by two live members;
 //   - a round starts with no revoked lease past its deadline;
-//   - after MemberForgotten the member holds nothing.
+//   - after MemberForgotten the member holds nothing;
+//   - a member follows a partition only at an epoch above every epoch it
+//     followed it at before: work of that older epoch (a client told the
+//     lease was lost, a trigger worker still finishing) may still try to
+//     commit, and only a newer epoch fences it.
 //
 // After settling, every partition of a topic with a member is followed by
-// exactly one member, unless it is orphaned: the store names a live member
-// that does not hold it (the package doc's first open point; counted, not
-// failed).
+// exactly one member. One followed by none while the store names a live
+// member as its owner is orphaned: a stray (the package doc) that was
+// neither released nor acquired anew.
 //
 // A failing seed prints the tail of its trace; replay it in full with
 // -seed N -v.
 func TestSimulation(t *testing.T) {
 	seeds := seedList()
-	orphaned := 0
 	total := map[string]int{}
 	for _, seed := range seeds {
 		w := runSim(seed, simOptions{verbose: *seedFlag >= 0})
 		if len(w.violations) > 0 {
 			t.Fatalf("seed %d:\n%s", seed, runSim(seed, simOptions{verbose: true}).report())
-		}
-		if w.orphans > 0 {
-			orphaned++
 		}
 		for k, n := range w.stats {
 			total[k] += n
@@ -73,7 +73,7 @@ func TestSimulation(t *testing.T) {
 			t.Log(strings.Join(w.trace, "\n"))
 		}
 	}
-	t.Logf("%d seeds; %d ended with orphaned partitions (see the package doc's open points)", len(seeds), orphaned)
+	t.Logf("%d seeds, none with a violation or an orphaned partition", len(seeds))
 	var counts []string
 	for _, k := range slices.Sorted(maps.Keys(total)) {
 		counts = append(counts, fmt.Sprintf("%s %d", k, total[k]))
@@ -116,6 +116,20 @@ func catches(t *testing.T, opt simOptions, want string) {
 	t.Fatalf("no violation in %d seeds with the rule switched off: the simulation cannot see it", maxSeeds)
 }
 
+// TestSimulationCatchesStrays: a member that counts the leases the store
+// names it owner of, but that it does not hold, as its own (neither
+// releasing nor acquiring them) leaves them orphaned.
+func TestSimulationCatchesStrays(t *testing.T) {
+	catches(t, simOptions{keepStrays: true}, "orphaned")
+}
+
+// TestSimulationCatchesFollowKept: a member that follows a lease the store
+// gave back at an epoch it already had works on it again at an epoch
+// whose older work is not fenced.
+func TestSimulationCatchesFollowKept(t *testing.T) {
+	catches(t, simOptions{followKept: true}, "worked on it")
+}
+
 // TestSimulationDeterministic: a seed replays exactly.
 func TestSimulationDeterministic(t *testing.T) {
 	for seed := range uint64(5) {
@@ -147,6 +161,7 @@ func seedList() []uint64 {
 
 type simOptions struct {
 	keepLeases, beatAtAnswer bool
+	keepStrays, followKept   bool
 	verbose                  bool
 }
 
@@ -175,7 +190,6 @@ type world struct {
 	topics     map[string]int32
 	trace      []string
 	violations []string
-	orphans    int
 	stats      map[string]int              // events and some actions, by kind
 	followers  map[membership.Key][]string // check's, kept to spare allocations
 }
@@ -357,6 +371,7 @@ type simMember struct {
 	side        []req
 	inbox       []answer
 	followed    map[membership.Key]int64 // the owner's work: epoch by partition
+	worked      map[membership.Key]int64 // the highest epoch ever followed, by partition
 	told        map[membership.Key]bool  // the client's view: true held, false revoked
 	buf         []membership.Key
 }
@@ -396,12 +411,18 @@ func (w *world) addMember() {
 	if w.opt.beatAtAnswer {
 		membership.UnsafeBeatAtAnswer(&cfg)
 	}
+	if w.opt.keepStrays {
+		membership.UnsafeKeepStrays(&cfg)
+	}
+	if w.opt.followKept {
+		membership.UnsafeFollowKept(&cfg)
+	}
 	mach, err := membership.New(cfg)
 	if err != nil {
 		panic(err)
 	}
 	w.members = append(w.members, &simMember{id: id, topics: topics, m: mach,
-		followed: map[membership.Key]int64{}, told: map[membership.Key]bool{}})
+		followed: map[membership.Key]int64{}, worked: map[membership.Key]int64{}, told: map[membership.Key]bool{}})
 	w.logf("%s starts on %v", id, topics)
 }
 
@@ -427,6 +448,11 @@ func (w *world) step(m *simMember, ev membership.Event) {
 			if _, ok := m.followed[a.Lease.Key]; ok {
 				w.violate("%s follows %v twice", m.id, a.Lease.Key)
 			}
+			if e, ok := m.worked[a.Lease.Key]; ok && a.Lease.Epoch <= e {
+				w.violate("%s follows %v at e%d, though it worked on it at e%d before: that work's commits would not be fenced",
+					m.id, a.Lease.Key, a.Lease.Epoch, e)
+			}
+			m.worked[a.Lease.Key] = a.Lease.Epoch
 			m.followed[a.Lease.Key] = a.Lease.Epoch
 			followedNow[a.Lease.Key] = true
 		case membership.Unfollow:
@@ -439,10 +465,17 @@ func (w *world) step(m *simMember, ev membership.Event) {
 		case membership.ReleaseLease:
 			if side {
 				m.side = append(m.side, req{act: a, sent: w.now})
-			} else {
-				w.stats["revoke deadlines passed"]++
-				m.queue = append(m.queue, req{act: a, sent: w.now})
+				break
 			}
+			switch ev.(type) {
+			case membership.TopicView:
+				w.stats["strays released"]++
+			case membership.LeaseAcquired, membership.AcquireHeld, membership.AcquireFailed:
+				w.stats["kept leases released"]++
+			default:
+				w.stats["revoke deadlines passed"]++
+			}
+			m.queue = append(m.queue, req{act: a, sent: w.now})
 		case membership.Acquire:
 			for _, want := range a.Want {
 				m.queue = append(m.queue, req{act: a, want: want, sent: w.now})
@@ -701,7 +734,7 @@ func (w *world) check() {
 }
 
 // settledChecks: after the faults, every partition of a topic with a
-// running member is followed by exactly one, unless orphaned.
+// running member is followed by exactly one.
 func (w *world) settledChecks() {
 	for _, topic := range slices.Sorted(maps.Keys(w.topics)) {
 		subscribed := false
@@ -723,8 +756,7 @@ func (w *world) settledChecks() {
 			switch {
 			case len(by) == 1:
 			case len(by) == 0 && l != nil && w.store.live(l.owner, w.now):
-				w.orphans++
-				w.logf("%v is orphaned: the store names %s, which does not hold it", k, l.owner)
+				w.violate("after settling, %v is orphaned: the store names %s at e%d, which does not hold it", k, l.owner, l.epoch)
 			default:
 				w.violate("after settling, %v is followed by %v (store: %+v)", k, by, l)
 			}
