@@ -128,7 +128,10 @@ type Transactions interface {
 
 	// PutTxn stores t if the stored record's Version is t.Version (0:
 	// nothing is stored yet) and returns t as stored, with Version one
-	// higher (and Timeout and Deadline to the millisecond). Errors:
+	// higher (and Timeout and Deadline to the millisecond). The fields are
+	// stored as given: a producer id new to the record must come from
+	// AllocateProducerID, and the epoch rules are the coordinator's.
+	// Errors:
 	// ErrConflict when the stored version is another (another writer —
 	// a coordinator, an InitProducer — won; nothing was written: read
 	// again and decide again); *ValidationError.
