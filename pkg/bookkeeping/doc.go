@@ -1,9 +1,10 @@
 // Package bookkeeping is the contract of Sluice's consumer-side metadata:
-// group membership, partition leases, committed offsets and producer ids.
+// group membership, partition leases, committed offsets, producer ids and
+// the transaction coordinator's state.
 //
-// It is split into five small interfaces, one per aggregate, so a caller
-// depends only on what it uses: [Members], [Leases], [Offsets], [Groups] and
-// [Producers]. Implementations live in sub-packages — cassandra (deployments)
+// It is split into six small interfaces, one per aggregate, so a caller
+// depends only on what it uses: [Members], [Leases], [Offsets], [Groups],
+// [Producers] and [Transactions]. Implementations live in sub-packages — cassandra (deployments)
 // and embedded (Pebble on local disk, for `sluice dev` and hermetic tests) —
 // and every one of them passes the conformance suite in bookkeepingtest.
 //
@@ -11,13 +12,14 @@
 //
 // One portable type over small drivers, as go-cloud splits its APIs: a
 // backend's constructor (embedded.Open, cassandra.Open) returns a [*Store],
-// which implements the five interfaces, and no backend is reachable any
+// which implements the six interfaces, and no backend is reachable any
 // other way. Store checks every argument once (validate.go and the Validate
 // methods of [Member], [Commit] and [Cursor]) and calls the backend's
 // [Driver] only with arguments that passed. A driver only stores: it decides
 // what depends on stored state — liveness, lease epochs and fencing, the
-// offset rules, the live-member rule of standalone commits, producer epochs
-// — and makes each decision atomic with its write.
+// offset rules, the live-member rule of standalone commits, producer epochs,
+// the version of a transactional id's record — and makes each decision
+// atomic with its write.
 //
 // # Model
 //
@@ -85,6 +87,24 @@
 // therefore be unique per process incarnation (for example include a random
 // suffix).
 //
+// # Transactional ids
+//
+// A transactional id has ONE record, [Txn]: the producer session
+// (ProducerID, Epoch) that [Producers.InitProducer] hands out and the
+// transaction coordinator's state (Status, Timeout, Deadline, Partitions,
+// Groups, BumpedByCoordinator), so the two can never disagree. It changes
+// only by compare-and-set on its Version: the coordinator loads it
+// ([Transactions.GetTxn]), steps its pure machine (services/ingest/txn) and
+// stores the result with [Transactions.PutTxn], which fails with
+// ErrConflict when another writer moved the version in between.
+// InitProducer is such a writer too: it bumps the epoch at the next version
+// and leaves the record idle, and refuses (ErrConflict, nothing written)
+// while a transaction is open or ending, which only the coordinator may end.
+// [Transactions.ListTxns] pages through every record for the sweeper, in the
+// backend's order (id order embedded, token order on Cassandra). The store
+// keeps Timeout and Deadline to the millisecond; it checks the fields'
+// bounds, not the coordinator's rules.
+//
 // # Consistency model
 //
 // Linearizable (compare-and-set on the lease record; Cassandra lightweight
@@ -92,12 +112,15 @@
 //   - Acquire and Release;
 //   - Commit (all partitions of the call in one conditional write), standalone
 //     commits and Reset;
-//   - producer id allocation and InitProducer epoch bumps.
+//   - producer id allocation and InitProducer epoch bumps;
+//   - GetTxn, PutTxn and InitProducer on a transactional id's record (a
+//     serial read and LWTs on Cassandra).
 //
 // Read-your-acknowledged-writes (quorum reads on Cassandra): FetchOffset,
-// ListOffsets, ListLeases and ListGroups see every write acknowledged before
-// they started; a write still in flight may or may not be visible. A member's
-// topics and LastHeartbeat are read like its liveness (below).
+// ListOffsets, ListLeases, ListGroups and ListTxns see every write
+// acknowledged before they started; a write still in flight may or may not
+// be visible. A member's topics and LastHeartbeat are read like its
+// liveness (below).
 //
 // Eventually consistent — membership liveness. A member's expiry is decided by
 // time (a TTL on Cassandra, the store's clock embedded), so whether a member
@@ -121,7 +144,10 @@
 // with context. Anything else is an operating error of the backend (a
 // timeout, a lost connection) whose outcome may be unknown; the calls are
 // safe to retry with the same arguments: a repeated Acquire returns the lease
-// the first one took, a repeated Commit of the same offsets is accepted.
+// the first one took, a repeated Commit of the same offsets is accepted. A
+// PutTxn is not (its version has moved if the first one applied, and the
+// retry fails with ErrConflict): re-read with GetTxn and decide again — the
+// record either is what was written or is at the version read.
 //
 // # Limits
 //

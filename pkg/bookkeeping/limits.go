@@ -57,4 +57,34 @@ const (
 
 	// MaxOffset is the highest offset that may be committed.
 	MaxOffset = math.MaxInt64 - 1
+
+	// MaxTxnPartitions bounds the partitions of one transaction (a Txn's
+	// Partitions). The list is one value of the transactional id's record,
+	// rewritten whole by every PutTxn (one frozen cell on Cassandra) and
+	// read by every GetTxn, and every one of them gets a marker when the
+	// transaction ends. 10,000 covers a consume-transform-produce over a
+	// 10,000-partition topic; at the limit the list is about 0.5 MB with
+	// the catalog's 32-character topic ids and 2.7 MB with ids of
+	// MaxNameBytes — far below Cassandra's mutation limit (half the
+	// 32 MiB commit log segment), and a transaction that large already
+	// spends its time on markers, not on this write.
+	MaxTxnPartitions = 10_000
+
+	// MaxTxnGroups bounds the consumer groups one transaction commits
+	// offsets for (a Txn's Groups). A consume-transform-produce loop adds
+	// the one group it reads with; 1,000 leaves room for fan-in jobs and
+	// keeps the list ≤ 260 KB at MaxNameBytes a name.
+	MaxTxnGroups = 1_000
+
+	// MaxTxnTimeout bounds a transaction's timeout (a Txn's Timeout).
+	// Kafka's brokers cap it at 15 minutes by default
+	// (transaction.max.timeout.ms); the coordinator applies its own cap,
+	// and this bound, a day, only keeps deadlines sane in storage.
+	MaxTxnTimeout = 24 * time.Hour
+
+	// MaxTxnListLimit bounds one page of ListTxns. Smaller than
+	// MaxListLimit because a record can be large (MaxTxnPartitions
+	// partitions); a sweeper pages through every record, and short pages
+	// keep each read bounded.
+	MaxTxnListLimit = 1_000
 )

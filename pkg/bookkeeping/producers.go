@@ -23,8 +23,27 @@ type Producers interface {
 	// use), fencing every earlier session of that transactional id; when the
 	// epoch would pass MaxProducerEpoch it registers a new id with epoch 0.
 	// Concurrent calls for one transactional id each get a distinct epoch.
-	// Errors: *ValidationError; ErrConflict when the call kept losing races
-	// against other InitProducer calls for the same id (retry).
+	//
+	// The id and epoch are those of the transactional id's Txn record
+	// (Transactions): there is one record, and InitProducer writes it by
+	// compare-and-set on its Version like PutTxn — it reads the record and
+	// writes the bump at Version+1 only if the Version is still the one it
+	// read, so a PutTxn racing it either sees the bump or fails with
+	// ErrConflict, and an InitProducer that loses to a PutTxn reads again
+	// and decides again. The bump leaves the record idle: Status TxnEmpty,
+	// no Deadline, Partitions or Groups, BumpedByCoordinator set (a new id
+	// clears it); Timeout stays. It is made only while no transaction is
+	// open or ending (Status.Idle): resetting one would lose the markers its
+	// partitions wait for, and a new session must never join it. With one
+	// open or ending, InitProducer writes nothing and fails with
+	// ErrConflict; ending it is the coordinator's (which aborts an open
+	// transaction at a bumped epoch and finishes a decided one), and the
+	// coordinator will then do InitProducer through GetTxn and PutTxn
+	// itself.
+	//
+	// Errors: *ValidationError; ErrConflict when a transaction of the id is
+	// open or ending, or the call kept losing races against other writers
+	// of the same id (retry).
 	InitProducer(ctx context.Context, transactionalID string) (Producer, error)
 }
 

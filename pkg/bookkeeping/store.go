@@ -11,14 +11,16 @@ import "context"
 // of them again. It decides everything that depends on stored state —
 // liveness, lease ownership and epochs (fencing), the never-backwards rule
 // of offsets and its exception for another topic incarnation, the
-// live-member rule of standalone commits, MaxGroupMembers, producer epochs
-// — and makes each decision atomic with its write.
+// live-member rule of standalone commits, MaxGroupMembers, producer epochs,
+// the version of a transactional id's record — and makes each decision
+// atomic with its write.
 type Driver interface {
 	Members
 	Leases
 	Offsets
 	Groups
 	Producers
+	Transactions
 
 	// Close releases what the driver holds (the embedded store's files,
 	// Cassandra's session).
@@ -32,7 +34,8 @@ type Driver interface {
 // before any I/O. Everything else is the driver's: its results and errors
 // are returned unchanged.
 //
-// Store implements Members, Leases, Offsets, Groups and Producers. Depend
+// Store implements Members, Leases, Offsets, Groups, Producers and
+// Transactions. Depend
 // on those, not on *Store, except where the store is opened and closed.
 // Safe for concurrent use (every backend's driver is).
 type Store struct {
@@ -45,6 +48,8 @@ var (
 	_ Offsets   = (*Store)(nil)
 	_ Groups    = (*Store)(nil)
 	_ Producers = (*Store)(nil)
+
+	_ Transactions = (*Store)(nil)
 )
 
 // New returns the store over d. Backends call it in their constructors;
@@ -178,6 +183,33 @@ func (s *Store) InitProducer(ctx context.Context, transactionalID string) (Produ
 		return Producer{}, err
 	}
 	return s.d.InitProducer(ctx, transactionalID)
+}
+
+// GetTxn implements Transactions. Checked: the transactional id, a valid
+// name ("" is not one here: it names no record).
+func (s *Store) GetTxn(ctx context.Context, transactionalID string) (Txn, error) {
+	if err := ValidateName("transactional_id", transactionalID); err != nil {
+		return Txn{}, err
+	}
+	return s.d.GetTxn(ctx, transactionalID)
+}
+
+// PutTxn implements Transactions. Checked: Txn.Validate. The driver gets
+// t.Stored() — milliseconds, nil for empty lists, slices of its own — so
+// every backend stores and returns the same.
+func (s *Store) PutTxn(ctx context.Context, t Txn) (Txn, error) {
+	if err := t.Validate(); err != nil {
+		return Txn{}, err
+	}
+	return s.d.PutTxn(ctx, t.Stored())
+}
+
+// ListTxns implements Transactions. Checked: ValidateListTxns.
+func (s *Store) ListTxns(ctx context.Context, after string, limit int) ([]Txn, bool, error) {
+	if err := ValidateListTxns(after, limit); err != nil {
+		return nil, false, err
+	}
+	return s.d.ListTxns(ctx, after, limit)
 }
 
 func validateMember(group, memberID string) error {

@@ -17,7 +17,8 @@ import (
 // what Store hands a backend.
 type recorder struct {
 	calls []call
-	err   error // returned by every method
+	err   error             // returned by every method
+	put   []bookkeeping.Txn // the Txns PutTxn was given
 }
 
 type call struct {
@@ -74,14 +75,26 @@ func (r *recorder) AllocateProducerID(context.Context) (int64, error) {
 func (r *recorder) InitProducer(_ context.Context, tid string) (bookkeeping.Producer, error) {
 	return bookkeeping.Producer{}, r.rec("InitProducer", tid)
 }
+func (r *recorder) GetTxn(_ context.Context, tid string) (bookkeeping.Txn, error) {
+	return bookkeeping.Txn{}, r.rec("GetTxn", tid)
+}
+func (r *recorder) PutTxn(_ context.Context, t bookkeeping.Txn) (bookkeeping.Txn, error) {
+	r.put = append(r.put, t)
+	return bookkeeping.Txn{}, r.rec("PutTxn", t.TransactionalID, t.Version)
+}
+func (r *recorder) ListTxns(_ context.Context, after string, limit int) ([]bookkeeping.Txn, bool, error) {
+	return nil, false, r.rec("ListTxns", after, limit)
+}
 func (r *recorder) Close() error { return r.rec("Close") }
 
 // Valid arguments the cases below start from.
 var (
-	member    = bookkeeping.Member{ID: "m1", SessionTimeout: 10 * time.Second, Topics: []string{"orders"}}
-	commit    = bookkeeping.Commit{Group: "g", Topic: "orders", TopicID: "t1", Member: "m1", Offsets: []bookkeeping.PartitionOffset{{Partition: 0, Offset: 5, Epoch: 1}}}
-	reset     = bookkeeping.Commit{Group: "g", Topic: "orders", TopicID: "t1", Offsets: []bookkeeping.PartitionOffset{{Partition: 0, Offset: 5}}}
-	after     = bookkeeping.Cursor{Topic: "orders", Partition: 2}
+	member = bookkeeping.Member{ID: "m1", SessionTimeout: 10 * time.Second, Topics: []string{"orders"}}
+	commit = bookkeeping.Commit{Group: "g", Topic: "orders", TopicID: "t1", Member: "m1", Offsets: []bookkeeping.PartitionOffset{{Partition: 0, Offset: 5, Epoch: 1}}}
+	reset  = bookkeeping.Commit{Group: "g", Topic: "orders", TopicID: "t1", Offsets: []bookkeeping.PartitionOffset{{Partition: 0, Offset: 5}}}
+	after  = bookkeeping.Cursor{Topic: "orders", Partition: 2}
+	txn    = bookkeeping.Txn{TransactionalID: "tx", ProducerID: 7, Epoch: 1, Status: bookkeeping.TxnOngoing, Timeout: time.Minute,
+		Deadline: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Partitions: []bookkeeping.TxnPartition{{TopicID: "t1", Partition: 3}}, Groups: []string{"g"}, Version: 4}
 	tooLong   = strings.Repeat("x", bookkeeping.MaxNameBytes+1)
 	errNoCall = errors.New("not called")
 )
@@ -166,6 +179,31 @@ var invalidCalls = []invalidCall{
 	{"InitProducer", "transactional_id", func(ctx context.Context, s *bookkeeping.Store) error {
 		return err1(s.InitProducer(ctx, "tab\there"))
 	}},
+	{"GetTxn", "transactional_id", func(ctx context.Context, s *bookkeeping.Store) error { return err1(s.GetTxn(ctx, "")) }},
+	{"PutTxn", "txn.transactional_id", func(ctx context.Context, s *bookkeeping.Store) error {
+		t := txn
+		t.TransactionalID = tooLong
+		return err1(s.PutTxn(ctx, t))
+	}},
+	{"PutTxn", "txn.status", func(ctx context.Context, s *bookkeeping.Store) error {
+		t := txn
+		t.Status = 0
+		return err1(s.PutTxn(ctx, t))
+	}},
+	{"PutTxn", "txn.partitions[1]", func(ctx context.Context, s *bookkeeping.Store) error {
+		t := txn
+		t.Partitions = []bookkeeping.TxnPartition{{TopicID: "t1", Partition: 3}, {TopicID: "t1", Partition: 3}}
+		return err1(s.PutTxn(ctx, t))
+	}},
+	{"PutTxn", "txn.groups", func(ctx context.Context, s *bookkeeping.Store) error {
+		t := txn
+		t.Groups = make([]string, bookkeeping.MaxTxnGroups+1)
+		return err1(s.PutTxn(ctx, t))
+	}},
+	{"ListTxns", "after", func(ctx context.Context, s *bookkeeping.Store) error { return err2(s.ListTxns(ctx, "a\x00", 1)) }},
+	{"ListTxns", "limit", func(ctx context.Context, s *bookkeeping.Store) error {
+		return err2(s.ListTxns(ctx, "", bookkeeping.MaxTxnListLimit+1))
+	}},
 }
 
 // unchecked are the Store methods with no argument to check.
@@ -242,6 +280,9 @@ func TestValidArgumentsReachTheDriverOnce(t *testing.T) {
 		{func(s *bookkeeping.Store) error { return err2(s.ListGroups(ctx, "", 10)) }, call{"ListGroups", []any{"", 10}}},
 		{func(s *bookkeeping.Store) error { return err1(s.AllocateProducerID(ctx)) }, call{"AllocateProducerID", nil}},
 		{func(s *bookkeeping.Store) error { return err1(s.InitProducer(ctx, "")) }, call{"InitProducer", []any{""}}},
+		{func(s *bookkeeping.Store) error { return err1(s.GetTxn(ctx, "tx")) }, call{"GetTxn", []any{"tx"}}},
+		{func(s *bookkeeping.Store) error { return err1(s.PutTxn(ctx, txn)) }, call{"PutTxn", []any{"tx", int64(4)}}},
+		{func(s *bookkeeping.Store) error { return err2(s.ListTxns(ctx, "tx", 10)) }, call{"ListTxns", []any{"tx", 10}}},
 		{func(s *bookkeeping.Store) error { return s.Close() }, call{"Close", nil}},
 	}
 	reached := map[string]bool{}
@@ -270,4 +311,29 @@ func methods(t reflect.Type) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// TestPutTxnHandsTheDriverTheStoredForm: the driver gets the Txn as every
+// backend stores it (bookkeeping.Txn.Stored): milliseconds, UTC, nil for
+// empty lists, and lists of its own, not the caller's.
+func TestPutTxnHandsTheDriverTheStoredForm(t *testing.T) {
+	r := &recorder{}
+	in := txn
+	in.Timeout = time.Minute + time.Microsecond
+	in.Deadline = time.Date(2026, 1, 2, 4, 4, 5, 999_999, time.FixedZone("X", 3600))
+	in.Groups = []string{}
+	if _, err := bookkeeping.New(r).PutTxn(t.Context(), in); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.put) != 1 || !reflect.DeepEqual(r.put[0], in.Stored()) {
+		t.Fatalf("the driver got %+v, want %+v", r.put, in.Stored())
+	}
+	got := r.put[0]
+	if got.Timeout != time.Minute || got.Deadline != txn.Deadline || got.Groups != nil {
+		t.Fatalf("the driver got timeout %v, deadline %v, groups %#v; want 1m, %v, nil", got.Timeout, got.Deadline, got.Groups, txn.Deadline)
+	}
+	got.Partitions[0].Partition = 9
+	if in.Partitions[0].Partition != 3 {
+		t.Fatal("the driver got the caller's partitions, not a copy")
+	}
 }

@@ -24,7 +24,8 @@ type env struct {
 func newEnv(t *testing.T, h Harness) *env {
 	t.Helper()
 	s := h.Open(t)
-	if s.Members == nil || s.Leases == nil || s.Offsets == nil || s.Groups == nil || s.Producers == nil || s.Timing.Advance == nil {
+	if s.Members == nil || s.Leases == nil || s.Offsets == nil || s.Groups == nil || s.Producers == nil || s.Transactions == nil ||
+		s.Timing.Advance == nil {
 		t.Fatal("harness returned a Store with a nil field")
 	}
 	if s.Timing.PollInterval <= 0 {

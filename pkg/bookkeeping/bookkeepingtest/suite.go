@@ -16,6 +16,7 @@ func Run(t *testing.T, h Harness) {
 		{"Offsets", offsetTests},
 		{"Groups", groupTests},
 		{"Producers", producerTests},
+		{"Transactions", transactionTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

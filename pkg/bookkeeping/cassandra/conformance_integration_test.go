@@ -18,7 +18,7 @@ func TestIntegrationCassandraConformance(t *testing.T) {
 	s := openStore(t, testConfig(t))
 	bookkeepingtest.Run(t, bookkeepingtest.HarnessFunc(func(t *testing.T) bookkeepingtest.Store {
 		return bookkeepingtest.Store{
-			Members: s, Leases: s, Offsets: s, Groups: s, Producers: s,
+			Members: s, Leases: s, Offsets: s, Groups: s, Producers: s, Transactions: s,
 			Timing: bookkeepingtest.WallClock(time.Second, 3*time.Second),
 		}
 	}))

@@ -13,7 +13,7 @@
 //	group_topics         ((group_id), topic)                  topics of a group, for listing
 //	consumer_groups      ((bucket), group_id)                 every group, for ListGroups (bucket 0)
 //	producer_id_blocks   ((name))                             next unreserved producer id
-//	transactional_producers ((transactional_id))              producer id + epoch
+//	transactional_producers ((transactional_id))              producer id + epoch; transaction state (v5)
 //	schema_version       ((version))                          applied migrations
 //
 // The lease (owner, epoch) and the committed offset of a partition live in
@@ -35,10 +35,11 @@
 // LWTs (at the serial consistency, LOCAL_SERIAL by default) are used only
 // where a decision must be atomic: lease Acquire and Release, fenced commits
 // (and standalone commits/Reset, which are conditioned on the lease state they
-// read), and producer id/epoch allocation. Membership writes, group_topics and
-// every read except the serial reads of Acquire, standalone commits and
-// producer allocation are plain statements at the regular consistency
-// (LOCAL_QUORUM by default). A "renew" is never needed: a lease does not
+// read), producer id/epoch allocation, and every write of a transactional
+// id's record (InitProducer, PutTxn). Membership writes, group_topics and
+// every read except the serial reads of Acquire, standalone commits,
+// producer allocation and GetTxn are plain statements at the regular
+// consistency (LOCAL_QUORUM by default). A "renew" is never needed: a lease does not
 // expire by itself; its owner's membership row does.
 //
 // Invariants kept by the statements (never by the schema, which cannot):
@@ -52,9 +53,10 @@
 // read as "" is unambiguous, and conditions match it with a null bind value
 // or `IN (?, null)`.
 //
-// An LWT that times out has an unknown outcome. Acquire and the producer id
-// calls settle it by a serial read (which completes any in-flight Paxos
-// round) and decide again; Commit and Release return the error — repeating
+// An LWT that times out has an unknown outcome. Acquire, the producer id
+// calls and PutTxn settle it by a serial read (which completes any in-flight
+// Paxos round) and decide again (PutTxn: the record as it wrote it is
+// success, the version it expected is a retry, anything else ErrConflict); Commit and Release return the error — repeating
 // them is safe (an equal offset is accepted; a repeated Release reports
 // *FencedError once the first one applied).
 //
@@ -105,13 +107,38 @@
 // timeuuid is involved.
 //
 // InitProducer of a transactional id bumps the epoch with `UPDATE … SET
-// epoch = e+1 IF producer_id = p AND epoch = e`, so concurrent calls each get
-// a distinct epoch.
+// epoch = e+1, …, version = v+1 IF version = v AND producer_id = p AND epoch
+// = e` after a serial read, so concurrent calls each get a distinct epoch.
+//
+// # Transactions
+//
+// The transaction coordinator's state of a transactional id (schema v5:
+// status, timeout_ms, deadline, partitions, groups, bumped_by_coordinator,
+// version) is in the same row as its producer id and epoch: one record, as
+// bookkeeping.Txn is. Every write is one LWT conditioned on version — PutTxn
+// `UPDATE … IF version = ?` (`INSERT … IF NOT EXISTS` at version 0), and
+// InitProducer above — so a writer that read an older version loses with
+// ErrConflict and nothing of it is written. Rows of binaries before v5 have
+// a null version and read as version 1: the conditions for version 1 are
+// `IF version IN (1, null)`, with `AND producer_id > 0` on PutTxn's so that
+// it never creates a missing row (whose columns compare as null).
+// InitProducer's condition names the producer id and epoch too, so a v4
+// binary's bump during a rolling upgrade (which leaves version alone) is
+// never undone; PutTxn's does not (it does not know what it replaces), so
+// the coordinator must not run while binaries older than v5 serve
+// InitProducer. GetTxn is a serial read (linearizable); ListTxns pages the
+// table in token order (the partitioner's token of the id, then the id's
+// bytes): a page after id reads the rows of id's token above it
+// (`token(transactional_id) = token(?)`), then `token(transactional_id) >
+// token(?) LIMIT n`, at the regular consistency. Timeouts and deadlines are
+// stored in milliseconds (the timestamp type's precision).
 //
 // # Schema and migrations
 //
 // The schema is versioned CQL embedded in the binary: schema/v<N>/*.cql,
-// applied in version order and file-name order. Open applies the versions the
+// applied in version order and file-name order (v1 groups, v2 producer ids,
+// v3 member topics and the group list, v4 committed topic ids, v5 the
+// transaction state). Open applies the versions the
 // keyspace lacks and records each in schema_version; every statement is
 // idempotent (IF NOT EXISTS), so a migration interrupted half-way is simply
 // applied again. A version may also have a data step in Go (dataMigration:

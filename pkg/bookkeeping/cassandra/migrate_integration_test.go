@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -86,9 +87,10 @@ func TestIntegrationCassandraMigratesFromV1(t *testing.T) {
 
 	s := openStore(t, cfg)
 	got := appliedVersions(t, raw)
-	if len(got) != 4 || got[1].description != "001_consumer_groups.cql" || got[2].description != "001_producer_ids.cql" ||
-		got[3].description != "001_groups_and_member_topics.cql" || got[4].description != "001_committed_topic_id.cql" {
-		t.Fatalf("schema_version after Open = %+v, want v1 to v4 with their files", got)
+	if len(got) != 5 || got[1].description != "001_consumer_groups.cql" || got[2].description != "001_producer_ids.cql" ||
+		got[3].description != "001_groups_and_member_topics.cql" || got[4].description != "001_committed_topic_id.cql" ||
+		got[5].description != "001_transaction_state.cql" {
+		t.Fatalf("schema_version after Open = %+v, want v1 to v5 with their files", got)
 	}
 	// v3 listed the groups v1 stored, and reads v1 members.
 	if gs, more, err := s.ListGroups(ctx, "", 10); err != nil || more || !slices.Equal(gs, []string{"old-group", "old-members"}) {
@@ -153,8 +155,8 @@ func TestIntegrationCassandraMigratesFromV3(t *testing.T) {
 	}
 
 	s := openStore(t, cfg)
-	if got := appliedVersions(t, raw); len(got) != 4 || got[4].description != "001_committed_topic_id.cql" {
-		t.Fatalf("schema_version after Open = %+v, want v1 to v4", got)
+	if got := appliedVersions(t, raw); len(got) != 5 || got[4].description != "001_committed_topic_id.cql" {
+		t.Fatalf("schema_version after Open = %+v, want v1 to v5", got)
 	}
 	want := bookkeeping.Committed{Offset: 500, Metadata: "from v3", Epoch: 1}
 	if c, err := s.FetchOffset(ctx, "g", "orders", 0); err != nil || c != want {
@@ -184,6 +186,86 @@ func TestIntegrationCassandraMigratesFromV3(t *testing.T) {
 	var re *bookkeeping.OffsetRegressionError
 	if err := s.Commit(ctx, c); !errors.As(err, &re) {
 		t.Fatalf("Commit below the offset of the same topic id: %v, want an *OffsetRegressionError", err)
+	}
+}
+
+// TestIntegrationCassandraMigratesFromV4: transactional ids registered by a
+// v4 binary (producer id and epoch, no transaction state) read after the
+// migration to v5 as idle records at version 1; InitProducer bumps them at
+// version 2, a PutTxn at version 1 replaces them and one at version 0
+// conflicts; a v4 binary's bump (which does not move the version) is never
+// undone by a later InitProducer.
+func TestIntegrationCassandraMigratesFromV4(t *testing.T) {
+	ctx := t.Context()
+	cfg := testConfig(t)
+	raw := session(t, cfg)
+	ms, err := loadMigrations(schemaFiles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := migrate(ctx, raw, gocql.LocalQuorum, ms, 4); err != nil || v != 4 {
+		t.Fatalf("migrate to v4: version %d, %v", v, err)
+	}
+	for _, stmt := range []string{
+		`INSERT INTO transactional_producers (transactional_id, producer_id, epoch) VALUES ('a', 7, 3)`,
+		`INSERT INTO transactional_producers (transactional_id, producer_id, epoch) VALUES ('b', 8, 0)`,
+	} {
+		if err := raw.Query(stmt).Exec(); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+
+	s := openDriver(t, cfg) // the conformance suite covers the Store; this is the rows
+	if got := appliedVersions(t, raw); len(got) != 5 || got[5].description != "001_transaction_state.cql" {
+		t.Fatalf("schema_version after Open = %+v, want v1 to v5", got)
+	}
+	a := bookkeeping.Txn{TransactionalID: "a", ProducerID: 7, Epoch: 3, Status: bookkeeping.TxnEmpty, Version: 1}
+	if got, err := s.GetTxn(ctx, "a"); err != nil || !reflect.DeepEqual(got, a) {
+		t.Fatalf("GetTxn of a v4 row = %+v, %v; want %+v", got, err, a)
+	}
+	if txns, more, err := s.ListTxns(ctx, "", 10); err != nil || more || len(txns) != 2 {
+		t.Fatalf("ListTxns of v4 rows = %+v (more %v), %v; want both", txns, more, err)
+	}
+	if p, err := s.InitProducer(ctx, "a"); err != nil || p != (bookkeeping.Producer{ID: 7, Epoch: 4}) {
+		t.Fatalf("InitProducer over a v4 row = %+v, %v; want id 7 epoch 4", p, err)
+	}
+	a.Epoch, a.BumpedByCoordinator, a.Version = 4, true, 2
+	if got, err := s.GetTxn(ctx, "a"); err != nil || !reflect.DeepEqual(got, a) {
+		t.Fatalf("GetTxn after InitProducer = %+v, %v; want %+v", got, err, a)
+	}
+	// A v4 binary bumps the epoch without moving the version; the next
+	// InitProducer reads it and bumps past it.
+	if err := raw.Query(`UPDATE transactional_producers SET epoch = 9 WHERE transactional_id = 'a' IF producer_id = 7 AND epoch = 4`).Exec(); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := s.InitProducer(ctx, "a"); err != nil || p != (bookkeeping.Producer{ID: 7, Epoch: 10}) {
+		t.Fatalf("InitProducer after a v4 binary's bump = %+v, %v; want id 7 epoch 10", p, err)
+	}
+
+	b := bookkeeping.Txn{TransactionalID: "b", ProducerID: 8, Epoch: 1, Status: bookkeeping.TxnOngoing, Timeout: time.Minute,
+		Deadline: time.UnixMilli(1_800_000_000_123).UTC(), Partitions: []bookkeeping.TxnPartition{{TopicID: "t", Partition: 1}}, Groups: []string{"g"}}
+	if _, err := s.PutTxn(ctx, b); !errors.Is(err, bookkeeping.ErrConflict) {
+		t.Fatalf("PutTxn at version 0 over a v4 row: %v, want ErrConflict", err)
+	}
+	b.Version = 1
+	put, err := s.PutTxn(ctx, b)
+	if err != nil || put.Version != 2 {
+		t.Fatalf("PutTxn at version 1 over a v4 row = %+v, %v; want version 2", put, err)
+	}
+	if got, err := s.GetTxn(ctx, "b"); err != nil || !reflect.DeepEqual(got, put) {
+		t.Fatalf("GetTxn after PutTxn = %+v, %v; want %+v", got, err, put)
+	}
+	if _, err := s.PutTxn(ctx, b); !errors.Is(err, bookkeeping.ErrConflict) {
+		t.Fatalf("PutTxn at version 1 again: %v, want ErrConflict", err)
+	}
+	// Version 1 never creates a row that does not exist.
+	c := b
+	c.TransactionalID = "c"
+	if _, err := s.PutTxn(ctx, c); !errors.Is(err, bookkeeping.ErrConflict) {
+		t.Fatalf("PutTxn at version 1 of an id never stored: %v, want ErrConflict", err)
+	}
+	if _, err := s.GetTxn(ctx, "c"); !errors.Is(err, bookkeeping.ErrNotFound) {
+		t.Fatalf("GetTxn of an id a failed PutTxn named: %v, want ErrNotFound", err)
 	}
 }
 

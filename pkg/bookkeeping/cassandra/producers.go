@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"time"
 
 	gocql "github.com/apache/cassandra-gocql-driver/v2"
 
@@ -18,10 +19,6 @@ const (
 	selectNextID    = `SELECT next_id FROM producer_id_blocks WHERE name = ?`
 	insertNextID    = `INSERT INTO producer_id_blocks (name, next_id) VALUES (?, ?) IF NOT EXISTS`
 	advanceNextID   = `UPDATE producer_id_blocks SET next_id = ? WHERE name = ? IF next_id = ?`
-	selectTxn       = `SELECT producer_id, epoch FROM transactional_producers WHERE transactional_id = ?`
-	insertTxn       = `INSERT INTO transactional_producers (transactional_id, producer_id, epoch) VALUES (?, ?, 0) IF NOT EXISTS`
-	bumpTxnEpoch    = `UPDATE transactional_producers SET epoch = ? WHERE transactional_id = ? IF producer_id = ? AND epoch = ?`
-	replaceTxnID    = `UPDATE transactional_producers SET producer_id = ?, epoch = 0 WHERE transactional_id = ? IF producer_id = ? AND epoch = ?`
 	firstProducerID = 1
 )
 
@@ -86,7 +83,10 @@ func (s *store) AllocateProducerID(ctx context.Context) (int64, error) {
 	return s.ids.allocate(ctx)
 }
 
-// InitProducer implements bookkeeping.Producers.
+// InitProducer implements bookkeeping.Producers: a compare-and-set writer
+// of the transactional id's record, like PutTxn — a serial read, the
+// decision, and one LWT conditioned on the version it read (and on the
+// producer id and epoch, see initTxnIf).
 func (s *store) InitProducer(ctx context.Context, transactionalID string) (bookkeeping.Producer, error) {
 	if transactionalID == "" {
 		id, err := s.AllocateProducerID(ctx)
@@ -94,38 +94,39 @@ func (s *store) InitProducer(ctx context.Context, transactionalID string) (bookk
 	}
 	wrap := func(err error) error { return fmt.Errorf("init producer %q: %w", transactionalID, err) }
 	for range maxCASAttempts {
-		var (
-			id    int64
-			epoch int
-		)
-		err := s.serialRead(selectTxn, transactionalID).ScanContext(ctx, &id, &epoch)
-		var (
-			next    bookkeeping.Producer
-			applied bool
-		)
-		switch {
-		case err == gocql.ErrNotFound:
-			if next.ID, err = s.AllocateProducerID(ctx); err != nil {
-				return bookkeeping.Producer{}, wrap(err)
-			}
-			applied, err = s.lwt(insertTxn, transactionalID, next.ID).MapScanCASContext(ctx, map[string]any{})
-		case err != nil:
+		cur, found, err := s.txn(ctx, transactionalID)
+		if err != nil {
 			return bookkeeping.Producer{}, wrap(err)
-		case epoch < 0 || epoch > bookkeeping.MaxProducerEpoch:
-			return bookkeeping.Producer{}, wrap(fmt.Errorf("stored epoch %d out of range", epoch))
-		case epoch == bookkeeping.MaxProducerEpoch:
-			// The epoch space is spent: a new id starts again at 0.
-			if next.ID, err = s.AllocateProducerID(ctx); err != nil {
+		}
+		if found && !cur.Status.Idle() {
+			return bookkeeping.Producer{}, wrap(fmt.Errorf("%w: a transaction is %v; the transaction coordinator ends it first", bookkeeping.ErrConflict, cur.Status))
+		}
+		next := cur
+		next.TransactionalID, next.Status, next.Version = transactionalID, bookkeeping.TxnEmpty, cur.Version+1
+		next.Deadline, next.Partitions, next.Groups = time.Time{}, nil, nil
+		if !found || cur.Epoch == bookkeeping.MaxProducerEpoch {
+			// First use, or the epoch space is spent: a new id starts at 0.
+			if next.ProducerID, err = s.AllocateProducerID(ctx); err != nil {
 				return bookkeeping.Producer{}, wrap(err)
 			}
-			applied, err = s.lwt(replaceTxnID, next.ID, transactionalID, id, epoch).MapScanCASContext(ctx, map[string]any{})
-		default:
-			next = bookkeeping.Producer{ID: id, Epoch: int16(epoch + 1)}
-			applied, err = s.lwt(bumpTxnEpoch, epoch+1, transactionalID, id, epoch).MapScanCASContext(ctx, map[string]any{})
+			next.Epoch, next.BumpedByCoordinator = 0, false
+		} else {
+			next.Epoch++
+			next.BumpedByCoordinator = true
 		}
+		var q *gocql.Query
+		switch {
+		case !found:
+			q = s.lwt(insertTxnRow, append([]any{transactionalID}, txnArgs(next)...)...)
+		case cur.Version == 1:
+			q = s.lwt(initTxnIfV1, append(txnArgs(next), transactionalID, cur.ProducerID, int(cur.Epoch))...)
+		default:
+			q = s.lwt(initTxnIf, append(txnArgs(next), transactionalID, cur.Version, cur.ProducerID, int(cur.Epoch))...)
+		}
+		applied, err := q.MapScanCASContext(ctx, map[string]any{})
 		switch {
 		case err == nil && applied:
-			return next, nil
+			return bookkeeping.Producer{ID: next.ProducerID, Epoch: next.Epoch}, nil
 		case err == nil || unknownOutcome(err):
 			// Lost a race, or do not know (a bump may have applied: that
 			// epoch is then simply skipped, never handed out twice).

@@ -11,8 +11,8 @@ func TestEmbeddedSchema(t *testing.T) {
 	if err != nil {
 		t.Fatalf("embedded schema: %v", err)
 	}
-	if len(ms) != 4 {
-		t.Fatalf("%d schema versions, want 4", len(ms))
+	if len(ms) != 5 {
+		t.Fatalf("%d schema versions, want 5", len(ms))
 	}
 	tables := map[string]bool{}
 	columns := map[string]bool{} // table.column, of ALTER TABLE … ADD IF NOT EXISTS
@@ -35,7 +35,10 @@ func TestEmbeddedSchema(t *testing.T) {
 			t.Errorf("no migration creates table %s (have %v)", want, tables)
 		}
 	}
-	for _, want := range []string{"group_members.topics", "group_members.heartbeat_at", "consumer_partitions.committed_topic_id"} {
+	for _, want := range []string{"group_members.topics", "group_members.heartbeat_at", "consumer_partitions.committed_topic_id",
+		"transactional_producers.version", "transactional_producers.status", "transactional_producers.timeout_ms",
+		"transactional_producers.deadline", "transactional_producers.bumped_by_coordinator",
+		"transactional_producers.partitions", "transactional_producers.groups"} {
 		if !columns[want] {
 			t.Errorf("no migration adds column %s (have %v)", want, columns)
 		}

@@ -34,6 +34,12 @@ const recordVersion byte = 1
 // are still read, as members without topics.
 const memberVersion byte = 2
 
+// txnVersion is the format version transactional id records are written
+// in: version 2 added the transaction coordinator's state and the record's
+// Version. Version 1 records (producer id and epoch, written by older
+// binaries) are still read, as idle records at Version 1.
+const txnVersion byte = 2
+
 // partitionVersion is the format version partition records are written in:
 // version 2 added the topic id of the committed offset. Version 1 records
 // (written by older binaries) are still read, as offsets without a topic id.
@@ -137,11 +143,12 @@ type formatRecord struct{ version int64 }
 
 // storeFormat is the format this binary writes. Format 2 added the group
 // records; Open upgrades a format-1 store (see upgradeFromFormat1). Format 3
-// allows partition records of version 2 (topic ids); it needs no rewrite of
-// older records — Open of a format-2 store only writes the new format record
-// — but a binary that knows format 2 must refuse the store rather than call
-// its new records corrupt.
-const storeFormat = 3
+// allows partition records of version 2 (topic ids), format 4 transactional
+// id records of version 2 (the transaction state); neither needs a rewrite
+// of older records — Open of a format-2 or format-3 store only writes the
+// new format record — but a binary that knows an older format must refuse
+// the store rather than call its new records corrupt.
+const storeFormat = 4
 
 func (r formatRecord) encode() []byte {
 	e := newEncoder(kindFormat)
@@ -271,23 +278,84 @@ func decodeCounter(v []byte) (counterRecord, error) {
 	return r, d.done()
 }
 
-// txnRecord is the producer registered for a transactional id.
-type txnRecord struct {
-	producerID int64
-	epoch      int64
-}
-
-func (r txnRecord) encode() []byte {
-	e := newEncoder(kindTxn)
-	e.int(r.producerID)
-	e.int(r.epoch)
+// encodeTxn writes the record of a transactional id (the key holds the
+// id) in txnVersion:
+//
+//	txn v1: producer-id(int) epoch(int)
+//	txn v2: v1 fields, then status(int) timeout-ms(int) deadline-ms(int,
+//	        0 = none) bumped(int, 0 or 1) version(int) partition-count(int)
+//	        {topic-id(str) partition(int)}… group-count(int) {group(str)}…
+//
+// t is in its stored form (bookkeeping.Txn.Stored: whole milliseconds).
+func encodeTxn(t bookkeeping.Txn) []byte {
+	e := newEncoderVersion(kindTxn, txnVersion)
+	e.int(t.ProducerID)
+	e.int(int64(t.Epoch))
+	e.int(int64(t.Status))
+	e.int(t.Timeout.Milliseconds())
+	deadline := int64(0)
+	if !t.Deadline.IsZero() {
+		deadline = t.Deadline.UnixMilli()
+	}
+	e.int(deadline)
+	bumped := int64(0)
+	if t.BumpedByCoordinator {
+		bumped = 1
+	}
+	e.int(bumped)
+	e.int(t.Version)
+	e.int(int64(len(t.Partitions)))
+	for _, p := range t.Partitions {
+		e.str(p.TopicID)
+		e.int(int64(p.Partition))
+	}
+	e.int(int64(len(t.Groups)))
+	for _, g := range t.Groups {
+		e.str(g)
+	}
 	return e.seal()
 }
 
-func decodeTxn(v []byte) (txnRecord, error) {
-	d := open(v, kindTxn)
-	r := txnRecord{producerID: d.int(), epoch: d.int()}
-	d.check(r.producerID >= 1, "producer id %d out of range", r.producerID)
-	d.check(r.epoch >= 0 && r.epoch <= bookkeeping.MaxProducerEpoch, "producer epoch %d out of range", r.epoch)
-	return r, d.done()
+// decodeTxn reads the record of transactional id id. A version 1 record
+// (an InitProducer of a binary before the transaction state) reads as an
+// idle record at Version 1: TxnEmpty, no timeout, deadline, partitions or
+// groups. Every record must pass bookkeeping.Txn.Validate and have a
+// Version ≥ 1.
+func decodeTxn(id string, v []byte) (bookkeeping.Txn, error) {
+	d := openUpTo(v, kindTxn, txnVersion)
+	t := bookkeeping.Txn{TransactionalID: id, Status: bookkeeping.TxnEmpty, Version: 1}
+	pid, epoch := d.int(), d.int()
+	d.check(epoch >= 0 && epoch <= bookkeeping.MaxProducerEpoch, "producer epoch %d out of range", epoch)
+	t.ProducerID, t.Epoch = pid, int16(epoch)
+	if d.version >= 2 {
+		status, timeout, deadline, bumped := d.int(), d.int(), d.int(), d.int()
+		d.check(status >= 0 && status <= math.MaxUint8, "status %d out of range", status)
+		d.check(timeout >= 0 && timeout <= bookkeeping.MaxTxnTimeout.Milliseconds(), "timeout %d ms out of range", timeout)
+		d.check(bumped == 0 || bumped == 1, "bumped flag %d", bumped)
+		t.Status, t.Timeout, t.BumpedByCoordinator = bookkeeping.TxnStatus(status), time.Duration(timeout)*time.Millisecond, bumped == 1
+		if deadline != 0 {
+			t.Deadline = time.UnixMilli(deadline).UTC()
+		}
+		t.Version = d.int()
+		n := d.int()
+		d.check(n >= 0 && n <= bookkeeping.MaxTxnPartitions, "%d partitions", n)
+		for i := int64(0); i < n && d.err == nil; i++ {
+			p := bookkeeping.TxnPartition{TopicID: d.str(bookkeeping.MaxNameBytes)}
+			partition := d.int()
+			d.check(partition >= 0 && partition < bookkeeping.MaxPartitions, "partition %d out of range", partition)
+			p.Partition = int32(partition)
+			t.Partitions = append(t.Partitions, p)
+		}
+		n = d.int()
+		d.check(n >= 0 && n <= bookkeeping.MaxTxnGroups, "%d groups", n)
+		for i := int64(0); i < n && d.err == nil; i++ {
+			t.Groups = append(t.Groups, d.str(bookkeeping.MaxNameBytes))
+		}
+	}
+	if d.err == nil {
+		err := t.Validate()
+		d.check(err == nil, "%v", err)
+		d.check(t.Version >= 1, "version %d", t.Version)
+	}
+	return t, d.done()
 }

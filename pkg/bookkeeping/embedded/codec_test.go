@@ -37,9 +37,35 @@ func TestRecordsRoundTrip(t *testing.T) {
 	if got, err := decodeCounter(c.encode()); err != nil || got != c {
 		t.Fatalf("counter round trip = %+v, %v", got, err)
 	}
-	x := txnRecord{producerID: 9, epoch: bookkeeping.MaxProducerEpoch}
-	if got, err := decodeTxn(x.encode()); err != nil || got != x {
-		t.Fatalf("txn round trip = %+v, %v", got, err)
+	for _, x := range []bookkeeping.Txn{
+		{TransactionalID: "tx", ProducerID: 9, Epoch: bookkeeping.MaxProducerEpoch, Status: bookkeeping.TxnEmpty, Version: 1},
+		{TransactionalID: "tx", ProducerID: math.MaxInt64, Epoch: 3, Status: bookkeeping.TxnPrepareCommit, Timeout: bookkeeping.MaxTxnTimeout,
+			Deadline: time.UnixMilli(1_767_322_445_678).UTC(), BumpedByCoordinator: true, Version: math.MaxInt64 - 1,
+			Partitions: []bookkeeping.TxnPartition{{TopicID: "t2", Partition: 0}, {TopicID: strings.Repeat("i", bookkeeping.MaxNameBytes), Partition: bookkeeping.MaxPartitions - 1}},
+			Groups:     []string{"g", "ü"}},
+	} {
+		if got, err := decodeTxn("tx", encodeTxn(x)); err != nil || !reflect.DeepEqual(got, x) {
+			t.Fatalf("txn round trip = %+v, %v; want %+v", got, err, x)
+		}
+	}
+}
+
+// TestGoldenTxnRecord pins the layout of transactional id records: version
+// 2 as written, and version 1 as older binaries wrote it (producer id and
+// epoch), which is still read, as an idle record at version 1.
+func TestGoldenTxnRecord(t *testing.T) {
+	x := bookkeeping.Txn{TransactionalID: "tx", ProducerID: 5, Epoch: 2, Status: bookkeeping.TxnOngoing, Timeout: 3 * time.Millisecond,
+		Deadline: time.UnixMilli(1).UTC(), BumpedByCoordinator: true, Version: 7,
+		Partitions: []bookkeeping.TxnPartition{{TopicID: "t", Partition: 1}}, Groups: []string{"g"}}
+	got := encodeTxn(x)
+	v1Fields := []byte{10, 4}
+	want := append(append([]byte{'T', 2}, v1Fields...), 4, 6, 2, 2, 14, 2, 1, 't', 2, 2, 1, 'g')
+	if !bytes.Equal(got[:len(got)-4], want) {
+		t.Fatalf("txn record body = %v, want %v", got[:len(got)-4], want)
+	}
+	r, err := decodeTxn("tx", reseal('T', v1Fields))
+	if want := (bookkeeping.Txn{TransactionalID: "tx", ProducerID: 5, Epoch: 2, Status: bookkeeping.TxnEmpty, Version: 1}); err != nil || !reflect.DeepEqual(r, want) {
+		t.Fatalf("version 1 txn record = %+v, %v; want %+v", r, err, want)
 	}
 }
 
@@ -119,8 +145,32 @@ func TestDecodeRejectsInvalidRecords(t *testing.T) {
 	if _, err := decodeGroup(reseal('G', []byte{0})); !errors.Is(err, ErrCorrupt) {
 		t.Errorf("group record with a field: %v, want ErrCorrupt", err)
 	}
-	if _, err := decodeTxn(txnRecord{producerID: 1, epoch: bookkeeping.MaxProducerEpoch + 1}.encode()); !errors.Is(err, ErrCorrupt) {
-		t.Errorf("txn with epoch past the maximum: %v, want ErrCorrupt", err)
+	ok := bookkeeping.Txn{TransactionalID: "tx", ProducerID: 1, Status: bookkeeping.TxnEmpty, Version: 1}
+	okFields := encodeTxn(ok)[2 : len(encodeTxn(ok))-4]
+	for name, v := range map[string][]byte{
+		"v1 epoch past the maximum": reseal('T', []byte{2, 0x80, 0x80, 0x04}),
+		"v1 producer id 0":          reseal('T', []byte{0, 0}),
+		"v2 epoch past the maximum": resealVersion('T', 2, []byte{2, 0x80, 0x80, 0x04, 2, 0, 0, 0, 2, 0, 0}),
+		"status 0":                  encodeTxn(with(ok, func(x *bookkeeping.Txn) { x.Status = 0 })),
+		"status 7":                  encodeTxn(with(ok, func(x *bookkeeping.Txn) { x.Status = 7 })),
+		"version 0":                 encodeTxn(with(ok, func(x *bookkeeping.Txn) { x.Version = 0 })),
+		"negative timeout":          encodeTxn(with(ok, func(x *bookkeeping.Txn) { x.Timeout = -time.Millisecond })),
+		"bumped flag 2":             resealVersion('T', 2, []byte{2, 0, 2, 0, 0, 4, 2, 0, 0}),
+		"repeated partition": encodeTxn(with(ok, func(x *bookkeeping.Txn) {
+			x.Partitions = []bookkeeping.TxnPartition{{TopicID: "t", Partition: 1}, {TopicID: "t", Partition: 1}}
+		})),
+		"partition out of range": encodeTxn(with(ok, func(x *bookkeeping.Txn) {
+			x.Partitions = []bookkeeping.TxnPartition{{TopicID: "t", Partition: -1}}
+		})),
+		"empty group":        encodeTxn(with(ok, func(x *bookkeeping.Txn) { x.Groups = []string{""} })),
+		"too many groups":    resealVersion('T', 2, []byte{2, 0, 2, 0, 0, 0, 2, 0, 0xd2, 0x0f}),
+		"group past the end": resealVersion('T', 2, []byte{2, 0, 2, 0, 0, 0, 2, 0, 2, 4, 'g'}),
+		"trailing bytes":     resealVersion('T', 2, append(append([]byte(nil), okFields...), 0)),
+		"unknown version":    withVersion(encodeTxn(ok), 3),
+	} {
+		if _, err := decodeTxn("tx", v); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("txn record with %s: %v, want ErrCorrupt", name, err)
+		}
 	}
 }
 
@@ -151,7 +201,9 @@ func FuzzDecode(f *testing.F) {
 		memberRecord{clientInfo: "c", sessionTimeout: int64(time.Minute), expiresAt: 1, topics: []string{"t"}}.encode(),
 		groupRecord{}.encode(),
 		counterRecord{next: 1}.encode(),
-		txnRecord{producerID: 1, epoch: 3}.encode(),
+		reseal(kindTxn, []byte{2, 6}), // version 1
+		encodeTxn(bookkeeping.Txn{TransactionalID: "tx", ProducerID: 1, Epoch: 3, Status: bookkeeping.TxnOngoing, Deadline: time.UnixMilli(5).UTC(),
+			Partitions: []bookkeeping.TxnPartition{{TopicID: "t", Partition: 2}}, Groups: []string{"g"}, Version: 4}),
 		{},
 	} {
 		f.Add(v)
@@ -160,7 +212,7 @@ func FuzzDecode(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, v []byte) {
-		for _, in := range [][]byte{v, reseal(kindPartition, v), resealVersion(kindPartition, partitionVersion, v), reseal(kindMember, v), resealVersion(kindMember, memberVersion, v), reseal(kindCounter, v), reseal(kindTxn, v), reseal(kindGroup, v)} {
+		for _, in := range [][]byte{v, reseal(kindPartition, v), resealVersion(kindPartition, partitionVersion, v), reseal(kindMember, v), resealVersion(kindMember, memberVersion, v), reseal(kindCounter, v), reseal(kindTxn, v), resealVersion(kindTxn, txnVersion, v), reseal(kindGroup, v)} {
 			if r, err := decodePartition(in); err == nil {
 				if again, err := decodePartition(r.encode()); err != nil || again != r {
 					t.Fatalf("partition %+v: re-decoded as %+v, %v", r, again, err)
@@ -179,11 +231,17 @@ func FuzzDecode(f *testing.F) {
 					t.Fatalf("counter %+v: re-decoded as %+v, %v", r, again, err)
 				}
 			}
-			if r, err := decodeTxn(in); err == nil {
-				if again, err := decodeTxn(r.encode()); err != nil || again != r {
+			if r, err := decodeTxn("tx", in); err == nil {
+				if again, err := decodeTxn("tx", encodeTxn(r)); err != nil || !reflect.DeepEqual(again, r) {
 					t.Fatalf("txn %+v: re-decoded as %+v, %v", r, again, err)
 				}
 			}
 		}
 	})
+}
+
+// with returns t changed by edit.
+func with(t bookkeeping.Txn, edit func(*bookkeeping.Txn)) bookkeeping.Txn {
+	edit(&t)
+	return t
 }

@@ -38,6 +38,7 @@ func openStore(t *testing.T, opts ...embedded.Option) (*bookkeeping.Store, *book
 func TestConformance(t *testing.T) {
 	bookkeepingtest.Run(t, bookkeepingtest.HarnessFunc(func(t *testing.T) bookkeepingtest.Store {
 		s, clock := openStore(t)
-		return bookkeepingtest.Store{Members: s, Leases: s, Offsets: s, Groups: s, Producers: s, Timing: clock.Timing(10 * time.Second)}
+		return bookkeepingtest.Store{Members: s, Leases: s, Offsets: s, Groups: s, Producers: s, Transactions: s,
+			Timing: clock.Timing(10 * time.Second), ListTxnsInIDOrder: true}
 	}))
 }

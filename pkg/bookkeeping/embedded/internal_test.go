@@ -118,8 +118,8 @@ func TestProducerEpochExhausted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := txnRecord{producerID: first.ID, epoch: bookkeeping.MaxProducerEpoch}
-	if err := s.db.Set(txnKey("txn"), rec.encode(), pebble.Sync); err != nil {
+	rec := bookkeeping.Txn{TransactionalID: "txn", ProducerID: first.ID, Epoch: bookkeeping.MaxProducerEpoch, Status: bookkeeping.TxnEmpty, Version: 1}
+	if err := s.db.Set(txnKey("txn"), encodeTxn(rec), pebble.Sync); err != nil {
 		t.Fatal(err)
 	}
 	next, err := s.InitProducer(ctx, "txn")
@@ -317,5 +317,82 @@ func TestUpgradeFromFormat2(t *testing.T) {
 	}
 	if v, _ := s.get(partitionKey("g", "orders", 3)); len(v) < 2 || v[1] != partitionVersion {
 		t.Fatalf("partition record after a commit: %v, want version %d", v, partitionVersion)
+	}
+}
+
+// TestUpgradeFromFormat3: a store written by a format-3 binary (transactional
+// id records of version 1: producer id and epoch) opens as format 4 without
+// rewriting them; they read as idle records at version 1, a PutTxn at
+// version 1 or an InitProducer writes them as version 2, and a corrupt one
+// is refused by every call that reads it.
+func TestUpgradeFromFormat3(t *testing.T) {
+	ctx := context.Background()
+	fs := vfs.NewMem()
+	db, err := pebble.Open("/db", &pebble.Options{FS: fs, Logger: pebblelog.New(slog.New(slog.DiscardHandler))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1 := func(pid, epoch int64) []byte {
+		e := newEncoder(kindTxn)
+		e.int(pid)
+		e.int(epoch)
+		return e.seal()
+	}
+	for _, kv := range []struct {
+		k, v []byte
+	}{
+		{formatKey, formatRecord{version: 3}.encode()},
+		{counterKey, counterRecord{next: 10}.encode()},
+		{txnKey("a"), v1(7, 3)},
+		{txnKey("b"), v1(8, 0)},
+		{txnKey("c"), []byte("garbage!")},
+	} {
+		if err := db.Set(kv.k, kv.v, pebble.Sync); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s := openMem(t, fs)
+	if v, _ := s.get(formatKey); !bytes.Equal(v, formatRecord{version: storeFormat}.encode()) {
+		t.Fatalf("format record after the upgrade: %v", v)
+	}
+	if v, _ := s.get(txnKey("a")); !bytes.Equal(v, v1(7, 3)) {
+		t.Fatal("the upgrade rewrote a version 1 transactional id record")
+	}
+	a := bookkeeping.Txn{TransactionalID: "a", ProducerID: 7, Epoch: 3, Status: bookkeeping.TxnEmpty, Version: 1}
+	if got, err := s.GetTxn(ctx, "a"); err != nil || !reflect.DeepEqual(got, a) {
+		t.Fatalf("GetTxn of a version 1 record = %+v, %v; want %+v", got, err, a)
+	}
+	p, err := s.InitProducer(ctx, "a")
+	if err != nil || p != (bookkeeping.Producer{ID: 7, Epoch: 4}) {
+		t.Fatalf("InitProducer over a version 1 record = %+v, %v; want id 7 epoch 4", p, err)
+	}
+	a.Epoch, a.BumpedByCoordinator, a.Version = 4, true, 2
+	if got, err := s.GetTxn(ctx, "a"); err != nil || !reflect.DeepEqual(got, a) {
+		t.Fatalf("GetTxn after InitProducer = %+v, %v; want %+v", got, err, a)
+	}
+	if v, _ := s.get(txnKey("a")); len(v) < 2 || v[1] != txnVersion {
+		t.Fatalf("txn record after InitProducer: %v, want version %d", v, txnVersion)
+	}
+	b := bookkeeping.Txn{TransactionalID: "b", ProducerID: 8, Epoch: 1, Status: bookkeeping.TxnCompleteAbort, Version: 1}
+	if got, err := s.PutTxn(ctx, b); err != nil || got.Version != 2 {
+		t.Fatalf("PutTxn at version 1 over a version 1 record = %+v, %v; want version 2", got, err)
+	}
+	_, err = s.GetTxn(ctx, "c")
+	wantCorrupt(t, "GetTxn", err)
+	_, err = s.InitProducer(ctx, "c")
+	wantCorrupt(t, "InitProducer", err)
+	_, err = s.PutTxn(ctx, bookkeeping.Txn{TransactionalID: "c", ProducerID: 1, Status: bookkeeping.TxnEmpty})
+	wantCorrupt(t, "PutTxn", err)
+	_, _, err = s.ListTxns(ctx, "", 10)
+	wantCorrupt(t, "ListTxns", err)
+	if txns, more, err := s.ListTxns(ctx, "", 2); err != nil || !more || len(txns) != 2 || txns[0].TransactionalID != "a" || txns[1].TransactionalID != "b" {
+		t.Fatalf("ListTxns(\"\", 2) before the corrupt record = %+v (more %v), %v; want a and b, more", txns, more, err)
+	}
+	if v, _ := s.get(txnKey("c")); string(v) != "garbage!" {
+		t.Fatal("a corrupt transactional id record was overwritten")
 	}
 }

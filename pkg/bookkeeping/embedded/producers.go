@@ -3,6 +3,7 @@ package embedded
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -49,7 +50,9 @@ func (s *store) allocate(b *pebble.Batch) (int64, error) {
 	return c.next, nil
 }
 
-// InitProducer implements bookkeeping.Producers.
+// InitProducer implements bookkeeping.Producers: a compare-and-set writer
+// of the transactional id's record like PutTxn (here trivially: the read,
+// the decision and the synced write happen under the writer lock).
 func (s *store) InitProducer(ctx context.Context, transactionalID string) (bookkeeping.Producer, error) {
 	if transactionalID == "" {
 		id, err := s.AllocateProducerID(ctx)
@@ -62,34 +65,34 @@ func (s *store) InitProducer(ctx context.Context, transactionalID string) (bookk
 	defer unlock()
 	wrap := func(err error) error { return fmt.Errorf("init producer %q: %w", transactionalID, err) }
 
-	key := txnKey(transactionalID)
-	v, err := s.get(key)
+	cur, found, err := s.txn(transactionalID)
 	if err != nil {
 		return bookkeeping.Producer{}, wrap(err)
 	}
+	if found && !cur.Status.Idle() {
+		return bookkeeping.Producer{}, wrap(fmt.Errorf("%w: a transaction is %v; the transaction coordinator ends it first", bookkeeping.ErrConflict, cur.Status))
+	}
 	b := s.db.NewBatch()
 	defer b.Close()
-	var r txnRecord
-	if v != nil {
-		if r, err = decodeTxn(v); err != nil {
-			return bookkeeping.Producer{}, wrap(err)
-		}
-	}
-	if v == nil || r.epoch == bookkeeping.MaxProducerEpoch {
+	next := cur
+	next.TransactionalID, next.Status, next.Version = transactionalID, bookkeeping.TxnEmpty, cur.Version+1
+	next.Deadline, next.Partitions, next.Groups = time.Time{}, nil, nil
+	if !found || cur.Epoch == bookkeeping.MaxProducerEpoch {
 		// First use, or the epoch space is spent: a new id starts at 0.
 		id, err := s.allocate(b)
 		if err != nil {
 			return bookkeeping.Producer{}, wrap(err)
 		}
-		r = txnRecord{producerID: id}
+		next.ProducerID, next.Epoch, next.BumpedByCoordinator = id, 0, false
 	} else {
-		r.epoch++
+		next.Epoch++
+		next.BumpedByCoordinator = true
 	}
-	if err := b.Set(key, r.encode(), nil); err != nil {
+	if err := b.Set(txnKey(transactionalID), encodeTxn(next), nil); err != nil {
 		return bookkeeping.Producer{}, wrap(err)
 	}
 	if err := commit(b); err != nil {
 		return bookkeeping.Producer{}, wrap(err)
 	}
-	return bookkeeping.Producer{ID: r.producerID, Epoch: int16(r.epoch)}, nil
+	return bookkeeping.Producer{ID: next.ProducerID, Epoch: next.Epoch}, nil
 }

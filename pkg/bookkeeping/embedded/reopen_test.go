@@ -19,11 +19,12 @@ import (
 type state struct {
 	epoch    int64
 	producer bookkeeping.Producer
+	txn      bookkeeping.Txn
 	lastID   int64
 }
 
 // writeState stores one of everything: a member, a lease, a committed offset,
-// a transactional producer and allocated ids.
+// a transactional producer, a transaction's state and allocated ids.
 func writeState(t *testing.T, s *bookkeeping.Store) state {
 	t.Helper()
 	ctx := t.Context()
@@ -40,6 +41,11 @@ func writeState(t *testing.T, s *bookkeeping.Store) state {
 		t.Fatal(err)
 	}
 	if st.producer, err = s.InitProducer(ctx, "txn"); err != nil {
+		t.Fatal(err)
+	}
+	open := bookkeeping.Txn{TransactionalID: "open", ProducerID: st.producer.ID + 100, Epoch: 3, Status: bookkeeping.TxnOngoing,
+		Timeout: time.Minute, Deadline: epoch.Add(time.Minute), Partitions: []bookkeeping.TxnPartition{{TopicID: "id", Partition: 2}}, Groups: []string{"g"}}
+	if st.txn, err = s.PutTxn(ctx, open); err != nil {
 		t.Fatal(err)
 	}
 	for range 3 {
@@ -76,6 +82,9 @@ func checkState(t *testing.T, s *bookkeeping.Store, st state) {
 	p, err := s.InitProducer(ctx, "txn")
 	if err != nil || p != (bookkeeping.Producer{ID: st.producer.ID, Epoch: st.producer.Epoch + 1}) {
 		t.Fatalf("InitProducer after reopen = %+v, %v; want id %d epoch %d", p, err, st.producer.ID, st.producer.Epoch+1)
+	}
+	if got, err := s.GetTxn(ctx, "open"); err != nil || !reflect.DeepEqual(got, st.txn) {
+		t.Fatalf("GetTxn after reopen = %+v, %v; want %+v", got, err, st.txn)
 	}
 	if id, err := s.AllocateProducerID(ctx); err != nil || id <= st.lastID {
 		t.Fatalf("AllocateProducerID after reopen = %d, %v; want above %d", id, err, st.lastID)

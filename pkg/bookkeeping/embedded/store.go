@@ -96,7 +96,7 @@ func openStore(dir string, opts ...Option) (*store, error) {
 }
 
 // checkFormat writes the format record into a new store, upgrades a store of
-// format 1 and refuses a store of another format.
+// an older format and refuses a store of a newer one.
 func (s *store) checkFormat() error {
 	v, err := s.get(formatKey)
 	if err != nil {
@@ -121,9 +121,11 @@ func (s *store) checkFormat() error {
 		return nil
 	case 1:
 		return s.upgradeFromFormat1()
-	case 2:
-		// Format 3 only allows partition records of version 2; the
-		// version 1 records of a format-2 store are read as they are.
+	case 2, 3:
+		// Formats 3 and 4 only allow newer record versions (partition
+		// records of version 2, transactional id records of version 2);
+		// the older records of a format-2 or format-3 store are read as
+		// they are.
 		return s.db.Set(formatKey, formatRecord{version: storeFormat}.encode(), pebble.Sync)
 	}
 	return fmt.Errorf("store format %d, this binary reads formats 1 to %d", r.version, storeFormat)
@@ -133,7 +135,7 @@ func (s *store) checkFormat() error {
 // current format: a group record for every group with a member record or a
 // partition record, and the new format record, in one synced batch — a
 // crash leaves format 1, upgraded again by the next Open, or the current
-// format (format 3 adds nothing to rewrite, see storeFormat). A group whose
+// format (formats 3 and 4 add nothing to rewrite, see storeFormat). A group whose
 // members all left before the upgrade and that has no partition records
 // left no trace to find, so ListGroups misses it until it is used again.
 func (s *store) upgradeFromFormat1() error {
