@@ -33,7 +33,11 @@
 // On State's fields; the transcripts' harness checks them at every store:
 // the epoch never moves back for a producer id, a decided outcome never
 // changes, partitions and groups belong only to an open or ending
-// transaction, and only Ongoing has a deadline.
+// transaction, and only Ongoing has a deadline. The simulation checks the
+// outcomes: every marker agrees with the one decision stored for its
+// transaction, a transaction a producer was told is committed has a commit
+// marker in every partition it added, a fenced epoch never gets a request
+// accepted, and the sweeper leaves nothing open or half-written.
 //
 // # Files
 //
@@ -41,4 +45,7 @@
 //	state.go             Status, Partition, State and its invariants
 //	machine.go           events, Decision, Step and the rules
 //	transcript_test.go   transcripts in testdata/: commit, fencing, timeout
+//	sim_test.go          coordinators racing over a compare-and-set store, crashes between
+//	                     decision and markers, zombie producers, the sweeper: no torn,
+//	                     flipped or lost transaction, no fenced epoch accepted
 package txn
