@@ -45,7 +45,8 @@ func (o *BuilderOptions) check() error {
 	} else if err := checkLevel(o.Codec, o.Level); err != nil {
 		errs = append(errs, err)
 	}
-	if p := o.Producer; p != nil && (p.ID < 0 || p.Epoch < 0 || p.BaseSequence < 0) {
+	// A control batch (a transaction marker) carries no sequence.
+	if p := o.Producer; p != nil && (p.ID < 0 || p.Epoch < 0 || p.BaseSequence < 0 && !(o.Control && p.BaseSequence == NoSequence)) {
 		errs = append(errs, fmt.Errorf("record: producer id %d, epoch %d, base sequence %d: all must be ≥ 0", p.ID, p.Epoch, p.BaseSequence))
 	}
 	if o.Transactional && o.Producer == nil {

@@ -67,6 +67,9 @@
 //   - [Batch] reads header fields straight from the bytes, without decoding
 //     records, for the read path.
 //   - [Iterator] decodes records (decompressing as needed) for fetch.
+//   - [BuildMarker] and [ParseMarker] write and read transaction markers:
+//     Kafka's control batches (ABORT or COMMIT, with franz-go's kmsg
+//     encodings of the control key and the marker value).
 //
 // Codecs: gzip; snappy as a raw block (written; what franz-go and librdkafka
 // write) or xerial-framed (read; what the Java client writes); lz4 frames;
