@@ -334,22 +334,75 @@ func (s *State) Pending(h Header, baseOffset int64, now time.Time) {
 	if d, err := s.Check(h, now); err != nil || d.Kind != Append {
 		panic(fmt.Sprintf("dedup: Pending of a batch Check does not append: %+v: %v %v", h, d.Kind, err))
 	}
+	s.pend(h.ProducerID, batch{epoch: h.Epoch, first: h.FirstSeq, last: h.LastSeq(), base: baseOffset, lastOff: baseOffset + int64(h.Count) - 1}, now)
+}
+
+// pend records b of producer id as pending (the checks are the caller's).
+func (s *State) pend(id int64, b batch, now time.Time) {
 	s.sweep(now)
-	p := s.producers[h.ProducerID]
+	p := s.producers[id]
 	if p != nil && s.expired(p, now) {
 		s.remove(p)
 		p = nil
 	}
 	if p == nil {
-		p = s.add(h.ProducerID)
+		p = s.add(id)
 	} else if len(p.pending) == 0 {
 		s.unlink(p)
 	}
-	b := batch{epoch: h.Epoch, first: h.FirstSeq, last: h.LastSeq(), base: baseOffset, lastOff: baseOffset + int64(h.Count) - 1}
 	p.pending = append(p.pending, b)
 	p.lastSeen = now
 	s.queue = append(s.queue, p)
 	s.end = b.lastOff + 1
+}
+
+// A transaction marker (issue 24) is remembered as a batch of its producer
+// at the marker's epoch, one offset long, that takes no sequence. It starts
+// a new run: at an epoch above the producer's (the coordinator bumps it at
+// every EndTxn) the next batch must be at that epoch from sequence 0, and a
+// batch at an earlier epoch — a late write of the transaction the marker
+// ended — is fenced. A marker at the producer's own epoch changes nothing
+// (the sequence goes on), so it is not remembered. A marker for a producer
+// not tracked starts tracking it, so the fence holds. Markers are committed
+// and aborted like batches.
+
+// CheckMarker decides a marker of producer id at epoch arriving at now:
+// ErrProducerFenced below the producer's epoch, ErrTooManyInFlight and
+// ErrTooManyProducers as for a batch. It changes nothing.
+func (s *State) CheckMarker(id int64, epoch int16, now time.Time) error {
+	if id < 0 || epoch < 0 {
+		return fmt.Errorf("%w: marker of producer %d epoch %d", ErrInvalidSequence, id, epoch)
+	}
+	p := s.lookup(id, now)
+	if p == nil {
+		if len(s.producers) >= s.cfg.MaxProducers && s.nIdle == 0 {
+			return fmt.Errorf("%w: producer %d: %d tracked", ErrTooManyProducers, id, len(s.producers))
+		}
+		return nil
+	}
+	if tip := p.tip(); epoch < tip.epoch {
+		return fmt.Errorf("%w: marker of producer %d: epoch %d, current %d", ErrProducerFenced, id, epoch, tip.epoch)
+	}
+	if len(p.pending) >= s.cfg.WindowBatches {
+		return fmt.Errorf("%w: producer %d: %d pending", ErrTooManyInFlight, id, len(p.pending))
+	}
+	return nil
+}
+
+// PendingMarker records that a marker of producer id at epoch got offset
+// baseOffset at now and is in flight. CheckMarker must accept it right
+// before; the offset rules are Pending's. It panics otherwise.
+func (s *State) PendingMarker(id int64, epoch int16, baseOffset int64, now time.Time) {
+	if baseOffset < s.end {
+		panic(fmt.Sprintf("dedup: PendingMarker at offset %d before offset %d", baseOffset, s.end))
+	}
+	if err := s.CheckMarker(id, epoch, now); err != nil {
+		panic(fmt.Sprintf("dedup: PendingMarker of a marker CheckMarker refuses: producer %d epoch %d: %v", id, epoch, err))
+	}
+	if p := s.lookup(id, now); p != nil && p.tip().epoch == epoch {
+		return // at the producer's own epoch a marker changes nothing here
+	}
+	s.pend(id, batch{epoch: epoch, first: -1, last: -1, base: baseOffset, lastOff: baseOffset}, now)
 }
 
 // Commit records that every offset up to and including through is
@@ -446,6 +499,35 @@ func (s *State) Rebuild(h Header, baseOffset int64, seen time.Time) error {
 	p.lastSeen = seen
 	s.pushIdle(p)
 	s.committedEnd = b.lastOff + 1
+	s.end = s.committedEnd
+	return nil
+}
+
+// RebuildMarker replays an acknowledged marker read back from the log, as
+// Rebuild does a batch.
+func (s *State) RebuildMarker(id int64, epoch int16, baseOffset int64, seen time.Time) error {
+	if len(s.queue) > 0 {
+		panic("dedup: RebuildMarker with batches pending")
+	}
+	if id < 0 || epoch < 0 {
+		return fmt.Errorf("rebuild marker at offset %d: %w: producer %d epoch %d", baseOffset, ErrInvalidSequence, id, epoch)
+	}
+	if baseOffset < s.end {
+		return fmt.Errorf("rebuild marker at offset %d: out of order, after offset %d", baseOffset, s.end-1)
+	}
+	p := s.producers[id]
+	if p != nil && p.tip().epoch == epoch {
+		return nil // at the producer's own epoch a marker changes nothing here
+	}
+	if p == nil {
+		p = s.add(id)
+	} else {
+		s.unlink(p)
+	}
+	p.committed.apply(batch{epoch: epoch, first: -1, last: -1, base: baseOffset, lastOff: baseOffset}, s.cfg.WindowBatches)
+	p.lastSeen = seen
+	s.pushIdle(p)
+	s.committedEnd = baseOffset + 1
 	s.end = s.committedEnd
 	return nil
 }

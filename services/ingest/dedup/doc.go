@@ -107,6 +107,17 @@
 // was read, is written twice. Read back at least as far as a client's
 // delivery timeout (the longest it retries a batch) to close it.
 //
+// # Transaction markers
+//
+// A marker (issue 24) of a producer at an epoch above the one it is at —
+// the coordinator bumps the epoch at every EndTxn — is kept as a one-offset
+// batch that takes no sequence (CheckMarker, PendingMarker, and
+// RebuildMarker from the log): it starts a new run, so the producer's next
+// batch is at the new epoch from sequence 0, and a late batch at the ended
+// transaction's epoch is fenced (ErrProducerFenced). A marker at the
+// producer's own epoch changes nothing. The naive model in model_test.go
+// has markers too.
+//
 // # Bounds, eviction and expiry
 //
 // At most MaxProducers producer ids are tracked, each with at most

@@ -165,6 +165,39 @@ func (m *model) pending(h Header, now time.Time) {
 	m.next += int64(h.Count)
 }
 
+// checkMarker and pendingMarker: a marker is a batch of sequences -1..-1,
+// one offset long, at the marker's epoch (see dedup.go).
+func (m *model) checkMarker(pid int64, epoch int16, now time.Time) error {
+	if pid < 0 || epoch < 0 {
+		return ErrInvalidSequence
+	}
+	if m.prods[pid] == nil || m.expired(pid, now) {
+		if len(m.prods) >= m.cfg.MaxProducers && len(m.idle()) == 0 {
+			return ErrTooManyProducers
+		}
+		return nil
+	}
+	hist := m.history(pid)
+	if epoch < hist[len(hist)-1].epoch {
+		return ErrProducerFenced
+	}
+	if m.pendingOf(pid) >= m.cfg.WindowBatches {
+		return ErrTooManyInFlight
+	}
+	return nil
+}
+
+func (m *model) pendingMarker(pid int64, epoch int16, now time.Time) {
+	if m.prods[pid] != nil && !m.expired(pid, now) {
+		if hist := m.history(pid); hist[len(hist)-1].epoch == epoch {
+			m.pending(Header{ProducerID: -1, Count: 1}, now) // changes nothing but the offset
+			return
+		}
+	}
+	m.pending(Header{ProducerID: pid, Epoch: epoch, FirstSeq: -1, Count: 1}, now)
+	m.log[len(m.log)-1].last = -1
+}
+
 func (m *model) commit(through int64) {
 	for i := range m.log {
 		if b := &m.log[i]; b.pending && b.lastOff <= through {
@@ -274,7 +307,24 @@ func (x *sim) header() Header {
 
 func (x *sim) step() error {
 	r := x.r
-	switch op := r.IntN(20); {
+	switch op := r.IntN(21); {
+	case op == 20:
+		// A transaction marker, mostly at the producer's epoch or the
+		// next (the coordinator bumps it), sometimes an older one.
+		pid := x.pids[r.IntN(len(x.pids))]
+		epoch := int16(r.IntN(3))
+		if hist := x.m.history(pid); len(hist) > 0 {
+			epoch = max(0, hist[len(hist)-1].epoch+int16(r.IntN(3)-1))
+		}
+		gerr := x.s.CheckMarker(pid, epoch, x.now)
+		werr := x.m.checkMarker(pid, epoch, x.now)
+		if classify(gerr) != werr {
+			return fmt.Errorf("CheckMarker(%d, %d) = %v; model %v", pid, epoch, gerr, werr)
+		}
+		if gerr == nil && r.IntN(10) > 0 {
+			x.s.PendingMarker(pid, epoch, x.m.next, x.now)
+			x.m.pendingMarker(pid, epoch, x.now)
+		}
 	case op < 12:
 		h := x.header()
 		got, gerr := x.s.Check(h, x.now)
@@ -398,6 +448,10 @@ func (x *sim) exactlyOnce() error {
 			continue
 		}
 		k := key{b.pid, b.epoch}
+		if b.first == -1 { // a marker: the next batch follows its last
+			next[k] = seqPlus(b.last, 1)
+			continue
+		}
 		if b.first != next[k] { // 0 for a new (producer, epoch)
 			return fmt.Errorf("producer %d epoch %d: batch at offset %d starts at sequence %d, want %d", b.pid, b.epoch, b.base, b.first, next[k])
 		}
@@ -423,6 +477,12 @@ func (x *sim) compareRebuilds() error {
 		rb, _ := New(x.s.cfg)
 		for _, b := range x.m.log {
 			if b.base < start {
+				continue
+			}
+			if b.first == -1 {
+				if err := rb.RebuildMarker(b.pid, b.epoch, b.base, x.now); err != nil {
+					return fmt.Errorf("rebuild from %d: %w", start, err)
+				}
 				continue
 			}
 			h := Header{b.pid, b.epoch, b.first, int32(b.lastOff-b.base) + 1}

@@ -209,7 +209,15 @@ func (w *Writer) rebuild(ctx context.Context, producers *dedup.State, chain []ca
 				if err != nil {
 					return err
 				}
-				if b.ProducerID() != record.NoProducerID {
+				switch {
+				case b.ProducerID() == record.NoProducerID:
+				case b.Attributes().Control():
+					// A transaction marker: it fences the ended
+					// transaction's epoch (dedup's RebuildMarker).
+					if err := producers.RebuildMarker(b.ProducerID(), b.ProducerEpoch(), b.BaseOffset(), now); err != nil {
+						return err
+					}
+				default:
 					if err := producers.Rebuild(dedup.HeaderOf(b), b.BaseOffset(), now); err != nil {
 						return err
 					}
