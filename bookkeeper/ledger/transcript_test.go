@@ -4,12 +4,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/sluicemq/sluice/harness/transcript"
 	"github.com/sluicemq/sluice/pkg/catalog"
 )
 
@@ -32,74 +31,10 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of testda
 //	read-ok B eN P | no-entry B eN | read-failed B eN
 //	read eN | lac N | spec eN | closed eN | segments 0:b1,b2;4:b3,b2 | state
 func TestTranscripts(t *testing.T) {
-	files, err := filepath.Glob("testdata/*.txt")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no transcripts: %v", err)
-	}
-	for _, f := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(f), ".txt"), func(t *testing.T) { runTranscript(t, f) })
-	}
-}
-
-type block struct {
-	preamble []string // comments and blank lines before the command
-	cmd      string
-	want     []string
-}
-
-func parseTranscript(t *testing.T, path string) (blocks []block, trailer []string) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	var pre []string
-	for i := 0; i < len(lines); i++ {
-		l := lines[i]
-		if strings.TrimSpace(l) == "" || strings.HasPrefix(l, "#") {
-			pre = append(pre, l)
-			continue
-		}
-		b := block{preamble: pre, cmd: l}
-		pre = nil
-		if i+1 >= len(lines) || lines[i+1] != "----" {
-			t.Fatalf("%s:%d: command %q is not followed by ----", path, i+1, l)
-		}
-		i += 2
-		for ; i < len(lines) && lines[i] != ""; i++ {
-			b.want = append(b.want, lines[i])
-		}
-		blocks = append(blocks, b)
-	}
-	return blocks, pre
-}
-
-func runTranscript(t *testing.T, path string) {
-	blocks, trailer := parseTranscript(t, path)
-	h := &harness{}
-	var out strings.Builder
-	for _, b := range blocks {
-		got := h.run(b.cmd)
-		if len(got) == 0 {
-			got = []string{"(no actions)"}
-		}
-		if !*rewrite && strings.Join(got, "\n") != strings.Join(b.want, "\n") {
-			t.Errorf("%s: %s\n got:\n\t%s\nwant:\n\t%s", path, b.cmd, strings.Join(got, "\n\t"), strings.Join(b.want, "\n\t"))
-		}
-		for _, l := range b.preamble {
-			out.WriteString(l + "\n")
-		}
-		out.WriteString(b.cmd + "\n----\n" + strings.Join(got, "\n") + "\n\n")
-	}
-	for _, l := range trailer {
-		out.WriteString(l + "\n")
-	}
-	if *rewrite {
-		text := strings.TrimRight(out.String(), "\n") + "\n"
-		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	transcript.Files(t, "testdata/*.txt", *rewrite, "(no actions)", func(*testing.T) func(string) []string {
+		h := &harness{}
+		return h.run
+	})
 }
 
 // harness holds the machine a transcript drives.

@@ -5,14 +5,13 @@ import (
 	"flag"
 	"fmt"
 	"maps"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/harness/transcript"
 	"github.com/sluicemq/sluice/pkg/bookkeeping"
 	"github.com/sluicemq/sluice/services/fetch/assign"
 )
@@ -47,79 +46,18 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of testda
 //	leave
 //	state                               phase, liveness, leases
 func TestTranscripts(t *testing.T) {
-	files, err := filepath.Glob("testdata/*.txt")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no transcripts: %v", err)
-	}
-	for _, f := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(f), ".txt"), func(t *testing.T) { runTranscript(t, f) })
-	}
-}
-
-type block struct {
-	preamble []string // comments and blank lines before the command
-	cmd      string
-	want     []string
-}
-
-func parseTranscript(t *testing.T, path string) (blocks []block, trailer []string) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	var pre []string
-	for i := 0; i < len(lines); i++ {
-		l := lines[i]
-		if strings.TrimSpace(l) == "" || strings.HasPrefix(l, "#") {
-			pre = append(pre, l)
-			continue
-		}
-		b := block{preamble: pre, cmd: l}
-		pre = nil
-		if i+1 >= len(lines) || lines[i+1] != "----" {
-			t.Fatalf("%s:%d: command %q is not followed by ----", path, i+1, l)
-		}
-		i += 2
-		for ; i < len(lines) && lines[i] != ""; i++ {
-			b.want = append(b.want, lines[i])
-		}
-		blocks = append(blocks, b)
-	}
-	return blocks, pre
-}
-
-func runTranscript(t *testing.T, path string) {
-	blocks, trailer := parseTranscript(t, path)
-	h := &harness{}
-	var out strings.Builder
-	for _, b := range blocks {
-		got := h.run(b.cmd)
-		if h.m != nil {
-			if err := h.m.check(); err != nil {
-				t.Errorf("%s: %s: invariant broken: %v", path, b.cmd, err)
+	transcript.Files(t, "testdata/*.txt", *rewrite, "(no actions)", func(t *testing.T) func(string) []string {
+		h := &harness{}
+		return func(cmd string) []string {
+			out := h.run(cmd)
+			if h.m != nil {
+				if err := h.m.check(); err != nil {
+					t.Errorf("%s: invariant broken: %v", cmd, err)
+				}
 			}
+			return out
 		}
-		if len(got) == 0 {
-			got = []string{"(no actions)"}
-		}
-		if !*rewrite && strings.Join(got, "\n") != strings.Join(b.want, "\n") {
-			t.Errorf("%s: %s\n got:\n\t%s\nwant:\n\t%s", path, b.cmd, strings.Join(got, "\n\t"), strings.Join(b.want, "\n\t"))
-		}
-		for _, l := range b.preamble {
-			out.WriteString(l + "\n")
-		}
-		out.WriteString(b.cmd + "\n----\n" + strings.Join(got, "\n") + "\n\n")
-	}
-	for _, l := range trailer {
-		out.WriteString(l + "\n")
-	}
-	if *rewrite {
-		text := strings.TrimRight(out.String(), "\n") + "\n"
-		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 }
 
 // harness holds the machine a transcript drives and its clock.

@@ -3,13 +3,13 @@ package txn
 import (
 	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicemq/sluice/harness/transcript"
 )
 
 var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of testdata/*.txt transcripts")
@@ -29,65 +29,10 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of testda
 //	end pid=N epoch=E commit|abort
 //	expire | markers-written | tick D | state
 func TestTranscripts(t *testing.T) {
-	files, err := filepath.Glob("testdata/*.txt")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no transcripts: %v", err)
-	}
-	for _, f := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(f), ".txt"), func(t *testing.T) { runTranscript(t, f) })
-	}
-}
-
-func runTranscript(t *testing.T, path string) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	h := &harness{t: t, now: time.Unix(0, 0), nextID: 100}
-	var out strings.Builder
-	failed, first := false, true
-	var comments []string
-	for i := 0; i < len(lines); i++ {
-		l := lines[i]
-		if strings.TrimSpace(l) == "" || strings.HasPrefix(l, "#") {
-			if strings.TrimSpace(l) != "" {
-				comments = append(comments, l)
-			}
-			continue
-		}
-		if i+1 >= len(lines) || lines[i+1] != "----" {
-			t.Fatalf("%s:%d: command %q is not followed by ----", path, i+1, l)
-		}
-		var want []string
-		for i += 2; i < len(lines) && lines[i] != ""; i++ {
-			want = append(want, lines[i])
-		}
-		got := h.run(l)
-		if len(got) == 0 {
-			got = []string{"(nothing)"}
-		}
-		if !first {
-			out.WriteString("\n")
-		}
-		first = false
-		for _, c := range comments {
-			out.WriteString(c + "\n")
-		}
-		comments = nil
-		out.WriteString(l + "\n----\n" + strings.Join(got, "\n") + "\n")
-		if !*rewrite && !slices.Equal(got, want) {
-			failed = true
-			t.Errorf("%s: %s\n got:\n  %s\nwant:\n  %s", path, l, strings.Join(got, "\n  "), strings.Join(want, "\n  "))
-		}
-	}
-	if *rewrite {
-		if err := os.WriteFile(path, []byte(out.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	} else if failed {
-		t.Log("run with -rewrite to accept the new output")
-	}
+	transcript.Files(t, "testdata/*.txt", *rewrite, "(nothing)", func(t *testing.T) func(string) []string {
+		h := &harness{t: t, now: time.Unix(0, 0), nextID: 100}
+		return h.run
+	})
 }
 
 // harness is one transactional id over a model of the store: the state

@@ -4,13 +4,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/harness/transcript"
 	"github.com/sluicemq/sluice/pkg/catalog"
 	"github.com/sluicemq/sluice/pkg/record"
 	"github.com/sluicemq/sluice/services/ingest/dedup"
@@ -35,80 +34,10 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of testda
 //	recovered N | recover-failed [fenced] | released | release-failed
 //	state
 func TestTranscripts(t *testing.T) {
-	files, err := filepath.Glob("testdata/*.txt")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no transcripts: %v", err)
-	}
-	for _, f := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(f), ".txt"), func(t *testing.T) { runTranscript(t, f) })
-	}
-}
-
-type block struct {
-	preamble []string
-	cmd      string
-	want     []string
-}
-
-func parseTranscript(t *testing.T, path string) (blocks []block, trailer []string) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	var pre []string
-	for i := 0; i < len(lines); i++ {
-		l := lines[i]
-		if strings.TrimSpace(l) == "" || strings.HasPrefix(l, "#") {
-			pre = append(pre, l)
-			continue
-		}
-		b := block{preamble: pre, cmd: l}
-		pre = nil
-		if i+1 >= len(lines) || lines[i+1] != "----" {
-			t.Fatalf("%s:%d: command %q is not followed by ----", path, i+1, l)
-		}
-		i += 2
-		for ; i < len(lines) && lines[i] != ""; i++ {
-			b.want = append(b.want, lines[i])
-		}
-		blocks = append(blocks, b)
-	}
-	return blocks, pre
-}
-
-func runTranscript(t *testing.T, path string) {
-	blocks, trailer := parseTranscript(t, path)
-	h := &harness{t: t}
-	var out strings.Builder
-	failed := false
-	for i, b := range blocks {
-		if i > 0 {
-			out.WriteString("\n")
-		}
-		got := h.run(b.cmd)
-		if len(got) == 0 {
-			got = []string{"(no actions)"}
-		}
-		for _, p := range b.preamble {
-			out.WriteString(p + "\n")
-		}
-		out.WriteString(b.cmd + "\n----\n" + strings.Join(got, "\n") + "\n")
-		if !*rewrite && strings.Join(got, "\n") != strings.Join(b.want, "\n") {
-			failed = true
-			t.Errorf("%s: %s\n got:\n  %s\nwant:\n  %s", path, b.cmd, strings.Join(got, "\n  "), strings.Join(b.want, "\n  "))
-		}
-	}
-	for _, p := range trailer {
-		out.WriteString(p + "\n")
-	}
-	if *rewrite {
-		if err := os.WriteFile(path, []byte(out.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	} else if failed {
-		t.Log("run with -rewrite to accept the new output")
-	}
+	transcript.Files(t, "testdata/*.txt", *rewrite, "(no actions)", func(t *testing.T) func(string) []string {
+		h := &harness{t: t}
+		return h.run
+	})
 }
 
 // harness drives one machine through a transcript.
