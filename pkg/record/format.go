@@ -229,12 +229,21 @@ func SetProducer(b []byte, id int64, epoch int16, baseSequence int32) error {
 	return nil
 }
 
-// EntryLastOffset returns the last offset of a ledger entry, the batches
-// it holds back to back: the last offset of its last batch. An entry with
-// no batch, or whose framing is broken, is an error wrapping ErrInvalid.
+// EntryLastOffset returns the last offset of a ledger entry (an optional
+// entry header, then batches back to back; see EntryBatches): the last
+// offset of its last batch. An entry with no batch, or whose framing is
+// broken, is an error wrapping ErrInvalid.
 func EntryLastOffset(entry []byte) (int64, error) {
+	_, batches, err := EntryBatches(entry)
+	if err != nil {
+		return 0, err
+	}
+	return batchesLastOffset(batches)
+}
+
+func batchesLastOffset(batches []byte) (int64, error) {
 	last := int64(-1)
-	for rest := entry; len(rest) > 0; {
+	for rest := batches; len(rest) > 0; {
 		b, r, err := Split(rest)
 		if err != nil {
 			return 0, err

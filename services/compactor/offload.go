@@ -9,6 +9,7 @@ import (
 	"gocloud.dev/blob"
 
 	"github.com/sluicemq/sluice/pkg/catalog"
+	"github.com/sluicemq/sluice/pkg/record"
 	"github.com/sluicemq/sluice/pkg/segment"
 )
 
@@ -192,7 +193,13 @@ func (c *Compactor) writeSegment(ctx context.Context, w *blob.Writer, m catalog.
 			return segment.Info{}, fmt.Errorf("read entries from %d: %w", e, err)
 		}
 		for _, en := range ents {
-			if err := sw.Append(en.Payload); err != nil {
+			// The entry header (the LSO as the writer saw it) is not kept:
+			// a segment holds batches only. Markers are batches and stay.
+			_, batches, err := record.EntryBatches(en.Payload)
+			if err != nil {
+				return segment.Info{}, fmt.Errorf("entry %d: %w", en.ID, err)
+			}
+			if err := sw.Append(batches); err != nil {
 				return segment.Info{}, fmt.Errorf("entry %d: %w", en.ID, err)
 			}
 		}

@@ -182,7 +182,11 @@ func (ls *Logs) learn(st *ledgerState, en client.Entry) (bounds, error) {
 
 func decodeBounds(payload []byte) (bounds, error) {
 	b := bounds{first: -1, maxTS: -1}
-	for rest := payload; len(rest) > 0; {
+	_, batches, err := record.EntryBatches(payload)
+	if err != nil {
+		return bounds{}, err
+	}
+	for rest := batches; len(rest) > 0; {
 		bt, r, err := record.Split(rest)
 		if err != nil {
 			return bounds{}, err

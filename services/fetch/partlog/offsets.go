@@ -215,7 +215,11 @@ func (lg *Log) offsetForTime(ctx context.Context, ts int64) (int64, error) {
 	if err != nil {
 		return 0, &ledgerErr{s.st.id, err}
 	}
-	if off, ok, err := ls.firstAtOrAfter(ents[0].Payload, ts); err != nil || ok {
+	_, batches, err := record.EntryBatches(ents[0].Payload)
+	if err != nil {
+		return 0, fmt.Errorf("%w: ledger %d entry %d: %w", ErrCorrupt, s.st.id, lo, err)
+	}
+	if off, ok, err := ls.firstAtOrAfter(batches, ts); err != nil || ok {
 		if err != nil {
 			err = fmt.Errorf("%w: ledger %d entry %d: %w", ErrCorrupt, s.st.id, lo, err)
 		}

@@ -289,7 +289,11 @@ func (lg *Log) collect(ctx context.Context, st *ledgerState, first, last, offset
 		if b.last < next {
 			continue
 		}
-		full, err := appendPayload(it, en.Payload, &next, lim, res)
+		_, batches, err := record.EntryBatches(en.Payload)
+		if err != nil {
+			return fmt.Errorf("%w: ledger %d entry %d: %w", ErrCorrupt, st.id, en.ID, err)
+		}
+		full, err := appendPayload(it, batches, &next, lim, res)
 		if err != nil {
 			return fmt.Errorf("%w: ledger %d entry %d: %w", ErrCorrupt, st.id, en.ID, err)
 		}

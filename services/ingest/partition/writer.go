@@ -204,7 +204,11 @@ func (w *Writer) rebuild(ctx context.Context, producers *dedup.State, chain []ca
 			return err
 		}
 		for _, e := range ents {
-			for rest := e; len(rest) > 0; {
+			_, batches, err := record.EntryBatches(e)
+			if err != nil {
+				return err
+			}
+			for rest := batches; len(rest) > 0; {
 				b, r, err := record.Split(rest)
 				if err != nil {
 					return err
