@@ -277,6 +277,17 @@ func (s *State) lookup(id int64, now time.Time) *producer {
 	return p
 }
 
+// Epoch is the producer's current epoch here (of its newest batch or
+// marker, pending or committed), and false when the producer is not
+// tracked (never seen, evicted or expired).
+func (s *State) Epoch(id int64, now time.Time) (int16, bool) {
+	p := s.lookup(id, now)
+	if p == nil {
+		return 0, false
+	}
+	return p.tip().epoch, true
+}
+
 // Check decides what to do with a batch with header h arriving at now. It
 // changes nothing. See the package documentation for the rules.
 func (s *State) Check(h Header, now time.Time) (Decision, error) {

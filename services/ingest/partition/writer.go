@@ -157,7 +157,7 @@ func Open(ctx context.Context, cfg Config, ledgers Ledgers, chain Chain, p catal
 		Topic: lease.Topic, Partition: lease.Partition, Epoch: lease.Epoch,
 		MaxEntryBytes: cfg.MaxEntryBytes, MaxInFlightEntries: cfg.MaxInFlightEntries, MaxBufferedBytes: cfg.MaxBufferedBytes,
 		Linger: cfg.Linger, RollBytes: cfg.RollBytes, RollAge: cfg.RollAge,
-	}, producers, next-1)
+	}, producers, nil, next-1)
 	w.m = m
 	// The first step is OpenLedger; Open carries it out itself, so a
 	// writer that cannot open is never returned.

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/sluicemq/sluice/pkg/record"
 )
 
 // Action is an output of the writer machine for its driver to carry out, in
@@ -181,7 +183,11 @@ func (a Attach) String() string    { return fmt.Sprintf("attach %v to %v", a.Tag
 func (a Refused) String() string   { return fmt.Sprintf("refused %v: %v", a.Tag, a.Err) }
 func (a NoSpace) String() string   { return fmt.Sprintf("no-space %v", a.Tag) }
 func (a Send) String() string {
-	return fmt.Sprintf("send %v g%d e%d %d-%d [%s]", a.Handle, a.Gen, a.Seq, a.First, a.Last, tagList(a.Tags))
+	lso := ""
+	if h, _, err := record.EntryBatches(a.Payload); err == nil && h.Present {
+		lso = fmt.Sprintf(" lso=%d", h.LSO)
+	}
+	return fmt.Sprintf("send %v g%d e%d %d-%d%s [%s]", a.Handle, a.Gen, a.Seq, a.First, a.Last, lso, tagList(a.Tags))
 }
 func (a Acknowledge) String() string { return fmt.Sprintf("acknowledge %s", tagList(a.Tags)) }
 func (a Answer) String() string      { return fmt.Sprintf("answer %v: %v", a.Tag, a.Err) }

@@ -31,6 +31,17 @@
 //     for good.
 //   - Idempotent producers (package dedup): a retry of a stored batch is a
 //     Duplicate, of one in flight an Attach to it.
+//   - Transactions (issue 24): a transactional batch opens its producer's
+//     transaction at its base offset unless one is open; a Mark (the
+//     coordinator's commit or abort marker, at the epoch it bumped to)
+//     is written as a control batch at one offset and ends it, and fences
+//     the producer's older epochs; a Mark at an epoch the producer already
+//     wrote at is late and writes nothing (Duplicate). The last stable
+//     offset (LSO) is the first offset of the oldest open transaction,
+//     else the end; an entry sent while a transaction is open carries the
+//     LSO as of its end in an entry header (pkg/record), so readers and a
+//     writer taking over learn it from the log. A failed ledger's recovery
+//     rolls the open transactions back with the offsets it dropped.
 //
 // # Invariants
 //
@@ -50,6 +61,10 @@
 //  5. Every accepted batch is answered exactly once (or attached to the
 //     original it retries); Close finishes exactly once.
 //  6. At most one I/O step is under way, and never while a retry waits.
+//  7. The LSO an entry carries is the LSO of the chain up to its end (the
+//     simulation replays the chain from scratch to check it), and
+//     StableOffset — the committed view's — never decreases and never
+//     passes the durable end.
 //
 // # Files
 //
@@ -57,6 +72,7 @@
 //	machine.go                    Config, Phase, Writer and its fields' invariants, Step, enqueue, packing, settling, ledger failure
 //	steps.go                      the I/O steps: open, seal, recover, release, retry, Close and its timeout
 //	events.go, actions.go         the inputs and outputs, with their contracts
+//	txns.go                       the open transactions, committed and queued views, the LSO
 //	errors.go                     ErrFenced, ErrBusy, ErrUnavailable, ErrClosed, ErrLostAcknowledged
 //	sabotage_on.go, _off.go       build-tagged faults for the chaos tests' sabotage builds
 //	transcript_test.go, testdata  transcripts: one scenario per file

@@ -28,6 +28,21 @@ type Enqueue struct {
 	Now   time.Time
 }
 
+// Mark asks for a transaction marker (the coordinator's, issue 24): the
+// end, committed or aborted, of producer ProducerID's transaction, written
+// at Epoch — the epoch the coordinator bumped to when it ended it, above
+// the transaction's batches'. The first action Step returns is its
+// verdict: Accepted at the marker's one offset (Answer or Acknowledge
+// follow, as for a batch), Duplicate with offsets -1 (nothing to write:
+// see Writer.mark), Refused or NoSpace. Tag identifies it as Enqueue's.
+type Mark struct {
+	ProducerID int64
+	Epoch      int16
+	Commit     bool
+	Tag        any
+	Now        time.Time
+}
+
 // Settled is the ledger's answer for entry Seq of the ledger opened as
 // generation Gen: durable on the ack quorum (Err nil) or failed. The ledger
 // answers in entry order; a synchronous refusal of a Send is reported as
@@ -82,6 +97,7 @@ type CloseTimedOut struct{}
 type Released struct{ Err error }
 
 func (Enqueue) isEvent()       {}
+func (Mark) isEvent()          {}
 func (Settled) isEvent()       {}
 func (LingerExpired) isEvent() {}
 func (Opened) isEvent()        {}
@@ -94,6 +110,13 @@ func (CloseTimedOut) isEvent() {}
 func (Released) isEvent()      {}
 
 func (e Enqueue) String() string { return fmt.Sprintf("enqueue %v (%d bytes)", e.Tag, len(e.Batch)) }
+func (e Mark) String() string {
+	outcome := "abort"
+	if e.Commit {
+		outcome = "commit"
+	}
+	return fmt.Sprintf("mark %v %s pid=%d epoch=%d", e.Tag, outcome, e.ProducerID, e.Epoch)
+}
 func (e Settled) String() string {
 	if e.Err != nil {
 		return fmt.Sprintf("settled g%d e%d: %v", e.Gen, e.Seq, e.Err)

@@ -10,9 +10,13 @@ import (
 	"github.com/sluicemq/sluice/services/ingest/dedup"
 )
 
-// MaxEntryBytesLimit is the bookie protocol's entry bound: no batch is
-// larger.
+// MaxEntryBytesLimit is the bookie protocol's entry bound: no entry is
+// larger, entry header included.
 const MaxEntryBytesLimit = 8 << 20
+
+// MaxBatchBytes is the largest batch the writer takes: an entry of it alone,
+// with an entry header, is within MaxEntryBytesLimit.
+const MaxBatchBytes = MaxEntryBytesLimit - record.EntryHeaderSize
 
 // Retry bounds of a failed I/O step: the first retry after RetryMin, each
 // next one twice as late, at most RetryMax.
@@ -103,6 +107,11 @@ const (
 type Writer struct {
 	cfg       Config
 	producers *dedup.State
+	// txns: the open transactions (their first offsets; the LSO).
+	txns *txns
+	// maxEntry is the bound on an entry's batches: MaxEntryBytes, leaving
+	// room for the entry header.
+	maxEntry int
 
 	// phase: see Phase. err is why the writer stopped (Stopped, Closed).
 	phase Phase
@@ -175,13 +184,19 @@ type ledger struct {
 	failed bool
 }
 
-// entry is one ledger entry: batches back to back.
+// entry is one ledger entry: batches back to back, after room for the
+// entry header.
 type entry struct {
+	// buf is EntryHeaderSize bytes for the header, then the batches.
 	buf   []byte
 	tags  []any
 	first int64
 	last  int64 // offset of the last record in it
-	seq   int64 // its Send's Seq, once sent
+	// lso is the last stable offset as of the entry's end (the queued
+	// view's, set whenever a batch goes in: the entry is then the last).
+	// Below last+1, a transaction is open and the entry gets a header.
+	lso int64
+	seq int64 // its Send's Seq, once sent
 	// idem: the base offsets of its idempotent producers' batches (keys
 	// of byBase).
 	idem []int64
@@ -191,12 +206,24 @@ type entry struct {
 
 // New returns a writer in Replacing whose chain ends at lastOffset (the
 // partition's next offset is lastOffset+1), with the idempotent producers'
-// state rebuilt from the chain's tail, and the first action to carry out:
-// OpenLedger.
-func New(cfg Config, producers *dedup.State, lastOffset int64) (*Writer, []Action) {
+// state and the open transactions rebuilt from the chain's tail, and the
+// first action to carry out: OpenLedger. It panics if open is malformed
+// (negative fields, a producer twice, a first offset beyond lastOffset):
+// the driver checks what it read.
+func New(cfg Config, producers *dedup.State, open []OpenTxn, lastOffset int64) (*Writer, []Action) {
+	t, err := newTxns(open)
+	if err != nil {
+		panic(fmt.Sprintf("partition machine: %v", err))
+	}
+	for _, o := range open {
+		if o.First > lastOffset {
+			panic(fmt.Sprintf("partition machine: open transaction %+v begins beyond the chain's end %d", o, lastOffset))
+		}
+	}
 	m := &Writer{
-		cfg: cfg, producers: producers, phase: Replacing,
-		next: lastOffset + 1, lastSent: lastOffset, acked: lastOffset,
+		cfg: cfg, producers: producers, txns: t, phase: Replacing,
+		maxEntry: min(cfg.MaxEntryBytes, MaxBatchBytes),
+		next:     lastOffset + 1, lastSent: lastOffset, acked: lastOffset,
 		byBase: make(map[int64]any), backoff: RetryMin,
 	}
 	m.out = m.out[:0]
@@ -214,6 +241,9 @@ func (m *Writer) Step(ev Event) []Action {
 	case Enqueue:
 		m.out = append(m.out, nil)
 		m.out[0] = m.enqueue(e).Action(e.Tag)
+	case Mark:
+		m.out = append(m.out, nil)
+		m.out[0] = m.mark(e).Action(e.Tag)
 	case Settled:
 		m.settled(e)
 	case LingerExpired:
@@ -289,19 +319,20 @@ func (m *Writer) AckedOffset() int64 { return m.acked }
 // Buffered is the bytes accepted and not yet settled.
 func (m *Writer) Buffered() int64 { return m.buffered }
 
+// StableOffset is the last stable offset as of the durable end: the first
+// offset of the oldest transaction open there, else AckedOffset+1. It
+// never decreases.
+func (m *Writer) StableOffset() int64 { return m.txns.committedLSO(m.acked + 1) }
+
+// OpenTxns is the number of transactions open (the queued view).
+func (m *Writer) OpenTxns() int { return len(m.txns.queued) }
+
 func (m *Writer) enqueue(e Enqueue) Verdict {
-	if len(e.Batch) > MaxEntryBytesLimit {
-		return Verdict{Kind: KindRefused, Err: fmt.Errorf("%w: batch of %d bytes exceeds the entry limit %d", record.ErrInvalid, len(e.Batch), MaxEntryBytesLimit)}
+	if len(e.Batch) > MaxBatchBytes {
+		return Verdict{Kind: KindRefused, Err: fmt.Errorf("%w: batch of %d bytes exceeds the entry limit %d", record.ErrInvalid, len(e.Batch), MaxBatchBytes)}
 	}
-	switch m.phase {
-	case Stopped, Closed, Closing:
-		err := m.err
-		if err == nil {
-			err = ErrClosed
-		}
-		return Verdict{Kind: KindRefused, Err: err}
-	case Replacing:
-		return Verdict{Kind: KindRefused, Err: fmt.Errorf("%w: %s/%d is replacing a failed ledger", ErrUnavailable, m.cfg.Topic, m.cfg.Partition)}
+	if v, ok := m.refuseInPhase(); !ok {
+		return v
 	}
 	size := int64(len(e.Batch))
 	if m.buffered+size > m.cfg.MaxBufferedBytes {
@@ -336,19 +367,86 @@ func (m *Writer) enqueue(e Enqueue) Verdict {
 	if h.ProducerID != dedup.NoProducerID && !sabotaged {
 		m.producers.Pending(h, base, e.Now)
 		m.byBase[base] = e.Tag
+		if b.Attributes().Transactional() {
+			m.txns.begin(h.ProducerID, h.Epoch, base)
+		}
 	}
-	en := m.filling(len(e.Batch), base)
+	en := m.put(e.Batch, e.Tag, base, last)
 	if h.ProducerID != dedup.NoProducerID && !sabotaged {
 		en.idem = append(en.idem, base)
 	}
-	en.buf = append(en.buf, e.Batch...)
-	en.tags = append(en.tags, e.Tag)
-	en.last = last
-	if len(en.buf) >= m.cfg.MaxEntryBytes {
-		en.sealed = true
-	}
 	m.flush(e.Now, false)
 	return Verdict{Kind: KindAccepted, Base: base, Last: last}
+}
+
+// refuseInPhase is the verdict on a batch or marker the phase does not
+// take (ok false), or ok.
+func (m *Writer) refuseInPhase() (Verdict, bool) {
+	switch m.phase {
+	case Stopped, Closed, Closing:
+		err := m.err
+		if err == nil {
+			err = ErrClosed
+		}
+		return Verdict{Kind: KindRefused, Err: err}, false
+	case Replacing:
+		return Verdict{Kind: KindRefused, Err: fmt.Errorf("%w: %s/%d is replacing a failed ledger", ErrUnavailable, m.cfg.Topic, m.cfg.Partition)}, false
+	}
+	return Verdict{}, true
+}
+
+// put appends an accepted batch at base..last to the filling entry and
+// returns the entry.
+func (m *Writer) put(batch []byte, tag any, base, last int64) *entry {
+	en := m.filling(len(batch), base)
+	en.buf = append(en.buf, batch...)
+	en.tags = append(en.tags, tag)
+	en.last = last
+	en.lso = m.txns.lso(last + 1)
+	if en.size() >= m.maxEntry {
+		en.sealed = true
+	}
+	return en
+}
+
+// mark decides a transaction marker: written like a batch (Accepted at its
+// one offset) when it ends a transaction of this partition or fences the
+// producer's older epochs; Duplicate (nothing written, offsets -1) when the
+// producer already wrote at the marker's epoch or later here — the marker
+// is a retry, or late: its transaction was complete before the producer
+// could write at a newer epoch (the coordinator lets the next transaction
+// begin only then), so it has nothing left to end.
+func (m *Writer) mark(e Mark) Verdict {
+	if v, ok := m.refuseInPhase(); !ok {
+		return v
+	}
+	if o, ok := m.txns.open(e.ProducerID); ok && o.Epoch >= e.Epoch {
+		return Verdict{Kind: KindDuplicate, Base: -1, Last: -1}
+	}
+	if ep, ok := m.producers.Epoch(e.ProducerID, e.Now); ok && ep >= e.Epoch {
+		return Verdict{Kind: KindDuplicate, Base: -1, Last: -1}
+	}
+	if err := m.producers.CheckMarker(e.ProducerID, e.Epoch, e.Now); err != nil {
+		return Verdict{Kind: KindRefused, Err: err}
+	}
+	batch, err := record.BuildMarker(record.Marker{ProducerID: e.ProducerID, ProducerEpoch: e.Epoch, Commit: e.Commit, Timestamp: max(0, e.Now.UnixMilli())})
+	if err != nil {
+		return Verdict{Kind: KindRefused, Err: err}
+	}
+	size := int64(len(batch))
+	if m.buffered+size > m.cfg.MaxBufferedBytes {
+		return Verdict{Kind: KindNoSpace}
+	}
+	base := m.next
+	record.SetBaseOffset(batch, base)
+	record.SetPartitionLeaderEpoch(batch, int32(m.cfg.Epoch))
+	m.next = base + 1
+	m.buffered += size
+	m.producers.PendingMarker(e.ProducerID, e.Epoch, base, e.Now)
+	m.txns.end(e.ProducerID, base)
+	m.put(batch, e.Tag, base, base)
+	m.flush(e.Now, false)
+	return Verdict{Kind: KindAccepted, Base: base, Last: base}
 }
 
 // filling returns the entry to put n more bytes in, starting at offset
@@ -357,12 +455,12 @@ func (m *Writer) enqueue(e Enqueue) Verdict {
 func (m *Writer) filling(n int, first int64) *entry {
 	if k := len(m.queue); k > 0 {
 		en := m.queue[k-1]
-		if !en.sealed && len(en.buf)+n <= m.cfg.MaxEntryBytes {
+		if !en.sealed && en.size()+n <= m.maxEntry {
 			return en
 		}
 		en.sealed = true
 	}
-	en := &entry{first: first}
+	en := &entry{first: first, buf: make([]byte, record.EntryHeaderSize, record.EntryHeaderSize+n)}
 	m.queue = append(m.queue, en)
 	return en
 }
@@ -391,8 +489,8 @@ func (m *Writer) flush(now time.Time, lingerExpired bool) {
 		l.seq++
 		m.inflight = append(m.inflight, en)
 		m.lastSent = en.last
-		l.bytes += int64(len(en.buf))
-		m.emit(Send{Handle: l.handle, Gen: l.gen, Seq: en.seq, First: en.first, Last: en.last, Payload: en.buf, Tags: en.tags})
+		l.bytes += int64(en.size())
+		m.emit(Send{Handle: l.handle, Gen: l.gen, Seq: en.seq, First: en.first, Last: en.last, Payload: en.payload(), Tags: en.tags})
 	}
 	if l.bytes >= m.cfg.RollBytes || now.Sub(l.born) >= m.cfg.RollAge {
 		m.phase = Rolling
@@ -419,15 +517,29 @@ func (m *Writer) settled(e Settled) {
 	m.inflight = m.inflight[1:]
 	m.acked = en.last
 	m.producers.Commit(en.last)
+	m.txns.commit(en.last)
 	m.emit(Acknowledge{en.tags})
 	m.forget(en)
-	m.free(int64(len(en.buf)))
+	m.free(int64(en.size()))
 	switch m.phase {
 	case Open:
 		m.flush(e.Now, false)
 	case Rolling, Closing:
 		m.advance()
 	}
+}
+
+// size is the bytes of en's batches.
+func (en *entry) size() int { return len(en.buf) - record.EntryHeaderSize }
+
+// payload is what en is written as: its batches, after an entry header when
+// a transaction is open at its end.
+func (en *entry) payload() []byte {
+	if en.lso > en.last {
+		return en.buf[record.EntryHeaderSize:]
+	}
+	record.PutEntryHeader(en.buf, en.lso)
+	return en.buf
 }
 
 // forget drops en's batches from byBase.
@@ -452,7 +564,7 @@ func (m *Writer) fail(ens []*entry, err error) int {
 		for _, t := range en.tags {
 			m.emit(Answer{Tag: t, Err: err})
 		}
-		n += int64(len(en.buf))
+		n += int64(en.size())
 	}
 	m.free(n)
 	return len(ens)

@@ -79,7 +79,12 @@ type simWorld struct {
 	// batches sent, for retries.
 	seq     map[int64]int32
 	batches map[int64][]simBatch
-	fail    string
+	// txnEpoch: the epochs of the transactional producers 4 and 5 (the
+	// coordinator's, bumped by every marker asked for); stable: the
+	// machine's StableOffset after the last step.
+	txnEpoch map[int64]int16
+	stable   int64
+	fail     string
 }
 
 type simBatch struct {
@@ -90,7 +95,7 @@ type simBatch struct {
 func runSim(t *testing.T, seed uint64) bool {
 	w := &simWorld{t: t, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 		accepted: map[string][2]int64{}, answered: map[string]int{}, ackedUpTo: -1,
-		seq: map[int64]int32{}, batches: map[int64][]simBatch{}}
+		seq: map[int64]int32{}, batches: map[int64][]simBatch{}, txnEpoch: map[int64]int16{}}
 	w.cfg = Config{Topic: "t", Epoch: 1, MaxEntryBytes: 200 + w.rng.IntN(800), MaxInFlightEntries: 1 + w.rng.IntN(4),
 		MaxBufferedBytes: 2000 + int64(w.rng.IntN(4000)), RollBytes: 500 + int64(w.rng.IntN(3000)), RollAge: time.Second}
 	if w.rng.IntN(2) == 0 {
@@ -101,7 +106,7 @@ func runSim(t *testing.T, seed uint64) bool {
 		t.Fatal(err)
 	}
 	w.now = time.Unix(0, 0)
-	m, acts := New(w.cfg, st, -1)
+	m, acts := New(w.cfg, st, nil, -1)
 	w.m = m
 	w.apply(acts)
 	steps := 300 + w.rng.IntN(700)
@@ -180,7 +185,11 @@ func (w *simWorld) step() {
 				return
 			}
 		case 11:
-			w.retryBatch()
+			if w.rng.IntN(3) == 0 {
+				w.mark()
+			} else {
+				w.retryBatch()
+			}
 			return
 		}
 	}
@@ -208,11 +217,98 @@ func (w *simWorld) enqueue() {
 	tag := fmt.Sprintf("b%d", w.nextTag)
 	opts := record.BuilderOptions{}
 	n := 1 + w.rng.IntN(5)
-	if id := int64(w.rng.IntN(4)); id > 0 {
+	switch id := int64(w.rng.IntN(6)); {
+	case id >= 4:
+		// A transactional producer: its batches open a transaction that
+		// only a marker ends.
+		opts.Producer = &record.Producer{ID: id, Epoch: w.txnEpoch[id], BaseSequence: w.seq[id]}
+		opts.Transactional = true
+	case id > 0:
 		opts.Producer = &record.Producer{ID: id, BaseSequence: w.seq[id]}
 		w.batches[id] = append(w.batches[id], simBatch{w.seq[id], n})
 	}
 	w.offer(tag, buildBatch(w.t, opts, n, 10+w.rng.IntN(60)), opts.Producer)
+}
+
+// mark asks for a transactional producer's marker: at a bumped epoch, as
+// the coordinator ends a transaction, or now and then at the current one,
+// as a late or repeated marker, which writes nothing once the producer has
+// written at that epoch.
+func (w *simWorld) mark() {
+	id := int64(4 + w.rng.IntN(2))
+	epoch := w.txnEpoch[id]
+	stale := w.rng.IntN(4) == 0
+	if !stale {
+		epoch++
+		w.txnEpoch[id], w.seq[id] = epoch, 0
+	}
+	w.nextTag++
+	tag := fmt.Sprintf("m%d", w.nextTag)
+	acts := w.do(Mark{ProducerID: id, Epoch: epoch, Commit: w.rng.IntN(2) == 0, Tag: tag, Now: w.now})
+	if w.fail != "" {
+		return
+	}
+	if d, ok := acts[0].(Duplicate); ok && (d.Base != -1 || d.Last != -1) {
+		w.fail = fmt.Sprintf("duplicate marker with offsets: %v", d)
+	}
+	if a, ok := acts[0].(Accepted); ok && a.Base != a.Last {
+		w.fail = fmt.Sprintf("marker accepted over several offsets: %v", a)
+	}
+}
+
+// replayLSO is the last stable offset after payloads (entries in chain
+// order), by the rules from scratch: a transactional batch opens its
+// producer's transaction unless one is open, a marker ends it.
+func replayLSO(payloads [][]byte) (int64, error) {
+	open := map[int64]int64{}
+	end := int64(0)
+	for _, p := range payloads {
+		_, batches, err := record.EntryBatches(p)
+		if err != nil {
+			return 0, err
+		}
+		for rest := batches; len(rest) > 0; {
+			b, r, err := record.Split(rest)
+			if err != nil {
+				return 0, err
+			}
+			rest = r
+			end = b.NextOffset()
+			switch a := b.Attributes(); {
+			case a.Control():
+				delete(open, b.ProducerID())
+			case a.Transactional():
+				if _, ok := open[b.ProducerID()]; !ok {
+					open[b.ProducerID()] = b.BaseOffset()
+				}
+			}
+		}
+	}
+	lso := end
+	for _, f := range open {
+		lso = min(lso, f)
+	}
+	return lso, nil
+}
+
+// chainPayloads is every entry of the chain's ledgers, in order: all sent
+// (durable false), or the ones the machine knows are durable (acknowledged
+// by the bookies, up to its durable end).
+func (w *simWorld) chainPayloads(durable bool) [][]byte {
+	var ps [][]byte
+	for _, l := range w.chain {
+		es := l.entries
+		if durable {
+			es = es[:l.acked]
+		}
+		for _, e := range es {
+			if durable && e.Last > w.m.acked {
+				break
+			}
+			ps = append(ps, e.Payload)
+		}
+	}
+	return ps
 }
 
 // retryBatch sends an idempotent producer's earlier batch again.
@@ -361,11 +457,18 @@ func (w *simWorld) apply(acts []Action) {
 				w.fail = fmt.Sprintf("send %v: want first %d, seq %d", a, want, len(l.entries))
 				return
 			}
-			if last, err := record.EntryLastOffset(a.Payload); err != nil || last != a.Last {
+			last, lso, err := record.EntryStableOffset(a.Payload)
+			if err != nil || last != a.Last {
 				w.fail = fmt.Sprintf("send %v: payload ends at %d (%v)", a, last, err)
 				return
 			}
 			l.entries = append(l.entries, a)
+			// Its header says the LSO the chain has at its end.
+			want, err2 := replayLSO(w.chainPayloads(false))
+			if err2 != nil || lso != want {
+				w.fail = fmt.Sprintf("send %v: entry says LSO %d, the chain's is %d (%v)", a, lso, want, err2)
+				return
+			}
 		case Acknowledge:
 			for _, t := range a.Tags {
 				w.answer(t.(string), nil)
@@ -449,13 +552,13 @@ func (w *simWorld) check(ev Event) {
 	var bytes int64
 	prev := m.lastSent
 	for i, en := range m.inflight {
-		bytes += int64(len(en.buf))
+		bytes += int64(en.size())
 		if i == len(m.inflight)-1 && en.last != m.lastSent {
 			bad("last in flight ends at %d, lastSent %d", en.last, m.lastSent)
 		}
 	}
 	for i, en := range m.queue {
-		bytes += int64(len(en.buf))
+		bytes += int64(en.size())
 		if en.first != prev+1 {
 			bad("queued entry %d starts at %d after %d", i, en.first, prev)
 		}
@@ -484,6 +587,16 @@ func (w *simWorld) check(ev Event) {
 	}
 	if m.acked < w.ackedUpTo {
 		bad("acked %d below what producers saw acknowledged (%d)", m.acked, w.ackedUpTo)
+	}
+	if lso := m.StableOffset(); lso < w.stable || lso > m.acked+1 {
+		bad("stable offset %d: was %d, durable end %d", lso, w.stable, m.acked)
+	} else if m.phase != Stopped && m.phase != Closed {
+		// The committed view is the acknowledged entries' (and the
+		// recovered ones').
+		if want, err := replayLSO(w.chainPayloads(true)); err != nil || want != lso {
+			bad("stable offset %d, the acknowledged entries' is %d (%v)", lso, want, err)
+		}
+		w.stable = lso
 	}
 	if m.op != opNone && m.retryArmed {
 		bad("a step under way and a retry pending")

@@ -135,6 +135,8 @@ func (m *Writer) recovered(e Recovered) {
 	// so their retries are new.
 	m.producers.Commit(e.LastOffset)
 	m.producers.Abort(e.LastOffset + 1)
+	m.txns.commit(e.LastOffset)
+	m.txns.abort(e.LastOffset + 1)
 	m.ledger = nil
 	m.backoff = RetryMin
 	m.advance() // Replacing: open the next; Closing: release

@@ -26,8 +26,9 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of testda
 // Commands (batches are named by their tag, ledgers L1, L2, ... in the
 // order opened; the clock starts at 0 and moves only with tick):
 //
-//	writer [last=N] [entry=BYTES] [inflight=N] [buffered=BYTES] [linger=D] [roll-bytes=BYTES] [roll-age=D]
-//	enqueue TAG [records=N] [size=BYTES] [producer=ID seq=S] | enqueue TAG raw=BYTES
+//	writer [last=N] [entry=BYTES] [inflight=N] [buffered=BYTES] [linger=D] [roll-bytes=BYTES] [roll-age=D] [open=PID:EPOCH:FIRST,...]
+//	enqueue TAG [records=N] [size=BYTES] [producer=ID seq=S [epoch=E] [txn]] | enqueue TAG raw=BYTES
+//	mark TAG producer=ID epoch=E commit|abort
 //	settle gG eS [fail|fenced]
 //	linger | retry | close | close-timeout | tick D
 //	opened [first=N] | open-failed [fenced] | sealed | seal-failed [fenced]
@@ -56,6 +57,8 @@ func (h *harness) run(cmd string) []string {
 	for _, a := range f[1:] {
 		if k, v, ok := strings.Cut(a, "="); ok {
 			args[k] = v
+		} else if a == "txn" {
+			args[a] = ""
 		} else {
 			pos = append(pos, a)
 		}
@@ -70,6 +73,8 @@ func (h *harness) run(cmd string) []string {
 	switch f[0] {
 	case "enqueue":
 		ev = Enqueue{Batch: h.batch(args), Tag: pos[0], Now: h.now}
+	case "mark":
+		ev = Mark{ProducerID: h.num(args["producer"]), Epoch: int16(h.num(args["epoch"])), Commit: pos[1] == "commit", Tag: pos[0], Now: h.now}
 	case "settle":
 		g, s := h.num(strings.TrimPrefix(pos[0], "g")), h.num(strings.TrimPrefix(pos[1], "e"))
 		e := Settled{Gen: g, Seq: s, Now: h.now}
@@ -153,8 +158,15 @@ func (h *harness) newWriter(args map[string]string) []string {
 	if v, ok := args["last"]; ok {
 		last = h.num(v)
 	}
+	var open []OpenTxn
+	if v, ok := args["open"]; ok {
+		for _, o := range strings.Split(v, ",") {
+			f := strings.Split(o, ":")
+			open = append(open, OpenTxn{ProducerID: h.num(f[0]), Epoch: int16(h.num(f[1])), First: h.num(f[2])})
+		}
+	}
 	h.now, h.opened = time.Unix(0, 0), 0
-	m, acts := New(cfg, st, last)
+	m, acts := New(cfg, st, open, last)
 	h.m = m
 	return h.lines(acts)
 }
@@ -201,6 +213,10 @@ func (h *harness) batch(args map[string]string) []byte {
 	opts := record.BuilderOptions{}
 	if v, ok := args["producer"]; ok {
 		opts.Producer = &record.Producer{ID: h.num(v), BaseSequence: int32(h.num(args["seq"]))}
+		if e, ok := args["epoch"]; ok {
+			opts.Producer.Epoch = int16(h.num(e))
+		}
+		_, opts.Transactional = args["txn"]
 	}
 	return buildBatch(h.t, opts, int(n), int(size))
 }
@@ -234,6 +250,6 @@ func (h *harness) state() string {
 		l += ")"
 	}
 	ops := [...]string{"none", "open", "seal", "recover", "release"}
-	return fmt.Sprintf("phase=%v next=%d sent=%d acked=%d ledger=%s queue=%d inflight=%d buffered=%d op=%s retry=%v",
-		m.phase, m.next, m.lastSent, m.acked, l, len(m.queue), len(m.inflight), m.buffered, ops[m.op], m.retryArmed)
+	return fmt.Sprintf("phase=%v next=%d sent=%d acked=%d lso=%d open=%d ledger=%s queue=%d inflight=%d buffered=%d op=%s retry=%v",
+		m.phase, m.next, m.lastSent, m.acked, m.StableOffset(), m.OpenTxns(), l, len(m.queue), len(m.inflight), m.buffered, ops[m.op], m.retryArmed)
 }
