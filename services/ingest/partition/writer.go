@@ -142,6 +142,7 @@ func Open(ctx context.Context, cfg Config, ledgers Ledgers, chain Chain, p catal
 		return nil, err
 	}
 	next := p.LogStartOffset
+	var openTxns []machine.OpenTxn
 	if n := len(p.Ledgers); n > 0 {
 		tail := p.Ledgers[n-1]
 		m, err := ledgers.Recover(ctx, tail.ID, lastOffsetOf)
@@ -149,7 +150,7 @@ func Open(ctx context.Context, cfg Config, ledgers Ledgers, chain Chain, p catal
 			return nil, fmt.Errorf("recover tail ledger %d of %s/%d: %w", tail.ID, lease.Topic, lease.Partition, err)
 		}
 		next = m.LastOffset + 1
-		if err := w.rebuild(ctx, producers, p.Ledgers); err != nil {
+		if openTxns, err = w.rebuild(ctx, producers, p.Ledgers); err != nil {
 			return nil, fmt.Errorf("rebuild producer state of %s/%d: %w", lease.Topic, lease.Partition, err)
 		}
 	}
@@ -157,7 +158,7 @@ func Open(ctx context.Context, cfg Config, ledgers Ledgers, chain Chain, p catal
 		Topic: lease.Topic, Partition: lease.Partition, Epoch: lease.Epoch,
 		MaxEntryBytes: cfg.MaxEntryBytes, MaxInFlightEntries: cfg.MaxInFlightEntries, MaxBufferedBytes: cfg.MaxBufferedBytes,
 		Linger: cfg.Linger, RollBytes: cfg.RollBytes, RollAge: cfg.RollAge,
-	}, producers, nil, next-1)
+	}, producers, openTxns, next-1)
 	w.m = m
 	// The first step is OpenLedger; Open carries it out itself, so a
 	// writer that cannot open is never returned.
@@ -174,63 +175,180 @@ func Open(ctx context.Context, cfg Config, ledgers Ledgers, chain Chain, p catal
 	return w, nil
 }
 
-// rebuild feeds the idempotent producers' batches at the end of the chain
-// (the last RebuildEntries entries, across ledgers) to the dedup state, so
-// a producer's retry after a failover is still recognised.
-func (w *Writer) rebuild(ctx context.Context, producers *dedup.State, chain []catalog.LedgerRef) error {
-	type span struct {
-		id          catalog.LedgerID
-		first, last int64
+// rebuild reads the end of the chain back into the writer's state: the
+// idempotent producers' batches of the last RebuildEntries entries (across
+// ledgers), so a producer's retry after a failover is still recognised,
+// and the transactions open at the tail. The last entry's header says the
+// LSO (pkg/record, "entry header"): every open transaction began at or
+// after it, so the replay starts at the entry holding the LSO when that is
+// further back than the window — found by a binary search over the ledger
+// holding it — and streams forward. The open transactions found must
+// agree with the header: if they do not, the log is not what the writer
+// wrote, and Open fails rather than guess.
+func (w *Writer) rebuild(ctx context.Context, producers *dedup.State, chain []catalog.LedgerRef) ([]machine.OpenTxn, error) {
+	type pos struct {
+		ledger int // index in chain
+		entry  int64
 	}
-	var spans []span
-	budget := int64(w.cfg.RebuildEntries)
-	for i := len(chain) - 1; i >= 0 && budget > 0; i-- {
+	// lastEntry[i] is ledger i's last entry id (-1: none), once known.
+	lastEntry := make([]int64, len(chain))
+	known := make([]bool, len(chain))
+	meta := func(i int) error {
+		if known[i] {
+			return nil
+		}
 		m, err := w.ledgrs.Recover(ctx, chain[i].ID, lastOffsetOf) // sealed: returns its metadata
 		if err != nil {
 			return err
 		}
-		if m.LastEntry < 0 {
+		lastEntry[i], known[i] = m.LastEntry, true
+		return nil
+	}
+	// The window: the last RebuildEntries entries.
+	start := pos{len(chain), 0}
+	budget := int64(w.cfg.RebuildEntries)
+	for i := len(chain) - 1; i >= 0 && budget > 0; i-- {
+		if err := meta(i); err != nil {
+			return nil, err
+		}
+		if lastEntry[i] < 0 {
 			continue
 		}
-		first := max(0, m.LastEntry-budget+1)
-		spans = append(spans, span{chain[i].ID, first, m.LastEntry})
-		budget -= m.LastEntry - first + 1
+		first := max(0, lastEntry[i]-budget+1)
+		start = pos{i, first}
+		budget -= lastEntry[i] - first + 1
+	}
+	if start.ledger == len(chain) {
+		return nil, nil // no entry in the chain
+	}
+	// The LSO at the tail, from the last entry.
+	tail := len(chain) - 1
+	for lastEntry[tail] < 0 {
+		tail--
+	}
+	ents, err := w.ledgrs.ReadEntries(ctx, chain[tail].ID, lastEntry[tail], lastEntry[tail])
+	if err != nil {
+		return nil, err
+	}
+	tailLast, lso, err := record.EntryStableOffset(ents[0])
+	if err != nil {
+		return nil, fmt.Errorf("ledger %d entry %d: %w", chain[tail].ID, lastEntry[tail], err)
+	}
+	if lso <= tailLast {
+		// A transaction is open: start at the entry holding the LSO if the
+		// window begins after it.
+		j := tail
+		for j > 0 && chain[j].FirstOffset > lso {
+			j--
+		}
+		if j <= start.ledger {
+			if err := meta(j); err != nil {
+				return nil, err
+			}
+			e, err := w.entryHolding(ctx, chain[j].ID, lastEntry[j], lso)
+			if err != nil {
+				return nil, err
+			}
+			if p := (pos{j, e}); p.ledger < start.ledger || p.ledger == start.ledger && p.entry < start.entry {
+				start = p
+			}
+		}
 	}
 	now := w.cfg.Now()
-	for i := len(spans) - 1; i >= 0; i-- {
-		sp := spans[i]
-		ents, err := w.ledgrs.ReadEntries(ctx, sp.id, sp.first, sp.last)
+	open := map[int64]machine.OpenTxn{}
+	for i := start.ledger; i < len(chain); i++ {
+		if err := meta(i); err != nil {
+			return nil, err
+		}
+		first := int64(0)
+		if i == start.ledger {
+			first = start.entry
+		}
+		for e := first; e <= lastEntry[i]; e += rebuildChunk {
+			ents, err := w.ledgrs.ReadEntries(ctx, chain[i].ID, e, min(e+rebuildChunk-1, lastEntry[i]))
+			if err != nil {
+				return nil, err
+			}
+			for k, en := range ents {
+				if err := replayEntry(en, producers, open, now); err != nil {
+					return nil, fmt.Errorf("ledger %d entry %d: %w", chain[i].ID, e+int64(k), err)
+				}
+			}
+		}
+	}
+	txns := make([]machine.OpenTxn, 0, len(open))
+	found := tailLast + 1
+	for _, o := range open {
+		txns = append(txns, o)
+		found = min(found, o.First)
+	}
+	if found != lso {
+		return nil, fmt.Errorf("the tail's entry header says the last stable offset is %d, but the open transactions read back begin at %d: the log is inconsistent", lso, found)
+	}
+	return txns, nil
+}
+
+// rebuildChunk is how many entries rebuild reads at once.
+const rebuildChunk = 256
+
+// replayEntry feeds one entry read back to the producers' state and the
+// open transactions: a transactional batch opens its producer's
+// transaction unless one is open, a marker ends it (the machine's rules).
+func replayEntry(entry []byte, producers *dedup.State, open map[int64]machine.OpenTxn, now time.Time) error {
+	_, batches, err := record.EntryBatches(entry)
+	if err != nil {
+		return err
+	}
+	for rest := batches; len(rest) > 0; {
+		b, r, err := record.Split(rest)
 		if err != nil {
 			return err
 		}
-		for _, e := range ents {
-			_, batches, err := record.EntryBatches(e)
-			if err != nil {
+		rest = r
+		pid := b.ProducerID()
+		switch {
+		case pid == record.NoProducerID:
+		case b.Attributes().Control():
+			// A transaction marker: it ends the producer's open
+			// transaction and fences the ended transaction's epoch
+			// (dedup's RebuildMarker).
+			delete(open, pid)
+			if err := producers.RebuildMarker(pid, b.ProducerEpoch(), b.BaseOffset(), now); err != nil {
 				return err
 			}
-			for rest := batches; len(rest) > 0; {
-				b, r, err := record.Split(rest)
-				if err != nil {
-					return err
-				}
-				switch {
-				case b.ProducerID() == record.NoProducerID:
-				case b.Attributes().Control():
-					// A transaction marker: it fences the ended
-					// transaction's epoch (dedup's RebuildMarker).
-					if err := producers.RebuildMarker(b.ProducerID(), b.ProducerEpoch(), b.BaseOffset(), now); err != nil {
-						return err
-					}
-				default:
-					if err := producers.Rebuild(dedup.HeaderOf(b), b.BaseOffset(), now); err != nil {
-						return err
-					}
-				}
-				rest = r
+		default:
+			if _, ok := open[pid]; !ok && b.Attributes().Transactional() {
+				open[pid] = machine.OpenTxn{ProducerID: pid, Epoch: b.ProducerEpoch(), First: b.BaseOffset()}
+			}
+			if err := producers.Rebuild(dedup.HeaderOf(b), b.BaseOffset(), now); err != nil {
+				return err
 			}
 		}
 	}
 	return nil
+}
+
+// entryHolding finds, by binary search over ledger id's entries 0..last,
+// the first entry whose records reach offset (its last offset >= offset).
+func (w *Writer) entryHolding(ctx context.Context, id catalog.LedgerID, last, offset int64) (int64, error) {
+	lo, hi := int64(0), last
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		ents, err := w.ledgrs.ReadEntries(ctx, id, mid, mid)
+		if err != nil {
+			return 0, err
+		}
+		l, err := record.EntryLastOffset(ents[0])
+		if err != nil {
+			return 0, fmt.Errorf("ledger %d entry %d: %w", id, mid, err)
+		}
+		if l < offset {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	return lo, nil
 }
 
 // lastOffsetOf is the offset of the last record in an entry's payload.
@@ -298,11 +416,35 @@ func (p Pending) Wait(ctx context.Context) (Appended, error) {
 // needs to keep a producer's order. While MaxBufferedBytes is full it waits
 // up to QueueWait (then ErrBusy); ctx bounds only that wait.
 func (w *Writer) Enqueue(ctx context.Context, batch []byte) (Pending, error) {
+	return w.offer(ctx, func(wt *waiter) (machine.Verdict, []machine.Action) {
+		return w.m.Enqueue(machine.Enqueue{Batch: batch, Tag: wt, Now: w.cfg.Now()})
+	})
+}
+
+// Mark writes a transaction marker — the end, committed or aborted, of
+// producer producerID's transaction, at epoch, the epoch the coordinator
+// bumped to when it ended it — and returns its offset once it is durable.
+// A marker the partition has nothing left to end (a retry, or a late one:
+// the producer already wrote at epoch or later here) writes nothing and
+// answers Duplicate, offsets -1. Its errors are Append's.
+func (w *Writer) Mark(ctx context.Context, producerID int64, epoch int16, commit bool) (Appended, error) {
+	p, err := w.offer(ctx, func(wt *waiter) (machine.Verdict, []machine.Action) {
+		return w.m.Mark(machine.Mark{ProducerID: producerID, Epoch: epoch, Commit: commit, Tag: wt, Now: w.cfg.Now()})
+	})
+	if err != nil {
+		return Appended{}, err
+	}
+	return p.Wait(ctx)
+}
+
+// offer steps an Enqueue or a Mark (step, under the lock, with the
+// waiter as its tag) until the machine has room for it.
+func (w *Writer) offer(ctx context.Context, step func(*waiter) (machine.Verdict, []machine.Action)) (Pending, error) {
 	wt := &waiter{done: make(chan struct{})}
 	var deadline <-chan time.Time
 	for {
 		w.mu.Lock()
-		v, acts := w.m.Enqueue(machine.Enqueue{Batch: batch, Tag: wt, Now: w.cfg.Now()})
+		v, acts := step(wt)
 		switch v.Kind {
 		case machine.KindAccepted:
 			wt.res = Appended{BaseOffset: v.Base, LastOffset: v.Last}
@@ -500,6 +642,15 @@ func (w *Writer) AckedEnd() int64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.m.AckedOffset() + 1
+}
+
+// StableEnd is the partition's last stable offset as this writer knows
+// it: the first offset of the oldest transaction open at the durable end,
+// else AckedEnd. It only rises. A read_committed reader reads below it.
+func (w *Writer) StableEnd() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.m.StableOffset()
 }
 
 // Lease is the writer's lease.

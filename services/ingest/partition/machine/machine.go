@@ -281,6 +281,13 @@ func (m *Writer) Enqueue(e Enqueue) (Verdict, []Action) {
 	return v, m.out
 }
 
+// Mark steps a Mark event, returning its verdict as Enqueue does.
+func (m *Writer) Mark(e Mark) (Verdict, []Action) {
+	m.out = m.out[:0]
+	v := m.mark(e)
+	return v, m.out
+}
+
 // Settle steps a Settled event; see Step.
 func (m *Writer) Settle(e Settled) []Action {
 	m.out = m.out[:0]
