@@ -201,7 +201,7 @@ func New(cfg Config) (_ *Cluster, err error) {
 	if icfg.Logger == nil {
 		icfg.Logger = c.log
 	}
-	if c.Ingest, err = ingest.New(icfg, ingest.Deps{Catalog: icat, Ledgers: ingest.LedgerClient(c.Ledgers), Forward: ingest.Forwarder(h2c), Producers: c.Bookkeeping}); err != nil {
+	if c.Ingest, err = ingest.New(icfg, ingest.Deps{Catalog: icat, Ledgers: ingest.LedgerClient(c.Ledgers), Forward: ingest.Forwarder(h2c), Partitions: ingest.PartitionClients(h2c), Producers: c.Bookkeeping}); err != nil {
 		return nil, err
 	}
 	// The fetch service's triggers send failed records to their DLQ
@@ -219,6 +219,7 @@ func New(cfg Config) (_ *Cluster, err error) {
 		return nil, err
 	}
 	c.public.Handle(c.Ingest.Handler(c.public.HandlerOptions()...))
+	c.public.Handle(c.Ingest.PeerHandler(c.public.HandlerOptions()...))
 	c.public.Handle(c.Fetch.Handler(c.public.HandlerOptions()...))
 	c.public.Handle(c.Admin.Handler(c.public.HandlerOptions()...))
 	// Health stays NOT_SERVING until ingest took back the partitions this
@@ -239,7 +240,7 @@ func New(cfg Config) (_ *Cluster, err error) {
 		if ec.Logger == nil {
 			ec.Logger = c.log.With(slog.String("copy", ec.OwnerID))
 		}
-		if e.Ingest, err = ingest.New(ec, ingest.Deps{Catalog: icat, Ledgers: ingest.LedgerClient(c.Ledgers), Forward: ingest.Forwarder(h2c), Producers: c.Bookkeeping}); err != nil {
+		if e.Ingest, err = ingest.New(ec, ingest.Deps{Catalog: icat, Ledgers: ingest.LedgerClient(c.Ledgers), Forward: ingest.Forwarder(h2c), Partitions: ingest.PartitionClients(h2c), Producers: c.Bookkeeping}); err != nil {
 			return nil, err
 		}
 		ad, err := admin.New(admin.Deps{Catalog: c.Catalog, EndOffset: e.Ingest.EndOffset, Groups: c.Fetch.GroupAdmin(), Ledgers: c.Ledgers, TopicDeleted: e.Ingest.TopicDeleted})
@@ -247,6 +248,7 @@ func New(cfg Config) (_ *Cluster, err error) {
 			return nil, err
 		}
 		e.srv.Handle(e.Ingest.Handler(e.srv.HandlerOptions()...))
+		e.srv.Handle(e.Ingest.PeerHandler(e.srv.HandlerOptions()...))
 		e.srv.Handle(ad.Handler(e.srv.HandlerOptions()...))
 	}
 	return c, nil

@@ -9,6 +9,7 @@ import (
 	"github.com/sluicemq/sluice/internal/quota"
 	"github.com/sluicemq/sluice/pkg/bookkeeping"
 	"github.com/sluicemq/sluice/pkg/catalog"
+	"github.com/sluicemq/sluice/pkg/gen/sluice/peer/v1/peerv1connect"
 	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/pkg/record"
 	"github.com/sluicemq/sluice/services/ingest/balance"
@@ -30,6 +31,7 @@ const (
 	DefaultOpenParallelism   = 8
 	DefaultMaxBufferedBytes  = 64 << 20
 	DefaultBufferWait        = 100 * time.Millisecond
+	DefaultTxnSweepInterval  = time.Second
 	// MaxClientIDLength bounds the Sluice-Client-Id header.
 	MaxClientIDLength = 255
 )
@@ -107,6 +109,11 @@ type Config struct {
 	// the throttle time, which the answer reports (Kafka's quotas). The zero
 	// value is unlimited.
 	Quota quota.Config
+	// TxnSweepInterval is how often the transaction sweeper passes over
+	// every transactional id (aborting transactions past their deadline,
+	// finishing ones a dead coordinator left half-written). Zero means
+	// the default; negative turns the sweeper off (tests that step it).
+	TxnSweepInterval time.Duration
 	// Logger receives the service's events; nil discards them.
 	Logger *slog.Logger
 }
@@ -124,6 +131,7 @@ func (c Config) withDefaults() Config {
 	set(&c.RetryAfter, DefaultRetryAfter)
 	set(&c.BalanceInterval, DefaultBalanceInterval)
 	set(&c.BufferWait, DefaultBufferWait)
+	set(&c.TxnSweepInterval, DefaultTxnSweepInterval)
 	if c.MaxBufferedBytes == 0 {
 		c.MaxBufferedBytes = DefaultMaxBufferedBytes
 	}
@@ -219,7 +227,19 @@ type Deps struct {
 	// Forward returns a client for another copy's ProducerService at
 	// address (host:port).
 	Forward func(address string) sluicev1connect.ProducerServiceClient
-	// Producers allocates producer ids and epochs for InitProducer
-	// (pkg/bookkeeping); nil answers UNIMPLEMENTED.
-	Producers bookkeeping.Producers
+	// Producers allocates producer ids for InitProducer and keeps the
+	// transaction coordinator's state (pkg/bookkeeping); nil answers
+	// UNIMPLEMENTED to InitProducer and the transaction RPCs.
+	Producers ProducerStore
+	// Partitions returns a client for another copy's PartitionService at
+	// address (transaction markers); nil means Internal(hc) of the
+	// Forward client's transport is not available, and markers for
+	// partitions other copies write fail.
+	Partitions func(address string) peerv1connect.PartitionServiceClient
+}
+
+// ProducerStore is the bookkeeping of producer sessions and transactions.
+type ProducerStore interface {
+	bookkeeping.Producers
+	bookkeeping.Transactions
 }

@@ -76,6 +76,8 @@ type Service struct {
 	// swept is when open last looked for stopped writers to forget at
 	// MaxWriters (guarded by mu).
 	swept time.Time
+	// txnParts: partitions verified in a transaction (producers.go).
+	txnParts txnPartCache
 }
 
 type cachedRoute struct {
@@ -204,6 +206,12 @@ func (s *Service) Run(ctx context.Context) error {
 		s.log.Info("ingest took back its partitions", slog.Int("taken", taken), slog.Int("failed", failed), slog.Duration("took", time.Since(start)))
 	}
 	close(s.ready)
+	sweeper := make(chan struct{})
+	go func() {
+		defer close(sweeper)
+		s.runSweeper(ctx)
+	}()
+	defer func() { <-sweeper }()
 	var balanceC <-chan time.Time
 	if s.cfg.BalanceInterval > 0 {
 		bt := time.NewTicker(s.cfg.BalanceInterval)

@@ -10,6 +10,7 @@ import (
 	"github.com/sluicemq/sluice/bookkeeper/client"
 	"github.com/sluicemq/sluice/bookkeeper/ledger"
 	"github.com/sluicemq/sluice/pkg/catalog"
+	"github.com/sluicemq/sluice/pkg/gen/sluice/peer/v1/peerv1connect"
 	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/services/ingest/partition"
 )
@@ -65,5 +66,13 @@ func Forwarder(hc connect.HTTPClient) func(address string) sluicev1connect.Produ
 		// compressed by their producers.
 		return sluicev1connect.NewProducerServiceClient(hc, "http://"+address, connect.WithGRPC(),
 			connect.WithAcceptCompression("gzip", nil, nil))
+	}
+}
+
+// PartitionClients returns the constructor of clients for other copies'
+// PartitionService (Deps.Partitions) over hc.
+func PartitionClients(hc connect.HTTPClient) func(address string) peerv1connect.PartitionServiceClient {
+	return func(address string) peerv1connect.PartitionServiceClient {
+		return peerv1connect.NewPartitionServiceClient(hc, "http://"+address, connect.WithGRPC())
 	}
 }

@@ -97,6 +97,12 @@ func (s *Service) Produce(ctx context.Context, req *connect.Request[sluicev1.Pro
 	if err != nil {
 		return nil, err
 	}
+	if !forwarded {
+		// Transactional batches need the stream's transactional id.
+		if err := s.checkTxnBatches(ctx, "", pl); err != nil {
+			return nil, err
+		}
+	}
 	if err := s.admit(ctx, pl); err != nil {
 		return nil, err
 	}
@@ -191,8 +197,8 @@ func (s *Service) prepare(ctx context.Context, m *sluicev1.ProduceRequest) (*pla
 			if err := record.Validate(b.GetData(), lim); err != nil {
 				return nil, formatError(fmt.Sprintf("batches[%d].data", i), err, batchLimit)
 			}
-			if record.Batch(b.GetData()).Attributes()&record.AttrTransactional != 0 {
-				return nil, apierr.Invalid(fmt.Sprintf("batches[%d].data", i), "transactional batches are not supported yet")
+			if bt := record.Batch(b.GetData()); bt.Attributes().Transactional() && bt.ProducerID() == record.NoProducerID {
+				return nil, apierr.Invalid(fmt.Sprintf("batches[%d].data.producerId", i), "a transactional batch needs the producer id InitProducer gave its transactional id")
 			}
 			pp := part(p)
 			pl.results = append(pl.results, resultRef{partition: p, batch: len(pp.batches)})
@@ -499,7 +505,12 @@ func (s *Service) ProduceStream(ctx context.Context, stream *connect.BidiStream[
 		if req.GetRequest() == nil {
 			f.err = apierr.Invalid("request", "required")
 		} else if f.pl, f.err = s.prepare(ctx, req.GetRequest()); f.err == nil {
-			if f.err = s.admit(ctx, f.pl); f.err == nil {
+			if !forwarded {
+				f.err = s.checkTxnBatches(ctx, req.GetTransactionalId(), f.pl)
+			}
+			if f.err != nil {
+				f.pl = nil
+			} else if f.err = s.admit(ctx, f.pl); f.err == nil {
 				s.start(ctx, f.pl, forwarded)
 			}
 		}

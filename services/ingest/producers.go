@@ -4,23 +4,34 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"sync"
+	"time"
 
 	"connectrpc.com/connect"
 
 	"github.com/sluicemq/sluice/internal/apierr"
 	"github.com/sluicemq/sluice/pkg/bookkeeping"
+	"github.com/sluicemq/sluice/pkg/catalog"
+	peerv1 "github.com/sluicemq/sluice/pkg/gen/sluice/peer/v1"
+	"github.com/sluicemq/sluice/pkg/gen/sluice/peer/v1/peerv1connect"
 	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
+	"github.com/sluicemq/sluice/pkg/record"
+	"github.com/sluicemq/sluice/services/ingest/txn"
 )
 
 // InitProducer hands out a producer session (docs/DESIGN.md, "Producer
 // identity"): a producer id allocated in bookkeeping, unique across the
-// deployment, and its epoch; with a transactional id, the id registered for
-// it with the epoch bumped, which fences the earlier sessions at every
-// partition the new one writes (the partition writer refuses an older
-// epoch of an id). Without Deps.Producers it answers UNIMPLEMENTED.
+// deployment, and its epoch; with a transactional id, the coordinator's
+// session of it (a fresh id, or the registered one with the epoch bumped),
+// which fences the earlier sessions: their transaction requests answer
+// PRODUCER_FENCED, and so do their batches at every partition the new
+// session or a marker wrote. A transaction the earlier session left open
+// is aborted first (ABORTED, CONCURRENT_TRANSACTIONS: retry once it is).
+// Without Deps.Producers it answers UNIMPLEMENTED.
 func (s *Service) InitProducer(ctx context.Context, req *connect.Request[sluicev1.InitProducerRequest]) (*connect.Response[sluicev1.InitProducerResponse], error) {
 	if s.d.Producers == nil {
-		return nil, connect.NewError(connect.CodeUnimplemented, errors.New("this ingest copy has no producer id store (sluice ingest --cassandra); producers pick their own ids"))
+		return nil, errNoProducerStore()
 	}
 	tid := req.Msg.GetTransactionalId()
 	if err := bookkeeping.ValidateTransactionalID(tid); err != nil {
@@ -30,13 +41,237 @@ func (s *Service) InitProducer(ctx context.Context, req *connect.Request[sluicev
 		}
 		return nil, apierr.Invalid("transactional_id", "%v", err)
 	}
-	p, err := s.d.Producers.InitProducer(ctx, tid)
+	timeout := time.Duration(req.Msg.GetTransactionTimeoutMs()) * time.Millisecond
 	switch {
-	case err == nil:
-	case errors.Is(err, bookkeeping.ErrConflict):
-		return nil, connect.NewError(connect.CodeAborted, fmt.Errorf("concurrent InitProducer calls for transactional id %q; retry: %w", tid, err))
-	default:
-		return nil, apierr.Otherwise(fmt.Errorf("allocate a producer id: %w", err))
+	case timeout < 0 || timeout > MaxTxnTimeout:
+		return nil, apierr.Invalid("transaction_timeout_ms", "%d outside [0, %d]", req.Msg.GetTransactionTimeoutMs(), MaxTxnTimeout.Milliseconds())
+	case timeout == 0:
+		timeout = DefaultTxnTimeout
 	}
-	return connect.NewResponse(&sluicev1.InitProducerResponse{ProducerId: p.ID, ProducerEpoch: int32(p.Epoch)}), nil
+	if tid == "" {
+		id, err := s.d.Producers.AllocateProducerID(ctx)
+		if err != nil {
+			return nil, apierr.Otherwise(fmt.Errorf("allocate a producer id: %w", err))
+		}
+		return connect.NewResponse(&sluicev1.InitProducerResponse{ProducerId: id}), nil
+	}
+	r, err := s.coordinate(ctx, tid, txn.InitProducer{Timeout: timeout, Now: time.Now()})
+	if err != nil {
+		return nil, s.txnError(err)
+	}
+	return connect.NewResponse(&sluicev1.InitProducerResponse{ProducerId: r.ProducerID, ProducerEpoch: int32(r.Epoch)}), nil
+}
+
+func errNoProducerStore() error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("this ingest copy has no producer id store (sluice ingest --cassandra); producers pick their own ids and transactions are not available"))
+}
+
+// session checks a request's TxnSession.
+func session(sess *sluicev1.TxnSession) (tid string, pid int64, epoch int16, err error) {
+	if sess == nil {
+		return "", 0, 0, apierr.Invalid("session", "required")
+	}
+	tid = sess.GetTransactionalId()
+	if tid == "" {
+		return "", 0, 0, apierr.Invalid("session.transactional_id", "required")
+	}
+	if err := bookkeeping.ValidateTransactionalID(tid); err != nil {
+		return "", 0, 0, apierr.Invalid("session.transactional_id", "%v", err)
+	}
+	if sess.GetProducerId() < 1 {
+		return "", 0, 0, apierr.Invalid("session.producer_id", "%d; InitProducer gives one ≥ 1", sess.GetProducerId())
+	}
+	if e := sess.GetProducerEpoch(); e < 0 || e > txn.MaxEpoch {
+		return "", 0, 0, apierr.Invalid("session.producer_epoch", "%d outside [0, %d]", e, txn.MaxEpoch)
+	}
+	return tid, sess.GetProducerId(), int16(sess.GetProducerEpoch()), nil
+}
+
+// AddPartitionsToTxn adds partitions to the producer's transaction (see
+// the RPC's documentation).
+func (s *Service) AddPartitionsToTxn(ctx context.Context, req *connect.Request[sluicev1.AddPartitionsToTxnRequest]) (*connect.Response[sluicev1.AddPartitionsToTxnResponse], error) {
+	if s.d.Producers == nil {
+		return nil, errNoProducerStore()
+	}
+	tid, pid, epoch, err := session(req.Msg.GetSession())
+	if err != nil {
+		return nil, err
+	}
+	topics := req.Msg.GetTopics()
+	if len(topics) == 0 {
+		return nil, apierr.Invalid("topics", "at least one topic is required")
+	}
+	var parts []txn.Partition
+	for i, tp := range topics {
+		if len(tp.GetPartitions()) == 0 {
+			return nil, apierr.Invalid(fmt.Sprintf("topics[%d].partitions", i), "at least one partition is required")
+		}
+		ct, err := s.topic(ctx, tp.GetTopic())
+		if err != nil {
+			return nil, apierr.FromCatalog(err)
+		}
+		for j, p := range tp.GetPartitions() {
+			if p < 0 || int(p) >= ct.t.Partitions {
+				return nil, apierr.Invalid(fmt.Sprintf("topics[%d].partitions[%d]", i, j), "%d outside [0, %d) of topic %q", p, ct.t.Partitions, ct.t.Name)
+			}
+			parts = append(parts, txn.Partition{TopicID: string(ct.t.ID), Partition: p})
+		}
+	}
+	if len(parts) > bookkeeping.MaxTxnPartitions {
+		return nil, apierr.Invalid("topics", "%d partitions; a transaction holds at most %d", len(parts), bookkeeping.MaxTxnPartitions)
+	}
+	if _, err := s.coordinate(ctx, tid, txn.AddPartitions{ProducerID: pid, Epoch: epoch, Partitions: parts, Now: time.Now()}); err != nil {
+		return nil, s.txnError(err)
+	}
+	s.txnParts.add(pid, epoch, parts)
+	return connect.NewResponse(&sluicev1.AddPartitionsToTxnResponse{}), nil
+}
+
+// EndTxn commits or aborts the producer's transaction (see the RPC's
+// documentation): it answers once every marker is written.
+func (s *Service) EndTxn(ctx context.Context, req *connect.Request[sluicev1.EndTxnRequest]) (*connect.Response[sluicev1.EndTxnResponse], error) {
+	if s.d.Producers == nil {
+		return nil, errNoProducerStore()
+	}
+	tid, pid, epoch, err := session(req.Msg.GetSession())
+	if err != nil {
+		return nil, err
+	}
+	r, err := s.coordinate(ctx, tid, txn.EndTxn{ProducerID: pid, Epoch: epoch, Commit: req.Msg.GetCommit(), Now: time.Now()})
+	if err != nil {
+		return nil, s.txnError(err)
+	}
+	return connect.NewResponse(&sluicev1.EndTxnResponse{ProducerEpoch: int32(r.Epoch)}), nil
+}
+
+// checkTxnBatches refuses a transactional batch for a partition its
+// producer's open transaction has not added (KIP-890's verification): the
+// transaction state in bookkeeping must be Ongoing at the batch's producer
+// id and epoch with the partition in it. A partition found there is
+// remembered for the (producer id, epoch): every EndTxn bumps the epoch,
+// so one epoch is one transaction, and once it ends its marker fences the
+// epoch's late batches at the partition itself.
+func (s *Service) checkTxnBatches(ctx context.Context, tid string, pl *plan) error {
+	for p, pp := range pl.parts {
+		for _, b := range pp.batches {
+			h := batchHeader(b)
+			if !h.transactional {
+				continue
+			}
+			key := txnPart{h.producerID, h.epoch, string(pl.topic.ID), int32(p)}
+			if s.txnParts.has(key) {
+				continue
+			}
+			if tid == "" {
+				return apierr.WithReason(connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("a transactional batch for %s/%d without a transactional id: send it on a ProduceStream whose requests carry transactional_id", pl.topic.Name, p)), ReasonInvalidTxnState, nil)
+			}
+			if s.d.Producers == nil {
+				return errNoProducerStore()
+			}
+			st, err := s.loadTxn(ctx, tid)
+			if err != nil {
+				return err
+			}
+			if st == nil || st.ProducerID != h.producerID {
+				return apierr.WithReason(connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("producer id %d is not transactional id %q's", h.producerID, tid)), ReasonInvalidProducerIDMapping, nil)
+			}
+			if h.epoch < st.Epoch {
+				return apierr.WithReason(connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("%w: epoch %d, current %d", txn.ErrFenced, h.epoch, st.Epoch)), ReasonProducerFenced, nil)
+			}
+			if st.Status != txn.Ongoing || h.epoch != st.Epoch || !st.HasPartition(key.partition()) {
+				return apierr.WithReason(connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("transactional id %q (epoch %d, %v) has not added %s/%d to a transaction at epoch %d: call AddPartitionsToTxn first", tid, st.Epoch, st.Status, pl.topic.Name, p, h.epoch)), ReasonInvalidTxnState, nil)
+			}
+			s.txnParts.add(h.producerID, h.epoch, []txn.Partition{key.partition()})
+		}
+	}
+	return nil
+}
+
+// PeerHandler returns PartitionService's path and handler: what other
+// ingest copies call on this one.
+func (s *Service) PeerHandler(opts ...connect.HandlerOption) (string, http.Handler) {
+	return peerv1connect.NewPartitionServiceHandler(peer{s}, opts...)
+}
+
+// peer serves PartitionService.
+type peer struct{ s *Service }
+
+// WriteMarker writes a transaction marker into a partition this copy
+// writes (see the RPC's documentation).
+func (p peer) WriteMarker(ctx context.Context, req *connect.Request[peerv1.WriteMarkerRequest]) (*connect.Response[peerv1.WriteMarkerResponse], error) {
+	s, m := p.s, req.Msg
+	if m.GetProducerId() < 0 || m.GetProducerEpoch() < 0 || m.GetProducerEpoch() > txn.MaxEpoch {
+		return nil, apierr.Invalid("producer_id", "producer %d epoch %d", m.GetProducerId(), m.GetProducerEpoch())
+	}
+	ct, err := s.topic(ctx, m.GetTopic())
+	if errors.Is(err, catalog.ErrNotFound) || err == nil && string(ct.t.ID) != m.GetTopicId() {
+		return connect.NewResponse(&peerv1.WriteMarkerResponse{Offset: -1, Gone: true}), nil
+	}
+	if err != nil {
+		return nil, apierr.FromCatalog(err)
+	}
+	if m.GetPartition() < 0 || int(m.GetPartition()) >= ct.t.Partitions {
+		return nil, apierr.Invalid("partition", "%d outside [0, %d) of topic %q", m.GetPartition(), ct.t.Partitions, ct.t.Name)
+	}
+	r, err := s.routeTo(ctx, ct.t, int(m.GetPartition()), true)
+	if err != nil {
+		return nil, s.produceError(err)
+	}
+	a, err := r.w.Mark(ctx, m.GetProducerId(), int16(m.GetProducerEpoch()), m.GetCommit())
+	if err != nil {
+		return nil, s.produceError(err)
+	}
+	return connect.NewResponse(&peerv1.WriteMarkerResponse{Offset: a.BaseOffset, Duplicate: a.Duplicate}), nil
+}
+
+// txnHeader is what checkTxnBatches needs of a batch.
+type txnHeader struct {
+	transactional bool
+	producerID    int64
+	epoch         int16
+}
+
+func batchHeader(b []byte) txnHeader {
+	bt := record.Batch(b)
+	return txnHeader{transactional: bt.Attributes().Transactional(), producerID: bt.ProducerID(), epoch: bt.ProducerEpoch()}
+}
+
+// txnPart is a partition verified in the transaction of (producer id,
+// epoch).
+type txnPart struct {
+	producerID int64
+	epoch      int16
+	topicID    string
+	index      int32
+}
+
+func (k txnPart) partition() txn.Partition { return txn.Partition{TopicID: k.topicID, Partition: k.index} }
+
+// maxTxnParts bounds the verified-partition cache; past it, it starts over
+// (a miss costs one bookkeeping read).
+const maxTxnParts = 100_000
+
+// txnPartCache remembers partitions verified in a transaction. Its own
+// lock is a leaf: nothing is called under it.
+type txnPartCache struct {
+	mu sync.Mutex
+	m  map[txnPart]struct{}
+}
+
+func (c *txnPartCache) has(k txnPart) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.m[k]
+	return ok
+}
+
+func (c *txnPartCache) add(pid int64, epoch int16, parts []txn.Partition) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m)+len(parts) > maxTxnParts {
+		c.m = make(map[txnPart]struct{})
+	}
+	for _, p := range parts {
+		c.m[txnPart{pid, epoch, p.TopicID, p.Partition}] = struct{}{}
+	}
 }

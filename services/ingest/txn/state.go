@@ -121,6 +121,12 @@ func (s *State) addPartitions(ps []Partition) bool {
 	return added
 }
 
+// HasPartition reports whether p joined the current transaction.
+func (s State) HasPartition(p Partition) bool {
+	_, found := slices.BinarySearchFunc(s.Partitions, p, comparePartitions)
+	return found
+}
+
 func comparePartitions(a, b Partition) int {
 	if c := strings.Compare(a.TopicID, b.TopicID); c != 0 {
 		return c

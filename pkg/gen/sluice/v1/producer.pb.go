@@ -21,6 +21,318 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// TxnSession names a transactional producer's session: what InitProducer
+// returned for the transactional id.
+type TxnSession struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The transactional id given to InitProducer. Required.
+	TransactionalId string `protobuf:"bytes,1,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
+	// The producer id and epoch InitProducer (or the last EndTxn) returned.
+	ProducerId    int64 `protobuf:"varint,2,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	ProducerEpoch int32 `protobuf:"varint,3,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnSession) Reset() {
+	*x = TxnSession{}
+	mi := &file_sluice_v1_producer_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnSession) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnSession) ProtoMessage() {}
+
+func (x *TxnSession) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_producer_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnSession.ProtoReflect.Descriptor instead.
+func (*TxnSession) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *TxnSession) GetTransactionalId() string {
+	if x != nil {
+		return x.TransactionalId
+	}
+	return ""
+}
+
+func (x *TxnSession) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *TxnSession) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
+// TxnTopic is partitions of one topic.
+type TxnTopic struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Topic name. Required.
+	Topic string `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// Partitions of the topic; at least one.
+	Partitions    []int32 `protobuf:"varint,2,rep,packed,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnTopic) Reset() {
+	*x = TxnTopic{}
+	mi := &file_sluice_v1_producer_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnTopic) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnTopic) ProtoMessage() {}
+
+func (x *TxnTopic) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_producer_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnTopic.ProtoReflect.Descriptor instead.
+func (*TxnTopic) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *TxnTopic) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *TxnTopic) GetPartitions() []int32 {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+// AddPartitionsToTxnRequest adds partitions to a transaction.
+type AddPartitionsToTxnRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The producer session. Required.
+	Session *TxnSession `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	// The partitions; at least one, at most 1,000 in a transaction.
+	Topics        []*TxnTopic `protobuf:"bytes,2,rep,name=topics,proto3" json:"topics,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddPartitionsToTxnRequest) Reset() {
+	*x = AddPartitionsToTxnRequest{}
+	mi := &file_sluice_v1_producer_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddPartitionsToTxnRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddPartitionsToTxnRequest) ProtoMessage() {}
+
+func (x *AddPartitionsToTxnRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_producer_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddPartitionsToTxnRequest.ProtoReflect.Descriptor instead.
+func (*AddPartitionsToTxnRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *AddPartitionsToTxnRequest) GetSession() *TxnSession {
+	if x != nil {
+		return x.Session
+	}
+	return nil
+}
+
+func (x *AddPartitionsToTxnRequest) GetTopics() []*TxnTopic {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
+// AddPartitionsToTxnResponse confirms the partitions joined.
+type AddPartitionsToTxnResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddPartitionsToTxnResponse) Reset() {
+	*x = AddPartitionsToTxnResponse{}
+	mi := &file_sluice_v1_producer_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddPartitionsToTxnResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddPartitionsToTxnResponse) ProtoMessage() {}
+
+func (x *AddPartitionsToTxnResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_producer_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddPartitionsToTxnResponse.ProtoReflect.Descriptor instead.
+func (*AddPartitionsToTxnResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{3}
+}
+
+// EndTxnRequest commits or aborts a transaction.
+type EndTxnRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The producer session. Required.
+	Session *TxnSession `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	// True commits, false aborts.
+	Commit        bool `protobuf:"varint,2,opt,name=commit,proto3" json:"commit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EndTxnRequest) Reset() {
+	*x = EndTxnRequest{}
+	mi := &file_sluice_v1_producer_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndTxnRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndTxnRequest) ProtoMessage() {}
+
+func (x *EndTxnRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_producer_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndTxnRequest.ProtoReflect.Descriptor instead.
+func (*EndTxnRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *EndTxnRequest) GetSession() *TxnSession {
+	if x != nil {
+		return x.Session
+	}
+	return nil
+}
+
+func (x *EndTxnRequest) GetCommit() bool {
+	if x != nil {
+		return x.Commit
+	}
+	return false
+}
+
+// EndTxnResponse is the producer's session for its next transaction.
+type EndTxnResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The bumped epoch: the next transaction's batches and requests use it.
+	ProducerEpoch int32 `protobuf:"varint,1,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EndTxnResponse) Reset() {
+	*x = EndTxnResponse{}
+	mi := &file_sluice_v1_producer_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndTxnResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndTxnResponse) ProtoMessage() {}
+
+func (x *EndTxnResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_producer_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndTxnResponse.ProtoReflect.Descriptor instead.
+func (*EndTxnResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *EndTxnResponse) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
 // InitProducerRequest starts a producer session.
 type InitProducerRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -28,13 +340,17 @@ type InitProducerRequest struct {
 	// worker's identity across restarts); empty for a plain idempotent
 	// producer. 1..255 bytes of UTF-8 without control characters.
 	TransactionalId string `protobuf:"bytes,1,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// With a transactional id: how long a transaction may stay open before
+	// the coordinator aborts it, in milliseconds. 0 means 60,000; at most
+	// 900,000.
+	TransactionTimeoutMs int32 `protobuf:"varint,2,opt,name=transaction_timeout_ms,json=transactionTimeoutMs,proto3" json:"transaction_timeout_ms,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *InitProducerRequest) Reset() {
 	*x = InitProducerRequest{}
-	mi := &file_sluice_v1_producer_proto_msgTypes[0]
+	mi := &file_sluice_v1_producer_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -46,7 +362,7 @@ func (x *InitProducerRequest) String() string {
 func (*InitProducerRequest) ProtoMessage() {}
 
 func (x *InitProducerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_producer_proto_msgTypes[0]
+	mi := &file_sluice_v1_producer_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -59,7 +375,7 @@ func (x *InitProducerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitProducerRequest.ProtoReflect.Descriptor instead.
 func (*InitProducerRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{0}
+	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *InitProducerRequest) GetTransactionalId() string {
@@ -67,6 +383,13 @@ func (x *InitProducerRequest) GetTransactionalId() string {
 		return x.TransactionalId
 	}
 	return ""
+}
+
+func (x *InitProducerRequest) GetTransactionTimeoutMs() int32 {
+	if x != nil {
+		return x.TransactionTimeoutMs
+	}
+	return 0
 }
 
 // InitProducerResponse is the producer's identity for this session.
@@ -82,7 +405,7 @@ type InitProducerResponse struct {
 
 func (x *InitProducerResponse) Reset() {
 	*x = InitProducerResponse{}
-	mi := &file_sluice_v1_producer_proto_msgTypes[1]
+	mi := &file_sluice_v1_producer_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -94,7 +417,7 @@ func (x *InitProducerResponse) String() string {
 func (*InitProducerResponse) ProtoMessage() {}
 
 func (x *InitProducerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_producer_proto_msgTypes[1]
+	mi := &file_sluice_v1_producer_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -107,7 +430,7 @@ func (x *InitProducerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitProducerResponse.ProtoReflect.Descriptor instead.
 func (*InitProducerResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{1}
+	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *InitProducerResponse) GetProducerId() int64 {
@@ -147,7 +470,7 @@ type ProduceRequest struct {
 
 func (x *ProduceRequest) Reset() {
 	*x = ProduceRequest{}
-	mi := &file_sluice_v1_producer_proto_msgTypes[2]
+	mi := &file_sluice_v1_producer_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -159,7 +482,7 @@ func (x *ProduceRequest) String() string {
 func (*ProduceRequest) ProtoMessage() {}
 
 func (x *ProduceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_producer_proto_msgTypes[2]
+	mi := &file_sluice_v1_producer_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -172,7 +495,7 @@ func (x *ProduceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceRequest.ProtoReflect.Descriptor instead.
 func (*ProduceRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{2}
+	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ProduceRequest) GetTopic() string {
@@ -225,7 +548,7 @@ type EncodedBatch struct {
 
 func (x *EncodedBatch) Reset() {
 	*x = EncodedBatch{}
-	mi := &file_sluice_v1_producer_proto_msgTypes[3]
+	mi := &file_sluice_v1_producer_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -237,7 +560,7 @@ func (x *EncodedBatch) String() string {
 func (*EncodedBatch) ProtoMessage() {}
 
 func (x *EncodedBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_producer_proto_msgTypes[3]
+	mi := &file_sluice_v1_producer_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -250,7 +573,7 @@ func (x *EncodedBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EncodedBatch.ProtoReflect.Descriptor instead.
 func (*EncodedBatch) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{3}
+	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *EncodedBatch) GetPartition() int32 {
@@ -288,7 +611,7 @@ type ProduceResponse struct {
 
 func (x *ProduceResponse) Reset() {
 	*x = ProduceResponse{}
-	mi := &file_sluice_v1_producer_proto_msgTypes[4]
+	mi := &file_sluice_v1_producer_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -300,7 +623,7 @@ func (x *ProduceResponse) String() string {
 func (*ProduceResponse) ProtoMessage() {}
 
 func (x *ProduceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_producer_proto_msgTypes[4]
+	mi := &file_sluice_v1_producer_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -313,7 +636,7 @@ func (x *ProduceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceResponse.ProtoReflect.Descriptor instead.
 func (*ProduceResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{4}
+	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ProduceResponse) GetResults() []*ProduceResult {
@@ -360,7 +683,7 @@ type ProduceResult struct {
 
 func (x *ProduceResult) Reset() {
 	*x = ProduceResult{}
-	mi := &file_sluice_v1_producer_proto_msgTypes[5]
+	mi := &file_sluice_v1_producer_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -372,7 +695,7 @@ func (x *ProduceResult) String() string {
 func (*ProduceResult) ProtoMessage() {}
 
 func (x *ProduceResult) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_producer_proto_msgTypes[5]
+	mi := &file_sluice_v1_producer_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -385,7 +708,7 @@ func (x *ProduceResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceResult.ProtoReflect.Descriptor instead.
 func (*ProduceResult) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{5}
+	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ProduceResult) GetPartition() int32 {
@@ -429,14 +752,20 @@ type ProduceStreamRequest struct {
 	// answered late) holds back the answers of every request after it, and
 	// once `max_in_flight` are waiting, the stream stops reading. The Go SDK
 	// sets it and matches answers by correlation id.
-	AnyOrder      bool `protobuf:"varint,5,opt,name=any_order,json=anyOrder,proto3" json:"any_order,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	AnyOrder bool `protobuf:"varint,5,opt,name=any_order,json=anyOrder,proto3" json:"any_order,omitempty"`
+	// The transactional id of a transactional producer (its batches have the
+	// transactional attribute): a transactional batch is taken only for a
+	// partition added to the producer's open transaction
+	// (AddPartitionsToTxn), else FAILED_PRECONDITION with reason
+	// INVALID_TXN_STATE.
+	TransactionalId string `protobuf:"bytes,6,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ProduceStreamRequest) Reset() {
 	*x = ProduceStreamRequest{}
-	mi := &file_sluice_v1_producer_proto_msgTypes[6]
+	mi := &file_sluice_v1_producer_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -448,7 +777,7 @@ func (x *ProduceStreamRequest) String() string {
 func (*ProduceStreamRequest) ProtoMessage() {}
 
 func (x *ProduceStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_producer_proto_msgTypes[6]
+	mi := &file_sluice_v1_producer_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -461,7 +790,7 @@ func (x *ProduceStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceStreamRequest.ProtoReflect.Descriptor instead.
 func (*ProduceStreamRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{6}
+	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ProduceStreamRequest) GetCorrelationId() uint64 {
@@ -499,6 +828,13 @@ func (x *ProduceStreamRequest) GetAnyOrder() bool {
 	return false
 }
 
+func (x *ProduceStreamRequest) GetTransactionalId() string {
+	if x != nil {
+		return x.TransactionalId
+	}
+	return ""
+}
+
 // ProduceStreamResponse answers one ProduceStreamRequest.
 type ProduceStreamResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -514,7 +850,7 @@ type ProduceStreamResponse struct {
 
 func (x *ProduceStreamResponse) Reset() {
 	*x = ProduceStreamResponse{}
-	mi := &file_sluice_v1_producer_proto_msgTypes[7]
+	mi := &file_sluice_v1_producer_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -526,7 +862,7 @@ func (x *ProduceStreamResponse) String() string {
 func (*ProduceStreamResponse) ProtoMessage() {}
 
 func (x *ProduceStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_producer_proto_msgTypes[7]
+	mi := &file_sluice_v1_producer_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -539,7 +875,7 @@ func (x *ProduceStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceStreamResponse.ProtoReflect.Descriptor instead.
 func (*ProduceStreamResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{7}
+	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ProduceStreamResponse) GetCorrelationId() uint64 {
@@ -586,7 +922,7 @@ type ProduceError struct {
 
 func (x *ProduceError) Reset() {
 	*x = ProduceError{}
-	mi := &file_sluice_v1_producer_proto_msgTypes[8]
+	mi := &file_sluice_v1_producer_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -598,7 +934,7 @@ func (x *ProduceError) String() string {
 func (*ProduceError) ProtoMessage() {}
 
 func (x *ProduceError) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_producer_proto_msgTypes[8]
+	mi := &file_sluice_v1_producer_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -611,7 +947,7 @@ func (x *ProduceError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceError.ProtoReflect.Descriptor instead.
 func (*ProduceError) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{8}
+	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ProduceError) GetCode() int32 {
@@ -646,9 +982,30 @@ var File_sluice_v1_producer_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_producer_proto_rawDesc = "" +
 	"\n" +
-	"\x18sluice/v1/producer.proto\x12\tsluice.v1\x1a\x16sluice/v1/record.proto\"@\n" +
+	"\x18sluice/v1/producer.proto\x12\tsluice.v1\x1a\x16sluice/v1/record.proto\"\x7f\n" +
+	"\n" +
+	"TxnSession\x12)\n" +
+	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x12\x1f\n" +
+	"\vproducer_id\x18\x02 \x01(\x03R\n" +
+	"producerId\x12%\n" +
+	"\x0eproducer_epoch\x18\x03 \x01(\x05R\rproducerEpoch\"@\n" +
+	"\bTxnTopic\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\x02 \x03(\x05R\n" +
+	"partitions\"y\n" +
+	"\x19AddPartitionsToTxnRequest\x12/\n" +
+	"\asession\x18\x01 \x01(\v2\x15.sluice.v1.TxnSessionR\asession\x12+\n" +
+	"\x06topics\x18\x02 \x03(\v2\x13.sluice.v1.TxnTopicR\x06topics\"\x1c\n" +
+	"\x1aAddPartitionsToTxnResponse\"X\n" +
+	"\rEndTxnRequest\x12/\n" +
+	"\asession\x18\x01 \x01(\v2\x15.sluice.v1.TxnSessionR\asession\x12\x16\n" +
+	"\x06commit\x18\x02 \x01(\bR\x06commit\"7\n" +
+	"\x0eEndTxnResponse\x12%\n" +
+	"\x0eproducer_epoch\x18\x01 \x01(\x05R\rproducerEpoch\"v\n" +
 	"\x13InitProducerRequest\x12)\n" +
-	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\"^\n" +
+	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x124\n" +
+	"\x16transaction_timeout_ms\x18\x02 \x01(\x05R\x14transactionTimeoutMs\"^\n" +
 	"\x14InitProducerResponse\x12\x1f\n" +
 	"\vproducer_id\x18\x01 \x01(\x03R\n" +
 	"producerId\x12%\n" +
@@ -676,14 +1033,15 @@ const file_sluice_v1_producer_proto_rawDesc = "" +
 	"\rProduceResult\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x16\n" +
 	"\x06offset\x18\x02 \x01(\x03R\x06offset\x12\x1c\n" +
-	"\tduplicate\x18\x03 \x01(\bR\tduplicate\"\xd7\x01\n" +
+	"\tduplicate\x18\x03 \x01(\bR\tduplicate\"\x82\x02\n" +
 	"\x14ProduceStreamRequest\x12%\n" +
 	"\x0ecorrelation_id\x18\x01 \x01(\x04R\rcorrelationId\x123\n" +
 	"\arequest\x18\x02 \x01(\v2\x19.sluice.v1.ProduceRequestR\arequest\x12\x1f\n" +
 	"\vproducer_id\x18\x03 \x01(\x03R\n" +
 	"producerId\x12%\n" +
 	"\x0eproducer_epoch\x18\x04 \x01(\x05R\rproducerEpoch\x12\x1b\n" +
-	"\tany_order\x18\x05 \x01(\bR\banyOrder\"\xa5\x01\n" +
+	"\tany_order\x18\x05 \x01(\bR\banyOrder\x12)\n" +
+	"\x10transactional_id\x18\x06 \x01(\tR\x0ftransactionalId\"\xa5\x01\n" +
 	"\x15ProduceStreamResponse\x12%\n" +
 	"\x0ecorrelation_id\x18\x01 \x01(\x04R\rcorrelationId\x126\n" +
 	"\bresponse\x18\x02 \x01(\v2\x1a.sluice.v1.ProduceResponseR\bresponse\x12-\n" +
@@ -692,11 +1050,13 @@ const file_sluice_v1_producer_proto_rawDesc = "" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12$\n" +
 	"\x0eretry_after_ms\x18\x03 \x01(\x05R\fretryAfterMs\x12\x16\n" +
-	"\x06reason\x18\x04 \x01(\tR\x06reason2\x82\x02\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason2\xa8\x03\n" +
 	"\x0fProducerService\x12B\n" +
 	"\aProduce\x12\x19.sluice.v1.ProduceRequest\x1a\x1a.sluice.v1.ProduceResponse\"\x00\x12X\n" +
 	"\rProduceStream\x12\x1f.sluice.v1.ProduceStreamRequest\x1a .sluice.v1.ProduceStreamResponse\"\x00(\x010\x01\x12Q\n" +
-	"\fInitProducer\x12\x1e.sluice.v1.InitProducerRequest\x1a\x1f.sluice.v1.InitProducerResponse\"\x00B\x9a\x01\n" +
+	"\fInitProducer\x12\x1e.sluice.v1.InitProducerRequest\x1a\x1f.sluice.v1.InitProducerResponse\"\x00\x12c\n" +
+	"\x12AddPartitionsToTxn\x12$.sluice.v1.AddPartitionsToTxnRequest\x1a%.sluice.v1.AddPartitionsToTxnResponse\"\x00\x12?\n" +
+	"\x06EndTxn\x12\x18.sluice.v1.EndTxnRequest\x1a\x19.sluice.v1.EndTxnResponse\"\x00B\x9a\x01\n" +
 	"\rcom.sluice.v1B\rProducerProtoP\x01Z5github.com/sluicemq/sluice/pkg/gen/sluice/v1;sluicev1\xa2\x02\x03SXX\xaa\x02\tSluice.V1\xca\x02\tSluice\\V1\xe2\x02\x15Sluice\\V1\\GPBMetadata\xea\x02\n" +
 	"Sluice::V1b\x06proto3"
 
@@ -712,40 +1072,53 @@ func file_sluice_v1_producer_proto_rawDescGZIP() []byte {
 	return file_sluice_v1_producer_proto_rawDescData
 }
 
-var file_sluice_v1_producer_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_sluice_v1_producer_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_sluice_v1_producer_proto_goTypes = []any{
-	(*InitProducerRequest)(nil),   // 0: sluice.v1.InitProducerRequest
-	(*InitProducerResponse)(nil),  // 1: sluice.v1.InitProducerResponse
-	(*ProduceRequest)(nil),        // 2: sluice.v1.ProduceRequest
-	(*EncodedBatch)(nil),          // 3: sluice.v1.EncodedBatch
-	(*ProduceResponse)(nil),       // 4: sluice.v1.ProduceResponse
-	(*ProduceResult)(nil),         // 5: sluice.v1.ProduceResult
-	(*ProduceStreamRequest)(nil),  // 6: sluice.v1.ProduceStreamRequest
-	(*ProduceStreamResponse)(nil), // 7: sluice.v1.ProduceStreamResponse
-	(*ProduceError)(nil),          // 8: sluice.v1.ProduceError
-	(*Record)(nil),                // 9: sluice.v1.Record
-	(Durability)(0),               // 10: sluice.v1.Durability
+	(*TxnSession)(nil),                 // 0: sluice.v1.TxnSession
+	(*TxnTopic)(nil),                   // 1: sluice.v1.TxnTopic
+	(*AddPartitionsToTxnRequest)(nil),  // 2: sluice.v1.AddPartitionsToTxnRequest
+	(*AddPartitionsToTxnResponse)(nil), // 3: sluice.v1.AddPartitionsToTxnResponse
+	(*EndTxnRequest)(nil),              // 4: sluice.v1.EndTxnRequest
+	(*EndTxnResponse)(nil),             // 5: sluice.v1.EndTxnResponse
+	(*InitProducerRequest)(nil),        // 6: sluice.v1.InitProducerRequest
+	(*InitProducerResponse)(nil),       // 7: sluice.v1.InitProducerResponse
+	(*ProduceRequest)(nil),             // 8: sluice.v1.ProduceRequest
+	(*EncodedBatch)(nil),               // 9: sluice.v1.EncodedBatch
+	(*ProduceResponse)(nil),            // 10: sluice.v1.ProduceResponse
+	(*ProduceResult)(nil),              // 11: sluice.v1.ProduceResult
+	(*ProduceStreamRequest)(nil),       // 12: sluice.v1.ProduceStreamRequest
+	(*ProduceStreamResponse)(nil),      // 13: sluice.v1.ProduceStreamResponse
+	(*ProduceError)(nil),               // 14: sluice.v1.ProduceError
+	(*Record)(nil),                     // 15: sluice.v1.Record
+	(Durability)(0),                    // 16: sluice.v1.Durability
 }
 var file_sluice_v1_producer_proto_depIdxs = []int32{
-	9,  // 0: sluice.v1.ProduceRequest.records:type_name -> sluice.v1.Record
-	3,  // 1: sluice.v1.ProduceRequest.batches:type_name -> sluice.v1.EncodedBatch
-	10, // 2: sluice.v1.ProduceRequest.durability:type_name -> sluice.v1.Durability
-	5,  // 3: sluice.v1.ProduceResponse.results:type_name -> sluice.v1.ProduceResult
-	10, // 4: sluice.v1.ProduceResponse.durability:type_name -> sluice.v1.Durability
-	2,  // 5: sluice.v1.ProduceStreamRequest.request:type_name -> sluice.v1.ProduceRequest
-	4,  // 6: sluice.v1.ProduceStreamResponse.response:type_name -> sluice.v1.ProduceResponse
-	8,  // 7: sluice.v1.ProduceStreamResponse.error:type_name -> sluice.v1.ProduceError
-	2,  // 8: sluice.v1.ProducerService.Produce:input_type -> sluice.v1.ProduceRequest
-	6,  // 9: sluice.v1.ProducerService.ProduceStream:input_type -> sluice.v1.ProduceStreamRequest
-	0,  // 10: sluice.v1.ProducerService.InitProducer:input_type -> sluice.v1.InitProducerRequest
-	4,  // 11: sluice.v1.ProducerService.Produce:output_type -> sluice.v1.ProduceResponse
-	7,  // 12: sluice.v1.ProducerService.ProduceStream:output_type -> sluice.v1.ProduceStreamResponse
-	1,  // 13: sluice.v1.ProducerService.InitProducer:output_type -> sluice.v1.InitProducerResponse
-	11, // [11:14] is the sub-list for method output_type
-	8,  // [8:11] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	0,  // 0: sluice.v1.AddPartitionsToTxnRequest.session:type_name -> sluice.v1.TxnSession
+	1,  // 1: sluice.v1.AddPartitionsToTxnRequest.topics:type_name -> sluice.v1.TxnTopic
+	0,  // 2: sluice.v1.EndTxnRequest.session:type_name -> sluice.v1.TxnSession
+	15, // 3: sluice.v1.ProduceRequest.records:type_name -> sluice.v1.Record
+	9,  // 4: sluice.v1.ProduceRequest.batches:type_name -> sluice.v1.EncodedBatch
+	16, // 5: sluice.v1.ProduceRequest.durability:type_name -> sluice.v1.Durability
+	11, // 6: sluice.v1.ProduceResponse.results:type_name -> sluice.v1.ProduceResult
+	16, // 7: sluice.v1.ProduceResponse.durability:type_name -> sluice.v1.Durability
+	8,  // 8: sluice.v1.ProduceStreamRequest.request:type_name -> sluice.v1.ProduceRequest
+	10, // 9: sluice.v1.ProduceStreamResponse.response:type_name -> sluice.v1.ProduceResponse
+	14, // 10: sluice.v1.ProduceStreamResponse.error:type_name -> sluice.v1.ProduceError
+	8,  // 11: sluice.v1.ProducerService.Produce:input_type -> sluice.v1.ProduceRequest
+	12, // 12: sluice.v1.ProducerService.ProduceStream:input_type -> sluice.v1.ProduceStreamRequest
+	6,  // 13: sluice.v1.ProducerService.InitProducer:input_type -> sluice.v1.InitProducerRequest
+	2,  // 14: sluice.v1.ProducerService.AddPartitionsToTxn:input_type -> sluice.v1.AddPartitionsToTxnRequest
+	4,  // 15: sluice.v1.ProducerService.EndTxn:input_type -> sluice.v1.EndTxnRequest
+	10, // 16: sluice.v1.ProducerService.Produce:output_type -> sluice.v1.ProduceResponse
+	13, // 17: sluice.v1.ProducerService.ProduceStream:output_type -> sluice.v1.ProduceStreamResponse
+	7,  // 18: sluice.v1.ProducerService.InitProducer:output_type -> sluice.v1.InitProducerResponse
+	3,  // 19: sluice.v1.ProducerService.AddPartitionsToTxn:output_type -> sluice.v1.AddPartitionsToTxnResponse
+	5,  // 20: sluice.v1.ProducerService.EndTxn:output_type -> sluice.v1.EndTxnResponse
+	16, // [16:21] is the sub-list for method output_type
+	11, // [11:16] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_producer_proto_init() }
@@ -754,14 +1127,14 @@ func file_sluice_v1_producer_proto_init() {
 		return
 	}
 	file_sluice_v1_record_proto_init()
-	file_sluice_v1_producer_proto_msgTypes[2].OneofWrappers = []any{}
+	file_sluice_v1_producer_proto_msgTypes[8].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_producer_proto_rawDesc), len(file_sluice_v1_producer_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

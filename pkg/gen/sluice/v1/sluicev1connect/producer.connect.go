@@ -41,6 +41,11 @@ const (
 	// ProducerServiceInitProducerProcedure is the fully-qualified name of the ProducerService's
 	// InitProducer RPC.
 	ProducerServiceInitProducerProcedure = "/sluice.v1.ProducerService/InitProducer"
+	// ProducerServiceAddPartitionsToTxnProcedure is the fully-qualified name of the ProducerService's
+	// AddPartitionsToTxn RPC.
+	ProducerServiceAddPartitionsToTxnProcedure = "/sluice.v1.ProducerService/AddPartitionsToTxn"
+	// ProducerServiceEndTxnProcedure is the fully-qualified name of the ProducerService's EndTxn RPC.
+	ProducerServiceEndTxnProcedure = "/sluice.v1.ProducerService/EndTxn"
 )
 
 // ProducerServiceClient is a client for the sluice.v1.ProducerService service.
@@ -62,6 +67,25 @@ type ProducerServiceClient interface {
 	// the new session has written answer FAILED_PRECONDITION. UNIMPLEMENTED
 	// from an ingest copy started without a producer id store.
 	InitProducer(context.Context, *connect.Request[v1.InitProducerRequest]) (*connect.Response[v1.InitProducerResponse], error)
+	// AddPartitionsToTxn adds partitions to the producer's transaction,
+	// opening one when none is open (its timeout starts then). A
+	// transactional producer calls it before its first batch to a partition
+	// in a transaction; the batch is refused for a partition not added.
+	// FAILED_PRECONDITION with reason PRODUCER_FENCED (a newer session of the
+	// transactional id exists: stop), INVALID_PRODUCER_ID_MAPPING (the
+	// producer id or epoch is not the transactional id's); ABORTED with
+	// CONCURRENT_TRANSACTIONS (the previous transaction is still completing:
+	// retry shortly).
+	AddPartitionsToTxn(context.Context, *connect.Request[v1.AddPartitionsToTxnRequest]) (*connect.Response[v1.AddPartitionsToTxnResponse], error)
+	// EndTxn commits or aborts the producer's transaction and answers once
+	// every partition holds its marker (read_committed readers see the
+	// records, or never will). The epoch is bumped (the response carries
+	// it): the producer's next transaction uses it, and a late write of the
+	// one that ended, at the old epoch, is fenced. A retry with the old epoch
+	// gets the same answer. Errors as AddPartitionsToTxn's, and
+	// FAILED_PRECONDITION with INVALID_TXN_STATE (the opposite outcome was
+	// already decided, e.g. the transaction timed out and was aborted).
+	EndTxn(context.Context, *connect.Request[v1.EndTxnRequest]) (*connect.Response[v1.EndTxnResponse], error)
 }
 
 // NewProducerServiceClient constructs a client for the sluice.v1.ProducerService service. By
@@ -93,14 +117,28 @@ func NewProducerServiceClient(httpClient connect.HTTPClient, baseURL string, opt
 			connect.WithSchema(producerServiceMethods.ByName("InitProducer")),
 			connect.WithClientOptions(opts...),
 		),
+		addPartitionsToTxn: connect.NewClient[v1.AddPartitionsToTxnRequest, v1.AddPartitionsToTxnResponse](
+			httpClient,
+			baseURL+ProducerServiceAddPartitionsToTxnProcedure,
+			connect.WithSchema(producerServiceMethods.ByName("AddPartitionsToTxn")),
+			connect.WithClientOptions(opts...),
+		),
+		endTxn: connect.NewClient[v1.EndTxnRequest, v1.EndTxnResponse](
+			httpClient,
+			baseURL+ProducerServiceEndTxnProcedure,
+			connect.WithSchema(producerServiceMethods.ByName("EndTxn")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // producerServiceClient implements ProducerServiceClient.
 type producerServiceClient struct {
-	produce       *connect.Client[v1.ProduceRequest, v1.ProduceResponse]
-	produceStream *connect.Client[v1.ProduceStreamRequest, v1.ProduceStreamResponse]
-	initProducer  *connect.Client[v1.InitProducerRequest, v1.InitProducerResponse]
+	produce            *connect.Client[v1.ProduceRequest, v1.ProduceResponse]
+	produceStream      *connect.Client[v1.ProduceStreamRequest, v1.ProduceStreamResponse]
+	initProducer       *connect.Client[v1.InitProducerRequest, v1.InitProducerResponse]
+	addPartitionsToTxn *connect.Client[v1.AddPartitionsToTxnRequest, v1.AddPartitionsToTxnResponse]
+	endTxn             *connect.Client[v1.EndTxnRequest, v1.EndTxnResponse]
 }
 
 // Produce calls sluice.v1.ProducerService.Produce.
@@ -116,6 +154,16 @@ func (c *producerServiceClient) ProduceStream(ctx context.Context) *connect.Bidi
 // InitProducer calls sluice.v1.ProducerService.InitProducer.
 func (c *producerServiceClient) InitProducer(ctx context.Context, req *connect.Request[v1.InitProducerRequest]) (*connect.Response[v1.InitProducerResponse], error) {
 	return c.initProducer.CallUnary(ctx, req)
+}
+
+// AddPartitionsToTxn calls sluice.v1.ProducerService.AddPartitionsToTxn.
+func (c *producerServiceClient) AddPartitionsToTxn(ctx context.Context, req *connect.Request[v1.AddPartitionsToTxnRequest]) (*connect.Response[v1.AddPartitionsToTxnResponse], error) {
+	return c.addPartitionsToTxn.CallUnary(ctx, req)
+}
+
+// EndTxn calls sluice.v1.ProducerService.EndTxn.
+func (c *producerServiceClient) EndTxn(ctx context.Context, req *connect.Request[v1.EndTxnRequest]) (*connect.Response[v1.EndTxnResponse], error) {
+	return c.endTxn.CallUnary(ctx, req)
 }
 
 // ProducerServiceHandler is an implementation of the sluice.v1.ProducerService service.
@@ -137,6 +185,25 @@ type ProducerServiceHandler interface {
 	// the new session has written answer FAILED_PRECONDITION. UNIMPLEMENTED
 	// from an ingest copy started without a producer id store.
 	InitProducer(context.Context, *connect.Request[v1.InitProducerRequest]) (*connect.Response[v1.InitProducerResponse], error)
+	// AddPartitionsToTxn adds partitions to the producer's transaction,
+	// opening one when none is open (its timeout starts then). A
+	// transactional producer calls it before its first batch to a partition
+	// in a transaction; the batch is refused for a partition not added.
+	// FAILED_PRECONDITION with reason PRODUCER_FENCED (a newer session of the
+	// transactional id exists: stop), INVALID_PRODUCER_ID_MAPPING (the
+	// producer id or epoch is not the transactional id's); ABORTED with
+	// CONCURRENT_TRANSACTIONS (the previous transaction is still completing:
+	// retry shortly).
+	AddPartitionsToTxn(context.Context, *connect.Request[v1.AddPartitionsToTxnRequest]) (*connect.Response[v1.AddPartitionsToTxnResponse], error)
+	// EndTxn commits or aborts the producer's transaction and answers once
+	// every partition holds its marker (read_committed readers see the
+	// records, or never will). The epoch is bumped (the response carries
+	// it): the producer's next transaction uses it, and a late write of the
+	// one that ended, at the old epoch, is fenced. A retry with the old epoch
+	// gets the same answer. Errors as AddPartitionsToTxn's, and
+	// FAILED_PRECONDITION with INVALID_TXN_STATE (the opposite outcome was
+	// already decided, e.g. the transaction timed out and was aborted).
+	EndTxn(context.Context, *connect.Request[v1.EndTxnRequest]) (*connect.Response[v1.EndTxnResponse], error)
 }
 
 // NewProducerServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -164,6 +231,18 @@ func NewProducerServiceHandler(svc ProducerServiceHandler, opts ...connect.Handl
 		connect.WithSchema(producerServiceMethods.ByName("InitProducer")),
 		connect.WithHandlerOptions(opts...),
 	)
+	producerServiceAddPartitionsToTxnHandler := connect.NewUnaryHandler(
+		ProducerServiceAddPartitionsToTxnProcedure,
+		svc.AddPartitionsToTxn,
+		connect.WithSchema(producerServiceMethods.ByName("AddPartitionsToTxn")),
+		connect.WithHandlerOptions(opts...),
+	)
+	producerServiceEndTxnHandler := connect.NewUnaryHandler(
+		ProducerServiceEndTxnProcedure,
+		svc.EndTxn,
+		connect.WithSchema(producerServiceMethods.ByName("EndTxn")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/sluice.v1.ProducerService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case ProducerServiceProduceProcedure:
@@ -172,6 +251,10 @@ func NewProducerServiceHandler(svc ProducerServiceHandler, opts ...connect.Handl
 			producerServiceProduceStreamHandler.ServeHTTP(w, r)
 		case ProducerServiceInitProducerProcedure:
 			producerServiceInitProducerHandler.ServeHTTP(w, r)
+		case ProducerServiceAddPartitionsToTxnProcedure:
+			producerServiceAddPartitionsToTxnHandler.ServeHTTP(w, r)
+		case ProducerServiceEndTxnProcedure:
+			producerServiceEndTxnHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -191,4 +274,12 @@ func (UnimplementedProducerServiceHandler) ProduceStream(context.Context, *conne
 
 func (UnimplementedProducerServiceHandler) InitProducer(context.Context, *connect.Request[v1.InitProducerRequest]) (*connect.Response[v1.InitProducerResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.ProducerService.InitProducer is not implemented"))
+}
+
+func (UnimplementedProducerServiceHandler) AddPartitionsToTxn(context.Context, *connect.Request[v1.AddPartitionsToTxnRequest]) (*connect.Response[v1.AddPartitionsToTxnResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.ProducerService.AddPartitionsToTxn is not implemented"))
+}
+
+func (UnimplementedProducerServiceHandler) EndTxn(context.Context, *connect.Request[v1.EndTxnRequest]) (*connect.Response[v1.EndTxnResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.ProducerService.EndTxn is not implemented"))
 }

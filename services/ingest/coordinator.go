@@ -1,0 +1,316 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/sluicemq/sluice/internal/apierr"
+	"github.com/sluicemq/sluice/pkg/bookkeeping"
+	"github.com/sluicemq/sluice/pkg/catalog"
+	peerv1 "github.com/sluicemq/sluice/pkg/gen/sluice/peer/v1"
+	"github.com/sluicemq/sluice/services/ingest/txn"
+)
+
+// The transaction coordinator's driver (docs/DESIGN.md, "Transactions";
+// the decisions are package txn's). Every ingest copy coordinates: a
+// request for a transactional id loads its record from bookkeeping, steps
+// txn.Step, stores the decision by compare-and-set (a lost race loads and
+// decides again), writes the markers the decision asks for — into each
+// partition through the copy that writes it — and then stores the
+// transaction complete. A copy that dies between deciding and completing
+// leaves a Prepare state; the sweeper of any copy finishes it, and aborts
+// transactions open past their deadline.
+
+// Reasons of the transaction errors (google.rpc.ErrorInfo, domain
+// sluice.dev), as Kafka names them.
+const (
+	ReasonInvalidProducerIDMapping = "INVALID_PRODUCER_ID_MAPPING"
+	ReasonConcurrentTransactions   = "CONCURRENT_TRANSACTIONS"
+	ReasonInvalidTxnState          = "INVALID_TXN_STATE"
+)
+
+// Transaction timeouts: InitProducer's default and bound.
+const (
+	DefaultTxnTimeout = time.Minute
+	MaxTxnTimeout     = 15 * time.Minute
+)
+
+// maxCoordinateRounds bounds the compare-and-set races one request runs
+// before it answers ABORTED (retry).
+const maxCoordinateRounds = 16
+
+// coordinate steps ev for transactional id tid until its decision is
+// stored and carried out, and returns the reply. The markers of a decision
+// are written before it returns (EndTxn answers once the transaction is
+// complete). Errors are txn's (the client's answer), bookkeeping's, or the
+// markers' (the transaction stays Prepared: the sweeper finishes it).
+func (s *Service) coordinate(ctx context.Context, tid string, ev txn.Event) (txn.Reply, error) {
+	for range maxCoordinateRounds {
+		cur, err := s.loadTxn(ctx, tid)
+		if err != nil {
+			return txn.Reply{}, err
+		}
+		d := txn.Step(tid, cur, ev)
+		if d.NeedProducerID {
+			id, err := s.d.Producers.AllocateProducerID(ctx)
+			if err != nil {
+				return txn.Reply{}, fmt.Errorf("allocate a producer id: %w", err)
+			}
+			ip := ev.(txn.InitProducer)
+			ip.FreshID = id
+			d = txn.Step(tid, cur, ip)
+		}
+		if d.Store != nil {
+			stored, err := s.storeTxn(ctx, *d.Store)
+			if errors.Is(err, bookkeeping.ErrConflict) {
+				continue // another coordinator won: decide again on its state
+			}
+			if err != nil {
+				return txn.Reply{}, err
+			}
+			cur = &stored
+		}
+		if d.Markers != nil {
+			if err := s.finishTxn(ctx, tid, cur, d.Markers); err != nil {
+				return txn.Reply{}, err
+			}
+		}
+		return d.Reply, d.Err
+	}
+	return txn.Reply{}, connect.NewError(connect.CodeAborted, fmt.Errorf("transactional id %q: %d coordinators raced; retry", tid, maxCoordinateRounds))
+}
+
+// finishTxn writes the markers of the Prepare state cur (stored) and
+// stores the transaction complete.
+func (s *Service) finishTxn(ctx context.Context, tid string, cur *txn.State, m *txn.Markers) error {
+	if err := s.writeMarkers(ctx, m); err != nil {
+		return fmt.Errorf("transactional id %q: write the markers: %w", tid, err)
+	}
+	for range maxCoordinateRounds {
+		d := txn.Step(tid, cur, txn.MarkersWritten{})
+		if d.Store == nil {
+			return nil // completed meanwhile, by another coordinator
+		}
+		_, err := s.storeTxn(ctx, *d.Store)
+		if !errors.Is(err, bookkeeping.ErrConflict) {
+			return err
+		}
+		if cur, err = s.loadTxn(ctx, tid); err != nil {
+			return err
+		}
+	}
+	return connect.NewError(connect.CodeAborted, fmt.Errorf("transactional id %q: coordinators raced completing it; retry", tid))
+}
+
+// writeMarkers writes m's marker into each of its partitions, at once, and
+// returns the first failure.
+func (s *Service) writeMarkers(ctx context.Context, m *txn.Markers) error {
+	errs := make([]error, len(m.Partitions))
+	var wg sync.WaitGroup
+	for i, p := range m.Partitions {
+		wg.Go(func() { errs[i] = s.writeMarker(ctx, p, m.ProducerID, m.Epoch, m.Commit) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// writeMarker writes one marker: on this copy's writer of the partition,
+// or through the copy that writes it. A topic incarnation that is gone
+// needs none.
+func (s *Service) writeMarker(ctx context.Context, p txn.Partition, pid int64, epoch int16, commit bool) error {
+	t, err := s.topicByID(ctx, catalog.TopicID(p.TopicID))
+	if errors.Is(err, catalog.ErrNotFound) {
+		return nil // deleted: nothing left to end
+	}
+	if err != nil {
+		return err
+	}
+	var last error
+	for range 3 {
+		r, err := s.routeTo(ctx, t, int(p.Partition), false)
+		if err != nil {
+			return err
+		}
+		if r.w != nil {
+			_, err = r.w.Mark(ctx, pid, epoch, commit)
+			return err
+		}
+		if s.d.Partitions == nil {
+			return fmt.Errorf("%s/%d is written by the copy at %s, and this copy has no client for its PartitionService (Deps.Partitions)", t.Name, p.Partition, r.forward)
+		}
+		_, err = s.d.Partitions(r.forward).WriteMarker(ctx, connect.NewRequest(&peerv1.WriteMarkerRequest{
+			Topic: t.Name, TopicId: string(t.ID), Partition: p.Partition, ProducerId: pid, ProducerEpoch: int32(epoch), Commit: commit,
+		}))
+		if err == nil {
+			return nil
+		}
+		last = err
+		if connect.CodeOf(err) != connect.CodeUnavailable {
+			return err
+		}
+		s.forgetRoute(slotKey{t.ID, int(p.Partition)})
+	}
+	return last
+}
+
+// topicByID finds the live topic incarnation id: in the copy's cache of
+// topics, else by listing the catalog's (the sweeper's and a coordinator's
+// that did not see the topic's produce requests). ErrNotFound when no live
+// topic has that id.
+func (s *Service) topicByID(ctx context.Context, id catalog.TopicID) (catalog.Topic, error) {
+	s.mu.Lock()
+	for _, ct := range s.topics {
+		if ct.t.ID == id {
+			s.mu.Unlock()
+			return ct.t, nil
+		}
+	}
+	s.mu.Unlock()
+	token := ""
+	for {
+		page, err := s.d.Catalog.ListTopics(ctx, token, 0)
+		if err != nil {
+			return catalog.Topic{}, err
+		}
+		for _, t := range page.Items {
+			if t.ID == id {
+				return t, nil
+			}
+		}
+		if page.NextPageToken == "" {
+			return catalog.Topic{}, fmt.Errorf("topic id %s: %w", id, catalog.ErrNotFound)
+		}
+		token = page.NextPageToken
+	}
+}
+
+// loadTxn reads tid's state; nil when none is stored.
+func (s *Service) loadTxn(ctx context.Context, tid string) (*txn.State, error) {
+	t, err := s.d.Producers.GetTxn(ctx, tid)
+	if errors.Is(err, bookkeeping.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	st := stateOf(t)
+	return &st, nil
+}
+
+// storeTxn stores st by compare-and-set on its version.
+func (s *Service) storeTxn(ctx context.Context, st txn.State) (txn.State, error) {
+	t, err := s.d.Producers.PutTxn(ctx, recordOf(st))
+	if err != nil {
+		return txn.State{}, err
+	}
+	return stateOf(t), nil
+}
+
+func stateOf(t bookkeeping.Txn) txn.State {
+	st := txn.State{
+		ID: t.TransactionalID, ProducerID: t.ProducerID, Epoch: t.Epoch, Status: txn.Status(t.Status),
+		Timeout: t.Timeout, Deadline: t.Deadline, Groups: t.Groups,
+		BumpedByCoordinator: t.BumpedByCoordinator, Version: t.Version,
+	}
+	if st.Timeout == 0 {
+		st.Timeout = DefaultTxnTimeout // a record only the old InitProducer wrote
+	}
+	for _, p := range t.Partitions {
+		st.Partitions = append(st.Partitions, txn.Partition{TopicID: p.TopicID, Partition: p.Partition})
+	}
+	return st
+}
+
+func recordOf(st txn.State) bookkeeping.Txn {
+	t := bookkeeping.Txn{
+		TransactionalID: st.ID, ProducerID: st.ProducerID, Epoch: st.Epoch, Status: bookkeeping.TxnStatus(st.Status),
+		Timeout: st.Timeout, Deadline: st.Deadline, Groups: st.Groups,
+		BumpedByCoordinator: st.BumpedByCoordinator, Version: st.Version,
+	}
+	for _, p := range st.Partitions {
+		t.Partitions = append(t.Partitions, bookkeeping.TxnPartition{TopicID: p.TopicID, Partition: p.Partition})
+	}
+	return t
+}
+
+// txnError maps the coordinator's errors to codes; others go to
+// produceError's mapping.
+func (s *Service) txnError(err error) error {
+	switch {
+	case errors.Is(err, txn.ErrFenced):
+		return apierr.WithReason(connect.NewError(connect.CodeFailedPrecondition, err), ReasonProducerFenced, nil)
+	case errors.Is(err, txn.ErrUnknownProducer):
+		return apierr.WithReason(connect.NewError(connect.CodeFailedPrecondition, err), ReasonInvalidProducerIDMapping, nil)
+	case errors.Is(err, txn.ErrConcurrent):
+		return apierr.WithReason(connect.NewError(connect.CodeAborted, err), ReasonConcurrentTransactions, nil)
+	case errors.Is(err, txn.ErrInvalidState):
+		return apierr.WithReason(connect.NewError(connect.CodeFailedPrecondition, err), ReasonInvalidTxnState, nil)
+	case errors.Is(err, bookkeeping.ErrConflict):
+		return connect.NewError(connect.CodeAborted, fmt.Errorf("%w; retry", err))
+	}
+	return s.produceError(err)
+}
+
+// sweepTxns is one pass of the sweeper over every transactional id: an
+// Ongoing transaction past its deadline is aborted, and a Prepare state
+// seen at the same version on the previous pass — left by a coordinator
+// that died — is finished. seen holds the Prepare versions of the last
+// pass, and is replaced.
+func (s *Service) sweepTxns(ctx context.Context, seen map[string]int64) (map[string]int64, error) {
+	next := make(map[string]int64)
+	after := ""
+	for {
+		page, more, err := s.d.Producers.ListTxns(ctx, after, bookkeeping.MaxTxnListLimit)
+		if err != nil {
+			return seen, err
+		}
+		now := time.Now()
+		for _, t := range page {
+			after = t.TransactionalID
+			st := txn.Status(t.Status)
+			switch {
+			case st == txn.Ongoing && !now.Before(t.Deadline):
+			case st == txn.PrepareCommit || st == txn.PrepareAbort:
+				next[t.TransactionalID] = t.Version
+				if v, ok := seen[t.TransactionalID]; !ok || v != t.Version {
+					continue // maybe a live coordinator's, still writing
+				}
+			default:
+				continue
+			}
+			if _, err := s.coordinate(ctx, t.TransactionalID, txn.Expire{Now: now}); err != nil {
+				s.log.Warn("transaction sweeper", slog.String("transactional_id", t.TransactionalID), slog.Any("err", err))
+			}
+		}
+		if !more {
+			return next, nil
+		}
+	}
+}
+
+// runSweeper sweeps every TxnSweepInterval until ctx ends.
+func (s *Service) runSweeper(ctx context.Context) {
+	if s.d.Producers == nil || s.cfg.TxnSweepInterval <= 0 {
+		return
+	}
+	t := time.NewTicker(s.cfg.TxnSweepInterval)
+	defer t.Stop()
+	var seen map[string]int64
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		var err error
+		if seen, err = s.sweepTxns(ctx, seen); err != nil && ctx.Err() == nil {
+			s.log.Warn("transaction sweeper pass failed", slog.Any("err", err))
+		}
+	}
+}

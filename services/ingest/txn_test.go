@@ -1,0 +1,227 @@
+package ingest_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/sluicemq/sluice/internal/apierr"
+	"github.com/sluicemq/sluice/internal/cluster"
+	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
+	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicemq/sluice/pkg/record"
+	"github.com/sluicemq/sluice/services/ingest"
+)
+
+// txnClient drives one transactional id against a copy, as a client
+// would: InitProducer, AddPartitionsToTxn, transactional batches on a
+// ProduceStream that names the transactional id, EndTxn.
+type txnClient struct {
+	t     *testing.T
+	prod  sluicev1connect.ProducerServiceClient
+	tid   string
+	pid   int64
+	epoch int32
+	seq   map[int32]int32
+	corr  uint64
+}
+
+func newTxnClient(t *testing.T, url, tid string, timeoutMS int32) (*txnClient, error) {
+	c := &txnClient{t: t, prod: sluicev1connect.NewProducerServiceClient(h2cClient(), url, connect.WithGRPC()), tid: tid, seq: map[int32]int32{}}
+	resp, err := c.prod.InitProducer(context.Background(), connect.NewRequest(&sluicev1.InitProducerRequest{TransactionalId: tid, TransactionTimeoutMs: timeoutMS}))
+	if err != nil {
+		return nil, err
+	}
+	c.pid, c.epoch = resp.Msg.ProducerId, resp.Msg.ProducerEpoch
+	return c, nil
+}
+
+func (c *txnClient) session() *sluicev1.TxnSession {
+	return &sluicev1.TxnSession{TransactionalId: c.tid, ProducerId: c.pid, ProducerEpoch: c.epoch}
+}
+
+func (c *txnClient) add(topic string, parts ...int32) error {
+	_, err := c.prod.AddPartitionsToTxn(context.Background(), connect.NewRequest(&sluicev1.AddPartitionsToTxnRequest{
+		Session: c.session(), Topics: []*sluicev1.TxnTopic{{Topic: topic, Partitions: parts}}}))
+	return err
+}
+
+// send produces one transactional record to each partition, on one stream.
+func (c *txnClient) send(topic string, parts ...int32) error {
+	c.t.Helper()
+	st := c.prod.ProduceStream(context.Background())
+	defer func() { _ = st.CloseRequest(); _ = st.CloseResponse() }()
+	req := &sluicev1.ProduceRequest{Topic: topic}
+	for _, p := range parts {
+		b, err := record.NewBuilder(record.BuilderOptions{Producer: &record.Producer{ID: c.pid, Epoch: int16(c.epoch), BaseSequence: c.seq[p]}, Transactional: true})
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		if err := b.Append(&record.Record{Timestamp: 1, Value: fmt.Appendf(nil, "%s-%d-%d", c.tid, c.epoch, c.seq[p])}); err != nil {
+			c.t.Fatal(err)
+		}
+		data, err := b.Build()
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		req.Batches = append(req.Batches, &sluicev1.EncodedBatch{Partition: p, Data: data})
+	}
+	c.corr++
+	if err := st.Send(&sluicev1.ProduceStreamRequest{CorrelationId: c.corr, Request: req, ProducerId: c.pid, ProducerEpoch: c.epoch, TransactionalId: c.tid}); err != nil {
+		return err
+	}
+	resp, err := st.Receive()
+	if err != nil {
+		return err
+	}
+	if e := resp.GetError(); e != nil {
+		return apierr.WithReason(connect.NewError(connect.Code(e.GetCode()), errors.New(e.GetMessage())), e.GetReason(), nil)
+	}
+	for _, p := range parts {
+		c.seq[p]++
+	}
+	return nil
+}
+
+func (c *txnClient) end(commit bool) error {
+	resp, err := c.prod.EndTxn(context.Background(), connect.NewRequest(&sluicev1.EndTxnRequest{Session: c.session(), Commit: commit}))
+	if err != nil {
+		return err
+	}
+	c.epoch = resp.Msg.ProducerEpoch
+	clear(c.seq)
+	return nil
+}
+
+// ends returns the end offsets of topic's partitions as the copy at url
+// sees them.
+func ends(t *testing.T, url, topic string) []int64 {
+	t.Helper()
+	admin := sluicev1connect.NewAdminServiceClient(http.DefaultClient, url)
+	resp, err := admin.DescribeTopic(context.Background(), connect.NewRequest(&sluicev1.DescribeTopicRequest{Name: topic}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []int64
+	for _, p := range resp.Msg.Topic.Partitions {
+		out = append(out, p.EndOffset)
+	}
+	return out
+}
+
+func wantReason(t *testing.T, what string, err error, code connect.Code, reason string) {
+	t.Helper()
+	if connect.CodeOf(err) != code || apierr.Reason(err) != reason {
+		t.Fatalf("%s: %v; want %v with reason %s", what, err, code, reason)
+	}
+}
+
+// A transaction over partitions written by two copies: the coordinator
+// (the copy the client talks to) writes a marker into each, its own
+// partitions' directly and the other copy's through PartitionService; a
+// partition not added refuses the producer's batches; a newer session of
+// the transactional id fences the older one's requests.
+func TestTransactionAcrossCopies(t *testing.T) {
+	tc := startCluster(t, func(c *cluster.Config) { c.ExtraIngest = 1 })
+	ctx := context.Background()
+	main, other := tc.url, "http://"+tc.c.Extra[0].Addr()
+	admin := sluicev1connect.NewAdminServiceClient(http.DefaultClient, main)
+	if _, err := admin.CreateTopic(ctx, connect.NewRequest(&sluicev1.CreateTopicRequest{Name: "t", Partitions: 4})); err != nil {
+		t.Fatal(err)
+	}
+	// The other copy takes partitions 2 and 3 by writing them first.
+	oprod := sluicev1connect.NewProducerServiceClient(http.DefaultClient, other)
+	for _, p := range []int32{2, 3} {
+		if _, err := oprod.Produce(ctx, connect.NewRequest(&sluicev1.ProduceRequest{Topic: "t", Partition: &p, Records: []*sluicev1.Record{{Value: []byte("plain")}}})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := newTxnClient(t, main, "copier", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.send("t", 0)
+	wantReason(t, "a transactional batch before AddPartitionsToTxn", err, connect.CodeFailedPrecondition, ingest.ReasonInvalidTxnState)
+
+	if err := c.add("t", 0, 1, 2, 3); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := c.send("t", 0, 1, 2, 3); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mainEnds, otherEnds := ends(t, main, "t"), ends(t, other, "t")
+	if mainEnds[0] != 2 || mainEnds[1] != 2 || otherEnds[2] != 3 || otherEnds[3] != 3 {
+		t.Fatalf("ends before the commit: %v (main), %v (other)", mainEnds, otherEnds)
+	}
+	if err := c.end(true); err != nil {
+		t.Fatal(err)
+	}
+	if c.epoch != 1 {
+		t.Fatalf("epoch after EndTxn: %d; want 1", c.epoch)
+	}
+	mainEnds, otherEnds = ends(t, main, "t"), ends(t, other, "t")
+	if mainEnds[0] != 3 || mainEnds[1] != 3 || otherEnds[2] != 4 || otherEnds[3] != 4 {
+		t.Fatalf("ends after the commit: %v (main), %v (other); want one marker more in each partition", mainEnds, otherEnds)
+	}
+
+	// The next transaction, at the bumped epoch; partition 1 only.
+	if err := c.add("t", 1); err != nil {
+		t.Fatal(err)
+	}
+	err = c.send("t", 0)
+	wantReason(t, "a batch for a partition the new transaction did not add", err, connect.CodeFailedPrecondition, ingest.ReasonInvalidTxnState)
+	if err := c.send("t", 1); err != nil {
+		t.Fatal(err)
+	}
+
+	// A new session of "copier" aborts the open transaction (and fences
+	// the old session), then starts at a newer epoch.
+	_, err = newTxnClient(t, main, "copier", 0)
+	wantReason(t, "InitProducer over an open transaction", err, connect.CodeAborted, ingest.ReasonConcurrentTransactions)
+	c2, err := newTxnClient(t, main, "copier", 0)
+	if err != nil || c2.pid != c.pid || c2.epoch != 3 {
+		t.Fatalf("InitProducer once the abort is done: %+v, %v; want producer %d at epoch 3", c2, err, c.pid)
+	}
+	if e := ends(t, main, "t"); e[1] != 5 {
+		t.Fatalf("partition 1 ends at %d; want 5 (the record and the abort marker)", e[1])
+	}
+	wantReason(t, "the old session's AddPartitionsToTxn", c.add("t", 0), connect.CodeFailedPrecondition, ingest.ReasonProducerFenced)
+	wantReason(t, "the old session's EndTxn", c.end(true), connect.CodeFailedPrecondition, ingest.ReasonProducerFenced)
+	wantReason(t, "the old session's batch", c.send("t", 1), connect.CodeFailedPrecondition, ingest.ReasonProducerFenced)
+}
+
+// A transaction left open past its timeout is aborted by the sweeper: its
+// partition gets the abort marker, and the producer's EndTxn is fenced.
+func TestTransactionTimeoutAborts(t *testing.T) {
+	tc := startCluster(t, nil)
+	ctx := context.Background()
+	admin := sluicev1connect.NewAdminServiceClient(http.DefaultClient, tc.url)
+	if _, err := admin.CreateTopic(ctx, connect.NewRequest(&sluicev1.CreateTopicRequest{Name: "t", Partitions: 1})); err != nil {
+		t.Fatal(err)
+	}
+	c, err := newTxnClient(t, tc.url, "slow", 500)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.add("t", 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.send("t", 0); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for ends(t, tc.url, "t")[0] != 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no abort marker 10 s after a 500 ms transaction timeout: end %d", ends(t, tc.url, "t")[0])
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	wantReason(t, "EndTxn after the timeout's abort", c.end(true), connect.CodeFailedPrecondition, ingest.ReasonProducerFenced)
+}
