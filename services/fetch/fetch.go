@@ -360,7 +360,7 @@ func (s *Service) Fetch(ctx context.Context, req *connect.Request[sluicev1.Fetch
 	if err != nil {
 		return nil, err
 	}
-	lim := partlog.Limits{MaxRecords: int(m.MaxRecords), MaxBytes: int(m.MaxBytes), Batches: m.RecordBatches}
+	lim := partlog.Limits{MaxRecords: int(m.MaxRecords), MaxBytes: int(m.MaxBytes), Batches: m.RecordBatches, ReadCommitted: m.ReadCommitted}
 	if lim.MaxRecords == 0 {
 		lim.MaxRecords = DefaultMaxRecords
 	}
@@ -385,8 +385,15 @@ func (s *Service) Fetch(ctx context.Context, req *connect.Request[sluicev1.Fetch
 			}
 			return resp, nil
 		}
+		// At the end; or, reading committed records, held at the last
+		// stable offset: that moves only with a new entry, beyond the
+		// high watermark.
+		waitAt := offset
+		if m.ReadCommitted {
+			waitAt = max(offset, res.HighWatermark)
+		}
 		wctx, cancel := context.WithDeadline(ctx, deadline)
-		werr := s.logs.Wait(wctx, m.Topic, p, offset)
+		werr := s.logs.Wait(wctx, m.Topic, p, waitAt)
 		cancel()
 		if werr != nil && ctx.Err() != nil {
 			return nil, connect.NewError(connect.CodeCanceled, ctx.Err())
@@ -417,7 +424,7 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 }
 
 func fetchResponse(res partlog.Result) *sluicev1.FetchResponse {
-	return &sluicev1.FetchResponse{Records: consumed(res.Records), RecordBatches: res.Batches, HighWatermark: res.HighWatermark, LogStartOffset: res.LogStart, NextOffset: res.Next}
+	return &sluicev1.FetchResponse{Records: consumed(res.Records), RecordBatches: res.Batches, HighWatermark: res.HighWatermark, LogStartOffset: res.LogStart, NextOffset: res.Next, LastStableOffset: res.StableEnd}
 }
 
 func consumed(recs []record.Record) []*sluicev1.ConsumedRecord {

@@ -41,6 +41,9 @@ type session struct {
 	member  // mu guards the session's fields below too
 	id      string
 	batches bool // deliver stored record batches (SubscribeRequest.record_batches)
+	// readCommitted: deliver only committed transactions' records
+	// (SubscribeRequest.read_committed).
+	readCommitted bool
 
 	cancel context.CancelCauseFunc
 	wake   chan struct{} // buffered 1: credits, assignment, new data
@@ -100,7 +103,7 @@ func (s *Service) Subscribe(ctx context.Context, req *connect.Request[sluicev1.S
 	}
 	sctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	ss := &session{id: s.routedID("s-"), batches: m.RecordBatches, cancel: cancel, wake: make(chan struct{}, 1), left: make(chan struct{}),
+	ss := &session{id: s.routedID("s-"), batches: m.RecordBatches, readCommitted: m.ReadCommitted, cancel: cancel, wake: make(chan struct{}, 1), left: make(chan struct{}),
 		lastActive: s.now()}
 	s.initMember(&ss.member, m.Group, s.routedID("m-"), topics, timeout)
 	ss.start, ss.info, ss.ctx = m.Start, m.ClientInfo, sctx
@@ -230,11 +233,11 @@ func (ss *session) deliver(stream *connect.ServerStream[sluicev1.SubscribeRespon
 		sent := false
 		for i := range order {
 			k := order[(rr+i)%len(order)]
-			n, err := ss.deliverOne(stream, k)
+			moved, err := ss.deliverOne(stream, k)
 			if err != nil {
 				return err
 			}
-			if n > 0 {
+			if moved {
 				sent = true
 			}
 		}
@@ -254,20 +257,22 @@ func (ss *session) deliver(stream *connect.ServerStream[sluicev1.SubscribeRespon
 }
 
 // deliverOne reads and sends one batch of a partition within the credits;
-// it returns the records sent.
-func (ss *session) deliverOne(stream *connect.ServerStream[sluicev1.SubscribeResponse], k tp) (int, error) {
+// moved reports that the delivery position moved (records sent, or only
+// skipped: an aborted transaction's, on a read_committed session), so
+// there may be more to read at once.
+func (ss *session) deliverOne(stream *connect.ServerStream[sluicev1.SubscribeResponse], k tp) (moved bool, err error) {
 	s := ss.s
 	ss.mu.Lock()
 	l, ok := ss.mach.Lease(k)
 	if !ok || l.Revoking || ss.credRecs <= 0 || ss.credBytes <= 0 {
 		ss.mu.Unlock()
-		return 0, nil
+		return false, nil
 	}
 	epoch, next := l.Epoch, l.Next
 	recs, bytes := ss.credRecs, ss.credBytes
 	ss.mu.Unlock()
 	if hw := s.logs.HighWatermark(k.Topic, int(k.Partition)); hw >= 0 && hw <= next {
-		return 0, nil
+		return false, nil
 	}
 	lim := partlog.Limits{
 		MaxRecords:     int(min(recs, int64(s.cfg.SessionBatchRecords))),
@@ -275,34 +280,36 @@ func (ss *session) deliverOne(stream *connect.ServerStream[sluicev1.SubscribeRes
 		HardMaxBytes:   int(min(bytes, MaxMaxBytes)),
 		Batches:        ss.batches,
 		HardMaxRecords: int(min(recs, 1<<30)),
+		ReadCommitted:  ss.readCommitted,
 	}
 	res, err := s.read(ss.ctx, k.Topic, int(k.Partition), next, lim)
 	if err != nil {
 		var ce *connect.Error
 		switch {
 		case ss.ctx.Err() != nil:
-			return 0, nil
+			return false, nil
 		case errors.As(err, &ce) && ce.Code() == connect.CodeOutOfRange:
 			ss.resetBelowStart(k, epoch, next)
-			return 0, nil
+			return false, nil
 		case errors.As(err, &ce) && ce.Code() == connect.CodeDataLoss:
-			return 0, err // never skip corrupt data
+			return false, err // never skip corrupt data
 		default:
 			s.log.Warn("group delivery read failed; retrying", slog.String("topic", k.Topic), slog.Int("partition", int(k.Partition)), slog.Any("err", err))
-			return 0, nil
+			return false, nil
 		}
 	}
 	if res.Count == 0 {
 		if res.Next > next {
 			ss.step(membership.Advance{Key: k, Epoch: epoch, From: next, To: res.Next})
+			return true, nil
 		}
-		return 0, nil
+		return false, nil
 	}
 	ss.mu.Lock()
 	l, ok = ss.mach.Lease(k)
 	if !ok || l.Epoch != epoch || l.Revoking || l.Next != next {
 		ss.mu.Unlock()
-		return 0, nil
+		return false, nil
 	}
 	ss.credRecs -= int64(res.Count)
 	ss.credBytes -= int64(res.Bytes)
@@ -310,17 +317,18 @@ func (ss *session) deliverOne(stream *connect.ServerStream[sluicev1.SubscribeRes
 	ss.mu.Unlock()
 	if d := throttle(s.groupQ, ss.group, res.Bytes); d > 0 {
 		if err := sleepCtx(ss.ctx, min(d, time.Minute)); err != nil {
-			return 0, nil
+			return false, nil
 		}
 	}
 	d := &sluicev1.RecordsDelivered{
 		Topic: k.Topic, Partition: k.Partition, Epoch: epoch, Records: consumed(res.Records), RecordBatches: res.Batches, HighWatermark: res.HighWatermark,
+		LastStableOffset: res.StableEnd,
 	}
 	if ss.batches {
 		d.CreditsSpent = &sluicev1.Credits{Records: int64(res.Count), Bytes: int64(res.Bytes)}
 	}
 	err = stream.Send(&sluicev1.SubscribeResponse{Event: &sluicev1.SubscribeResponse_Records{Records: d}})
-	return res.Count, err
+	return res.Count > 0, err
 }
 
 // resetBelowStart moves a lease's delivery position that retention passed
@@ -479,9 +487,6 @@ func validateSubscribe(m *sluicev1.SubscribeRequest) (time.Duration, error) {
 	}
 	if len(m.ClientInfo) > MaxClientInfoBytes {
 		return 0, apierr.TooLarge("client_info", apierr.ClientInfoBytes, int64(len(m.ClientInfo)), MaxClientInfoBytes)
-	}
-	if m.ReadCommitted {
-		return 0, apierr.Invalid("read_committed", "transactions are not supported yet")
 	}
 	return timeout, nil
 }

@@ -225,3 +225,131 @@ func TestTransactionTimeoutAborts(t *testing.T) {
 	}
 	wantReason(t, "EndTxn after the timeout's abort", c.end(true), connect.CodeFailedPrecondition, ingest.ReasonProducerFenced)
 }
+
+// fetchOffsets reads partition 0 of topic from offset with a Fetch and
+// returns the offsets of the records, the next offset and the LSO.
+func fetchOffsets(t *testing.T, url, topic string, offset int64, committed, batches bool, waitMS int32) (offs []int64, next, lso int64) {
+	t.Helper()
+	cons := sluicev1connect.NewConsumerServiceClient(http.DefaultClient, url)
+	resp, err := cons.Fetch(context.Background(), connect.NewRequest(&sluicev1.FetchRequest{Topic: topic, Offset: offset, ReadCommitted: committed, RecordBatches: batches, MaxWaitMs: waitMS}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range resp.Msg.Records {
+		offs = append(offs, r.Offset)
+	}
+	for _, run := range resp.Msg.RecordBatches {
+		for rest := run; len(rest) > 0; {
+			b, r, err := record.Split(rest)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rest = r
+			if b.Attributes().Control() {
+				t.Fatalf("a control batch at offset %d was delivered", b.BaseOffset())
+			}
+			for o := max(b.BaseOffset(), offset); o <= b.LastOffset(); o++ {
+				offs = append(offs, o)
+			}
+		}
+	}
+	return offs, resp.Msg.NextOffset, resp.Msg.LastStableOffset
+}
+
+// read_committed shows records written outside transactions and those of
+// committed ones, never an open or aborted transaction's, and holds at the
+// last stable offset until the oldest open transaction ends; a long poll
+// held there returns once it does. Markers are never delivered, in either
+// isolation, as records or as batches.
+func TestReadCommitted(t *testing.T) {
+	tc := startCluster(t, nil)
+	ctx := context.Background()
+	admin := sluicev1connect.NewAdminServiceClient(http.DefaultClient, tc.url)
+	if _, err := admin.CreateTopic(ctx, connect.NewRequest(&sluicev1.CreateTopicRequest{Name: "t", Partitions: 1})); err != nil {
+		t.Fatal(err)
+	}
+	prod := sluicev1connect.NewProducerServiceClient(http.DefaultClient, tc.url)
+	plain := func() {
+		t.Helper()
+		p := int32(0)
+		if _, err := prod.Produce(ctx, connect.NewRequest(&sluicev1.ProduceRequest{Topic: "t", Partition: &p, Records: []*sluicev1.Record{{Value: []byte("plain")}}})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, err := newTxnClient(t, tc.url, "a", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := newTxnClient(t, tc.url, "b", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain() // 0
+	if err := a.add("t", 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.add("t", 0); err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []func() error{
+		func() error { return a.send("t", 0) }, // 1
+		func() error { return a.send("t", 0) }, // 2
+		func() error { return b.send("t", 0) }, // 3
+	} {
+		if err := step(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	plain() // 4
+
+	// check reads from offset 0 as a consumer does, on from each answer's
+	// next offset until one brings nothing new.
+	check := func(what string, committed bool, want []int64, wantNext, wantLSO int64) {
+		t.Helper()
+		for _, batches := range []bool{false, true} {
+			var got []int64
+			next, lso := int64(0), int64(0)
+			for {
+				offs, n, l := fetchOffsets(t, tc.url, "t", next, committed, batches, 0)
+				got = append(got, offs...)
+				if n == next && len(offs) == 0 {
+					lso = l
+					break
+				}
+				next = n
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) || next != wantNext || lso != wantLSO {
+				t.Fatalf("%s (batches %v): offsets %v next %d LSO %d; want %v next %d LSO %d", what, batches, got, next, lso, want, wantNext, wantLSO)
+			}
+		}
+	}
+	check("both open, read_committed", true, []int64{0}, 1, 1)
+	check("both open, read_uncommitted", false, []int64{0, 1, 2, 3, 4}, 5, 0)
+
+	if err := a.end(false); err != nil { // abort marker at 5
+		t.Fatal(err)
+	}
+	check("a aborted, b open", true, []int64{0}, 3, 3)
+
+	// A long poll held at the LSO returns once b commits.
+	type result struct {
+		offs []int64
+		took time.Duration
+	}
+	polled := make(chan result, 1)
+	go func() {
+		start := time.Now()
+		offs, _, _ := fetchOffsets(t, tc.url, "t", 3, true, false, 10_000)
+		polled <- result{offs, time.Since(start)}
+	}()
+	time.Sleep(200 * time.Millisecond)
+	if err := b.end(true); err != nil { // commit marker at 6
+		t.Fatal(err)
+	}
+	r := <-polled
+	if fmt.Sprint(r.offs) != "[3 4]" || r.took > 5*time.Second {
+		t.Fatalf("long poll from the LSO: offsets %v after %v; want [3 4] soon after the commit", r.offs, r.took)
+	}
+	check("a aborted, b committed", true, []int64{0, 3, 4}, 7, 7)
+	check("read_uncommitted after both ended", false, []int64{0, 1, 2, 3, 4}, 7, 0)
+}

@@ -45,7 +45,21 @@ func appendBatches(it *record.Iterator, payload []byte, next *int64, lim Limits,
 		if err := record.Verify(bt); err != nil {
 			return false, err
 		}
-		if bt.Attributes().Control() || bt.RecordCount() <= 0 {
+		if f := lim.txn; f != nil {
+			stop, skip := f.take(bt)
+			if stop {
+				flush()
+				return true, nil
+			}
+			if skip {
+				flush() // an aborted transaction's batch, or a marker
+				*next = bt.NextOffset()
+				continue
+			}
+		}
+		if bt.Attributes().Control() && lim.control {
+			// The scan for markers takes them.
+		} else if bt.Attributes().Control() || bt.RecordCount() <= 0 {
 			flush() // transaction markers are not records; empty batches hold none
 			*next = bt.NextOffset()
 			continue
@@ -90,6 +104,16 @@ func appendRecords(it *record.Iterator, payload []byte, next *int64, lim Limits,
 		rest = r
 		if bt.LastOffset() < *next {
 			continue
+		}
+		if f := lim.txn; f != nil {
+			stop, skip := f.take(bt)
+			if stop {
+				return true, nil
+			}
+			if skip {
+				*next = bt.NextOffset() // an aborted transaction's batch, or a marker
+				continue
+			}
 		}
 		if bt.Attributes().Control() {
 			*next = bt.NextOffset() // transaction markers are not records

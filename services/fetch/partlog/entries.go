@@ -29,7 +29,10 @@ type ledgerState struct {
 	bounds map[int64]bounds
 }
 
-type bounds struct{ first, last, maxTS int64 }
+// bounds is what a reader keeps of an entry: its first and last offsets,
+// its largest timestamp, and its last stable offset (the entry header's,
+// else last+1: no transaction open at its end).
+type bounds struct{ first, last, maxTS, lso int64 }
 
 // readable is the last entry that may be read now and whether the ledger is
 // sealed.
@@ -182,7 +185,7 @@ func (ls *Logs) learn(st *ledgerState, en client.Entry) (bounds, error) {
 
 func decodeBounds(payload []byte) (bounds, error) {
 	b := bounds{first: -1, maxTS: -1}
-	_, batches, err := record.EntryBatches(payload)
+	h, batches, err := record.EntryBatches(payload)
 	if err != nil {
 		return bounds{}, err
 	}
@@ -200,6 +203,13 @@ func decodeBounds(payload []byte) (bounds, error) {
 	}
 	if b.first < 0 {
 		return bounds{}, errors.New("entry holds no record batch")
+	}
+	b.lso = b.last + 1
+	if h.Present {
+		if h.LSO > b.last+1 {
+			return bounds{}, fmt.Errorf("entry header's last stable offset %d is beyond the entry's end %d", h.LSO, b.last+1)
+		}
+		b.lso = h.LSO
 	}
 	return b, nil
 }

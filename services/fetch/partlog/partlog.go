@@ -205,6 +205,10 @@ type Log struct {
 	hints     map[int64]position // next offset → where it is
 	// followers are signalled (without blocking) when hw rises.
 	followers map[chan struct{}]int
+
+	// txns: transaction markers read, for read_committed reads (txn.go);
+	// its own lock, a leaf.
+	txns txnIndex
 }
 
 type position struct {

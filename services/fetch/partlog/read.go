@@ -29,7 +29,11 @@ type Result struct {
 	// values), or of the Batches as stored.
 	Bytes         int
 	HighWatermark int64
-	LogStart      int64
+	// StableEnd is the last stable offset (LSO) on a ReadCommitted read:
+	// the first offset of the oldest transaction open, at most
+	// HighWatermark; 0 on other reads.
+	StableEnd int64
+	LogStart  int64
 	// Next is the offset to read next.
 	Next int64
 }
@@ -49,6 +53,15 @@ type Limits struct {
 	// limits, and the read stops there.
 	Batches        bool
 	HardMaxRecords int
+	// ReadCommitted reads only records of committed transactions (and
+	// records written outside transactions): it stops at the last stable
+	// offset and skips aborted transactions' batches (txn.go).
+	ReadCommitted bool
+
+	// control: with Batches, return control batches too (the scan for
+	// transaction markers). txn: set by a read_committed read.
+	control bool
+	txn     *txnFilter
 }
 
 // Read returns records of a partition from offset on, within lim. At the
@@ -56,8 +69,17 @@ type Limits struct {
 func (ls *Logs) Read(ctx context.Context, topic string, partition int, offset int64, lim Limits) (Result, error) {
 	lg := ls.get(topic, partition)
 	lg.touch()
-	res, beyond, err := lg.read(ctx, offset, lim, readCached)
-	if err == nil && res.Count == 0 && res.HighWatermark <= offset {
+	read := lg.read
+	if lim.ReadCommitted {
+		read = lg.readCommitted
+	}
+	res, beyond, err := read(ctx, offset, lim, readCached)
+	// At the end as known — or, reading committed records, held at the
+	// LSO as known, which a fresh look at the tail may move.
+	atEnd := func() bool {
+		return res.Count == 0 && (res.HighWatermark <= offset || lim.ReadCommitted && res.Next <= offset && res.StableEnd <= offset)
+	}
+	if err == nil && atEnd() {
 		lg.mu.Lock()
 		watched := lg.watching
 		lg.mu.Unlock()
@@ -78,7 +100,7 @@ func (ls *Logs) Read(ctx context.Context, topic string, partition int, offset in
 						return Result{}, ctx.Err()
 					}
 				}
-				res, _, err = lg.read(ctx, offset, lim, readFresh)
+				res, _, err = read(ctx, offset, lim, readFresh)
 				var oor *OutOfRangeError
 				if !errors.As(err, &oor) || oor.BelowLogStart {
 					break
@@ -88,7 +110,7 @@ func (ls *Logs) Read(ctx context.Context, topic string, partition int, offset in
 			// At the end with no tail watcher keeping the LAC fresh: ask
 			// the bookies once, so a fetch without wait sees what was
 			// just acknowledged.
-			res, _, err = lg.read(ctx, offset, lim, readPoll)
+			res, _, err = read(ctx, offset, lim, readPoll)
 		}
 	}
 	if err != nil {
@@ -136,6 +158,28 @@ func (lg *Log) readOnce(ctx context.Context, offset int64, lim Limits, mode read
 		return Result{}, false, err
 	}
 	res = Result{LogStart: p.LogStartOffset, Next: offset}
+	// stable: a read_committed read learns the LSO right before it
+	// collects (after the tail's LAC was polled, in the modes that poll),
+	// and reports it however it ends.
+	stableKnown := false
+	stable := func() error {
+		if lim.txn == nil || stableKnown {
+			return nil
+		}
+		s, err := lg.stableOf(ctx, p)
+		if err != nil {
+			return err
+		}
+		lim.txn.stable, stableKnown = s, true
+		return nil
+	}
+	if lim.txn != nil {
+		defer func() {
+			if err == nil && stable() == nil {
+				res.StableEnd = min(lim.txn.stable, res.HighWatermark)
+			}
+		}()
+	}
 	outOfRange := func(end int64) error {
 		return &OutOfRangeError{Offset: offset, Start: p.LogStartOffset, End: end, Topic: lg.key.topic, Partition: lg.key.partition, BelowLogStart: offset < p.LogStartOffset}
 	}
@@ -184,6 +228,9 @@ func (lg *Log) readOnce(ctx context.Context, offset int64, lim Limits, mode read
 		m := st.metadata()
 		if sealed && offset > m.LastOffset {
 			continue
+		}
+		if err := stable(); err != nil {
+			return res, false, err
 		}
 		if st.object {
 			if err := lg.collectObject(ctx, st, offset, lim, &res); err != nil {

@@ -110,6 +110,12 @@ type FetchRequest struct {
 	// batch covers more offsets than `max_records`, that response falls back
 	// to `records`. Control batches (transaction markers) are never returned.
 	RecordBatches bool `protobuf:"varint,9,opt,name=record_batches,json=recordBatches,proto3" json:"record_batches,omitempty"`
+	// Return only records of committed transactions (and records written
+	// outside transactions): the read stops at the last stable offset (the
+	// first offset of the oldest transaction still open) and skips the
+	// records of aborted transactions (Kafka's isolation.level
+	// read_committed). Unset reads everything stored (read_uncommitted).
+	ReadCommitted bool `protobuf:"varint,10,opt,name=read_committed,json=readCommitted,proto3" json:"read_committed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -207,6 +213,13 @@ func (x *FetchRequest) GetRecordBatches() bool {
 	return false
 }
 
+func (x *FetchRequest) GetReadCommitted() bool {
+	if x != nil {
+		return x.ReadCommitted
+	}
+	return false
+}
+
 // FetchResponse returns records in offset order.
 type FetchResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -228,9 +241,13 @@ type FetchResponse struct {
 	// The offset this response read from: the requested one, or where
 	// `start` resolved to. Records of `record_batches` below it are not part
 	// of the answer.
-	Offset        int64 `protobuf:"varint,7,opt,name=offset,proto3" json:"offset,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Offset int64 `protobuf:"varint,7,opt,name=offset,proto3" json:"offset,omitempty"`
+	// With `read_committed`: the last stable offset, the first offset of the
+	// oldest transaction still open (at most `high_watermark`); the read
+	// goes no further. 0 otherwise.
+	LastStableOffset int64 `protobuf:"varint,8,opt,name=last_stable_offset,json=lastStableOffset,proto3" json:"last_stable_offset,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *FetchResponse) Reset() {
@@ -312,6 +329,13 @@ func (x *FetchResponse) GetOffset() int64 {
 	return 0
 }
 
+func (x *FetchResponse) GetLastStableOffset() int64 {
+	if x != nil {
+		return x.LastStableOffset
+	}
+	return 0
+}
+
 // SubscribeRequest starts a group member session.
 type SubscribeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -330,7 +354,8 @@ type SubscribeRequest struct {
 	// committed offset below the log start (retention removed those
 	// records): earliest continues at the log start, latest at the end.
 	Start StartPosition `protobuf:"varint,5,opt,name=start,proto3,enum=sluice.v1.StartPosition" json:"start,omitempty"`
-	// Only records of committed transactions (later: transactions).
+	// Only records of committed transactions, as FetchRequest's
+	// `read_committed`.
 	ReadCommitted bool `protobuf:"varint,6,opt,name=read_committed,json=readCommitted,proto3" json:"read_committed,omitempty"`
 	// Free-form description shown by DescribeGroup (host, SDK version); at
 	// most 1 KiB.
@@ -837,9 +862,12 @@ type RecordsDelivered struct {
 	// set, never both.
 	RecordBatches [][]byte `protobuf:"bytes,6,rep,name=record_batches,json=recordBatches,proto3" json:"record_batches,omitempty"`
 	// On sessions with `record_batches`: the credits this delivery spent.
-	CreditsSpent  *Credits `protobuf:"bytes,7,opt,name=credits_spent,json=creditsSpent,proto3" json:"credits_spent,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	CreditsSpent *Credits `protobuf:"bytes,7,opt,name=credits_spent,json=creditsSpent,proto3" json:"credits_spent,omitempty"`
+	// On `read_committed` sessions: the last stable offset when the records
+	// were read (see FetchResponse.last_stable_offset).
+	LastStableOffset int64 `protobuf:"varint,8,opt,name=last_stable_offset,json=lastStableOffset,proto3" json:"last_stable_offset,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *RecordsDelivered) Reset() {
@@ -919,6 +947,13 @@ func (x *RecordsDelivered) GetCreditsSpent() *Credits {
 		return x.CreditsSpent
 	}
 	return nil
+}
+
+func (x *RecordsDelivered) GetLastStableOffset() int64 {
+	if x != nil {
+		return x.LastStableOffset
+	}
+	return 0
 }
 
 // GrantCreditsRequest adds credits to a session.
@@ -1302,7 +1337,7 @@ var File_sluice_v1_consumer_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_consumer_proto_rawDesc = "" +
 	"\n" +
-	"\x18sluice/v1/consumer.proto\x12\tsluice.v1\x1a\x16sluice/v1/record.proto\"\xbd\x02\n" +
+	"\x18sluice/v1/consumer.proto\x12\tsluice.v1\x1a\x16sluice/v1/record.proto\"\xe4\x02\n" +
 	"\fFetchRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
@@ -1313,7 +1348,9 @@ const file_sluice_v1_consumer_proto_rawDesc = "" +
 	"\tmax_bytes\x18\x06 \x01(\x05R\bmaxBytes\x12.\n" +
 	"\x05start\x18\a \x01(\x0e2\x18.sluice.v1.StartPositionR\x05start\x12,\n" +
 	"\x12start_timestamp_ms\x18\b \x01(\x03R\x10startTimestampMs\x12%\n" +
-	"\x0erecord_batches\x18\t \x01(\bR\rrecordBatches\"\x9f\x02\n" +
+	"\x0erecord_batches\x18\t \x01(\bR\rrecordBatches\x12%\n" +
+	"\x0eread_committed\x18\n" +
+	" \x01(\bR\rreadCommitted\"\xcd\x02\n" +
 	"\rFetchResponse\x123\n" +
 	"\arecords\x18\x01 \x03(\v2\x19.sluice.v1.ConsumedRecordR\arecords\x12%\n" +
 	"\x0ehigh_watermark\x18\x02 \x01(\x03R\rhighWatermark\x12(\n" +
@@ -1322,7 +1359,8 @@ const file_sluice_v1_consumer_proto_rawDesc = "" +
 	"nextOffset\x12(\n" +
 	"\x10throttle_time_ms\x18\x05 \x01(\x05R\x0ethrottleTimeMs\x12%\n" +
 	"\x0erecord_batches\x18\x06 \x03(\fR\rrecordBatches\x12\x16\n" +
-	"\x06offset\x18\a \x01(\x03R\x06offset\"\xbb\x02\n" +
+	"\x06offset\x18\a \x01(\x03R\x06offset\x12,\n" +
+	"\x12last_stable_offset\x18\b \x01(\x03R\x10lastStableOffset\"\xbb\x02\n" +
 	"\x10SubscribeRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x16\n" +
 	"\x06topics\x18\x02 \x03(\tR\x06topics\x12,\n" +
@@ -1358,7 +1396,7 @@ const file_sluice_v1_consumer_proto_rawDesc = "" +
 	"\x05added\x18\x01 \x03(\v2\x19.sluice.v1.PartitionLeaseR\x05added\x123\n" +
 	"\arevoked\x18\x02 \x03(\v2\x19.sluice.v1.PartitionLeaseR\arevoked\x12\x12\n" +
 	"\x04lost\x18\x03 \x01(\bR\x04lost\x12*\n" +
-	"\x11revoke_timeout_ms\x18\x04 \x01(\x05R\x0frevokeTimeoutMs\"\x98\x02\n" +
+	"\x11revoke_timeout_ms\x18\x04 \x01(\x05R\x0frevokeTimeoutMs\"\xc6\x02\n" +
 	"\x10RecordsDelivered\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x14\n" +
@@ -1366,7 +1404,8 @@ const file_sluice_v1_consumer_proto_rawDesc = "" +
 	"\arecords\x18\x04 \x03(\v2\x19.sluice.v1.ConsumedRecordR\arecords\x12%\n" +
 	"\x0ehigh_watermark\x18\x05 \x01(\x03R\rhighWatermark\x12%\n" +
 	"\x0erecord_batches\x18\x06 \x03(\fR\rrecordBatches\x127\n" +
-	"\rcredits_spent\x18\a \x01(\v2\x12.sluice.v1.CreditsR\fcreditsSpent\"x\n" +
+	"\rcredits_spent\x18\a \x01(\v2\x12.sluice.v1.CreditsR\fcreditsSpent\x12,\n" +
+	"\x12last_stable_offset\x18\b \x01(\x03R\x10lastStableOffset\"x\n" +
 	"\x13GrantCreditsRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1d\n" +
 	"\n" +
