@@ -76,6 +76,13 @@ const (
 	// keeps the list ≤ 260 KB at MaxNameBytes a name.
 	MaxTxnGroups = 1_000
 
+	// MaxTxnOffsets bounds the consumer offsets one transaction commits (a
+	// Txn's Offsets): as many as MaxTxnPartitions, the partitions a
+	// consume-transform-produce over one large topic reads. Each is about
+	// 300 bytes at most with MaxNameBytes names, so the list stays within
+	// a few MB, like the partitions'.
+	MaxTxnOffsets = 10_000
+
 	// MaxTxnTimeout bounds a transaction's timeout (a Txn's Timeout).
 	// Kafka's brokers cap it at 15 minutes by default
 	// (transaction.max.timeout.ms); the coordinator applies its own cap,

@@ -118,6 +118,19 @@ type Offsets interface {
 	// entries remain (continue from the last one returned). Errors:
 	// *ValidationError (limit in [1, MaxListLimit], after not valid).
 	ListOffsets(ctx context.Context, group string, after Cursor, limit int) (offsets []GroupOffset, more bool, err error)
+
+	// CommitTxnOffsets applies the offsets of a committed transaction
+	// (Txn.Offsets): each is written unless the stored offset of the same
+	// incarnation is higher (the group moved on since); an offset of
+	// another incarnation, or none, is replaced. Leases — owners and
+	// epochs — are untouched: the lease epochs were checked when the
+	// offsets joined the transaction, and the transaction's outcome, once
+	// decided, must not depend on a lease moving after. Written with
+	// metadata "" and commit epoch 0. Idempotent: a coordinator that
+	// finishes a transaction again applies them again. Atomic per (group,
+	// topic), not across them. Errors: *ValidationError (ValidateTxnOffsets;
+	// at least one offset).
+	CommitTxnOffsets(ctx context.Context, offsets []TxnOffset) error
 }
 
 // Validate checks c as a Commit: names, a non-empty topic id,

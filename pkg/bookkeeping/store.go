@@ -1,6 +1,9 @@
 package bookkeeping
 
-import "context"
+import (
+	"context"
+	"slices"
+)
 
 // Driver is what a bookkeeping backend implements: storage, and nothing
 // else. Only Store calls a Driver; a backend's constructor hands its driver
@@ -162,6 +165,18 @@ func (s *Store) ListOffsets(ctx context.Context, group string, after Cursor, lim
 		return nil, false, err
 	}
 	return s.d.ListOffsets(ctx, group, after, limit)
+}
+
+// CommitTxnOffsets implements Offsets. Checked: ValidateTxnOffsets, and at
+// least one offset.
+func (s *Store) CommitTxnOffsets(ctx context.Context, offsets []TxnOffset) error {
+	if len(offsets) == 0 {
+		return invalid("offsets", "at least one offset is required")
+	}
+	if err := ValidateTxnOffsets("offsets", offsets); err != nil {
+		return err
+	}
+	return s.d.CommitTxnOffsets(ctx, slices.Clone(offsets))
 }
 
 // ListGroups implements Groups. Checked: ValidateListGroups.

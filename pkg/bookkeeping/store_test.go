@@ -66,6 +66,9 @@ func (r *recorder) FetchOffset(_ context.Context, group, topic string, p int32) 
 func (r *recorder) ListOffsets(_ context.Context, group string, after bookkeeping.Cursor, limit int) ([]bookkeeping.GroupOffset, bool, error) {
 	return nil, false, r.rec("ListOffsets", group, after, limit)
 }
+func (r *recorder) CommitTxnOffsets(_ context.Context, offsets []bookkeeping.TxnOffset) error {
+	return r.rec("CommitTxnOffsets", len(offsets))
+}
 func (r *recorder) ListGroups(_ context.Context, after string, limit int) ([]string, bool, error) {
 	return nil, false, r.rec("ListGroups", after, limit)
 }
@@ -200,6 +203,15 @@ var invalidCalls = []invalidCall{
 		t.Groups = make([]string, bookkeeping.MaxTxnGroups+1)
 		return err1(s.PutTxn(ctx, t))
 	}},
+	{"CommitTxnOffsets", "offsets", func(ctx context.Context, s *bookkeeping.Store) error { return s.CommitTxnOffsets(ctx, nil) }},
+	{"CommitTxnOffsets", "offsets[0].offset", func(ctx context.Context, s *bookkeeping.Store) error {
+		return s.CommitTxnOffsets(ctx, []bookkeeping.TxnOffset{{Group: "g", Topic: "orders", TopicID: "t1", Offset: -1}})
+	}},
+	{"PutTxn", "txn.offsets[1]", func(ctx context.Context, s *bookkeeping.Store) error {
+		t := txn
+		t.Offsets = []bookkeeping.TxnOffset{{Group: "g", Topic: "o", TopicID: "t1"}, {Group: "g", Topic: "o", TopicID: "t1"}}
+		return err1(s.PutTxn(ctx, t))
+	}},
 	{"ListTxns", "after", func(ctx context.Context, s *bookkeeping.Store) error { return err2(s.ListTxns(ctx, "a\x00", 1)) }},
 	{"ListTxns", "limit", func(ctx context.Context, s *bookkeeping.Store) error {
 		return err2(s.ListTxns(ctx, "", bookkeeping.MaxTxnListLimit+1))
@@ -283,6 +295,9 @@ func TestValidArgumentsReachTheDriverOnce(t *testing.T) {
 		{func(s *bookkeeping.Store) error { return err1(s.GetTxn(ctx, "tx")) }, call{"GetTxn", []any{"tx"}}},
 		{func(s *bookkeeping.Store) error { return err1(s.PutTxn(ctx, txn)) }, call{"PutTxn", []any{"tx", int64(4)}}},
 		{func(s *bookkeeping.Store) error { return err2(s.ListTxns(ctx, "tx", 10)) }, call{"ListTxns", []any{"tx", 10}}},
+		{func(s *bookkeeping.Store) error {
+			return s.CommitTxnOffsets(ctx, []bookkeeping.TxnOffset{{Group: "g", Topic: "orders", TopicID: "t1", Partition: 2, Offset: 7}})
+		}, call{"CommitTxnOffsets", []any{1}}},
 		{func(s *bookkeeping.Store) error { return s.Close() }, call{"Close", nil}},
 	}
 	reached := map[string]bool{}

@@ -66,6 +66,17 @@ type TxnPartition struct {
 	Partition int32
 }
 
+// TxnOffset is a consumer offset a transaction commits: the next offset
+// to consume of a partition of a topic incarnation, for a group.
+type TxnOffset struct {
+	Group, Topic string
+	// TopicID is the incarnation the offset belongs to (see Commit.TopicID).
+	TopicID   string
+	Partition int32
+	// Offset is the next offset to consume, in [0, MaxOffset].
+	Offset int64
+}
+
 // Txn is the record of one transactional id: the producer session
 // InitProducer hands out and the transaction coordinator's state, in ONE
 // record, so that the producer id and epoch InitProducer returns and the
@@ -99,6 +110,11 @@ type Txn struct {
 	// group names, returned in the order stored; nil when none.
 	Partitions []TxnPartition
 	Groups     []string
+	// Offsets are the consumer offsets the transaction commits: applied
+	// (Offsets.CommitTxnOffsets) when it commits, dropped when it aborts.
+	// At most MaxTxnOffsets, distinct by (group, topic, partition); nil
+	// when none.
+	Offsets []TxnOffset
 	// BumpedByCoordinator: the last epoch bump was the coordinator's (an
 	// InitProducer, or a timeout's abort), not the client's EndTxn.
 	BumpedByCoordinator bool
@@ -182,6 +198,9 @@ func (t Txn) Validate() error {
 	if err := validateTxnGroups(t.Groups); err != nil {
 		return err
 	}
+	if err := ValidateTxnOffsets("txn.offsets", t.Offsets); err != nil {
+		return err
+	}
 	if t.Version < 0 || t.Version == math.MaxInt64 {
 		return invalid("txn.version", "%d is outside [0, %d)", t.Version, int64(math.MaxInt64))
 	}
@@ -217,6 +236,44 @@ func validateTxnPartitions(ps []TxnPartition) error {
 	return nil
 }
 
+// ValidateTxnOffsets checks offsets: at most MaxTxnOffsets, valid names,
+// topic ids, partitions and offsets, distinct by (group, topic,
+// partition). field names the list in errors.
+func ValidateTxnOffsets(field string, offsets []TxnOffset) error {
+	if len(offsets) > MaxTxnOffsets {
+		return invalid(field, "has %d offsets, more than %d", len(offsets), MaxTxnOffsets)
+	}
+	type key struct {
+		group, topic string
+		partition    int32
+	}
+	seen := make(map[key]int, len(offsets))
+	for i, o := range offsets {
+		f := func(name string) string { return fmt.Sprintf("%s[%d].%s", field, i, name) }
+		if err := ValidateName(f("group"), o.Group); err != nil {
+			return err
+		}
+		if err := ValidateName(f("topic"), o.Topic); err != nil {
+			return err
+		}
+		if err := ValidateTopicID(f("topic_id"), o.TopicID); err != nil {
+			return err
+		}
+		if err := ValidatePartition(f("partition"), o.Partition); err != nil {
+			return err
+		}
+		if o.Offset < 0 || o.Offset > MaxOffset {
+			return invalid(f("offset"), "%d is outside [0, %d]", o.Offset, int64(MaxOffset))
+		}
+		k := key{o.Group, o.Topic, o.Partition}
+		if j, dup := seen[k]; dup {
+			return invalid(fmt.Sprintf("%s[%d]", field, i), "%s/%s/%d repeats %s[%d]", o.Group, o.Topic, o.Partition, field, j)
+		}
+		seen[k] = i
+	}
+	return nil
+}
+
 func validateTxnGroups(gs []string) error {
 	if len(gs) > MaxTxnGroups {
 		return invalid("txn.groups", "has %d groups, more than %d", len(gs), MaxTxnGroups)
@@ -247,6 +304,7 @@ func (t Txn) Stored() Txn {
 	}
 	t.Partitions = cloneOrNil(t.Partitions)
 	t.Groups = cloneOrNil(t.Groups)
+	t.Offsets = cloneOrNil(t.Offsets)
 	return t
 }
 

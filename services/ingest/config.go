@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -238,8 +239,13 @@ type Deps struct {
 	Partitions func(address string) peerv1connect.PartitionServiceClient
 }
 
-// ProducerStore is the bookkeeping of producer sessions and transactions.
+// ProducerStore is the bookkeeping of producer sessions and transactions,
+// and what the coordinator needs of the groups: the leases offsets sent
+// to a transaction are checked against, and the committed offsets it
+// applies.
 type ProducerStore interface {
 	bookkeeping.Producers
 	bookkeeping.Transactions
+	ListLeases(ctx context.Context, group, topic string) ([]bookkeeping.Lease, error)
+	CommitTxnOffsets(ctx context.Context, offsets []bookkeeping.TxnOffset) error
 }

@@ -92,6 +92,18 @@ func (s *Service) finishTxn(ctx context.Context, tid string, cur *txn.State, m *
 	if err := s.writeMarkers(ctx, m); err != nil {
 		return fmt.Errorf("transactional id %q: write the markers: %w", tid, err)
 	}
+	if len(m.Offsets) > 0 {
+		// After the markers, before Complete: a coordinator that dies in
+		// between leaves Prepare, and whoever finishes it applies them
+		// again (CommitTxnOffsets is idempotent).
+		offs := make([]bookkeeping.TxnOffset, len(m.Offsets))
+		for i, o := range m.Offsets {
+			offs[i] = bookkeeping.TxnOffset{Group: o.Group, Topic: o.Topic, TopicID: o.TopicID, Partition: o.Partition, Offset: o.Offset}
+		}
+		if err := s.d.Producers.CommitTxnOffsets(ctx, offs); err != nil {
+			return fmt.Errorf("transactional id %q: apply the consumer offsets: %w", tid, err)
+		}
+	}
 	for range maxCoordinateRounds {
 		d := txn.Step(tid, cur, txn.MarkersWritten{})
 		if d.Store == nil {
@@ -224,6 +236,9 @@ func stateOf(t bookkeeping.Txn) txn.State {
 	for _, p := range t.Partitions {
 		st.Partitions = append(st.Partitions, txn.Partition{TopicID: p.TopicID, Partition: p.Partition})
 	}
+	for _, o := range t.Offsets {
+		st.Offsets = append(st.Offsets, txn.Offset{Group: o.Group, Topic: o.Topic, TopicID: o.TopicID, Partition: o.Partition, Offset: o.Offset})
+	}
 	return st
 }
 
@@ -235,6 +250,9 @@ func recordOf(st txn.State) bookkeeping.Txn {
 	}
 	for _, p := range st.Partitions {
 		t.Partitions = append(t.Partitions, bookkeeping.TxnPartition{TopicID: p.TopicID, Partition: p.Partition})
+	}
+	for _, o := range st.Offsets {
+		t.Offsets = append(t.Offsets, bookkeeping.TxnOffset{Group: o.Group, Topic: o.Topic, TopicID: o.TopicID, Partition: o.Partition, Offset: o.Offset})
 	}
 	return t
 }

@@ -144,6 +144,79 @@ func (s *Service) EndTxn(ctx context.Context, req *connect.Request[sluicev1.EndT
 	return connect.NewResponse(&sluicev1.EndTxnResponse{ProducerEpoch: int32(r.Epoch)}), nil
 }
 
+// ReasonLeaseFenced is SendOffsetsToTxn's answer for offsets of a
+// partition the member does not hold at the epoch given (as the fetch
+// service's Commit answers).
+const ReasonLeaseFenced = "LEASE_FENCED"
+
+// SendOffsetsToTxn adds consumer offsets to the producer's transaction
+// (see the RPC's documentation): every partition's lease must be the
+// member's at the epoch given, now; the offsets are applied when the
+// transaction commits.
+func (s *Service) SendOffsetsToTxn(ctx context.Context, req *connect.Request[sluicev1.SendOffsetsToTxnRequest]) (*connect.Response[sluicev1.SendOffsetsToTxnResponse], error) {
+	if s.d.Producers == nil {
+		return nil, errNoProducerStore()
+	}
+	m := req.Msg
+	tid, pid, epoch, err := session(m.GetSession())
+	if err != nil {
+		return nil, err
+	}
+	if err := bookkeeping.ValidateName("group", m.GetGroup()); err != nil {
+		return nil, apierr.Invalid("group", "%v", err)
+	}
+	if m.GetMemberId() == "" {
+		return nil, apierr.Invalid("member_id", "required: the member holding the partitions' leases")
+	}
+	if n := len(m.GetOffsets()); n == 0 || n > bookkeeping.MaxTxnOffsets {
+		return nil, apierr.Invalid("offsets", "%d offsets; 1..%d", n, bookkeeping.MaxTxnOffsets)
+	}
+	ct, err := s.topic(ctx, m.GetTopic())
+	if err != nil {
+		return nil, apierr.FromCatalog(err)
+	}
+	offs := make([]txn.Offset, len(m.GetOffsets()))
+	seen := make(map[int32]bool, len(offs))
+	for i, o := range m.GetOffsets() {
+		field := func(f string) string { return fmt.Sprintf("offsets[%d].%s", i, f) }
+		switch {
+		case o.GetPartition() < 0 || int(o.GetPartition()) >= ct.t.Partitions:
+			return nil, apierr.Invalid(field("partition"), "%d outside [0, %d) of topic %q", o.GetPartition(), ct.t.Partitions, ct.t.Name)
+		case seen[o.GetPartition()]:
+			return nil, apierr.Invalid(field("partition"), "partition %d is listed twice", o.GetPartition())
+		case o.GetOffset() < 0 || o.GetOffset() > bookkeeping.MaxOffset:
+			return nil, apierr.Invalid(field("offset"), "%d outside [0, %d]", o.GetOffset(), int64(bookkeeping.MaxOffset))
+		case o.GetLeaseEpoch() < 1:
+			return nil, apierr.Invalid(field("lease_epoch"), "%d; lease epochs start at 1", o.GetLeaseEpoch())
+		}
+		seen[o.GetPartition()] = true
+		offs[i] = txn.Offset{Group: m.GetGroup(), Topic: ct.t.Name, TopicID: string(ct.t.ID), Partition: o.GetPartition(), Offset: o.GetOffset()}
+	}
+	leases, err := s.d.Producers.ListLeases(ctx, m.GetGroup(), ct.t.Name)
+	if err != nil {
+		return nil, apierr.Otherwise(fmt.Errorf("read the leases of group %q on %q: %w", m.GetGroup(), ct.t.Name, err))
+	}
+	held := make(map[int32]bookkeeping.Lease, len(leases))
+	for _, l := range leases {
+		held[l.Partition] = l
+	}
+	var fenced []int32
+	for _, o := range m.GetOffsets() {
+		if l := held[o.GetPartition()]; l.Owner != m.GetMemberId() || l.Epoch != o.GetLeaseEpoch() {
+			fenced = append(fenced, o.GetPartition())
+		}
+	}
+	if len(fenced) > 0 {
+		return nil, apierr.WithReason(connect.NewError(connect.CodeFailedPrecondition,
+			fmt.Errorf("member %q does not hold partitions %v of %q in group %q at the epochs given: they moved to another member; stop processing them", m.GetMemberId(), fenced, ct.t.Name, m.GetGroup())),
+			ReasonLeaseFenced, nil)
+	}
+	if _, err := s.coordinate(ctx, tid, txn.AddOffsets{ProducerID: pid, Epoch: epoch, Offsets: offs, Now: time.Now()}); err != nil {
+		return nil, s.txnError(err)
+	}
+	return connect.NewResponse(&sluicev1.SendOffsetsToTxnResponse{}), nil
+}
+
 // checkTxnBatches refuses a transactional batch for a partition its
 // producer's open transaction has not added (KIP-890's verification): the
 // transaction state in bookkeeping must be Ongoing at the batch's producer
@@ -245,7 +318,9 @@ type txnPart struct {
 	index      int32
 }
 
-func (k txnPart) partition() txn.Partition { return txn.Partition{TopicID: k.topicID, Partition: k.index} }
+func (k txnPart) partition() txn.Partition {
+	return txn.Partition{TopicID: k.topicID, Partition: k.index}
+}
 
 // maxTxnParts bounds the verified-partition cache; past it, it starts over
 // (a miss costs one bookkeeping read).

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicemq/sluice/internal/apierr"
 	"github.com/sluicemq/sluice/internal/cluster"
+	"github.com/sluicemq/sluice/pkg/bookkeeping"
 	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
 	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/pkg/record"
@@ -352,4 +353,89 @@ func TestReadCommitted(t *testing.T) {
 	}
 	check("a aborted, b committed", true, []int64{0, 3, 4}, 7, 7)
 	check("read_uncommitted after both ended", false, []int64{0, 1, 2, 3, 4}, 7, 0)
+}
+
+// Consumer offsets sent to a transaction are committed for the group when
+// it commits, and dropped when it aborts; offsets of a partition the
+// member does not hold at the epoch given are refused (LEASE_FENCED).
+func TestTransactionOffsets(t *testing.T) {
+	tc := startCluster(t, nil)
+	ctx := context.Background()
+	admin := sluicev1connect.NewAdminServiceClient(http.DefaultClient, tc.url)
+	for _, name := range []string{"in", "out"} {
+		if _, err := admin.CreateTopic(ctx, connect.NewRequest(&sluicev1.CreateTopicRequest{Name: name, Partitions: 2})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A member of group "copier" holding both partitions of "in" (the
+	// group's bookkeeping, as a fetch copy's session would write it).
+	bk := tc.c.Bookkeeping
+	if err := bk.Join(ctx, "copier", bookkeeping.Member{ID: "m1", SessionTimeout: time.Minute, Topics: []string{"in"}}); err != nil {
+		t.Fatal(err)
+	}
+	var epochs [2]int64
+	for p := range epochs {
+		e, err := bk.Acquire(ctx, "copier", "in", int32(p), "m1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		epochs[p] = e
+	}
+	c, err := newTxnClient(t, tc.url, "copier-0", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func(member string, offsets ...*sluicev1.TxnPartitionOffset) error {
+		_, err := c.prod.SendOffsetsToTxn(ctx, connect.NewRequest(&sluicev1.SendOffsetsToTxnRequest{
+			Session: c.session(), Group: "copier", MemberId: member, Topic: "in", Offsets: offsets}))
+		return err
+	}
+	committed := func(p int32) int64 {
+		t.Helper()
+		o, err := bk.FetchOffset(ctx, "copier", "in", p)
+		if errors.Is(err, bookkeeping.ErrNotFound) {
+			return -1
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o.Offset
+	}
+
+	// Committed with the output.
+	if err := c.add("out", 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.send("out", 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := send("m1", &sluicev1.TxnPartitionOffset{Partition: 0, Offset: 10, LeaseEpoch: epochs[0]}, &sluicev1.TxnPartitionOffset{Partition: 1, Offset: 20, LeaseEpoch: epochs[1]}); err != nil {
+		t.Fatal(err)
+	}
+	if committed(0) != -1 {
+		t.Fatalf("offset committed before the transaction: %d", committed(0))
+	}
+	if err := c.end(true); err != nil {
+		t.Fatal(err)
+	}
+	if committed(0) != 10 || committed(1) != 20 {
+		t.Fatalf("after the commit: offsets %d, %d; want 10, 20", committed(0), committed(1))
+	}
+
+	// Dropped with an abort.
+	if err := send("m1", &sluicev1.TxnPartitionOffset{Partition: 0, Offset: 30, LeaseEpoch: epochs[0]}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.end(false); err != nil {
+		t.Fatal(err)
+	}
+	if committed(0) != 10 {
+		t.Fatalf("after the abort: offset %d; want 10", committed(0))
+	}
+
+	// Fenced: another member, an old epoch.
+	wantReason(t, "offsets of another member", send("m2", &sluicev1.TxnPartitionOffset{Partition: 0, Offset: 40, LeaseEpoch: epochs[0]}),
+		connect.CodeFailedPrecondition, ingest.ReasonLeaseFenced)
+	wantReason(t, "offsets at another lease epoch", send("m1", &sluicev1.TxnPartitionOffset{Partition: 0, Offset: 40, LeaseEpoch: epochs[0] + 1}),
+		connect.CodeFailedPrecondition, ingest.ReasonLeaseFenced)
 }

@@ -29,6 +29,7 @@ var offsetTests = []test{
 	{"ResetWithNewIncarnation", testResetWithNewIncarnation},
 	{"ListOffsetsReturnsTopicIDs", testListOffsetsReturnsTopicIDs},
 	{"TopicIDRequired", testTopicIDRequired},
+	{"CommitTxnOffsets", testCommitTxnOffsets},
 }
 
 func po(p int32, offset, epoch int64) bookkeeping.PartitionOffset {
@@ -627,4 +628,57 @@ func testTopicIDRequired(t *testing.T, e *env) {
 		e.Offsets.Reset(e.ctx, bookkeeping.Commit{Group: g, Topic: topic, Offsets: []bookkeeping.PartitionOffset{po(0, 1, 0)}}), "topicID")
 	_, err := e.Offsets.FetchOffset(e.ctx, g, topic, 0)
 	wantErr(t, "FetchOffset after refused commits", err, bookkeeping.ErrNotFound)
+}
+
+// testCommitTxnOffsets: a committed transaction's offsets are written over
+// lower ones and ones of another incarnation, never over a higher one of
+// the same incarnation, with the leases' owners and epochs untouched —
+// also while a live member holds them, and into partitions never leased
+// or committed; applying them again changes nothing.
+func testCommitTxnOffsets(t *testing.T, e *env) {
+	g, g2, topic := e.group("g"), e.group("h"), "orders"
+	m := e.member(g, "m", longLived)
+	ep0, ep1, ep2 := e.acquire(g, topic, 0, m), e.acquire(g, topic, 1, m), e.acquire(g, topic, 2, m)
+	e.commit(bookkeeping.Commit{Group: g, Topic: topic, TopicID: tid, Member: m, Offsets: []bookkeeping.PartitionOffset{
+		po(0, 5, ep0), po(1, 50, ep1)}})
+	e.commit(bookkeeping.Commit{Group: g, Topic: topic, TopicID: "other-incarnation", Member: m, Offsets: []bookkeeping.PartitionOffset{po(2, 500, ep2)}})
+	offsets := []bookkeeping.TxnOffset{
+		{Group: g, Topic: topic, TopicID: tid, Partition: 0, Offset: 10},   // moves 5 on
+		{Group: g, Topic: topic, TopicID: tid, Partition: 1, Offset: 20},   // 50 stays: the group moved on
+		{Group: g, Topic: topic, TopicID: tid, Partition: 2, Offset: 30},   // replaces another incarnation's 500
+		{Group: g, Topic: topic, TopicID: tid, Partition: 3, Offset: 40},   // never leased nor committed
+		{Group: g2, Topic: "other", TopicID: tid, Partition: 0, Offset: 1}, // another group, in the same call
+	}
+	for round := range 2 {
+		if err := e.Offsets.CommitTxnOffsets(e.ctx, offsets); err != nil {
+			t.Fatalf("CommitTxnOffsets (round %d): %v", round, err)
+		}
+		for _, w := range []struct {
+			p      int32
+			offset int64
+			epoch  int64
+		}{{0, 10, 0}, {1, 50, ep1}, {2, 30, 0}, {3, 40, 0}} {
+			c := e.fetch(g, topic, w.p)
+			if c.Offset != w.offset || c.TopicID != tid || c.Epoch != w.epoch {
+				t.Fatalf("round %d: partition %d: %+v; want offset %d of %s, commit epoch %d", round, w.p, c, w.offset, tid, w.epoch)
+			}
+		}
+		if c := e.fetch(g2, "other", 0); c.Offset != 1 {
+			t.Fatalf("round %d: the other group's offset: %+v; want 1", round, c)
+		}
+	}
+	leases := e.listLeases(g, topic)
+	for _, l := range leases {
+		want := map[int32]int64{0: ep0, 1: ep1, 2: ep2}[l.Partition]
+		if l.Partition < 3 && (l.Owner != m || l.Epoch != want) {
+			t.Fatalf("lease %d after CommitTxnOffsets: %+v; want owner %s at epoch %d, untouched", l.Partition, l, m, want)
+		}
+	}
+	// The member goes on committing at its epochs, above the transaction's.
+	e.commit(bookkeeping.Commit{Group: g, Topic: topic, TopicID: tid, Member: m, Offsets: []bookkeeping.PartitionOffset{po(0, 11, ep0), po(2, 31, ep2)}})
+
+	err := e.Offsets.CommitTxnOffsets(e.ctx, nil)
+	wantValidation(t, "CommitTxnOffsets with no offset", err, "offsets")
+	err = e.Offsets.CommitTxnOffsets(e.ctx, []bookkeeping.TxnOffset{{Group: g, Topic: topic, TopicID: tid, Offset: -1}})
+	wantValidation(t, "CommitTxnOffsets with a negative offset", err, "offsets[0].offset")
 }

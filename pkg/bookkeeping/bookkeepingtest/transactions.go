@@ -201,7 +201,12 @@ func testTxnRoundTrip(t *testing.T, e *env) {
 				{TopicID: "zz-topic", Partition: 3}, {TopicID: strings.Repeat("i", bookkeeping.MaxNameBytes), Partition: bookkeeping.MaxPartitions - 1},
 				{TopicID: "aa-topic", Partition: 0}, {TopicID: "zz-topic", Partition: int32(10 + i)},
 			},
-			Groups:              []string{"ünïcödé", "g " + fmt.Sprint(i), strings.Repeat("g", bookkeeping.MaxNameBytes)},
+			Groups: []string{"ünïcödé", "g " + fmt.Sprint(i), strings.Repeat("g", bookkeeping.MaxNameBytes)},
+			Offsets: []bookkeeping.TxnOffset{
+				{Group: "ünïcödé", Topic: "in", TopicID: "aa-topic", Partition: 2, Offset: int64(i)},
+				{Group: strings.Repeat("g", bookkeeping.MaxNameBytes), Topic: strings.Repeat("t", bookkeeping.MaxNameBytes),
+					TopicID: strings.Repeat("i", bookkeeping.MaxNameBytes), Partition: bookkeeping.MaxPartitions - 1, Offset: bookkeeping.MaxOffset},
+			},
 			BumpedByCoordinator: i%2 == 0, Version: version,
 		}
 		if i == len(statuses)-1 {
@@ -218,7 +223,7 @@ func testTxnRoundTrip(t *testing.T, e *env) {
 	}
 	// Nothing in any optional field: zero, nil, false.
 	empty := bookkeeping.Txn{TransactionalID: id, ProducerID: 1, Status: bookkeeping.TxnCompleteCommit,
-		Partitions: []bookkeeping.TxnPartition{}, Groups: []string{}, Version: version}
+		Partitions: []bookkeeping.TxnPartition{}, Groups: []string{}, Offsets: []bookkeeping.TxnOffset{}, Version: version}
 	put := e.putTxn(empty)
 	want := bookkeeping.Txn{TransactionalID: id, ProducerID: 1, Status: bookkeeping.TxnCompleteCommit, Version: version + 1}
 	wantTxn(t, "PutTxn with nothing optional", put, want)
@@ -239,6 +244,10 @@ func testTxnAtTheLimits(t *testing.T, e *env) {
 	for i := range bookkeeping.MaxTxnGroups {
 		x.Groups = append(x.Groups, fmt.Sprintf("%0*d", bookkeeping.MaxNameBytes, i))
 	}
+	for i := range bookkeeping.MaxTxnOffsets {
+		x.Offsets = append(x.Offsets, bookkeeping.TxnOffset{Group: x.Groups[i%10], Topic: fmt.Sprintf("%0*d", bookkeeping.MaxNameBytes, i/1000),
+			TopicID: x.Partitions[0].TopicID, Partition: int32(i % 1000), Offset: bookkeeping.MaxOffset})
+	}
 	put := e.putTxn(x)
 	wantTxn(t, "PutTxn at the limits", put, stored(x, 1))
 	wantTxn(t, "GetTxn at the limits", e.getTxn(id), put)
@@ -251,6 +260,10 @@ func testTxnAtTheLimits(t *testing.T, e *env) {
 	more.Groups = append(slices.Clone(put.Groups), "g")
 	_, err = e.Transactions.PutTxn(e.ctx, more)
 	wantValidation(t, "PutTxn with a group too many", err, "txn.groups")
+	more = put
+	more.Offsets = append(slices.Clone(put.Offsets), bookkeeping.TxnOffset{Group: "g", Topic: "t", TopicID: "t", Offset: 1})
+	_, err = e.Transactions.PutTxn(e.ctx, more)
+	wantValidation(t, "PutTxn with an offset too many", err, "txn.offsets")
 }
 
 // listOwnTxns pages through ListTxns, limit records a page, from the

@@ -131,14 +131,23 @@
 // bytes): a page after id reads the rows of id's token above it
 // (`token(transactional_id) = token(?)`), then `token(transactional_id) >
 // token(?) LIMIT n`, at the regular consistency. Timeouts and deadlines are
-// stored in milliseconds (the timestamp type's precision).
+// stored in milliseconds (the timestamp type's precision). Schema v6 adds
+// the transaction's consumer offsets (offsets, a frozen list of tuples);
+// null on older rows, read as none.
+//
+// CommitTxnOffsets applies a committed transaction's offsets per (group,
+// topic): a serial read of the partitions' rows, then one conditional batch
+// pinned to the state read (owner, epoch, offset, topic id — leaving owner
+// and epoch as they are), which a concurrent commit or lease move fails;
+// the round then runs again on the new state. An offset below the stored
+// one of the same incarnation is skipped, so applying again is harmless.
 //
 // # Schema and migrations
 //
 // The schema is versioned CQL embedded in the binary: schema/v<N>/*.cql,
 // applied in version order and file-name order (v1 groups, v2 producer ids,
 // v3 member topics and the group list, v4 committed topic ids, v5 the
-// transaction state). Open applies the versions the
+// transaction state, v6 a transaction's consumer offsets). Open applies the versions the
 // keyspace lacks and records each in schema_version; every statement is
 // idempotent (IF NOT EXISTS), so a migration interrupted half-way is simply
 // applied again. A version may also have a data step in Go (dataMigration:

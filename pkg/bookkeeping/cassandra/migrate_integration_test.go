@@ -87,10 +87,10 @@ func TestIntegrationCassandraMigratesFromV1(t *testing.T) {
 
 	s := openStore(t, cfg)
 	got := appliedVersions(t, raw)
-	if len(got) != 5 || got[1].description != "001_consumer_groups.cql" || got[2].description != "001_producer_ids.cql" ||
+	if len(got) != 6 || got[1].description != "001_consumer_groups.cql" || got[2].description != "001_producer_ids.cql" ||
 		got[3].description != "001_groups_and_member_topics.cql" || got[4].description != "001_committed_topic_id.cql" ||
-		got[5].description != "001_transaction_state.cql" {
-		t.Fatalf("schema_version after Open = %+v, want v1 to v5 with their files", got)
+		got[5].description != "001_transaction_state.cql" || got[6].description != "001_transaction_offsets.cql" {
+		t.Fatalf("schema_version after Open = %+v, want v1 to v6 with their files", got)
 	}
 	// v3 listed the groups v1 stored, and reads v1 members.
 	if gs, more, err := s.ListGroups(ctx, "", 10); err != nil || more || !slices.Equal(gs, []string{"old-group", "old-members"}) {
@@ -155,8 +155,8 @@ func TestIntegrationCassandraMigratesFromV3(t *testing.T) {
 	}
 
 	s := openStore(t, cfg)
-	if got := appliedVersions(t, raw); len(got) != 5 || got[4].description != "001_committed_topic_id.cql" {
-		t.Fatalf("schema_version after Open = %+v, want v1 to v5", got)
+	if got := appliedVersions(t, raw); len(got) != 6 || got[4].description != "001_committed_topic_id.cql" {
+		t.Fatalf("schema_version after Open = %+v, want v1 to v6", got)
 	}
 	want := bookkeeping.Committed{Offset: 500, Metadata: "from v3", Epoch: 1}
 	if c, err := s.FetchOffset(ctx, "g", "orders", 0); err != nil || c != want {
@@ -216,8 +216,8 @@ func TestIntegrationCassandraMigratesFromV4(t *testing.T) {
 	}
 
 	s := openDriver(t, cfg) // the conformance suite covers the Store; this is the rows
-	if got := appliedVersions(t, raw); len(got) != 5 || got[5].description != "001_transaction_state.cql" {
-		t.Fatalf("schema_version after Open = %+v, want v1 to v5", got)
+	if got := appliedVersions(t, raw); len(got) != 6 || got[5].description != "001_transaction_state.cql" {
+		t.Fatalf("schema_version after Open = %+v, want v1 to v6", got)
 	}
 	a := bookkeeping.Txn{TransactionalID: "a", ProducerID: 7, Epoch: 3, Status: bookkeeping.TxnEmpty, Version: 1}
 	if got, err := s.GetTxn(ctx, "a"); err != nil || !reflect.DeepEqual(got, a) {
@@ -314,5 +314,43 @@ func TestIntegrationCassandraRefusesNewerSchema(t *testing.T) {
 	var ve *bookkeeping.ValidationError
 	if errors.As(err, &ve) {
 		t.Fatalf("a newer schema is not a validation error: %v", err)
+	}
+}
+
+// TestIntegrationCassandraMigratesFromV5: a transaction state a v5 binary
+// stored (no offsets column) reads after the migration to v6 with no
+// offsets, and a PutTxn with offsets over it stores them.
+func TestIntegrationCassandraMigratesFromV5(t *testing.T) {
+	ctx := t.Context()
+	cfg := testConfig(t)
+	raw := session(t, cfg)
+	ms, err := loadMigrations(schemaFiles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := migrate(ctx, raw, gocql.LocalQuorum, ms, 5); err != nil || v != 5 {
+		t.Fatalf("migrate to v5: version %d, %v", v, err)
+	}
+	stmt := `INSERT INTO transactional_producers (transactional_id, producer_id, epoch, status, timeout_ms, partitions, groups, bumped_by_coordinator, version) ` +
+		`VALUES ('a', 7, 3, 2, 60000, [('t1', 0)], ['g'], false, 4)`
+	if err := raw.Query(stmt).Exec(); err != nil {
+		t.Fatalf("%s: %v", stmt, err)
+	}
+	s := openDriver(t, cfg)
+	if got := appliedVersions(t, raw); len(got) != 6 || got[6].description != "001_transaction_offsets.cql" {
+		t.Fatalf("schema_version after Open = %+v, want v1 to v6", got)
+	}
+	a := bookkeeping.Txn{TransactionalID: "a", ProducerID: 7, Epoch: 3, Status: bookkeeping.TxnOngoing, Timeout: time.Minute,
+		Partitions: []bookkeeping.TxnPartition{{TopicID: "t1", Partition: 0}}, Groups: []string{"g"}, Version: 4}
+	if got, err := s.GetTxn(ctx, "a"); err != nil || !reflect.DeepEqual(got, a) {
+		t.Fatalf("GetTxn of a v5 row = %+v, %v; want %+v", got, err, a)
+	}
+	a.Offsets = []bookkeeping.TxnOffset{{Group: "g", Topic: "in", TopicID: "t0", Partition: 1, Offset: 9}}
+	put, err := s.PutTxn(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.GetTxn(ctx, "a"); err != nil || !reflect.DeepEqual(got, put) || len(got.Offsets) != 1 {
+		t.Fatalf("GetTxn after a PutTxn with offsets = %+v, %v; want %+v", got, err, put)
 	}
 }

@@ -37,6 +37,11 @@ const (
 	// no row exists yet.
 	unownedInsert = `INSERT INTO consumer_partitions (group_id, topic, partition_id, owner, epoch, committed_offset, metadata, commit_epoch, committed_topic_id) ` +
 		`VALUES (?, ?, ?, '', 0, ?, ?, 0, ?) IF NOT EXISTS`
+	// txnOffsetCommit is one partition of a committed transaction's
+	// offsets (CommitTxnOffsets): pinned to the state a serial read saw,
+	// leaving owner and epoch as they are.
+	txnOffsetCommit = `UPDATE consumer_partitions SET committed_offset = ?, metadata = '', commit_epoch = 0, committed_topic_id = ? ` +
+		`WHERE group_id = ? AND topic = ? AND partition_id = ? IF owner = ? AND epoch = ? AND committed_offset = ? AND committed_topic_id = ?`
 	selectPartitionsIn = `SELECT partition_id, owner, epoch, committed_offset, committed_topic_id FROM consumer_partitions WHERE group_id = ? AND topic = ? AND partition_id IN ?`
 	selectOffset       = `SELECT committed_offset, metadata, commit_epoch, committed_topic_id FROM consumer_partitions WHERE group_id = ? AND topic = ? AND partition_id = ?`
 	listTopicsFrom     = `SELECT topic FROM group_topics WHERE group_id = ? AND topic >= ?`
@@ -314,4 +319,86 @@ func appendOffsets(ctx context.Context, q *gocql.Query, topic string, limit int,
 		*out = append(*out, g)
 	}
 	return more, iter.Close()
+}
+
+// maxTxnOffsetRounds bounds the rounds of CommitTxnOffsets on one (group,
+// topic): a round fails only when a commit or lease move of the group
+// changed a row between its read and its batch.
+const maxTxnOffsetRounds = 8
+
+// CommitTxnOffsets implements bookkeeping.Offsets: per (group, topic), a
+// serial read of the rows, then one conditional batch pinned to them that
+// writes each offset the rule lets through (leaving owner and epoch as
+// they are); a row that changed in between fails the batch, and the round
+// runs again on what is stored then.
+func (s *store) CommitTxnOffsets(ctx context.Context, offsets []bookkeeping.TxnOffset) error {
+	type gt struct{ group, topic string }
+	byTopic := make(map[gt][]bookkeeping.TxnOffset)
+	var order []gt
+	for _, o := range offsets {
+		k := gt{o.Group, o.Topic}
+		if _, ok := byTopic[k]; !ok {
+			order = append(order, k)
+		}
+		byTopic[k] = append(byTopic[k], o)
+	}
+	for _, k := range order {
+		if err := s.commitTxnOffsets(ctx, k.group, k.topic, byTopic[k]); err != nil {
+			return fmt.Errorf("commit transaction offsets %s/%s: %w", k.group, k.topic, err)
+		}
+	}
+	return nil
+}
+
+func (s *store) commitTxnOffsets(ctx context.Context, group, topic string, offsets []bookkeeping.TxnOffset) error {
+	// Recorded first, so the offsets are never unlisted (as commitUnowned).
+	if err := s.recordTopic(ctx, group, topic); err != nil {
+		return err
+	}
+	if err := s.recordGroup(ctx, group); err != nil {
+		return err
+	}
+	parts := make([]int32, len(offsets))
+	for i, o := range offsets {
+		parts[i] = o.Partition
+	}
+	for range maxTxnOffsetRounds {
+		cur := make(map[int32]partitionRow, len(parts))
+		iter := s.serialRead(selectPartitionsIn, group, topic, parts).IterContext(ctx)
+		var (
+			p int32
+			r partitionRow
+		)
+		for iter.Scan(&p, &r.owner, &r.epoch, &r.offset, &r.topicID) {
+			cur[p] = r
+		}
+		if err := iter.Close(); err != nil {
+			return err
+		}
+		b := s.lwtBatch()
+		n := 0
+		for _, o := range offsets {
+			r, ok := cur[o.Partition]
+			switch {
+			case !ok:
+				b.Query(unownedInsert, group, topic, o.Partition, o.Offset, "", o.TopicID)
+			case r.topicID == o.TopicID && r.offset > o.Offset:
+				continue // the group moved on since
+			default:
+				b.Query(txnOffsetCommit, o.Offset, o.TopicID, group, topic, o.Partition, r.owner, r.epoch, r.offset, nullable(r.topicID))
+			}
+			n++
+		}
+		if n == 0 {
+			return nil
+		}
+		_, applied, err := execCAS(ctx, b)
+		if err != nil {
+			return err
+		}
+		if applied {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: the partitions kept changing while committing; retry", bookkeeping.ErrConflict)
 }

@@ -14,16 +14,16 @@ import (
 	"github.com/sluicemq/sluice/pkg/bookkeeping"
 )
 
-// The columns of a transactional id's record (schema v2 and v5), in the
-// order txnRow scans them and txnArgs binds them.
-const txnColumns = `producer_id, epoch, status, timeout_ms, deadline, partitions, groups, bumped_by_coordinator, version`
+// The columns of a transactional id's record (schema v2, v5 and v6), in
+// the order txnRow scans them and txnArgs binds them.
+const txnColumns = `producer_id, epoch, status, timeout_ms, deadline, partitions, groups, bumped_by_coordinator, version, offsets`
 
 const (
 	selectTxnRow = `SELECT ` + txnColumns + ` FROM transactional_producers WHERE transactional_id = ?`
-	insertTxnRow = `INSERT INTO transactional_producers (transactional_id, ` + txnColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) IF NOT EXISTS`
+	insertTxnRow = `INSERT INTO transactional_producers (transactional_id, ` + txnColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) IF NOT EXISTS`
 
 	setTxnRow = `UPDATE transactional_producers SET producer_id = ?, epoch = ?, status = ?, timeout_ms = ?, deadline = ?, ` +
-		`partitions = ?, groups = ?, bumped_by_coordinator = ?, version = ? WHERE transactional_id = ? `
+		`partitions = ?, groups = ?, bumped_by_coordinator = ?, version = ?, offsets = ? WHERE transactional_id = ? `
 	// putTxnIf is PutTxn over a stored version ≥ 2. putTxnIfV1 is PutTxn
 	// over version 1, which is also a row written before schema v5 (null
 	// version); `producer_id > 0` keeps it from creating a row that does
@@ -65,11 +65,12 @@ type txnRow struct {
 	groups     []string
 	bumped     bool
 	version    *int64
+	offsets    []bookkeeping.TxnOffset
 }
 
 // dest are the scan destinations of txnColumns.
 func (r *txnRow) dest() []any {
-	return []any{&r.producerID, &r.epoch, &r.status, &r.timeoutMS, &r.deadline, &r.partitions, &r.groups, &r.bumped, &r.version}
+	return []any{&r.producerID, &r.epoch, &r.status, &r.timeoutMS, &r.deadline, &r.partitions, &r.groups, &r.bumped, &r.version, &r.offsets}
 }
 
 // txn converts the row; a row that does not make a valid Txn is an error
@@ -78,7 +79,7 @@ func (r txnRow) txn() (bookkeeping.Txn, error) {
 	t := bookkeeping.Txn{
 		TransactionalID: r.id, ProducerID: r.producerID, Status: bookkeeping.TxnEmpty,
 		Timeout: time.Duration(r.timeoutMS) * time.Millisecond, BumpedByCoordinator: r.bumped, Version: 1,
-		Partitions: nilIfEmpty(r.partitions), Groups: nilIfEmpty(r.groups),
+		Partitions: nilIfEmpty(r.partitions), Groups: nilIfEmpty(r.groups), Offsets: nilIfEmpty(r.offsets),
 	}
 	if r.epoch < 0 || r.epoch > bookkeeping.MaxProducerEpoch {
 		return bookkeeping.Txn{}, fmt.Errorf("stored record of %q: epoch %d out of range", r.id, r.epoch)
@@ -123,14 +124,17 @@ func txnArgs(t bookkeeping.Txn) []any {
 	if !t.Deadline.IsZero() {
 		deadline = t.Deadline
 	}
-	partitions, groups := t.Partitions, t.Groups
+	partitions, groups, offsets := t.Partitions, t.Groups, t.Offsets
 	if partitions == nil {
 		partitions = []bookkeeping.TxnPartition{}
 	}
 	if groups == nil {
 		groups = []string{}
 	}
-	return []any{t.ProducerID, int(t.Epoch), int(t.Status), t.Timeout.Milliseconds(), deadline, partitions, groups, t.BumpedByCoordinator, t.Version}
+	if offsets == nil {
+		offsets = []bookkeeping.TxnOffset{}
+	}
+	return []any{t.ProducerID, int(t.Epoch), int(t.Status), t.Timeout.Milliseconds(), deadline, partitions, groups, t.BumpedByCoordinator, t.Version, offsets}
 }
 
 // txn reads the record of id serially (completing any Paxos round in
@@ -208,7 +212,7 @@ func sameTxn(a, b bookkeeping.Txn) bool {
 	return a.TransactionalID == b.TransactionalID && a.ProducerID == b.ProducerID && a.Epoch == b.Epoch &&
 		a.Status == b.Status && a.Timeout == b.Timeout && a.Deadline.Equal(b.Deadline) &&
 		slices.Equal(a.Partitions, b.Partitions) && slices.Equal(a.Groups, b.Groups) &&
-		a.BumpedByCoordinator == b.BumpedByCoordinator && a.Version == b.Version
+		slices.Equal(a.Offsets, b.Offsets) && a.BumpedByCoordinator == b.BumpedByCoordinator && a.Version == b.Version
 }
 
 // ListTxns implements bookkeeping.Transactions in token order (the

@@ -36,9 +36,11 @@ const memberVersion byte = 2
 
 // txnVersion is the format version transactional id records are written
 // in: version 2 added the transaction coordinator's state and the record's
-// Version. Version 1 records (producer id and epoch, written by older
-// binaries) are still read, as idle records at Version 1.
-const txnVersion byte = 2
+// Version; version 3 the transaction's consumer offsets. Version 1 records
+// (producer id and epoch, written by older binaries) are still read, as
+// idle records at Version 1; version 2 records as records without
+// offsets.
+const txnVersion byte = 3
 
 // partitionVersion is the format version partition records are written in:
 // version 2 added the topic id of the committed offset. Version 1 records
@@ -285,6 +287,8 @@ func decodeCounter(v []byte) (counterRecord, error) {
 //	txn v2: v1 fields, then status(int) timeout-ms(int) deadline-ms(int,
 //	        0 = none) bumped(int, 0 or 1) version(int) partition-count(int)
 //	        {topic-id(str) partition(int)}… group-count(int) {group(str)}…
+//	txn v3: v2 fields, then offset-count(int) {group(str) topic(str)
+//	        topic-id(str) partition(int) offset(int)}…
 //
 // t is in its stored form (bookkeeping.Txn.Stored: whole milliseconds).
 func encodeTxn(t bookkeeping.Txn) []byte {
@@ -312,6 +316,14 @@ func encodeTxn(t bookkeeping.Txn) []byte {
 	e.int(int64(len(t.Groups)))
 	for _, g := range t.Groups {
 		e.str(g)
+	}
+	e.int(int64(len(t.Offsets)))
+	for _, o := range t.Offsets {
+		e.str(o.Group)
+		e.str(o.Topic)
+		e.str(o.TopicID)
+		e.int(int64(o.Partition))
+		e.int(o.Offset)
 	}
 	return e.seal()
 }
@@ -350,6 +362,17 @@ func decodeTxn(id string, v []byte) (bookkeeping.Txn, error) {
 		d.check(n >= 0 && n <= bookkeeping.MaxTxnGroups, "%d groups", n)
 		for i := int64(0); i < n && d.err == nil; i++ {
 			t.Groups = append(t.Groups, d.str(bookkeeping.MaxNameBytes))
+		}
+	}
+	if d.version >= 3 {
+		n := d.int()
+		d.check(n >= 0 && n <= bookkeeping.MaxTxnOffsets, "%d offsets", n)
+		for i := int64(0); i < n && d.err == nil; i++ {
+			o := bookkeeping.TxnOffset{Group: d.str(bookkeeping.MaxNameBytes), Topic: d.str(bookkeeping.MaxNameBytes), TopicID: d.str(bookkeeping.MaxNameBytes)}
+			partition := d.int()
+			d.check(partition >= 0 && partition < bookkeeping.MaxPartitions, "partition %d out of range", partition)
+			o.Partition, o.Offset = int32(partition), d.int()
+			t.Offsets = append(t.Offsets, o)
 		}
 	}
 	if d.err == nil {

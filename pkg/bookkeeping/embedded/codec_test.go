@@ -42,7 +42,9 @@ func TestRecordsRoundTrip(t *testing.T) {
 		{TransactionalID: "tx", ProducerID: math.MaxInt64, Epoch: 3, Status: bookkeeping.TxnPrepareCommit, Timeout: bookkeeping.MaxTxnTimeout,
 			Deadline: time.UnixMilli(1_767_322_445_678).UTC(), BumpedByCoordinator: true, Version: math.MaxInt64 - 1,
 			Partitions: []bookkeeping.TxnPartition{{TopicID: "t2", Partition: 0}, {TopicID: strings.Repeat("i", bookkeeping.MaxNameBytes), Partition: bookkeeping.MaxPartitions - 1}},
-			Groups:     []string{"g", "ü"}},
+			Groups:     []string{"g", "ü"},
+			Offsets: []bookkeeping.TxnOffset{{Group: "g", Topic: "in", TopicID: "t2", Partition: 3, Offset: 0},
+				{Group: "ü", Topic: "in", TopicID: "t2", Partition: bookkeeping.MaxPartitions - 1, Offset: bookkeeping.MaxOffset}}},
 	} {
 		if got, err := decodeTxn("tx", encodeTxn(x)); err != nil || !reflect.DeepEqual(got, x) {
 			t.Fatalf("txn round trip = %+v, %v; want %+v", got, err, x)
@@ -51,17 +53,25 @@ func TestRecordsRoundTrip(t *testing.T) {
 }
 
 // TestGoldenTxnRecord pins the layout of transactional id records: version
-// 2 as written, and version 1 as older binaries wrote it (producer id and
-// epoch), which is still read, as an idle record at version 1.
+// 3 as written; version 2 (no offsets) and version 1 as older binaries
+// wrote them (producer id and epoch; read as an idle record at version 1)
+// are still read.
 func TestGoldenTxnRecord(t *testing.T) {
 	x := bookkeeping.Txn{TransactionalID: "tx", ProducerID: 5, Epoch: 2, Status: bookkeeping.TxnOngoing, Timeout: 3 * time.Millisecond,
 		Deadline: time.UnixMilli(1).UTC(), BumpedByCoordinator: true, Version: 7,
-		Partitions: []bookkeeping.TxnPartition{{TopicID: "t", Partition: 1}}, Groups: []string{"g"}}
+		Partitions: []bookkeeping.TxnPartition{{TopicID: "t", Partition: 1}}, Groups: []string{"g"},
+		Offsets: []bookkeeping.TxnOffset{{Group: "g", Topic: "i", TopicID: "t", Partition: 1, Offset: 9}}}
 	got := encodeTxn(x)
 	v1Fields := []byte{10, 4}
-	want := append(append([]byte{'T', 2}, v1Fields...), 4, 6, 2, 2, 14, 2, 1, 't', 2, 2, 1, 'g')
+	v2Fields := append(append([]byte(nil), v1Fields...), 4, 6, 2, 2, 14, 2, 1, 't', 2, 2, 1, 'g')
+	want := append(append([]byte{'T', 3}, v2Fields...), 2, 1, 'g', 1, 'i', 1, 't', 2, 18)
 	if !bytes.Equal(got[:len(got)-4], want) {
 		t.Fatalf("txn record body = %v, want %v", got[:len(got)-4], want)
+	}
+	v2 := x
+	v2.Offsets = nil
+	if r, err := decodeTxn("tx", resealVersion('T', 2, v2Fields)); err != nil || !reflect.DeepEqual(r, v2) {
+		t.Fatalf("version 2 txn record = %+v, %v; want %+v", r, err, v2)
 	}
 	r, err := decodeTxn("tx", reseal('T', v1Fields))
 	if want := (bookkeeping.Txn{TransactionalID: "tx", ProducerID: 5, Epoch: 2, Status: bookkeeping.TxnEmpty, Version: 1}); err != nil || !reflect.DeepEqual(r, want) {
@@ -165,8 +175,14 @@ func TestDecodeRejectsInvalidRecords(t *testing.T) {
 		"empty group":        encodeTxn(with(ok, func(x *bookkeeping.Txn) { x.Groups = []string{""} })),
 		"too many groups":    resealVersion('T', 2, []byte{2, 0, 2, 0, 0, 0, 2, 0, 0xd2, 0x0f}),
 		"group past the end": resealVersion('T', 2, []byte{2, 0, 2, 0, 0, 0, 2, 0, 2, 4, 'g'}),
-		"trailing bytes":     resealVersion('T', 2, append(append([]byte(nil), okFields...), 0)),
-		"unknown version":    withVersion(encodeTxn(ok), 3),
+		"trailing bytes":     resealVersion('T', 3, append(append([]byte(nil), okFields...), 0)),
+		"unknown version":    withVersion(encodeTxn(ok), 4),
+		"offset out of range": encodeTxn(with(ok, func(x *bookkeeping.Txn) {
+			x.Offsets = []bookkeeping.TxnOffset{{Group: "g", Topic: "i", TopicID: "t", Offset: -1}}
+		})),
+		"offset repeated": encodeTxn(with(ok, func(x *bookkeeping.Txn) {
+			x.Offsets = []bookkeeping.TxnOffset{{Group: "g", Topic: "i", TopicID: "t", Offset: 1}, {Group: "g", Topic: "i", TopicID: "t", Offset: 2}}
+		})),
 	} {
 		if _, err := decodeTxn("tx", v); !errors.Is(err, ErrCorrupt) {
 			t.Errorf("txn record with %s: %v, want ErrCorrupt", name, err)

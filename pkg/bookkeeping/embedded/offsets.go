@@ -173,3 +173,41 @@ func (s *store) ListOffsets(ctx context.Context, group string, after bookkeeping
 func (r partitionRecord) committed() bookkeeping.Committed {
 	return bookkeeping.Committed{Offset: r.offset, Metadata: r.metadata, Epoch: r.commitEpoch, TopicID: r.topicID}
 }
+
+// CommitTxnOffsets implements bookkeeping.Offsets: every offset in one
+// synced batch, each written unless the stored one of the same
+// incarnation is higher; owners and epochs stay.
+func (s *store) CommitTxnOffsets(ctx context.Context, offsets []bookkeeping.TxnOffset) error {
+	unlock, err := s.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	b := s.db.NewBatch()
+	defer b.Close()
+	groups := make(map[string]bool)
+	for _, o := range offsets {
+		key := partitionKey(o.Group, o.Topic, o.Partition)
+		r, _, err := s.partition(key)
+		if err != nil {
+			return fmt.Errorf("commit transaction offsets %s/%s/%d: %w", o.Group, o.Topic, o.Partition, err)
+		}
+		if r.topicID == o.TopicID && r.offset > o.Offset {
+			continue // the group moved on since
+		}
+		r.offset, r.metadata, r.commitEpoch, r.topicID = o.Offset, "", 0, o.TopicID
+		if err := b.Set(key, r.encode(), nil); err != nil {
+			return err
+		}
+		if !groups[o.Group] {
+			groups[o.Group] = true
+			if err := recordGroup(b, o.Group); err != nil {
+				return err
+			}
+		}
+	}
+	if err := commit(b); err != nil {
+		return fmt.Errorf("commit transaction offsets: %w", err)
+	}
+	return nil
+}

@@ -55,6 +55,17 @@ type AddGroup struct {
 	Now        time.Time
 }
 
+// AddOffsets adds consumer offsets the transaction commits (applied when
+// it commits, dropped when it aborts), and their groups; it opens a
+// transaction if none is open. The lease epochs the offsets were read
+// under are the driver's to check before.
+type AddOffsets struct {
+	ProducerID int64
+	Epoch      int16
+	Offsets    []Offset
+	Now        time.Time
+}
+
 // EndTxn commits or aborts the producer's transaction.
 type EndTxn struct {
 	ProducerID int64
@@ -76,19 +87,21 @@ type MarkersWritten struct{}
 func (InitProducer) isEvent()   {}
 func (AddPartitions) isEvent()  {}
 func (AddGroup) isEvent()       {}
+func (AddOffsets) isEvent()     {}
 func (EndTxn) isEvent()         {}
 func (Expire) isEvent()         {}
 func (MarkersWritten) isEvent() {}
 
 // Markers asks the driver to write a commit or abort marker of
-// (ProducerID, Epoch) into every partition, and the groups' pending
-// offsets to be applied (Commit) or dropped.
+// (ProducerID, Epoch) into every partition and, when Commit, to apply
+// Offsets (an abort drops them).
 type Markers struct {
 	ProducerID int64
 	Epoch      int16
 	Commit     bool
 	Partitions []Partition
 	Groups     []string
+	Offsets    []Offset
 }
 
 // Decision is what Step decided. The driver carries it out in this order:
@@ -133,6 +146,8 @@ func Step(id string, cur *State, ev Event) Decision {
 		return add(cur, e.ProducerID, e.Epoch, e.Now, func(s *State) bool { return s.addPartitions(e.Partitions) })
 	case AddGroup:
 		return add(cur, e.ProducerID, e.Epoch, e.Now, func(s *State) bool { return s.addGroup(e.Group) })
+	case AddOffsets:
+		return add(cur, e.ProducerID, e.Epoch, e.Now, func(s *State) bool { return s.addOffsets(e.Offsets) })
 	case EndTxn:
 		return endTxn(cur, e)
 	case Expire:
@@ -159,7 +174,7 @@ func initProducer(id string, cur *State, e InitProducer) Decision {
 		next := cur.clone()
 		next.Epoch++
 		next.Status, next.Timeout, next.BumpedByCoordinator = Empty, e.Timeout, true
-		next.Partitions, next.Groups = nil, nil
+		next.Partitions, next.Groups, next.Offsets = nil, nil, nil
 		return Decision{Store: &next, Reply: Reply{next.ProducerID, next.Epoch}}
 	case cur.Status == Ongoing:
 		// Abort the open transaction at a bumped epoch (fencing its
@@ -199,7 +214,7 @@ func add(cur *State, pid int64, epoch int16, now time.Time, apply func(*State) b
 	case cur.Status.idle():
 		next := cur.clone()
 		next.Status, next.Deadline = Ongoing, now.Add(cur.Timeout)
-		next.Partitions, next.Groups = nil, nil
+		next.Partitions, next.Groups, next.Offsets = nil, nil, nil
 		apply(&next)
 		return Decision{Store: &next, Reply: reply}
 	}
@@ -282,11 +297,15 @@ func markersWritten(cur *State) Decision {
 	if cur.Status == PrepareAbort {
 		next.Status = CompleteAbort
 	}
-	next.Partitions, next.Groups = nil, nil
+	next.Partitions, next.Groups, next.Offsets = nil, nil, nil
 	return Decision{Store: &next, Reply: Reply{next.ProducerID, next.Epoch}}
 }
 
 func markersOf(s *State) *Markers {
-	return &Markers{ProducerID: s.ProducerID, Epoch: s.Epoch, Commit: s.Status == PrepareCommit,
+	m := &Markers{ProducerID: s.ProducerID, Epoch: s.Epoch, Commit: s.Status == PrepareCommit,
 		Partitions: s.Partitions, Groups: s.Groups}
+	if m.Commit {
+		m.Offsets = s.Offsets
+	}
+	return m
 }

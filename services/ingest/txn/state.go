@@ -57,14 +57,24 @@ type Partition struct {
 
 func (p Partition) String() string { return fmt.Sprintf("%s/%d", p.TopicID, p.Partition) }
 
+// Offset is a consumer offset the transaction commits (KIP-447's
+// TxnOffsetCommit): the next offset to consume of a partition of a topic
+// incarnation, for a group.
+type Offset struct {
+	Group, Topic, TopicID string
+	Partition             int32
+	Offset                int64
+}
+
 // State is the coordinator's record of one transactional id, stored in
 // bookkeeping and changed only by compare-and-set on Version.
 //
 // Invariants (checked by the transcripts' harness after every step):
 //   - Epoch never decreases while ProducerID stays; ProducerID changes only
 //     when the epoch space is spent, and then Epoch restarts at 0.
-//   - Partitions and Groups are empty when idle, sorted and distinct
-//     otherwise.
+//   - Partitions, Groups and Offsets are empty when idle; Partitions and
+//     Groups sorted and distinct otherwise, Offsets distinct by (group,
+//     topic, partition), each of a group in Groups.
 //   - Deadline is set (non-zero) exactly while Ongoing.
 type State struct {
 	ID         string // the transactional id
@@ -76,9 +86,12 @@ type State struct {
 	Timeout time.Duration
 	// Deadline is when the Ongoing transaction times out.
 	Deadline time.Time
-	// Partitions and Groups joined the current transaction.
+	// Partitions and Groups joined the current transaction; Offsets are
+	// the consumer offsets it commits (one per group, topic and
+	// partition: the latest sent).
 	Partitions []Partition
 	Groups     []string
+	Offsets    []Offset
 	// BumpedByCoordinator: the last epoch bump was the coordinator's (an
 	// InitProducer, or a timeout's abort), not the client's EndTxn. An
 	// EndTxn at the epoch before is then a fenced producer's, not a retry.
@@ -96,14 +109,23 @@ func (s State) String() string {
 	if !s.Deadline.IsZero() {
 		d = s.Deadline.UTC().Format("15:04:05.000")
 	}
-	return fmt.Sprintf("%s pid=%d epoch=%d %v deadline=%s partitions=[%s] groups=[%s] v%d",
-		s.ID, s.ProducerID, s.Epoch, s.Status, d, strings.Join(parts, " "), strings.Join(s.Groups, " "), s.Version)
+	offs := ""
+	if len(s.Offsets) > 0 {
+		os := make([]string, len(s.Offsets))
+		for i, o := range s.Offsets {
+			os[i] = fmt.Sprintf("%s:%s/%d@%d", o.Group, o.Topic, o.Partition, o.Offset)
+		}
+		offs = " offsets=[" + strings.Join(os, " ") + "]"
+	}
+	return fmt.Sprintf("%s pid=%d epoch=%d %v deadline=%s partitions=[%s] groups=[%s]%s v%d",
+		s.ID, s.ProducerID, s.Epoch, s.Status, d, strings.Join(parts, " "), strings.Join(s.Groups, " "), offs, s.Version)
 }
 
 // clone returns s with its own slices.
 func (s State) clone() State {
 	s.Partitions = slices.Clone(s.Partitions)
 	s.Groups = slices.Clone(s.Groups)
+	s.Offsets = slices.Clone(s.Offsets)
 	return s
 }
 
@@ -132,6 +154,30 @@ func comparePartitions(a, b Partition) int {
 		return c
 	}
 	return int(a.Partition) - int(b.Partition)
+}
+
+// addOffsets adds os to s's offsets, replacing an earlier offset of the
+// same group, topic and partition, and their group to s's groups; false
+// when nothing changed.
+func (s *State) addOffsets(os []Offset) bool {
+	changed := false
+	for _, o := range os {
+		if s.addGroup(o.Group) {
+			changed = true
+		}
+		i := slices.IndexFunc(s.Offsets, func(x Offset) bool {
+			return x.Group == o.Group && x.Topic == o.Topic && x.Partition == o.Partition
+		})
+		switch {
+		case i < 0:
+			s.Offsets = append(s.Offsets, o)
+			changed = true
+		case s.Offsets[i] != o:
+			s.Offsets[i] = o
+			changed = true
+		}
+	}
+	return changed
 }
 
 // addGroup adds g to s's groups, sorted and distinct; false when present.

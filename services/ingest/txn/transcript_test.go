@@ -26,6 +26,7 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of testda
 //	init [timeout=D]
 //	add pid=N epoch=E parts=TOPIC/P,...
 //	group pid=N epoch=E g=GROUP
+//	offsets pid=N epoch=E g=GROUP o=TOPIC/P@OFFSET,...
 //	end pid=N epoch=E commit|abort
 //	expire | markers-written | tick D | state
 func TestTranscripts(t *testing.T) {
@@ -72,6 +73,14 @@ func (h *harness) run(cmd string) []string {
 		ev = AddPartitions{ProducerID: h.num(args["pid"]), Epoch: int16(h.num(args["epoch"])), Partitions: ps, Now: h.now}
 	case "group":
 		ev = AddGroup{ProducerID: h.num(args["pid"]), Epoch: int16(h.num(args["epoch"])), Group: args["g"], Now: h.now}
+	case "offsets":
+		var os []Offset
+		for _, o := range strings.Split(args["o"], ",") {
+			tp, off, _ := strings.Cut(o, "@")
+			topic, n, _ := strings.Cut(tp, "/")
+			os = append(os, Offset{Group: args["g"], Topic: topic, TopicID: "id-" + topic, Partition: int32(h.num(n)), Offset: h.num(off)})
+		}
+		ev = AddOffsets{ProducerID: h.num(args["pid"]), Epoch: int16(h.num(args["epoch"])), Offsets: os, Now: h.now}
 	case "end":
 		ev = EndTxn{ProducerID: h.num(args["pid"]), Epoch: int16(h.num(args["epoch"])), Commit: slices.Contains(pos, "commit"), Now: h.now}
 	case "expire":
@@ -140,7 +149,7 @@ func (h *harness) store(next *State) string {
 	if h.cur != nil && next.ProducerID == h.cur.ProducerID && next.Epoch < h.cur.Epoch {
 		h.t.Fatalf("epoch moved back: %d after %d", next.Epoch, h.cur.Epoch)
 	}
-	if next.Status.idle() && (len(next.Partitions) > 0 || len(next.Groups) > 0) {
+	if next.Status.idle() && (len(next.Partitions) > 0 || len(next.Groups) > 0 || len(next.Offsets) > 0) {
 		h.t.Fatalf("partitions in state %v", next.Status)
 	}
 	if (next.Status == Ongoing) != !next.Deadline.IsZero() {
@@ -161,7 +170,19 @@ func markersString(m *Markers) string {
 	for i, p := range m.Partitions {
 		parts[i] = p.String()
 	}
-	return fmt.Sprintf("%s markers pid=%d epoch=%d to [%s] groups=[%s]", kind, m.ProducerID, m.Epoch, strings.Join(parts, " "), strings.Join(m.Groups, " "))
+	return fmt.Sprintf("%s markers pid=%d epoch=%d to [%s] groups=[%s]%s", kind, m.ProducerID, m.Epoch, strings.Join(parts, " "), strings.Join(m.Groups, " "), offsetsString(m.Offsets))
+}
+
+// offsetsString is " offsets=[g:topic/p@offset ...]", or "" for none.
+func offsetsString(os []Offset) string {
+	if len(os) == 0 {
+		return ""
+	}
+	s := make([]string, len(os))
+	for i, o := range os {
+		s[i] = fmt.Sprintf("%s:%s/%d@%d", o.Group, o.Topic, o.Partition, o.Offset)
+	}
+	return " offsets=[" + strings.Join(s, " ") + "]"
 }
 
 func (h *harness) num(s string) int64 {

@@ -21,6 +21,192 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// SendOffsetsToTxnRequest names offsets of one group and topic.
+type SendOffsetsToTxnRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The producer session. Required.
+	Session *TxnSession `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	// The consumer group. Required.
+	Group string `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
+	// The member holding the partitions' leases (SessionStarted.member_id).
+	// Required.
+	MemberId string `protobuf:"bytes,3,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	// The topic consumed. Required.
+	Topic string `protobuf:"bytes,4,opt,name=topic,proto3" json:"topic,omitempty"`
+	// The offsets: next offset to consume, per partition, with the lease
+	// epoch; 1..10,000 distinct partitions.
+	Offsets       []*TxnPartitionOffset `protobuf:"bytes,5,rep,name=offsets,proto3" json:"offsets,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SendOffsetsToTxnRequest) Reset() {
+	*x = SendOffsetsToTxnRequest{}
+	mi := &file_sluice_v1_producer_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SendOffsetsToTxnRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SendOffsetsToTxnRequest) ProtoMessage() {}
+
+func (x *SendOffsetsToTxnRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_producer_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SendOffsetsToTxnRequest.ProtoReflect.Descriptor instead.
+func (*SendOffsetsToTxnRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *SendOffsetsToTxnRequest) GetSession() *TxnSession {
+	if x != nil {
+		return x.Session
+	}
+	return nil
+}
+
+func (x *SendOffsetsToTxnRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *SendOffsetsToTxnRequest) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *SendOffsetsToTxnRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *SendOffsetsToTxnRequest) GetOffsets() []*TxnPartitionOffset {
+	if x != nil {
+		return x.Offsets
+	}
+	return nil
+}
+
+// TxnPartitionOffset is one partition's offset in a transaction.
+type TxnPartitionOffset struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Partition number.
+	Partition int32 `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	// The next offset to consume.
+	Offset int64 `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
+	// The lease epoch the member holds the partition under
+	// (PartitionLease.epoch).
+	LeaseEpoch    int64 `protobuf:"varint,3,opt,name=lease_epoch,json=leaseEpoch,proto3" json:"lease_epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnPartitionOffset) Reset() {
+	*x = TxnPartitionOffset{}
+	mi := &file_sluice_v1_producer_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnPartitionOffset) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnPartitionOffset) ProtoMessage() {}
+
+func (x *TxnPartitionOffset) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_producer_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnPartitionOffset.ProtoReflect.Descriptor instead.
+func (*TxnPartitionOffset) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *TxnPartitionOffset) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *TxnPartitionOffset) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *TxnPartitionOffset) GetLeaseEpoch() int64 {
+	if x != nil {
+		return x.LeaseEpoch
+	}
+	return 0
+}
+
+// SendOffsetsToTxnResponse confirms the offsets joined the transaction.
+type SendOffsetsToTxnResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SendOffsetsToTxnResponse) Reset() {
+	*x = SendOffsetsToTxnResponse{}
+	mi := &file_sluice_v1_producer_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SendOffsetsToTxnResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SendOffsetsToTxnResponse) ProtoMessage() {}
+
+func (x *SendOffsetsToTxnResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_producer_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SendOffsetsToTxnResponse.ProtoReflect.Descriptor instead.
+func (*SendOffsetsToTxnResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{2}
+}
+
 // TxnSession names a transactional producer's session: what InitProducer
 // returned for the transactional id.
 type TxnSession struct {
@@ -36,7 +222,7 @@ type TxnSession struct {
 
 func (x *TxnSession) Reset() {
 	*x = TxnSession{}
-	mi := &file_sluice_v1_producer_proto_msgTypes[0]
+	mi := &file_sluice_v1_producer_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -48,7 +234,7 @@ func (x *TxnSession) String() string {
 func (*TxnSession) ProtoMessage() {}
 
 func (x *TxnSession) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_producer_proto_msgTypes[0]
+	mi := &file_sluice_v1_producer_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -61,7 +247,7 @@ func (x *TxnSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnSession.ProtoReflect.Descriptor instead.
 func (*TxnSession) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{0}
+	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *TxnSession) GetTransactionalId() string {
@@ -98,7 +284,7 @@ type TxnTopic struct {
 
 func (x *TxnTopic) Reset() {
 	*x = TxnTopic{}
-	mi := &file_sluice_v1_producer_proto_msgTypes[1]
+	mi := &file_sluice_v1_producer_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -110,7 +296,7 @@ func (x *TxnTopic) String() string {
 func (*TxnTopic) ProtoMessage() {}
 
 func (x *TxnTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_producer_proto_msgTypes[1]
+	mi := &file_sluice_v1_producer_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -123,7 +309,7 @@ func (x *TxnTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnTopic.ProtoReflect.Descriptor instead.
 func (*TxnTopic) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{1}
+	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *TxnTopic) GetTopic() string {
@@ -153,7 +339,7 @@ type AddPartitionsToTxnRequest struct {
 
 func (x *AddPartitionsToTxnRequest) Reset() {
 	*x = AddPartitionsToTxnRequest{}
-	mi := &file_sluice_v1_producer_proto_msgTypes[2]
+	mi := &file_sluice_v1_producer_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -165,7 +351,7 @@ func (x *AddPartitionsToTxnRequest) String() string {
 func (*AddPartitionsToTxnRequest) ProtoMessage() {}
 
 func (x *AddPartitionsToTxnRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_producer_proto_msgTypes[2]
+	mi := &file_sluice_v1_producer_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -178,7 +364,7 @@ func (x *AddPartitionsToTxnRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddPartitionsToTxnRequest.ProtoReflect.Descriptor instead.
 func (*AddPartitionsToTxnRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{2}
+	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *AddPartitionsToTxnRequest) GetSession() *TxnSession {
@@ -204,7 +390,7 @@ type AddPartitionsToTxnResponse struct {
 
 func (x *AddPartitionsToTxnResponse) Reset() {
 	*x = AddPartitionsToTxnResponse{}
-	mi := &file_sluice_v1_producer_proto_msgTypes[3]
+	mi := &file_sluice_v1_producer_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -216,7 +402,7 @@ func (x *AddPartitionsToTxnResponse) String() string {
 func (*AddPartitionsToTxnResponse) ProtoMessage() {}
 
 func (x *AddPartitionsToTxnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_producer_proto_msgTypes[3]
+	mi := &file_sluice_v1_producer_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -229,7 +415,7 @@ func (x *AddPartitionsToTxnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddPartitionsToTxnResponse.ProtoReflect.Descriptor instead.
 func (*AddPartitionsToTxnResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{3}
+	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{6}
 }
 
 // EndTxnRequest commits or aborts a transaction.
@@ -245,7 +431,7 @@ type EndTxnRequest struct {
 
 func (x *EndTxnRequest) Reset() {
 	*x = EndTxnRequest{}
-	mi := &file_sluice_v1_producer_proto_msgTypes[4]
+	mi := &file_sluice_v1_producer_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -257,7 +443,7 @@ func (x *EndTxnRequest) String() string {
 func (*EndTxnRequest) ProtoMessage() {}
 
 func (x *EndTxnRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_producer_proto_msgTypes[4]
+	mi := &file_sluice_v1_producer_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -270,7 +456,7 @@ func (x *EndTxnRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndTxnRequest.ProtoReflect.Descriptor instead.
 func (*EndTxnRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{4}
+	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *EndTxnRequest) GetSession() *TxnSession {
@@ -298,7 +484,7 @@ type EndTxnResponse struct {
 
 func (x *EndTxnResponse) Reset() {
 	*x = EndTxnResponse{}
-	mi := &file_sluice_v1_producer_proto_msgTypes[5]
+	mi := &file_sluice_v1_producer_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -310,7 +496,7 @@ func (x *EndTxnResponse) String() string {
 func (*EndTxnResponse) ProtoMessage() {}
 
 func (x *EndTxnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_producer_proto_msgTypes[5]
+	mi := &file_sluice_v1_producer_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -323,7 +509,7 @@ func (x *EndTxnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndTxnResponse.ProtoReflect.Descriptor instead.
 func (*EndTxnResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{5}
+	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *EndTxnResponse) GetProducerEpoch() int32 {
@@ -350,7 +536,7 @@ type InitProducerRequest struct {
 
 func (x *InitProducerRequest) Reset() {
 	*x = InitProducerRequest{}
-	mi := &file_sluice_v1_producer_proto_msgTypes[6]
+	mi := &file_sluice_v1_producer_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -362,7 +548,7 @@ func (x *InitProducerRequest) String() string {
 func (*InitProducerRequest) ProtoMessage() {}
 
 func (x *InitProducerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_producer_proto_msgTypes[6]
+	mi := &file_sluice_v1_producer_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -375,7 +561,7 @@ func (x *InitProducerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitProducerRequest.ProtoReflect.Descriptor instead.
 func (*InitProducerRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{6}
+	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *InitProducerRequest) GetTransactionalId() string {
@@ -405,7 +591,7 @@ type InitProducerResponse struct {
 
 func (x *InitProducerResponse) Reset() {
 	*x = InitProducerResponse{}
-	mi := &file_sluice_v1_producer_proto_msgTypes[7]
+	mi := &file_sluice_v1_producer_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -417,7 +603,7 @@ func (x *InitProducerResponse) String() string {
 func (*InitProducerResponse) ProtoMessage() {}
 
 func (x *InitProducerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_producer_proto_msgTypes[7]
+	mi := &file_sluice_v1_producer_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -430,7 +616,7 @@ func (x *InitProducerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitProducerResponse.ProtoReflect.Descriptor instead.
 func (*InitProducerResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{7}
+	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *InitProducerResponse) GetProducerId() int64 {
@@ -470,7 +656,7 @@ type ProduceRequest struct {
 
 func (x *ProduceRequest) Reset() {
 	*x = ProduceRequest{}
-	mi := &file_sluice_v1_producer_proto_msgTypes[8]
+	mi := &file_sluice_v1_producer_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -482,7 +668,7 @@ func (x *ProduceRequest) String() string {
 func (*ProduceRequest) ProtoMessage() {}
 
 func (x *ProduceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_producer_proto_msgTypes[8]
+	mi := &file_sluice_v1_producer_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -495,7 +681,7 @@ func (x *ProduceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceRequest.ProtoReflect.Descriptor instead.
 func (*ProduceRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{8}
+	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ProduceRequest) GetTopic() string {
@@ -548,7 +734,7 @@ type EncodedBatch struct {
 
 func (x *EncodedBatch) Reset() {
 	*x = EncodedBatch{}
-	mi := &file_sluice_v1_producer_proto_msgTypes[9]
+	mi := &file_sluice_v1_producer_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -560,7 +746,7 @@ func (x *EncodedBatch) String() string {
 func (*EncodedBatch) ProtoMessage() {}
 
 func (x *EncodedBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_producer_proto_msgTypes[9]
+	mi := &file_sluice_v1_producer_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -573,7 +759,7 @@ func (x *EncodedBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EncodedBatch.ProtoReflect.Descriptor instead.
 func (*EncodedBatch) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{9}
+	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *EncodedBatch) GetPartition() int32 {
@@ -611,7 +797,7 @@ type ProduceResponse struct {
 
 func (x *ProduceResponse) Reset() {
 	*x = ProduceResponse{}
-	mi := &file_sluice_v1_producer_proto_msgTypes[10]
+	mi := &file_sluice_v1_producer_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -623,7 +809,7 @@ func (x *ProduceResponse) String() string {
 func (*ProduceResponse) ProtoMessage() {}
 
 func (x *ProduceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_producer_proto_msgTypes[10]
+	mi := &file_sluice_v1_producer_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -636,7 +822,7 @@ func (x *ProduceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceResponse.ProtoReflect.Descriptor instead.
 func (*ProduceResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{10}
+	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ProduceResponse) GetResults() []*ProduceResult {
@@ -683,7 +869,7 @@ type ProduceResult struct {
 
 func (x *ProduceResult) Reset() {
 	*x = ProduceResult{}
-	mi := &file_sluice_v1_producer_proto_msgTypes[11]
+	mi := &file_sluice_v1_producer_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -695,7 +881,7 @@ func (x *ProduceResult) String() string {
 func (*ProduceResult) ProtoMessage() {}
 
 func (x *ProduceResult) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_producer_proto_msgTypes[11]
+	mi := &file_sluice_v1_producer_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -708,7 +894,7 @@ func (x *ProduceResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceResult.ProtoReflect.Descriptor instead.
 func (*ProduceResult) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{11}
+	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ProduceResult) GetPartition() int32 {
@@ -765,7 +951,7 @@ type ProduceStreamRequest struct {
 
 func (x *ProduceStreamRequest) Reset() {
 	*x = ProduceStreamRequest{}
-	mi := &file_sluice_v1_producer_proto_msgTypes[12]
+	mi := &file_sluice_v1_producer_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -777,7 +963,7 @@ func (x *ProduceStreamRequest) String() string {
 func (*ProduceStreamRequest) ProtoMessage() {}
 
 func (x *ProduceStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_producer_proto_msgTypes[12]
+	mi := &file_sluice_v1_producer_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -790,7 +976,7 @@ func (x *ProduceStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceStreamRequest.ProtoReflect.Descriptor instead.
 func (*ProduceStreamRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{12}
+	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ProduceStreamRequest) GetCorrelationId() uint64 {
@@ -850,7 +1036,7 @@ type ProduceStreamResponse struct {
 
 func (x *ProduceStreamResponse) Reset() {
 	*x = ProduceStreamResponse{}
-	mi := &file_sluice_v1_producer_proto_msgTypes[13]
+	mi := &file_sluice_v1_producer_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -862,7 +1048,7 @@ func (x *ProduceStreamResponse) String() string {
 func (*ProduceStreamResponse) ProtoMessage() {}
 
 func (x *ProduceStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_producer_proto_msgTypes[13]
+	mi := &file_sluice_v1_producer_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -875,7 +1061,7 @@ func (x *ProduceStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceStreamResponse.ProtoReflect.Descriptor instead.
 func (*ProduceStreamResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{13}
+	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ProduceStreamResponse) GetCorrelationId() uint64 {
@@ -922,7 +1108,7 @@ type ProduceError struct {
 
 func (x *ProduceError) Reset() {
 	*x = ProduceError{}
-	mi := &file_sluice_v1_producer_proto_msgTypes[14]
+	mi := &file_sluice_v1_producer_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -934,7 +1120,7 @@ func (x *ProduceError) String() string {
 func (*ProduceError) ProtoMessage() {}
 
 func (x *ProduceError) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_producer_proto_msgTypes[14]
+	mi := &file_sluice_v1_producer_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -947,7 +1133,7 @@ func (x *ProduceError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceError.ProtoReflect.Descriptor instead.
 func (*ProduceError) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{14}
+	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ProduceError) GetCode() int32 {
@@ -982,7 +1168,19 @@ var File_sluice_v1_producer_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_producer_proto_rawDesc = "" +
 	"\n" +
-	"\x18sluice/v1/producer.proto\x12\tsluice.v1\x1a\x16sluice/v1/record.proto\"\x7f\n" +
+	"\x18sluice/v1/producer.proto\x12\tsluice.v1\x1a\x16sluice/v1/record.proto\"\xcc\x01\n" +
+	"\x17SendOffsetsToTxnRequest\x12/\n" +
+	"\asession\x18\x01 \x01(\v2\x15.sluice.v1.TxnSessionR\asession\x12\x14\n" +
+	"\x05group\x18\x02 \x01(\tR\x05group\x12\x1b\n" +
+	"\tmember_id\x18\x03 \x01(\tR\bmemberId\x12\x14\n" +
+	"\x05topic\x18\x04 \x01(\tR\x05topic\x127\n" +
+	"\aoffsets\x18\x05 \x03(\v2\x1d.sluice.v1.TxnPartitionOffsetR\aoffsets\"k\n" +
+	"\x12TxnPartitionOffset\x12\x1c\n" +
+	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x16\n" +
+	"\x06offset\x18\x02 \x01(\x03R\x06offset\x12\x1f\n" +
+	"\vlease_epoch\x18\x03 \x01(\x03R\n" +
+	"leaseEpoch\"\x1a\n" +
+	"\x18SendOffsetsToTxnResponse\"\x7f\n" +
 	"\n" +
 	"TxnSession\x12)\n" +
 	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x12\x1f\n" +
@@ -1050,13 +1248,14 @@ const file_sluice_v1_producer_proto_rawDesc = "" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12$\n" +
 	"\x0eretry_after_ms\x18\x03 \x01(\x05R\fretryAfterMs\x12\x16\n" +
-	"\x06reason\x18\x04 \x01(\tR\x06reason2\xa8\x03\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason2\x87\x04\n" +
 	"\x0fProducerService\x12B\n" +
 	"\aProduce\x12\x19.sluice.v1.ProduceRequest\x1a\x1a.sluice.v1.ProduceResponse\"\x00\x12X\n" +
 	"\rProduceStream\x12\x1f.sluice.v1.ProduceStreamRequest\x1a .sluice.v1.ProduceStreamResponse\"\x00(\x010\x01\x12Q\n" +
 	"\fInitProducer\x12\x1e.sluice.v1.InitProducerRequest\x1a\x1f.sluice.v1.InitProducerResponse\"\x00\x12c\n" +
 	"\x12AddPartitionsToTxn\x12$.sluice.v1.AddPartitionsToTxnRequest\x1a%.sluice.v1.AddPartitionsToTxnResponse\"\x00\x12?\n" +
-	"\x06EndTxn\x12\x18.sluice.v1.EndTxnRequest\x1a\x19.sluice.v1.EndTxnResponse\"\x00B\x9a\x01\n" +
+	"\x06EndTxn\x12\x18.sluice.v1.EndTxnRequest\x1a\x19.sluice.v1.EndTxnResponse\"\x00\x12]\n" +
+	"\x10SendOffsetsToTxn\x12\".sluice.v1.SendOffsetsToTxnRequest\x1a#.sluice.v1.SendOffsetsToTxnResponse\"\x00B\x9a\x01\n" +
 	"\rcom.sluice.v1B\rProducerProtoP\x01Z5github.com/sluicemq/sluice/pkg/gen/sluice/v1;sluicev1\xa2\x02\x03SXX\xaa\x02\tSluice.V1\xca\x02\tSluice\\V1\xe2\x02\x15Sluice\\V1\\GPBMetadata\xea\x02\n" +
 	"Sluice::V1b\x06proto3"
 
@@ -1072,53 +1271,60 @@ func file_sluice_v1_producer_proto_rawDescGZIP() []byte {
 	return file_sluice_v1_producer_proto_rawDescData
 }
 
-var file_sluice_v1_producer_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_sluice_v1_producer_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_sluice_v1_producer_proto_goTypes = []any{
-	(*TxnSession)(nil),                 // 0: sluice.v1.TxnSession
-	(*TxnTopic)(nil),                   // 1: sluice.v1.TxnTopic
-	(*AddPartitionsToTxnRequest)(nil),  // 2: sluice.v1.AddPartitionsToTxnRequest
-	(*AddPartitionsToTxnResponse)(nil), // 3: sluice.v1.AddPartitionsToTxnResponse
-	(*EndTxnRequest)(nil),              // 4: sluice.v1.EndTxnRequest
-	(*EndTxnResponse)(nil),             // 5: sluice.v1.EndTxnResponse
-	(*InitProducerRequest)(nil),        // 6: sluice.v1.InitProducerRequest
-	(*InitProducerResponse)(nil),       // 7: sluice.v1.InitProducerResponse
-	(*ProduceRequest)(nil),             // 8: sluice.v1.ProduceRequest
-	(*EncodedBatch)(nil),               // 9: sluice.v1.EncodedBatch
-	(*ProduceResponse)(nil),            // 10: sluice.v1.ProduceResponse
-	(*ProduceResult)(nil),              // 11: sluice.v1.ProduceResult
-	(*ProduceStreamRequest)(nil),       // 12: sluice.v1.ProduceStreamRequest
-	(*ProduceStreamResponse)(nil),      // 13: sluice.v1.ProduceStreamResponse
-	(*ProduceError)(nil),               // 14: sluice.v1.ProduceError
-	(*Record)(nil),                     // 15: sluice.v1.Record
-	(Durability)(0),                    // 16: sluice.v1.Durability
+	(*SendOffsetsToTxnRequest)(nil),    // 0: sluice.v1.SendOffsetsToTxnRequest
+	(*TxnPartitionOffset)(nil),         // 1: sluice.v1.TxnPartitionOffset
+	(*SendOffsetsToTxnResponse)(nil),   // 2: sluice.v1.SendOffsetsToTxnResponse
+	(*TxnSession)(nil),                 // 3: sluice.v1.TxnSession
+	(*TxnTopic)(nil),                   // 4: sluice.v1.TxnTopic
+	(*AddPartitionsToTxnRequest)(nil),  // 5: sluice.v1.AddPartitionsToTxnRequest
+	(*AddPartitionsToTxnResponse)(nil), // 6: sluice.v1.AddPartitionsToTxnResponse
+	(*EndTxnRequest)(nil),              // 7: sluice.v1.EndTxnRequest
+	(*EndTxnResponse)(nil),             // 8: sluice.v1.EndTxnResponse
+	(*InitProducerRequest)(nil),        // 9: sluice.v1.InitProducerRequest
+	(*InitProducerResponse)(nil),       // 10: sluice.v1.InitProducerResponse
+	(*ProduceRequest)(nil),             // 11: sluice.v1.ProduceRequest
+	(*EncodedBatch)(nil),               // 12: sluice.v1.EncodedBatch
+	(*ProduceResponse)(nil),            // 13: sluice.v1.ProduceResponse
+	(*ProduceResult)(nil),              // 14: sluice.v1.ProduceResult
+	(*ProduceStreamRequest)(nil),       // 15: sluice.v1.ProduceStreamRequest
+	(*ProduceStreamResponse)(nil),      // 16: sluice.v1.ProduceStreamResponse
+	(*ProduceError)(nil),               // 17: sluice.v1.ProduceError
+	(*Record)(nil),                     // 18: sluice.v1.Record
+	(Durability)(0),                    // 19: sluice.v1.Durability
 }
 var file_sluice_v1_producer_proto_depIdxs = []int32{
-	0,  // 0: sluice.v1.AddPartitionsToTxnRequest.session:type_name -> sluice.v1.TxnSession
-	1,  // 1: sluice.v1.AddPartitionsToTxnRequest.topics:type_name -> sluice.v1.TxnTopic
-	0,  // 2: sluice.v1.EndTxnRequest.session:type_name -> sluice.v1.TxnSession
-	15, // 3: sluice.v1.ProduceRequest.records:type_name -> sluice.v1.Record
-	9,  // 4: sluice.v1.ProduceRequest.batches:type_name -> sluice.v1.EncodedBatch
-	16, // 5: sluice.v1.ProduceRequest.durability:type_name -> sluice.v1.Durability
-	11, // 6: sluice.v1.ProduceResponse.results:type_name -> sluice.v1.ProduceResult
-	16, // 7: sluice.v1.ProduceResponse.durability:type_name -> sluice.v1.Durability
-	8,  // 8: sluice.v1.ProduceStreamRequest.request:type_name -> sluice.v1.ProduceRequest
-	10, // 9: sluice.v1.ProduceStreamResponse.response:type_name -> sluice.v1.ProduceResponse
-	14, // 10: sluice.v1.ProduceStreamResponse.error:type_name -> sluice.v1.ProduceError
-	8,  // 11: sluice.v1.ProducerService.Produce:input_type -> sluice.v1.ProduceRequest
-	12, // 12: sluice.v1.ProducerService.ProduceStream:input_type -> sluice.v1.ProduceStreamRequest
-	6,  // 13: sluice.v1.ProducerService.InitProducer:input_type -> sluice.v1.InitProducerRequest
-	2,  // 14: sluice.v1.ProducerService.AddPartitionsToTxn:input_type -> sluice.v1.AddPartitionsToTxnRequest
-	4,  // 15: sluice.v1.ProducerService.EndTxn:input_type -> sluice.v1.EndTxnRequest
-	10, // 16: sluice.v1.ProducerService.Produce:output_type -> sluice.v1.ProduceResponse
-	13, // 17: sluice.v1.ProducerService.ProduceStream:output_type -> sluice.v1.ProduceStreamResponse
-	7,  // 18: sluice.v1.ProducerService.InitProducer:output_type -> sluice.v1.InitProducerResponse
-	3,  // 19: sluice.v1.ProducerService.AddPartitionsToTxn:output_type -> sluice.v1.AddPartitionsToTxnResponse
-	5,  // 20: sluice.v1.ProducerService.EndTxn:output_type -> sluice.v1.EndTxnResponse
-	16, // [16:21] is the sub-list for method output_type
-	11, // [11:16] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	3,  // 0: sluice.v1.SendOffsetsToTxnRequest.session:type_name -> sluice.v1.TxnSession
+	1,  // 1: sluice.v1.SendOffsetsToTxnRequest.offsets:type_name -> sluice.v1.TxnPartitionOffset
+	3,  // 2: sluice.v1.AddPartitionsToTxnRequest.session:type_name -> sluice.v1.TxnSession
+	4,  // 3: sluice.v1.AddPartitionsToTxnRequest.topics:type_name -> sluice.v1.TxnTopic
+	3,  // 4: sluice.v1.EndTxnRequest.session:type_name -> sluice.v1.TxnSession
+	18, // 5: sluice.v1.ProduceRequest.records:type_name -> sluice.v1.Record
+	12, // 6: sluice.v1.ProduceRequest.batches:type_name -> sluice.v1.EncodedBatch
+	19, // 7: sluice.v1.ProduceRequest.durability:type_name -> sluice.v1.Durability
+	14, // 8: sluice.v1.ProduceResponse.results:type_name -> sluice.v1.ProduceResult
+	19, // 9: sluice.v1.ProduceResponse.durability:type_name -> sluice.v1.Durability
+	11, // 10: sluice.v1.ProduceStreamRequest.request:type_name -> sluice.v1.ProduceRequest
+	13, // 11: sluice.v1.ProduceStreamResponse.response:type_name -> sluice.v1.ProduceResponse
+	17, // 12: sluice.v1.ProduceStreamResponse.error:type_name -> sluice.v1.ProduceError
+	11, // 13: sluice.v1.ProducerService.Produce:input_type -> sluice.v1.ProduceRequest
+	15, // 14: sluice.v1.ProducerService.ProduceStream:input_type -> sluice.v1.ProduceStreamRequest
+	9,  // 15: sluice.v1.ProducerService.InitProducer:input_type -> sluice.v1.InitProducerRequest
+	5,  // 16: sluice.v1.ProducerService.AddPartitionsToTxn:input_type -> sluice.v1.AddPartitionsToTxnRequest
+	7,  // 17: sluice.v1.ProducerService.EndTxn:input_type -> sluice.v1.EndTxnRequest
+	0,  // 18: sluice.v1.ProducerService.SendOffsetsToTxn:input_type -> sluice.v1.SendOffsetsToTxnRequest
+	13, // 19: sluice.v1.ProducerService.Produce:output_type -> sluice.v1.ProduceResponse
+	16, // 20: sluice.v1.ProducerService.ProduceStream:output_type -> sluice.v1.ProduceStreamResponse
+	10, // 21: sluice.v1.ProducerService.InitProducer:output_type -> sluice.v1.InitProducerResponse
+	6,  // 22: sluice.v1.ProducerService.AddPartitionsToTxn:output_type -> sluice.v1.AddPartitionsToTxnResponse
+	8,  // 23: sluice.v1.ProducerService.EndTxn:output_type -> sluice.v1.EndTxnResponse
+	2,  // 24: sluice.v1.ProducerService.SendOffsetsToTxn:output_type -> sluice.v1.SendOffsetsToTxnResponse
+	19, // [19:25] is the sub-list for method output_type
+	13, // [13:19] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_producer_proto_init() }
@@ -1127,14 +1333,14 @@ func file_sluice_v1_producer_proto_init() {
 		return
 	}
 	file_sluice_v1_record_proto_init()
-	file_sluice_v1_producer_proto_msgTypes[8].OneofWrappers = []any{}
+	file_sluice_v1_producer_proto_msgTypes[11].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_producer_proto_rawDesc), len(file_sluice_v1_producer_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   15,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

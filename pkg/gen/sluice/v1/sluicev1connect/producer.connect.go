@@ -46,6 +46,9 @@ const (
 	ProducerServiceAddPartitionsToTxnProcedure = "/sluice.v1.ProducerService/AddPartitionsToTxn"
 	// ProducerServiceEndTxnProcedure is the fully-qualified name of the ProducerService's EndTxn RPC.
 	ProducerServiceEndTxnProcedure = "/sluice.v1.ProducerService/EndTxn"
+	// ProducerServiceSendOffsetsToTxnProcedure is the fully-qualified name of the ProducerService's
+	// SendOffsetsToTxn RPC.
+	ProducerServiceSendOffsetsToTxnProcedure = "/sluice.v1.ProducerService/SendOffsetsToTxn"
 )
 
 // ProducerServiceClient is a client for the sluice.v1.ProducerService service.
@@ -86,6 +89,16 @@ type ProducerServiceClient interface {
 	// FAILED_PRECONDITION with INVALID_TXN_STATE (the opposite outcome was
 	// already decided, e.g. the transaction timed out and was aborted).
 	EndTxn(context.Context, *connect.Request[v1.EndTxnRequest]) (*connect.Response[v1.EndTxnResponse], error)
+	// SendOffsetsToTxn adds consumer offsets to the producer's transaction
+	// (opening one when none is open): they are committed for the group when
+	// the transaction commits, and dropped when it aborts — the
+	// consume-transform-produce loop's "processed up to here" in the same
+	// transaction as its output. The member must hold every partition's
+	// lease at the epoch given (the one its session delivered under), else
+	// FAILED_PRECONDITION with reason LEASE_FENCED and nothing is added: a
+	// member that lost a partition cannot commit through a transaction
+	// either. Other errors as AddPartitionsToTxn's.
+	SendOffsetsToTxn(context.Context, *connect.Request[v1.SendOffsetsToTxnRequest]) (*connect.Response[v1.SendOffsetsToTxnResponse], error)
 }
 
 // NewProducerServiceClient constructs a client for the sluice.v1.ProducerService service. By
@@ -129,6 +142,12 @@ func NewProducerServiceClient(httpClient connect.HTTPClient, baseURL string, opt
 			connect.WithSchema(producerServiceMethods.ByName("EndTxn")),
 			connect.WithClientOptions(opts...),
 		),
+		sendOffsetsToTxn: connect.NewClient[v1.SendOffsetsToTxnRequest, v1.SendOffsetsToTxnResponse](
+			httpClient,
+			baseURL+ProducerServiceSendOffsetsToTxnProcedure,
+			connect.WithSchema(producerServiceMethods.ByName("SendOffsetsToTxn")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -139,6 +158,7 @@ type producerServiceClient struct {
 	initProducer       *connect.Client[v1.InitProducerRequest, v1.InitProducerResponse]
 	addPartitionsToTxn *connect.Client[v1.AddPartitionsToTxnRequest, v1.AddPartitionsToTxnResponse]
 	endTxn             *connect.Client[v1.EndTxnRequest, v1.EndTxnResponse]
+	sendOffsetsToTxn   *connect.Client[v1.SendOffsetsToTxnRequest, v1.SendOffsetsToTxnResponse]
 }
 
 // Produce calls sluice.v1.ProducerService.Produce.
@@ -164,6 +184,11 @@ func (c *producerServiceClient) AddPartitionsToTxn(ctx context.Context, req *con
 // EndTxn calls sluice.v1.ProducerService.EndTxn.
 func (c *producerServiceClient) EndTxn(ctx context.Context, req *connect.Request[v1.EndTxnRequest]) (*connect.Response[v1.EndTxnResponse], error) {
 	return c.endTxn.CallUnary(ctx, req)
+}
+
+// SendOffsetsToTxn calls sluice.v1.ProducerService.SendOffsetsToTxn.
+func (c *producerServiceClient) SendOffsetsToTxn(ctx context.Context, req *connect.Request[v1.SendOffsetsToTxnRequest]) (*connect.Response[v1.SendOffsetsToTxnResponse], error) {
+	return c.sendOffsetsToTxn.CallUnary(ctx, req)
 }
 
 // ProducerServiceHandler is an implementation of the sluice.v1.ProducerService service.
@@ -204,6 +229,16 @@ type ProducerServiceHandler interface {
 	// FAILED_PRECONDITION with INVALID_TXN_STATE (the opposite outcome was
 	// already decided, e.g. the transaction timed out and was aborted).
 	EndTxn(context.Context, *connect.Request[v1.EndTxnRequest]) (*connect.Response[v1.EndTxnResponse], error)
+	// SendOffsetsToTxn adds consumer offsets to the producer's transaction
+	// (opening one when none is open): they are committed for the group when
+	// the transaction commits, and dropped when it aborts — the
+	// consume-transform-produce loop's "processed up to here" in the same
+	// transaction as its output. The member must hold every partition's
+	// lease at the epoch given (the one its session delivered under), else
+	// FAILED_PRECONDITION with reason LEASE_FENCED and nothing is added: a
+	// member that lost a partition cannot commit through a transaction
+	// either. Other errors as AddPartitionsToTxn's.
+	SendOffsetsToTxn(context.Context, *connect.Request[v1.SendOffsetsToTxnRequest]) (*connect.Response[v1.SendOffsetsToTxnResponse], error)
 }
 
 // NewProducerServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -243,6 +278,12 @@ func NewProducerServiceHandler(svc ProducerServiceHandler, opts ...connect.Handl
 		connect.WithSchema(producerServiceMethods.ByName("EndTxn")),
 		connect.WithHandlerOptions(opts...),
 	)
+	producerServiceSendOffsetsToTxnHandler := connect.NewUnaryHandler(
+		ProducerServiceSendOffsetsToTxnProcedure,
+		svc.SendOffsetsToTxn,
+		connect.WithSchema(producerServiceMethods.ByName("SendOffsetsToTxn")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/sluice.v1.ProducerService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case ProducerServiceProduceProcedure:
@@ -255,6 +296,8 @@ func NewProducerServiceHandler(svc ProducerServiceHandler, opts ...connect.Handl
 			producerServiceAddPartitionsToTxnHandler.ServeHTTP(w, r)
 		case ProducerServiceEndTxnProcedure:
 			producerServiceEndTxnHandler.ServeHTTP(w, r)
+		case ProducerServiceSendOffsetsToTxnProcedure:
+			producerServiceSendOffsetsToTxnHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -282,4 +325,8 @@ func (UnimplementedProducerServiceHandler) AddPartitionsToTxn(context.Context, *
 
 func (UnimplementedProducerServiceHandler) EndTxn(context.Context, *connect.Request[v1.EndTxnRequest]) (*connect.Response[v1.EndTxnResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.ProducerService.EndTxn is not implemented"))
+}
+
+func (UnimplementedProducerServiceHandler) SendOffsetsToTxn(context.Context, *connect.Request[v1.SendOffsetsToTxnRequest]) (*connect.Response[v1.SendOffsetsToTxnResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.ProducerService.SendOffsetsToTxn is not implemented"))
 }
