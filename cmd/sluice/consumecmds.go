@@ -53,6 +53,10 @@ type consumeFlags struct {
 	count     int // 0: no limit
 	format    string
 	idle      time.Duration
+	// isolation: read_uncommitted (every stored record) or
+	// read_committed (committed transactions' and non-transactional
+	// records only).
+	isolation string
 	// Group members only.
 	commitInterval time.Duration
 	sessionTimeout time.Duration // 0: the server's
@@ -91,12 +95,19 @@ value_base64).`,
 	fs.BoolVar(&f.follow, "follow", false, "keep waiting for new records (until Ctrl-C or --count)")
 	fs.IntVar(&f.count, "count", 0, "stop after this many records (0: no limit)")
 	fs.StringVar(&f.format, "format", "text", "output: text or json")
+	fs.StringVar(&f.isolation, "isolation", "read_uncommitted", "read_uncommitted: every stored record; read_committed: only records written outside transactions and those of committed transactions (stops at the last stable offset while a transaction is open)")
 	fs.DurationVar(&f.idle, "idle", 2*time.Second, "with --group and without --follow: stop once no record came for this long")
 	fs.DurationVar(&f.commitInterval, "commit-interval", defaultCLICommitInterval, fmt.Sprintf("with --group: how often to commit what was printed, %v..%v (and always at exit)", sluice.MinAutoCommitInterval, sluice.MaxAutoCommitInterval))
 	fs.DurationVar(&f.sessionTimeout, "session-timeout", 0, fmt.Sprintf("with --group: how long the group waits for this member when it goes silent before its partitions move, %v..%v (0: the server's, 10s)", sluice.MinSessionTimeout, sluice.MaxSessionTimeout))
 	completeValues(cmd, "format", "text", "json")
+	completeValues(cmd, "isolation", "read_uncommitted", "read_committed")
 	completeValues(cmd, "from", "earliest", "latest")
 	return cmd
+}
+
+// readCommitted is the read option --isolation asks for.
+func (f *consumeFlags) readCommitted() sluice.ReadOption {
+	return sluice.WithReadCommitted(f.isolation == "read_committed")
 }
 
 // check checks `sluice consume`'s command line; args hold the topic.
@@ -116,6 +127,7 @@ func (f *consumeFlags) check(fs *pflag.FlagSet, from string, args []string) erro
 		c.badf("--from: %v", err)
 	}
 	c.oneOf("format", f.format, "text", "json")
+	c.oneOf("isolation", f.isolation, "read_uncommitted", "read_committed")
 	if f.count < 0 {
 		c.badf("--count %d: want 0 (no limit) or more", f.count)
 	}
@@ -307,7 +319,7 @@ func consumePartitions(ctx context.Context, c *sluice.Client, f consumeFlags, ou
 // readToEnd prints partition p from f.from up to the high watermark of
 // the first answer.
 func readToEnd(ctx context.Context, c *sluice.Client, f consumeFlags, p int32, out *recordPrinter) error {
-	r, err := c.NewReader(f.topic, p, sluice.StartAt(f.from), sluice.WithFetchMaxWait(0))
+	r, err := c.NewReader(f.topic, p, sluice.StartAt(f.from), sluice.WithFetchMaxWait(0), f.readCommitted())
 	if err != nil {
 		return err
 	}
@@ -337,7 +349,7 @@ func readToEnd(ctx context.Context, c *sluice.Client, f consumeFlags, p int32, o
 
 // follow prints partition p until ctx ends or the printer is done.
 func follow(ctx context.Context, c *sluice.Client, f consumeFlags, p int32, out *recordPrinter) error {
-	r, err := c.NewReader(f.topic, p, sluice.StartAt(f.from))
+	r, err := c.NewReader(f.topic, p, sluice.StartAt(f.from), f.readCommitted())
 	if err != nil {
 		return err
 	}
@@ -364,7 +376,7 @@ func follow(ctx context.Context, c *sluice.Client, f consumeFlags, p int32, out 
 // counted).
 func consumeGroup(ctx context.Context, c *sluice.Client, f consumeFlags, out *recordPrinter) (err error) {
 	host, _ := os.Hostname()
-	k, err := c.NewConsumer(f.group, []string{f.topic}, sluice.StartAt(f.from), sluice.WithAutoCommit(0),
+	k, err := c.NewConsumer(f.group, []string{f.topic}, sluice.StartAt(f.from), f.readCommitted(), sluice.WithAutoCommit(0),
 		sluice.WithSessionTimeout(f.sessionTimeout),
 		sluice.WithClientInfo(fmt.Sprintf("sluice consume host=%s pid=%d", host, os.Getpid())))
 	if err != nil {

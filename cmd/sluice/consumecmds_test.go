@@ -62,6 +62,7 @@ func TestConsumeFlags(t *testing.T) {
 		{[]string{"t", "--from", "yesterday"}, "--from"},
 		{[]string{"t", "--from", "-3"}, "--from"},
 		{[]string{"t", "--format", "xml"}, `--format "xml": want text or json`},
+		{[]string{"t", "--isolation", "serializable"}, `--isolation "serializable": want read_uncommitted or read_committed`},
 		{[]string{"t", "--count", "-1"}, "--count"},
 		{[]string{"t", "--partition", "-2"}, "--partition -2"},
 		{[]string{"t", "--partition", "10000"}, "--partition 10000"},

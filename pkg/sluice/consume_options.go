@@ -118,6 +118,15 @@ func WithRecordBatches(on bool) ReadOption {
 	return readOpt(func(c *readConfig) { c.perRecord = !on })
 }
 
+// WithReadCommitted reads only records written outside transactions and
+// those of committed transactions (Kafka's isolation.level
+// read_committed): reading stops at the partition's last stable offset
+// while a transaction is open there, and aborted transactions' records
+// are skipped. Default false: every stored record (read_uncommitted).
+func WithReadCommitted(on bool) ReadOption {
+	return readOpt(func(c *readConfig) { c.readCommitted = on })
+}
+
 // WithReadBackoff sets the first and the largest delay between retries of
 // a failed Fetch or Commit and between group session reconnects (defaults
 // DefaultRetryBackoff and DefaultMaxRetryBackoff; both within
@@ -236,6 +245,8 @@ type readConfig struct {
 	// and JSON clients get) instead of the stored record batches
 	// (WithRecordBatches(false)).
 	perRecord bool
+	// readCommitted: WithReadCommitted.
+	readCommitted bool
 }
 
 func defaultReadConfig() readConfig {

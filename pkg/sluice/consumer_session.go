@@ -115,7 +115,7 @@ func (k *Consumer) open() (*groupSession, error) {
 		Credits:          &sluicev1.Credits{Records: k.cfg.windowRecords, Bytes: k.cfg.windowBytes},
 		SessionTimeoutMs: int32(k.cfg.sessionTimeout.Milliseconds()),
 		Start:            start, ClientInfo: k.cfg.clientInfo,
-		RecordBatches: !k.cfg.perRecord,
+		RecordBatches: !k.cfg.perRecord, ReadCommitted: k.cfg.readCommitted,
 	}
 	timer := time.AfterFunc(sessionStartTimeout, func() {
 		cancel(fmt.Errorf("%w: no SessionStarted within %v", errProtocol, sessionStartTimeout))

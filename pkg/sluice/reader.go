@@ -180,6 +180,7 @@ func (r *Reader) fetch(ctx context.Context) ([]ConsumedRecord, error) {
 			MaxRecords: int32(r.cfg.maxRecords), MaxBytes: int32(r.cfg.maxBytes),
 			MaxWaitMs:     int32(r.cfg.maxWait.Milliseconds()),
 			RecordBatches: !r.cfg.perRecord,
+			ReadCommitted: r.cfg.readCommitted,
 		}
 		if r.next < 0 {
 			req.Start, req.Offset, req.StartTimestampMs = r.start.proto()

@@ -1,0 +1,534 @@
+package sluice
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+
+	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
+	"github.com/sluicemq/sluice/pkg/record"
+	"github.com/sluicemq/sluice/pkg/record/partition"
+)
+
+// Errors of transactions.
+var (
+	// ErrProducerFenced: a newer session of the transactional id exists
+	// (another NewTransactionalProducer with the same id, or the
+	// coordinator aborted a transaction that timed out): this producer is
+	// a zombie and can do nothing more. Close it.
+	ErrProducerFenced = errors.New("sluice: transactional producer fenced by a newer session")
+	// ErrNoTransaction: Send, SendOffsets, Commit or Abort without Begin.
+	ErrNoTransaction = errors.New("sluice: no transaction open (call Begin)")
+	// ErrTransactionFailed: a record or offset of the transaction could
+	// not be stored; the transaction can only be aborted.
+	ErrTransactionFailed = errors.New("sluice: the transaction failed; abort it")
+)
+
+// Reasons (google.rpc.ErrorInfo) the coordinator answers with.
+const (
+	reasonInvalidMapping = "INVALID_PRODUCER_ID_MAPPING"
+)
+
+// TxnOption configures a TransactionalProducer.
+type TxnOption func(*txnConfig)
+
+type txnConfig struct {
+	timeout      time.Duration
+	codec        record.Codec
+	batchBytes   int
+	retryTimeout time.Duration
+}
+
+// WithTransactionTimeout is how long a transaction may stay open before
+// the coordinator aborts it (default 60 s, at most 15 min).
+func WithTransactionTimeout(d time.Duration) TxnOption {
+	return func(c *txnConfig) { c.timeout = d }
+}
+
+// WithTxnCompression compresses the transaction's batches.
+func WithTxnCompression(codec record.Codec) TxnOption {
+	return func(c *txnConfig) { c.codec = codec }
+}
+
+// WithTxnRetryTimeout bounds how long one call (a flush, a commit) retries
+// retriable errors (default 30 s).
+func WithTxnRetryTimeout(d time.Duration) TxnOption {
+	return func(c *txnConfig) { c.retryTimeout = d }
+}
+
+// TransactionalProducer writes records in transactions (Kafka's
+// transactional producer, KIP-98/447/890): the records of a transaction,
+// on any partitions of any topics, and the consumer offsets sent with it
+// become visible together when it commits — to read_committed readers —
+// or never. One transaction at a time: Begin, Send records, optionally
+// SendOffsets, then Commit or Abort.
+//
+// The transactional id names the producer across restarts: a new
+// TransactionalProducer with the same id fences the older one (its calls
+// then fail with ErrProducerFenced) and aborts the transaction it left
+// open. Records are buffered until Flush or Commit sends them; a record
+// that fits no batch of the topic's max.message.bytes fails at Send.
+//
+// Safe for concurrent use; calls are serialised.
+type TransactionalProducer struct {
+	client *Client
+	tid    string
+	cfg    txnConfig
+
+	mu     sync.Mutex
+	pid    int64
+	epoch  int16
+	fatal  error // fenced: nothing more can be done
+	open   bool  // Begin was called and neither Commit nor Abort finished
+	failed error // a flush failed: the transaction can only be aborted
+	topics map[string]*txnTopic
+	// Per partition of the open transaction: whether it was added, the
+	// next sequence, the batch being filled, the batches built and not
+	// yet stored.
+	added   map[TopicPartition]bool
+	seq     map[TopicPartition]int32
+	filling map[TopicPartition]*record.Builder
+	ready   []txnBatch
+}
+
+type txnTopic struct {
+	nparts int32
+	lim    record.Limits
+}
+
+type txnBatch struct {
+	tp   TopicPartition
+	data []byte
+}
+
+// NewTransactionalProducer starts the session of transactionalID
+// (InitProducer): it fences every older session of the id and waits —
+// retrying within ctx — while a transaction an older session left is
+// aborted or completed.
+func (c *Client) NewTransactionalProducer(ctx context.Context, transactionalID string, opts ...TxnOption) (*TransactionalProducer, error) {
+	cfg := txnConfig{timeout: time.Minute, batchBytes: 1 << 20, retryTimeout: 30 * time.Second}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	switch {
+	case transactionalID == "":
+		return nil, fmt.Errorf("%w: transactional id required", ErrInvalidOption)
+	case cfg.timeout < time.Millisecond || cfg.timeout > 15*time.Minute:
+		return nil, fmt.Errorf("%w: WithTransactionTimeout %v outside [1ms, 15m]", ErrInvalidOption, cfg.timeout)
+	case cfg.retryTimeout <= 0:
+		return nil, fmt.Errorf("%w: WithTxnRetryTimeout %v must be positive", ErrInvalidOption, cfg.retryTimeout)
+	}
+	t := &TransactionalProducer{client: c, tid: transactionalID, cfg: cfg, topics: make(map[string]*txnTopic)}
+	var resp *connect.Response[sluicev1.InitProducerResponse]
+	err := t.retry(ctx, "InitProducer", func(ctx context.Context) error {
+		var err error
+		resp, err = c.producer.InitProducer(ctx, connect.NewRequest(&sluicev1.InitProducerRequest{
+			TransactionalId: transactionalID, TransactionTimeoutMs: int32(cfg.timeout.Milliseconds())}))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	t.pid, t.epoch = resp.Msg.GetProducerId(), int16(resp.Msg.GetProducerEpoch())
+	return t, nil
+}
+
+// ProducerID and Epoch are the producer's session (for logs and tests).
+func (t *TransactionalProducer) ProducerID() int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.pid
+}
+
+// Epoch is the producer's current epoch: bumped by every Commit and Abort.
+func (t *TransactionalProducer) Epoch() int16 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.epoch
+}
+
+// Begin opens a transaction (on the client: the coordinator learns of it
+// with the first partition or offset).
+func (t *TransactionalProducer) Begin() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.fatal != nil {
+		return t.fatal
+	}
+	if t.open {
+		return fmt.Errorf("%w: a transaction is already open", ErrInvalidOption)
+	}
+	t.open, t.failed = true, nil
+	t.added = make(map[TopicPartition]bool)
+	t.seq = make(map[TopicPartition]int32)
+	t.filling = make(map[TopicPartition]*record.Builder)
+	t.ready = nil
+	return nil
+}
+
+// Send buffers r in the open transaction. r.Partition AnyPartition picks
+// one by key (murmur2, as the Producer), or at random without a key.
+func (t *TransactionalProducer) Send(ctx context.Context, r *Record) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := t.usable(); err != nil {
+		return err
+	}
+	tm, err := t.topic(ctx, r.Topic)
+	if err != nil {
+		return err
+	}
+	p := r.Partition
+	if p == AnyPartition {
+		if len(r.Key) > 0 {
+			p = partition.ForKey(r.Key, tm.nparts)
+		} else {
+			p = rand.Int32N(tm.nparts)
+		}
+	}
+	if p < 0 || p >= tm.nparts {
+		return fmt.Errorf("%w: partition %d of %q: the topic has %d", ErrInvalidRecord, p, r.Topic, tm.nparts)
+	}
+	tp := TopicPartition{Topic: r.Topic, Partition: p}
+	ts := r.Timestamp.UnixMilli()
+	if r.Timestamp.IsZero() {
+		ts = time.Now().UnixMilli()
+	}
+	rec := &record.Record{Key: r.Key, Value: r.Value, Timestamp: ts}
+	for _, h := range r.Headers {
+		rec.Headers = append(rec.Headers, record.Header{Key: h.Key, Value: h.Value})
+	}
+	for attempt := 0; ; attempt++ {
+		b := t.filling[tp]
+		if b == nil {
+			b, err = record.NewBuilder(record.BuilderOptions{Codec: t.cfg.codec, Limits: tm.lim, Transactional: true,
+				Producer: &record.Producer{ID: t.pid, Epoch: t.epoch, BaseSequence: t.seq[tp]}})
+			if err != nil {
+				return err
+			}
+			t.filling[tp] = b
+		}
+		err := b.Append(rec)
+		switch {
+		case err == nil:
+			if b.Size() >= t.cfg.batchBytes {
+				return t.seal(tp)
+			}
+			return nil
+		case errors.Is(err, record.ErrBatchFull) && b.Len() > 0 && attempt == 0:
+			if err := t.seal(tp); err != nil {
+				return err
+			}
+		case errors.Is(err, record.ErrBatchFull):
+			return fmt.Errorf("%w: a record of %d bytes does not fit a batch of %q (max.message.bytes)", ErrRecordTooLarge, len(r.Key)+len(r.Value), r.Topic)
+		default:
+			return fmt.Errorf("%w: %w", ErrInvalidRecord, err)
+		}
+	}
+}
+
+// seal builds tp's filling batch and queues it; its sequence numbers are
+// taken.
+func (t *TransactionalProducer) seal(tp TopicPartition) error {
+	b := t.filling[tp]
+	delete(t.filling, tp)
+	if b == nil || b.Len() == 0 {
+		return nil
+	}
+	n := int32(b.Len())
+	data, err := b.Build()
+	if err != nil {
+		return err
+	}
+	t.seq[tp] = addSeq(t.seq[tp], n)
+	t.ready = append(t.ready, txnBatch{tp, data})
+	return nil
+}
+
+// Flush sends the records buffered so far and waits until they are
+// stored (still invisible to read_committed readers until Commit).
+func (t *TransactionalProducer) Flush(ctx context.Context) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := t.usable(); err != nil {
+		return err
+	}
+	return t.flush(ctx)
+}
+
+func (t *TransactionalProducer) flush(ctx context.Context) error {
+	for tp := range t.filling {
+		if err := t.seal(tp); err != nil {
+			return t.fail(err)
+		}
+	}
+	if len(t.ready) == 0 {
+		return nil
+	}
+	// Partitions new to the transaction join it first.
+	byTopic := map[string][]int32{}
+	for _, b := range t.ready {
+		if !t.added[b.tp] {
+			t.added[b.tp] = true // set now; undone below if the call fails
+			byTopic[b.tp.Topic] = append(byTopic[b.tp.Topic], b.tp.Partition)
+		}
+	}
+	if len(byTopic) > 0 {
+		req := &sluicev1.AddPartitionsToTxnRequest{Session: t.session()}
+		for topic, parts := range byTopic {
+			req.Topics = append(req.Topics, &sluicev1.TxnTopic{Topic: topic, Partitions: parts})
+		}
+		if err := t.retry(ctx, "AddPartitionsToTxn", func(ctx context.Context) error {
+			_, err := t.client.producer.AddPartitionsToTxn(ctx, connect.NewRequest(req))
+			return err
+		}); err != nil {
+			for topic, parts := range byTopic {
+				for _, p := range parts {
+					delete(t.added, TopicPartition{topic, p})
+				}
+			}
+			return t.fail(err)
+		}
+	}
+	if err := t.produce(ctx, t.ready); err != nil {
+		return t.fail(err)
+	}
+	t.ready = nil
+	return nil
+}
+
+// produce stores batches on ProduceStreams, retrying the ones that fail
+// retriably (the same bytes: the server deduplicates a batch it stored).
+func (t *TransactionalProducer) produce(ctx context.Context, batches []txnBatch) error {
+	left := batches
+	return t.retry(ctx, "produce", func(ctx context.Context) error {
+		sctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		st := t.client.producer.ProduceStream(sctx)
+		defer func() { _ = st.CloseResponse() }()
+		for i, b := range left {
+			req := &sluicev1.ProduceStreamRequest{CorrelationId: uint64(i), AnyOrder: true, TransactionalId: t.tid,
+				ProducerId: t.pid, ProducerEpoch: int32(t.epoch),
+				Request: &sluicev1.ProduceRequest{Topic: b.tp.Topic, Batches: []*sluicev1.EncodedBatch{{Partition: b.tp.Partition, Data: b.data}}}}
+			if err := st.Send(req); err != nil {
+				return err
+			}
+		}
+		if err := st.CloseRequest(); err != nil {
+			return err
+		}
+		failed := map[uint64]error{}
+		answered := 0
+		for answered < len(left) {
+			resp, err := st.Receive()
+			if err != nil {
+				return err
+			}
+			answered++
+			if e := resp.GetError(); e != nil {
+				failed[resp.GetCorrelationId()] = streamError(e.GetCode(), e.GetMessage(), e.GetRetryAfterMs(), e.GetReason())
+			}
+		}
+		if len(failed) == 0 {
+			left = nil
+			return nil
+		}
+		var again []txnBatch
+		var first error
+		for i, b := range left {
+			if err, ok := failed[uint64(i)]; ok {
+				again = append(again, b)
+				if first == nil {
+					first = fmt.Errorf("%s: %w", b.tp, err)
+				}
+			}
+		}
+		left = again
+		return first
+	})
+}
+
+// SendOffsets adds consumer offsets to the open transaction: committed for
+// group when it commits (the next offset to consume per partition of
+// topic), with the lease epochs memberID holds the partitions under (see
+// Consumer.TransactionOffsets). A partition whose lease moved fails with
+// an error wrapping ErrFenced: stop processing it, and abort.
+func (t *TransactionalProducer) SendOffsets(ctx context.Context, group, memberID string, offsets map[TopicPartition]LeasedOffset) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := t.usable(); err != nil {
+		return err
+	}
+	byTopic := map[string][]*sluicev1.TxnPartitionOffset{}
+	for tp, o := range offsets {
+		byTopic[tp.Topic] = append(byTopic[tp.Topic], &sluicev1.TxnPartitionOffset{Partition: tp.Partition, Offset: o.Offset, LeaseEpoch: o.Epoch})
+	}
+	for topic, os := range byTopic {
+		req := &sluicev1.SendOffsetsToTxnRequest{Session: t.session(), Group: group, MemberId: memberID, Topic: topic, Offsets: os}
+		err := t.retry(ctx, "SendOffsetsToTxn", func(ctx context.Context) error {
+			_, err := t.client.producer.SendOffsetsToTxn(ctx, connect.NewRequest(req))
+			return err
+		})
+		var ce *connect.Error
+		if errors.As(err, &ce) && errorReason(ce) == reasonLeaseFenced {
+			return t.fail(fmt.Errorf("%w: %w", ErrFenced, err))
+		}
+		if err != nil {
+			return t.fail(err)
+		}
+	}
+	return nil
+}
+
+// LeasedOffset is a consumer offset with the lease epoch it was reached
+// under.
+type LeasedOffset struct {
+	Offset int64
+	Epoch  int64
+}
+
+// Commit sends what is buffered, then commits the transaction: it returns
+// once every partition holds the commit marker (the records are visible to
+// read_committed readers) and the offsets are committed. A transaction
+// that failed (ErrTransactionFailed) cannot commit: abort it.
+func (t *TransactionalProducer) Commit(ctx context.Context) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := t.usable(); err != nil {
+		return err
+	}
+	if err := t.flush(ctx); err != nil {
+		return err
+	}
+	return t.end(ctx, true)
+}
+
+// Abort aborts the transaction: its records are never shown to
+// read_committed readers and its offsets are dropped. Records still
+// buffered are discarded.
+func (t *TransactionalProducer) Abort(ctx context.Context) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.fatal != nil {
+		return t.fatal
+	}
+	if !t.open {
+		return ErrNoTransaction
+	}
+	t.filling, t.ready = nil, nil
+	return t.end(ctx, false)
+}
+
+func (t *TransactionalProducer) end(ctx context.Context, commit bool) error {
+	var resp *connect.Response[sluicev1.EndTxnResponse]
+	err := t.retry(ctx, "EndTxn", func(ctx context.Context) error {
+		var err error
+		resp, err = t.client.producer.EndTxn(ctx, connect.NewRequest(&sluicev1.EndTxnRequest{Session: t.session(), Commit: commit}))
+		return err
+	})
+	if err != nil {
+		return t.fail(err)
+	}
+	t.epoch = int16(resp.Msg.GetProducerEpoch())
+	t.open, t.failed = false, nil
+	return nil
+}
+
+// Close aborts an open transaction (within ctx) and ends the producer.
+func (t *TransactionalProducer) Close(ctx context.Context) error {
+	t.mu.Lock()
+	open, fatal := t.open, t.fatal
+	t.mu.Unlock()
+	var err error
+	if open && fatal == nil {
+		err = t.Abort(ctx)
+	}
+	t.mu.Lock()
+	if t.fatal == nil {
+		t.fatal = ErrClosed
+	}
+	t.mu.Unlock()
+	return err
+}
+
+func (t *TransactionalProducer) usable() error {
+	switch {
+	case t.fatal != nil:
+		return t.fatal
+	case !t.open:
+		return ErrNoTransaction
+	case t.failed != nil:
+		return fmt.Errorf("%w: %w", ErrTransactionFailed, t.failed)
+	}
+	return nil
+}
+
+// fail records err: fencing ends the producer, anything else the
+// transaction (it can only be aborted).
+func (t *TransactionalProducer) fail(err error) error {
+	var ce *connect.Error
+	if errors.As(err, &ce) && ce.Code() == connect.CodeFailedPrecondition {
+		switch errorReason(ce) {
+		case reasonFenced, reasonInvalidMapping:
+			t.fatal = fmt.Errorf("%w: %w", ErrProducerFenced, err)
+			return t.fatal
+		}
+	}
+	t.failed = err
+	return fmt.Errorf("%w: %w", ErrTransactionFailed, err)
+}
+
+func (t *TransactionalProducer) session() *sluicev1.TxnSession {
+	return &sluicev1.TxnSession{TransactionalId: t.tid, ProducerId: t.pid, ProducerEpoch: int32(t.epoch)}
+}
+
+// topic returns what the producer knows of a topic, asking the server
+// the first time.
+func (t *TransactionalProducer) topic(ctx context.Context, name string) (*txnTopic, error) {
+	if tm := t.topics[name]; tm != nil {
+		return tm, nil
+	}
+	info, err := t.client.DescribeTopic(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	n := int32(len(info.GetPartitions()))
+	if n < 1 {
+		return nil, fmt.Errorf("%w: topic %q has no partitions", ErrUnknownTopic, name)
+	}
+	lim := record.DefaultLimits()
+	lim.MaxBatchBytes = defaultMaxMessageBytes
+	if v, err := strconv.Atoi(info.GetConfig()["max.message.bytes"]); err == nil && v > 0 {
+		lim.MaxBatchBytes = v
+	}
+	tm := &txnTopic{nparts: n, lim: lim}
+	t.topics[name] = tm
+	return tm, nil
+}
+
+// retry runs call until it succeeds, fails for good, or the retry timeout
+// (or ctx) ends; retriable: UNAVAILABLE, RESOURCE_EXHAUSTED, ABORTED (a
+// race or CONCURRENT_TRANSACTIONS), transport errors.
+func (t *TransactionalProducer) retry(ctx context.Context, what string, call func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, t.cfg.retryTimeout)
+	defer cancel()
+	for n := 1; ; n++ {
+		err := call(ctx)
+		if err == nil {
+			return nil
+		}
+		c, d := classify(err)
+		if c != classRetriable || ctx.Err() != nil {
+			return fmt.Errorf("%s (transactional id %q): %w", what, t.tid, err)
+		}
+		if err := sleepCtx(ctx, max(d, backoffDelay(10*time.Millisecond, time.Second, n))); err != nil {
+			return fmt.Errorf("%s (transactional id %q): %w (retrying: %w)", what, t.tid, err, ctx.Err())
+		}
+	}
+}

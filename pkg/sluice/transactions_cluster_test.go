@@ -1,0 +1,181 @@
+package sluice_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/pkg/sluice"
+)
+
+// readCommitted reads every partition of topic with read_committed Readers
+// until a Poll brings nothing, and returns the values.
+func readCommitted(t *testing.T, c *sluice.Client, topic string, parts int32) []string {
+	t.Helper()
+	ctx := contextWithTimeout(t, 30*time.Second)
+	var out []string
+	for p := range parts {
+		r, err := c.NewReader(topic, p, sluice.WithReadCommitted(true), sluice.WithFetchMaxWait(100*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for {
+			recs, err := r.Poll(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(recs) == 0 {
+				break
+			}
+			for _, rec := range recs {
+				out = append(out, string(rec.Value))
+			}
+		}
+		_ = r.Close()
+	}
+	sort.Strings(out)
+	return out
+}
+
+// A transaction's records across topics become visible to read_committed
+// readers together when it commits, an aborted one's never; a new session
+// of the transactional id fences the old one.
+func TestClusterTransactionalProducer(t *testing.T) {
+	tc := startCluster(t, nil)
+	c := tc.client()
+	ctx := contextWithTimeout(t, 60*time.Second)
+	for _, name := range []string{"a", "b"} {
+		if _, err := c.CreateTopic(ctx, name, 2, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err := c.NewTransactionalProducer(ctx, "writer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(ctx)
+	if err := p.Send(ctx, sluice.NewRecord("a", nil, nil)); !errors.Is(err, sluice.ErrNoTransaction) {
+		t.Fatalf("Send before Begin: %v; want ErrNoTransaction", err)
+	}
+	send := func(values ...string) {
+		t.Helper()
+		if err := p.Begin(); err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range values {
+			for _, topic := range []string{"a", "b"} {
+				if err := p.Send(ctx, sluice.NewRecord(topic, []byte(v), []byte(v))); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	send("c1", "c2", "c3")
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := readCommitted(t, c, "a", 2); len(got) != 0 {
+		t.Fatalf("read_committed before the commit: %v", got)
+	}
+	if err := p.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	send("x1", "x2")
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Abort(ctx); err != nil {
+		t.Fatal(err)
+	}
+	send("c4")
+	if err := p.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, topic := range []string{"a", "b"} {
+		if got := fmt.Sprint(readCommitted(t, c, topic, 2)); got != "[c1 c2 c3 c4]" {
+			t.Fatalf("read_committed %s: %s; want [c1 c2 c3 c4]", topic, got)
+		}
+	}
+
+	// A new session fences this one.
+	send("z")
+	p2, err := c.NewTransactionalProducer(ctx, "writer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p2.Close(ctx)
+	if err := p.Commit(ctx); !errors.Is(err, sluice.ErrProducerFenced) {
+		t.Fatalf("Commit of the fenced session: %v; want ErrProducerFenced", err)
+	}
+	if got := fmt.Sprint(readCommitted(t, c, "a", 2)); got != "[c1 c2 c3 c4]" {
+		t.Fatalf("read_committed after the fenced session: %s", got)
+	}
+}
+
+// RunTransactions copies a topic exactly once while the copiers of the
+// group come and go: every input record's copy is in the output once.
+func TestClusterRunTransactionsCopiesOnce(t *testing.T) {
+	tc := startCluster(t, nil)
+	c := tc.client()
+	ctx := contextWithTimeout(t, 120*time.Second)
+	const parts, n = 4, 400
+	for _, name := range []string{"in", "out"} {
+		if _, err := c.CreateTopic(ctx, name, parts, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pr := producer(t, c)
+	for i := range n {
+		if _, err := pr.ProduceSync(ctx, sluice.NewRecord("in", fmt.Appendf(nil, "k%d", i), fmt.Appendf(nil, "v%03d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	copier := func(ctx context.Context, name string) error {
+		k, err := c.NewConsumer("copiers", []string{"in"}, sluice.WithAutoCommit(0), sluice.WithCommitOnRevoke(false),
+			sluice.WithSessionTimeout(3*time.Second), sluice.WithMaxPollRecords(25))
+		if err != nil {
+			return err
+		}
+		defer k.Close(context.Background())
+		return k.RunTransactions(ctx, "copy", func(ctx context.Context, tp sluice.TopicPartition, recs []sluice.ConsumedRecord, out *sluice.Txn) error {
+			for _, r := range recs {
+				if err := out.Send(&sluice.Record{Topic: "out", Partition: sluice.AnyPartition, Key: r.Key, Value: r.Value}); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	// Copier 1 runs alone for a while, then 2 joins, then 1 leaves.
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	ctx1, stop1 := context.WithCancel(ctx)
+	wg.Go(func() { errs <- copier(ctx1, "one") })
+	time.Sleep(500 * time.Millisecond)
+	ctx2, stop2 := context.WithCancel(ctx)
+	wg.Go(func() { errs <- copier(ctx2, "two") })
+	time.Sleep(2 * time.Second)
+	stop1()
+	waitFor(t, "the copy", 60*time.Second, func() bool { return len(readCommitted(t, c, "out", parts)) >= n })
+	stop2()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("copier: %v", err)
+		}
+	}
+	got := readCommitted(t, c, "out", parts)
+	if len(got) != n {
+		t.Fatalf("%d records copied; want %d, each once", len(got), n)
+	}
+	for i, v := range got {
+		if want := fmt.Sprintf("v%03d", i); v != want {
+			t.Fatalf("copy %d is %q; want %q (a record lost or copied twice)", i, v, want)
+		}
+	}
+}

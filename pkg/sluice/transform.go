@@ -1,0 +1,199 @@
+package sluice
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+)
+
+// LeaseOf returns the member id of the consumer's session and the lease
+// epoch it holds tp under, if tp is leased to it now: what
+// TransactionalProducer.SendOffsets needs to commit tp's offset in a
+// transaction.
+func (k *Consumer) LeaseOf(tp TopicPartition) (memberID string, epoch int64, ok bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	lp := k.parts[tp]
+	if lp == nil || k.sess == nil {
+		return "", 0, false
+	}
+	return k.sess.memberID, lp.epoch, true
+}
+
+// Txn is the transaction a TransformFunc writes its output to.
+type Txn struct {
+	ctx context.Context
+	p   *TransactionalProducer
+}
+
+// Send adds r to the transaction.
+func (x *Txn) Send(r *Record) error { return x.p.Send(x.ctx, r) }
+
+// TransformFunc processes records of one partition (in offset order) and
+// sends its output to out. Returning an error aborts the transaction (the
+// records will be processed again) and ends RunTransactions with it.
+type TransformFunc func(ctx context.Context, tp TopicPartition, records []ConsumedRecord, out *Txn) error
+
+// RunTransactions is an exactly-once consume-transform-produce loop: it
+// polls records, hands each partition's to fn, and commits fn's output and
+// the partition's consumer offset in one transaction, so that a
+// read_committed reader of the output sees the result of every input
+// record exactly once — through crashes, restarts and rebalances. It
+// returns when ctx ends (nil) or on an error it cannot get past.
+//
+// Each input partition has its own transactional producer, of id
+// prefix + "." + group + "." + topic + "." + partition: when a partition
+// comes to this consumer, its producer's InitProducer fences the previous
+// owner's (a zombie cannot commit any more) and waits for a transaction
+// it left half-way to be aborted or completed; then the loop reads the
+// group's committed offset and skips records below it — ones the previous
+// owner's last transaction already committed. (Kafka's exactly-once before
+// KIP-447; one producer per partition.) SendOffsets names the lease epoch,
+// so a partition that moved meanwhile fails its transaction, which is
+// aborted, and the partition is dropped here.
+//
+// The Consumer must not commit on its own: create it with
+// WithAutoCommit(0) and WithCommitOnRevoke(false). Its input may be read
+// committed or not (WithReadCommitted), as the input's writers need.
+func (k *Consumer) RunTransactions(ctx context.Context, prefix string, fn TransformFunc, opts ...TxnOption) error {
+	if k.cfg.autoCommit != 0 || k.cfg.commitOnRevoke {
+		return fmt.Errorf("%w: RunTransactions commits offsets in its transactions: create the Consumer with WithAutoCommit(0) and WithCommitOnRevoke(false)", ErrInvalidOption)
+	}
+	if prefix == "" {
+		return fmt.Errorf("%w: RunTransactions needs a transactional id prefix", ErrInvalidOption)
+	}
+	parts := map[TopicPartition]*txnPart{}
+	defer func() {
+		for _, pt := range parts {
+			_ = pt.p.Close(context.WithoutCancel(ctx))
+		}
+	}()
+	for {
+		recs, err := k.Poll(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		// Producers of partitions no longer leased here are closed: a
+		// new owner's fences them anyway.
+		for tp, pt := range parts {
+			if _, _, ok := k.LeaseOf(tp); !ok {
+				_ = pt.p.Close(ctx)
+				delete(parts, tp)
+			}
+		}
+		for _, run := range byPartition(recs) {
+			if err := k.transact(ctx, prefix, parts, run, fn, opts); err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return err
+			}
+		}
+	}
+}
+
+// txnPart is RunTransactions' state of one input partition: its producer,
+// and the offset from which records are still to be processed.
+type txnPart struct {
+	p    *TransactionalProducer
+	from int64
+}
+
+// transact runs one transaction over run, records of one partition.
+func (k *Consumer) transact(ctx context.Context, prefix string, parts map[TopicPartition]*txnPart, run []ConsumedRecord, fn TransformFunc, opts []TxnOption) error {
+	tp := TopicPartition{Topic: run[0].Topic, Partition: run[0].Partition}
+	pt := parts[tp]
+	if pt == nil {
+		tid := prefix + "." + k.group + "." + tp.Topic + "." + strconv.Itoa(int(tp.Partition))
+		p, err := k.client.NewTransactionalProducer(ctx, tid, opts...)
+		if err != nil {
+			return err
+		}
+		// The previous owner's transactions are finished now: the
+		// committed offset is final.
+		from, err := k.committedOffset(ctx, tp)
+		if err != nil {
+			_ = p.Close(ctx)
+			return err
+		}
+		pt = &txnPart{p: p, from: from}
+		parts[tp] = pt
+	}
+	i := 0
+	for i < len(run) && run[i].Offset < pt.from {
+		i++
+	}
+	run = run[i:]
+	if len(run) == 0 {
+		return nil
+	}
+	member, epoch, ok := k.LeaseOf(tp)
+	if !ok {
+		return nil // revoked meanwhile: the next owner processes them
+	}
+	if err := pt.p.Begin(); err != nil {
+		return err
+	}
+	err := fn(ctx, tp, run, &Txn{ctx: ctx, p: pt.p})
+	if err != nil {
+		_ = pt.p.Abort(ctx)
+		return err
+	}
+	next := run[len(run)-1].Offset + 1
+	err = pt.p.SendOffsets(ctx, k.group, member, map[TopicPartition]LeasedOffset{tp: {Offset: next, Epoch: epoch}})
+	if err == nil {
+		err = pt.p.Commit(ctx)
+	}
+	switch {
+	case err == nil:
+		pt.from = next
+		return nil
+	case errors.Is(err, ErrFenced), errors.Is(err, ErrProducerFenced):
+		// The partition moved: its new owner's producer fenced this one,
+		// or the lease did. Drop it; the new owner goes on.
+		k.log.Info("transactional partition moved; dropping it", slog.String("partition", tp.String()), slog.Any("err", err))
+		_ = pt.p.Abort(ctx)
+		_ = pt.p.Close(ctx)
+		delete(parts, tp)
+		return nil
+	}
+	_ = pt.p.Abort(ctx)
+	return err
+}
+
+// committedOffset is the group's committed offset of tp; -1 when none.
+func (k *Consumer) committedOffset(ctx context.Context, tp TopicPartition) (int64, error) {
+	g, err := k.client.DescribeGroup(ctx, k.group)
+	if err != nil {
+		return 0, err
+	}
+	for _, p := range g.GetPartitions() {
+		if p.GetTopic() == tp.Topic && p.GetPartition() == tp.Partition {
+			return p.GetCommittedOffset(), nil
+		}
+	}
+	return -1, nil
+}
+
+// byPartition splits records into runs of one partition, keeping their
+// order.
+func byPartition(recs []ConsumedRecord) [][]ConsumedRecord {
+	var out [][]ConsumedRecord
+	idx := map[TopicPartition]int{}
+	for _, r := range recs {
+		tp := TopicPartition{Topic: r.Topic, Partition: r.Partition}
+		i, ok := idx[tp]
+		if !ok {
+			i = len(out)
+			idx[tp] = i
+			out = append(out, nil)
+		}
+		out[i] = append(out[i], r)
+	}
+	return out
+}
