@@ -117,7 +117,7 @@ func runIngest(ctx context.Context, f ingestFlags, stdout, stderr io.Writer) err
 	defer ledgers.Close()
 	cfg := f.config()
 	cfg.Logger = tel.Logger
-	deps := ingest.Deps{Catalog: cat, Ledgers: ingest.LedgerClient(ledgers), Forward: ingest.Forwarder(clientHTTP)}
+	deps := ingest.Deps{Catalog: cat, Ledgers: ingest.LedgerClient(ledgers), Forward: ingest.Forwarder(clientHTTP), Partitions: ingest.PartitionClients(clientHTTP)}
 	bk, err := f.cassandraFlags.open(ctx, tel.Logger)
 	if err != nil {
 		return err
@@ -139,6 +139,7 @@ func runIngest(ctx context.Context, f ingestFlags, stdout, stderr io.Writer) err
 		return err
 	}
 	srv.Handle(svc.Handler(srv.HandlerOptions()...))
+	srv.Handle(svc.PeerHandler(srv.HandlerOptions()...))
 	srv.Handle(ad.Handler(srv.HandlerOptions()...))
 	srv.Gate(svc.Ready()) // NOT_SERVING until a restarted copy took back its partitions
 	ln, err := net.Listen("tcp", f.addr)
