@@ -128,6 +128,7 @@ ends the flags (sluice produce --topic t -- --not-a-flag).`,
 		newTopicCmd(),
 		newTriggerCmd(),
 		newProduceCmd(produce),
+		newCopyCmd(),
 		newConsumeCmd(consume),
 		newGroupCmd())
 	add(groupOther, newBenchCmd(), newVersionCmd())

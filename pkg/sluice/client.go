@@ -28,8 +28,11 @@ type Client struct {
 	ownsHTTP bool
 	log      *slog.Logger
 	admin    sluicev1connect.AdminServiceClient
-	producer sluicev1connect.ProducerServiceClient
-	consumer sluicev1connect.ConsumerServiceClient
+	// groupAdmin serves the group calls (DescribeGroup, ...): admin, or
+	// the consumer address's (WithConsumerAddr).
+	groupAdmin sluicev1connect.AdminServiceClient
+	producer   sluicev1connect.ProducerServiceClient
+	consumer   sluicev1connect.ConsumerServiceClient
 }
 
 // NewClient returns a Client for the server at addr: "host:port",
@@ -62,6 +65,15 @@ func NewClient(addr string, opts ...ClientOption) (*Client, error) {
 	c.admin = sluicev1connect.NewAdminServiceClient(c.http, base, copts...)
 	c.producer = sluicev1connect.NewProducerServiceClient(c.http, base, copts...)
 	c.consumer = sluicev1connect.NewConsumerServiceClient(c.http, base, copts...)
+	c.groupAdmin = c.admin
+	if cfg.consumerAddr != "" {
+		cbase, err := baseURL(cfg.consumerAddr)
+		if err != nil {
+			return nil, fmt.Errorf("%w: WithConsumerAddr: %w", ErrInvalidOption, err)
+		}
+		c.consumer = sluicev1connect.NewConsumerServiceClient(c.http, cbase, copts...)
+		c.groupAdmin = sluicev1connect.NewAdminServiceClient(c.http, cbase, copts...)
+	}
 	return c, nil
 }
 

@@ -14,7 +14,7 @@ func (c *Client) ListGroups(ctx context.Context) ([]string, error) {
 	var out []string
 	token := ""
 	for range maxListPages {
-		resp, err := c.admin.ListGroups(ctx, connect.NewRequest(&sluicev1.ListGroupsRequest{PageSize: 1000, PageToken: token}))
+		resp, err := c.groupAdmin.ListGroups(ctx, connect.NewRequest(&sluicev1.ListGroupsRequest{PageSize: 1000, PageToken: token}))
 		if err != nil {
 			return nil, fmt.Errorf("sluice: list groups: %w", err)
 		}
@@ -29,7 +29,7 @@ func (c *Client) ListGroups(ctx context.Context) ([]string, error) {
 // DescribeGroup returns a group's live members and, per partition, its
 // lease, committed offset and lag.
 func (c *Client) DescribeGroup(ctx context.Context, group string) (*sluicev1.DescribeGroupResponse, error) {
-	resp, err := c.admin.DescribeGroup(ctx, connect.NewRequest(&sluicev1.DescribeGroupRequest{Group: group}))
+	resp, err := c.groupAdmin.DescribeGroup(ctx, connect.NewRequest(&sluicev1.DescribeGroupRequest{Group: group}))
 	if err != nil {
 		return nil, fmt.Errorf("sluice: describe group %q: %w", group, err)
 	}
@@ -53,7 +53,7 @@ func (c *Client) ResetGroupOffsets(ctx context.Context, group, topic string, to 
 		return nil, fmt.Errorf("%w: ResetGroupOffsets: %w", ErrInvalidOption, err)
 	}
 	pos, offset, ts := to.proto()
-	resp, err := c.admin.ResetGroupOffsets(ctx, connect.NewRequest(&sluicev1.ResetGroupOffsetsRequest{
+	resp, err := c.groupAdmin.ResetGroupOffsets(ctx, connect.NewRequest(&sluicev1.ResetGroupOffsetsRequest{
 		Group: group, Topic: topic, Partitions: opts.Partitions,
 		Position: pos, Offset: offset, TimestampMs: ts, DryRun: opts.DryRun,
 	}))

@@ -279,12 +279,21 @@ func WithLogger(l *slog.Logger) ClientOption {
 	return func(c *clientConfig) { c.logger, c.loggerSet = l, true }
 }
 
+// WithConsumerAddr sends the consumer calls (Readers, Consumers) and the
+// group calls (DescribeGroup, ListGroups, ResetGroupOffsets) to addr
+// instead of the Client's address: for deployments whose fetch copies
+// listen apart from the ingest copies (sluice dev serves both on one).
+func WithConsumerAddr(addr string) ClientOption {
+	return func(c *clientConfig) { c.consumerAddr = addr }
+}
+
 type clientConfig struct {
-	http      *http.Client
-	httpSet   bool
-	protocol  Protocol
-	logger    *slog.Logger
-	loggerSet bool
+	consumerAddr string
+	http         *http.Client
+	httpSet      bool
+	protocol     Protocol
+	logger       *slog.Logger
+	loggerSet    bool
 }
 
 func newClientConfig(opts []ClientOption) (clientConfig, error) {

@@ -31,6 +31,10 @@ type Txn struct {
 // Send adds r to the transaction.
 func (x *Txn) Send(r *Record) error { return x.p.Send(x.ctx, r) }
 
+// ID names the transaction: its producer's transactional id and epoch
+// (one epoch is one transaction).
+func (x *Txn) ID() (transactionalID string, epoch int16) { return x.p.tid, x.p.Epoch() }
+
 // TransformFunc processes records of one partition (in offset order) and
 // sends its output to out. Returning an error aborts the transaction (the
 // records will be processed again) and ends RunTransactions with it.
