@@ -75,6 +75,9 @@ type ClusterConfig struct {
 	// ProxyBookies puts a fault.Proxy in front of every bookie (its
 	// advertised address), so links to it can be cut.
 	ProxyBookies bool
+	// IngestBookkeeping gives the ingest copies the Cassandra keyspace
+	// too (producer ids, transactions); needs Cassandra.
+	IngestBookkeeping bool
 }
 
 // Cluster is the processes of one scenario. Everything stops when the test
@@ -167,16 +170,20 @@ func StartCluster(ctx context.Context, t testing.TB, cfg ClusterConfig) *Cluster
 		c.BookieLinks = append(c.BookieLinks, link)
 		c.Bookies = append(c.Bookies, start(&bookieproc.Proc{ID: id, Addr: addr, Dir: filepath.Join(root, id), Bin: cfg.Bin, Env: env, Args: args}))
 	}
+	if cfg.Fetches > 0 || cfg.IngestBookkeeping && cfg.Cassandra != "" {
+		c.Keyspace = createKeyspace(ctx, t, cfg.Cassandra)
+	}
 	for i := 1; i <= cfg.Ingests; i++ {
 		id := fmt.Sprintf("ingest-%d", i)
 		addr := freeAddr(t)
-		link, args := proxy(cfg.ProxyIngests, id, addr, []string{"--addr", addr, "--id", id, "--catalog-table", c.Table,
-			"--owner-ttl", cfg.OwnerTTL.String(), "--heartbeat", (cfg.OwnerTTL / 3).String(), "--balance-interval", "500ms"})
+		ingestArgs := []string{"--addr", addr, "--id", id, "--catalog-table", c.Table,
+			"--owner-ttl", cfg.OwnerTTL.String(), "--heartbeat", (cfg.OwnerTTL / 3).String(), "--balance-interval", "500ms"}
+		if cfg.IngestBookkeeping && c.Keyspace != "" {
+			ingestArgs = append(ingestArgs, "--cassandra", cfg.Cassandra, "--keyspace", c.Keyspace)
+		}
+		link, args := proxy(cfg.ProxyIngests, id, addr, ingestArgs)
 		c.IngestLinks = append(c.IngestLinks, link)
 		c.Ingests = append(c.Ingests, start(&bookieproc.Proc{ID: id, Addr: addr, Bin: cfg.Bin, Env: env, Command: "ingest", Args: args}))
-	}
-	if cfg.Fetches > 0 {
-		c.Keyspace = createKeyspace(ctx, t, cfg.Cassandra)
 	}
 	for i := 1; i <= cfg.Fetches; i++ {
 		id := fmt.Sprintf("fetch-%d", i)

@@ -29,6 +29,7 @@ type copyFlags struct {
 	tag                bool
 	maxPoll            int
 	sessionTimeout     time.Duration
+	txnTimeout         time.Duration
 	progress           time.Duration
 }
 
@@ -61,6 +62,7 @@ that transaction), for audits.`,
 			c.required("transactional-id", f.tidPrefix)
 			c.oneOf("isolation", f.isolation, "read_uncommitted", "read_committed")
 			c.intIn("max-poll", f.maxPoll, 1, 10_000)
+			c.positive("transaction-timeout", f.txnTimeout, 15*time.Minute)
 			f.from, f.to = args[0], args[1]
 			if f.from == f.to {
 				c.badf("FROM and TO are the same topic %q", f.from)
@@ -80,6 +82,7 @@ that transaction), for audits.`,
 	fs.BoolVar(&f.tag, "tag-transactions", false, "put a "+TxnTagHeader+" header naming the transaction on every record written")
 	fs.IntVar(&f.maxPoll, "max-poll", 500, "records a transaction takes at most, per partition")
 	fs.DurationVar(&f.sessionTimeout, "session-timeout", 10*time.Second, "how long the group waits for a silent copy before its partitions move")
+	fs.DurationVar(&f.txnTimeout, "transaction-timeout", time.Minute, "how long a transaction of a copy that died may stay open before the coordinator aborts it (a copy taking the partition over aborts it at once), 1ms..15m")
 	fs.DurationVar(&f.progress, "progress", 5*time.Second, "how often to print progress (0: never)")
 	completeValues(cmd, "isolation", "read_uncommitted", "read_committed")
 	return cmd
@@ -138,7 +141,7 @@ func runCopy(ctx context.Context, f copyFlags, stderr io.Writer) error {
 		records.Add(int64(len(recs)))
 		txns.Add(1)
 		return nil
-	}, sluice.WithTransactionTimeout(30*time.Second))
+	}, sluice.WithTransactionTimeout(f.txnTimeout))
 	fmt.Fprintf(stderr, "copied %d records in %d transactions\n", records.Load(), txns.Load())
 	if errors.Is(err, context.Canceled) {
 		return nil

@@ -106,6 +106,16 @@ func (p *Proc) Start() error {
 	p.exited = exited
 	cmd := p.cmd
 	go func() { _ = cmd.Wait(); close(exited) }()
+	if p.Addr == "" {
+		// A client process (no listener): started once it did not exit
+		// at once.
+		select {
+		case <-exited:
+			return fmt.Errorf("%s exited at start:\n%s", p.ID, p.log)
+		case <-time.After(200 * time.Millisecond):
+			return nil
+		}
+	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		c, err := net.DialTimeout("tcp", p.Addr, 100*time.Millisecond)

@@ -4,6 +4,7 @@ package sabotagetest
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -22,6 +23,14 @@ import (
 // muted producer link of kill-bookies stores batches whose answers are
 // lost every round), so a retry is rare and costs time only then.
 const sabotageAttempts = 3
+
+// copySabotages are the build tags that each break one mechanism of
+// transactions; the exactly-once copy must catch every one: marker
+// filtering (aborted batches shown), the last stable offset (open
+// transactions shown), InitProducer's fence (a new session shares the old
+// one's epoch and open transaction), and the per-transaction epoch bump
+// (markers of an unbumped epoch write nothing: transactions never end).
+var copySabotages = []string{"sabotage_markers", "sabotage_lso", "sabotage_initfence", "sabotage_txnbump"}
 
 func TestIntegrationChaosSabotage(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
@@ -67,6 +76,42 @@ func TestIntegrationChaosSabotage(t *testing.T) {
 				t.Errorf("%s built with %s found no anomaly in %d runs: the scenario cannot detect the broken mechanism", sc.Name, sc.Sabotage, sabotageAttempts)
 			}
 		})
+	}
+	// The exactly-once copy, under each transaction mechanism broken.
+	var copySums []harness.CopySummary
+	for _, tag := range copySabotages {
+		if !harness.Selected(list, tag) {
+			continue
+		}
+		t.Run(tag, func(t *testing.T) {
+			bin, err := harness.Build(ctx, t.TempDir(), tag)
+			if err != nil {
+				t.Fatal(err)
+			}
+			env = harness.EnvFromEnviron(t, bin)
+			results = harness.ResultsDir(env)
+			env.Out = filepath.Join(env.Out, "sabotage")
+			sc := harness.ExactlyOnceCopy()
+			sc.Sabotage = tag
+			var s harness.CopySummary
+			for attempt := 1; attempt <= sabotageAttempts; attempt++ {
+				s = harness.RunCopy(ctx, t, env, sc)
+				copySums = append(copySums, s)
+				t.Logf("%s under %s (attempt %d): %d anomalies %v (error %q); report %s", sc.Name, tag, attempt, s.Anomalies, s.ByKind, s.Error, s.Report)
+				if s.Anomalies > 0 {
+					break
+				}
+			}
+			if s.Anomalies == 0 {
+				t.Errorf("%s built with %s found no anomaly in %d runs: the scenario cannot detect the broken mechanism", sc.Name, tag, sabotageAttempts)
+			}
+		})
+	}
+	if len(copySums) > 0 && (os.Getenv("CHAOS_OUT") != "" || os.Getenv("CHAOS_RESULTS") != "") {
+		if b, err := json.MarshalIndent(copySums, "", "  "); err == nil {
+			_ = os.MkdirAll(filepath.Join(results, "sabotage"), 0o755)
+			_ = os.WriteFile(filepath.Join(results, "sabotage", "exactly-once-copy.json"), append(b, '\n'), 0o644)
+		}
 	}
 	if os.Getenv("CHAOS_OUT") != "" || os.Getenv("CHAOS_RESULTS") != "" { // else every dir was a subtest's temp dir
 		md, err := harness.WriteSummaries(filepath.Join(results, "sabotage"), sums,

@@ -131,7 +131,7 @@ type txnFilter struct {
 // the LSO, or its outcome unknown), skip it (aborted, or a marker), or
 // take it.
 func (f *txnFilter) take(bt record.Batch) (stop, skip bool) {
-	if bt.BaseOffset() >= f.stable {
+	if bt.BaseOffset() >= f.stable && !sabotageLSO {
 		return true, false
 	}
 	a := bt.Attributes()
@@ -140,10 +140,13 @@ func (f *txnFilter) take(bt record.Batch) (stop, skip bool) {
 	}
 	aborted, known := f.idx.outcome(bt.ProducerID(), bt.BaseOffset())
 	if !known {
+		if sabotageLSO {
+			return false, false // chaos sabotage build only: an open transaction taken as committed
+		}
 		f.unresolved, f.pid, f.base = true, bt.ProducerID(), bt.BaseOffset()
 		return true, false
 	}
-	return false, aborted
+	return false, aborted && !sabotageMarkers // chaos sabotage build only: aborted batches shown
 }
 
 // resolve reads on until the outcome of producer pid's batch at base is

@@ -170,6 +170,9 @@ func initProducer(id string, cur *State, e InitProducer) Decision {
 			next.Version = cur.Version
 		}
 		return Decision{Store: &next, Reply: Reply{next.ProducerID, 0}}
+	case sabotageInitFence:
+		// Chaos sabotage build only: the current session again, unfenced.
+		return Decision{Reply: Reply{cur.ProducerID, cur.Epoch}}
 	case cur.Status.idle():
 		next := cur.clone()
 		next.Epoch++
@@ -250,7 +253,9 @@ func endTxn(cur *State, e EndTxn) Decision {
 	switch cur.Status {
 	case Ongoing:
 		next := cur.clone()
-		next.Epoch++
+		if !sabotageTxnBump { // chaos sabotage build only: no per-transaction bump
+			next.Epoch++
+		}
 		next.Status, next.Deadline, next.BumpedByCoordinator = want, time.Time{}, false
 		return Decision{Store: &next, Markers: markersOf(&next), Reply: Reply{next.ProducerID, next.Epoch}, Pending: true}
 	case Empty, CompleteCommit, CompleteAbort:
