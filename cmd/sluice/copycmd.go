@@ -31,6 +31,7 @@ type copyFlags struct {
 	sessionTimeout     time.Duration
 	txnTimeout         time.Duration
 	progress           time.Duration
+	idle               time.Duration // 0: run until stopped
 }
 
 func newCopyCmd() *cobra.Command {
@@ -43,7 +44,8 @@ member of consumer group G: each batch of a partition's records is copied in one
 together with the group's offset (Consumer.RunTransactions), so a read_committed reader of TO
 sees every record of FROM exactly once, however many copies run, die or restart. Records keep
 their key's partition (murmur2), so TO keeps each key's order when it has FROM's partition
-count. Runs until Ctrl-C (or SIGTERM); progress goes to stderr.
+count. Runs until Ctrl-C (or SIGTERM), or with --idle until nothing was left to copy for that
+long; progress goes to stderr.
 
 Each input partition has a transactional producer of id PREFIX.G.FROM.PARTITION: a copy that
 takes a partition over fences the previous one's. With --tag-transactions every record
@@ -63,6 +65,9 @@ that transaction), for audits.`,
 			c.oneOf("isolation", f.isolation, "read_uncommitted", "read_committed")
 			c.intIn("max-poll", f.maxPoll, 1, 10_000)
 			c.positive("transaction-timeout", f.txnTimeout, 15*time.Minute)
+			if f.idle < 0 {
+				c.badf("--idle %v: want 0 (run until stopped) or a positive duration", f.idle)
+			}
 			f.from, f.to = args[0], args[1]
 			if f.from == f.to {
 				c.badf("FROM and TO are the same topic %q", f.from)
@@ -83,6 +88,7 @@ that transaction), for audits.`,
 	fs.IntVar(&f.maxPoll, "max-poll", 500, "records a transaction takes at most, per partition")
 	fs.DurationVar(&f.sessionTimeout, "session-timeout", 10*time.Second, "how long the group waits for a silent copy before its partitions move")
 	fs.DurationVar(&f.txnTimeout, "transaction-timeout", time.Minute, "how long a transaction of a copy that died may stay open before the coordinator aborts it (a copy taking the partition over aborts it at once), 1ms..15m")
+	fs.DurationVar(&f.idle, "idle", 0, "stop once nothing was copied for this long (0: run until Ctrl-C): a one-off copy of what FROM holds")
 	fs.DurationVar(&f.progress, "progress", 5*time.Second, "how often to print progress (0: never)")
 	completeValues(cmd, "isolation", "read_uncommitted", "read_committed")
 	return cmd
@@ -106,6 +112,28 @@ func runCopy(ctx context.Context, f copyFlags, stderr io.Writer) error {
 	}
 	defer k.Close(context.WithoutCancel(ctx))
 	var records, txns atomic.Int64
+	var last atomic.Int64 // unix nanos of the last transaction (or the start)
+	last.Store(time.Now().UnixNano())
+	if f.idle > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		go func() {
+			t := time.NewTicker(f.idle / 10)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+					if time.Since(time.Unix(0, last.Load())) >= f.idle {
+						cancel()
+						return
+					}
+				}
+			}
+		}()
+	}
 	if f.progress > 0 {
 		go func() {
 			t := time.NewTicker(f.progress)
@@ -140,6 +168,7 @@ func runCopy(ctx context.Context, f copyFlags, stderr io.Writer) error {
 		}
 		records.Add(int64(len(recs)))
 		txns.Add(1)
+		last.Store(time.Now().UnixNano())
 		return nil
 	}, sluice.WithTransactionTimeout(f.txnTimeout))
 	fmt.Fprintf(stderr, "copied %d records in %d transactions\n", records.Load(), txns.Load())
