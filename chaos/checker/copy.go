@@ -149,8 +149,8 @@ func CheckCopy(source, copied, live []CopyRecord) CopyResult {
 	})
 	seen := map[string][]copyTag{} // value → the transactions that wrote it
 	txnCount := map[copyTag]int{}
-	lastIdx := map[string]int{}                // key → index in A of its last record seen in B
-	newest := map[int32]map[string]copyTag{}   // partition → producer → newest transaction seen
+	lastIdx := map[string]int{}              // key → index in A of its last record seen in B
+	newest := map[int32]map[string]copyTag{} // partition → producer → newest transaction seen
 	for _, b := range out {
 		tag, ok := parseCopyTag(b.Tag)
 		p, known := inA[b.Value]
