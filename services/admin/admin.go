@@ -44,6 +44,10 @@ type Deps struct {
 	// high watermark, the offset after the last acknowledged record, which
 	// never moves back. The topic is named by its incarnation's id.
 	EndOffset func(topic catalog.TopicID, partition int) (int64, bool)
+	// StableOffset, if set, reports a partition's last stable offset when
+	// the caller writes it (DescribeTopic's last_stable_offset; -1
+	// otherwise).
+	StableOffset func(topic catalog.TopicID, partition int) (int64, bool)
 	// Groups serves the group RPCs once a consumer side exists; nil answers
 	// UNIMPLEMENTED.
 	Groups GroupsHandler
@@ -254,7 +258,12 @@ func (s *Service) describe(ctx context.Context, t catalog.Topic) (*sluicev1.Topi
 		}
 		ends := s.endOffsets(ctx, page.Items)
 		for i, p := range page.Items {
-			pi := &sluicev1.PartitionInfo{Partition: int32(p.Index), Epoch: p.Epoch, StartOffset: p.LogStartOffset, EndOffset: ends[i]}
+			pi := &sluicev1.PartitionInfo{Partition: int32(p.Index), Epoch: p.Epoch, StartOffset: p.LogStartOffset, EndOffset: ends[i], LastStableOffset: -1}
+			if s.d.StableOffset != nil {
+				if lso, ok := s.d.StableOffset(p.TopicID, p.Index); ok {
+					pi.LastStableOffset = lso
+				}
+			}
 			if a, live := addr[p.Owner]; live && p.Owner != "" {
 				// An owner whose heartbeat expired owns nothing: the
 				// partition is free (the next produce takes it).

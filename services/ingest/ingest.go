@@ -654,19 +654,39 @@ func (s *Service) liveOwner(ctx context.Context, id string) (catalog.Owner, bool
 // partitions over (balancing) before it ever looked the topic up by name
 // for a produce.
 func (s *Service) EndOffset(topic catalog.TopicID, p int) (int64, bool) {
+	w := s.liveWriter(topic, p)
+	if w == nil {
+		return 0, false
+	}
+	return w.AckedEnd(), true
+}
+
+// StableOffset reports the last stable offset of a partition this copy
+// writes (Writer.StableEnd): the first offset of the oldest transaction
+// open there, else EndOffset.
+func (s *Service) StableOffset(topic catalog.TopicID, p int) (int64, bool) {
+	w := s.liveWriter(topic, p)
+	if w == nil {
+		return 0, false
+	}
+	return w.StableEnd(), true
+}
+
+// liveWriter is this copy's running writer of the partition, or nil.
+func (s *Service) liveWriter(topic catalog.TopicID, p int) *partition.Writer {
 	s.mu.Lock()
 	sl := s.writers[slotKey{topic, p}]
 	s.mu.Unlock()
 	if sl == nil {
-		return 0, false
+		return nil
 	}
 	select {
 	case <-sl.ready:
 	default:
-		return 0, false
+		return nil
 	}
 	if sl.w == nil || sl.w.Err() != nil {
-		return 0, false
+		return nil
 	}
-	return sl.w.AckedEnd(), true
+	return sl.w
 }

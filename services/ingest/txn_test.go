@@ -325,6 +325,17 @@ func TestReadCommitted(t *testing.T) {
 		}
 	}
 	check("both open, read_committed", true, []int64{0}, 1, 1)
+	stable := func() int64 {
+		t.Helper()
+		resp, err := admin.DescribeTopic(ctx, connect.NewRequest(&sluicev1.DescribeTopicRequest{Name: "t"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Msg.Topic.Partitions[0].LastStableOffset
+	}
+	if got := stable(); got != 1 {
+		t.Fatalf("DescribeTopic's last stable offset with both open: %d; want 1", got)
+	}
 	check("both open, read_uncommitted", false, []int64{0, 1, 2, 3, 4}, 5, 0)
 
 	if err := a.end(false); err != nil { // abort marker at 5
@@ -352,6 +363,9 @@ func TestReadCommitted(t *testing.T) {
 		t.Fatalf("long poll from the LSO: offsets %v after %v; want [3 4] soon after the commit", r.offs, r.took)
 	}
 	check("a aborted, b committed", true, []int64{0, 3, 4}, 7, 7)
+	if got := stable(); got != 7 {
+		t.Fatalf("DescribeTopic's last stable offset after both ended: %d; want 7", got)
+	}
 	check("read_uncommitted after both ended", false, []int64{0, 1, 2, 3, 4}, 7, 0)
 }
 

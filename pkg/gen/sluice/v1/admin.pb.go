@@ -603,9 +603,14 @@ type PartitionInfo struct {
 	EndOffset int64 `protobuf:"varint,5,opt,name=end_offset,json=endOffset,proto3" json:"end_offset,omitempty"`
 	// Id of the ingest copy that writes this partition; empty while no live
 	// copy owns it.
-	OwnerId       string `protobuf:"bytes,6,opt,name=owner_id,json=ownerId,proto3" json:"owner_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	OwnerId string `protobuf:"bytes,6,opt,name=owner_id,json=ownerId,proto3" json:"owner_id,omitempty"`
+	// The last stable offset: the first offset of the oldest transaction
+	// still open in the partition, else `end_offset` (read_committed
+	// readers read below it). Known to the copy that writes the partition;
+	// -1 from another (ask the `owner`).
+	LastStableOffset int64 `protobuf:"varint,7,opt,name=last_stable_offset,json=lastStableOffset,proto3" json:"last_stable_offset,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *PartitionInfo) Reset() {
@@ -678,6 +683,13 @@ func (x *PartitionInfo) GetOwnerId() string {
 		return x.OwnerId
 	}
 	return ""
+}
+
+func (x *PartitionInfo) GetLastStableOffset() int64 {
+	if x != nil {
+		return x.LastStableOffset
+	}
+	return 0
 }
 
 // ListTopicsRequest pages through topics.
@@ -2321,7 +2333,7 @@ const file_sluice_v1_admin_proto_rawDesc = "" +
 	"\btopic_id\x18\x05 \x01(\tR\atopicId\x1a9\n" +
 	"\vConfigEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb6\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe4\x01\n" +
 	"\rPartitionInfo\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x14\n" +
@@ -2329,7 +2341,8 @@ const file_sluice_v1_admin_proto_rawDesc = "" +
 	"\fstart_offset\x18\x04 \x01(\x03R\vstartOffset\x12\x1d\n" +
 	"\n" +
 	"end_offset\x18\x05 \x01(\x03R\tendOffset\x12\x19\n" +
-	"\bowner_id\x18\x06 \x01(\tR\aownerId\"O\n" +
+	"\bowner_id\x18\x06 \x01(\tR\aownerId\x12,\n" +
+	"\x12last_stable_offset\x18\a \x01(\x03R\x10lastStableOffset\"O\n" +
 	"\x11ListTopicsRequest\x12\x1b\n" +
 	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
