@@ -120,13 +120,21 @@ func (s *Service) finishTxn(ctx context.Context, tid string, cur *txn.State, m *
 	return connect.NewError(connect.CodeAborted, fmt.Errorf("transactional id %q: coordinators raced completing it; retry", tid))
 }
 
-// writeMarkers writes m's marker into each of its partitions, at once, and
-// returns the first failure.
+// maxMarkerWrites bounds the markers one transaction writes at a time.
+const maxMarkerWrites = 64
+
+// writeMarkers writes m's marker into each of its partitions, up to
+// maxMarkerWrites at a time, and returns the failures.
 func (s *Service) writeMarkers(ctx context.Context, m *txn.Markers) error {
 	errs := make([]error, len(m.Partitions))
+	sem := make(chan struct{}, maxMarkerWrites)
 	var wg sync.WaitGroup
 	for i, p := range m.Partitions {
-		wg.Go(func() { errs[i] = s.writeMarker(ctx, p, m.ProducerID, m.Epoch, m.Commit) })
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			errs[i] = s.writeMarker(ctx, p, m.ProducerID, m.Epoch, m.Commit)
+		})
 	}
 	wg.Wait()
 	return errors.Join(errs...)
