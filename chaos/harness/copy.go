@@ -155,8 +155,8 @@ func RunCopy(ctx context.Context, t testing.TB, env Env, sc *CopyScenario) CopyS
 		in := cluster.Ingests[i%len(cluster.Ingests)]
 		w := &bookieproc.Proc{ID: fmt.Sprintf("copier-%d", i+1), Bin: env.Bin, Command: "copy",
 			Args: []string{src, dst, "--addr", in.Addr, "--consumer-addr", fetch.Addr, "--group", "copiers",
-				"--transactional-id", "eos", "--tag-transactions", "--max-poll", "40", "--session-timeout", "3s",
-				"--transaction-timeout", "10s", "--progress", "2s"}}
+				"--transactional-id", "eos", "--tag-transactions", "--max-poll", "400", "--session-timeout", "3s",
+				"--transaction-timeout", "10s", "--progress", "2s", "--hold", "100ms"}}
 		if err := w.Start(); err != nil {
 			return fail("start %s: %v", w.ID, err)
 		}
@@ -374,8 +374,9 @@ func copyRecords(p int32, recs []*sluicev1.ConsumedRecord) []checker.CopyRecord 
 
 // drainCopy reads every partition of topic to its end; with committed, as
 // a read_committed reader, to the last stable offset, which must reach the
-// high watermark (a transaction left open is waited for, up to 30 s of no
-// progress: then it returns what it read, and the error).
+// high watermark (a transaction left open is waited for, up to 20 s of no
+// progress — 2 s once a partition was stuck — then it returns what it
+// read, and the error).
 func drainCopy(ctx context.Context, api sluicev1connect.ConsumerServiceClient, topic string, partitions int32, committed bool) ([]checker.CopyRecord, error) {
 	var out []checker.CopyRecord
 	var stuck error
@@ -383,8 +384,12 @@ func drainCopy(ctx context.Context, api sluicev1connect.ConsumerServiceClient, t
 		next := int64(0)
 		var lastErr error
 		progress := time.Now()
+		patience := 20 * time.Second
+		if stuck != nil {
+			patience = 2 * time.Second // one partition stuck already: the rest likely are
+		}
 		for {
-			if time.Since(progress) > 30*time.Second {
+			if time.Since(progress) > patience {
 				stuck = errors.Join(stuck, fmt.Errorf("%s/%d: stuck at offset %d (last error: %v)", topic, p, next, lastErr))
 				break
 			}

@@ -32,6 +32,7 @@ type copyFlags struct {
 	txnTimeout         time.Duration
 	progress           time.Duration
 	idle               time.Duration // 0: run until stopped
+	hold               time.Duration // keep each transaction open after writing it
 }
 
 func newCopyCmd() *cobra.Command {
@@ -65,6 +66,9 @@ that transaction), for audits.`,
 			c.oneOf("isolation", f.isolation, "read_uncommitted", "read_committed")
 			c.intIn("max-poll", f.maxPoll, 1, 10_000)
 			c.positive("transaction-timeout", f.txnTimeout, 15*time.Minute)
+			if f.hold < 0 || f.hold > time.Minute {
+				c.badf("--hold %v: want 0..1m", f.hold)
+			}
 			if f.idle < 0 {
 				c.badf("--idle %v: want 0 (run until stopped) or a positive duration", f.idle)
 			}
@@ -88,6 +92,7 @@ that transaction), for audits.`,
 	fs.IntVar(&f.maxPoll, "max-poll", 500, "records a transaction takes at most, per partition")
 	fs.DurationVar(&f.sessionTimeout, "session-timeout", 10*time.Second, "how long the group waits for a silent copy before its partitions move")
 	fs.DurationVar(&f.txnTimeout, "transaction-timeout", time.Minute, "how long a transaction of a copy that died may stay open before the coordinator aborts it (a copy taking the partition over aborts it at once), 1ms..15m")
+	fs.DurationVar(&f.hold, "hold", 0, "for failure tests: keep each transaction open this long after its records are written, before committing it (0: commit at once)")
 	fs.DurationVar(&f.idle, "idle", 0, "stop once nothing was copied for this long (0: run until Ctrl-C): a one-off copy of what FROM holds")
 	fs.DurationVar(&f.progress, "progress", 5*time.Second, "how often to print progress (0: never)")
 	completeValues(cmd, "isolation", "read_uncommitted", "read_committed")
@@ -164,6 +169,18 @@ func runCopy(ctx context.Context, f copyFlags, stderr io.Writer) error {
 			}
 			if err := out.Send(o); err != nil {
 				return err
+			}
+		}
+		if f.hold > 0 {
+			// Written and not committed: a failure now leaves an open
+			// transaction with records for the next owner to abort.
+			if err := out.Flush(); err != nil {
+				return err
+			}
+			select {
+			case <-time.After(f.hold):
+			case <-ctx.Done():
+				return ctx.Err()
 			}
 		}
 		records.Add(int64(len(recs)))

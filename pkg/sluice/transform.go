@@ -31,6 +31,10 @@ type Txn struct {
 // Send adds r to the transaction.
 func (x *Txn) Send(r *Record) error { return x.p.Send(x.ctx, r) }
 
+// Flush writes what was sent so far (still invisible to read_committed
+// readers until the transaction commits).
+func (x *Txn) Flush() error { return x.p.Flush(x.ctx) }
+
 // ID names the transaction: its producer's transactional id and epoch
 // (one epoch is one transaction).
 func (x *Txn) ID() (transactionalID string, epoch int16) { return x.p.tid, x.p.Epoch() }

@@ -170,9 +170,6 @@ func initProducer(id string, cur *State, e InitProducer) Decision {
 			next.Version = cur.Version
 		}
 		return Decision{Store: &next, Reply: Reply{next.ProducerID, 0}}
-	case sabotageInitFence:
-		// Chaos sabotage build only: the current session again, unfenced.
-		return Decision{Reply: Reply{cur.ProducerID, cur.Epoch}}
 	case cur.Status.idle():
 		next := cur.clone()
 		next.Epoch++
