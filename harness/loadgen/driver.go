@@ -32,6 +32,19 @@ type Driver interface {
 	Close() error
 }
 
+// TransactionalDriver is a Driver that runs workloads with transactions
+// (Workload.TransactionSize, ReadCommitted). The runner calls
+// SetTransactions before creating any producer or consumer; a driver that
+// does not implement it refuses such workloads.
+type TransactionalDriver interface {
+	Driver
+	// SetTransactions makes the producers commit a transaction every size
+	// messages (0: none) — Send's done is called once the message's
+	// transaction committed — and the consumers read committed data only
+	// when readCommitted.
+	SetTransactions(size int, readCommitted bool) error
+}
+
 // Producer sends messages to one topic. Send is called from one goroutine
 // (its producer's); done callbacks come from any goroutine.
 type Producer interface {

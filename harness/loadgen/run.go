@@ -165,6 +165,15 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	if opts.TopicPrefix == "" {
 		opts.TopicPrefix = DefaultTopicPrefix
 	}
+	if w.TransactionSize > 0 || w.ReadCommitted {
+		td, ok := opts.Driver.(TransactionalDriver)
+		if !ok {
+			return nil, fmt.Errorf("loadgen: the %s driver has no transactions (the workload's transactionSize %d, readCommitted %v)", opts.Driver.Name(), w.TransactionSize, w.ReadCommitted)
+		}
+		if err := td.SetTransactions(w.TransactionSize, w.ReadCommitted); err != nil {
+			return nil, err
+		}
+	}
 	r := &run{opts: opts, w: w, base: time.Now()}
 	r.firstRecv.Store(math.MaxInt64)
 	r.winStart.Store(math.MaxInt64)
@@ -352,6 +361,13 @@ func (r *run) probe(ctx context.Context) error {
 		buf := append([]byte(nil), p.template...)
 		putHeader(buf, probeProducer, r.now())
 		p.prod.Send(ctx, p.keys(), buf, func(err error) { errs <- err })
+	}
+	// A transactional producer completes a message when its transaction
+	// commits: Flush ends the probe's (and is only a wait for the others).
+	for _, p := range r.producers {
+		if err := p.prod.Flush(ctx); err != nil {
+			return fmt.Errorf("probe message: flush: %w", err)
+		}
 	}
 	for range r.producers {
 		select {

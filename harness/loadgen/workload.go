@@ -100,6 +100,14 @@ type Workload struct {
 	RecoveryRate     float64  `yaml:"recoveryRate,omitempty" json:"recoveryRate,omitempty"`
 	RecoveryDuration Duration `yaml:"recoveryDuration,omitempty" json:"recoveryDuration,omitempty"`
 	RecoveryLatency  Duration `yaml:"recoveryLatency,omitempty" json:"recoveryLatency,omitempty"`
+	// TransactionSize makes every producer transactional (not in OMB):
+	// each commits a transaction every TransactionSize messages, and a
+	// message's send completes (its publish latency ends) once its
+	// transaction committed. 0: no transactions. ReadCommitted has the
+	// consumers read only committed transactions' messages. Drivers that
+	// cannot refuse the workload (TransactionalDriver).
+	TransactionSize int  `yaml:"transactionSize,omitempty" json:"transactionSize,omitempty"`
+	ReadCommitted   bool `yaml:"readCommitted,omitempty" json:"readCommitted,omitempty"`
 	// OMB's forms of the same; normalized into the two above.
 	WarmupDurationMinutes float64 `yaml:"warmupDurationMinutes,omitempty" json:"-"`
 	TestDurationMinutes   float64 `yaml:"testDurationMinutes,omitempty" json:"-"`
@@ -294,8 +302,14 @@ func (w Workload) Validate() error {
 			bad("recoveryLatency", "must be between 0 (the default, %v) and 1m, got %v", DefaultRecoveryLatency, w.RecoveryLatency)
 		}
 	}
+	if w.TransactionSize < 0 || w.TransactionSize > MaxTransactionSize {
+		bad("transactionSize", "must be between 0 (no transactions) and %d, got %d", MaxTransactionSize, w.TransactionSize)
+	}
 	return errors.Join(errs...)
 }
+
+// MaxTransactionSize bounds a workload's transactionSize.
+const MaxTransactionSize = 100_000
 
 // Producers returns the number of producers of the workload.
 func (w Workload) Producers() int { return w.Topics * w.ProducersPerTopic }

@@ -54,6 +54,10 @@ type Config struct {
 	Brokers           []string          // bootstrap host:port list (required)
 	ReplicationFactor int               // of the topics the benchmark creates
 	TopicConfigs      map[string]string // extra topic configs, e.g. {"flush.messages": "1"}
+	// TxnSize and ReadCommitted are set by SetTransactions (the
+	// workload's transactionSize and readCommitted).
+	TxnSize       int
+	ReadCommitted bool
 	Linger            time.Duration     // producer linger
 	MaxBufferedBytes  int               // producer buffer; Send blocks when full
 	Compression       string            // none (default), gzip, snappy, lz4, zstd
@@ -281,6 +285,12 @@ func (d *Driver) Describe(ctx context.Context, topic string) (map[string]string,
 		"topic.replicationFactor":   strconv.Itoa(d.cfg.ReplicationFactor),
 		"client.producersPerClient": "1",
 	}
+	if d.cfg.TxnSize > 0 {
+		out["client.transactions"] = fmt.Sprintf("a transaction every %d messages (Flush, EndTransaction(TryCommit))", d.cfg.TxnSize)
+	}
+	if d.cfg.ReadCommitted {
+		out["consumer.isolation"] = "read_committed"
+	}
 	req := kmsg.NewPtrDescribeConfigsRequest()
 	res := kmsg.NewDescribeConfigsRequestResource()
 	res.ResourceType = kmsg.ConfigResourceTypeTopic
@@ -326,21 +336,101 @@ func (d *Driver) Describe(ctx context.Context, topic string) (map[string]string,
 	return out, nil
 }
 
+// SetTransactions implements loadgen.TransactionalDriver.
+func (d *Driver) SetTransactions(size int, readCommitted bool) error {
+	d.cfg.TxnSize, d.cfg.ReadCommitted = size, readCommitted
+	return nil
+}
+
+// txnIDs numbers the benchmark's transactional ids within the process.
+var txnIDs atomic.Int64
+
 // NewProducer implements loadgen.Driver.
-func (d *Driver) NewProducer(_ context.Context, topic string) (loadgen.Producer, error) {
+func (d *Driver) NewProducer(ctx context.Context, topic string) (loadgen.Producer, error) {
 	comp, _ := codec(d.cfg.Compression) // validated in New
-	cl, err := kgo.NewClient(
+	opts := []kgo.Opt{
 		kgo.SeedBrokers(d.cfg.Brokers...),
 		kgo.DefaultProduceTopic(topic),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerLinger(d.cfg.Linger),
 		kgo.ProducerBatchCompression(comp),
 		kgo.MaxBufferedBytes(d.cfg.MaxBufferedBytes),
-	)
+	}
+	if d.cfg.TxnSize > 0 {
+		opts = append(opts, kgo.TransactionalID(fmt.Sprintf("bench-%d-%d", time.Now().UnixNano(), txnIDs.Add(1))),
+			kgo.TransactionTimeout(time.Minute))
+	}
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka producer client: %w", err)
 	}
+	if d.cfg.TxnSize > 0 {
+		return &txnProducer{cl: cl, size: d.cfg.TxnSize}, nil
+	}
 	return &producer{cl: cl}, nil
+}
+
+// txnProducer sends messages in transactions of size messages, committing
+// each (Flush, EndTransaction) on the sending goroutine, and completes the
+// messages of a transaction when it committed — as sluicedriver's does.
+type txnProducer struct {
+	cl   *kgo.Client
+	size int
+	mu   sync.Mutex // Flush and Close may come from another goroutine than Send
+	done []func(error)
+}
+
+func (p *txnProducer) Send(ctx context.Context, key, payload []byte, done func(error)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.done) == 0 {
+		if err := p.cl.BeginTransaction(); err != nil {
+			done(err)
+			return
+		}
+	}
+	p.done = append(p.done, done)
+	p.cl.Produce(ctx, &kgo.Record{Key: key, Value: payload}, nil)
+	if len(p.done) >= p.size {
+		p.commit(ctx)
+	}
+}
+
+// commit flushes and ends the open transaction, and completes its
+// messages.
+func (p *txnProducer) commit(ctx context.Context) {
+	if len(p.done) == 0 {
+		return
+	}
+	err := p.cl.Flush(ctx)
+	commit := kgo.TryCommit
+	if err != nil {
+		commit = kgo.TryAbort
+	}
+	if eerr := p.cl.EndTransaction(ctx, commit); err == nil {
+		err = eerr
+	}
+	for _, d := range p.done {
+		d(err)
+	}
+	p.done = p.done[:0]
+}
+
+func (p *txnProducer) Flush(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.commit(ctx)
+	return nil
+}
+
+func (p *txnProducer) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p.mu.Lock()
+	p.commit(ctx)
+	p.mu.Unlock()
+	p.cl.Close()
+	return nil
 }
 
 type producer struct{ cl *kgo.Client }
@@ -372,6 +462,7 @@ func (d *Driver) NewConsumer(_ context.Context, topic, subscription string, deli
 		kgo.ConsumerGroup(subscription),
 		kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(isolation(d.cfg.ReadCommitted)),
 		kgo.OnPartitionsAssigned(count(1)),
 		kgo.OnPartitionsRevoked(count(-1)),
 		kgo.OnPartitionsLost(count(-1)),
@@ -432,4 +523,11 @@ func (c *consumer) Close() error {
 		return fmt.Errorf("%d fetch errors, first: %w", c.errs, c.firstErr)
 	}
 	return nil
+}
+
+func isolation(readCommitted bool) kgo.IsolationLevel {
+	if readCommitted {
+		return kgo.ReadCommitted()
+	}
+	return kgo.ReadUncommitted()
 }

@@ -157,6 +157,7 @@ func (c *consumer) subscribe(ctx context.Context) (*openStream, error) {
 		Start:            sluicev1.StartPosition_START_POSITION_EARLIEST,
 		ClientInfo:       "sluice bench (harness/loadgen/sluicedriver)",
 		RecordBatches:    !c.cfg.PerRecord,
+		ReadCommitted:    c.cfg.ReadCommitted,
 	}
 	stream, err := c.cons.Subscribe(sctx, connect.NewRequest(req))
 	if err != nil {

@@ -257,3 +257,32 @@ func TestSluiceDriverConsumeSmoke(t *testing.T) {
 		t.Errorf("%d end-to-end latencies for %d messages sent in the window: want each delivered once", res.EndToEndLatency.Count, res.Sent)
 	}
 }
+
+// The transactions smoke workload (bench/workloads/tsmoke.yaml: a
+// transaction every 100 messages, read_committed consumers) through the
+// whole harness against an in-process Sluice: every message acknowledged
+// once its transaction committed and delivered exactly once.
+func TestSluiceDriverTransactionsSmoke(t *testing.T) {
+	c := startCluster(t)
+	drv := newDriver(t, sluicedriver.Config{Addr: c.Addr()})
+	w, err := loadgen.LoadWorkload("../../../bench/workloads/tsmoke.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := loadgen.Run(ctx, loadgen.Options{Driver: drv, Workload: w, DrainTimeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Failed+res.Unacked+res.NotSent+res.NotReceived != 0 || res.FirstError != "" {
+		t.Errorf("lost or failed messages: failed %d unacked %d not sent %d not received %d (%s)",
+			res.Failed, res.Unacked, res.NotSent, res.NotReceived, res.FirstError)
+	}
+	if res.Sent == 0 || res.EndToEndLatency.Count != res.Sent {
+		t.Errorf("%d end-to-end latencies for %d messages sent in the window: want each delivered once", res.EndToEndLatency.Count, res.Sent)
+	}
+	if d, err := drv.Describe(ctx, "x"); err == nil && d["producer.transactions"] == "" {
+		t.Errorf("Describe does not say the producers are transactional: %v", d)
+	}
+}

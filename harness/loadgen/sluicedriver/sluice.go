@@ -16,6 +16,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -63,6 +65,10 @@ type Config struct {
 	// browsers and JSON clients get) instead of the stored record batches
 	// the Go SDK reads.
 	PerRecord bool
+	// TxnSize and ReadCommitted are set by SetTransactions (the
+	// workload's transactionSize and readCommitted).
+	TxnSize       int
+	ReadCommitted bool
 }
 
 // Consumer defaults and limits.
@@ -241,14 +247,29 @@ func (d *Driver) Describe(ctx context.Context, topic string) (map[string]string,
 		"consumer.commit":    "every " + d.cfg.CommitInterval.String() + ", with lease epochs",
 		"topic.partitions":   strconv.Itoa(len(t.GetPartitions())),
 	}
+	if d.cfg.TxnSize > 0 {
+		out["producer.transactions"] = fmt.Sprintf("a transaction every %d messages (TransactionalProducer: flush, EndTxn)", d.cfg.TxnSize)
+	}
+	if d.cfg.ReadCommitted {
+		out["consumer.isolation"] = "read_committed"
+	}
 	for k, v := range t.GetConfig() {
 		out["topic."+k] = v
 	}
 	return out, nil
 }
 
+// SetTransactions implements loadgen.TransactionalDriver.
+func (d *Driver) SetTransactions(size int, readCommitted bool) error {
+	d.cfg.TxnSize, d.cfg.ReadCommitted = size, readCommitted
+	return nil
+}
+
 // NewProducer implements loadgen.Driver.
-func (d *Driver) NewProducer(_ context.Context, topic string) (loadgen.Producer, error) {
+func (d *Driver) NewProducer(ctx context.Context, topic string) (loadgen.Producer, error) {
+	if d.cfg.TxnSize > 0 {
+		return newTxnProducer(ctx, d.c, topic, d.cfg.TxnSize)
+	}
 	// No compression, as the Kafka driver: the load generator reuses one
 	// random payload per producer, so batches of it compress far better
 	// than real data would, and the comparison would measure that.
@@ -301,5 +322,79 @@ func (p *producer) Flush(ctx context.Context) error { return p.p.Flush(ctx) }
 func (p *producer) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	return p.p.Close(ctx)
+}
+
+// txnProducer is a transactional producer of the benchmark: it sends
+// messages in transactions of size messages, committing each (flush and
+// EndTxn) on the sending goroutine, and completes the messages of a
+// transaction when it committed.
+type txnProducer struct {
+	p     *sluice.TransactionalProducer
+	topic string
+	size  int
+	mu    sync.Mutex // Flush and Close may come from another goroutine than Send
+	done  []func(error)
+}
+
+// txnIDs numbers the benchmark's transactional ids within the process.
+var txnIDs atomic.Int64
+
+func newTxnProducer(ctx context.Context, c *sluice.Client, topic string, size int) (*txnProducer, error) {
+	id := fmt.Sprintf("bench-%d-%d", time.Now().UnixNano(), txnIDs.Add(1))
+	p, err := c.NewTransactionalProducer(ctx, id, sluice.WithTxnCompression(record.CodecNone))
+	if err != nil {
+		return nil, err
+	}
+	return &txnProducer{p: p, topic: topic, size: size}, nil
+}
+
+func (p *txnProducer) Send(ctx context.Context, key, payload []byte, done func(error)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.done) == 0 {
+		if err := p.p.Begin(); err != nil {
+			done(err)
+			return
+		}
+	}
+	if err := p.p.Send(ctx, &sluice.Record{Topic: p.topic, Partition: sluice.AnyPartition, Key: key, Value: payload}); err != nil {
+		done(err)
+		return
+	}
+	p.done = append(p.done, done)
+	if len(p.done) >= p.size {
+		p.commit(ctx)
+	}
+}
+
+// commit ends the open transaction and completes its messages.
+func (p *txnProducer) commit(ctx context.Context) {
+	if len(p.done) == 0 {
+		return
+	}
+	err := p.p.Commit(ctx)
+	if err != nil {
+		_ = p.p.Abort(ctx)
+	}
+	for _, d := range p.done {
+		d(err)
+	}
+	p.done = p.done[:0]
+}
+
+func (p *txnProducer) Flush(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.commit(ctx)
+	return nil
+}
+
+func (p *txnProducer) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p.mu.Lock()
+	p.commit(ctx)
+	p.mu.Unlock()
 	return p.p.Close(ctx)
 }
