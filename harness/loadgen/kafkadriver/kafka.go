@@ -56,11 +56,11 @@ type Config struct {
 	TopicConfigs      map[string]string // extra topic configs, e.g. {"flush.messages": "1"}
 	// TxnSize and ReadCommitted are set by SetTransactions (the
 	// workload's transactionSize and readCommitted).
-	TxnSize       int
-	ReadCommitted bool
-	Linger            time.Duration     // producer linger
-	MaxBufferedBytes  int               // producer buffer; Send blocks when full
-	Compression       string            // none (default), gzip, snappy, lz4, zstd
+	TxnSize          int
+	ReadCommitted    bool
+	Linger           time.Duration // producer linger
+	MaxBufferedBytes int           // producer buffer; Send blocks when full
+	Compression      string        // none (default), gzip, snappy, lz4, zstd
 }
 
 // Validate reports every invalid field.
