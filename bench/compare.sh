@@ -136,7 +136,9 @@ start_sluice() {
   table=sluice-bench-$ts
   keyspace=sluice_bench_$ts
   data=$(mktemp -d -p "$PWD/.cache" bench-sluice.XXXXXX) # the repo's disk, like Kafka's logs
+  # Bookkeeping for the ingest copy too: producer ids and transactions (issue 24).
   "$bin" ingest --addr "$ingest_addr" --id ingest-1 --catalog-table "$table" --create-table --pprof \
+    --cassandra "$SLUICE_TEST_CASSANDRA" --keyspace "$keyspace" --replication-factor 1 \
     > "$logs/ingest.log" 2>&1 &
   pids+=($!); sluice_pids="ingest=$!"
   wait_healthy ingest "$ingest_addr" "$logs/ingest.log"
