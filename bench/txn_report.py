@@ -61,5 +61,5 @@ if "sluice" in systems:
     for k in [x for x in systems if x != "sluice"]:
         for w, key in (("p1", "rate"), ("t1", "rate"), ("t2u", "read"), ("t2", "read")):
             lines.append(f"| Sluice / {k}: {w.upper()} {'publish rate' if key == 'rate' else 'catch-up read rate'} | {ratio(('sluice', w), (k, w), key)} |")
-open(os.path.join(out, "report.md"), "w").write("\n".join(lines) + "\n")
+open(os.path.join(out, "transactions.md"), "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))
