@@ -365,70 +365,49 @@ func (d *Driver) NewProducer(ctx context.Context, topic string) (loadgen.Produce
 		return nil, fmt.Errorf("kafka producer client: %w", err)
 	}
 	if d.cfg.TxnSize > 0 {
-		return &txnProducer{cl: cl, size: d.cfg.TxnSize}, nil
+		return newTxnProducer(cl, d.cfg.TxnSize), nil
 	}
 	return &producer{cl: cl}, nil
 }
 
-// txnProducer sends messages in transactions of size messages, committing
-// each (Flush, EndTransaction) on the sending goroutine, and completes the
-// messages of a transaction when it committed — as sluicedriver's does.
+// txnProducer is franz-go's transactional client under
+// loadgen.TxnBatcher (a transaction every size messages, committed on the
+// sending goroutine: Flush, then EndTransaction), as sluicedriver's.
 type txnProducer struct {
-	cl   *kgo.Client
-	size int
-	mu   sync.Mutex // Flush and Close may come from another goroutine than Send
-	done []func(error)
+	cl *kgo.Client
+	b  loadgen.TxnBatcher
+}
+
+func newTxnProducer(cl *kgo.Client, size int) *txnProducer {
+	return &txnProducer{cl: cl, b: loadgen.TxnBatcher{Size: size, Begin: cl.BeginTransaction, Commit: func(ctx context.Context) error {
+		err := cl.Flush(ctx)
+		commit := kgo.TryCommit
+		if err != nil {
+			commit = kgo.TryAbort
+		}
+		if eerr := cl.EndTransaction(ctx, commit); err == nil {
+			err = eerr
+		}
+		return err
+	}}}
 }
 
 func (p *txnProducer) Send(ctx context.Context, key, payload []byte, done func(error)) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if len(p.done) == 0 {
-		if err := p.cl.BeginTransaction(); err != nil {
-			done(err)
-			return
-		}
-	}
-	p.done = append(p.done, done)
-	p.cl.Produce(ctx, &kgo.Record{Key: key, Value: payload}, nil)
-	if len(p.done) >= p.size {
-		p.commit(ctx)
-	}
-}
-
-// commit flushes and ends the open transaction, and completes its
-// messages.
-func (p *txnProducer) commit(ctx context.Context) {
-	if len(p.done) == 0 {
-		return
-	}
-	err := p.cl.Flush(ctx)
-	commit := kgo.TryCommit
-	if err != nil {
-		commit = kgo.TryAbort
-	}
-	if eerr := p.cl.EndTransaction(ctx, commit); err == nil {
-		err = eerr
-	}
-	for _, d := range p.done {
-		d(err)
-	}
-	p.done = p.done[:0]
+	p.b.Send(ctx, func() error {
+		p.cl.Produce(ctx, &kgo.Record{Key: key, Value: payload}, nil)
+		return nil
+	}, done)
 }
 
 func (p *txnProducer) Flush(ctx context.Context) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.commit(ctx)
+	p.b.Flush(ctx)
 	return nil
 }
 
 func (p *txnProducer) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	p.mu.Lock()
-	p.commit(ctx)
-	p.mu.Unlock()
+	p.b.Flush(ctx)
 	p.cl.Close()
 	return nil
 }

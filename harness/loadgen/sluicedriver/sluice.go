@@ -16,7 +16,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -325,16 +324,13 @@ func (p *producer) Close() error {
 	return p.p.Close(ctx)
 }
 
-// txnProducer is a transactional producer of the benchmark: it sends
-// messages in transactions of size messages, committing each (flush and
-// EndTxn) on the sending goroutine, and completes the messages of a
-// transaction when it committed.
+// txnProducer is a transactional producer of the benchmark: the SDK's
+// TransactionalProducer under loadgen.TxnBatcher (a transaction every size
+// messages, committed on the sending goroutine).
 type txnProducer struct {
 	p     *sluice.TransactionalProducer
 	topic string
-	size  int
-	mu    sync.Mutex // Flush and Close may come from another goroutine than Send
-	done  []func(error)
+	b     loadgen.TxnBatcher
 }
 
 // txnIDs numbers the benchmark's transactional ids within the process.
@@ -346,55 +342,31 @@ func newTxnProducer(ctx context.Context, c *sluice.Client, topic string, size in
 	if err != nil {
 		return nil, err
 	}
-	return &txnProducer{p: p, topic: topic, size: size}, nil
+	tp := &txnProducer{p: p, topic: topic}
+	tp.b = loadgen.TxnBatcher{Size: size, Begin: p.Begin, Commit: func(ctx context.Context) error {
+		err := p.Commit(ctx)
+		if err != nil {
+			_ = p.Abort(ctx)
+		}
+		return err
+	}}
+	return tp, nil
 }
 
 func (p *txnProducer) Send(ctx context.Context, key, payload []byte, done func(error)) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if len(p.done) == 0 {
-		if err := p.p.Begin(); err != nil {
-			done(err)
-			return
-		}
-	}
-	if err := p.p.Send(ctx, &sluice.Record{Topic: p.topic, Partition: sluice.AnyPartition, Key: key, Value: payload}); err != nil {
-		done(err)
-		return
-	}
-	p.done = append(p.done, done)
-	if len(p.done) >= p.size {
-		p.commit(ctx)
-	}
-}
-
-// commit ends the open transaction and completes its messages.
-func (p *txnProducer) commit(ctx context.Context) {
-	if len(p.done) == 0 {
-		return
-	}
-	err := p.p.Commit(ctx)
-	if err != nil {
-		_ = p.p.Abort(ctx)
-	}
-	for _, d := range p.done {
-		d(err)
-	}
-	p.done = p.done[:0]
+	p.b.Send(ctx, func() error {
+		return p.p.Send(ctx, &sluice.Record{Topic: p.topic, Partition: sluice.AnyPartition, Key: key, Value: payload})
+	}, done)
 }
 
 func (p *txnProducer) Flush(ctx context.Context) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.commit(ctx)
+	p.b.Flush(ctx)
 	return nil
 }
 
 func (p *txnProducer) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	p.mu.Lock()
-	p.commit(ctx)
-	p.mu.Unlock()
+	p.b.Flush(ctx)
 	return p.p.Close(ctx)
 }
