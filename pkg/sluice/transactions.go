@@ -43,6 +43,19 @@ type txnConfig struct {
 	codec        record.Codec
 	batchBytes   int
 	retryTimeout time.Duration
+	maxBuffered  int64
+}
+
+// DefaultTxnMaxBuffered is how many bytes of records a TransactionalProducer
+// holds before Send flushes them on its own.
+const DefaultTxnMaxBuffered = 32 << 20
+
+// WithTxnMaxBuffered bounds the bytes of records (keys, values, headers)
+// Send buffers before it flushes them itself (default
+// DefaultTxnMaxBuffered, at least 1 KiB): a large transaction is written as
+// it goes, not held in memory until Commit.
+func WithTxnMaxBuffered(n int64) TxnOption {
+	return func(c *txnConfig) { c.maxBuffered = n }
 }
 
 // WithTransactionTimeout is how long a transaction may stay open before
@@ -95,6 +108,9 @@ type TransactionalProducer struct {
 	seq     map[TopicPartition]int32
 	filling map[TopicPartition]*record.Builder
 	ready   []txnBatch
+	// buffered: bytes of records sent since the last flush (bounded by
+	// maxBuffered: Send flushes beyond it).
+	buffered int64
 }
 
 type txnTopic struct {
@@ -112,7 +128,7 @@ type txnBatch struct {
 // retrying within ctx — while a transaction an older session left is
 // aborted or completed.
 func (c *Client) NewTransactionalProducer(ctx context.Context, transactionalID string, opts ...TxnOption) (*TransactionalProducer, error) {
-	cfg := txnConfig{timeout: time.Minute, batchBytes: 1 << 20, retryTimeout: 30 * time.Second}
+	cfg := txnConfig{timeout: time.Minute, batchBytes: 1 << 20, retryTimeout: 30 * time.Second, maxBuffered: DefaultTxnMaxBuffered}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -121,6 +137,8 @@ func (c *Client) NewTransactionalProducer(ctx context.Context, transactionalID s
 		return nil, fmt.Errorf("%w: transactional id required", ErrInvalidOption)
 	case cfg.timeout < time.Millisecond || cfg.timeout > 15*time.Minute:
 		return nil, fmt.Errorf("%w: WithTransactionTimeout %v outside [1ms, 15m]", ErrInvalidOption, cfg.timeout)
+	case cfg.maxBuffered < 1<<10:
+		return nil, fmt.Errorf("%w: WithTxnMaxBuffered %d is below 1 KiB", ErrInvalidOption, cfg.maxBuffered)
 	case cfg.retryTimeout <= 0:
 		return nil, fmt.Errorf("%w: WithTxnRetryTimeout %v must be positive", ErrInvalidOption, cfg.retryTimeout)
 	}
@@ -168,7 +186,7 @@ func (t *TransactionalProducer) Begin() error {
 	t.added = make(map[TopicPartition]bool)
 	t.seq = make(map[TopicPartition]int32)
 	t.filling = make(map[TopicPartition]*record.Builder)
-	t.ready = nil
+	t.ready, t.buffered = nil, 0
 	return nil
 }
 
@@ -217,8 +235,14 @@ func (t *TransactionalProducer) Send(ctx context.Context, r *Record) error {
 		err := b.Append(rec)
 		switch {
 		case err == nil:
+			t.buffered += recordSize(r)
 			if b.Size() >= t.cfg.batchBytes {
-				return t.seal(tp)
+				if err := t.seal(tp); err != nil {
+					return err
+				}
+			}
+			if t.buffered >= t.cfg.maxBuffered {
+				return t.flush(ctx)
 			}
 			return nil
 		case errors.Is(err, record.ErrBatchFull) && b.Len() > 0 && attempt == 0:
@@ -299,7 +323,7 @@ func (t *TransactionalProducer) flush(ctx context.Context) error {
 	if err := t.produce(ctx, t.ready); err != nil {
 		return t.fail(err)
 	}
-	t.ready = nil
+	t.ready, t.buffered = nil, 0
 	return nil
 }
 
@@ -421,7 +445,7 @@ func (t *TransactionalProducer) Abort(ctx context.Context) error {
 	if !t.open {
 		return ErrNoTransaction
 	}
-	t.filling, t.ready = nil, nil
+	t.filling, t.ready, t.buffered = nil, nil, 0
 	return t.end(ctx, false)
 }
 

@@ -179,3 +179,47 @@ func TestClusterRunTransactionsCopiesOnce(t *testing.T) {
 		}
 	}
 }
+
+// Send flushes on its own once WithTxnMaxBuffered bytes are buffered: a
+// large transaction is written as it goes (and stays invisible to
+// read_committed readers until it commits).
+func TestClusterTransactionalProducerBoundsItsBuffer(t *testing.T) {
+	tc := startCluster(t, nil)
+	c := tc.client()
+	ctx := contextWithTimeout(t, 60*time.Second)
+	if _, err := c.CreateTopic(ctx, "big", 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.NewTransactionalProducer(ctx, "w", sluice.WithTxnMaxBuffered(10)); !errors.Is(err, sluice.ErrInvalidOption) {
+		t.Fatalf("WithTxnMaxBuffered(10): %v; want ErrInvalidOption", err)
+	}
+	p, err := c.NewTransactionalProducer(ctx, "w", sluice.WithTxnMaxBuffered(1024))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(ctx)
+	if err := p.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 30 {
+		if err := p.Send(ctx, sluice.NewRecord("big", nil, fmt.Appendf(nil, "%0100d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	info, err := c.DescribeTopic(ctx, "big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if end := info.GetPartitions()[0].GetEndOffset(); end < 10 {
+		t.Fatalf("end offset %d after 3 KB sent with a 1 KiB buffer and no Flush; want the records written", end)
+	}
+	if got := readCommitted(t, c, "big", 1); len(got) != 0 {
+		t.Fatalf("read_committed sees %d records of an open transaction", len(got))
+	}
+	if err := p.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := readCommitted(t, c, "big", 1); len(got) != 30 {
+		t.Fatalf("read_committed after the commit: %d records; want 30", len(got))
+	}
+}
