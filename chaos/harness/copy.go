@@ -206,10 +206,14 @@ func RunCopy(ctx context.Context, t testing.TB, env Env, sc *CopyScenario) CopyS
 			return fail("drain %s: %v", src, err)
 		}
 		copied, drainErr = drainCopy(ctx, api, dst, sc.Partitions, true)
-		if len(copied) > lastLen {
-			lastLen, lastGrowth = len(copied), time.Now()
+		// Caught up when every source record is in B (counted by value:
+		// a broken build may show B more records than A and still lack
+		// some).
+		have := copiedOf(source, copied)
+		if have > lastLen {
+			lastLen, lastGrowth = have, time.Now()
 		}
-		if len(copied) >= len(source) || time.Now().After(deadline) || time.Since(lastGrowth) > 40*time.Second {
+		if have >= len(source) || time.Now().After(deadline) || time.Since(lastGrowth) > 40*time.Second {
 			break
 		}
 		sleepOr(ctx, nil, 2*time.Second)
@@ -253,7 +257,9 @@ func RunCopy(ctx context.Context, t testing.TB, env Env, sc *CopyScenario) CopyS
 	return sum
 }
 
-// copyFaults is the schedule: every ~2 s one of — SIGKILL a worker
+// copyFaults is the schedule: every ~2 s one of — stop and kill a worker
+// inside a written transaction (killHolding; always the first fault),
+// SIGKILL a worker
 // (restarted 1 s later: it dies mid-transaction), SIGSTOP a worker past
 // its session timeout (its partitions move; resumed, it is a zombie whose
 // transaction must be fenced), SIGKILL an ingest copy (a coordinator and
@@ -283,6 +289,12 @@ func copyFaults(ctx context.Context, r *Run, workers []*bookieproc.Proc) error {
 	}
 	for i := 0; i < 1000 && fault.Sleep(ctx.Done(), r.Jitter(2*time.Second)); i++ {
 		switch n := r.Rand.IntN(10); {
+		case i == 0 || n < 2:
+			// The first fault, and a fifth of the rest, strike a worker
+			// holding a written transaction: every run has transactions
+			// whose records are in B and must never be read.
+			w := r.Pick(workers)
+			async(w, func() error { return killHolding(ctx, r, w) })
 		case n < 3:
 			w := r.Pick(workers)
 			async(w, func() error { return killFor(ctx, r, w, time.Second) })
@@ -313,6 +325,47 @@ func copyFaults(ctx context.Context, r *Run, workers []*bookieproc.Proc) error {
 		}
 	}
 	return nil
+}
+
+// copiedOf counts the records of source whose value is in copied.
+func copiedOf(source, copied []checker.CopyRecord) int {
+	in := make(map[string]bool, len(copied))
+	for _, c := range copied {
+		in[c.Value] = true
+	}
+	n := 0
+	for _, s := range source {
+		if in[s.Value] {
+			n++
+		}
+	}
+	return n
+}
+
+// killHolding waits (up to 10 s) for worker w to announce that it holds a
+// written transaction (`sluice copy --hold` says so), SIGSTOPs it at once
+// — inside the hold, before its commit — for a second, in which a
+// read_committed reader must not see those records, then SIGKILLs it and
+// restarts it a second later: the next owner of its input partition fences
+// the transaction and aborts it.
+func killHolding(ctx context.Context, r *Run, w *bookieproc.Proc) error {
+	holding := w.Watch("holding transaction ")
+	select {
+	case <-holding:
+	case <-time.After(10 * time.Second):
+		return fmt.Errorf("%s announced no held transaction in 10s", w.ID)
+	case <-ctx.Done():
+		return nil
+	}
+	if err := r.Inject.Do("pause-in-txn", w.ID, func() error { return w.Signal(syscall.SIGSTOP) }); err != nil {
+		return err
+	}
+	fault.Sleep(ctx.Done(), time.Second)
+	if err := r.Kill(w); err != nil {
+		return err
+	}
+	fault.Sleep(ctx.Done(), time.Second)
+	return r.Restart(w)
 }
 
 // produceSource writes keyed records with unique values to topic until

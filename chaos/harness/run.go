@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"sync"
 	"testing"
 	"time"
 
@@ -71,7 +72,8 @@ type Run struct {
 	Members   []*Member
 	HTTP      *http.Client
 
-	killed map[*bookieproc.Proc]bool
+	mu     sync.Mutex                // guards killed: schedules kill from several goroutines
+	killed map[*bookieproc.Proc]bool // killed and not restarted yet
 }
 
 // Summary is one scenario's result, for the summary table.
@@ -294,7 +296,9 @@ func (r *Run) StopProducers(ctx context.Context) error {
 // Kill kills p (recorded); Heal restarts it if the schedule did not.
 func (r *Run) Kill(p *bookieproc.Proc) error {
 	err := r.Inject.Kill(p)
+	r.mu.Lock()
 	r.killed[p] = true
+	r.mu.Unlock()
 	return err
 }
 
@@ -302,7 +306,9 @@ func (r *Run) Kill(p *bookieproc.Proc) error {
 func (r *Run) Restart(p *bookieproc.Proc) error {
 	err := r.Inject.Restart(p)
 	if err == nil {
+		r.mu.Lock()
 		delete(r.killed, p)
+		r.mu.Unlock()
 	}
 	return err
 }
@@ -322,9 +328,11 @@ func (r *Run) Heal() error {
 		}
 	}
 	var ps []*bookieproc.Proc
+	r.mu.Lock()
 	for p := range r.killed {
 		ps = append(ps, p)
 	}
+	r.mu.Unlock()
 	sort.Slice(ps, func(i, j int) bool { return ps[i].ID < ps[j].ID })
 	for _, p := range ps {
 		err = errors.Join(err, r.Restart(p))

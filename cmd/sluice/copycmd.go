@@ -92,7 +92,7 @@ that transaction), for audits.`,
 	fs.IntVar(&f.maxPoll, "max-poll", 500, "records a transaction takes at most, per partition")
 	fs.DurationVar(&f.sessionTimeout, "session-timeout", 10*time.Second, "how long the group waits for a silent copy before its partitions move")
 	fs.DurationVar(&f.txnTimeout, "transaction-timeout", time.Minute, "how long a transaction of a copy that died may stay open before the coordinator aborts it (a copy taking the partition over aborts it at once), 1ms..15m")
-	fs.DurationVar(&f.hold, "hold", 0, "for failure tests: keep each transaction open this long after its records are written, before committing it (0: commit at once)")
+	fs.DurationVar(&f.hold, "hold", 0, "for failure tests: keep each transaction open this long after its records are written, before committing it, and say so on stderr (0: commit at once)")
 	fs.DurationVar(&f.idle, "idle", 0, "stop once nothing was copied for this long (0: run until Ctrl-C): a one-off copy of what FROM holds")
 	fs.DurationVar(&f.progress, "progress", 5*time.Second, "how often to print progress (0: never)")
 	completeValues(cmd, "isolation", "read_uncommitted", "read_committed")
@@ -177,6 +177,9 @@ func runCopy(ctx context.Context, f copyFlags, stderr io.Writer) error {
 			if err := out.Flush(); err != nil {
 				return err
 			}
+			// Announced, so a test can strike inside the window.
+			tid, epoch := out.ID()
+			fmt.Fprintf(stderr, "holding transaction %s:%d (%d records) for %v\n", tid, epoch, len(recs), f.hold)
 			select {
 			case <-time.After(f.hold):
 			case <-ctx.Done():

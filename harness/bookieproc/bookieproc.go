@@ -62,8 +62,15 @@ type Proc struct {
 // lockedBuffer collects a process's output (written by exec's copying
 // goroutine) so Log can read it meanwhile.
 type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
+	mu       sync.Mutex
+	buf      bytes.Buffer
+	watchers []watcher
+}
+
+// watcher is one Watch: ch is closed by the first write containing text.
+type watcher struct {
+	text []byte
+	ch   chan struct{}
 }
 
 func (b *lockedBuffer) Write(p []byte) (int, error) {
@@ -72,6 +79,17 @@ func (b *lockedBuffer) Write(p []byte) (int, error) {
 	if b.buf.Len() > 4<<20 { // keep the last few MiB at most
 		b.buf.Next(b.buf.Len() - 2<<20)
 	}
+	kept := b.watchers[:0]
+	for _, w := range b.watchers {
+		// The commands print a line per write, so a line is never split
+		// across two.
+		if bytes.Contains(p, w.text) {
+			close(w.ch)
+			continue
+		}
+		kept = append(kept, w)
+	}
+	b.watchers = kept
 	return b.buf.Write(p)
 }
 
@@ -204,6 +222,23 @@ func (p *Proc) AllLogs() string {
 		return p.past
 	}
 	return p.past + p.log.String()
+}
+
+// Watch returns a channel closed when the running process next prints a
+// write containing text (a line), for faults aimed at a moment the
+// process announces. It is never closed if the process is restarted
+// before that.
+func (p *Proc) Watch(text string) <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ch := make(chan struct{})
+	if p.log == nil {
+		return ch
+	}
+	p.log.mu.Lock()
+	p.log.watchers = append(p.log.watchers, watcher{text: []byte(text), ch: ch})
+	p.log.mu.Unlock()
+	return ch
 }
 
 // Log returns what the process printed so far.
