@@ -617,16 +617,22 @@ func printGroup(w io.Writer, d *sluicev1.DescribeGroupResponse) {
 }
 
 func printPartitions(w io.Writer, parts []*sluicev1.GroupPartition) {
-	fmt.Fprintf(w, "%-24s %-10s %-36s %-6s %-12s %-12s %s\n", "TOPIC", "PARTITION", "OWNER", "EPOCH", "COMMITTED", "END", "LAG")
+	// STABLE is the last stable offset, where read_committed members stop
+	// while a transaction is open (END when none is).
+	fmt.Fprintf(w, "%-24s %-10s %-36s %-6s %-12s %-12s %-12s %s\n", "TOPIC", "PARTITION", "OWNER", "EPOCH", "COMMITTED", "END", "STABLE", "LAG")
+	dash := func(v int64) string {
+		if v < 0 {
+			return "-"
+		}
+		return strconv.FormatInt(v, 10)
+	}
 	for _, p := range parts {
-		owner, committed := p.GetOwner(), strconv.FormatInt(p.GetCommittedOffset(), 10)
+		owner := p.GetOwner()
 		if owner == "" {
 			owner = "-"
 		}
-		if p.GetCommittedOffset() < 0 {
-			committed = "-"
-		}
-		fmt.Fprintf(w, "%-24s %-10d %-36s %-6d %-12s %-12d %d\n", p.GetTopic(), p.GetPartition(), owner, p.GetEpoch(), committed, p.GetEndOffset(), p.GetLag())
+		fmt.Fprintf(w, "%-24s %-10d %-36s %-6d %-12s %-12s %-12s %s\n", p.GetTopic(), p.GetPartition(), owner, p.GetEpoch(),
+			dash(p.GetCommittedOffset()), dash(p.GetEndOffset()), dash(p.GetLastStableOffset()), dash(p.GetLag()))
 	}
 }
 

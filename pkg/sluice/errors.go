@@ -3,7 +3,9 @@ package sluice
 import (
 	"context"
 	"errors"
+	"io"
 	"strconv"
+	"syscall"
 	"time"
 
 	"connectrpc.com/connect"
@@ -104,6 +106,15 @@ func classify(err error) (errClass, time.Duration) {
 		// Canceled and Unknown come from the server here (e.g. a copy
 		// shutting down); our own cancellations never reach classify.
 		return classRetriable, retryDelay(ce)
+	case connect.CodeInternal:
+		// connect reports a stream cut mid-message (the server was
+		// killed, or the connection reset) as Internal "protocol error:
+		// incomplete envelope", wrapping the transport's error: that is a
+		// transport failure like any other. Internal errors the server
+		// sent stay fatal.
+		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
+			return classRetriable, 0
+		}
 	case connect.CodeFailedPrecondition:
 		switch errorReason(ce) {
 		case reasonOutOfOrder:

@@ -2,8 +2,11 @@ package sluice
 
 import (
 	"errors"
+	"fmt"
+	"io"
 	"log/slog"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -117,6 +120,10 @@ func TestClassify(t *testing.T) {
 		{connect.NewError(connect.CodeInvalidArgument, errors.New("batches[0].data.records[0].value: too long")), classFatal, 0},
 		{connect.NewError(connect.CodeNotFound, errors.New("topic")), classFatal, 0},
 		{connect.NewError(connect.CodeInternal, errors.New("bug")), classFatal, 0},
+		// What connect says when the server dies mid-stream (seen against
+		// a SIGKILLed sluice dev): the transport's error is inside.
+		{connect.NewError(connect.CodeInternal, fmt.Errorf("protocol error: incomplete envelope: %w", io.ErrUnexpectedEOF)), classRetriable, 0},
+		{connect.NewError(connect.CodeInternal, fmt.Errorf("read: %w", syscall.ECONNRESET)), classRetriable, 0},
 		{streamError(99, "from the future", 0, ""), classRetriable, 0}, // unknown codes are Unknown
 		{ErrClosed, classFatal, 0},
 		{ErrDeliveryTimeout, classRetriable, 0},

@@ -12,6 +12,7 @@ import (
 	"github.com/sluicemq/sluice/internal/apierr"
 	"github.com/sluicemq/sluice/pkg/bookkeeping"
 	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
+	"github.com/sluicemq/sluice/services/fetch/partlog"
 )
 
 // Group listing limits.
@@ -127,7 +128,8 @@ func (g *GroupAdmin) DescribeGroup(ctx context.Context, req *connect.Request[slu
 			forgetOtherIncarnations(leases, t)
 		}
 		for _, l := range leases {
-			gp := &sluicev1.GroupPartition{Topic: topic, Partition: l.Partition, Owner: l.Owner, Epoch: l.Epoch, CommittedOffset: l.Offset, EndOffset: -1, Lag: -1, LogStartOffset: -1}
+			gp := &sluicev1.GroupPartition{Topic: topic, Partition: l.Partition, Owner: l.Owner, Epoch: l.Epoch, CommittedOffset: l.Offset, EndOffset: -1, Lag: -1, LogStartOffset: -1,
+				LastStableOffset: -1, StableLag: -1}
 			if terr == nil && int(l.Partition) < t.Partitions {
 				bounds = append(bounds, bound{gp, topic})
 			}
@@ -136,15 +138,15 @@ func (g *GroupAdmin) DescribeGroup(ctx context.Context, req *connect.Request[slu
 	}
 	s.lagBounds(ctx, len(bounds), func(i int) (string, int32, int64) {
 		return bounds[i].topic, bounds[i].gp.Partition, bounds[i].gp.CommittedOffset
-	}, func(i int, start, end int64) {
+	}, func(i int, b partlog.LagBounds) {
 		gp := bounds[i].gp
-		gp.LogStartOffset, gp.EndOffset = start, end
+		gp.LogStartOffset, gp.EndOffset, gp.LastStableOffset = b.Start, b.End, b.Stable
 		from := gp.CommittedOffset
 		if from < 0 {
-			from = start
+			from = b.Start
 		}
-		gp.Lag = max(end-from, 0)
-		gp.CommittedOffsetState = offsetState(gp.CommittedOffset, start, end)
+		gp.Lag, gp.StableLag = max(b.End-from, 0), max(b.Stable-from, 0)
+		gp.CommittedOffsetState = offsetState(gp.CommittedOffset, b.Start, b.End)
 	})
 	return connect.NewResponse(resp), nil
 }
@@ -155,7 +157,7 @@ func (g *GroupAdmin) DescribeGroup(ctx context.Context, req *connect.Request[slu
 // unknown). Each may cost a catalog read and a LAC poll, so they run
 // describeParallelism at a time rather than one by one (a group over
 // hundreds of partitions answered in seconds).
-func (s *Service) lagBounds(ctx context.Context, n int, part func(i int) (topic string, partition int32, committed int64), found func(i int, start, end int64)) {
+func (s *Service) lagBounds(ctx context.Context, n int, part func(i int) (topic string, partition int32, committed int64), found func(i int, b partlog.LagBounds)) {
 	sem := make(chan struct{}, describeParallelism)
 	var wg sync.WaitGroup
 	for i := range n {
@@ -163,14 +165,15 @@ func (s *Service) lagBounds(ctx context.Context, n int, part func(i int) (topic 
 		wg.Go(func() {
 			defer func() { <-sem }()
 			topic, p, committed := part(i)
-			start, end, err := s.logs.BoundsForLag(ctx, topic, int(p))
-			if err == nil && committed > end {
+			b, err := s.logs.BoundsForLag(ctx, topic, int(p))
+			if err == nil && committed > b.End {
 				// Before calling it beyond the end: the chain read
 				// for lag may be a moment old (a roll-over).
-				start, end, err = s.logs.Bounds(ctx, topic, int(p))
+				b.Start, b.End, err = s.logs.Bounds(ctx, topic, int(p))
+				b.Stable = min(b.Stable, b.End)
 			}
 			if err == nil {
-				found(i, start, end)
+				found(i, b)
 			}
 		})
 	}
@@ -256,7 +259,7 @@ func (g *GroupAdmin) ResetGroupOffsets(ctx context.Context, req *connect.Request
 		}
 		c.Offsets = append(c.Offsets, bookkeeping.PartitionOffset{Partition: p, Offset: off})
 		resp.Partitions = append(resp.Partitions, &sluicev1.GroupPartition{Topic: m.Topic, Partition: p, CommittedOffset: off, EndOffset: end, Lag: end - off,
-			LogStartOffset: start, CommittedOffsetState: offsetState(off, start, end)})
+			LogStartOffset: start, CommittedOffsetState: offsetState(off, start, end), LastStableOffset: -1, StableLag: -1})
 	}
 	if m.DryRun {
 		return connect.NewResponse(resp), nil

@@ -18,6 +18,7 @@ import (
 	"github.com/sluicemq/sluice/pkg/catalog"
 	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
 	"github.com/sluicemq/sluice/services/fetch/membership"
+	"github.com/sluicemq/sluice/services/fetch/partlog"
 	"github.com/sluicemq/sluice/services/fetch/trigger"
 )
 
@@ -375,11 +376,11 @@ func (s *Service) TriggerStatus(ctx context.Context, tr catalog.Trigger) (*sluic
 	s.lagBounds(ctx, len(lagged), func(i int) (string, int32, int64) {
 		tp := resp.Partitions[lagged[i]]
 		return tr.Topic, tp.Partition, tp.CommittedOffset
-	}, func(i int, _, end int64) {
+	}, func(i int, b partlog.LagBounds) {
 		tp := resp.Partitions[lagged[i]]
-		tp.EndOffset = end
+		tp.EndOffset = b.End
 		if tp.CommittedOffset >= 0 {
-			tp.Lag = max(end-tp.CommittedOffset, 0)
+			tp.Lag = max(b.End-tp.CommittedOffset, 0)
 		}
 	})
 	info := &sluicev1.TriggerInfo{}

@@ -336,6 +336,31 @@ func TestReadCommitted(t *testing.T) {
 	if got := stable(); got != 1 {
 		t.Fatalf("DescribeTopic's last stable offset with both open: %d; want 1", got)
 	}
+	// A group's lag report: the end and the LSO against its committed
+	// offset (none: from the log start).
+	bk := tc.c.Bookkeeping
+	if err := bk.Join(ctx, "g", bookkeeping.Member{ID: "m1", SessionTimeout: time.Minute, Topics: []string{"t"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bk.Acquire(ctx, "g", "t", 0, "m1"); err != nil {
+		t.Fatal(err)
+	}
+	groupLag := func(what string, wantEnd, wantLag, wantLSO, wantStableLag int64) {
+		t.Helper()
+		resp, err := admin.DescribeGroup(ctx, connect.NewRequest(&sluicev1.DescribeGroupRequest{Group: "g"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.Msg.Partitions) != 1 {
+			t.Fatalf("%s: DescribeGroup lists %d partitions; want 1", what, len(resp.Msg.Partitions))
+		}
+		gp := resp.Msg.Partitions[0]
+		if gp.EndOffset != wantEnd || gp.Lag != wantLag || gp.LastStableOffset != wantLSO || gp.StableLag != wantStableLag {
+			t.Fatalf("%s: DescribeGroup end %d lag %d LSO %d stable lag %d; want %d %d %d %d", what,
+				gp.EndOffset, gp.Lag, gp.LastStableOffset, gp.StableLag, wantEnd, wantLag, wantLSO, wantStableLag)
+		}
+	}
+	groupLag("both open", 5, 5, 1, 1)
 	check("both open, read_uncommitted", false, []int64{0, 1, 2, 3, 4}, 5, 0)
 
 	if err := a.end(false); err != nil { // abort marker at 5
@@ -366,6 +391,7 @@ func TestReadCommitted(t *testing.T) {
 	if got := stable(); got != 7 {
 		t.Fatalf("DescribeTopic's last stable offset after both ended: %d; want 7", got)
 	}
+	groupLag("both ended", 7, 7, 7, 7)
 	check("read_uncommitted after both ended", false, []int64{0, 1, 2, 3, 4}, 7, 0)
 }
 
@@ -452,4 +478,75 @@ func TestTransactionOffsets(t *testing.T) {
 		connect.CodeFailedPrecondition, ingest.ReasonLeaseFenced)
 	wantReason(t, "offsets at another lease epoch", send("m1", &sluicev1.TxnPartitionOffset{Partition: 0, Offset: 40, LeaseEpoch: epochs[0] + 1}),
 		connect.CodeFailedPrecondition, ingest.ReasonLeaseFenced)
+}
+
+// A read_committed Fetch held at the last stable offset learns that the
+// transaction holding it ended even when the marker went to a newer
+// ledger than the one the reader last saw (a roll-over, or a new writer
+// after a crash): the LSO comes from the tail, so a read that stops in an
+// older ledger still asks the tail. Found by `sluice copy` under a kill -9
+// of sluice dev: B's partition stayed at LSO 0 for good.
+func TestReadCommittedLearnsTheLSOFromANewLedger(t *testing.T) {
+	tc := startCluster(t, func(c *cluster.Config) { c.Ingest.Writer.RollAge = time.Second })
+	ctx := context.Background()
+	admin := sluicev1connect.NewAdminServiceClient(http.DefaultClient, tc.url)
+	if _, err := admin.CreateTopic(ctx, connect.NewRequest(&sluicev1.CreateTopicRequest{Name: "t", Partitions: 1})); err != nil {
+		t.Fatal(err)
+	}
+	a, err := newTxnClient(t, tc.url, "a", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.add("t", 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.send("t", 0); err != nil { // offset 0, open
+		t.Fatal(err)
+	}
+	// The reader sees the open transaction in the first ledger.
+	if offs, next, lso := fetchOffsets(t, tc.url, "t", 0, true, false, 0); len(offs) != 0 || next != 0 || lso != 0 {
+		t.Fatalf("read_committed with the transaction open: offsets %v next %d LSO %d; want none, 0, 0", offs, next, lso)
+	}
+	// The writer rolls over; the abort marker and a plain record go to
+	// the new ledger.
+	time.Sleep(1500 * time.Millisecond)
+	prod := sluicev1connect.NewProducerServiceClient(http.DefaultClient, tc.url)
+	p := int32(0)
+	if _, err := prod.Produce(ctx, connect.NewRequest(&sluicev1.ProduceRequest{Topic: "t", Partition: &p, Records: []*sluicev1.Record{{Value: []byte("plain")}}})); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.end(false); err != nil {
+		t.Fatal(err)
+	}
+	d, err := admin.DescribeTopic(ctx, connect.NewRequest(&sluicev1.DescribeTopicRequest{Name: "t"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pi := d.Msg.Topic.Partitions[0]; pi.EndOffset != 3 || pi.LastStableOffset != 3 {
+		t.Fatalf("the writer reports end %d LSO %d; want 3 3 (record, plain record, marker)", pi.EndOffset, pi.LastStableOffset)
+	}
+	// The same reader, without waiting, as a client polling would: within
+	// a second (not the chain cache's 30 s) it reads on past the aborted
+	// record to the plain one.
+	deadline := time.Now().Add(time.Second)
+	for {
+		var got []int64
+		next, lso := int64(0), int64(0)
+		for {
+			offs, n, l := fetchOffsets(t, tc.url, "t", next, true, false, 0)
+			got = append(got, offs...)
+			if n == next {
+				lso = l
+				break
+			}
+			next = n
+		}
+		if fmt.Sprint(got) == "[1]" && next == 3 && lso == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("read_committed after the abort in a new ledger: offsets %v next %d LSO %d; want [1] 3 3", got, next, lso)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

@@ -27,14 +27,11 @@ const sabotageAttempts = 3
 // copySabotages are the build tags that each break one mechanism of
 // transactions; the exactly-once copy must catch every one: marker
 // filtering (aborted batches shown), the last stable offset (open
-// transactions shown), and the per-transaction epoch bump (markers of an
-// unbumped epoch write nothing: transactions never end). InitProducer's
-// fence has no sabotage build: with it removed (same epoch, open
-// transaction kept), the old and the new session write the same sequence
-// numbers at the same epoch, so the partition writers' sequence check
-// refuses or deduplicates the second — a second fence; three runs found
-// nothing (docs/open-work.md, "Transactions").
-var copySabotages = []string{"sabotage_markers", "sabotage_lso", "sabotage_txnbump"}
+// transactions shown), InitProducer's fence (the new session carries on
+// the fenced one's open transaction, so its commit commits what the
+// fenced session wrote), and the per-transaction epoch bump (markers of
+// an unbumped epoch write nothing: transactions never end).
+var copySabotages = []string{"sabotage_markers", "sabotage_lso", "sabotage_initfence", "sabotage_txnbump"}
 
 func TestIntegrationChaosSabotage(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)

@@ -86,7 +86,7 @@
 //	doc.go         this package doc
 //	partlog.go     Logs and Log: New, Close, Stats, the partition map (get, evictLocked); OutOfRangeError, ErrCorrupt
 //	chain.go       the partition chain cache: chain, setChain, chainCached (re-read in the background after ChainTTL), Prime, TopicChanged/TopicDeleted, locate
-//	read.go        Read: Result, Limits, the read modes, readOnce over the chain, hwOf, cursor hints (entryFor), collect
+//	read.go        Read: Result, Limits, the read modes, readOnce over the chain, pollTail, hwOf, cursor hints (entryFor), collect
 //	entries.go     ledgerState and a ledger's entries: entries (cache, then bookies within ReadGate), entry bounds, findEntry, tailEnd
 //	decode.go      whole batches or decoded records out of a payload, within Limits; RecordSize
 //	offsets.go     CheckEnd, Bounds, BoundsForLag, BoundsWithin, Start, OffsetForTime

@@ -49,13 +49,36 @@ func (ls *Logs) Bounds(ctx context.Context, topic string, partition int) (start,
 	return ls.bounds(ctx, topic, partition, 0)
 }
 
+// LagBounds are a partition's offsets a lag report measures against.
+type LagBounds struct {
+	Start  int64 // log start offset
+	End    int64 // high watermark
+	Stable int64 // last stable offset (≤ End): read_committed readers stop there
+}
+
 // BoundsForLag is Bounds with the chain up to ChainTTL old (the LAC is
-// still asked now) while its last ledger is open: for reporting lag
-// (DescribeGroup, DescribeTrigger), where a catalog read per partition and
-// call would cost more than the report is worth. A chain whose tail cannot
-// grow (no ledger, or a sealed last one) is read again.
-func (ls *Logs) BoundsForLag(ctx context.Context, topic string, partition int) (start, end int64, err error) {
-	return ls.bounds(ctx, topic, partition, ls.cfg.ChainTTL)
+// still asked now) while its last ledger is open, and the last stable
+// offset: for reporting lag (DescribeGroup, DescribeTrigger), where a
+// catalog read per partition and call would cost more than the report is
+// worth. A chain whose tail cannot grow (no ledger, or a sealed last one)
+// is read again.
+func (ls *Logs) BoundsForLag(ctx context.Context, topic string, partition int) (LagBounds, error) {
+	start, end, err := ls.bounds(ctx, topic, partition, ls.cfg.ChainTTL)
+	if err != nil {
+		return LagBounds{}, err
+	}
+	lg := ls.get(topic, partition)
+	p, err := lg.chain(ctx, ls.cfg.ChainTTL) // the chain bounds just used
+	if err != nil {
+		return LagBounds{}, err
+	}
+	stable, err := lg.stableOf(ctx, p)
+	if err != nil {
+		return LagBounds{}, err
+	}
+	// The entry read for the LSO may be newer than the end read a moment
+	// before; never report it past the end.
+	return LagBounds{Start: start, End: end, Stable: min(stable, end)}, nil
 }
 
 // BoundsWithin is Bounds with the chain up to maxAge old (see Prime).

@@ -200,18 +200,16 @@ func (lg *Log) readOnce(ctx context.Context, offset int64, lim Limits, mode read
 		}
 		return res, false, outOfRange(end)
 	}
+	if mode != readCached {
+		if p, err = lg.pollTail(ctx, p, mode); err != nil {
+			return res, false, err
+		}
+	}
 	for i := locate(p.Ledgers, offset); i < len(p.Ledgers); i++ {
 		ref := p.Ledgers[i]
 		st, err := lg.ledger(ctx, ref.ID)
 		if err != nil {
 			return res, false, &ledgerErr{ref.ID, err}
-		}
-		if mode != readCached && i == len(p.Ledgers)-1 {
-			if _, sealed := st.readable(); !sealed {
-				if _, err := st.rd.PollLAC(ctx); err != nil && ctx.Err() != nil {
-					return res, false, err
-				}
-			}
 		}
 		last, sealed := st.readable()
 		if i < len(p.Ledgers)-1 && !sealed {
@@ -284,6 +282,43 @@ func (lg *Log) readOnce(ctx context.Context, offset int64, lim Limits, mode read
 	}
 	return res, false, nil
 }
+
+// pollTail asks the bookies for the open tail ledger's LAC, whichever
+// ledger a read starts in: the high watermark and the last stable offset
+// come from the tail, and a read_committed read held at an LSO learned
+// from an older ledger would otherwise never see the tail move it on. In
+// readPoll mode — a read at the end or held at the LSO with no tail
+// watcher — the chain is first re-read if older than pollChainAge: a
+// roll-over or a new writer may have added a ledger, which only the chain
+// shows (a reader cannot tell a sealed tail from an idle one by its LAC).
+func (lg *Log) pollTail(ctx context.Context, p catalog.Partition, mode readMode) (catalog.Partition, error) {
+	if mode == readPoll {
+		q, err := lg.chain(ctx, pollChainAge)
+		if err != nil {
+			return p, err
+		}
+		if len(q.Ledgers) == 0 {
+			return p, nil
+		}
+		p = q
+	}
+	ref := p.Ledgers[len(p.Ledgers)-1]
+	st, err := lg.ledger(ctx, ref.ID)
+	if err != nil {
+		return p, &ledgerErr{ref.ID, err}
+	}
+	if _, sealed := st.readable(); !sealed {
+		if _, err := st.rd.PollLAC(ctx); err != nil && ctx.Err() != nil {
+			return p, err
+		}
+	}
+	return p, nil
+}
+
+// pollChainAge bounds how stale a chain a polling read (readPoll) takes:
+// a client polling a partition held at its end costs at most one catalog
+// read a second.
+const pollChainAge = time.Second
 
 // hwOf is the partition's high watermark as known now.
 func (lg *Log) hwOf(ctx context.Context, p catalog.Partition) (int64, error) {

@@ -176,6 +176,13 @@ func initProducer(id string, cur *State, e InitProducer) Decision {
 		next.Status, next.Timeout, next.BumpedByCoordinator = Empty, e.Timeout, true
 		next.Partitions, next.Groups, next.Offsets = nil, nil, nil
 		return Decision{Store: &next, Reply: Reply{next.ProducerID, next.Epoch}}
+	case cur.Status == Ongoing && sabotageInitFence:
+		// Chaos sabotage build only: the new session inherits the open
+		// transaction instead of ending it.
+		next := cur.clone()
+		next.Epoch++
+		next.Timeout = e.Timeout
+		return Decision{Store: &next, Reply: Reply{next.ProducerID, next.Epoch}}
 	case cur.Status == Ongoing:
 		// Abort the open transaction at a bumped epoch (fencing its
 		// producer); the client retries InitProducer once it is complete.

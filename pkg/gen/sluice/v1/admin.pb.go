@@ -1110,8 +1110,16 @@ type GroupPartition struct {
 	LogStartOffset int64 `protobuf:"varint,8,opt,name=log_start_offset,json=logStartOffset,proto3" json:"log_start_offset,omitempty"`
 	// Where the committed offset stands against the log.
 	CommittedOffsetState CommittedOffsetState `protobuf:"varint,9,opt,name=committed_offset_state,json=committedOffsetState,proto3,enum=sluice.v1.CommittedOffsetState" json:"committed_offset_state,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// Partition last stable offset: below it no transaction is open, so a
+	// read_committed member reads up to it (equal to end_offset when no
+	// transaction is open); -1 when it could not be read.
+	LastStableOffset int64 `protobuf:"varint,10,opt,name=last_stable_offset,json=lastStableOffset,proto3" json:"last_stable_offset,omitempty"`
+	// last_stable_offset - committed_offset (from the log start when none):
+	// what a read_committed member has left to read; never negative; -1
+	// when the last stable offset is not known.
+	StableLag     int64 `protobuf:"varint,11,opt,name=stable_lag,json=stableLag,proto3" json:"stable_lag,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GroupPartition) Reset() {
@@ -1205,6 +1213,20 @@ func (x *GroupPartition) GetCommittedOffsetState() CommittedOffsetState {
 		return x.CommittedOffsetState
 	}
 	return CommittedOffsetState_COMMITTED_OFFSET_STATE_UNSPECIFIED
+}
+
+func (x *GroupPartition) GetLastStableOffset() int64 {
+	if x != nil {
+		return x.LastStableOffset
+	}
+	return 0
+}
+
+func (x *GroupPartition) GetStableLag() int64 {
+	if x != nil {
+		return x.StableLag
+	}
+	return 0
 }
 
 // ResetGroupOffsetsRequest names a group, a topic and where to move to.
@@ -2368,7 +2390,7 @@ const file_sluice_v1_admin_proto_rawDesc = "" +
 	"\vGroupMember\x12\x1b\n" +
 	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12\x16\n" +
 	"\x06client\x18\x02 \x01(\tR\x06client\x12*\n" +
-	"\x11last_heartbeat_ms\x18\x03 \x01(\x03R\x0flastHeartbeatMs\"\xcd\x02\n" +
+	"\x11last_heartbeat_ms\x18\x03 \x01(\x03R\x0flastHeartbeatMs\"\x9a\x03\n" +
 	"\x0eGroupPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x14\n" +
@@ -2379,7 +2401,11 @@ const file_sluice_v1_admin_proto_rawDesc = "" +
 	"end_offset\x18\x06 \x01(\x03R\tendOffset\x12\x10\n" +
 	"\x03lag\x18\a \x01(\x03R\x03lag\x12(\n" +
 	"\x10log_start_offset\x18\b \x01(\x03R\x0elogStartOffset\x12U\n" +
-	"\x16committed_offset_state\x18\t \x01(\x0e2\x1f.sluice.v1.CommittedOffsetStateR\x14committedOffsetState\"\xf0\x01\n" +
+	"\x16committed_offset_state\x18\t \x01(\x0e2\x1f.sluice.v1.CommittedOffsetStateR\x14committedOffsetState\x12,\n" +
+	"\x12last_stable_offset\x18\n" +
+	" \x01(\x03R\x10lastStableOffset\x12\x1d\n" +
+	"\n" +
+	"stable_lag\x18\v \x01(\x03R\tstableLag\"\xf0\x01\n" +
 	"\x18ResetGroupOffsetsRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
 	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x1e\n" +
