@@ -59,7 +59,7 @@ func ExactlyOnceCopy() *CopyScenario {
 	return &CopyScenario{
 		Name:        "exactly-once-copy",
 		Description: "3 `sluice copy` workers copy A to B in transactions while workers, ingest copies, bookies and the fetch copy are killed and paused; a read_committed drain of B must hold every record of A exactly once",
-		Cluster:     ClusterConfig{Bookies: 4, Ingests: 2, IngestBookkeeping: true},
+		Cluster:     ClusterConfig{Bookies: 4, Ingests: 2, IngestBookkeeping: true, ProxyIngests: true, ProxyBookies: true},
 		Partitions:  4,
 		Workers:     3,
 		Keys:        32,
@@ -152,9 +152,13 @@ func RunCopy(ctx context.Context, t testing.TB, env Env, sc *CopyScenario) CopyS
 	logDir := filepath.Join(env.Out, sc.Name+".logs")
 	var workers []*bookieproc.Proc
 	for i := range sc.Workers {
-		in := cluster.Ingests[i%len(cluster.Ingests)]
+		// Through the ingest copy's proxy, so a cut link cuts them off.
+		in := cluster.Ingests[i%len(cluster.Ingests)].Addr
+		if l := cluster.IngestLinks[i%len(cluster.Ingests)]; l != nil {
+			in = l.Addr()
+		}
 		w := &bookieproc.Proc{ID: fmt.Sprintf("copier-%d", i+1), Bin: env.Bin, Command: "copy",
-			Args: []string{src, dst, "--addr", in.Addr, "--consumer-addr", fetch.Addr, "--group", "copiers",
+			Args: []string{src, dst, "--addr", in, "--consumer-addr", fetch.Addr, "--group", "copiers",
 				"--transactional-id", "eos", "--tag-transactions", "--max-poll", "400", "--session-timeout", "3s",
 				"--transaction-timeout", "10s", "--progress", "2s", "--hold", "100ms"}}
 		if err := w.Start(); err != nil {
@@ -259,12 +263,14 @@ func RunCopy(ctx context.Context, t testing.TB, env Env, sc *CopyScenario) CopyS
 
 // copyFaults is the schedule: every ~2 s one of — stop and kill a worker
 // inside a written transaction (killHolding; always the first fault),
-// SIGKILL a worker
-// (restarted 1 s later: it dies mid-transaction), SIGSTOP a worker past
-// its session timeout (its partitions move; resumed, it is a zombie whose
-// transaction must be fenced), SIGKILL an ingest copy (a coordinator and
-// partition writer; restarted 2 s later), SIGKILL a bookie (restarted
-// 1.5 s later), SIGSTOP the fetch copy for a second.
+// SIGKILL a worker at a random moment (restarted 1 s later), SIGSTOP a
+// worker past its session timeout (its partitions move; resumed, it is a
+// zombie whose transaction must be fenced), SIGKILL an ingest copy (a
+// coordinator and partition writer; restarted 2 s later), cut every link
+// to an ingest copy for 1.5 s (workers, and the other copy's markers and
+// forwards), SIGKILL a bookie (restarted 1.5 s later), cut every link to
+// a bookie for 1.5 s, SIGSTOP the fetch copy for a second, SIGKILL the
+// fetch copy (restarted 1 s later: every session and long poll cut).
 func copyFaults(ctx context.Context, r *Run, workers []*bookieproc.Proc) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -288,7 +294,7 @@ func copyFaults(ctx context.Context, r *Run, workers []*bookieproc.Proc) error {
 		})
 	}
 	for i := 0; i < 1000 && fault.Sleep(ctx.Done(), r.Jitter(2*time.Second)); i++ {
-		switch n := r.Rand.IntN(10); {
+		switch n := r.Rand.IntN(11); {
 		case i == 0 || n < 2:
 			// The first fault, and a fifth of the rest, strike a worker
 			// holding a written transaction: every run has transactions
@@ -307,13 +313,19 @@ func copyFaults(ctx context.Context, r *Run, workers []*bookieproc.Proc) error {
 				fault.Sleep(ctx.Done(), 5*time.Second) // the session timeout is 3 s
 				return r.Inject.Resume(w)
 			})
-		case n < 7:
+		case n < 6:
 			in := r.Pick(r.Cluster.Ingests)
 			async(in, func() error { return killFor(ctx, r, in, 2*time.Second) })
-		case n < 9:
+		case n < 7:
+			i := r.Rand.IntN(len(r.Cluster.Ingests))
+			async(r.Cluster.Ingests[i], func() error { return cutFor(ctx, r, r.Cluster.IngestLinks[i], 1500*time.Millisecond) })
+		case n < 8:
 			b := r.Pick(r.Cluster.Bookies)
 			async(b, func() error { return killFor(ctx, r, b, 1500*time.Millisecond) })
-		default:
+		case n < 9:
+			i := r.Rand.IntN(len(r.Cluster.Bookies))
+			async(r.Cluster.Bookies[i], func() error { return cutFor(ctx, r, r.Cluster.BookieLinks[i], 1500*time.Millisecond) })
+		case n < 10:
 			f := r.Cluster.Fetches[0]
 			async(f, func() error {
 				if err := r.Inject.Pause(f); err != nil {
@@ -322,6 +334,9 @@ func copyFaults(ctx context.Context, r *Run, workers []*bookieproc.Proc) error {
 				fault.Sleep(ctx.Done(), time.Second)
 				return r.Inject.Resume(f)
 			})
+		default:
+			f := r.Cluster.Fetches[0]
+			async(f, func() error { return killFor(ctx, r, f, time.Second) })
 		}
 	}
 	return nil
@@ -340,6 +355,16 @@ func copiedOf(source, copied []checker.CopyRecord) int {
 		}
 	}
 	return n
+}
+
+// cutFor cuts every link through proxy l for d (or until ctx ends), then
+// heals it (Heal heals it too if the schedule ends first).
+func cutFor(ctx context.Context, r *Run, l *fault.Proxy, d time.Duration) error {
+	if err := r.Inject.Cut(l); err != nil {
+		return err
+	}
+	fault.Sleep(ctx.Done(), d)
+	return r.Inject.Heal(l)
 }
 
 // killHolding waits (up to 10 s) for worker w to announce that it holds a

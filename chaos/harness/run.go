@@ -317,7 +317,7 @@ func (r *Run) Restart(p *bookieproc.Proc) error {
 // killed process.
 func (r *Run) Heal() error {
 	err := r.Inject.ResumeAll()
-	for _, l := range r.Cluster.BookieLinks {
+	for _, l := range append(append([]*fault.Proxy(nil), r.Cluster.BookieLinks...), r.Cluster.IngestLinks...) {
 		if l != nil && l.Mode() != fault.Pass {
 			err = errors.Join(err, r.Inject.Heal(l))
 		}

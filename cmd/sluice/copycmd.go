@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -100,7 +101,10 @@ that transaction), for audits.`,
 }
 
 func runCopy(ctx context.Context, f copyFlags, stderr io.Writer) error {
-	var copts []sluice.ClientOption
+	// What the SDK does about failures (sessions restarted, partitions
+	// moved, transactions run again) is worth seeing on a long-running
+	// copy.
+	copts := []sluice.ClientOption{sluice.WithLogger(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo})))}
 	if f.consumerAddr != "" {
 		copts = append(copts, sluice.WithConsumerAddr(f.consumerAddr))
 	}

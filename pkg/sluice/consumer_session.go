@@ -88,7 +88,7 @@ func (k *Consumer) run() {
 // clean end; a protocol error) and the retriable codes are worth a new
 // session.
 func fatalSessionError(group string, err error) error {
-	if errors.Is(err, errStreamEnded) || errors.Is(err, errProtocol) || errors.Is(err, errSessionGone) {
+	if errors.Is(err, errStreamEnded) || errors.Is(err, errProtocol) || errors.Is(err, errSessionGone) || errors.Is(err, errRestart) {
 		return nil
 	}
 	switch connect.CodeOf(err) {
@@ -221,6 +221,28 @@ func (k *Consumer) serve(s *groupSession) error {
 	}
 }
 
+// errRestart: the Consumer ended its own session to start over from the
+// committed offsets (restartSession).
+var errRestart = errors.New("group session restarted")
+
+// restartSession ends the current session, if any, with cause: the run
+// loop opens a new one, whose leases start at the committed offsets. For
+// a caller that consumed records it can no longer process and must read
+// again (RunTransactions after its producer was fenced).
+func (k *Consumer) restartSession(cause error) {
+	k.mu.Lock()
+	s := k.sess
+	if s != nil {
+		// At once, not when the session has ended: nothing more of it is
+		// leased here (LeaseOf), polled or buffered.
+		k.loseParts()
+	}
+	k.mu.Unlock()
+	if s != nil {
+		s.cancel(fmt.Errorf("%w: %w", errRestart, cause))
+	}
+}
+
 // errSessionGone: the server no longer knows the session (it expired).
 var errSessionGone = errors.New("group session gone")
 
@@ -288,6 +310,21 @@ func (k *Consumer) receive(s *groupSession) error {
 	return errStreamEnded
 }
 
+// loseParts forgets every partition leased in the current session, with
+// their buffered records, and queues OnRevoked (lost) for them. k.mu held.
+func (k *Consumer) loseParts() {
+	lost := make([]TopicPartition, 0, len(k.parts))
+	for tp, p := range k.parts {
+		k.dropBuffer(p)
+		lost = append(lost, tp)
+	}
+	clear(k.parts)
+	clear(k.revoking)
+	if len(lost) > 0 {
+		k.queueEvent(lost, true, true)
+	}
+}
+
 // endSession forgets session s: its leases ended with it (OnRevoked with
 // lost for the partitions it had), its buffered records are dropped.
 func (k *Consumer) endSession(s *groupSession, err error) {
@@ -296,19 +333,12 @@ func (k *Consumer) endSession(s *groupSession, err error) {
 	if k.sess != s {
 		return
 	}
-	lost := make([]TopicPartition, 0, len(k.parts))
-	for tp, p := range k.parts {
-		k.dropBuffer(p)
-		lost = append(lost, tp)
-	}
-	clear(k.parts)
-	clear(k.revoking)
+	k.loseParts()
 	if k.bufRecords != 0 || k.bufBytes != 0 {
 		panic(fmt.Sprintf("sluice: consumer buffer accounting off after a session (%d records, %d bytes)", k.bufRecords, k.bufBytes))
 	}
 	k.sess = nil
 	k.credRecords, k.credBytes = 0, 0
-	k.queueEvent(lost, true, true)
 	k.notify()
 	if k.runCtx.Err() == nil {
 		k.log.Info("sluice: group session ended", slog.String("member", s.memberID), slog.Any("err", err))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -108,11 +109,15 @@ func classify(err error) (errClass, time.Duration) {
 		return classRetriable, retryDelay(ce)
 	case connect.CodeInternal:
 		// connect reports a stream cut mid-message (the server was
-		// killed, or the connection reset) as Internal "protocol error:
-		// incomplete envelope", wrapping the transport's error: that is a
-		// transport failure like any other. Internal errors the server
-		// sent stay fatal.
-		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
+		// killed, the connection reset or closed) as Internal "protocol
+		// error: incomplete envelope", wrapping the transport's error:
+		// a transport failure like any other. Its envelope reader
+		// writes that text only then; the transport's error differs
+		// (unexpected EOF, a reset, HTTP/2's "client connection force
+		// closed"), so the text decides when no known error is inside.
+		// Internal errors the server sent stay fatal.
+		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
+			strings.Contains(ce.Message(), "incomplete envelope") {
 			return classRetriable, 0
 		}
 	case connect.CodeFailedPrecondition:

@@ -124,6 +124,7 @@ func TestClassify(t *testing.T) {
 		// a SIGKILLed sluice dev): the transport's error is inside.
 		{connect.NewError(connect.CodeInternal, fmt.Errorf("protocol error: incomplete envelope: %w", io.ErrUnexpectedEOF)), classRetriable, 0},
 		{connect.NewError(connect.CodeInternal, fmt.Errorf("read: %w", syscall.ECONNRESET)), classRetriable, 0},
+		{connect.NewError(connect.CodeInternal, fmt.Errorf("protocol error: incomplete envelope: %w", errors.New("http2: client connection force closed via ClientConn.Close"))), classRetriable, 0},
 		{streamError(99, "from the future", 0, ""), classRetriable, 0}, // unknown codes are Unknown
 		{ErrClosed, classFatal, 0},
 		{ErrDeliveryTimeout, classRetriable, 0},

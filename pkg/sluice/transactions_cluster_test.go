@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
+
 	"github.com/sluicemq/sluice/pkg/sluice"
 )
 
@@ -221,5 +223,150 @@ func TestClusterTransactionalProducerBoundsItsBuffer(t *testing.T) {
 	}
 	if got := readCommitted(t, c, "big", 1); len(got) != 30 {
 		t.Fatalf("read_committed after the commit: %d records; want 30", len(got))
+	}
+}
+
+// RunTransactions runs a transaction that failed for a reason a retry may
+// clear again (with a new producer session), and ends on fn's own errors:
+// the first attempt of each partition's first transaction fails after
+// sending its records, as a cut connection would fail it; the copy is
+// still exactly once. Then an fn that fails with its own error ends
+// RunTransactions with it.
+func TestClusterRunTransactionsRetriesTransientFailures(t *testing.T) {
+	tc := startCluster(t, nil)
+	c := tc.client()
+	ctx := contextWithTimeout(t, 120*time.Second)
+	const parts, n = 2, 100
+	for _, name := range []string{"in", "out"} {
+		if _, err := c.CreateTopic(ctx, name, parts, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pr := producer(t, c)
+	for i := range n {
+		if _, err := pr.ProduceSync(ctx, sluice.NewRecord("in", fmt.Appendf(nil, "k%d", i), fmt.Appendf(nil, "v%03d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	newConsumer := func() *sluice.Consumer {
+		k, err := c.NewConsumer("copiers", []string{"in"}, sluice.WithAutoCommit(0), sluice.WithCommitOnRevoke(false), sluice.WithMaxPollRecords(20))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	k := newConsumer()
+	failed := map[int32]bool{}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- k.RunTransactions(runCtx, "copy", func(ctx context.Context, tp sluice.TopicPartition, recs []sluice.ConsumedRecord, out *sluice.Txn) error {
+			for _, r := range recs {
+				if err := out.Send(&sluice.Record{Topic: "out", Partition: sluice.AnyPartition, Key: r.Key, Value: r.Value}); err != nil {
+					return err
+				}
+			}
+			if !failed[tp.Partition] {
+				failed[tp.Partition] = true
+				if err := out.Flush(); err != nil {
+					return err
+				}
+				return fmt.Errorf("%w: %w", sluice.ErrTransactionFailed, connect.NewError(connect.CodeUnavailable, errors.New("connection cut (test)")))
+			}
+			return nil
+		})
+	}()
+	waitFor(t, "the copy", 60*time.Second, func() bool { return len(readCommitted(t, c, "out", parts)) >= n })
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("RunTransactions: %v", err)
+	}
+	_ = k.Close(ctx)
+	if len(failed) != parts {
+		t.Fatalf("%d partitions had their first transaction failed; want %d", len(failed), parts)
+	}
+	got := readCommitted(t, c, "out", parts)
+	if len(got) != n {
+		t.Fatalf("%d records copied; want %d, each once", len(got), n)
+	}
+	for i, v := range got {
+		if want := fmt.Sprintf("v%03d", i); v != want {
+			t.Fatalf("copy %d is %q; want %q (a record lost or copied twice)", i, v, want)
+		}
+	}
+
+	// fn's own error ends RunTransactions.
+	if _, err := pr.ProduceSync(ctx, sluice.NewRecord("in", []byte("k"), []byte("more"))); err != nil {
+		t.Fatal(err)
+	}
+	k = newConsumer()
+	defer k.Close(ctx)
+	boom := errors.New("boom")
+	err := k.RunTransactions(ctx, "copy", func(context.Context, sluice.TopicPartition, []sluice.ConsumedRecord, *sluice.Txn) error { return boom })
+	if !errors.Is(err, boom) {
+		t.Fatalf("RunTransactions with fn failing: %v; want fn's error", err)
+	}
+}
+
+// A transaction the coordinator aborts for its timeout fences its
+// producer while the partition is still leased here: RunTransactions must
+// not go on past the records it consumed and could not commit (they would
+// be lost), so it starts the session over, from the committed offsets.
+func TestClusterRunTransactionsStartsOverWhenFencedWhileLeased(t *testing.T) {
+	tc := startCluster(t, nil)
+	c := tc.client()
+	ctx := contextWithTimeout(t, 120*time.Second)
+	const n = 60
+	for _, name := range []string{"in", "out"} {
+		if _, err := c.CreateTopic(ctx, name, 1, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pr := producer(t, c)
+	for i := range n {
+		if _, err := pr.ProduceSync(ctx, sluice.NewRecord("in", nil, fmt.Appendf(nil, "v%03d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k, err := c.NewConsumer("copiers", []string{"in"}, sluice.WithAutoCommit(0), sluice.WithCommitOnRevoke(false), sluice.WithMaxPollRecords(10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close(ctx)
+	calls := 0
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- k.RunTransactions(runCtx, "copy", func(ctx context.Context, tp sluice.TopicPartition, recs []sluice.ConsumedRecord, out *sluice.Txn) error {
+			calls++
+			for _, r := range recs {
+				if err := out.Send(&sluice.Record{Topic: "out", Partition: 0, Value: r.Value}); err != nil {
+					return err
+				}
+			}
+			if calls == 2 {
+				// Written, then outlive the transaction timeout: the
+				// sweeper aborts it.
+				if err := out.Flush(); err != nil {
+					return err
+				}
+				time.Sleep(3 * time.Second)
+			}
+			return nil
+		}, sluice.WithTransactionTimeout(time.Second))
+	}()
+	waitFor(t, "the copy", 60*time.Second, func() bool { return len(readCommitted(t, c, "out", 1)) >= n })
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("RunTransactions: %v", err)
+	}
+	got := readCommitted(t, c, "out", 1)
+	if len(got) != n {
+		t.Fatalf("%d records copied; want %d, each once", len(got), n)
+	}
+	for i, v := range got {
+		if want := fmt.Sprintf("v%03d", i); v != want {
+			t.Fatalf("copy %d is %q; want %q (a record lost or copied twice)", i, v, want)
+		}
 	}
 }

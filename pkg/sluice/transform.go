@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"time"
 )
 
 // LeaseOf returns the member id of the consumer's session and the lease
@@ -24,24 +25,47 @@ func (k *Consumer) LeaseOf(tp TopicPartition) (memberID string, epoch int64, ok 
 
 // Txn is the transaction a TransformFunc writes its output to.
 type Txn struct {
-	ctx context.Context
-	p   *TransactionalProducer
+	ctx  context.Context
+	p    *TransactionalProducer
+	errs []error // what Send and Flush failed with: the producer's, not fn's
 }
 
 // Send adds r to the transaction.
-func (x *Txn) Send(r *Record) error { return x.p.Send(x.ctx, r) }
+func (x *Txn) Send(r *Record) error { return x.note(x.p.Send(x.ctx, r)) }
 
 // Flush writes what was sent so far (still invisible to read_committed
 // readers until the transaction commits).
-func (x *Txn) Flush() error { return x.p.Flush(x.ctx) }
+func (x *Txn) Flush() error { return x.note(x.p.Flush(x.ctx)) }
+
+func (x *Txn) note(err error) error {
+	if err != nil {
+		x.errs = append(x.errs, err)
+	}
+	return err
+}
+
+// producers reports whether err (from fn) is, or wraps, one the producer
+// returned.
+func (x *Txn) producers(err error) bool {
+	for _, e := range x.errs {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
 
 // ID names the transaction: its producer's transactional id and epoch
 // (one epoch is one transaction).
 func (x *Txn) ID() (transactionalID string, epoch int16) { return x.p.tid, x.p.Epoch() }
 
 // TransformFunc processes records of one partition (in offset order) and
-// sends its output to out. Returning an error aborts the transaction (the
-// records will be processed again) and ends RunTransactions with it.
+// sends its output to out. Returning an error aborts the transaction and
+// ends RunTransactions with it (the records will be processed again by
+// whoever runs next) — unless it is an error out's Send or Flush returned,
+// or wraps ErrTransactionFailed, and a retry may clear its cause (the
+// server unavailable, a connection cut; see IsRetriable): then the
+// transaction is run again, fn called again with the same records.
 type TransformFunc func(ctx context.Context, tp TopicPartition, records []ConsumedRecord, out *Txn) error
 
 // RunTransactions is an exactly-once consume-transform-produce loop: it
@@ -112,22 +136,89 @@ type txnPart struct {
 	from int64
 }
 
-// transact runs one transaction over run, records of one partition.
+// Backoff between attempts of a transaction that failed for a reason a
+// retry may clear.
+const (
+	txnRetryMin = 100 * time.Millisecond
+	txnRetryMax = 5 * time.Second
+)
+
+// transact runs one transaction over run, records of one partition. A
+// transaction that fails for a reason a retry may clear (the server
+// unavailable, a connection cut, the coordinator busy) is aborted and run
+// again — with a new producer session, whose InitProducer waits for the
+// failed one to end and whose re-read of the committed offset skips what
+// it committed if it did — for as long as the partition is leased here.
+// A fenced producer or lease means the partition moved: it is dropped and
+// the loop goes on. Other errors (fn's own, bad records) end
+// RunTransactions.
 func (k *Consumer) transact(ctx context.Context, prefix string, parts map[TopicPartition]*txnPart, run []ConsumedRecord, fn TransformFunc, opts []TxnOption) error {
 	tp := TopicPartition{Topic: run[0].Topic, Partition: run[0].Partition}
+	wait := txnRetryMin
+	for {
+		byFn, err := k.transactOnce(ctx, prefix, parts, tp, run, fn, opts)
+		switch {
+		case err == nil || ctx.Err() != nil:
+			return err
+		case errors.Is(err, ErrFenced), errors.Is(err, ErrProducerFenced):
+			// The partition moved: its new owner's producer fenced this
+			// one, or the lease did. Drop it; the new owner goes on.
+			k.log.Info("sluice: transactional partition moved; dropping it", slog.String("partition", tp.String()), slog.Any("err", err))
+			k.dropTxnPart(ctx, parts, tp)
+			if _, _, ok := k.LeaseOf(tp); ok {
+				// Still leased here, as far as this session knows — the
+				// lease moved and the word has not come yet, or the
+				// coordinator aborted the transaction (its timeout): the
+				// records of run were consumed and not processed, and the
+				// next ones must not be processed without them. A new
+				// session starts every lease at its committed offset (as
+				// Kafka Streams rejoins on a fenced producer).
+				k.restartSession(fmt.Errorf("partition %s: transactional producer fenced while leased here: %w", tp, err))
+			}
+			return nil
+		case byFn || !IsRetriable(err):
+			return err
+		}
+		k.dropTxnPart(ctx, parts, tp)
+		if _, _, ok := k.LeaseOf(tp); !ok {
+			return nil // revoked meanwhile: the next owner processes them
+		}
+		k.log.Warn("sluice: transaction failed; running it again", slog.String("partition", tp.String()), slog.Any("err", err), slog.Duration("wait", wait))
+		if sleepCtx(ctx, wait) != nil {
+			return nil
+		}
+		wait = min(2*wait, txnRetryMax)
+	}
+}
+
+// dropTxnPart closes tp's producer (aborting what it has open) and forgets
+// it.
+func (k *Consumer) dropTxnPart(ctx context.Context, parts map[TopicPartition]*txnPart, tp TopicPartition) {
+	if pt := parts[tp]; pt != nil {
+		_ = pt.p.Close(context.WithoutCancel(ctx))
+		delete(parts, tp)
+	}
+}
+
+// transactOnce is one attempt of transact; byFn reports that the error is
+// fn's own (not one its Txn's Send or Flush returned).
+func (k *Consumer) transactOnce(ctx context.Context, prefix string, parts map[TopicPartition]*txnPart, tp TopicPartition, run []ConsumedRecord, fn TransformFunc, opts []TxnOption) (byFn bool, err error) {
 	pt := parts[tp]
 	if pt == nil {
+		if _, _, ok := k.LeaseOf(tp); !ok {
+			return false, nil // revoked meanwhile: never fence the new owner
+		}
 		tid := prefix + "." + k.group + "." + tp.Topic + "." + strconv.Itoa(int(tp.Partition))
 		p, err := k.client.NewTransactionalProducer(ctx, tid, opts...)
 		if err != nil {
-			return err
+			return false, err
 		}
 		// The previous owner's transactions are finished now: the
 		// committed offset is final.
 		from, err := k.committedOffset(ctx, tp)
 		if err != nil {
 			_ = p.Close(ctx)
-			return err
+			return false, err
 		}
 		pt = &txnPart{p: p, from: from}
 		parts[tp] = pt
@@ -138,40 +229,33 @@ func (k *Consumer) transact(ctx context.Context, prefix string, parts map[TopicP
 	}
 	run = run[i:]
 	if len(run) == 0 {
-		return nil
+		return false, nil
 	}
 	member, epoch, ok := k.LeaseOf(tp)
 	if !ok {
-		return nil // revoked meanwhile: the next owner processes them
+		return false, nil // revoked meanwhile: the next owner processes them
 	}
 	if err := pt.p.Begin(); err != nil {
-		return err
+		return false, err
 	}
-	err := fn(ctx, tp, run, &Txn{ctx: ctx, p: pt.p})
-	if err != nil {
+	out := &Txn{ctx: ctx, p: pt.p}
+	if err := fn(ctx, tp, run, out); err != nil {
 		_ = pt.p.Abort(ctx)
-		return err
+		// fn passing on the producer's error is the producer's failure;
+		// ErrTransactionFailed is how fn asks for the same.
+		return !out.producers(err) && !errors.Is(err, ErrTransactionFailed), err
 	}
 	next := run[len(run)-1].Offset + 1
 	err = pt.p.SendOffsets(ctx, k.group, member, map[TopicPartition]LeasedOffset{tp: {Offset: next, Epoch: epoch}})
 	if err == nil {
 		err = pt.p.Commit(ctx)
 	}
-	switch {
-	case err == nil:
-		pt.from = next
-		return nil
-	case errors.Is(err, ErrFenced), errors.Is(err, ErrProducerFenced):
-		// The partition moved: its new owner's producer fenced this one,
-		// or the lease did. Drop it; the new owner goes on.
-		k.log.Info("transactional partition moved; dropping it", slog.String("partition", tp.String()), slog.Any("err", err))
+	if err != nil {
 		_ = pt.p.Abort(ctx)
-		_ = pt.p.Close(ctx)
-		delete(parts, tp)
-		return nil
+		return false, err
 	}
-	_ = pt.p.Abort(ctx)
-	return err
+	pt.from = next
+	return false, nil
 }
 
 // committedOffset is the group's committed offset of tp; -1 when none.
