@@ -10,7 +10,8 @@
 #                `sluice ingest`, one `sluice fetch`; catalog on the AWS emulator (DynamoDB),
 #                groups on Cassandra (localstack/stack.sh)
 # Scenarios (bench/workloads): s1 (max durable produce, 1 KiB, 16 partitions, rate searched),
-# p1 and t1 (P1's produce without and with a transaction every 100 messages), t2 and t2u (a
+# p1 and t1 (P1's produce without and with a transaction every 100 messages), p1m and t1m (the
+# same with 16 producers), t2 and t2u (a
 # transactional backlog read with read_committed and with read_uncommitted),
 # s2 (end-to-end latency at 10k msg/s, and at 50% of Kafka's S1 rate), s3 (catch-up), s4 (256
 # and 1024 partitions), s5 (150% of the system's own S1 rate: loss, throttling, peak RSS).
@@ -284,9 +285,9 @@ scenario() { # SYSTEM SCENARIO REP
       else
         say "no $sys S1 result in rep $rep: skipping S5 (150% of S1)"
       fi ;;
-    p1 | t1) run "$sys" "$s" "$rep" ;;                         # issue 24: produce, plain and transactional
+    p1 | t1 | p1m | t1m) run "$sys" "$s" "$rep" ;;             # issue 24: produce, plain and transactional
     t2 | t2u) run "$sys" "$s" "$rep" --warmup-duration 0s ;; # issue 24: read_committed catch-up (backlog phase)
-    *) die "unknown scenario $s (want s1..s5, p1, t1, t2, t2u)" ;;
+    *) die "unknown scenario $s (want s1..s5, p1, t1, p1m, t1m, t2, t2u)" ;;
   esac
 }
 

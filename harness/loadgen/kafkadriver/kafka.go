@@ -24,6 +24,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"maps"
 	"slices"
 	"strconv"
@@ -342,6 +343,11 @@ func (d *Driver) SetTransactions(size int, readCommitted bool) error {
 	return nil
 }
 
+// DebugLogEnv names a file the producers' franz-go clients append their
+// debug log to (unset: no log). The file is never closed: a diagnostics
+// run's.
+const DebugLogEnv = "SLUICE_BENCH_KGO_DEBUG_LOG"
+
 // txnIDs numbers the benchmark's transactional ids within the process.
 var txnIDs atomic.Int64
 
@@ -359,6 +365,15 @@ func (d *Driver) NewProducer(ctx context.Context, topic string) (loadgen.Produce
 	if d.cfg.TxnSize > 0 {
 		opts = append(opts, kgo.TransactionalID(fmt.Sprintf("bench-%d-%d", time.Now().UnixNano(), txnIDs.Add(1))),
 			kgo.TransactionTimeout(time.Minute))
+	}
+	if path := os.Getenv(DebugLogEnv); path != "" {
+		// Diagnostics: franz-go's debug log (every request, every
+		// CONCURRENT_TRANSACTIONS retry) for a look at where time goes.
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", DebugLogEnv, err)
+		}
+		opts = append(opts, kgo.WithLogger(kgo.BasicLogger(f, kgo.LogLevelDebug, nil)))
 	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
