@@ -364,7 +364,16 @@ func (d *Driver) NewProducer(ctx context.Context, topic string) (loadgen.Produce
 	}
 	if d.cfg.TxnSize > 0 {
 		opts = append(opts, kgo.TransactionalID(fmt.Sprintf("bench-%d-%d", time.Now().UnixNano(), txnIDs.Add(1))),
-			kgo.TransactionTimeout(time.Minute))
+			kgo.TransactionTimeout(time.Minute),
+			// Kafka 4 brokers verify a transactional produce against the
+			// coordinator and answer CONCURRENT_TRANSACTIONS while the
+			// previous transaction's markers are being written; franz-go
+			// retries such a batch only after a metadata refresh, which
+			// MetadataMinAge (default 5 s) holds back: one batch per
+			// transaction then stalled ~5 s (seen in its debug log, see
+			// DebugLogEnv). The Java client retries after
+			// retry.backoff.ms (100 ms); so does this one now.
+			kgo.MetadataMinAge(100*time.Millisecond))
 	}
 	if path := os.Getenv(DebugLogEnv); path != "" {
 		// Diagnostics: franz-go's debug log (every request, every
@@ -373,7 +382,7 @@ func (d *Driver) NewProducer(ctx context.Context, topic string) (loadgen.Produce
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", DebugLogEnv, err)
 		}
-		opts = append(opts, kgo.WithLogger(kgo.BasicLogger(f, kgo.LogLevelDebug, nil)))
+		opts = append(opts, kgo.WithLogger(kgo.BasicLogger(f, kgo.LogLevelDebug, func() string { return time.Now().UTC().Format("15:04:05.000000 ") })))
 	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
