@@ -13,7 +13,6 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/sluicemq/sluice/harness/bookieproc"
 	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
 )
 
@@ -24,15 +23,7 @@ import (
 func TestIntegrationCopySurvivesDevKill9(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	bin, err := bookieproc.Build(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	addr, err := bookieproc.FreeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin, dir, addr := devFixture(ctx, t)
 	api := newDevAPI(addr)
 	dev, devOut := startDevServing(ctx, t, api, bin, dir, addr)
 	defer func() { _ = dev.Process.Kill(); _ = dev.Wait() }()

@@ -15,7 +15,6 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/sluicemq/sluice/harness/bookieproc"
 	"github.com/sluicemq/sluice/internal/cluster"
 	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
 	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
@@ -28,15 +27,7 @@ import (
 func TestIntegrationDevSurvivesKill9(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	bin, err := bookieproc.Build(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	addr, err := bookieproc.FreeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin, dir, addr := devFixture(ctx, t)
 	startDev := func() (*exec.Cmd, *bytes.Buffer) {
 		var out bytes.Buffer
 		cmd := exec.Command(bin, "dev", "--data-dir", dir, "--addr", addr)
@@ -79,6 +70,7 @@ func TestIntegrationDevSurvivesKill9(t *testing.T) {
 	acked := map[int32][]string{}
 	for i := 0; i < 200; i++ {
 		var r *sluicev1.ProduceResult
+		var err error
 		deadline := time.Now().Add(20 * time.Second)
 		for {
 			r, err = produce(i)
@@ -102,6 +94,7 @@ func TestIntegrationDevSurvivesKill9(t *testing.T) {
 
 	cmd, out = startDev()
 	var r *sluicev1.ProduceResult
+	var err error
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		r, err = produce(0)

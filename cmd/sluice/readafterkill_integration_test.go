@@ -31,15 +31,7 @@ import (
 func TestIntegrationDevReadToEndAfterKill9(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	bin, err := bookieproc.Build(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	addr, err := bookieproc.FreeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin, dir, addr := devFixture(ctx, t)
 	api := newDevAPI(addr)
 	admin, prod, cons := api.admin, api.prod, api.cons
 	startDev := func() (*exec.Cmd, *bytes.Buffer) { return startDevServing(ctx, t, api, bin, dir, addr) }
@@ -151,6 +143,21 @@ func newDevAPI(addr string) devAPI {
 		cons:   sluicev1connect.NewConsumerServiceClient(hc, base, connect.WithGRPC()),
 		health: connect.NewClient[healthpb.HealthCheckRequest, healthpb.HealthCheckResponse](hc, base+"/grpc.health.v1.Health/Check", connect.WithGRPC()),
 	}
+}
+
+// devFixture builds the sluice binary and picks a data directory and a
+// free address for the test's sluice dev.
+func devFixture(ctx context.Context, t *testing.T) (bin, dir, addr string) {
+	t.Helper()
+	bin, err := bookieproc.Build(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, err = bookieproc.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin, t.TempDir(), addr
 }
 
 // startDevServing starts sluice dev on dir and addr and returns once its

@@ -43,6 +43,43 @@ func readCommitted(t *testing.T, c *sluice.Client, topic string, parts int32) []
 	return out
 }
 
+// copyInput creates topics "in" and "out" with parts partitions each and
+// produces n records v000, v001, ... to "in" (keyed k0, k1, ... when
+// keyed), and returns the producer.
+func copyInput(ctx context.Context, t *testing.T, c *sluice.Client, parts int32, n int, keyed bool) *sluice.Producer {
+	t.Helper()
+	for _, name := range []string{"in", "out"} {
+		if _, err := c.CreateTopic(ctx, name, parts, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pr := producer(t, c)
+	for i := range n {
+		var key []byte
+		if keyed {
+			key = fmt.Appendf(nil, "k%d", i)
+		}
+		if _, err := pr.ProduceSync(ctx, sluice.NewRecord("in", key, fmt.Appendf(nil, "v%03d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return pr
+}
+
+// wantCopiedOnce fails unless got (sorted values) is copyInput's n values,
+// each once.
+func wantCopiedOnce(t *testing.T, got []string, n int) {
+	t.Helper()
+	if len(got) != n {
+		t.Fatalf("%d records copied; want %d, each once", len(got), n)
+	}
+	for i, v := range got {
+		if want := fmt.Sprintf("v%03d", i); v != want {
+			t.Fatalf("copy %d is %q; want %q (a record lost or copied twice)", i, v, want)
+		}
+	}
+}
+
 // A transaction's records across topics become visible to read_committed
 // readers together when it commits, an aborted one's never; a new session
 // of the transactional id fences the old one.
@@ -125,17 +162,7 @@ func TestClusterRunTransactionsCopiesOnce(t *testing.T) {
 	c := tc.client()
 	ctx := contextWithTimeout(t, 120*time.Second)
 	const parts, n = 4, 400
-	for _, name := range []string{"in", "out"} {
-		if _, err := c.CreateTopic(ctx, name, parts, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	pr := producer(t, c)
-	for i := range n {
-		if _, err := pr.ProduceSync(ctx, sluice.NewRecord("in", fmt.Appendf(nil, "k%d", i), fmt.Appendf(nil, "v%03d", i))); err != nil {
-			t.Fatal(err)
-		}
-	}
+	copyInput(ctx, t, c, parts, n, true)
 	copier := func(ctx context.Context, name string) error {
 		k, err := c.NewConsumer("copiers", []string{"in"}, sluice.WithAutoCommit(0), sluice.WithCommitOnRevoke(false),
 			sluice.WithSessionTimeout(3*time.Second), sluice.WithMaxPollRecords(25))
@@ -171,15 +198,7 @@ func TestClusterRunTransactionsCopiesOnce(t *testing.T) {
 			t.Fatalf("copier: %v", err)
 		}
 	}
-	got := readCommitted(t, c, "out", parts)
-	if len(got) != n {
-		t.Fatalf("%d records copied; want %d, each once", len(got), n)
-	}
-	for i, v := range got {
-		if want := fmt.Sprintf("v%03d", i); v != want {
-			t.Fatalf("copy %d is %q; want %q (a record lost or copied twice)", i, v, want)
-		}
-	}
+	wantCopiedOnce(t, readCommitted(t, c, "out", parts), n)
 }
 
 // Send flushes on its own once WithTxnMaxBuffered bytes are buffered: a
@@ -237,17 +256,7 @@ func TestClusterRunTransactionsRetriesTransientFailures(t *testing.T) {
 	c := tc.client()
 	ctx := contextWithTimeout(t, 120*time.Second)
 	const parts, n = 2, 100
-	for _, name := range []string{"in", "out"} {
-		if _, err := c.CreateTopic(ctx, name, parts, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	pr := producer(t, c)
-	for i := range n {
-		if _, err := pr.ProduceSync(ctx, sluice.NewRecord("in", fmt.Appendf(nil, "k%d", i), fmt.Appendf(nil, "v%03d", i))); err != nil {
-			t.Fatal(err)
-		}
-	}
+	pr := copyInput(ctx, t, c, parts, n, true)
 	newConsumer := func() *sluice.Consumer {
 		k, err := c.NewConsumer("copiers", []string{"in"}, sluice.WithAutoCommit(0), sluice.WithCommitOnRevoke(false), sluice.WithMaxPollRecords(20))
 		if err != nil {
@@ -285,15 +294,7 @@ func TestClusterRunTransactionsRetriesTransientFailures(t *testing.T) {
 	if len(failed) != parts {
 		t.Fatalf("%d partitions had their first transaction failed; want %d", len(failed), parts)
 	}
-	got := readCommitted(t, c, "out", parts)
-	if len(got) != n {
-		t.Fatalf("%d records copied; want %d, each once", len(got), n)
-	}
-	for i, v := range got {
-		if want := fmt.Sprintf("v%03d", i); v != want {
-			t.Fatalf("copy %d is %q; want %q (a record lost or copied twice)", i, v, want)
-		}
-	}
+	wantCopiedOnce(t, readCommitted(t, c, "out", parts), n)
 
 	// fn's own error ends RunTransactions.
 	if _, err := pr.ProduceSync(ctx, sluice.NewRecord("in", []byte("k"), []byte("more"))); err != nil {
@@ -317,17 +318,7 @@ func TestClusterRunTransactionsStartsOverWhenFencedWhileLeased(t *testing.T) {
 	c := tc.client()
 	ctx := contextWithTimeout(t, 120*time.Second)
 	const n = 60
-	for _, name := range []string{"in", "out"} {
-		if _, err := c.CreateTopic(ctx, name, 1, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	pr := producer(t, c)
-	for i := range n {
-		if _, err := pr.ProduceSync(ctx, sluice.NewRecord("in", nil, fmt.Appendf(nil, "v%03d", i))); err != nil {
-			t.Fatal(err)
-		}
-	}
+	copyInput(ctx, t, c, 1, n, false)
 	k, err := c.NewConsumer("copiers", []string{"in"}, sluice.WithAutoCommit(0), sluice.WithCommitOnRevoke(false), sluice.WithMaxPollRecords(10))
 	if err != nil {
 		t.Fatal(err)
@@ -360,13 +351,5 @@ func TestClusterRunTransactionsStartsOverWhenFencedWhileLeased(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("RunTransactions: %v", err)
 	}
-	got := readCommitted(t, c, "out", 1)
-	if len(got) != n {
-		t.Fatalf("%d records copied; want %d, each once", len(got), n)
-	}
-	for i, v := range got {
-		if want := fmt.Sprintf("v%03d", i); v != want {
-			t.Fatalf("copy %d is %q; want %q (a record lost or copied twice)", i, v, want)
-		}
-	}
+	wantCopiedOnce(t, readCommitted(t, c, "out", 1), n)
 }
