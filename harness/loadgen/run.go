@@ -606,7 +606,7 @@ func (r *run) runSearch(ctx context.Context, rs *rateSearch, warmEnd int64) floa
 		now := r.now()
 		sample := SearchSample{Rate: rate, Seconds: float64(now-stepStart) / 1e9,
 			Sent: r.sent.Load() - s0, Acked: r.acked.Load() - a0, Received: r.received.Load() - v0,
-			Subs: r.w.SubscriptionsPerTopic, Lag: r.lag(now)}
+			Subs: r.w.SubscriptionsPerTopic, Lag: r.lag(now), Held: int64(len(r.producers) * r.w.TransactionSize)}
 		next := rs.step(sample)
 		st := rs.steps[len(rs.steps)-1]
 		verdict := "kept up"

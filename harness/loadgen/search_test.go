@@ -87,6 +87,8 @@ func TestJudgeSaysWhy(t *testing.T) {
 		{"kept up", func(*SearchSample) {}, ""},
 		{"lag", func(s *SearchSample) { s.Lag = time.Second }, "behind schedule"},
 		{"acks", func(s *SearchSample) { s.Acked = 900 }, "acknowledged 900/s of 1000/s"},
+		{"acks held by open transactions", func(s *SearchSample) { s.Acked, s.Held = 900, 100 }, ""},
+		{"acks short beyond the open transactions", func(s *SearchSample) { s.Acked, s.Held = 800, 100 }, "acknowledged 800/s of 1000/s"},
 		{"consumers", func(s *SearchSample) { s.Received = 500 }, "consumers received 500/s"},
 		{"no consumers", func(s *SearchSample) { s.Received, s.Subs = 0, 0 }, ""},
 	} {

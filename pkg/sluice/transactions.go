@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strconv"
 	"sync"
 	"time"
@@ -116,6 +115,10 @@ type TransactionalProducer struct {
 type txnTopic struct {
 	nparts int32
 	lim    record.Limits
+	// part chooses partitions as the Producer does: by key, else sticky
+	// (KIP-480) until the partition's batch is sealed — at the latest when
+	// the transaction is flushed, so consecutive transactions move on.
+	part *partition.Partitioner
 }
 
 type txnBatch struct {
@@ -191,7 +194,9 @@ func (t *TransactionalProducer) Begin() error {
 }
 
 // Send buffers r in the open transaction. r.Partition AnyPartition picks
-// one by key (murmur2, as the Producer), or at random without a key.
+// the partition as the Producer does: by key (murmur2), else the sticky
+// partition (KIP-480: keyless records go to one partition until its batch
+// is sealed, so a transaction touches few partitions).
 func (t *TransactionalProducer) Send(ctx context.Context, r *Record) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -202,16 +207,15 @@ func (t *TransactionalProducer) Send(ctx context.Context, r *Record) error {
 	if err != nil {
 		return err
 	}
-	p := r.Partition
-	if p == AnyPartition {
-		if len(r.Key) > 0 {
-			p = partition.ForKey(r.Key, tm.nparts)
-		} else {
-			p = rand.Int32N(tm.nparts)
-		}
+	explicit := r.Partition
+	if explicit == AnyPartition {
+		explicit = partition.Unset
+	} else if explicit < 0 || explicit >= tm.nparts {
+		return fmt.Errorf("%w: partition %d of %q: the topic has %d", ErrInvalidRecord, explicit, r.Topic, tm.nparts)
 	}
-	if p < 0 || p >= tm.nparts {
-		return fmt.Errorf("%w: partition %d of %q: the topic has %d", ErrInvalidRecord, p, r.Topic, tm.nparts)
+	p, err := tm.part.Partition(r.Key, explicit)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidRecord, err)
 	}
 	tp := TopicPartition{Topic: r.Topic, Partition: p}
 	ts := r.Timestamp.UnixMilli()
@@ -272,6 +276,9 @@ func (t *TransactionalProducer) seal(tp TopicPartition) error {
 	}
 	t.seq[tp] = addSeq(t.seq[tp], n)
 	t.ready = append(t.ready, txnBatch{tp, data})
+	if tm := t.topics[tp.Topic]; tm != nil {
+		tm.part.BatchDone(tp.Partition)
+	}
 	return nil
 }
 
@@ -531,7 +538,11 @@ func (t *TransactionalProducer) topic(ctx context.Context, name string) (*txnTop
 	if v, err := strconv.Atoi(info.GetConfig()["max.message.bytes"]); err == nil && v > 0 {
 		lim.MaxBatchBytes = v
 	}
-	tm := &txnTopic{nparts: n, lim: lim}
+	part, err := partition.New(n, nil)
+	if err != nil {
+		return nil, err
+	}
+	tm := &txnTopic{nparts: n, lim: lim, part: part}
 	t.topics[name] = tm
 	return tm, nil
 }

@@ -201,6 +201,60 @@ func TestClusterRunTransactionsCopiesOnce(t *testing.T) {
 	wantCopiedOnce(t, readCommitted(t, c, "out", parts), n)
 }
 
+// Keyless records of a transaction go to one partition (the sticky one,
+// as the Producer's), not one each: a small transaction touches one
+// partition and writes one marker. The next transaction moves on.
+func TestClusterTransactionalProducerIsSticky(t *testing.T) {
+	tc := startCluster(t, nil)
+	c := tc.client()
+	ctx := contextWithTimeout(t, 60*time.Second)
+	const parts = 8
+	if _, err := c.CreateTopic(ctx, "s", parts, nil); err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.NewTransactionalProducer(ctx, "sticky")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(ctx)
+	touched := map[int]bool{}
+	prev := make([]int64, parts)
+	for txn := range 4 {
+		if err := p.Begin(); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 50 {
+			if err := p.Send(ctx, sluice.NewRecord("s", nil, fmt.Appendf(nil, "%d-%d", txn, i))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := p.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		info, err := c.DescribeTopic(ctx, "s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var grew []int
+		for i, pi := range info.GetPartitions() {
+			if end := pi.GetEndOffset(); end != prev[i] {
+				grew = append(grew, i)
+				if end-prev[i] != 51 {
+					t.Fatalf("transaction %d: partition %d grew by %d; want its 50 records and the marker", txn, i, end-prev[i])
+				}
+				prev[i] = end
+			}
+		}
+		if len(grew) != 1 {
+			t.Fatalf("transaction %d of 50 keyless records touched partitions %v; want one", txn, grew)
+		}
+		touched[grew[0]] = true
+	}
+	if len(touched) < 2 {
+		t.Fatalf("4 transactions all went to partition %v; want the sticky partition to move on after each", touched)
+	}
+}
+
 // Send flushes on its own once WithTxnMaxBuffered bytes are buffered: a
 // large transaction is written as it goes (and stays invisible to
 // read_committed readers until it commits).

@@ -47,12 +47,24 @@ const maxCoordinateRounds = 16
 
 // coordinate steps ev for transactional id tid until its decision is
 // stored and carried out, and returns the reply. The markers of a decision
-// are written before it returns (EndTxn answers once the transaction is
-// complete). Errors are txn's (the client's answer), bookkeeping's, or the
-// markers' (the transaction stays Prepared: the sweeper finishes it).
+// are written, and a commit's offsets applied, before it returns (EndTxn
+// answers once the transaction is visible); the Complete after them is
+// stored in the background (txnMemo), and the next request for tid here
+// waits for it. Errors are txn's (the client's answer), bookkeeping's, or
+// the markers' (the transaction stays Prepared: the sweeper finishes it).
+//
+// The state decided on is the one this copy remembers when it has one
+// (txnMemo: no read on a transaction's path), else a fresh read. A
+// remembered state can be stale, so it only counts through a decision that
+// stores — the compare-and-set fails if another copy moved tid on — and a
+// decision that stores nothing is made again on a fresh read.
 func (s *Service) coordinate(ctx context.Context, tid string, ev txn.Event) (txn.Reply, error) {
+	if err := s.txnMemo.waitCompleted(ctx, tid); err != nil {
+		return txn.Reply{}, err
+	}
+	fresh := false // whether to read tid's state rather than use the memo's
 	for range maxCoordinateRounds {
-		cur, err := s.loadTxn(ctx, tid)
+		cur, remembered, err := s.txnState(ctx, tid, fresh)
 		if err != nil {
 			return txn.Reply{}, err
 		}
@@ -66,9 +78,15 @@ func (s *Service) coordinate(ctx context.Context, tid string, ev txn.Event) (txn
 			ip.FreshID = id
 			d = txn.Step(tid, cur, ip)
 		}
+		if d.Store == nil && remembered {
+			fresh = true
+			continue // nothing stored would check the remembered state: read it
+		}
 		if d.Store != nil {
 			stored, err := s.storeTxn(ctx, *d.Store)
 			if errors.Is(err, bookkeeping.ErrConflict) {
+				s.txnMemo.forget(tid)
+				fresh = true
 				continue // another coordinator won: decide again on its state
 			}
 			if err != nil {
@@ -86,8 +104,25 @@ func (s *Service) coordinate(ctx context.Context, tid string, ev txn.Event) (txn
 	return txn.Reply{}, connect.NewError(connect.CodeAborted, fmt.Errorf("transactional id %q: %d coordinators raced; retry", tid, maxCoordinateRounds))
 }
 
-// finishTxn writes the markers of the Prepare state cur (stored) and
-// stores the transaction complete.
+// txnState returns tid's state — the remembered one (remembered true)
+// unless fresh, else read from bookkeeping — nil when none is stored.
+func (s *Service) txnState(ctx context.Context, tid string, fresh bool) (cur *txn.State, remembered bool, err error) {
+	if !fresh {
+		if st, ok := s.txnMemo.state(tid); ok {
+			return &st, true, nil
+		}
+	}
+	cur, err = s.loadTxn(ctx, tid)
+	return cur, false, err
+}
+
+// completeTimeout bounds a background completion (its compare-and-set
+// races): past it the sweeper finishes the transaction.
+const completeTimeout = 30 * time.Second
+
+// finishTxn writes the markers of the Prepare state cur (stored), applies
+// a commit's offsets, and then stores the transaction complete in the
+// background.
 func (s *Service) finishTxn(ctx context.Context, tid string, cur *txn.State, m *txn.Markers) error {
 	if err := s.writeMarkers(ctx, m); err != nil {
 		return fmt.Errorf("transactional id %q: write the markers: %w", tid, err)
@@ -104,6 +139,23 @@ func (s *Service) finishTxn(ctx context.Context, tid string, cur *txn.State, m *
 			return fmt.Errorf("transactional id %q: apply the consumer offsets: %w", tid, err)
 		}
 	}
+	// The transaction is visible now; what is left changes nothing a
+	// reader or the client sees, so the answer does not wait for it. The
+	// request's context ends with the answer: the completion has its own.
+	bg := context.WithoutCancel(ctx)
+	s.txnMemo.complete(tid, func() {
+		cctx, cancel := context.WithTimeout(bg, completeTimeout)
+		defer cancel()
+		if err := s.completeTxn(cctx, tid, cur); err != nil {
+			s.log.Warn("transaction complete not stored; the sweeper finishes it", slog.String("transactional_id", tid), slog.Any("err", err))
+		}
+	})
+	return nil
+}
+
+// completeTxn stores the Prepare state cur, whose markers are written,
+// complete.
+func (s *Service) completeTxn(ctx context.Context, tid string, cur *txn.State) error {
 	for range maxCoordinateRounds {
 		d := txn.Step(tid, cur, txn.MarkersWritten{})
 		if d.Store == nil {
@@ -113,11 +165,12 @@ func (s *Service) finishTxn(ctx context.Context, tid string, cur *txn.State, m *
 		if !errors.Is(err, bookkeeping.ErrConflict) {
 			return err
 		}
+		s.txnMemo.forget(tid)
 		if cur, err = s.loadTxn(ctx, tid); err != nil {
 			return err
 		}
 	}
-	return connect.NewError(connect.CodeAborted, fmt.Errorf("transactional id %q: coordinators raced completing it; retry", tid))
+	return fmt.Errorf("transactional id %q: coordinators raced completing it", tid)
 }
 
 // maxMarkerWrites bounds the markers one transaction writes at a time.
@@ -210,26 +263,31 @@ func (s *Service) topicByID(ctx context.Context, id catalog.TopicID) (catalog.To
 	}
 }
 
-// loadTxn reads tid's state; nil when none is stored.
+// loadTxn reads tid's state, and remembers it; nil when none is stored.
 func (s *Service) loadTxn(ctx context.Context, tid string) (*txn.State, error) {
 	t, err := s.d.Producers.GetTxn(ctx, tid)
 	if errors.Is(err, bookkeeping.ErrNotFound) {
+		s.txnMemo.forget(tid)
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
 	st := stateOf(t)
+	s.txnMemo.remember(st)
 	return &st, nil
 }
 
-// storeTxn stores st by compare-and-set on its version.
+// storeTxn stores st by compare-and-set on its version, and remembers
+// what it stored.
 func (s *Service) storeTxn(ctx context.Context, st txn.State) (txn.State, error) {
 	t, err := s.d.Producers.PutTxn(ctx, recordOf(st))
 	if err != nil {
 		return txn.State{}, err
 	}
-	return stateOf(t), nil
+	stored := stateOf(t)
+	s.txnMemo.remember(stored)
+	return stored, nil
 }
 
 func stateOf(t bookkeeping.Txn) txn.State {

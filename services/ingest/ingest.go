@@ -78,6 +78,9 @@ type Service struct {
 	swept time.Time
 	// txnParts: partitions verified in a transaction (producers.go).
 	txnParts txnPartCache
+	// txnMemo: the coordinator's remembered states and background
+	// completions (txnmemo.go).
+	txnMemo txnMemo
 }
 
 type cachedRoute struct {
@@ -261,6 +264,7 @@ func (s *Service) shutdown() error {
 	}
 	wg.Wait()
 	s.retiring.Wait()
+	s.txnMemo.wait()
 	s.closeForwarding()
 	if err := s.d.Catalog.RemoveOwner(ctx, s.cfg.OwnerID); err != nil && !errors.Is(err, catalog.ErrNotFound) {
 		errs = append(errs, fmt.Errorf("remove owner record: %w", err))

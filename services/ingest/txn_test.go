@@ -198,6 +198,63 @@ func TestTransactionAcrossCopies(t *testing.T) {
 	wantReason(t, "the old session's batch", c.send("t", 1), connect.CodeFailedPrecondition, ingest.ReasonProducerFenced)
 }
 
+// Each copy remembers the transaction states it stored (no read on a
+// transaction's path), but another copy can move a transactional id on
+// meanwhile: a remembered state must never let a fenced session through —
+// neither by a request that stores nothing (an add of a partition already
+// in) nor by one that stores (EndTxn).
+func TestCoordinatorMemoryIsOnlyAHint(t *testing.T) {
+	tc := startCluster(t, func(c *cluster.Config) { c.ExtraIngest = 1 })
+	ctx := context.Background()
+	main, other := tc.url, "http://"+tc.c.Extra[0].Addr()
+	admin := sluicev1connect.NewAdminServiceClient(http.DefaultClient, main)
+	if _, err := admin.CreateTopic(ctx, connect.NewRequest(&sluicev1.CreateTopicRequest{Name: "t", Partitions: 2})); err != nil {
+		t.Fatal(err)
+	}
+	old, err := newTxnClient(t, main, "memo", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A committed transaction, then an open one: main remembers it Ongoing
+	// with partition 0 in.
+	if err := old.add("t", 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.send("t", 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.end(true); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.add("t", 0); err != nil {
+		t.Fatal(err)
+	}
+	// A new session through the other copy aborts it and fences old.
+	var fresh *txnClient
+	for range 50 {
+		if fresh, err = newTxnClient(t, other, "memo", 0); connect.CodeOf(err) != connect.CodeAborted {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil || fresh.epoch <= old.epoch {
+		t.Fatalf("InitProducer through the other copy: %+v, %v; want an epoch above %d", fresh, err, old.epoch)
+	}
+	wantReason(t, "the fenced session adding a partition main remembers in", old.add("t", 0), connect.CodeFailedPrecondition, ingest.ReasonProducerFenced)
+	wantReason(t, "the fenced session's EndTxn on main", old.end(true), connect.CodeFailedPrecondition, ingest.ReasonProducerFenced)
+	// The new session goes on through main, whose memory is stale.
+	if err := fresh.add("t", 1); err != nil {
+		t.Fatal(err)
+	}
+	fresh.prod = sluicev1connect.NewProducerServiceClient(h2cClient(), main, connect.WithGRPC())
+	if err := fresh.send("t", 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := fresh.end(true); err != nil {
+		t.Fatalf("the new session's commit through main: %v", err)
+	}
+}
+
 // A transaction left open past its timeout is aborted by the sweeper: its
 // partition gets the abort marker, and the producer's EndTxn is fenced.
 func TestTransactionTimeoutAborts(t *testing.T) {

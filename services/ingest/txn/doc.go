@@ -3,9 +3,10 @@
 // AddPartitions, an AddGroup, an EndTxn or the sweeper's Expire does to a
 // transactional id's State, as a pure function (Step) in the style of the
 // repository's other machines. Nothing here does I/O or reads a clock. The
-// driver — not built yet: ingest will serve it — loads the State from
-// bookkeeping, steps, stores the result with compare-and-set, writes the
-// markers the Decision asks for and steps MarkersWritten, and answers.
+// driver (services/ingest/coordinator.go) loads the State from bookkeeping
+// (or uses the one it remembers, checked by the compare-and-set), steps,
+// stores the result with compare-and-set, writes the markers the Decision
+// asks for, answers, and then steps MarkersWritten and stores that.
 //
 // # Rules (Kafka's, KIP-98/447/890)
 //
