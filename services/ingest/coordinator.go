@@ -48,10 +48,11 @@ const maxCoordinateRounds = 16
 // coordinate steps ev for transactional id tid until its decision is
 // stored and carried out, and returns the reply. The markers of a decision
 // are written, and a commit's offsets applied, before it returns (EndTxn
-// answers once the transaction is visible); the Complete after them is
-// stored in the background (txnMemo), and the next request for tid here
-// waits for it. Errors are txn's (the client's answer), bookkeeping's, or
-// the markers' (the transaction stays Prepared: the sweeper finishes it).
+// answers once the transaction is visible); its Complete is not stored on
+// the way: the id's next request here decides on it and stores it with its
+// own decision, or completeLater stores it (txnMemo). Errors are txn's (the
+// client's answer), bookkeeping's, or the markers' (the transaction stays
+// Prepared: the sweeper finishes it).
 //
 // The state decided on is the one this copy remembers when it has one
 // (txnMemo: no read on a transaction's path), else a fresh read. A
@@ -59,14 +60,16 @@ const maxCoordinateRounds = 16
 // stores — the compare-and-set fails if another copy moved tid on — and a
 // decision that stores nothing is made again on a fresh read.
 func (s *Service) coordinate(ctx context.Context, tid string, ev txn.Event) (txn.Reply, error) {
-	if err := s.txnMemo.waitCompleted(ctx, tid); err != nil {
-		return txn.Reply{}, err
-	}
 	fresh := false // whether to read tid's state rather than use the memo's
 	for range maxCoordinateRounds {
 		cur, remembered, err := s.txnState(ctx, tid, fresh)
 		if err != nil {
 			return txn.Reply{}, err
+		}
+		if done := s.txnMemo.settled(tid, cur); done != nil {
+			// A Prepare this copy carried out: decide on its Complete,
+			// stored by this decision's compare-and-set (same version).
+			cur = done
 		}
 		d := txn.Step(tid, cur, ev)
 		if d.NeedProducerID {
@@ -116,13 +119,12 @@ func (s *Service) txnState(ctx context.Context, tid string, fresh bool) (cur *tx
 	return cur, false, err
 }
 
-// completeTimeout bounds a background completion (its compare-and-set
-// races): past it the sweeper finishes the transaction.
+// completeTimeout bounds storing a Complete on its own.
 const completeTimeout = 30 * time.Second
 
-// finishTxn writes the markers of the Prepare state cur (stored), applies
-// a commit's offsets, and then stores the transaction complete in the
-// background.
+// finishTxn writes the markers of the Prepare state cur (stored) and
+// applies a commit's offsets; the Complete is left to the id's next
+// request, or to completeLater.
 func (s *Service) finishTxn(ctx context.Context, tid string, cur *txn.State, m *txn.Markers) error {
 	if err := s.writeMarkers(ctx, m); err != nil {
 		return fmt.Errorf("transactional id %q: write the markers: %w", tid, err)
@@ -139,11 +141,12 @@ func (s *Service) finishTxn(ctx context.Context, tid string, cur *txn.State, m *
 			return fmt.Errorf("transactional id %q: apply the consumer offsets: %w", tid, err)
 		}
 	}
-	// The transaction is visible now; what is left changes nothing a
-	// reader or the client sees, so the answer does not wait for it. The
-	// request's context ends with the answer: the completion has its own.
+	// The transaction is visible now; storing Complete changes nothing a
+	// reader or the client sees. The request's context ends with the
+	// answer: a Complete stored on its own has a context of its own.
+	s.txnMemo.markWritten(tid, cur.Version)
 	bg := context.WithoutCancel(ctx)
-	s.txnMemo.complete(tid, func() {
+	s.txnMemo.completeLater(tid, cur.Version, func() {
 		cctx, cancel := context.WithTimeout(bg, completeTimeout)
 		defer cancel()
 		if err := s.completeTxn(cctx, tid, cur); err != nil {
@@ -153,24 +156,22 @@ func (s *Service) finishTxn(ctx context.Context, tid string, cur *txn.State, m *
 	return nil
 }
 
-// completeTxn stores the Prepare state cur, whose markers are written,
-// complete.
+// completeTxn stores the Prepare state cur, carried out, complete. A lost
+// compare-and-set means tid moved on — completed by another coordinator,
+// or by one that found it Prepare and finished it — and is left alone:
+// stepping MarkersWritten on a state read now could complete a later
+// transaction whose markers nobody here wrote.
 func (s *Service) completeTxn(ctx context.Context, tid string, cur *txn.State) error {
-	for range maxCoordinateRounds {
-		d := txn.Step(tid, cur, txn.MarkersWritten{})
-		if d.Store == nil {
-			return nil // completed meanwhile, by another coordinator
-		}
-		_, err := s.storeTxn(ctx, *d.Store)
-		if !errors.Is(err, bookkeeping.ErrConflict) {
-			return err
-		}
-		s.txnMemo.forget(tid)
-		if cur, err = s.loadTxn(ctx, tid); err != nil {
-			return err
-		}
+	d := txn.Step(tid, cur, txn.MarkersWritten{})
+	if d.Store == nil {
+		return nil
 	}
-	return fmt.Errorf("transactional id %q: coordinators raced completing it", tid)
+	_, err := s.storeTxn(ctx, *d.Store)
+	if errors.Is(err, bookkeeping.ErrConflict) {
+		s.txnMemo.forget(tid)
+		return nil
+	}
+	return err
 }
 
 // maxMarkerWrites bounds the markers one transaction writes at a time.

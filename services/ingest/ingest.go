@@ -78,9 +78,9 @@ type Service struct {
 	swept time.Time
 	// txnParts: partitions verified in a transaction (producers.go).
 	txnParts txnPartCache
-	// txnMemo: the coordinator's remembered states and background
+	// txnMemo: the coordinator's remembered states and deferred
 	// completions (txnmemo.go).
-	txnMemo txnMemo
+	txnMemo *txnMemo
 }
 
 type cachedRoute struct {
@@ -149,6 +149,7 @@ func New(cfg Config, d Deps) (*Service, error) {
 		owners:      make(map[string]cachedOwner),
 		heartbeatOK: make(chan struct{}),
 		ready:       make(chan struct{}),
+		txnMemo:     newTxnMemo(),
 	}, nil
 }
 
@@ -264,7 +265,7 @@ func (s *Service) shutdown() error {
 	}
 	wg.Wait()
 	s.retiring.Wait()
-	s.txnMemo.wait()
+	s.txnMemo.shutdown()
 	s.closeForwarding()
 	if err := s.d.Catalog.RemoveOwner(ctx, s.cfg.OwnerID); err != nil && !errors.Is(err, catalog.ErrNotFound) {
 		errs = append(errs, fmt.Errorf("remove owner record: %w", err))
