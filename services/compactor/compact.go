@@ -29,6 +29,16 @@ import (
 // A ledger whose records would all go keeps its last one, so every ledger
 // keeps at least one batch and its offsets stay where the chain says.
 //
+// Transactions (docs/DESIGN.md §2.7): a pass before the others finds each
+// transactional batch's outcome from its producer's next marker in the run
+// (resolveTxns). Records of aborted transactions go; those of committed
+// ones count like any record (and are rewritten in plain batches: they are
+// committed); a transaction with no marker in the run (it ends on the
+// bookies, or not yet) is kept as stored, batch headers and all, so
+// readers resolve it by its marker later, and its records supersede no
+// older record of their key (it may still abort). Markers are kept as
+// stored: they are what tells a reader a transaction's outcome.
+//
 // Two passes over the objects: the first builds the key map (key → newest
 // offset, its ledger, tombstone) and counts per ledger the records that
 // would go; the second rewrites only those ledgers. A rewrite goes to a new
@@ -71,12 +81,23 @@ func (c *Compactor) compactPartition(ctx context.Context, p catalog.Partition) (
 	if len(run) == 0 {
 		return 0, nil
 	}
+	txns, err := c.resolveTxns(ctx, run)
+	if err != nil {
+		return 0, err
+	}
 	keys := make(map[string]keyState)
 	drop := make([]int64, len(run))  // records of each ledger that go
 	total := make([]int64, len(run)) // records of each ledger
 	for i, m := range run {
-		err := c.eachRecord(ctx, m, func(r *record.Record) error {
+		err := c.eachRecord(ctx, m, func(b record.Batch, r *record.Record) error {
 			total[i]++
+			switch txns.of(b) {
+			case txnAborted:
+				drop[i]++
+				return nil
+			case txnUndecided, txnMarker:
+				return nil
+			}
 			if r.Key == nil {
 				return nil
 			}
@@ -102,7 +123,7 @@ func (c *Compactor) compactPartition(ctx context.Context, p catalog.Partition) (
 		if drop[i] == 0 {
 			continue
 		}
-		if err := c.rewrite(ctx, m, keys); err != nil {
+		if err := c.rewrite(ctx, m, keys, txns); err != nil {
 			return rewritten, fmt.Errorf("compact ledger %d: %w", m.ID, err)
 		}
 		rewritten++
@@ -117,7 +138,8 @@ func (c *Compactor) tombstoneExpired(m catalog.LedgerMetadata) bool {
 	return c.age(m.ClosedAt) >= c.cfg.TombstoneDelay
 }
 
-// keep decides one record of ledger m: newest for its key and not an
+// keep decides one record of ledger m that is neither a marker nor in a
+// transaction that aborted or is undecided: newest for its key and not an
 // expired tombstone, or keyless.
 func (c *Compactor) keep(m catalog.LedgerMetadata, keys map[string]keyState, r *record.Record) bool {
 	if r.Key == nil {
@@ -127,9 +149,26 @@ func (c *Compactor) keep(m catalog.LedgerMetadata, keys map[string]keyState, r *
 	return ks.offset == r.Offset && !(ks.tombstone && c.tombstoneExpired(m))
 }
 
-// eachRecord calls f on every record of an offloaded ledger's segment, in
-// offset order, reading compactReadBytes at a time.
-func (c *Compactor) eachRecord(ctx context.Context, m catalog.LedgerMetadata, f func(*record.Record) error) error {
+// eachRecord calls f on every record of an offloaded ledger's segment, with
+// its batch, in offset order, reading compactReadBytes at a time.
+func (c *Compactor) eachRecord(ctx context.Context, m catalog.LedgerMetadata, f func(record.Batch, *record.Record) error) error {
+	it := record.NewIterator(record.Limits{})
+	return c.eachBatch(ctx, m, func(b record.Batch) error {
+		if err := it.Reset(b); err != nil {
+			return err
+		}
+		for it.Next() {
+			if err := f(b, it.Record()); err != nil {
+				return err
+			}
+		}
+		return it.Err()
+	})
+}
+
+// eachBatch calls f on every batch of an offloaded ledger's segment, in
+// offset order (the batch is valid during the call only).
+func (c *Compactor) eachBatch(ctx context.Context, m catalog.LedgerMetadata, f func(record.Batch) error) error {
 	attrs, err := c.deps.Objects.Attributes(ctx, m.Location)
 	if err != nil {
 		return err
@@ -139,7 +178,6 @@ func (c *Compactor) eachRecord(ctx context.Context, m catalog.LedgerMetadata, f 
 	if err != nil {
 		return err
 	}
-	it := record.NewIterator(record.Limits{})
 	var buf []byte
 	for rng, ok := sr.Interval(0), true; ok; rng, ok = sr.Next(rng) {
 		rng = sr.Extend(rng, compactReadBytes)
@@ -150,15 +188,7 @@ func (c *Compactor) eachRecord(ctx context.Context, m catalog.LedgerMetadata, f 
 		buf = data
 		bi := sr.Batches(rng, data)
 		for bi.Next() {
-			if err := it.Reset(bi.Batch()); err != nil {
-				return err
-			}
-			for it.Next() {
-				if err := f(it.Record()); err != nil {
-					return err
-				}
-			}
-			if err := it.Err(); err != nil {
+			if err := f(record.Batch(bi.Batch())); err != nil {
 				return err
 			}
 		}
@@ -171,7 +201,7 @@ func (c *Compactor) eachRecord(ctx context.Context, m catalog.LedgerMetadata, f 
 
 // rewrite writes ledger m's kept records to its next compacted segment,
 // verifies it and swaps it in.
-func (c *Compactor) rewrite(ctx context.Context, m catalog.LedgerMetadata, keys map[string]keyState) error {
+func (c *Compactor) rewrite(ctx context.Context, m catalog.LedgerMetadata, keys map[string]keyState, txns txnOutcomes) error {
 	key := c.compactedKey(m)
 	wctx, abort := context.WithCancel(ctx)
 	defer abort()
@@ -179,7 +209,7 @@ func (c *Compactor) rewrite(ctx context.Context, m catalog.LedgerMetadata, keys 
 	if err != nil {
 		return fmt.Errorf("open object %s: %w", key, err)
 	}
-	if err := c.writeCompacted(ctx, w, m, keys); err != nil {
+	if err := c.writeCompacted(ctx, w, m, keys, txns); err != nil {
 		abort()
 		_ = w.Close()
 		return err
@@ -206,8 +236,10 @@ func (c *Compactor) rewrite(ctx context.Context, m catalog.LedgerMetadata, keys 
 
 // writeCompacted streams the kept records into a segment: runs of
 // consecutive offsets share a batch (up to compactionBatchBytes); a gap
-// starts a new batch at the next kept offset.
-func (c *Compactor) writeCompacted(ctx context.Context, w *blob.Writer, m catalog.LedgerMetadata, keys map[string]keyState) error {
+// starts a new batch at the next kept offset. Markers and undecided
+// transactions' batches are copied as stored; aborted transactions'
+// records are left out.
+func (c *Compactor) writeCompacted(ctx context.Context, w *blob.Writer, m catalog.LedgerMetadata, keys map[string]keyState, txns txnOutcomes) error {
 	sw, err := segment.NewWriter(w, segment.WriterOptions{
 		LedgerID: int64(m.ID), TopicID: string(m.TopicID), Partition: int32(m.Partition),
 		MaxSegmentBytes: c.cfg.MaxObjectBytes, MaxIndexEntries: c.indexEntries(),
@@ -258,13 +290,32 @@ func (c *Compactor) writeCompacted(ctx context.Context, w *blob.Writer, m catalo
 		return nil
 	}
 	maxTs, lastKept := int64(-1), int64(-1)
-	err = c.eachRecord(ctx, m, func(r *record.Record) error {
-		maxTs = max(maxTs, r.Timestamp)
-		if c.keep(m, keys, r) {
-			lastKept = r.Offset
-			return add(r)
+	it := record.NewIterator(record.Limits{})
+	err = c.eachBatch(ctx, m, func(b record.Batch) error {
+		maxTs = max(maxTs, b.MaxTimestamp())
+		switch txns.of(b) {
+		case txnAborted:
+			return nil
+		case txnUndecided, txnMarker:
+			if err := flush(); err != nil {
+				return err
+			}
+			lastKept = b.LastOffset()
+			return sw.Append(b)
 		}
-		return nil
+		if err := it.Reset(b); err != nil {
+			return err
+		}
+		for it.Next() {
+			r := it.Record()
+			if c.keep(m, keys, r) {
+				lastKept = r.Offset
+				if err := add(r); err != nil {
+					return err
+				}
+			}
+		}
+		return it.Err()
 	})
 	if err != nil {
 		return err

@@ -63,6 +63,7 @@
 //	plan.go      retention decisions as pure functions
 //	retention.go trimming chains, leftovers of a crashed trim
 //	compact.go   key compaction of offloaded segments
+//	txns.go      the outcome of each transactional batch in a compaction run
 //	topics.go    cleanup of deleted topics
 //	sweep.go     orphan sweep
 //	hooks.go     Step and Hooks, the crash tests' seam

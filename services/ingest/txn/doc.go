@@ -34,11 +34,18 @@
 // On State's fields; the transcripts' harness checks them at every store:
 // the epoch never moves back for a producer id, a decided outcome never
 // changes, partitions and groups belong only to an open or ending
-// transaction, and only Ongoing has a deadline. The simulation checks the
-// outcomes: every marker agrees with the one decision stored for its
-// transaction, a transaction a producer was told is committed has a commit
-// marker in every partition it added, a fenced epoch never gets a request
-// accepted, and the sweeper leaves nothing open or half-written.
+// transaction, and only Ongoing has a deadline. The simulation drives the
+// machine as ingest's driver does — copies deciding on remembered, possibly
+// stale states, folding a carried-out Prepare's Complete into the next
+// decision, storing a Complete later once — and checks the outcomes: every
+// marker agrees with the one decision stored for its transaction, a
+// transaction a producer was told is committed has a commit marker in every
+// partition it added and its offsets applied (an abort's never are), no
+// Prepare is left before its markers are written, a fenced epoch never gets
+// a request accepted, and the sweeper leaves nothing open or half-written.
+// Dropping any of the driver's three rules (re-read before a decision that
+// stores nothing; fold only the Prepare this copy carried out; never apply
+// a deferred Complete to a newer state) makes it fail.
 //
 // # Files
 //
@@ -46,7 +53,8 @@
 //	state.go             Status, Partition, State and its invariants
 //	machine.go           events, Decision, Step and the rules
 //	transcript_test.go   transcripts in testdata/: commit, fencing, timeout
-//	sim_test.go          coordinators racing over a compare-and-set store, crashes between
-//	                     decision and markers, zombie producers, the sweeper: no torn,
-//	                     flipped or lost transaction, no fenced epoch accepted
+//	sim_test.go          coordinators with their memories racing over a compare-and-set store,
+//	                     crashes between decision and markers, zombie producers, offsets,
+//	                     the sweeper: no torn, flipped or lost transaction, no fenced
+//	                     epoch accepted
 package txn

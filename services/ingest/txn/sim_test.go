@@ -10,16 +10,22 @@ import (
 )
 
 // TestSimulation drives several coordinators (any ingest copy may serve any
-// transactional id) over one compare-and-set store, with producers that
-// restart (zombies keep sending), coordinators that crash between storing
-// a decision and writing its markers, lost races, and a sweeper, in random
-// orders. It checks, for every transaction, that the markers written agree
-// with the one decision stored (no torn or flipped transaction), that a
+// transactional id) over one compare-and-set store, as the driver in
+// services/ingest/coordinator.go does: each copy decides on the state it
+// remembers (stale when another copy moved on), folds the Complete of a
+// Prepare it carried out into its next decision, and stores a Complete on
+// its own later, once, unless something was stored over it. Producers
+// restart (zombies keep sending), copies crash (losing what they
+// remember and their deferred completions) and crash between storing a
+// decision and writing its markers, and a sweeper runs, in random orders.
+// It checks, for every transaction, that the markers written agree with
+// the one decision stored (no torn or flipped transaction), that a
 // producer told "committed" has commit markers in every partition it added
-// and no abort marker, that a fenced epoch never gets a request accepted,
-// and that once the faults stop the sweeper leaves nothing open past its
-// deadline or half-written. SIM_SEEDS=N runs more seeds; SIM_SEED=S
-// replays one.
+// and its offsets applied, that an abort's offsets are never applied, that
+// no Prepare is left before all its markers are written, that a fenced
+// epoch never gets a request accepted, and that once the faults stop the
+// sweeper leaves nothing open past its deadline or half-written.
+// SIM_SEEDS=N runs more seeds; SIM_SEED=S replays one.
 func TestSimulation(t *testing.T) {
 	seeds := 500
 	if v, err := strconv.Atoi(os.Getenv("SIM_SEEDS")); err == nil {
@@ -56,28 +62,53 @@ func (s *simStore) load() *State {
 	return &c
 }
 
-// cas stores next if the version still matches; false on a lost race.
-func (s *simStore) cas(next *State) bool {
+// cas stores next if the version still matches, and returns what it
+// stored; nil on a lost race.
+func (s *simStore) cas(next *State) *State {
 	want := int64(0)
 	if s.cur != nil {
 		want = s.cur.Version
 	}
 	if next.Version != want {
-		return false
+		return nil
 	}
 	st := next.clone()
 	st.Version = want + 1
 	s.cur = &st
 	s.history = append(s.history, st)
-	return true
+	out := st.clone()
+	return &out
+}
+
+// simCopy is one coordinator's memory (services/ingest/txnmemo.go): the
+// state it last loaded or stored, the version of a Prepare whose markers
+// (and offsets) it carried out (0: none), and the completions it
+// deferred.
+type simCopy struct {
+	state    *State
+	written  int64
+	deferred []State
+}
+
+func (c *simCopy) remember(st *State) {
+	if st == nil {
+		c.state = nil
+		return
+	}
+	cl := st.clone()
+	c.state = &cl
+	if c.written != st.Version {
+		c.written = 0
+	}
 }
 
 // simProducer is a client's view of its session.
 type simProducer struct {
-	pid   int64
-	epoch int16
-	ok    bool // initialised
-	added map[Partition]bool
+	pid     int64
+	epoch   int16
+	ok      bool // initialised
+	added   map[Partition]bool
+	offsets []Offset // sent with the open transaction
 }
 
 type simWorld struct {
@@ -92,15 +123,20 @@ type simWorld struct {
 	// committed: transactions a producer was told were committed, with
 	// the partitions it had added.
 	committed map[txnKey][]Partition
-	// pending: Prepare decisions stored whose markers are not written
-	// (the deciding coordinator may have crashed).
+	// applied: the offsets applied, by the transaction they came with.
+	applied map[txnKey][]Offset
+	// offsets: what a producer told "committed" had added.
+	offsets   map[txnKey][]Offset
 	producers []*simProducer
+	copies    []*simCopy
 	faults    bool
 }
 
 func simulate(seed uint64) error {
 	w := &simWorld{rng: rand.New(rand.NewPCG(seed, seed*7+1)), now: time.Unix(0, 0), nextID: 100,
-		decided: map[txnKey]bool{}, markers: map[txnKey]map[Partition]bool{}, committed: map[txnKey][]Partition{}, faults: true}
+		decided: map[txnKey]bool{}, markers: map[txnKey]map[Partition]bool{}, committed: map[txnKey][]Partition{},
+		applied: map[txnKey][]Offset{}, offsets: map[txnKey][]Offset{}, faults: true,
+		copies: []*simCopy{{}, {}, {}}}
 	// Two instances of the same transactional id: the second is the
 	// first's restart, both keep sending (the first is a zombie once the
 	// second initialised).
@@ -118,6 +154,11 @@ func simulate(seed uint64) error {
 		if err := w.request(Expire{Now: w.now}, nil); err != nil {
 			return err
 		}
+		for _, c := range w.copies {
+			for len(c.deferred) > 0 {
+				w.completeDeferred(c)
+			}
+		}
 	}
 	if c := w.store.cur; c != nil && !c.Status.idle() {
 		return fmt.Errorf("after the sweeper: %v", c)
@@ -127,7 +168,7 @@ func simulate(seed uint64) error {
 
 func (w *simWorld) step() error {
 	p := w.producers[w.rng.IntN(len(w.producers))]
-	switch w.rng.IntN(8) {
+	switch w.rng.IntN(11) {
 	case 0:
 		return w.request(InitProducer{Timeout: 5 * time.Second, Now: w.now}, p)
 	case 1, 2, 3:
@@ -148,19 +189,52 @@ func (w *simWorld) step() error {
 		return w.request(EndTxn{ProducerID: p.pid, Epoch: p.epoch, Commit: w.rng.IntN(3) > 0, Now: w.now}, p)
 	case 6:
 		return w.request(Expire{Now: w.now}, nil)
+	case 7:
+		if !p.ok {
+			return nil
+		}
+		part := int32(w.rng.IntN(4))
+		os := []Offset{{Group: "g", Topic: "in", TopicID: "in-id", Partition: part, Offset: int64(w.rng.IntN(1000))}}
+		return w.request(AddOffsets{ProducerID: p.pid, Epoch: p.epoch, Offsets: os, Now: w.now}, p)
+	case 8:
+		// A copy's deferred completion fires.
+		c := w.copies[w.rng.IntN(len(w.copies))]
+		if len(c.deferred) > 0 {
+			w.completeDeferred(c)
+		}
+	case 9:
+		if w.faults && w.rng.IntN(4) == 0 {
+			// A copy crashes: what it remembered and deferred is gone.
+			*w.copies[w.rng.IntN(len(w.copies))] = simCopy{}
+		}
 	default:
 		w.now = w.now.Add(time.Duration(w.rng.IntN(3000)) * time.Millisecond)
 	}
 	return nil
 }
 
-// request runs one request as a coordinator does: load, step, store with
-// compare-and-set (retrying a lost race), write markers, complete. With
-// faults on, the coordinator may crash after storing, or lose the race to
-// another one that changed the state meanwhile.
+// request runs one request as a coordinator does (coordinator.go): on a
+// random copy, decide on the remembered state (or a fresh read), folding
+// in the Complete of a Prepare the copy carried out; a decision that
+// stores nothing on a remembered state is made again on a fresh read; a
+// lost compare-and-set forgets and reads again; markers, then a deferred
+// completion. With faults on, the coordinator may crash after storing.
 func (w *simWorld) request(ev Event, p *simProducer) error {
-	for attempt := 0; attempt < 5; attempt++ {
-		cur := w.store.load()
+	c := w.copies[w.rng.IntN(len(w.copies))]
+	fresh := false
+	for attempt := 0; attempt < 8; attempt++ {
+		var cur *State
+		remembered := false
+		if !fresh && c.state != nil {
+			st := c.state.clone()
+			cur, remembered = &st, true
+		} else {
+			cur = w.store.load()
+			c.remember(cur)
+		}
+		if cur != nil && cur.Status.preparing() && c.written == cur.Version {
+			cur = Step("tx", cur, MarkersWritten{}).Store
+		}
 		d := Step("tx", cur, ev)
 		if d.NeedProducerID {
 			e := ev.(InitProducer)
@@ -169,20 +243,24 @@ func (w *simWorld) request(ev Event, p *simProducer) error {
 			ev = e
 			d = Step("tx", cur, ev)
 		}
-		if w.faults && w.rng.IntN(10) == 0 && cur != nil {
-			// Another coordinator moved the state first: touch the version.
-			c := cur.clone()
-			w.store.cas(&c)
+		if d.Store == nil && remembered {
+			fresh = true
+			continue
 		}
 		if d.Store != nil {
-			if err := w.checkStore(cur, d); err != nil {
+			prev := w.store.load()
+			stored := w.store.cas(d.Store)
+			if stored == nil {
+				c.state, fresh = nil, true
+				continue // lost the race: read and decide again
+			}
+			if err := w.checkStore(prev, stored); err != nil {
 				return err
 			}
-			if !w.store.cas(d.Store) {
-				continue // lost the race: load and step again
-			}
-			if d.Store.Status.preparing() {
-				w.decided[txnKey{d.Store.ProducerID, d.Store.Epoch}] = d.Store.Status == PrepareCommit
+			c.remember(stored)
+			cur = stored
+			if stored.Status.preparing() {
+				w.decided[txnKey{stored.ProducerID, stored.Epoch}] = stored.Status == PrepareCommit
 			}
 		}
 		if d.Markers != nil {
@@ -192,10 +270,8 @@ func (w *simWorld) request(ev Event, p *simProducer) error {
 			if err := w.write(d.Markers); err != nil {
 				return err
 			}
-			done := Step("tx", w.store.load(), MarkersWritten{})
-			if done.Store != nil && !w.store.cas(done.Store) {
-				return nil // someone else completed it, or will
-			}
+			c.written = cur.Version
+			c.deferred = append(c.deferred, cur.clone())
 		}
 		if p != nil {
 			return w.answer(ev, d, p)
@@ -203,6 +279,26 @@ func (w *simWorld) request(ev Event, p *simProducer) error {
 		return nil
 	}
 	return nil
+}
+
+// completeDeferred runs c's oldest deferred completion: one
+// compare-and-set of the Prepare's Complete, only while c still holds that
+// Prepare as carried out; a lost race is dropped.
+func (w *simWorld) completeDeferred(c *simCopy) {
+	prep := c.deferred[0]
+	c.deferred = c.deferred[1:]
+	if c.written != prep.Version {
+		return
+	}
+	d := Step("tx", &prep, MarkersWritten{})
+	if d.Store == nil {
+		return
+	}
+	if stored := w.store.cas(d.Store); stored != nil {
+		c.remember(stored)
+	} else {
+		c.state = nil
+	}
 }
 
 // write records markers, checking them against the stored decision.
@@ -224,23 +320,42 @@ func (w *simWorld) write(m *Markers) error {
 		}
 		w.markers[k][p] = m.Commit
 	}
+	if len(m.Offsets) > 0 {
+		if !m.Commit {
+			return fmt.Errorf("offsets %v applied with the abort of %v", m.Offsets, k)
+		}
+		w.applied[k] = m.Offsets
+	}
 	return nil
 }
 
-// checkStore verifies a transition against the state it replaces.
-func (w *simWorld) checkStore(cur *State, d Decision) error {
-	next := d.Store
+// checkStore verifies a transition against the state it replaced: the
+// epoch never moves back, a decision never flips, and a Prepare is left
+// only once every marker it asks for is written (its Complete, or a state
+// decided on its folded Complete).
+func (w *simWorld) checkStore(cur, next *State) error {
 	if cur == nil {
 		return nil
 	}
 	if next.ProducerID == cur.ProducerID && next.Epoch < cur.Epoch {
 		return fmt.Errorf("epoch moved back: %v after %v", next, cur)
 	}
-	if cur.Status.preparing() && next.Status != cur.Status && next.Status != CompleteCommit && next.Status != CompleteAbort {
-		return fmt.Errorf("decided %v replaced by %v", cur.Status, next.Status)
+	// The same transaction's end (a later one's, decided on a folded
+	// Complete, has a newer epoch).
+	sameTxn := next.ProducerID == cur.ProducerID && next.Epoch == cur.Epoch
+	if sameTxn && (cur.Status == PrepareCommit && next.Status == CompleteAbort || cur.Status == PrepareAbort && next.Status == CompleteCommit) {
+		return fmt.Errorf("decision flipped: %v → %v", cur, next)
 	}
-	if cur.Status == PrepareCommit && next.Status == CompleteAbort || cur.Status == PrepareAbort && next.Status == CompleteCommit {
-		return fmt.Errorf("decision flipped: %v → %v", cur.Status, next.Status)
+	if cur.Status.preparing() && next.Status != cur.Status {
+		k := txnKey{cur.ProducerID, cur.Epoch}
+		for _, p := range cur.Partitions {
+			if got, ok := w.markers[k][p]; !ok || got != (cur.Status == PrepareCommit) {
+				return fmt.Errorf("%v left (now %v) before its marker in %v was written", cur, next.Status, p)
+			}
+		}
+		if cur.Status == PrepareCommit && len(cur.Offsets) > 0 && w.applied[k] == nil {
+			return fmt.Errorf("%v left (now %v) before its offsets were applied", cur, next.Status)
+		}
 	}
 	return nil
 }
@@ -254,7 +369,7 @@ func (w *simWorld) answer(ev Event, d Decision, p *simProducer) error {
 	switch e := ev.(type) {
 	case InitProducer:
 		// The other instance, if it shares the session, is now a zombie.
-		p.pid, p.epoch, p.ok, p.added = d.Reply.ProducerID, d.Reply.Epoch, true, map[Partition]bool{}
+		p.pid, p.epoch, p.ok, p.added, p.offsets = d.Reply.ProducerID, d.Reply.Epoch, true, map[Partition]bool{}, nil
 	case AddPartitions:
 		if cur := w.store.cur; e.Epoch < cur.Epoch && !(cur.Status.preparing() || cur.Status == CompleteCommit || cur.Status == CompleteAbort) {
 			return fmt.Errorf("fenced epoch %d accepted at %v", e.Epoch, cur)
@@ -262,6 +377,11 @@ func (w *simWorld) answer(ev Event, d Decision, p *simProducer) error {
 		for _, pt := range e.Partitions {
 			p.added[pt] = true
 		}
+	case AddOffsets:
+		if cur := w.store.cur; e.Epoch < cur.Epoch && !(cur.Status.preparing() || cur.Status == CompleteCommit || cur.Status == CompleteAbort) {
+			return fmt.Errorf("fenced epoch %d accepted offsets at %v", e.Epoch, cur)
+		}
+		p.offsets = append(p.offsets, e.Offsets...)
 	case EndTxn:
 		if e.Commit && !d.Pending && len(p.added) > 0 && d.Store == nil {
 			// A retry answered from a completed state.
@@ -274,7 +394,10 @@ func (w *simWorld) answer(ev Event, d Decision, p *simProducer) error {
 			}
 			w.committed[txnKey{d.Reply.ProducerID, d.Reply.Epoch}] = parts
 		}
-		p.epoch, p.added = d.Reply.Epoch, map[Partition]bool{}
+		if e.Commit && len(p.offsets) > 0 {
+			w.offsets[txnKey{d.Reply.ProducerID, d.Reply.Epoch}] = p.offsets
+		}
+		p.epoch, p.added, p.offsets = d.Reply.Epoch, map[Partition]bool{}, nil
 	}
 	return nil
 }
@@ -291,6 +414,11 @@ func (w *simWorld) checkEnd() error {
 			if got, ok := w.markers[k][p]; !ok || !got {
 				return fmt.Errorf("%v told committed, %v has marker %v (%v)", k, p, got, ok)
 			}
+		}
+	}
+	for k, offs := range w.offsets {
+		if len(w.applied[k]) == 0 {
+			return fmt.Errorf("%v told committed with offsets %v; none applied", k, offs)
 		}
 	}
 	for _, st := range w.store.history {
