@@ -40,6 +40,7 @@ type triggerFlags struct {
 	update     bool
 
 	topic, function, start, startTime, onFailureTopic  string
+	isolation                                          string
 	enabled, bisect                                    bool
 	batchSize, maxBatchBytes, parallelization, retries int
 	window, backoffInitial, backoffMax, maxAge         time.Duration
@@ -53,6 +54,7 @@ var triggerFlagFields = map[string]string{
 	"batch-size": "batch_size", "max-batch-bytes": "max_batch_bytes", "batch-window": "batch_window_ms",
 	"parallelization": "parallelization", "max-retries": "max_retries", "retry-backoff-initial": "retry_backoff_initial_ms",
 	"retry-backoff-max": "retry_backoff_max_ms", "max-record-age": "max_record_age_ms", "on-failure-topic": "on_failure_topic",
+	"isolation": "read_uncommitted",
 }
 
 func (f *triggerFlags) register(cmd *cobra.Command) {
@@ -77,6 +79,8 @@ func (f *triggerFlags) register(cmd *cobra.Command) {
 	fs.DurationVar(&f.maxAge, "max-record-age", 0, "records older than this go to --on-failure-topic without an invocation (0: no limit; else 1m..168h)")
 	fs.BoolVar(&f.bisect, "bisect-on-error", false, "split a failing batch in halves to find the poison record")
 	fs.StringVar(&f.onFailureTopic, "on-failure-topic", "", "topic (DLQ) for records out of retries or age; without one such a record stops the trigger on its partition")
+	fs.StringVar(&f.isolation, "isolation", "read_committed", "read_committed: only records written outside transactions and those of committed transactions, once committed; read_uncommitted: also those of open and aborted transactions")
+	completeValues(cmd, "isolation", "read_committed", "read_uncommitted")
 }
 
 // set reports whether a spec flag counts: every flag on create, the
@@ -91,6 +95,7 @@ func (f *triggerFlags) check(args []string) error {
 			c.badf("%s", catalogReason(err))
 		}
 	}
+	c.oneOf("isolation", f.isolation, "read_committed", "read_uncommitted")
 	var startMs int64
 	if f.startTime != "" {
 		if t, err := time.Parse(time.RFC3339Nano, f.startTime); err != nil || t.UnixMilli() <= 0 {
@@ -106,6 +111,7 @@ func (f *triggerFlags) check(args []string) error {
 		Parallelization: f.parallelization, MaxRetries: f.retries,
 		RetryBackoffInitialMs: f.backoffInitial.Milliseconds(), RetryBackoffMaxMs: f.backoffMax.Milliseconds(),
 		MaxRecordAgeMs: f.maxAge.Milliseconds(), BisectOnError: f.bisect, OnFailureTopic: f.onFailureTopic,
+		ReadUncommitted: f.isolation == "read_uncommitted",
 	}
 	if f.update && !f.fs.Changed("start") && f.fs.Changed("start-time") {
 		s.StartingPosition = catalog.StartTimestamp // completed with the stored trigger's position
@@ -181,6 +187,8 @@ func (f *triggerFlags) updateProbe(s catalog.TriggerSpec) catalog.TriggerSpec {
 			probe.MaxRecordAgeMs = s.MaxRecordAgeMs
 		case "on-failure-topic":
 			probe.OnFailureTopic = s.OnFailureTopic
+		case "isolation":
+			probe.ReadUncommitted = s.ReadUncommitted
 		}
 	}
 	return probe
@@ -217,6 +225,7 @@ func specMsg(s catalog.TriggerSpec) *sluicev1.TriggerSpec {
 		Parallelization: int32(s.Parallelization), MaxRetries: int32(s.MaxRetries),
 		RetryBackoffInitialMs: s.RetryBackoffInitialMs, RetryBackoffMaxMs: s.RetryBackoffMaxMs,
 		MaxRecordAgeMs: s.MaxRecordAgeMs, BisectOnError: s.BisectOnError, OnFailureTopic: s.OnFailureTopic,
+		ReadUncommitted: s.ReadUncommitted,
 	}
 }
 
@@ -308,6 +317,8 @@ func triggerUpdate(ctx context.Context, f triggerFlags, stdout io.Writer) error 
 			m.MaxRecordAgeMs = n.MaxRecordAgeMs
 		case "on-failure-topic":
 			m.OnFailureTopic = n.OnFailureTopic
+		case "isolation":
+			m.ReadUncommitted = n.ReadUncommitted
 		}
 	}
 	if f.fs.Changed("enabled") {
@@ -370,6 +381,10 @@ func triggerDescribe(ctx context.Context, addr, name string, stdout io.Writer) e
 	if s.GetOnFailureTopic() != "" {
 		dlq = s.GetOnFailureTopic()
 	}
+	isolation := "read_committed"
+	if s.GetReadUncommitted() {
+		isolation = "read_uncommitted"
+	}
 	for _, kv := range [][2]string{
 		{"trigger", t.GetName()},
 		{"state", t.GetStateMessage()},
@@ -386,6 +401,7 @@ func triggerDescribe(ctx context.Context, addr, name string, stdout io.Writer) e
 		{"max record age", age},
 		{"bisect on error", strconv.FormatBool(s.GetBisectOnError())},
 		{"on failure topic", dlq},
+		{"isolation", isolation},
 		{"version", strconv.FormatInt(t.GetVersion(), 10)},
 		{"created", time.UnixMilli(t.GetCreatedAtMs()).UTC().Format(time.RFC3339)},
 		{"updated", time.UnixMilli(t.GetUpdatedAtMs()).UTC().Format(time.RFC3339)},

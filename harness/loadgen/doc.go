@@ -25,7 +25,9 @@
 //     step keeps up, then back off below what was achieved and climb again
 //     from 5% a step, doubling the step while steps keep up; a step keeps up
 //     when producers end it within 100 ms of their schedule and
-//     acknowledgements and deliveries reach 98% of the rate).
+//     acknowledgements and deliveries reach 98% of the rate — counting as
+//     reached, with transactionSize, the messages of the transactions open
+//     at the step's end, which are acknowledged only when they commit).
 //  3. Measure for testDuration at the fixed or found rate. CPU is sampled at
 //     the window's two ends: /proc/<pid>/stat utime+stime of every server
 //     pid given (pid and start time, so a restarted server is noticed), and

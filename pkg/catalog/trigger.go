@@ -103,6 +103,11 @@ type TriggerSpec struct {
 	// record stops the trigger on its partition (never skipped silently).
 	// Its existence is not checked here: the runtime reports a missing one.
 	OnFailureTopic string
+	// ReadUncommitted invokes the function with the records of open and
+	// aborted transactions too (Kafka's read_uncommitted). The zero value
+	// is read_committed: only committed transactions' records (and
+	// non-transactional ones), each once its transaction committed.
+	ReadUncommitted bool
 }
 
 // Trigger is a stored trigger.

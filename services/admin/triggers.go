@@ -111,7 +111,7 @@ func triggerSpec(m *sluicev1.TriggerSpec) (catalog.TriggerSpec, error) {
 		BatchSize: int(m.GetBatchSize()), MaxBatchBytes: int(m.GetMaxBatchBytes()), BatchWindowMs: m.GetBatchWindowMs(),
 		Parallelization: int(m.GetParallelization()), MaxRetries: int(m.GetMaxRetries()),
 		RetryBackoffInitialMs: m.GetRetryBackoffInitialMs(), RetryBackoffMaxMs: m.GetRetryBackoffMaxMs(),
-		MaxRecordAgeMs: m.GetMaxRecordAgeMs(), BisectOnError: m.GetBisectOnError(), OnFailureTopic: m.GetOnFailureTopic(),
+		MaxRecordAgeMs: m.GetMaxRecordAgeMs(), BisectOnError: m.GetBisectOnError(), OnFailureTopic: m.GetOnFailureTopic(), ReadUncommitted: m.GetReadUncommitted(),
 	}, nil
 }
 
@@ -131,7 +131,7 @@ func triggerInfo(tr catalog.Trigger) *sluicev1.TriggerInfo {
 			BatchSize: int32(tr.BatchSize), MaxBatchBytes: int32(tr.MaxBatchBytes), BatchWindowMs: tr.BatchWindowMs,
 			Parallelization: int32(tr.Parallelization), MaxRetries: int32(tr.MaxRetries),
 			RetryBackoffInitialMs: tr.RetryBackoffInitialMs, RetryBackoffMaxMs: tr.RetryBackoffMaxMs,
-			MaxRecordAgeMs: tr.MaxRecordAgeMs, BisectOnError: tr.BisectOnError, OnFailureTopic: tr.OnFailureTopic,
+			MaxRecordAgeMs: tr.MaxRecordAgeMs, BisectOnError: tr.BisectOnError, OnFailureTopic: tr.OnFailureTopic, ReadUncommitted: tr.ReadUncommitted,
 		},
 		StateMessage: enabledMessage,
 	}

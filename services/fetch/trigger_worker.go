@@ -371,7 +371,7 @@ func (w *triggerWorker) read(ctx context.Context, offset int64, n int) (partlog.
 	if hw := r.s.logs.HighWatermark(r.tr.Topic, int(w.partition)); hw >= 0 && hw <= offset {
 		return partlog.Result{Next: offset}, nil
 	}
-	res, err := r.s.read(ctx, r.tr.Topic, int(w.partition), offset, partlog.Limits{MaxRecords: n, MaxBytes: r.spec.MaxBatchBytes})
+	res, err := r.s.read(ctx, r.tr.Topic, int(w.partition), offset, partlog.Limits{MaxRecords: n, MaxBytes: r.spec.MaxBatchBytes, ReadCommitted: !r.spec.ReadUncommitted})
 	if err != nil {
 		if connect.CodeOf(err) == connect.CodeOutOfRange {
 			if start, _, berr := r.s.logs.Bounds(ctx, r.tr.Topic, int(w.partition)); berr == nil && offset < start {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/sluicemq/sluice/internal/cluster"
 	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
+	"github.com/sluicemq/sluice/pkg/sluice"
 	"github.com/sluicemq/sluice/services/fetch"
 	"github.com/sluicemq/sluice/services/fetch/trigger"
 )
@@ -504,5 +505,101 @@ func TestTriggerRecreatedStartsAfresh(t *testing.T) {
 	}
 	if second := e.describeTrigger(t, "tr").GetGroup(); second == first {
 		t.Fatalf("both triggers ran as group %q", first)
+	}
+}
+
+// A trigger reads committed by default: its function never sees the
+// records of an aborted transaction, and sees a transaction's records
+// only once it committed, in log order with the records written outside
+// transactions. One with read_uncommitted sees them all.
+func TestTriggerReadsCommittedByDefault(t *testing.T) {
+	var mu sync.Mutex
+	got := map[string][]string{}
+	f := newFakeLambda(t, func(inv invocation) (int, string, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		got[inv.function] = append(got[inv.function], inv.values...)
+		return ok()
+	})
+	seen := func(fn string) []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(got[fn])
+	}
+	e := triggerCluster(t, f)
+	e.createTopic(t, "tx", 1)
+	ctx := context.Background()
+	c, err := sluice.NewClient(strings.TrimPrefix(e.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	p, err := c.NewTransactionalProducer(ctx, "tx-writer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(ctx)
+	txn := func(commit bool, values ...string) {
+		t.Helper()
+		if err := p.Begin(); err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range values {
+			if err := p.Send(ctx, &sluice.Record{Topic: "tx", Partition: 0, Value: []byte(v)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := p.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if !commit {
+			if err := p.Abort(ctx); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+		if err := p.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	txn(true, "a1", "a2")
+	txn(false, "x1", "x2")
+	if _, err := e.prod.Produce(ctx, connect.NewRequest(&sluicev1.ProduceRequest{Topic: "tx", Partition: new(int32(0)),
+		Records: []*sluicev1.Record{{Value: []byte("plain")}}})); err != nil {
+		t.Fatal(err)
+	}
+	txn(true, "b1")
+	// An open transaction: written, not committed.
+	if err := p.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Send(ctx, &sluice.Record{Topic: "tx", Partition: 0, Value: []byte("open")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	earliest := sluicev1.TriggerStartingPosition_TRIGGER_STARTING_POSITION_EARLIEST
+	e.createTrigger(t, "committed", &sluicev1.TriggerSpec{Topic: "tx", Function: "committed", StartingPosition: earliest})
+	e.createTrigger(t, "uncommitted", &sluicev1.TriggerSpec{Topic: "tx", Function: "uncommitted", StartingPosition: earliest, ReadUncommitted: true})
+	all := []string{"a1", "a2", "x1", "x2", "plain", "b1", "open"}
+	waitFor(t, "read_uncommitted sees every record", 20*time.Second, func() bool { return len(seen("uncommitted")) >= len(all) })
+	waitFor(t, "read_committed reaches the open transaction", 20*time.Second, func() bool { return len(seen("committed")) >= 4 })
+	time.Sleep(300 * time.Millisecond) // rounds the open transaction would show up in
+	if g := seen("committed"); !slices.Equal(g, []string{"a1", "a2", "plain", "b1"}) {
+		t.Fatalf("read_committed trigger saw %v; want [a1 a2 plain b1] (no aborted records, nothing of the open transaction)", g)
+	}
+	if err := p.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "read_committed sees the transaction once committed", 20*time.Second, func() bool { return len(seen("committed")) >= 5 })
+	if g := seen("committed"); !slices.Equal(g, []string{"a1", "a2", "plain", "b1", "open"}) {
+		t.Fatalf("read_committed trigger saw %v; want [a1 a2 plain b1 open]", g)
+	}
+	if g := seen("uncommitted"); !slices.Equal(g, all) {
+		t.Fatalf("read_uncommitted trigger saw %v; want %v", g, all)
+	}
+	if d := e.describeTrigger(t, "uncommitted"); !d.GetTrigger().GetSpec().GetReadUncommitted() {
+		t.Fatalf("DescribeTrigger does not show read_uncommitted: %v", d.GetTrigger().GetSpec())
 	}
 }

@@ -50,7 +50,7 @@ func fullSpec(topic string) catalog.TriggerSpec {
 		StartingPosition: catalog.StartTimestamp, StartingTimestampMs: Start.Add(-time.Hour).UnixMilli(),
 		BatchSize: 500, MaxBatchBytes: 1 << 20, BatchWindowMs: 250, Parallelization: 4, MaxRetries: 7,
 		RetryBackoffInitialMs: 200, RetryBackoffMaxMs: 60_000, MaxRecordAgeMs: 3_600_000,
-		BisectOnError: true, OnFailureTopic: topic + "-dlq",
+		BisectOnError: true, OnFailureTopic: topic + "-dlq", ReadUncommitted: true,
 	}
 }
 

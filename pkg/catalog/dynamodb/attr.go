@@ -112,6 +112,14 @@ func (r *reader) boolean(name string) bool {
 	return ok && v.Value
 }
 
+// optBool reads a bool that is absent when false.
+func (r *reader) optBool(name string) bool {
+	if _, ok := r.item[name]; !ok {
+		return false
+	}
+	return r.boolean(name)
+}
+
 func (r *reader) list(name string, max int) []av {
 	v, ok := r.item[name].(*types.AttributeValueMemberL)
 	if !ok {

@@ -247,6 +247,9 @@ func triggerItem(t catalog.Trigger) map[string]av {
 	it["backoffMax"] = n(t.RetryBackoffMaxMs)
 	it["maxAge"] = n(t.MaxRecordAgeMs)
 	it["bisect"] = b(t.BisectOnError)
+	if t.ReadUncommitted {
+		it["uncommitted"] = b(true)
+	}
 	if t.OnFailureTopic != "" {
 		it["dlq"] = s(t.OnFailureTopic)
 	}
@@ -267,7 +270,7 @@ func decodeTrigger(it map[string]av) (catalog.Trigger, error) {
 		BatchSize: int(r.num("batch")), MaxBatchBytes: int(r.num("batchBytes")), BatchWindowMs: r.num("window"),
 		Parallelization: int(r.num("par")), MaxRetries: int(r.num("retries")),
 		RetryBackoffInitialMs: r.num("backoff0"), RetryBackoffMaxMs: r.num("backoffMax"), MaxRecordAgeMs: r.num("maxAge"),
-		BisectOnError: r.boolean("bisect"), OnFailureTopic: r.optStr("dlq"),
+		BisectOnError: r.boolean("bisect"), OnFailureTopic: r.optStr("dlq"), ReadUncommitted: r.optBool("uncommitted"),
 	}, CreatedAt: fromMs(r.num("created")), UpdatedAt: fromMs(r.num("updated")), Version: r.num(attrVersion)}
 	if err := r.err(); err != nil {
 		return catalog.Trigger{}, err

@@ -49,6 +49,7 @@ type triggerRec struct {
 	MaxRecordAgeMs        int64  `json:"maxRecordAgeMs"`
 	BisectOnError         bool   `json:"bisectOnError"`
 	OnFailureTopic        string `json:"onFailureTopic,omitempty"`
+	ReadUncommitted       bool   `json:"readUncommitted,omitempty"`
 	CreatedMs             int64  `json:"createdMs"`
 	UpdatedMs             int64  `json:"updatedMs"`
 	Version               int64  `json:"version"`
@@ -214,7 +215,7 @@ func toTriggerRec(t catalog.Trigger) triggerRec {
 		BatchSize: t.BatchSize, MaxBatchBytes: t.MaxBatchBytes, BatchWindowMs: t.BatchWindowMs,
 		Parallelization: t.Parallelization, MaxRetries: t.MaxRetries,
 		RetryBackoffInitialMs: t.RetryBackoffInitialMs, RetryBackoffMaxMs: t.RetryBackoffMaxMs,
-		MaxRecordAgeMs: t.MaxRecordAgeMs, BisectOnError: t.BisectOnError, OnFailureTopic: t.OnFailureTopic,
+		MaxRecordAgeMs: t.MaxRecordAgeMs, BisectOnError: t.BisectOnError, OnFailureTopic: t.OnFailureTopic, ReadUncommitted: t.ReadUncommitted,
 		CreatedMs: ms(t.CreatedAt), UpdatedMs: ms(t.UpdatedAt), Version: t.Version}
 }
 
@@ -227,7 +228,7 @@ func (r triggerRec) trigger() (catalog.Trigger, error) {
 		BatchSize: r.BatchSize, MaxBatchBytes: r.MaxBatchBytes, BatchWindowMs: r.BatchWindowMs,
 		Parallelization: r.Parallelization, MaxRetries: r.MaxRetries,
 		RetryBackoffInitialMs: r.RetryBackoffInitialMs, RetryBackoffMaxMs: r.RetryBackoffMaxMs,
-		MaxRecordAgeMs: r.MaxRecordAgeMs, BisectOnError: r.BisectOnError, OnFailureTopic: r.OnFailureTopic,
+		MaxRecordAgeMs: r.MaxRecordAgeMs, BisectOnError: r.BisectOnError, OnFailureTopic: r.OnFailureTopic, ReadUncommitted: r.ReadUncommitted,
 	}, CreatedAt: fromMs(r.CreatedMs), UpdatedAt: fromMs(r.UpdatedMs), Version: r.Version}
 	if err := catalog.ValidateTrigger(t.Name, t.TriggerSpec); err != nil {
 		return catalog.Trigger{}, err

@@ -1429,8 +1429,13 @@ type TriggerSpec struct {
 	// means none: such a record stops the trigger on its partition. Must not
 	// be `topic`.
 	OnFailureTopic string `protobuf:"bytes,15,opt,name=on_failure_topic,json=onFailureTopic,proto3" json:"on_failure_topic,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Invoke the function with the records of open and aborted transactions
+	// too (Kafka's read_uncommitted). By default (false) a trigger reads
+	// committed: only records of committed transactions and
+	// non-transactional ones, each once its transaction committed.
+	ReadUncommitted bool `protobuf:"varint,16,opt,name=read_uncommitted,json=readUncommitted,proto3" json:"read_uncommitted,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *TriggerSpec) Reset() {
@@ -1566,6 +1571,13 @@ func (x *TriggerSpec) GetOnFailureTopic() string {
 		return x.OnFailureTopic
 	}
 	return ""
+}
+
+func (x *TriggerSpec) GetReadUncommitted() bool {
+	if x != nil {
+		return x.ReadUncommitted
+	}
+	return false
 }
 
 // TriggerPartition is the runtime state of one partition of a trigger.
@@ -2419,7 +2431,7 @@ const file_sluice_v1_admin_proto_rawDesc = "" +
 	"\x19ResetGroupOffsetsResponse\x129\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2\x19.sluice.v1.GroupPartitionR\n" +
-	"partitions\"\xff\x04\n" +
+	"partitions\"\xaa\x05\n" +
 	"\vTriggerSpec\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1a\n" +
 	"\bfunction\x18\x02 \x01(\tR\bfunction\x12\x18\n" +
@@ -2438,7 +2450,8 @@ const file_sluice_v1_admin_proto_rawDesc = "" +
 	"\x14retry_backoff_max_ms\x18\f \x01(\x03R\x11retryBackoffMaxMs\x12)\n" +
 	"\x11max_record_age_ms\x18\r \x01(\x03R\x0emaxRecordAgeMs\x12&\n" +
 	"\x0fbisect_on_error\x18\x0e \x01(\bR\rbisectOnError\x12(\n" +
-	"\x10on_failure_topic\x18\x0f \x01(\tR\x0eonFailureTopic\"\x96\x02\n" +
+	"\x10on_failure_topic\x18\x0f \x01(\tR\x0eonFailureTopic\x12)\n" +
+	"\x10read_uncommitted\x18\x10 \x01(\bR\x0freadUncommitted\"\x96\x02\n" +
 	"\x10TriggerPartition\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x14\n" +
