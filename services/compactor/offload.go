@@ -57,6 +57,13 @@ scan:
 		t.fail(err)
 	}
 	each(ctx, c.cfg.Workers, todo, func(ctx context.Context, m catalog.LedgerMetadata) {
+		if ok, err := c.offloadable(ctx, m); err != nil || !ok {
+			if err != nil {
+				c.log.Warn("offload check failed", slog.Int64("ledger", int64(m.ID)), slog.Any("err", err))
+				t.fail(fmt.Errorf("offload ledger %d: %w", m.ID, err))
+			}
+			return // a transaction open at its end may still need it: a later pass
+		}
 		n, dropped, err := c.offload(ctx, m)
 		if err != nil {
 			c.log.Warn("offload failed", slog.Int64("ledger", int64(m.ID)), slog.Any("err", err))
@@ -144,6 +151,85 @@ func (c *Compactor) offload(ctx context.Context, m catalog.LedgerMetadata) (size
 		return info.Size, false, err
 	}
 	return info.Size, true, nil
+}
+
+// offloadable says whether ledger m may leave the bookies. A segment keeps
+// batches, not entry headers, and the ingest writer taking a partition
+// over reads the transactions open at the tail from the bookies, starting
+// at the entry holding the tail's last stable offset (partition.Writer's
+// rebuild); readers take the LSO from the last readable entry's header. So
+// a ledger with a transaction open at its end (its last entry has a
+// header) stays until a later sealed ledger of its partition ends with
+// every such transaction ended — its last entry's LSO beyond m's last
+// offset — or a later ledger was offloaded (which needed as much). Then no
+// transaction open at the tail can have begun in m, and an offloaded
+// last ledger never had one open at its end.
+func (c *Compactor) offloadable(ctx context.Context, m catalog.LedgerMetadata) (bool, error) {
+	hdr, err := c.lastEntryHeader(ctx, m)
+	if err != nil || !hdr.Present {
+		return err == nil, err
+	}
+	p, err := c.deps.Catalog.GetPartition(ctx, m.Topic, m.Partition)
+	if errors.Is(err, catalog.ErrNotFound) {
+		return false, nil // the topic is gone: its cleanup takes the ledger
+	}
+	if err != nil {
+		return false, fmt.Errorf("read partition %s/%d: %w", m.Topic, m.Partition, err)
+	}
+	if p.TopicID != m.TopicID {
+		return false, nil // another incarnation of the name
+	}
+	later := false
+	for _, ref := range p.Ledgers {
+		if ref.ID == m.ID {
+			later = true
+			continue
+		}
+		if !later {
+			continue
+		}
+		n, err := c.deps.Catalog.GetLedger(ctx, ref.ID)
+		if err != nil {
+			return false, fmt.Errorf("read ledger %d: %w", ref.ID, err)
+		}
+		switch {
+		case n.State == catalog.LedgerOffloaded:
+			return true, nil
+		case n.State != catalog.LedgerClosed:
+			return false, nil // open or in recovery: its end is not known yet
+		case n.LastEntry < 0:
+			continue
+		}
+		h, err := c.lastEntryHeader(ctx, n)
+		if err != nil {
+			return false, err
+		}
+		if !h.Present || h.LSO > m.LastOffset {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// lastEntryHeader reads the entry header of ledger m's last entry (not
+// Present when no transaction was open at its end).
+func (c *Compactor) lastEntryHeader(ctx context.Context, m catalog.LedgerMetadata) (record.EntryHeader, error) {
+	rd, err := c.deps.Ledgers.OpenReader(ctx, m.ID)
+	if err != nil {
+		return record.EntryHeader{}, fmt.Errorf("open ledger: %w", err)
+	}
+	ents, err := rd.Read(ctx, m.LastEntry, m.LastEntry)
+	if err != nil {
+		return record.EntryHeader{}, fmt.Errorf("read entry %d: %w", m.LastEntry, err)
+	}
+	if len(ents) != 1 {
+		return record.EntryHeader{}, fmt.Errorf("read entry %d: %d entries", m.LastEntry, len(ents))
+	}
+	hdr, _, err := record.EntryBatches(ents[0].Payload)
+	if err != nil {
+		return record.EntryHeader{}, fmt.Errorf("entry %d: %w", m.LastEntry, err)
+	}
+	return hdr, nil
 }
 
 // upload writes ledger m's segment to key. On any error the object writer

@@ -133,3 +133,49 @@ func TestKeyCompactionKeepsTransactionsRight(t *testing.T) {
 		t.Fatalf("recompaction rewrote %d ledgers", r.Compacted)
 	}
 }
+
+// withHeader is an entry: an entry header with last stable offset lso
+// (a transaction open at the entry's end), then batch.
+func withHeader(lso int64, batch []byte) []byte {
+	out := make([]byte, record.EntryHeaderSize, record.EntryHeaderSize+len(batch))
+	record.PutEntryHeader(out, lso)
+	return append(out, batch...)
+}
+
+// A ledger with a transaction open at its end stays on the bookies until
+// a later sealed ledger ends with that transaction ended: the ingest
+// writer taking the partition over reads the open transactions back from
+// the entry holding the tail's LSO, and readers the LSO from the last
+// entry's header; a segment keeps neither.
+func TestOffloadKeepsLedgersOpenTransactionsNeed(t *testing.T) {
+	e := newEnv(t)
+	e.topic("tx", catalog.DefaultTopicConfig())
+	k := func(key, value string) kv { return kv{[]byte(key), []byte(value)} }
+	// a: producer 7's transaction opens at 1 and is open at a's end.
+	a := e.ledgerOf("tx", 0, 1, [][]byte{
+		kvBatch(t, 0, []kv{k("p", "plain")}),
+		withHeader(1, txnBatch(t, 1, 7, []kv{k("t", "open")})),
+	})
+	// b: still open at b's end.
+	b := e.ledgerOf("tx", 2, 2, [][]byte{withHeader(1, kvBatch(t, 2, []kv{k("p", "more")}))})
+	c := e.compactor(func(c *Config, _ *Deps) { c.OffloadAge = -1 })
+	if r := e.pass(c); r.Offloaded != 0 {
+		t.Fatalf("pass = %+v: offloaded a ledger an open transaction needs", r)
+	}
+	// c: the transaction ends (its marker), nothing open at c's end.
+	cl := e.ledgerOf("tx", 3, 3, [][]byte{markerBatch(t, 3, 7, true)})
+	if r := e.pass(c); r.Offloaded != 3 {
+		t.Fatalf("pass = %+v, want a, b and c offloaded once the transaction ended", r)
+	}
+	for _, m := range []catalog.LedgerMetadata{a, b, cl} {
+		if got := e.get(m.ID); got.State != catalog.LedgerOffloaded {
+			t.Fatalf("ledger %d is %v", m.ID, got.State)
+		}
+	}
+	// A later ledger with another transaction open at its end — the last
+	// of the chain — stays.
+	d := e.ledgerOf("tx", 4, 4, [][]byte{withHeader(4, txnBatch(t, 4, 8, []kv{k("t", "again")}))})
+	if r := e.pass(c); r.Offloaded != 0 || e.get(d.ID).State != catalog.LedgerClosed {
+		t.Fatalf("pass = %+v, ledger %d %v: the last ledger with a transaction open at its end was offloaded", r, d.ID, e.get(d.ID).State)
+	}
+}

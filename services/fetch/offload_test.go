@@ -7,12 +7,14 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 
 	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
 	"github.com/sluicemq/sluice/pkg/record"
 	"github.com/sluicemq/sluice/pkg/segment"
+	"github.com/sluicemq/sluice/pkg/sluice"
 	"github.com/sluicemq/sluice/services/fetch"
 	"github.com/sluicemq/sluice/services/fetch/partlog"
 )
@@ -300,4 +302,75 @@ func TestFetchOffloadedLedgerWithGaps(t *testing.T) {
 	}
 	// Reading on crosses into the next ledger.
 	readAll(t, cons, "g", 0, p.Ledgers[1].FirstOffset, p.Ledgers[1].FirstOffset+50, 25)
+}
+
+// A partition whose tail ledger was offloaded (sealed, idle past the
+// offload age, bookie copies gone) can be written again: the writer that
+// takes it over reads back only what is still on the bookies. (Before, the
+// takeover failed for good: "rebuild producer state: no replica returned
+// the entry".) An idempotent producer's state from before the offloaded
+// ledger is not read back: the SDK starts its sequence over.
+func TestWritingAfterTheTailWasOffloaded(t *testing.T) {
+	e := startCluster(t, smallLedgers())
+	e.createTopic(t, "idle", 1)
+	ctx := context.Background()
+	c, err := sluice.NewClient(strings.TrimPrefix(e.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	prod, err := c.NewProducer(sluice.WithDeliveryTimeout(20 * time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close(ctx)
+	send := func(v string) int64 {
+		t.Helper()
+		res, err := prod.ProduceSync(ctx, &sluice.Record{Topic: "idle", Partition: 0, Value: []byte(v)})
+		if err != nil {
+			t.Fatalf("send %s: %v", v, err)
+		}
+		return res.Offset
+	}
+	for i := range 20 {
+		send(fmt.Sprintf("before-%d", i))
+	}
+	part, err := e.c.Catalog.GetPartition(ctx, "idle", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tail := part.Ledgers[len(part.Ledgers)-1].ID
+	// Seal the tail as a takeover would (recovery fences the writer), then
+	// offload it and drop its bookie copies.
+	if _, err := e.c.Ledgers.Recover(ctx, tail, func(_ int64, payload []byte) (int64, error) { return record.EntryLastOffset(payload) }); err != nil {
+		t.Fatal(err)
+	}
+	b := memBucket(t)
+	e.offload(t, b, tail, nil)
+	var last int64
+	for i := range 20 {
+		last = send(fmt.Sprintf("after-%d", i))
+	}
+	if last != 39 {
+		t.Fatalf("the last record went to offset %d; want 39", last)
+	}
+	logs, err := partlog.New(partlog.Config{Objects: b}, e.c.Catalog, e.c.Ledgers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logs.Close()
+	var got []string
+	for off := int64(0); off < 40; {
+		res, err := logs.Read(ctx, "idle", 0, off, partlog.Limits{MaxRecords: 100, MaxBytes: 1 << 20})
+		if err != nil {
+			t.Fatalf("read at %d: %v", off, err)
+		}
+		for _, r := range res.Records {
+			got = append(got, string(r.Value))
+		}
+		off = res.Next
+	}
+	if len(got) != 40 || got[19] != "before-19" || got[20] != "after-0" || got[39] != "after-19" {
+		t.Fatalf("read back %d records %v; want before-0..19, after-0..19", len(got), got)
+	}
 }

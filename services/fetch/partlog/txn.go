@@ -197,8 +197,9 @@ func (lg *Log) stableOf(ctx context.Context, p catalog.Partition) (int64, error)
 			return 0, &ledgerErr{p.Ledgers[i].ID, err}
 		}
 		if st.object {
-			// A segment keeps no entry headers: its end stands for the
-			// LSO (docs/open-work.md, "Transactions").
+			// A segment keeps no entry headers: its end is the LSO, as
+			// the compactor offloads no last ledger with a transaction
+			// open at its end (compactor.offloadable).
 			return min(end, st.metadata().LastOffset+1), nil
 		}
 		last, _ := st.readable()

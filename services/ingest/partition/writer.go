@@ -185,14 +185,25 @@ func Open(ctx context.Context, cfg Config, ledgers Ledgers, chain Chain, p catal
 // holding it — and streams forward. The open transactions found must
 // agree with the header: if they do not, the log is not what the writer
 // wrote, and Open fails rather than guess.
+//
+// Entries are read from the bookies, so the window stops at an offloaded
+// ledger: producers seen only before it are unknown here (their next batch
+// gets UNKNOWN_PRODUCER_ID unless it starts over at sequence 0, as after
+// an eviction). The compactor offloads no ledger a transaction open at the
+// tail began in, and no last ledger with a transaction open at its end
+// (compactor.offloadable), so the open transactions are always on the
+// bookies; a partition whose every ledger with entries is offloaded has
+// none.
 func (w *Writer) rebuild(ctx context.Context, producers *dedup.State, chain []catalog.LedgerRef) ([]machine.OpenTxn, error) {
 	type pos struct {
 		ledger int // index in chain
 		entry  int64
 	}
-	// lastEntry[i] is ledger i's last entry id (-1: none), once known.
+	// lastEntry[i] is ledger i's last entry id (-1: none), once known;
+	// offloaded[i] whether its entries left the bookies.
 	lastEntry := make([]int64, len(chain))
 	known := make([]bool, len(chain))
+	offloaded := make([]bool, len(chain))
 	meta := func(i int) error {
 		if known[i] {
 			return nil
@@ -201,7 +212,7 @@ func (w *Writer) rebuild(ctx context.Context, producers *dedup.State, chain []ca
 		if err != nil {
 			return err
 		}
-		lastEntry[i], known[i] = m.LastEntry, true
+		lastEntry[i], known[i], offloaded[i] = m.LastEntry, true, m.State == catalog.LedgerOffloaded
 		return nil
 	}
 	// The window: the last RebuildEntries entries.
@@ -211,6 +222,9 @@ func (w *Writer) rebuild(ctx context.Context, producers *dedup.State, chain []ca
 		if err := meta(i); err != nil {
 			return nil, err
 		}
+		if offloaded[i] {
+			break
+		}
 		if lastEntry[i] < 0 {
 			continue
 		}
@@ -219,7 +233,7 @@ func (w *Writer) rebuild(ctx context.Context, producers *dedup.State, chain []ca
 		budget -= lastEntry[i] - first + 1
 	}
 	if start.ledger == len(chain) {
-		return nil, nil // no entry in the chain
+		return nil, nil // no entry on the bookies
 	}
 	// The LSO at the tail, from the last entry.
 	tail := len(chain) - 1
@@ -244,6 +258,9 @@ func (w *Writer) rebuild(ctx context.Context, producers *dedup.State, chain []ca
 		if j <= start.ledger {
 			if err := meta(j); err != nil {
 				return nil, err
+			}
+			if offloaded[j] {
+				return nil, fmt.Errorf("the tail's last stable offset %d is in ledger %d, which is offloaded: the transactions open at the tail cannot be read back (the compactor must keep such a ledger on the bookies)", lso, chain[j].ID)
 			}
 			e, err := w.entryHolding(ctx, chain[j].ID, lastEntry[j], lso)
 			if err != nil {
