@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"connectrpc.com/connect"
@@ -19,6 +20,7 @@ import (
 	"github.com/sluicemq/sluice/pkg/catalog"
 	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
 	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicemq/sluice/pkg/sluice"
 	"github.com/sluicemq/sluice/services/ingest"
 )
 
@@ -252,6 +254,9 @@ type produceFlags struct {
 	topic     string
 	key       string
 	partition int // -1: by key, else sticky
+	// idempotent: through the SDK's idempotent producer (retried, stored
+	// once); else one plain Produce request.
+	idempotent bool
 	// A load run when count > 0.
 	count, size, batch, inflight int
 	// values are the records' values; none: one a line of stdin.
@@ -271,6 +276,10 @@ quorum of bookies). Every record gets --key (none when empty); --partition picks
 partition, else the key does, else the sticky partitioner. Flags may come after the
 values; after -- everything is a value.
 
+Records go through the Go SDK's idempotent producer: a failover or throttling is
+retried (for up to 30 s) and the server stores each record once, in order.
+--idempotent=false sends one plain Produce request instead, not retried.
+
 With --count N it is a load run instead: N generated records of --size bytes, --batch
 records a request, --inflight requests in flight on one ProduceStream; it prints the
 rate and the request latency percentiles.`,
@@ -288,6 +297,7 @@ rate and the request latency percentiles.`,
 	fs.StringVar(&f.topic, "topic", "", "topic (required)")
 	fs.StringVar(&f.key, "key", "", "record key (empty: no key, sticky partitioning)")
 	fs.IntVar(&f.partition, "partition", -1, fmt.Sprintf("explicit partition, 0..%d (-1: by key, else sticky)", catalog.MaxPartitions-1))
+	fs.BoolVar(&f.idempotent, "idempotent", true, "produce through the SDK's idempotent producer (retried, each record stored once); false: one plain Produce request, not retried")
 	fs.IntVar(&f.count, "count", 0, fmt.Sprintf("load run: produce this many generated records (up to %d) and report the rate", maxProduceCount))
 	fs.IntVar(&f.size, "size", 1024, fmt.Sprintf("load run: value size in bytes (1..%d)", catalog.MaxMaxMessageBytes))
 	fs.IntVar(&f.batch, "batch", 100, fmt.Sprintf("load run: records per request (1..%d)", ingest.DefaultMaxRecords))
@@ -313,7 +323,7 @@ func (f *produceFlags) check(fs *pflag.FlagSet, args []string) error {
 		if f.size > 0 && f.batch > 0 && int64(f.size)*int64(f.batch) > maxProduceRequestBytes {
 			c.badf("--batch %d of --size %d: requests of %d bytes; want at most %d", f.batch, f.size, int64(f.size)*int64(f.batch), maxProduceRequestBytes)
 		}
-		for _, name := range []string{"key", "partition"} {
+		for _, name := range []string{"key", "partition", "idempotent"} {
 			if fs.Changed(name) {
 				c.badf("--%s does not apply to a load run (--count), which generates its records", name)
 			}
@@ -371,6 +381,9 @@ func produce(ctx context.Context, f produceFlags, stdin io.Reader, stdout io.Wri
 	if len(req.Records) == 0 {
 		return errors.New("nothing to produce: give values as arguments or on stdin")
 	}
+	if f.idempotent {
+		return produceIdempotent(ctx, f, values, stdout)
+	}
 	resp, err := prod.Produce(ctx, connect.NewRequest(req))
 	if err != nil {
 		return err
@@ -379,6 +392,54 @@ func produce(ctx context.Context, f produceFlags, stdin io.Reader, stdout io.Wri
 		fmt.Fprintf(stdout, "partition %d offset %d\n", r.GetPartition(), r.GetOffset())
 	}
 	return nil
+}
+
+// produceDeliveryTimeout bounds how long `sluice produce` retries a record.
+const produceDeliveryTimeout = 30 * time.Second
+
+// produceIdempotent sends values through the SDK's idempotent producer and
+// prints each record's partition and offset, in order.
+func produceIdempotent(ctx context.Context, f produceFlags, values []string, stdout io.Writer) error {
+	c, err := sluice.NewClient(f.addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	p, err := c.NewProducer(sluice.WithDeliveryTimeout(produceDeliveryTimeout))
+	if err != nil {
+		return err
+	}
+	defer func() { _ = p.Close(context.WithoutCancel(ctx)) }()
+	results := make([]sluice.Result, len(values))
+	var wg sync.WaitGroup
+	for i, v := range values {
+		r := &sluice.Record{Topic: f.topic, Partition: sluice.AnyPartition, Value: []byte(v)}
+		if f.key != "" {
+			r.Key = []byte(f.key)
+		}
+		if f.partition >= 0 {
+			r.Partition = int32(f.partition)
+		}
+		wg.Add(1)
+		p.Produce(ctx, r, func(res sluice.Result) {
+			results[i] = res
+			wg.Done()
+		})
+	}
+	flushErr := p.Flush(ctx)
+	wg.Wait()
+	var failed []error
+	for i, r := range results {
+		if r.Err != nil {
+			failed = append(failed, fmt.Errorf("record %d (%q): %w", i, values[i], r.Err))
+			continue
+		}
+		fmt.Fprintf(stdout, "partition %d offset %d\n", r.Partition, r.Offset)
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("%d of %d records not stored: %w", len(failed), len(values), errors.Join(failed...))
+	}
+	return flushErr
 }
 
 // produceLoad pipelines requests of batch records on one ProduceStream

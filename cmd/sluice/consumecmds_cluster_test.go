@@ -5,12 +5,18 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net/http"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
+
 	"github.com/sluicemq/sluice/internal/cluster"
+	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
+	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicemq/sluice/pkg/record"
 )
 
 // The client commands against an in-process cluster: produce with flags
@@ -155,5 +161,55 @@ func TestCopyCommand(t *testing.T) {
 	sort.Strings(values)
 	if got := strings.Join(values, ""); got != "abcde" {
 		t.Fatalf("read_committed copy holds %q; want abcde, each once", got)
+	}
+}
+
+// `sluice produce` goes through the SDK's idempotent producer (its batches
+// carry a producer id, so a retry is stored once); --idempotent=false
+// sends a plain request.
+func TestProduceIsIdempotent(t *testing.T) {
+	cfg := cluster.Config{Dir: t.TempDir(), Addr: "127.0.0.1:0"}
+	cfg.Server.ShutdownTimeout = 300 * time.Millisecond
+	c, err := cluster.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	cli := func(args ...string) string {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		if code := run(context.Background(), append(args, "--addr", c.Addr()), &out, &errOut); code != 0 {
+			t.Fatalf("sluice %s: exit %d: %s", strings.Join(args, " "), code, errOut.String())
+		}
+		return out.String()
+	}
+	cli("topic", "create", "t")
+	if got, want := cli("produce", "--topic", "t", "a", "b", "c"), "partition 0 offset 0\npartition 0 offset 1\npartition 0 offset 2\n"; got != want {
+		t.Fatalf("produce: %q, want %q", got, want)
+	}
+	if got, want := cli("produce", "--topic", "t", "d", "--idempotent=false"), "partition 0 offset 3\n"; got != want {
+		t.Fatalf("produce --idempotent=false: %q, want %q", got, want)
+	}
+	cons := sluicev1connect.NewConsumerServiceClient(http.DefaultClient, "http://"+c.Addr())
+	resp, err := cons.Fetch(ctx, connect.NewRequest(&sluicev1.FetchRequest{Topic: "t", Partition: 0, Offset: 0, RecordBatches: true}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int64
+	for _, data := range resp.Msg.GetRecordBatches() {
+		for rest := data; len(rest) > 0; {
+			b, r, err := record.Split(rest)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pids = append(pids, record.Batch(b).ProducerID())
+			rest = r
+		}
+	}
+	if len(pids) != 2 || pids[0] < 0 || pids[1] != -1 {
+		t.Fatalf("producer ids of the stored batches: %v; want [an id, -1]: a, b, c from the idempotent producer, d plain", pids)
 	}
 }
