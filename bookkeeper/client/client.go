@@ -139,25 +139,28 @@ func (c *Client) updateLedger(ctx context.Context, m catalog.LedgerMetadata) (ca
 
 // Stats are the client's counters since New.
 type Stats struct {
-	AddsSent           int64 // adds queued to bookies (one per entry per bookie)
-	AddMessagesSent    int64 // AddEntries request messages sent (each carries one or more adds)
-	AddResponses       int64 // AddEntries response messages received (each answers one or more adds)
-	AddFailures        int64 // adds answered with a failure or timed out
-	StreamsOpened      int64 // AddEntries streams opened
-	EnsembleChanges    int64 // ensemble changes stored in the catalog
-	LedgersCreated     int64
-	LedgersClosed      int64 // sealed by their writer
-	LedgersRecovered   int64 // sealed by a recovery of this client
-	ReadsSent          int64 // ReadEntries calls (regular and recovery)
-	SpeculativeReads   int64 // speculative timeouts that asked another replica
-	ChecksumFailures   int64 // entries read that failed verification
-	RegistryRefreshes  int64 // bookie registry reads
-	LacWatches         int64 // LAC long-polls registered on WatchLac streams
-	WatchStreamsOpened int64 // WatchLac streams opened
+	AddsSent        int64 // adds queued to bookies (one per entry per bookie)
+	AddMessagesSent int64 // AddEntries request messages sent (each carries one or more adds)
+	AddResponses    int64 // AddEntries response messages received (each answers one or more adds)
+	AddFailures     int64 // adds answered with a failure or timed out
+	StreamsOpened   int64 // AddEntries streams opened
+	EnsembleChanges int64 // ensemble changes stored in the catalog
+	// EnsembleChangeFailures counts ensemble changes that could not be
+	// made (no spare bookie, a catalog error) and were retried.
+	EnsembleChangeFailures int64
+	LedgersCreated         int64
+	LedgersClosed          int64 // sealed by their writer
+	LedgersRecovered       int64 // sealed by a recovery of this client
+	ReadsSent              int64 // ReadEntries calls (regular and recovery)
+	SpeculativeReads       int64 // speculative timeouts that asked another replica
+	ChecksumFailures       int64 // entries read that failed verification
+	RegistryRefreshes      int64 // bookie registry reads
+	LacWatches             int64 // LAC long-polls registered on WatchLac streams
+	WatchStreamsOpened     int64 // WatchLac streams opened
 }
 
 type clientStats struct {
-	addsSent, addMessagesSent, addResponses, addFailures, streamsOpened, ensembleChanges, ledgersCreated, ledgersClosed,
+	addsSent, addMessagesSent, addResponses, addFailures, streamsOpened, ensembleChanges, ensembleChangeFailures, ledgersCreated, ledgersClosed,
 	ledgersRecovered, readsSent, speculativeReads, checksumFailures, registryRefreshes, lacWatches, watchStreamsOpened atomic.Int64
 }
 
@@ -167,7 +170,7 @@ func (c *Client) Stats() Stats {
 	return Stats{
 		AddsSent: s.addsSent.Load(), AddMessagesSent: s.addMessagesSent.Load(), AddResponses: s.addResponses.Load(),
 		AddFailures: s.addFailures.Load(), StreamsOpened: s.streamsOpened.Load(),
-		EnsembleChanges: s.ensembleChanges.Load(), LedgersCreated: s.ledgersCreated.Load(),
+		EnsembleChanges: s.ensembleChanges.Load(), EnsembleChangeFailures: s.ensembleChangeFailures.Load(), LedgersCreated: s.ledgersCreated.Load(),
 		LedgersClosed: s.ledgersClosed.Load(), LedgersRecovered: s.ledgersRecovered.Load(),
 		ReadsSent: s.readsSent.Load(), SpeculativeReads: s.speculativeReads.Load(),
 		ChecksumFailures: s.checksumFailures.Load(), RegistryRefreshes: s.registryRefreshes.Load(),

@@ -595,13 +595,25 @@ func (l *writerLoop) opDone(res opResult) {
 	case opEnsemble:
 		if f, ok := res.ev.(ledger.EnsembleChangeFailed); ok {
 			d := l.w.c.cfg.backoff(l.failures)
+			l.w.c.stats.ensembleChangeFailures.Add(1)
+			// A state, not an event per attempt: with no spare bookie
+			// (three bookies, one down) every writer retries for as long
+			// as it lasts. The first failure of a run is a warning, the
+			// retries are debug lines, the end of the run is noted.
+			level := slog.LevelDebug
+			if l.failures == 0 {
+				level = slog.LevelWarn
+			}
 			l.failures++
-			l.w.c.log.Warn("ensemble change failed; retrying", slog.Int64("ledger", int64(l.w.id)),
-				slog.Duration("backoff", d), slog.Any("err", f.Err))
+			l.w.c.log.Log(l.w.ctx, level, "ensemble change failed; retrying until a bookie can take the place (later failures of this ledger at debug level)",
+				slog.Int64("ledger", int64(l.w.id)), slog.Int("attempt", l.failures), slog.Duration("backoff", d), slog.Any("err", f.Err))
 			l.retry, l.retryErr = time.NewTimer(d), f.Err
 			return
 		}
 		if _, ok := res.ev.(ledger.BookieReplaced); ok {
+			if l.failures > 0 {
+				l.w.c.log.Info("ensemble change done after failures", slog.Int64("ledger", int64(l.w.id)), slog.Int("failed_attempts", l.failures))
+			}
 			l.failures = 0
 		}
 		l.step(res.ev)

@@ -1,9 +1,13 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -171,9 +175,14 @@ func TestAddTimeoutReplacesBookie(t *testing.T) {
 
 // With no spare bookie the writer retries the change (spaced by the
 // backoff) and gives up after MaxEnsembleChanges, failing pending appends.
+// The failed changes are one warning (the rest at debug level) and a
+// count in Stats.
 func TestNoSpareBookie(t *testing.T) {
 	cl := newCluster(t, 3)
-	c := cl.client(t, func(cfg *Config) { cfg.MaxEnsembleChanges = 3; cfg.RetryBackoff = time.Millisecond })
+	var logs bytes.Buffer
+	var logMu sync.Mutex
+	logger := slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	c := cl.client(t, func(cfg *Config) { cfg.MaxEnsembleChanges = 3; cfg.RetryBackoff = time.Millisecond; cfg.Logger = logger })
 	w, err := c.CreateLedger(ctxT(t), spec(catalog.Replication{Ensemble: 3, WriteQuorum: 3, AckQuorum: 3}))
 	if err != nil {
 		t.Fatal(err)
@@ -187,6 +196,35 @@ func TestNoSpareBookie(t *testing.T) {
 	if _, err := w.Close(ctxT(t), 104); !errors.Is(err, ledger.ErrTooManyEnsembleChanges) {
 		t.Fatalf("close: %v", err)
 	}
+	logMu.Lock()
+	text := logs.String()
+	logMu.Unlock()
+	warns, debugs := 0, 0
+	for _, line := range strings.Split(text, "\n") {
+		if strings.Contains(line, "ensemble change failed") {
+			switch {
+			case strings.Contains(line, "level=WARN"):
+				warns++
+			case strings.Contains(line, "level=DEBUG"):
+				debugs++
+			}
+		}
+	}
+	if s := c.Stats(); warns != 1 || debugs < 1 || s.EnsembleChangeFailures != int64(warns+debugs) {
+		t.Fatalf("failed ensemble changes: %d warnings, %d debug lines, %d counted; want 1 warning, the rest debug, all counted:\n%s", warns, debugs, s.EnsembleChangeFailures, text)
+	}
+}
+
+// lockedWriter serialises writes to w.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 // With no spare bookie, a failed bookie that comes back rejoins its
