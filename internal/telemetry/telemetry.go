@@ -2,6 +2,10 @@
 // every Sluice service is given. Nothing here is global: a service receives a
 // *Telemetry from its main (or a test) and passes its parts down.
 //
+// The logger lets the same warning (level and message) through ten times a
+// minute and then drops it, saying how many it dropped the next time it
+// passes (repeat.go): a lasting fault must not bury everything else.
+//
 // Metrics are OpenTelemetry instruments exported in Prometheus format from a
 // registry owned by the Telemetry value (not the Prometheus default registry),
 // so two services in one process (as in `sluice dev` or tests) never clash.
@@ -79,7 +83,7 @@ func New(cfg Config) (*Telemetry, error) {
 	if cfg.Format == "json" {
 		h = slog.NewJSONHandler(out, opts)
 	}
-	logger := slog.New(h)
+	logger := slog.New(newRepeatLimiter(h, nil))
 	if cfg.Service != "" {
 		logger = logger.With("service", cfg.Service)
 	}
