@@ -182,7 +182,11 @@ func TestNoSpareBookie(t *testing.T) {
 	var logs bytes.Buffer
 	var logMu sync.Mutex
 	logger := slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	c := cl.client(t, func(cfg *Config) { cfg.MaxEnsembleChanges = 3; cfg.RetryBackoff = time.Millisecond; cfg.Logger = logger })
+	c := cl.client(t, func(cfg *Config) {
+		cfg.MaxEnsembleChanges = 3
+		cfg.RetryBackoff = time.Millisecond
+		cfg.Logger = logger
+	})
 	w, err := c.CreateLedger(ctxT(t), spec(catalog.Replication{Ensemble: 3, WriteQuorum: 3, AckQuorum: 3}))
 	if err != nil {
 		t.Fatal(err)
