@@ -42,6 +42,20 @@ func appendBatches(it *record.Iterator, payload []byte, next *int64, lim Limits,
 		if bt.LastOffset() < *next {
 			continue
 		}
+		if lim.control && !bt.Attributes().Control() {
+			// The scan for markers passes over data batches: counted
+			// against its limits, not returned, not verified here (a
+			// read that delivers them verifies them).
+			flush()
+			covered := int(min(int64(bt.RecordCount()), bt.LastOffset()-max(bt.BaseOffset(), *next)+1))
+			if res.Count > 0 && (res.Count+covered > lim.MaxRecords || res.Bytes+len(bt) > lim.MaxBytes) {
+				return true, nil
+			}
+			res.Count += max(covered, 0)
+			res.Bytes += len(bt)
+			*next = bt.NextOffset()
+			continue
+		}
 		if err := record.Verify(bt); err != nil {
 			return false, err
 		}

@@ -58,8 +58,9 @@ type Limits struct {
 	// offset and skips aborted transactions' batches (txn.go).
 	ReadCommitted bool
 
-	// control: with Batches, return control batches too (the scan for
-	// transaction markers). txn: set by a read_committed read.
+	// control: with Batches, the scan for transaction markers: return the
+	// control batches only (verified), passing over the others (counted
+	// against the limits). txn: set by a read_committed read.
 	control bool
 	txn     *txnFilter
 }
