@@ -59,6 +59,11 @@ type keyState struct {
 	offset    int64
 	ledger    int // index in the run
 	tombstone bool
+	// pinned: a record of the key in an undecided transaction lies below
+	// this newest one. Its tombstone stays whatever its age: if that
+	// transaction commits, the tombstone is what still deletes the key
+	// (Kafka's cleaner does not clean past the first unstable offset).
+	pinned bool
 }
 
 // compactPartition compacts p if its last compaction here was at least
@@ -86,8 +91,9 @@ func (c *Compactor) compactPartition(ctx context.Context, p catalog.Partition) (
 		return 0, err
 	}
 	keys := make(map[string]keyState)
-	drop := make([]int64, len(run))  // records of each ledger that go
-	total := make([]int64, len(run)) // records of each ledger
+	undecided := make(map[string]int64) // key → its lowest offset in an undecided transaction
+	drop := make([]int64, len(run))     // records of each ledger that go
+	total := make([]int64, len(run))    // records of each ledger
 	for i, m := range run {
 		err := c.eachRecord(ctx, m, func(b record.Batch, r *record.Record) error {
 			total[i]++
@@ -95,7 +101,15 @@ func (c *Compactor) compactPartition(ctx context.Context, p catalog.Partition) (
 			case txnAborted:
 				drop[i]++
 				return nil
-			case txnUndecided, txnMarker:
+			case txnUndecided:
+				if _, seen := undecided[string(r.Key)]; r.Key != nil && !seen {
+					if len(undecided) >= c.cfg.MaxCompactKeys {
+						return fmt.Errorf("more than MaxCompactKeys (%d) keys in undecided transactions", c.cfg.MaxCompactKeys)
+					}
+					undecided[string(r.Key)] = r.Offset
+				}
+				return nil
+			case txnMarker:
 				return nil
 			}
 			if r.Key == nil {
@@ -113,8 +127,12 @@ func (c *Compactor) compactPartition(ctx context.Context, p catalog.Partition) (
 			return 0, fmt.Errorf("ledger %d: %w", m.ID, err)
 		}
 	}
-	for _, ks := range keys {
-		if ks.tombstone && c.tombstoneExpired(run[ks.ledger]) {
+	for k, ks := range keys {
+		if o, ok := undecided[k]; ok && o < ks.offset {
+			ks.pinned = true
+			keys[k] = ks
+		}
+		if ks.tombstone && !ks.pinned && c.tombstoneExpired(run[ks.ledger]) {
 			drop[ks.ledger]++
 		}
 	}
@@ -146,7 +164,7 @@ func (c *Compactor) keep(m catalog.LedgerMetadata, keys map[string]keyState, r *
 		return true
 	}
 	ks := keys[string(r.Key)]
-	return ks.offset == r.Offset && !(ks.tombstone && c.tombstoneExpired(m))
+	return ks.offset == r.Offset && !(ks.tombstone && !ks.pinned && c.tombstoneExpired(m))
 }
 
 // eachRecord calls f on every record of an offloaded ledger's segment, with

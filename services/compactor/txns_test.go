@@ -179,3 +179,32 @@ func TestOffloadKeepsLedgersOpenTransactionsNeed(t *testing.T) {
 		t.Fatalf("pass = %+v, ledger %d %v: the last ledger with a transaction open at its end was offloaded", r, d.ID, e.get(d.ID).State)
 	}
 }
+
+// A tombstone above a record of an undecided transaction stays past the
+// tombstone delay: should that transaction commit, the tombstone is what
+// still deletes the key.
+func TestKeyCompactionKeepsATombstoneAboveAnUndecidedTransaction(t *testing.T) {
+	e := newEnv(t)
+	cfg := catalog.DefaultTopicConfig()
+	cfg.CleanupPolicy = catalog.CleanupCompact
+	e.topic("state", cfg)
+	k := func(key, value string) kv { return kv{[]byte(key), []byte(value)} }
+	e.ledgerOf("state", 0, 3, [][]byte{
+		txnBatch(t, 0, 5, []kv{k("kz", "open")}),
+		kvBatch(t, 1, []kv{{[]byte("kz"), nil}, k("ky", "old")}),
+		kvBatch(t, 3, []kv{k("ky", "new")}),
+	})
+	e.ledgerOf("state", 4, 4, [][]byte{markerBatch(t, 4, 5, true)}) // the tail: not compacted
+	c := e.compactor(func(c *Config, _ *Deps) {
+		c.OffloadAge, c.TombstoneDelay, c.CompactInterval = -1, time.Hour, time.Millisecond
+	})
+	e.pass(c) // offload
+	e.advance(2 * time.Hour)
+	if r := e.pass(c); r.Compacted != 1 {
+		t.Fatalf("pass = %+v, want the first ledger rewritten", r)
+	}
+	want := "txn(5) 0:kz=open 1:kz= 3:ky=new 4:marker(5)"
+	if got := e.describeChain("state"); got != want {
+		t.Fatalf("compacted chain:\n  %s\nwant\n  %s", got, want)
+	}
+}

@@ -66,10 +66,11 @@ func (s *Service) coordinate(ctx context.Context, tid string, ev txn.Event) (txn
 		if err != nil {
 			return txn.Reply{}, err
 		}
+		folded := false
 		if done := s.txnMemo.settled(tid, cur); done != nil {
 			// A Prepare this copy carried out: decide on its Complete,
 			// stored by this decision's compare-and-set (same version).
-			cur = done
+			cur, folded = done, true
 		}
 		d := txn.Step(tid, cur, ev)
 		if d.NeedProducerID {
@@ -84,6 +85,13 @@ func (s *Service) coordinate(ctx context.Context, tid string, ev txn.Event) (txn
 		if d.Store == nil && remembered {
 			fresh = true
 			continue // nothing stored would check the remembered state: read it
+		}
+		if d.Store == nil && folded {
+			// Nothing of its own to store (a refusal, the sweeper's Expire):
+			// store the folded Complete, so the id does not stay Prepare —
+			// its deferred completion may have failed, and an Expire
+			// decides nothing on a Complete.
+			d.Store = cur
 		}
 		if d.Store != nil {
 			stored, err := s.storeTxn(ctx, *d.Store)

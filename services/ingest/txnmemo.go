@@ -59,13 +59,17 @@ func (m *txnMemo) state(tid string) (txn.State, bool) {
 	return st, ok
 }
 
-// remember records st, just loaded or stored, as tid's state. A written
+// remember records st, just loaded or stored, as tid's state, unless a
+// newer one is remembered (a slow read answering after a store). A written
 // mark of another version is dropped: the id moved on.
 func (m *txnMemo) remember(st txn.State) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if len(m.states) >= maxTxnMemo {
 		m.states = make(map[string]txn.State)
+	}
+	if cur, ok := m.states[st.ID]; ok && cur.Version > st.Version {
+		return
 	}
 	m.states[st.ID] = st
 	if v, ok := m.written[st.ID]; ok && v != st.Version {

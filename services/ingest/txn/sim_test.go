@@ -95,6 +95,9 @@ func (c *simCopy) remember(st *State) {
 		c.state = nil
 		return
 	}
+	if c.state != nil && c.state.Version > st.Version {
+		return
+	}
 	cl := st.clone()
 	c.state = &cl
 	if c.written != st.Version {
@@ -136,7 +139,12 @@ func simulate(seed uint64) error {
 	w := &simWorld{rng: rand.New(rand.NewPCG(seed, seed*7+1)), now: time.Unix(0, 0), nextID: 100,
 		decided: map[txnKey]bool{}, markers: map[txnKey]map[Partition]bool{}, committed: map[txnKey][]Partition{},
 		applied: map[txnKey][]Offset{}, offsets: map[txnKey][]Offset{}, faults: true,
-		copies: []*simCopy{{}, {}, {}}}
+	}
+	// One to three coordinating copies: with one, nothing but that copy
+	// can finish what it left.
+	for range 1 + w.rng.IntN(3) {
+		w.copies = append(w.copies, &simCopy{})
+	}
 	// Two instances of the same transactional id: the second is the
 	// first's restart, both keep sending (the first is a zombie once the
 	// second initialised).
@@ -232,8 +240,9 @@ func (w *simWorld) request(ev Event, p *simProducer) error {
 			cur = w.store.load()
 			c.remember(cur)
 		}
+		folded := false
 		if cur != nil && cur.Status.preparing() && c.written == cur.Version {
-			cur = Step("tx", cur, MarkersWritten{}).Store
+			cur, folded = Step("tx", cur, MarkersWritten{}).Store, true
 		}
 		d := Step("tx", cur, ev)
 		if d.NeedProducerID {
@@ -246,6 +255,9 @@ func (w *simWorld) request(ev Event, p *simProducer) error {
 		if d.Store == nil && remembered {
 			fresh = true
 			continue
+		}
+		if d.Store == nil && folded {
+			d.Store = cur // the folded Complete, stored on its own
 		}
 		if d.Store != nil {
 			prev := w.store.load()
@@ -289,6 +301,9 @@ func (w *simWorld) completeDeferred(c *simCopy) {
 	c.deferred = c.deferred[1:]
 	if c.written != prep.Version {
 		return
+	}
+	if w.faults && w.rng.IntN(4) == 0 {
+		return // the store failed (a timeout): the mark stays, nothing stored
 	}
 	d := Step("tx", &prep, MarkersWritten{})
 	if d.Store == nil {
