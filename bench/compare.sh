@@ -35,6 +35,8 @@
 #                          for a long look at one scenario); the results are then not the compare's
 #   QUICK=1                short windows, one repetition, s4 at 256 only: proves the harness
 #                          end to end in a few minutes; the numbers are not results
+#   MIN_FREE_GIB=20        refuse to start with less free disk space (5 with QUICK=1): a disk that
+#                          fills up stops the bookies
 #   LEDGER=1               at the end, also the ledger tier vs Apache BookKeeper
 #                          (bench/ledger-compare.sh, into OUT/ledger; QUICK applies)
 set -euo pipefail
@@ -64,6 +66,15 @@ fi
 if [ -n "${BENCH_ARGS:-}" ]; then
   read -r -a more <<< "$BENCH_ARGS"
   extra+=("${more[@]}")
+fi
+
+# A full compare writes ~15 GiB (bookie journals and entry logs, Kafka's logs); a disk that fills
+# up mid-run stops bookies ("no space left on device": restart required) and spoils the run.
+min_free=${MIN_FREE_GIB:-20}
+if [ "$quick" = 1 ]; then min_free=${MIN_FREE_GIB:-5}; fi
+free_gib=$(df -Pk . | awk 'NR == 2 { print int($4 / 1048576) }')
+if [ "$free_gib" -lt "$min_free" ]; then
+  die "only $free_gib GiB free here; want $min_free (MIN_FREE_GIB). Free space first, e.g. the Go build cache: go clean -cache"
 fi
 
 say "building sluice"
