@@ -377,14 +377,13 @@ func produce(ctx context.Context, f produceFlags, stdin io.Reader, stdout io.Wri
 			return err
 		}
 	}
-	req := produceRequest(f, values)
-	if len(req.Records) == 0 {
+	if len(values) == 0 {
 		return errors.New("nothing to produce: give values as arguments or on stdin")
 	}
 	if f.idempotent {
 		return produceIdempotent(ctx, f, values, stdout)
 	}
-	resp, err := prod.Produce(ctx, connect.NewRequest(req))
+	resp, err := prod.Produce(ctx, connect.NewRequest(produceRequest(f, values)))
 	if err != nil {
 		return err
 	}

@@ -19,10 +19,10 @@ import (
 	"github.com/sluicemq/sluice/pkg/record"
 )
 
-// The client commands against an in-process cluster: produce with flags
-// after the values and after --, read a topic directly and as a group,
-// describe the group, reset it.
-func TestConsumeAndGroupCommands(t *testing.T) {
+// startCLICluster runs an in-process cluster (sluice dev's) for the client
+// commands' tests until the test ends.
+func startCLICluster(t *testing.T) *cluster.Cluster {
+	t.Helper()
 	cfg := cluster.Config{Dir: t.TempDir(), Addr: "127.0.0.1:0"}
 	cfg.Server.ShutdownTimeout = 300 * time.Millisecond
 	c, err := cluster.New(cfg)
@@ -32,7 +32,15 @@ func TestConsumeAndGroupCommands(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	t.Cleanup(func() { cancel(); <-done })
+	return c
+}
+
+// The client commands against an in-process cluster: produce with flags
+// after the values and after --, read a topic directly and as a group,
+// describe the group, reset it.
+func TestConsumeAndGroupCommands(t *testing.T) {
+	c := startCLICluster(t)
 	addr := c.Addr()
 	sluice := func(args ...string) string {
 		t.Helper()
@@ -109,16 +117,7 @@ func TestConsumeAndGroupCommands(t *testing.T) {
 // the second run finds nothing left, and a read_committed consume of the
 // copy prints every value of the source once.
 func TestCopyCommand(t *testing.T) {
-	cfg := cluster.Config{Dir: t.TempDir(), Addr: "127.0.0.1:0"}
-	cfg.Server.ShutdownTimeout = 300 * time.Millisecond
-	c, err := cluster.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	c := startCLICluster(t)
 	addr := c.Addr()
 	sluice := func(args ...string) (string, string) {
 		t.Helper()
@@ -168,16 +167,7 @@ func TestCopyCommand(t *testing.T) {
 // carry a producer id, so a retry is stored once); --idempotent=false
 // sends a plain request.
 func TestProduceIsIdempotent(t *testing.T) {
-	cfg := cluster.Config{Dir: t.TempDir(), Addr: "127.0.0.1:0"}
-	cfg.Server.ShutdownTimeout = 300 * time.Millisecond
-	c, err := cluster.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	c := startCLICluster(t)
 	cli := func(args ...string) string {
 		t.Helper()
 		var out, errOut bytes.Buffer
@@ -194,7 +184,7 @@ func TestProduceIsIdempotent(t *testing.T) {
 		t.Fatalf("produce --idempotent=false: %q, want %q", got, want)
 	}
 	cons := sluicev1connect.NewConsumerServiceClient(http.DefaultClient, "http://"+c.Addr())
-	resp, err := cons.Fetch(ctx, connect.NewRequest(&sluicev1.FetchRequest{Topic: "t", Partition: 0, Offset: 0, RecordBatches: true}))
+	resp, err := cons.Fetch(context.Background(), connect.NewRequest(&sluicev1.FetchRequest{Topic: "t", Partition: 0, Offset: 0, RecordBatches: true}))
 	if err != nil {
 		t.Fatal(err)
 	}

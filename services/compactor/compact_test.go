@@ -18,7 +18,13 @@ type kv struct{ key, value []byte }
 // kvBatch encodes recs as one batch at base.
 func kvBatch(t testing.TB, base int64, recs []kv) []byte {
 	t.Helper()
-	b, err := record.NewBuilder(record.BuilderOptions{})
+	return kvBatchWith(t, base, record.BuilderOptions{}, recs)
+}
+
+// kvBatchWith is kvBatch built with opts (a producer, transactional).
+func kvBatchWith(t testing.TB, base int64, opts record.BuilderOptions, recs []kv) []byte {
+	t.Helper()
+	b, err := record.NewBuilder(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,21 +15,7 @@ import (
 // txnBatch encodes recs as one transactional batch of producer pid at base.
 func txnBatch(t testing.TB, base, pid int64, recs []kv) []byte {
 	t.Helper()
-	b, err := record.NewBuilder(record.BuilderOptions{Transactional: true, Producer: &record.Producer{ID: pid, Epoch: 0, BaseSequence: 0}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, r := range recs {
-		if err := b.Append(&record.Record{Timestamp: 1_700_000_000_000 + base + int64(i), Key: r.key, Value: r.value}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	out, err := b.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	record.SetBaseOffset(out, base)
-	return out
+	return kvBatchWith(t, base, record.BuilderOptions{Transactional: true, Producer: &record.Producer{ID: pid, Epoch: 0, BaseSequence: 0}}, recs)
 }
 
 // markerBatch is producer pid's commit or abort marker at offset.

@@ -42,11 +42,15 @@ func TestTxnMemoFoldsOnlyTheCarriedOutPrepare(t *testing.T) {
 	next := *got
 	next.Status, next.Version = txn.Ongoing, 6
 	m.remember(next)
+	// carriedOut remembers prep under id as this copy's carried-out Prepare.
+	carriedOut := func(id string) {
+		st := prep
+		st.ID = id
+		m.remember(st)
+		m.markWritten(id, st.Version)
+	}
 	// Untouched: stored on its own after completeDelay.
-	b := prep
-	b.ID = "b"
-	m.remember(b)
-	m.markWritten("b", 5)
+	carriedOut("b")
 	var bDone atomic.Int32
 	m.completeLater("b", 5, func() { bDone.Add(1) })
 	time.Sleep(completeDelay + 100*time.Millisecond)
@@ -55,10 +59,7 @@ func TestTxnMemoFoldsOnlyTheCarriedOutPrepare(t *testing.T) {
 	}
 
 	// Shutdown runs a waiting completion at once.
-	c := prep
-	c.ID = "c"
-	m.remember(c)
-	m.markWritten("c", 5)
+	carriedOut("c")
 	var cDone atomic.Int32
 	m.completeLater("c", 5, func() { cDone.Add(1) })
 	start := time.Now()
