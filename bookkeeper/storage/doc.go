@@ -168,9 +168,11 @@
 //
 // DeleteLedger removes the ledger's 'e' rows (a range deletion) and writes
 // its deletion mark in one synced commit; its frames become garbage. GC
-// takes each entry log file but the current one, estimates its live ratio
-// from its 'u' rows (bytes of ledgers that still exist / file bytes) and,
-// below Options.GCThreshold, compacts it:
+// takes each entry log file older than the current one (read under the
+// flush lock, so every such file is sealed and its 'u' rows committed;
+// a file a flush rotates to meanwhile is never planned), estimates its
+// live ratio from its 'u' rows (bytes of ledgers that still exist / file
+// bytes) and, below Options.GCThreshold, compacts it:
 //
 //  1. For each live ledger with a 'u' row in F, scan its 'e' rows for
 //     locations in F, in chunks of Options.GCChunkBytes.

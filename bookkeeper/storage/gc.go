@@ -88,16 +88,22 @@ func (s *Storage) gcContinue(ctx context.Context) error {
 	return s.usable()
 }
 
-// gcCandidates returns every entry log id but the current one, oldest first.
+// gcCandidates returns the entry log ids older than the current one,
+// oldest first. Ids only grow and only a flush or a GC step (both under
+// flushMu) rotates, so once flushMu is held every older file is sealed:
+// fully written, synced, and its 'u' rows committed. Newer files are not
+// candidates even if they exist by the time GC reaches them: a flush may
+// have rotated meanwhile, and the file it is writing must never be
+// planned from its half-committed 'u' rows and removed.
 func (s *Storage) gcCandidates() []uint64 {
 	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
 	cur := s.w.id
-	s.flushMu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var ids []uint64
 	for id := range s.files {
-		if id != cur {
+		if id < cur {
 			ids = append(ids, id)
 		}
 	}
@@ -203,7 +209,7 @@ func (s *Storage) compactFile(ctx context.Context, p filePlan, info *CompactInfo
 			if len(cands) == 0 {
 				continue
 			}
-			if err := s.moveEntries(ledger, cands, info); err != nil {
+			if err := s.moveEntries(p, ledger, cands, info); err != nil {
 				return err
 			}
 		}
@@ -245,11 +251,15 @@ func (s *Storage) scanLedger(ledger int64, file uint64, from int64) (cands []can
 // moveEntries is one GC step, under the flush lock: read and verify the
 // candidates that the index still points at, append them to the current
 // log, sync it, and repoint the index in one synced commit.
-func (s *Storage) moveEntries(ledger int64, cands []candidate, info *CompactInfo) error {
+func (s *Storage) moveEntries(p filePlan, ledger int64, cands []candidate, info *CompactInfo) error {
 	s.flushMu.Lock()
 	defer s.flushMu.Unlock()
 	if err := s.usable(); err != nil {
 		return err
+	}
+	if s.w.id <= p.id {
+		// gcCandidates only plans files older than the current one.
+		return fmt.Errorf("storage: GC planned entry log %d, which is not older than the current one (%d)", p.id, s.w.id)
 	}
 	// Read everything first: a corrupt entry stops GC before it wrote
 	// anything.
