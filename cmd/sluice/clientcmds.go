@@ -9,6 +9,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -202,12 +203,20 @@ func topicDescribe(ctx context.Context, addr, name string, stdout io.Writer) err
 		fmt.Fprintf(stdout, "  %s=%s\n", k, t.GetConfig()[k])
 	}
 	fmt.Fprintf(stdout, "%-10s %-24s %-6s %-12s %s\n", "PARTITION", "OWNER", "EPOCH", "START", "END")
+	lowerBounds := 0
 	for _, p := range t.GetPartitions() {
 		owner := p.GetOwnerId()
 		if owner == "" {
 			owner = "-"
 		}
-		fmt.Fprintf(stdout, "%-10d %-24s %-6d %-12d %d\n", p.GetPartition(), owner, p.GetEpoch(), p.GetStartOffset(), p.GetEndOffset())
+		end := strconv.FormatInt(p.GetEndOffset(), 10)
+		if p.GetEndOffsetLowerBound() {
+			end, lowerBounds = ">="+end, lowerBounds+1
+		}
+		fmt.Fprintf(stdout, "%-10d %-24s %-6d %-12d %s\n", p.GetPartition(), owner, p.GetEpoch(), p.GetStartOffset(), end)
+	}
+	if lowerBounds > 0 {
+		fmt.Fprintf(stdout, "END >=N: a lower bound — no copy writing the partition answered, and its last ledger is still open; describe again once a copy owns it (the next produce to it takes it)\n")
 	}
 	return nil
 }

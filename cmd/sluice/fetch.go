@@ -13,6 +13,7 @@ import (
 	"github.com/sluicemq/sluice/bookkeeper/client"
 	"github.com/sluicemq/sluice/internal/rpcserver"
 	"github.com/sluicemq/sluice/internal/telemetry"
+	"github.com/sluicemq/sluice/pkg/gen/sluice/peer/v1/peerv1connect"
 	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/pkg/objstore"
 	"github.com/sluicemq/sluice/services/admin"
@@ -151,7 +152,10 @@ func runFetch(ctx context.Context, f fetchFlags, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	ad, err := admin.New(admin.Deps{Catalog: cat, Groups: svc.GroupAdmin(), Ledgers: ledgers, TopicDeleted: svc.TopicDeleted, TriggerStatus: svc.TriggerStatus})
+	ad, err := admin.New(admin.Deps{Catalog: cat, Groups: svc.GroupAdmin(), Ledgers: ledgers, TopicDeleted: svc.TopicDeleted, TriggerStatus: svc.TriggerStatus,
+		Owners: func(a string) peerv1connect.PartitionServiceClient {
+			return peerv1connect.NewPartitionServiceClient(clientHTTP, baseURL(a), connect.WithGRPC())
+		}})
 	if err != nil {
 		return err
 	}

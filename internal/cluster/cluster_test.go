@@ -242,6 +242,16 @@ func TestForwardingAndHandOver(t *testing.T) {
 	if err != nil || p.Owner != "ingest-2" {
 		t.Fatalf("partition 0 owner %q (%v); want ingest-2", p.Owner, err)
 	}
+	// The main copy does not write partition 0, and describes its exact
+	// end anyway: it asks the owner (the catalog knows only that the open
+	// tail starts at 0).
+	desc, err := admin.DescribeTopic(ctx, connect.NewRequest(&sluicev1.DescribeTopicRequest{Name: "fwd"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := desc.Msg.GetTopic().GetPartitions()[0]; d.GetEndOffset() != 5 || d.GetLastStableOffset() != 5 || d.GetEndOffsetLowerBound() || d.GetOwnerId() != "ingest-2" {
+		t.Fatalf("partition 0 described by a non-owner: %v; want end 5, stable 5, exact, owner ingest-2", d)
+	}
 	// Graceful stop: hand-over, and the main copy takes over at once.
 	if err := c.Extra[0].Stop(); err != nil {
 		t.Fatal(err)

@@ -19,6 +19,8 @@ import (
 
 	"github.com/sluicemq/sluice/internal/apierr"
 	"github.com/sluicemq/sluice/pkg/catalog"
+	peerv1 "github.com/sluicemq/sluice/pkg/gen/sluice/peer/v1"
+	"github.com/sluicemq/sluice/pkg/gen/sluice/peer/v1/peerv1connect"
 	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
 	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/pkg/record"
@@ -63,6 +65,12 @@ type Deps struct {
 	// DescribeTrigger (the fetch service's TriggerStatus): its Trigger
 	// carries only the state and its message.
 	TriggerStatus func(context.Context, catalog.Trigger) (*sluicev1.DescribeTriggerResponse, error)
+	// Owners, if set, returns a client for the PartitionService of the
+	// ingest copy at an address: describe asks each partition's owner for
+	// the offsets this copy does not know itself (EndOffset). Without it,
+	// or when the owner does not answer, an open tail's end is reported as
+	// a lower bound (PartitionInfo.end_offset_lower_bound).
+	Owners func(address string) peerv1connect.PartitionServiceClient
 }
 
 // Ledgers is the ledger client's recovery: fence a ledger on its bookies
@@ -234,12 +242,7 @@ func topicInfo(t catalog.Topic) *sluicev1.TopicInfo {
 	return &sluicev1.TopicInfo{Name: t.Name, Config: t.Config.Map(), CreatedAtMs: t.CreatedAt.UnixMilli(), TopicId: string(t.ID)}
 }
 
-// describe adds each partition's owner, epoch and offsets. The end offset
-// is the writer's acknowledged end when known (EndOffset), else what the
-// catalog says: the tail ledger's end once sealed, its first offset while
-// it is being written (a lower bound; the fetch service's high watermark
-// is exact). The tail ledgers of a page of partitions are read with one
-// GetLedgers call.
+// describe adds each partition's owner, epoch and offsets (see offsets).
 func (s *Service) describe(ctx context.Context, t catalog.Topic) (*sluicev1.TopicInfo, error) {
 	info := topicInfo(t)
 	owners, err := s.d.Catalog.ListLiveOwners(ctx)
@@ -256,14 +259,10 @@ func (s *Service) describe(ctx context.Context, t catalog.Topic) (*sluicev1.Topi
 		if err != nil {
 			return nil, apierr.FromCatalog(err)
 		}
-		ends := s.endOffsets(ctx, page.Items)
+		offs := s.offsets(ctx, t, page.Items, addr)
 		for i, p := range page.Items {
-			pi := &sluicev1.PartitionInfo{Partition: int32(p.Index), Epoch: p.Epoch, StartOffset: p.LogStartOffset, EndOffset: ends[i], LastStableOffset: -1}
-			if s.d.StableOffset != nil {
-				if lso, ok := s.d.StableOffset(p.TopicID, p.Index); ok {
-					pi.LastStableOffset = lso
-				}
-			}
+			pi := &sluicev1.PartitionInfo{Partition: int32(p.Index), Epoch: p.Epoch, StartOffset: p.LogStartOffset,
+				EndOffset: offs[i].end, LastStableOffset: offs[i].stable, EndOffsetLowerBound: offs[i].lowerBound}
 			if a, live := addr[p.Owner]; live && p.Owner != "" {
 				// An owner whose heartbeat expired owns nothing: the
 				// partition is free (the next produce takes it).
@@ -278,34 +277,106 @@ func (s *Service) describe(ctx context.Context, t catalog.Topic) (*sluicev1.Topi
 	return info, nil
 }
 
-// endOffsets returns each partition's end offset (see describe). A failed
-// catalog read leaves the lower bounds: the tail's first offset, or the
-// log start when the partition has no ledger.
-func (s *Service) endOffsets(ctx context.Context, parts []catalog.Partition) []int64 {
-	ends := make([]int64, len(parts))
-	tail := make([]catalog.LedgerID, len(parts)) // the ledger to read for ends[i]; 0: none
-	var tails []catalog.LedgerID
+// partOffsets is what describe reports of a partition's offsets.
+type partOffsets struct {
+	end        int64
+	stable     int64 // -1: unknown
+	lowerBound bool  // end is a lower bound
+	known      bool  // end and stable come from the partition's writer
+}
+
+// ownerTimeout bounds describe's wait for the owners' answers: an owner
+// that does not answer in time leaves its partitions to the catalog's
+// lower bound, marked as such.
+const ownerTimeout = 3 * time.Second
+
+// offsets returns each partition's end and last stable offset, from the
+// first of these that knows them:
+//
+//  1. this copy, when it writes the partition (Deps.EndOffset,
+//     Deps.StableOffset): exact, and never moving back;
+//  2. the partition's live owner, asked through its PartitionService
+//     (Deps.Owners; one GetOffsets call per owner, in parallel): exact;
+//  3. the catalog: the tail ledger's end once it is sealed (exact), the
+//     log start when the partition has no ledger (exact: a writer
+//     registers its ledger before it writes), else the open tail's first
+//     offset — a lower bound, marked so, never passed off as the end.
+func (s *Service) offsets(ctx context.Context, t catalog.Topic, parts []catalog.Partition, addr map[string]string) []partOffsets {
+	offs := make([]partOffsets, len(parts))
+	byOwner := map[string][]int{} // owner address → indexes into parts
 	for i, p := range parts {
-		ends[i] = p.LogStartOffset
+		offs[i] = partOffsets{end: p.LogStartOffset, stable: -1}
 		if s.d.EndOffset != nil {
 			if end, ok := s.d.EndOffset(p.TopicID, p.Index); ok {
-				ends[i] = end
+				offs[i].end, offs[i].known = end, true
+				if s.d.StableOffset != nil {
+					if lso, ok := s.d.StableOffset(p.TopicID, p.Index); ok {
+						offs[i].stable = lso
+					}
+				}
 				continue
 			}
 		}
-		if n := len(p.Ledgers); n > 0 {
-			ends[i], tail[i] = p.Ledgers[n-1].FirstOffset, p.Ledgers[n-1].ID
+		if a, live := addr[p.Owner]; live && p.Owner != "" && s.d.Owners != nil {
+			byOwner[a] = append(byOwner[a], i)
+		}
+	}
+	s.askOwners(ctx, t, parts, byOwner, offs)
+	s.catalogEnds(ctx, parts, offs)
+	return offs
+}
+
+// askOwners fills in offs from each owner's GetOffsets answer; owners that
+// fail or do not write a partition leave it unknown.
+func (s *Service) askOwners(ctx context.Context, t catalog.Topic, parts []catalog.Partition, byOwner map[string][]int, offs []partOffsets) {
+	if len(byOwner) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, ownerTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for a, idx := range byOwner {
+		wg.Go(func() {
+			req := &peerv1.GetOffsetsRequest{Topic: t.Name, TopicId: string(t.ID)}
+			for _, i := range idx {
+				req.Partitions = append(req.Partitions, int32(parts[i].Index))
+			}
+			resp, err := s.d.Owners(a).GetOffsets(ctx, connect.NewRequest(req))
+			if err != nil || len(resp.Msg.GetPartitions()) != len(idx) {
+				return // the catalog's answer stands, marked if a lower bound
+			}
+			for k, po := range resp.Msg.GetPartitions() {
+				if i := idx[k]; po.GetWritten() && po.GetPartition() == int32(parts[i].Index) {
+					offs[i] = partOffsets{end: po.GetEndOffset(), stable: po.GetLastStableOffset(), known: true}
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// catalogEnds fills in the ends no writer reported, from the catalog (see
+// offsets). The tail ledgers of a page of partitions are read with one
+// GetLedgers call; when it fails, every open-looking tail stays a lower
+// bound.
+func (s *Service) catalogEnds(ctx context.Context, parts []catalog.Partition, offs []partOffsets) {
+	tail := make([]catalog.LedgerID, len(parts)) // the ledger to read for offs[i]; 0: none
+	var tails []catalog.LedgerID
+	for i, p := range parts {
+		if n := len(p.Ledgers); !offs[i].known && n > 0 {
+			offs[i].end, offs[i].lowerBound = p.Ledgers[n-1].FirstOffset, true
+			tail[i] = p.Ledgers[n-1].ID
 			tails = append(tails, tail[i])
 		}
 	}
 	if len(tails) == 0 {
-		return ends
+		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	ms, err := s.d.Catalog.GetLedgers(ctx, tails)
 	if err != nil {
-		return ends
+		return
 	}
 	sealed := make(map[catalog.LedgerID]int64, len(ms))
 	for _, m := range ms {
@@ -315,8 +386,7 @@ func (s *Service) endOffsets(ctx context.Context, parts []catalog.Partition) []i
 	}
 	for i, id := range tail {
 		if end, ok := sealed[id]; ok { // ledger ids start at 1: none is 0
-			ends[i] = end
+			offs[i].end, offs[i].lowerBound = end, false
 		}
 	}
-	return ends
 }

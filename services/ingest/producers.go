@@ -297,6 +297,33 @@ func (p peer) WriteMarker(ctx context.Context, req *connect.Request[peerv1.Write
 	return connect.NewResponse(&peerv1.WriteMarkerResponse{Offset: a.BaseOffset, Duplicate: a.Duplicate}), nil
 }
 
+// maxOffsetsPartitions bounds one GetOffsets request (catalog.MaxPageSize:
+// AdminService asks for one page of partitions at a time).
+const maxOffsetsPartitions = catalog.MaxPageSize
+
+// GetOffsets reports the offsets of the partitions this copy writes (see
+// the RPC's documentation). It reads only this copy's writers: no catalog
+// call, so a describe asking every owner costs each of them a map lookup
+// per partition.
+func (p peer) GetOffsets(_ context.Context, req *connect.Request[peerv1.GetOffsetsRequest]) (*connect.Response[peerv1.GetOffsetsResponse], error) {
+	m := req.Msg
+	if n := len(m.GetPartitions()); n > maxOffsetsPartitions {
+		return nil, apierr.Invalid("partitions", "%d partitions in one request, at most %d", n, maxOffsetsPartitions)
+	}
+	resp := &peerv1.GetOffsetsResponse{Partitions: make([]*peerv1.PartitionOffsets, 0, len(m.GetPartitions()))}
+	id := catalog.TopicID(m.GetTopicId())
+	for _, part := range m.GetPartitions() {
+		po := &peerv1.PartitionOffsets{Partition: part, EndOffset: -1, LastStableOffset: -1}
+		if w := p.s.liveWriter(id, int(part)); w != nil {
+			// Stable end first: it is at most the end read after it.
+			po.LastStableOffset = w.StableEnd()
+			po.EndOffset, po.Written = w.AckedEnd(), true
+		}
+		resp.Partitions = append(resp.Partitions, po)
+	}
+	return connect.NewResponse(resp), nil
+}
+
 // txnHeader is what checkTxnBatches needs of a batch.
 type txnHeader struct {
 	transactional bool

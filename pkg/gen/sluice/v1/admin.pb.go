@@ -597,20 +597,26 @@ type PartitionInfo struct {
 	StartOffset int64 `protobuf:"varint,4,opt,name=start_offset,json=startOffset,proto3" json:"start_offset,omitempty"`
 	// High watermark: the offset after the last acknowledged record (every
 	// offset below it is readable). The copy that writes the partition
-	// counts every acknowledged record, and its answer never moves back;
-	// another copy may answer less while the partition's tail ledger is
-	// open (the catalog knows only where that ledger starts).
+	// counts every acknowledged record, and its answer never moves back; any
+	// other copy asks the writer. When no writer answers (none is live, or
+	// it did not answer in time) and the tail ledger is still open, the
+	// catalog knows only where that ledger starts: then this is that lower
+	// bound and `end_offset_lower_bound` is set.
 	EndOffset int64 `protobuf:"varint,5,opt,name=end_offset,json=endOffset,proto3" json:"end_offset,omitempty"`
 	// Id of the ingest copy that writes this partition; empty while no live
 	// copy owns it.
 	OwnerId string `protobuf:"bytes,6,opt,name=owner_id,json=ownerId,proto3" json:"owner_id,omitempty"`
 	// The last stable offset: the first offset of the oldest transaction
 	// still open in the partition, else `end_offset` (read_committed
-	// readers read below it). Known to the copy that writes the partition;
-	// -1 from another (ask the `owner`).
+	// readers read below it). The copy that writes the partition knows it,
+	// and any other copy asks that one; -1 when it did not answer.
 	LastStableOffset int64 `protobuf:"varint,7,opt,name=last_stable_offset,json=lastStableOffset,proto3" json:"last_stable_offset,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// `end_offset` is a lower bound, not the exact end: no copy writing the
+	// partition answered and its tail ledger is open. A later describe (once
+	// an owner is live again) or a fetch's high watermark gives the end.
+	EndOffsetLowerBound bool `protobuf:"varint,8,opt,name=end_offset_lower_bound,json=endOffsetLowerBound,proto3" json:"end_offset_lower_bound,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *PartitionInfo) Reset() {
@@ -690,6 +696,13 @@ func (x *PartitionInfo) GetLastStableOffset() int64 {
 		return x.LastStableOffset
 	}
 	return 0
+}
+
+func (x *PartitionInfo) GetEndOffsetLowerBound() bool {
+	if x != nil {
+		return x.EndOffsetLowerBound
+	}
+	return false
 }
 
 // ListTopicsRequest pages through topics.
@@ -2367,7 +2380,7 @@ const file_sluice_v1_admin_proto_rawDesc = "" +
 	"\btopic_id\x18\x05 \x01(\tR\atopicId\x1a9\n" +
 	"\vConfigEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe4\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x99\x02\n" +
 	"\rPartitionInfo\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x14\n" +
@@ -2376,7 +2389,8 @@ const file_sluice_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"end_offset\x18\x05 \x01(\x03R\tendOffset\x12\x19\n" +
 	"\bowner_id\x18\x06 \x01(\tR\aownerId\x12,\n" +
-	"\x12last_stable_offset\x18\a \x01(\x03R\x10lastStableOffset\"O\n" +
+	"\x12last_stable_offset\x18\a \x01(\x03R\x10lastStableOffset\x123\n" +
+	"\x16end_offset_lower_bound\x18\b \x01(\bR\x13endOffsetLowerBound\"O\n" +
 	"\x11ListTopicsRequest\x12\x1b\n" +
 	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +

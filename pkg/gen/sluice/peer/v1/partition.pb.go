@@ -21,6 +21,185 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// GetOffsetsRequest names partitions of one topic incarnation.
+type GetOffsetsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	TopicId       string                 `protobuf:"bytes,2,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
+	Partitions    []int32                `protobuf:"varint,3,rep,packed,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetOffsetsRequest) Reset() {
+	*x = GetOffsetsRequest{}
+	mi := &file_sluice_peer_v1_partition_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetOffsetsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetOffsetsRequest) ProtoMessage() {}
+
+func (x *GetOffsetsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_peer_v1_partition_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetOffsetsRequest.ProtoReflect.Descriptor instead.
+func (*GetOffsetsRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_peer_v1_partition_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *GetOffsetsRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *GetOffsetsRequest) GetTopicId() string {
+	if x != nil {
+		return x.TopicId
+	}
+	return ""
+}
+
+func (x *GetOffsetsRequest) GetPartitions() []int32 {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+// GetOffsetsResponse has one entry per requested partition, in order.
+type GetOffsetsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Partitions    []*PartitionOffsets    `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetOffsetsResponse) Reset() {
+	*x = GetOffsetsResponse{}
+	mi := &file_sluice_peer_v1_partition_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetOffsetsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetOffsetsResponse) ProtoMessage() {}
+
+func (x *GetOffsetsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_peer_v1_partition_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetOffsetsResponse.ProtoReflect.Descriptor instead.
+func (*GetOffsetsResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_peer_v1_partition_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *GetOffsetsResponse) GetPartitions() []*PartitionOffsets {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+// PartitionOffsets is one partition's offsets as its writer knows them.
+type PartitionOffsets struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Partition int32                  `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	// This copy writes the partition; the offsets below are meaningful only
+	// then.
+	Written bool `protobuf:"varint,2,opt,name=written,proto3" json:"written,omitempty"`
+	// The offset after the last acknowledged record (never moves back).
+	EndOffset int64 `protobuf:"varint,3,opt,name=end_offset,json=endOffset,proto3" json:"end_offset,omitempty"`
+	// The first offset of the oldest open transaction, else end_offset.
+	LastStableOffset int64 `protobuf:"varint,4,opt,name=last_stable_offset,json=lastStableOffset,proto3" json:"last_stable_offset,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *PartitionOffsets) Reset() {
+	*x = PartitionOffsets{}
+	mi := &file_sluice_peer_v1_partition_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PartitionOffsets) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PartitionOffsets) ProtoMessage() {}
+
+func (x *PartitionOffsets) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_peer_v1_partition_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PartitionOffsets.ProtoReflect.Descriptor instead.
+func (*PartitionOffsets) Descriptor() ([]byte, []int) {
+	return file_sluice_peer_v1_partition_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *PartitionOffsets) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *PartitionOffsets) GetWritten() bool {
+	if x != nil {
+		return x.Written
+	}
+	return false
+}
+
+func (x *PartitionOffsets) GetEndOffset() int64 {
+	if x != nil {
+		return x.EndOffset
+	}
+	return 0
+}
+
+func (x *PartitionOffsets) GetLastStableOffset() int64 {
+	if x != nil {
+		return x.LastStableOffset
+	}
+	return 0
+}
+
 // WriteMarkerRequest is one marker for one partition.
 type WriteMarkerRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -41,7 +220,7 @@ type WriteMarkerRequest struct {
 
 func (x *WriteMarkerRequest) Reset() {
 	*x = WriteMarkerRequest{}
-	mi := &file_sluice_peer_v1_partition_proto_msgTypes[0]
+	mi := &file_sluice_peer_v1_partition_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -53,7 +232,7 @@ func (x *WriteMarkerRequest) String() string {
 func (*WriteMarkerRequest) ProtoMessage() {}
 
 func (x *WriteMarkerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_peer_v1_partition_proto_msgTypes[0]
+	mi := &file_sluice_peer_v1_partition_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -66,7 +245,7 @@ func (x *WriteMarkerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteMarkerRequest.ProtoReflect.Descriptor instead.
 func (*WriteMarkerRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_peer_v1_partition_proto_rawDescGZIP(), []int{0}
+	return file_sluice_peer_v1_partition_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *WriteMarkerRequest) GetTopic() string {
@@ -126,7 +305,7 @@ type WriteMarkerResponse struct {
 
 func (x *WriteMarkerResponse) Reset() {
 	*x = WriteMarkerResponse{}
-	mi := &file_sluice_peer_v1_partition_proto_msgTypes[1]
+	mi := &file_sluice_peer_v1_partition_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -138,7 +317,7 @@ func (x *WriteMarkerResponse) String() string {
 func (*WriteMarkerResponse) ProtoMessage() {}
 
 func (x *WriteMarkerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_peer_v1_partition_proto_msgTypes[1]
+	mi := &file_sluice_peer_v1_partition_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -151,7 +330,7 @@ func (x *WriteMarkerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteMarkerResponse.ProtoReflect.Descriptor instead.
 func (*WriteMarkerResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_peer_v1_partition_proto_rawDescGZIP(), []int{1}
+	return file_sluice_peer_v1_partition_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *WriteMarkerResponse) GetOffset() int64 {
@@ -179,7 +358,23 @@ var File_sluice_peer_v1_partition_proto protoreflect.FileDescriptor
 
 const file_sluice_peer_v1_partition_proto_rawDesc = "" +
 	"\n" +
-	"\x1esluice/peer/v1/partition.proto\x12\x0esluice.peer.v1\"\xc3\x01\n" +
+	"\x1esluice/peer/v1/partition.proto\x12\x0esluice.peer.v1\"d\n" +
+	"\x11GetOffsetsRequest\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x19\n" +
+	"\btopic_id\x18\x02 \x01(\tR\atopicId\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\x03 \x03(\x05R\n" +
+	"partitions\"V\n" +
+	"\x12GetOffsetsResponse\x12@\n" +
+	"\n" +
+	"partitions\x18\x01 \x03(\v2 .sluice.peer.v1.PartitionOffsetsR\n" +
+	"partitions\"\x97\x01\n" +
+	"\x10PartitionOffsets\x12\x1c\n" +
+	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x18\n" +
+	"\awritten\x18\x02 \x01(\bR\awritten\x12\x1d\n" +
+	"\n" +
+	"end_offset\x18\x03 \x01(\x03R\tendOffset\x12,\n" +
+	"\x12last_stable_offset\x18\x04 \x01(\x03R\x10lastStableOffset\"\xc3\x01\n" +
 	"\x12WriteMarkerRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x19\n" +
 	"\btopic_id\x18\x02 \x01(\tR\atopicId\x12\x1c\n" +
@@ -191,9 +386,11 @@ const file_sluice_peer_v1_partition_proto_rawDesc = "" +
 	"\x13WriteMarkerResponse\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x03R\x06offset\x12\x1c\n" +
 	"\tduplicate\x18\x02 \x01(\bR\tduplicate\x12\x12\n" +
-	"\x04gone\x18\x03 \x01(\bR\x04gone2l\n" +
+	"\x04gone\x18\x03 \x01(\bR\x04gone2\xc3\x01\n" +
 	"\x10PartitionService\x12X\n" +
-	"\vWriteMarker\x12\".sluice.peer.v1.WriteMarkerRequest\x1a#.sluice.peer.v1.WriteMarkerResponse\"\x00B\xb8\x01\n" +
+	"\vWriteMarker\x12\".sluice.peer.v1.WriteMarkerRequest\x1a#.sluice.peer.v1.WriteMarkerResponse\"\x00\x12U\n" +
+	"\n" +
+	"GetOffsets\x12!.sluice.peer.v1.GetOffsetsRequest\x1a\".sluice.peer.v1.GetOffsetsResponse\"\x00B\xb8\x01\n" +
 	"\x12com.sluice.peer.v1B\x0ePartitionProtoP\x01Z8github.com/sluicemq/sluice/pkg/gen/sluice/peer/v1;peerv1\xa2\x02\x03SPX\xaa\x02\x0eSluice.Peer.V1\xca\x02\x0eSluice\\Peer\\V1\xe2\x02\x1aSluice\\Peer\\V1\\GPBMetadata\xea\x02\x10Sluice::Peer::V1b\x06proto3"
 
 var (
@@ -208,19 +405,25 @@ func file_sluice_peer_v1_partition_proto_rawDescGZIP() []byte {
 	return file_sluice_peer_v1_partition_proto_rawDescData
 }
 
-var file_sluice_peer_v1_partition_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_sluice_peer_v1_partition_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_sluice_peer_v1_partition_proto_goTypes = []any{
-	(*WriteMarkerRequest)(nil),  // 0: sluice.peer.v1.WriteMarkerRequest
-	(*WriteMarkerResponse)(nil), // 1: sluice.peer.v1.WriteMarkerResponse
+	(*GetOffsetsRequest)(nil),   // 0: sluice.peer.v1.GetOffsetsRequest
+	(*GetOffsetsResponse)(nil),  // 1: sluice.peer.v1.GetOffsetsResponse
+	(*PartitionOffsets)(nil),    // 2: sluice.peer.v1.PartitionOffsets
+	(*WriteMarkerRequest)(nil),  // 3: sluice.peer.v1.WriteMarkerRequest
+	(*WriteMarkerResponse)(nil), // 4: sluice.peer.v1.WriteMarkerResponse
 }
 var file_sluice_peer_v1_partition_proto_depIdxs = []int32{
-	0, // 0: sluice.peer.v1.PartitionService.WriteMarker:input_type -> sluice.peer.v1.WriteMarkerRequest
-	1, // 1: sluice.peer.v1.PartitionService.WriteMarker:output_type -> sluice.peer.v1.WriteMarkerResponse
-	1, // [1:2] is the sub-list for method output_type
-	0, // [0:1] is the sub-list for method input_type
-	0, // [0:0] is the sub-list for extension type_name
-	0, // [0:0] is the sub-list for extension extendee
-	0, // [0:0] is the sub-list for field type_name
+	2, // 0: sluice.peer.v1.GetOffsetsResponse.partitions:type_name -> sluice.peer.v1.PartitionOffsets
+	3, // 1: sluice.peer.v1.PartitionService.WriteMarker:input_type -> sluice.peer.v1.WriteMarkerRequest
+	0, // 2: sluice.peer.v1.PartitionService.GetOffsets:input_type -> sluice.peer.v1.GetOffsetsRequest
+	4, // 3: sluice.peer.v1.PartitionService.WriteMarker:output_type -> sluice.peer.v1.WriteMarkerResponse
+	1, // 4: sluice.peer.v1.PartitionService.GetOffsets:output_type -> sluice.peer.v1.GetOffsetsResponse
+	3, // [3:5] is the sub-list for method output_type
+	1, // [1:3] is the sub-list for method input_type
+	1, // [1:1] is the sub-list for extension type_name
+	1, // [1:1] is the sub-list for extension extendee
+	0, // [0:1] is the sub-list for field type_name
 }
 
 func init() { file_sluice_peer_v1_partition_proto_init() }
@@ -234,7 +437,7 @@ func file_sluice_peer_v1_partition_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_peer_v1_partition_proto_rawDesc), len(file_sluice_peer_v1_partition_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   2,
+			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

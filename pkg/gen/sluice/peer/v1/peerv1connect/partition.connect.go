@@ -36,6 +36,9 @@ const (
 	// PartitionServiceWriteMarkerProcedure is the fully-qualified name of the PartitionService's
 	// WriteMarker RPC.
 	PartitionServiceWriteMarkerProcedure = "/sluice.peer.v1.PartitionService/WriteMarker"
+	// PartitionServiceGetOffsetsProcedure is the fully-qualified name of the PartitionService's
+	// GetOffsets RPC.
+	PartitionServiceGetOffsetsProcedure = "/sluice.peer.v1.PartitionService/GetOffsets"
 )
 
 // PartitionServiceClient is a client for the sluice.peer.v1.PartitionService service.
@@ -47,6 +50,12 @@ type PartitionServiceClient interface {
 	// owner); a topic incarnation that no longer exists answers OK with
 	// `gone`: there is nothing to end.
 	WriteMarker(context.Context, *connect.Request[v1.WriteMarkerRequest]) (*connect.Response[v1.WriteMarkerResponse], error)
+	// GetOffsets reports the acknowledged end and the last stable offset of
+	// partitions of a topic incarnation, for those this copy writes (the
+	// others answer `written` false): another copy's AdminService asks the
+	// owner instead of reporting what the catalog knows (a lower bound while
+	// the tail ledger is open). Read-only; at most 1,000 partitions.
+	GetOffsets(context.Context, *connect.Request[v1.GetOffsetsRequest]) (*connect.Response[v1.GetOffsetsResponse], error)
 }
 
 // NewPartitionServiceClient constructs a client for the sluice.peer.v1.PartitionService service. By
@@ -66,17 +75,29 @@ func NewPartitionServiceClient(httpClient connect.HTTPClient, baseURL string, op
 			connect.WithSchema(partitionServiceMethods.ByName("WriteMarker")),
 			connect.WithClientOptions(opts...),
 		),
+		getOffsets: connect.NewClient[v1.GetOffsetsRequest, v1.GetOffsetsResponse](
+			httpClient,
+			baseURL+PartitionServiceGetOffsetsProcedure,
+			connect.WithSchema(partitionServiceMethods.ByName("GetOffsets")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // partitionServiceClient implements PartitionServiceClient.
 type partitionServiceClient struct {
 	writeMarker *connect.Client[v1.WriteMarkerRequest, v1.WriteMarkerResponse]
+	getOffsets  *connect.Client[v1.GetOffsetsRequest, v1.GetOffsetsResponse]
 }
 
 // WriteMarker calls sluice.peer.v1.PartitionService.WriteMarker.
 func (c *partitionServiceClient) WriteMarker(ctx context.Context, req *connect.Request[v1.WriteMarkerRequest]) (*connect.Response[v1.WriteMarkerResponse], error) {
 	return c.writeMarker.CallUnary(ctx, req)
+}
+
+// GetOffsets calls sluice.peer.v1.PartitionService.GetOffsets.
+func (c *partitionServiceClient) GetOffsets(ctx context.Context, req *connect.Request[v1.GetOffsetsRequest]) (*connect.Response[v1.GetOffsetsResponse], error) {
+	return c.getOffsets.CallUnary(ctx, req)
 }
 
 // PartitionServiceHandler is an implementation of the sluice.peer.v1.PartitionService service.
@@ -88,6 +109,12 @@ type PartitionServiceHandler interface {
 	// owner); a topic incarnation that no longer exists answers OK with
 	// `gone`: there is nothing to end.
 	WriteMarker(context.Context, *connect.Request[v1.WriteMarkerRequest]) (*connect.Response[v1.WriteMarkerResponse], error)
+	// GetOffsets reports the acknowledged end and the last stable offset of
+	// partitions of a topic incarnation, for those this copy writes (the
+	// others answer `written` false): another copy's AdminService asks the
+	// owner instead of reporting what the catalog knows (a lower bound while
+	// the tail ledger is open). Read-only; at most 1,000 partitions.
+	GetOffsets(context.Context, *connect.Request[v1.GetOffsetsRequest]) (*connect.Response[v1.GetOffsetsResponse], error)
 }
 
 // NewPartitionServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -103,10 +130,18 @@ func NewPartitionServiceHandler(svc PartitionServiceHandler, opts ...connect.Han
 		connect.WithSchema(partitionServiceMethods.ByName("WriteMarker")),
 		connect.WithHandlerOptions(opts...),
 	)
+	partitionServiceGetOffsetsHandler := connect.NewUnaryHandler(
+		PartitionServiceGetOffsetsProcedure,
+		svc.GetOffsets,
+		connect.WithSchema(partitionServiceMethods.ByName("GetOffsets")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/sluice.peer.v1.PartitionService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case PartitionServiceWriteMarkerProcedure:
 			partitionServiceWriteMarkerHandler.ServeHTTP(w, r)
+		case PartitionServiceGetOffsetsProcedure:
+			partitionServiceGetOffsetsHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -118,4 +153,8 @@ type UnimplementedPartitionServiceHandler struct{}
 
 func (UnimplementedPartitionServiceHandler) WriteMarker(context.Context, *connect.Request[v1.WriteMarkerRequest]) (*connect.Response[v1.WriteMarkerResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.peer.v1.PartitionService.WriteMarker is not implemented"))
+}
+
+func (UnimplementedPartitionServiceHandler) GetOffsets(context.Context, *connect.Request[v1.GetOffsetsRequest]) (*connect.Response[v1.GetOffsetsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.peer.v1.PartitionService.GetOffsets is not implemented"))
 }
