@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -190,6 +191,19 @@ func pidsCmd(dir *string) *cobra.Command {
 	}
 }
 
+// relative shortens path to one relative to the working directory when it
+// is below it.
+func relative(path string) string {
+	wd, err := os.Getwd()
+	if err != nil {
+		return path
+	}
+	if r, err := filepath.Rel(wd, path); err == nil && !strings.HasPrefix(r, "..") {
+		return r
+	}
+	return path
+}
+
 func printStatus(cmd *cobra.Command, lines []localcluster.StatusLine) {
 	w := cmd.OutOrStdout()
 	fmt.Fprintf(w, "%-12s %-11s %-8s %-16s %s\n", "PROCESS", "STATE", "PID", "ADDRESS", "LOG")
@@ -201,6 +215,6 @@ func printStatus(cmd *cobra.Command, lines []localcluster.StatusLine) {
 		if addr == "" {
 			addr = "-"
 		}
-		fmt.Fprintf(w, "%-12s %-11s %-8s %-16s %s\n", l.Name, l.State, pid, addr, l.Log)
+		fmt.Fprintf(w, "%-12s %-11s %-8s %-16s %s\n", l.Name, l.State, pid, addr, relative(l.Log))
 	}
 }
