@@ -79,18 +79,20 @@ fi
 
 say "building sluice"
 go build -o "$bin" ./cmd/sluice
+clusterctl=.cache/clusterctl-bench # starts Sluice's processes (harness/localcluster, as localstack/cluster.sh does)
+go build -o "$clusterctl" ./harness/clusterctl
 
 # --- the servers ---------------------------------------------------------------------------
 
-pids=()        # processes this script started (sluice)
 sluice_pids="" # name=pid,... for --server-pids
 data=""
 stop_sluice() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  pids=()
+  if [ -n "$data" ]; then
+    "$clusterctl" down --dir "$data" --grace 10s >/dev/null 2>&1 || true
+    cp "$data"/log/*.log "$logs/" 2>/dev/null || true
+    rm -rf "$data"; data=""
+  fi
   sluice_pids=""
-  if [ -n "$data" ]; then rm -rf "$data"; data=""; fi
 }
 kafka_up=0
 stop_kafka() { if [ "$kafka_up" = 1 ]; then bash localstack/kafka.sh down >/dev/null 2>&1 || true; kafka_up=0; fi; }
@@ -122,8 +124,8 @@ wait_healthy() { # NAME ADDR LOG
   die "$1 did not become healthy on $2; see $3"
 }
 
-ingest_addr=127.0.0.1:17521
-fetch_addr=127.0.0.1:17522
+ingest_addr=127.0.0.1:17521 # harness/localcluster's addresses at --base-port 17500
+fetch_addr=127.0.0.1:17541
 start_sluice() {
   # A fresh AWS emulator (in memory): its TransactWriteItems deep-copies every table it holds,
   # so a catalog that grew through earlier runs (or earlier tables) slows every takeover.
@@ -148,22 +150,16 @@ start_sluice() {
   table=sluice-bench-$ts
   keyspace=sluice_bench_$ts
   data=$(mktemp -d -p "$PWD/.cache" bench-sluice.XXXXXX) # the repo's disk, like Kafka's logs
-  # Bookkeeping for the ingest copy too: producer ids and transactions (issue 24).
-  "$bin" ingest --addr "$ingest_addr" --id ingest-1 --catalog-table "$table" --create-table --pprof \
-    --cassandra "$SLUICE_TEST_CASSANDRA" --keyspace "$keyspace" --replication-factor 1 \
-    > "$logs/ingest.log" 2>&1 &
-  pids+=($!); sluice_pids="ingest=$!"
-  wait_healthy ingest "$ingest_addr" "$logs/ingest.log"
-  for i in 1 2 3; do
-    "$bin" bookie --id "bookie-$i" --dir "$data/bookie-$i" --addr "127.0.0.1:1753$i" --catalog-table "$table" --pprof \
-      > "$logs/bookie-$i.log" 2>&1 &
-    pids+=($!); sluice_pids+=",bookie-$i=$!"
-  done
-  "$bin" fetch --addr "$fetch_addr" --catalog-table "$table" --cassandra "$SLUICE_TEST_CASSANDRA" \
-    --keyspace "$keyspace" --replication-factor 1 --pprof > "$logs/fetch.log" 2>&1 &
-  pids+=($!); sluice_pids+=",fetch=$!"
-  for i in 1 2 3; do wait_healthy "bookie-$i" "127.0.0.1:1753$i" "$logs/bookie-$i.log"; done
-  wait_healthy fetch "$fetch_addr" "$logs/fetch.log"
+  # 3 bookies (E3/Qw3/Qa2, journal fsync before ack), one ingest copy (with the keyspace too:
+  # producer ids and transactions, issue 24), one fetch copy; no compactor (nothing is old enough
+  # to offload during a run). Flags and start order: harness/localcluster.
+  if ! "$clusterctl" up --dir "$data" --bin "$bin" --bookies 3 --ingests 1 --fetches 1 --compactors 0 \
+      --base-port 17500 --pprof --table "$table" --keyspace "$keyspace" \
+      --aws-endpoint "$SLUICE_TEST_AWS_ENDPOINT" --cassandra "$SLUICE_TEST_CASSANDRA" --lambda-endpoint "" >&2; then
+    cp "$data"/log/*.log "$logs/" 2>/dev/null || true
+    die "sluice did not start; see $logs"
+  fi
+  sluice_pids=$("$clusterctl" pids --dir "$data")
   sleep 2 # bookies' first registry heartbeats
   settle_cassandra
   say "sluice up: ingest $ingest_addr, fetch $fetch_addr, 3 bookies, catalog table $table"
@@ -229,7 +225,7 @@ profile() {
   mkdir -p "$out/profiles"
   (
     sleep "$delay"
-    for target in "ingest=$ingest_addr" "fetch=$fetch_addr" "bookie-1=127.0.0.1:17531"; do
+    for target in "ingest=$ingest_addr" "fetch=$fetch_addr" "bookie-1=127.0.0.1:17501"; do
       f="$out/profiles/$sys-$w-r$rep-${target%%=*}.pprof"
       curl -sf -m 40 -o "$f" "http://${target#*=}/debug/pprof/profile?seconds=20" &
     done

@@ -24,6 +24,7 @@ import (
 
 	"github.com/sluicemq/sluice/chaos/fault"
 	"github.com/sluicemq/sluice/harness/bookieproc"
+	"github.com/sluicemq/sluice/harness/localcluster"
 	"github.com/sluicemq/sluice/pkg/catalog"
 	catdynamo "github.com/sluicemq/sluice/pkg/catalog/dynamodb"
 )
@@ -163,34 +164,47 @@ func StartCluster(ctx context.Context, t testing.TB, cfg ClusterConfig) *Cluster
 		t.Cleanup(func() { _ = link.Close() })
 		return link, append(args, "--advertise", link.Addr())
 	}
-	for i := 1; i <= cfg.Bookies; i++ {
-		id := fmt.Sprintf("bookie-%d", i)
-		addr := freeAddr(t)
-		link, args := proxy(cfg.ProxyBookies, id, addr, append([]string{"--catalog-table", c.Table, "--heartbeat", "1s"}, cfg.BookieArgs...))
-		c.BookieLinks = append(c.BookieLinks, link)
-		c.Bookies = append(c.Bookies, start(&bookieproc.Proc{ID: id, Addr: addr, Dir: filepath.Join(root, id), Bin: cfg.Bin, Env: env, Args: args}))
-	}
 	if cfg.Fetches > 0 || cfg.IngestBookkeeping && cfg.Cassandra != "" {
 		c.Keyspace = createKeyspace(ctx, t, cfg.Cassandra)
 	}
-	for i := 1; i <= cfg.Ingests; i++ {
-		id := fmt.Sprintf("ingest-%d", i)
-		addr := freeAddr(t)
-		ingestArgs := []string{"--addr", addr, "--id", id, "--catalog-table", c.Table,
-			"--owner-ttl", cfg.OwnerTTL.String(), "--heartbeat", (cfg.OwnerTTL / 3).String(), "--balance-interval", "500ms"}
-		if cfg.IngestBookkeeping && c.Keyspace != "" {
-			ingestArgs = append(ingestArgs, "--cassandra", cfg.Cassandra, "--keyspace", c.Keyspace)
-		}
-		link, args := proxy(cfg.ProxyIngests, id, addr, ingestArgs)
-		c.IngestLinks = append(c.IngestLinks, link)
-		c.Ingests = append(c.Ingests, start(&bookieproc.Proc{ID: id, Addr: addr, Bin: cfg.Bin, Env: env, Command: "ingest", Args: args}))
+	// The processes' flags are harness/localcluster's (what
+	// localstack/cluster.sh runs), plus the chaos timings: short
+	// heartbeats and owner TTLs, so faults show within a scenario.
+	lc := localcluster.Config{
+		Bookies: cfg.Bookies, Ingests: cfg.Ingests, Fetches: cfg.Fetches,
+		Dir: root, Table: c.Table, Keyspace: c.Keyspace, AWSEndpoint: moto,
+		NoIngestBookkeeping: !cfg.IngestBookkeeping || c.Keyspace == "",
+		AddrOf:              func(string) string { return freeAddr(t) },
+		Extra: map[string][]string{
+			localcluster.RoleBookie: append([]string{"--heartbeat", "1s", "--instance", "sluice-test"}, cfg.BookieArgs...),
+			localcluster.RoleIngest: {"--owner-ttl", cfg.OwnerTTL.String(), "--heartbeat", (cfg.OwnerTTL / 3).String(), "--balance-interval", "500ms"},
+			localcluster.RoleFetch:  {"--balance-interval", "500ms"},
+		},
 	}
-	for i := 1; i <= cfg.Fetches; i++ {
-		id := fmt.Sprintf("fetch-%d", i)
-		addr := freeAddr(t)
-		c.Fetches = append(c.Fetches, start(&bookieproc.Proc{ID: id, Addr: addr, Bin: cfg.Bin, Env: env, Command: "fetch",
-			Args: []string{"--addr", addr, "--catalog-table", c.Table, "--cassandra", cfg.Cassandra, "--keyspace", c.Keyspace,
-				"--balance-interval", "500ms"}}))
+	if c.Keyspace != "" {
+		lc.Cassandra = cfg.Cassandra
+	}
+	plan, err := lc.Plan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range plan {
+		proc := &bookieproc.Proc{ID: p.Name, Addr: p.Addr, Bin: cfg.Bin, Env: env, Command: p.Role, Args: p.Args[1:]}
+		switch p.Role {
+		case localcluster.RoleBookie:
+			proc.Dir = filepath.Join(root, "data", p.Name) // as the plan's --dir
+			link, args := proxy(cfg.ProxyBookies, p.Name, p.Addr, proc.Args)
+			proc.Args = args
+			c.BookieLinks = append(c.BookieLinks, link)
+			c.Bookies = append(c.Bookies, start(proc))
+		case localcluster.RoleIngest:
+			link, args := proxy(cfg.ProxyIngests, p.Name, p.Addr, proc.Args)
+			proc.Args = args
+			c.IngestLinks = append(c.IngestLinks, link)
+			c.Ingests = append(c.Ingests, start(proc))
+		case localcluster.RoleFetch:
+			c.Fetches = append(c.Fetches, start(proc))
+		}
 	}
 	return c
 }

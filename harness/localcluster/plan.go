@@ -76,6 +76,10 @@ type Config struct {
 	LambdaEndpoint string // Lambda Invoke endpoint for triggers; empty: none
 
 	Pprof bool // serve /debug/pprof on every listener (benchmarks)
+	// NoIngestBookkeeping runs the ingest copies without Cassandra: no
+	// InitProducer (SDK producers pick random ids) and no transactions.
+	// For the chaos scenarios that predate them.
+	NoIngestBookkeeping bool
 
 	// Extra flags appended to every process of a role (RoleBookie, ...).
 	Extra map[string][]string
@@ -147,7 +151,7 @@ func (cfg Config) Normalize() (Config, error) {
 	if cfg.AWSEndpoint == "" {
 		bad("no AWS endpoint (the catalog is on DynamoDB, segments on S3): start the stack with localstack/stack.sh up")
 	}
-	if cfg.Cassandra == "" {
+	if cfg.Cassandra == "" && (cfg.Fetches > 0 || !cfg.NoIngestBookkeeping) {
 		bad("no Cassandra contact point (producer ids, transactions, consumer groups): start the stack with localstack/stack.sh up")
 	}
 	for role := range cfg.Extra {
@@ -212,7 +216,10 @@ func (cfg Config) Plan() ([]Proc, error) {
 		if n == 1 {
 			args = append(args, "--create-table")
 		}
-		p.Args = with(RoleIngest, append(args, cassandra...)...)
+		if !cfg.NoIngestBookkeeping {
+			args = append(args, cassandra...)
+		}
+		p.Args = with(RoleIngest, args...)
 		return p
 	}
 	procs := []Proc{ingest(1)}
