@@ -14,7 +14,7 @@ import (
 // Their fault phases are sized for 2 cores at Scale 1 (the short version);
 // the full version multiplies them.
 func Scenarios() []*Scenario {
-	return []*Scenario{KillBookies(), PauseWriter(), PauseConsumer(), CutBookie(), CrashQuorum(), PowerLoss()}
+	return []*Scenario{KillBookies(), PauseWriter(), PauseConsumer(), CutBookie(), CrashQuorum(), PowerLoss(), KillFetch()}
 }
 
 // ScenarioByName returns the named scenario, or nil.
@@ -315,6 +315,54 @@ func PowerLoss() *Scenario {
 				}
 				if err := errors.Join(errs...); err != nil {
 					return fmt.Errorf("restart after a power loss: %w", err)
+				}
+			}
+			return nil
+		},
+	}
+}
+
+// KillFetch (7): faults of the consume path itself. Two fetch copies, one
+// group member on each; every few seconds one copy is either SIGKILLed
+// (restarted 2 s later) or SIGSTOPped past its member's session timeout
+// (then SIGCONT). The member on it loses its session; the other member
+// takes its partitions over and commits them; and whatever the stopped
+// copy still held — its member's commits, sent before or during the
+// pause, with the old lease epochs — reaches Cassandra only when it
+// wakes, and must be refused. Nothing acknowledged may be lost and no
+// record skipped. No sabotage build yet: under "sabotage_commitepoch" three
+// runs showed no stale commit at all (none was refused in the real build
+// either), so the pauses do not yet put a commit with a moved lease in
+// front of Cassandra (docs/open-work.md, "Chaos").
+func KillFetch() *Scenario {
+	return &Scenario{
+		Name:        "kill-fetch",
+		Description: "SIGKILL or SIGSTOP (past the session timeout) one of two fetch copies every ~5 s, a group member on each; heal; drain",
+		Cluster:     ClusterConfig{Bookies: 3, Ingests: 2, Fetches: 2},
+		Partitions:  4,
+		Members:     2,
+		MemberCfg: func(_ int, c *MemberConfig) {
+			c.SessionTimeout = 3 * time.Second
+		},
+		Phase:    30 * time.Second,
+		MinPhase: 14 * time.Second, // a kill and a pause at least
+		Faults: func(ctx context.Context, r *Run) error {
+			for i := 0; i < 100 && fault.Sleep(ctx.Done(), r.Jitter(5*time.Second)); i++ {
+				f := r.Cluster.Fetches[i%len(r.Cluster.Fetches)]
+				if i%2 == 0 {
+					if err := killFor(ctx, r, f, 2*time.Second); err != nil {
+						return err
+					}
+					continue
+				}
+				if err := r.Inject.Pause(f); err != nil {
+					return err
+				}
+				// Past the member's 3 s session, a balance round for the
+				// other member to take the leases, and its commit interval.
+				fault.Sleep(ctx.Done(), 7*time.Second)
+				if err := r.Inject.Resume(f); err != nil {
+					return err
 				}
 			}
 			return nil
