@@ -43,7 +43,9 @@ func (s LedgerState) String() string {
 func (s LedgerState) Valid() bool { _, ok := ledgerStateNames[s]; return ok }
 
 // Sealed reports whether the ledger's content is final: CLOSED or later.
-// A sealed ledger's last entry, offsets and ensembles never change again.
+// A sealed ledger's last entry and offsets never change again, nor do its
+// segments' boundaries; only re-replication moves a CLOSED ledger's copies
+// to other bookies (NextLedger, checkReplicaMove).
 func (s LedgerState) Sealed() bool { return s >= LedgerClosed }
 
 // ParseLedgerState parses a state's String form.
@@ -80,8 +82,9 @@ type LedgerSpec struct {
 // Invariants (checked by NextLedger on every update): ID, topic, partition,
 // replication, FirstOffset, writer and CreatedAt never change; Ensembles
 // start at entry 0 with strictly increasing FirstEntry, each segment of E
-// distinct bookies; once Sealed, LastEntry, LastOffset and Ensembles never
-// change; LastEntry == -1 iff LastOffset == FirstOffset-1 (empty);
+// distinct bookies; once Sealed, LastEntry, LastOffset and the segments'
+// boundaries never change, and the bookies only by a replica move of a
+// CLOSED ledger; LastEntry == -1 iff LastOffset == FirstOffset-1 (empty);
 // Location is set exactly from OFFLOADED on.
 type LedgerMetadata struct {
 	ID          LedgerID

@@ -7,13 +7,14 @@ import (
 )
 
 // legalTransitions is the ledger state machine. Same-state updates are legal
-// while the ledger is unsealed (ensemble changes) and for OFFLOADED (key
-// compaction swaps the segment object: a new Location, nothing else);
+// while the ledger is unsealed (ensemble changes), for CLOSED (re-replication
+// moves a replica to another bookie: checkReplicaMove) and for OFFLOADED
+// (key compaction swaps the segment object: a new Location, nothing else);
 // DELETED is terminal and is left only by DeleteLedgerMetadata.
 var legalTransitions = map[LedgerState][]LedgerState{
 	LedgerOpen:       {LedgerOpen, LedgerInRecovery, LedgerClosed},
 	LedgerInRecovery: {LedgerInRecovery, LedgerClosed},
-	LedgerClosed:     {LedgerOffloaded, LedgerDeleted},
+	LedgerClosed:     {LedgerClosed, LedgerOffloaded, LedgerDeleted},
 	LedgerOffloaded:  {LedgerOffloaded, LedgerDeleted},
 	LedgerDeleted:    nil,
 }
@@ -87,7 +88,12 @@ func NextLedger(old, proposed LedgerMetadata, now time.Time) (LedgerMetadata, er
 	}
 	if old.State.Sealed() {
 		if !slices.EqualFunc(old.Ensembles, proposed.Ensembles, segmentEqual) {
-			return LedgerMetadata{}, Invalid("ensembles", "ledger %d is %v; its ensembles are final", old.ID, old.State)
+			if old.State != LedgerClosed || proposed.State != LedgerClosed {
+				return LedgerMetadata{}, Invalid("ensembles", "ledger %d is %v; its ensembles are final (only a CLOSED ledger's replicas move)", old.ID, old.State)
+			}
+			if err := checkReplicaMove(old, proposed); err != nil {
+				return LedgerMetadata{}, err
+			}
 		}
 		if proposed.LastEntry != old.LastEntry || proposed.LastOffset != old.LastOffset {
 			return LedgerMetadata{}, Invalid("lastEntry", "ledger %d is %v; its last entry and offset are final", old.ID, old.State)
@@ -171,6 +177,26 @@ func checkEnsembleChange(old, p LedgerMetadata) error {
 	}
 	if p.Ensembles[k-1].FirstEntry != old.Ensembles[k-1].FirstEntry {
 		return Invalid("ensembles", "ledger %d: segment %d must keep first entry %d", old.ID, k-1, old.Ensembles[k-1].FirstEntry)
+	}
+	return nil
+}
+
+// checkReplicaMove allows what re-replication does to a CLOSED ledger:
+// the same segments, each starting where it did, with some positions now
+// naming other bookies (each segment still E distinct bookies). The
+// entries do not change, only where their copies live; the caller copies
+// them to the new bookie (durably) before it stores the move.
+func checkReplicaMove(old, p LedgerMetadata) error {
+	if len(p.Ensembles) != len(old.Ensembles) {
+		return Invalid("ensembles", "ledger %d is CLOSED: a replica move keeps its %d segments (update has %d)", old.ID, len(old.Ensembles), len(p.Ensembles))
+	}
+	for i, seg := range p.Ensembles {
+		if seg.FirstEntry != old.Ensembles[i].FirstEntry {
+			return Invalid("ensembles", "ledger %d is CLOSED: segment %d must keep first entry %d", old.ID, i, old.Ensembles[i].FirstEntry)
+		}
+		if err := validateSegment(i, seg, old.Replication.Ensemble); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -18,6 +18,7 @@ func TestLedgerTransitions(t *testing.T) {
 		{catalog.LedgerOpen, catalog.LedgerClosed}:           true,
 		{catalog.LedgerInRecovery, catalog.LedgerInRecovery}: true,
 		{catalog.LedgerInRecovery, catalog.LedgerClosed}:     true,
+		{catalog.LedgerClosed, catalog.LedgerClosed}:         true, // replica moves only
 		{catalog.LedgerClosed, catalog.LedgerOffloaded}:      true,
 		{catalog.LedgerClosed, catalog.LedgerDeleted}:        true,
 		{catalog.LedgerOffloaded, catalog.LedgerOffloaded}:   true,
@@ -29,6 +30,73 @@ func TestLedgerTransitions(t *testing.T) {
 				t.Errorf("%v → %v legal = %v", from, to, got)
 			}
 		}
+	}
+}
+
+// Re-replication may move a CLOSED ledger's replicas — the same segments,
+// each from the same entry, E distinct bookies each — and nothing else:
+// not an OPEN ledger's earlier segments (its writer owns the chain), not an
+// OFFLOADED ledger's, not the end, and never a segment added or dropped.
+func TestNextLedgerReplicaMoves(t *testing.T) {
+	t0 := time.UnixMilli(1_000_000).UTC()
+	m := catalog.NewLedger(catalog.LedgerSpec{Topic: "t", TopicID: "id", Replication: catalog.DefaultReplication,
+		Ensemble: []string{"a:1", "b:1", "c:1"}, FirstOffset: 10, WriterOwner: "w", WriterEpoch: 1}, 7, t0)
+	open := m
+	open.Ensembles = append(open.Ensembles, catalog.EnsembleSegment{FirstEntry: 5, Bookies: []string{"a:1", "d:1", "c:1"}})
+	open.LastEntry, open.LastOffset = 9, 29
+	p := open
+	p.State = catalog.LedgerClosed
+	closed, err := catalog.NextLedger(open, p, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved := func(from catalog.LedgerMetadata, edit func(*catalog.LedgerMetadata)) (catalog.LedgerMetadata, error) {
+		p := from
+		p.Ensembles = []catalog.EnsembleSegment{}
+		for _, seg := range from.Ensembles {
+			p.Ensembles = append(p.Ensembles, catalog.EnsembleSegment{FirstEntry: seg.FirstEntry, Bookies: append([]string(nil), seg.Bookies...)})
+		}
+		edit(&p)
+		return catalog.NextLedger(from, p, t0.Add(time.Hour))
+	}
+	// a:1 is lost: both segments move its copies to e:1.
+	got, err := moved(closed, func(p *catalog.LedgerMetadata) { p.Ensembles[0].Bookies[0], p.Ensembles[1].Bookies[0] = "e:1", "e:1" })
+	if err != nil {
+		t.Fatalf("replica move refused: %v", err)
+	}
+	if got.Version != closed.Version+1 || got.Ensembles[0].Bookies[0] != "e:1" || !got.ClosedAt.Equal(closed.ClosedAt) || got.LastEntry != 9 {
+		t.Fatalf("after the move: %+v", got)
+	}
+	for name, tc := range map[string]struct {
+		from catalog.LedgerMetadata
+		edit func(*catalog.LedgerMetadata)
+	}{
+		"twice in a segment": {closed, func(p *catalog.LedgerMetadata) { p.Ensembles[0].Bookies[0] = "b:1" }},
+		"segment added": {closed, func(p *catalog.LedgerMetadata) {
+			p.Ensembles = append(p.Ensembles, p.Ensembles[1])
+			p.Ensembles[2].FirstEntry = 8
+		}},
+		"segment dropped":              {closed, func(p *catalog.LedgerMetadata) { p.Ensembles = p.Ensembles[:1] }},
+		"first entry moved":            {closed, func(p *catalog.LedgerMetadata) { p.Ensembles[1].FirstEntry = 6 }},
+		"end moved too":                {closed, func(p *catalog.LedgerMetadata) { p.Ensembles[0].Bookies[0] = "e:1"; p.LastEntry, p.LastOffset = 8, 28 }},
+		"open ledger, earlier segment": {open, func(p *catalog.LedgerMetadata) { p.Ensembles[0].Bookies[0] = "e:1" }},
+		"closing and moving at once": {open, func(p *catalog.LedgerMetadata) {
+			p.State = catalog.LedgerClosed
+			p.Ensembles[0].Bookies[0] = "e:1"
+		}},
+	} {
+		if _, err := moved(tc.from, tc.edit); !errors.Is(err, catalog.ErrInvalid) {
+			t.Errorf("%s: %v, want invalid", name, err)
+		}
+	}
+	off := closed
+	off.State, off.Location = catalog.LedgerOffloaded, "s3://b/k"
+	offloaded, err := catalog.NextLedger(closed, off, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := moved(offloaded, func(p *catalog.LedgerMetadata) { p.Ensembles[0].Bookies[0] = "e:1" }); !errors.Is(err, catalog.ErrInvalid) {
+		t.Errorf("offloaded ledger's replicas moved: %v", err)
 	}
 }
 

@@ -1,0 +1,235 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/sluicemq/sluice/bookkeeper/ledger"
+	"github.com/sluicemq/sluice/bookkeeper/wire"
+	"github.com/sluicemq/sluice/pkg/catalog"
+	bookiev1 "github.com/sluicemq/sluice/pkg/gen/sluice/bookie/v1"
+)
+
+// RereplicateResult says what one Rereplicate call did.
+type RereplicateResult struct {
+	Metadata catalog.LedgerMetadata // the ledger as stored after the call
+	Entries  int                    // entries copied to the new bookie
+	Bytes    int64                  // their payload bytes
+	Moved    bool                   // false: the ledger no longer listed the bookie (nothing to do)
+}
+
+// Rereplicate moves a CLOSED ledger's copies from bookie `from` (lost, or
+// being drained) to bookie `to`, as BookKeeper's re-replication does:
+//
+//  1. For every segment that lists `from`, every entry of the segment
+//     whose write set holds from's position is read from another member
+//     of its write set — the entry, its LAC and its checksum as stored,
+//     verified against wire.EntryChecksum — and written to `to` with a
+//     recovery add (the ledger's master key), in windows of at most
+//     rereplicateWindow entries; each must be acknowledged by `to`, which
+//     means fsynced in its journal.
+//  2. Only then one catalog compare-and-set points those positions at
+//     `to` (catalog.NextLedger's replica move). A lost race re-reads the
+//     ledger and starts over; a ledger that no longer lists `from` is done.
+//
+// A crash or failure at any point leaves the catalog naming `from` (the
+// copies on `to` are unreferenced duplicates the next pass writes again,
+// harmlessly), so the next pass repairs it: no gap, no double entry. Open
+// ledgers are refused (ErrInvalidArgument): their writer owns the chain;
+// they are moved once sealed. pace, if set, is called with each window's
+// payload bytes before it is sent (throttling; its error stops the call).
+func (c *Client) Rereplicate(ctx context.Context, id catalog.LedgerID, from, to string, pace func(ctx context.Context, bytes int) error) (RereplicateResult, error) {
+	ctx, leave, err := c.enter(ctx)
+	if err != nil {
+		return RereplicateResult{}, err
+	}
+	defer leave()
+	if from == "" || to == "" || from == to {
+		return RereplicateResult{}, fmt.Errorf("rereplicate ledger %d: %w: from %q to %q", id, ErrInvalidArgument, from, to)
+	}
+	var res RereplicateResult
+	for conflicts := 0; ; conflicts++ {
+		m, err := c.getLedger(ctx, id)
+		if err != nil {
+			return res, fmt.Errorf("rereplicate ledger %d: %w", id, err)
+		}
+		res.Metadata = m
+		if m.State != catalog.LedgerClosed {
+			return res, fmt.Errorf("rereplicate ledger %d: %w: it is %v (only CLOSED ledgers' copies move; an open ledger's writer replaces bookies itself)", id, ErrInvalidArgument, m.State)
+		}
+		moved, n, bytes, err := c.copyReplicas(ctx, m, from, to, pace)
+		res.Entries, res.Bytes = res.Entries+n, res.Bytes+bytes
+		if err != nil {
+			return res, fmt.Errorf("rereplicate ledger %d from %s to %s: %w", id, from, to, err)
+		}
+		if !moved.changed {
+			return res, nil
+		}
+		stored, err := c.updateLedger(ctx, moved.m)
+		if errors.Is(err, catalog.ErrVersionConflict) && conflicts < c.cfg.CASRetries {
+			continue // someone else moved or offloaded it: decide again
+		}
+		if err != nil {
+			return res, fmt.Errorf("rereplicate ledger %d from %s to %s: %w", id, from, to, err)
+		}
+		res.Metadata, res.Moved = stored, true
+		c.log.Info("ledger re-replicated", slog.Int64("ledger", int64(id)), slog.String("from", from), slog.String("to", to),
+			slog.Int("entries", res.Entries), slog.Int64("bytes", res.Bytes))
+		return res, nil
+	}
+}
+
+// replicaMove is the metadata a Rereplicate stores, and whether it differs.
+type replicaMove struct {
+	m       catalog.LedgerMetadata
+	changed bool
+}
+
+// rereplicateWindow bounds the entries a Rereplicate has read and not yet
+// seen acknowledged by the new bookie.
+const rereplicateWindow = 64
+
+// copyReplicas copies to `to` every entry `from` holds in m's segments,
+// and returns m with those positions pointing at `to`.
+func (c *Client) copyReplicas(ctx context.Context, m catalog.LedgerMetadata, from, to string, pace func(context.Context, int) error) (replicaMove, int, int64, error) {
+	sched, err := ledger.NewSchedule(m.Replication)
+	if err != nil {
+		return replicaMove{}, 0, 0, err
+	}
+	out := replicaMove{m: m}
+	out.m.Ensembles = make([]catalog.EnsembleSegment, len(m.Ensembles))
+	var entries int
+	var bytes int64
+	for i, seg := range m.Ensembles {
+		out.m.Ensembles[i] = catalog.EnsembleSegment{FirstEntry: seg.FirstEntry, Bookies: slices.Clone(seg.Bookies)}
+		pos := slices.Index(seg.Bookies, from)
+		if pos < 0 {
+			continue
+		}
+		if slices.Contains(seg.Bookies, to) {
+			return replicaMove{}, entries, bytes, fmt.Errorf("%w: bookie %s already holds segment %d's other copies", ErrInvalidArgument, to, i)
+		}
+		last := m.LastEntry
+		if i+1 < len(m.Ensembles) {
+			last = m.Ensembles[i+1].FirstEntry - 1
+		}
+		var mine []int64 // the segment's entries whose write set holds pos
+		for e := seg.FirstEntry; e <= last; e++ {
+			if slices.Contains(sched.WriteSet(e), pos) {
+				mine = append(mine, e)
+			}
+		}
+		for len(mine) > 0 {
+			n := min(len(mine), rereplicateWindow)
+			w, err := c.readWindow(ctx, m, sched, seg, pos, mine[:n])
+			if err != nil {
+				return replicaMove{}, entries, bytes, err
+			}
+			size := 0
+			for _, e := range w {
+				size += len(e.GetPayload())
+			}
+			if pace != nil {
+				if err := pace(ctx, size); err != nil {
+					return replicaMove{}, entries, bytes, err
+				}
+			}
+			if err := c.writeWindow(ctx, m, to, w); err != nil {
+				return replicaMove{}, entries, bytes, err
+			}
+			entries, bytes = entries+n, bytes+int64(size)
+			mine = mine[n:]
+		}
+		out.m.Ensembles[i].Bookies[pos] = to
+		out.changed = true
+	}
+	return out, entries, bytes, nil
+}
+
+// readWindow reads entries (each verified, with the LAC it was stored
+// with) from the other members of their write sets in seg, trying each
+// surviving replica in turn.
+func (c *Client) readWindow(ctx context.Context, m catalog.LedgerMetadata, sched ledger.Schedule, seg catalog.EnsembleSegment, lost int, entries []int64) ([]*bookiev1.Entry, error) {
+	out := make([]*bookiev1.Entry, 0, len(entries))
+	for _, e := range entries {
+		var errs []error
+		var got *bookiev1.Entry
+		for _, p := range sched.WriteSet(e) {
+			if p == lost {
+				continue
+			}
+			b := seg.Bookies[p]
+			msg, err := c.readCall(ctx, b, &bookiev1.ReadEntriesRequest{LedgerId: int64(m.ID), FirstEntry: e, LastEntry: e})
+			if err == nil && len(msg.GetEntries()) == 0 {
+				err = errors.New("empty answer")
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("bookie %s: %w", b, err))
+				continue
+			}
+			ent := msg.GetEntries()[0]
+			if ent.GetEntryId() != e || wire.EntryChecksum(int64(m.ID), e, ent.GetLac(), ent.GetPayload()) != ent.GetCrc32C() {
+				c.stats.checksumFailures.Add(1)
+				errs = append(errs, fmt.Errorf("%w: bookie %s, entry %d/%d", ErrChecksum, b, m.ID, e))
+				continue
+			}
+			got = ent
+			break
+		}
+		if got == nil {
+			return nil, fmt.Errorf("no surviving copy of entry %d could be read: %w", e, errors.Join(errs...))
+		}
+		out = append(out, got)
+	}
+	return out, nil
+}
+
+// writeWindow recovery-adds the entries to bookie `to` on a stream of its
+// own and waits until it acknowledged every one (or one failed).
+func (c *Client) writeWindow(ctx context.Context, m catalog.LedgerMetadata, to string, ents []*bookiev1.Entry) error {
+	wctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	adds := newAddSet(c, m, wctx, &wg, false)
+	defer func() {
+		cancel()
+		adds.closeAll()
+		wg.Wait()
+	}()
+	for _, e := range ents {
+		adds.send(ledger.SendAdd{Bookie: to, Entry: e.GetEntryId(), LAC: e.GetLac(), Payload: e.GetPayload(), Recovery: true})
+	}
+	left := len(ents)
+	tick := time.NewTicker(c.cfg.TickInterval)
+	defer tick.Stop()
+	handle := func(evs []ledger.Event) error {
+		for _, ev := range evs {
+			switch ev := ev.(type) {
+			case ledger.AddAcked:
+				left--
+			case ledger.AddFailed:
+				return fmt.Errorf("bookie %s did not store entry %d: %v", to, ev.Entry, ev.Reason)
+			}
+		}
+		return nil
+	}
+	for left > 0 {
+		select {
+		case <-adds.in.wake:
+			if err := handle(adds.answerAll()); err != nil {
+				return err
+			}
+		case <-tick.C:
+			if err := handle(adds.timeouts(c.cfg.Now())); err != nil {
+				return err
+			}
+		case <-ctx.Done():
+			return ctxErr(ctx)
+		}
+	}
+	return nil
+}
