@@ -27,6 +27,8 @@ type compactorFlags struct {
 	orphanGrace            time.Duration
 	compactEvery           time.Duration
 	tombstoneDelay         time.Duration
+	rereplGrace            time.Duration
+	rereplMiB              int
 	workers, maxLedgers    int
 	partMiB                int
 	once                   bool
@@ -40,7 +42,9 @@ func newCompactorCmd() *cobra.Command {
 		Short: "run the compactor (offload to object storage, retention, key compaction) against a DynamoDB catalog",
 		Long: `Moves sealed ledgers from the bookies to segment objects, enforces retention
 (retention.ms, retention.bytes), compacts the offloaded data of cleanup.policy=compact
-topics by key, cleans up deleted topics and removes what it dropped. One pass every
+topics by key, cleans up deleted topics and removes what it dropped, and rebuilds the
+copies a lost bookie held of closed ledgers on other bookies (a bookie gone from the
+registry for --rereplicate-grace is lost). One pass every
 --interval; a crash at any point is repaired by the next pass. Bookies must be
 registered in the same catalog. (The same pass runs as a Lambda function:
 services/compactor/lambda.)`,
@@ -61,6 +65,8 @@ services/compactor/lambda.)`,
 	fs.DurationVar(&f.orphanGrace, "orphan-grace", compactor.DefaultOrphanGrace, "delete a segment object no ledger points at once it is this old (at least 1s)")
 	fs.DurationVar(&f.compactEvery, "compact-interval", compactor.DefaultCompactInterval, "how often a partition of a cleanup.policy=compact topic is compacted")
 	fs.DurationVar(&f.tombstoneDelay, "tombstone-delay", compactor.DefaultTombstoneDelay, "key compaction drops a tombstone once its ledger was sealed this long ago (0 or negative: at once)")
+	fs.DurationVar(&f.rereplGrace, "rereplicate-grace", compactor.DefaultRereplicateGrace, "a bookie missing from the registry this long is lost: its copies of closed ledgers are rebuilt on other bookies (0 or negative: at once)")
+	fs.IntVar(&f.rereplMiB, "rereplicate-mib-per-sec", compactor.DefaultRereplicateBytesPerSec>>20, "re-replication's rate bound in MiB/s, all ledgers together (1..10240)")
 	fs.IntVar(&f.workers, "workers", compactor.DefaultWorkers, fmt.Sprintf("ledgers offloaded or purged at once (1..%d)", compactor.MaxWorkers))
 	fs.IntVar(&f.maxLedgers, "max-ledgers-per-pass", compactor.DefaultMaxLedgersPerPass, fmt.Sprintf("ledgers one pass offloads (and, separately, purges) at most (1..%d)", compactor.MaxMaxLedgersPerPass))
 	fs.IntVar(&f.partMiB, "upload-part-mib", compactor.DefaultUploadPartBytes>>20, fmt.Sprintf("object upload buffer in MiB: the multipart part size on S3 (%d..%d)", compactor.MinUploadPartBytes>>20, compactor.MaxUploadPartBytes>>20))
@@ -77,6 +83,8 @@ func (f *compactorFlags) check() error {
 	// A zero age or grace means zero (the config's zero is its default).
 	f.offloadAge, f.bookieGrace = noneIfZero(f.offloadAge), noneIfZero(f.bookieGrace)
 	f.deleteGrace, f.tombstoneDelay = noneIfZero(f.deleteGrace), noneIfZero(f.tombstoneDelay)
+	f.rereplGrace = noneIfZero(f.rereplGrace)
+	c.intIn("rereplicate-mib-per-sec", f.rereplMiB, 1, 10<<10)
 	c.positive("interval", f.interval, 0)
 	c.positive("orphan-grace", f.orphanGrace, 0)
 	c.positive("compact-interval", f.compactEvery, 0)
@@ -102,6 +110,7 @@ func (f *compactorFlags) check() error {
 		{"orphan-grace", f.orphanGrace, compactor.Config{OrphanGrace: f.orphanGrace}},
 		{"compact-interval", f.compactEvery, compactor.Config{CompactInterval: f.compactEvery}},
 		{"tombstone-delay", f.tombstoneDelay, compactor.Config{TombstoneDelay: f.tombstoneDelay}},
+		{"rereplicate-grace", f.rereplGrace, compactor.Config{RereplicateGrace: f.rereplGrace}},
 	} {
 		if err := fc.cfg.Validate(); err != nil {
 			c.badf("--%s %v: %v", fc.flag, fc.value, err)
@@ -123,6 +132,7 @@ func (f *compactorFlags) config() compactor.Config {
 		Interval: f.interval, OffloadAge: f.offloadAge, BookieDeleteGrace: f.bookieGrace, DeleteGrace: f.deleteGrace,
 		OrphanGrace: f.orphanGrace, Workers: f.workers, MaxLedgersPerPass: f.maxLedgers, Prefix: f.prefix, UploadPartBytes: f.partMiB << 20,
 		CompactInterval: f.compactEvery, TombstoneDelay: f.tombstoneDelay,
+		RereplicateGrace: f.rereplGrace, RereplicateBytesPerSec: int64(f.rereplMiB) << 20,
 	}
 }
 

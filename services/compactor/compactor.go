@@ -23,6 +23,8 @@ type Catalog interface {
 	catalog.Ledgers
 	catalog.LedgerLister
 	catalog.DeletedTopics
+	// ListLiveBookies is the bookie registry (re-replication).
+	ListLiveBookies(ctx context.Context) ([]catalog.Bookie, error)
 }
 
 // Deps are the compactor's collaborators.
@@ -60,6 +62,12 @@ type Compactor struct {
 	// sealed caches sealed ledgers' metadata for retention (guarded by mu,
 	// bounded by maxCachedLedgers).
 	sealed map[catalog.LedgerID]catalog.LedgerMetadata
+	// Re-replication (rereplicate.go; guarded by mu): where its scan of
+	// CLOSED ledgers goes on, and since when each bookie named by a
+	// ledger has been missing from the registry, as this process saw it.
+	rereplicateCursor cursor
+	missing           map[string]time.Time
+	pace              *pacer
 }
 
 // New checks cfg and deps and returns a compactor.
@@ -88,7 +96,9 @@ func New(cfg Config, deps Deps) (*Compactor, error) {
 	return &Compactor{cfg: cfg, deps: deps, log: cfg.Logger, m: m,
 		sweep: cursor{key: sweepCursorKey}, offloadCursor: cursor{key: offloadCursorKey},
 		purgeCursor: cursor{key: purgeCursorKey}, pendingCursor: cursor{key: pendingCursorKey},
-		compacted: map[string]time.Time{}, leftovers: map[string]time.Time{}, sealed: map[catalog.LedgerID]catalog.LedgerMetadata{}}, nil
+		compacted: map[string]time.Time{}, leftovers: map[string]time.Time{}, sealed: map[catalog.LedgerID]catalog.LedgerMetadata{},
+		rereplicateCursor: cursor{key: rereplicateCursorKey}, missing: map[string]time.Time{},
+		pace: newPacer(cfg.RereplicateBytesPerSec, time.Now)}, nil
 }
 
 // Report counts what one pass did.
@@ -101,6 +111,11 @@ type Report struct {
 	Compacted     int           `json:"compacted"`     // ledgers rewritten by key compaction
 	TopicsPurged  int           `json:"topicsPurged"`  // deleted topics fully removed
 	Orphans       int           `json:"orphans"`       // unreferenced objects deleted
+	// UnderReplicated counts the CLOSED ledgers this pass's scan reached
+	// with a copy on a bookie missing from the registry (lost or not yet).
+	UnderReplicated   int   `json:"underReplicated"`
+	Rereplicated      int   `json:"rereplicated"`      // CLOSED ledgers whose lost copies were rebuilt
+	RereplicatedBytes int64 `json:"rereplicatedBytes"` // payload bytes copied for them
 	Errors        int           `json:"errors"`        // failed steps; a later pass retries them
 	Duration      time.Duration `json:"duration"`
 }
@@ -148,6 +163,7 @@ func (c *Compactor) Pass(ctx context.Context) (Report, error) {
 	c.deletedTopics(ctx, t)
 	c.offloadAll(ctx, t)
 	c.pendingAll(ctx, t)
+	c.rereplicateAll(ctx, t)
 	c.purgeAll(ctx, t)
 	c.sweepPage(ctx, t)
 	t.r.Duration = c.cfg.Now().Sub(start)
@@ -159,7 +175,8 @@ func (c *Compactor) Pass(ctx context.Context) (Report, error) {
 		slog.Int("offloaded", t.r.Offloaded), slog.Int64("offloadBytes", t.r.OffloadBytes),
 		slog.Int("bookieDeletes", t.r.BookieDeletes), slog.Int("trimmed", t.r.Trimmed),
 		slog.Int("purged", t.r.Purged), slog.Int("compacted", t.r.Compacted), slog.Int("orphans", t.r.Orphans),
-		slog.Int("topicsPurged", t.r.TopicsPurged),
+		slog.Int("topicsPurged", t.r.TopicsPurged), slog.Int("underReplicated", t.r.UnderReplicated),
+		slog.Int("rereplicated", t.r.Rereplicated), slog.Int64("rereplicatedBytes", t.r.RereplicatedBytes),
 		slog.Int("errors", t.r.Errors), slog.Duration("took", t.r.Duration))
 	return t.r, errors.Join(t.errs...)
 }

@@ -31,6 +31,12 @@ const (
 	DefaultCompactInterval   = 10 * time.Minute
 	DefaultTombstoneDelay    = 24 * time.Hour
 	DefaultMaxCompactKeys    = 1_000_000
+	// DefaultRereplicateGrace: a bookie gone from the registry this long
+	// is taken as lost and its closed ledgers' copies are rebuilt.
+	DefaultRereplicateGrace = 2 * time.Minute
+	// DefaultRereplicateBytesPerSec throttles re-replication (payload
+	// bytes read from survivors and written to the new bookie).
+	DefaultRereplicateBytesPerSec = 32 << 20
 	MaxMaxCompactKeys        = 100_000_000
 	// MaxMaxObjectBytes keeps a segment's index within the segment
 	// package's entry limit at the default index interval.
@@ -95,6 +101,16 @@ type Config struct {
 	// data that compaction holds in memory; a partition with more is not
 	// compacted (reported).
 	MaxCompactKeys int
+	// RereplicateGrace: a bookie missing from the registry this long (as
+	// this process has seen it) is lost, and every CLOSED ledger with a
+	// copy on it gets that copy rebuilt on another bookie. A restart of
+	// the bookie within the grace costs nothing. Zero means
+	// DefaultRereplicateGrace; negative means at once.
+	RereplicateGrace time.Duration
+	// RereplicateBytesPerSec bounds the payload bytes re-replication moves
+	// per second across all workers, so it does not starve the write
+	// path. Zero means DefaultRereplicateBytesPerSec.
+	RereplicateBytesPerSec int64
 	// Prefix is put in front of every object key ("" or ending in "/").
 	Prefix string
 	// Logger receives the compactor's events; nil discards them.
@@ -124,6 +140,11 @@ func (c Config) withDefaults() Config {
 	setd(&c.CompactInterval, DefaultCompactInterval)
 	setd(&c.TombstoneDelay, DefaultTombstoneDelay)
 	seti(&c.MaxCompactKeys, DefaultMaxCompactKeys)
+	setd(&c.RereplicateGrace, DefaultRereplicateGrace)
+	c.RereplicateGrace = max(c.RereplicateGrace, 0)
+	if c.RereplicateBytesPerSec == 0 {
+		c.RereplicateBytesPerSec = DefaultRereplicateBytesPerSec
+	}
 	seti(&c.Workers, DefaultWorkers)
 	seti(&c.MaxLedgersPerPass, DefaultMaxLedgersPerPass)
 	seti(&c.MaxScanPerPass, DefaultMaxScanPerPass)
@@ -180,6 +201,10 @@ func (c Config) Validate() error {
 	durs("OrphanGrace", c.OrphanGrace, time.Second, false)
 	durs("CompactInterval", c.CompactInterval, time.Millisecond, false)
 	durs("TombstoneDelay", c.TombstoneDelay, time.Nanosecond, true)
+	durs("RereplicateGrace", c.RereplicateGrace, time.Nanosecond, true)
+	if c.RereplicateBytesPerSec != 0 && (c.RereplicateBytesPerSec < 1<<10 || c.RereplicateBytesPerSec > 10<<30) {
+		bad("RereplicateBytesPerSec", "%d is outside [%d, %d]", c.RereplicateBytesPerSec, 1<<10, int64(10<<30))
+	}
 	if c.MaxObjectBytes != 0 && (c.MaxObjectBytes < 1<<10 || c.MaxObjectBytes > MaxMaxObjectBytes) {
 		bad("MaxObjectBytes", "%d is outside [%d, %d]", c.MaxObjectBytes, 1<<10, int64(MaxMaxObjectBytes))
 	}

@@ -23,6 +23,11 @@ const (
 	EnvWorkers           = "SLUICE_COMPACTOR_WORKERS"              // integer
 	EnvMaxLedgersPerPass = "SLUICE_COMPACTOR_MAX_LEDGERS_PER_PASS" // integer
 	EnvPrefix            = "SLUICE_COMPACTOR_PREFIX"               // object key prefix
+	// EnvRereplicateGrace: a Lambda's memory of when a bookie went missing
+	// lasts while its execution environment does, so a cold start waits
+	// the grace again.
+	EnvRereplicateGrace     = "SLUICE_COMPACTOR_REREPLICATE_GRACE"       // Go duration
+	EnvRereplicateMiBPerSec = "SLUICE_COMPACTOR_REREPLICATE_MIB_PER_SEC" // integer
 )
 
 // ConfigFromEnv reads the EnvXxx settings through getenv (os.Getenv); unset
@@ -58,6 +63,10 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	dur(EnvTombstoneDelay, &cfg.TombstoneDelay)
 	num(EnvWorkers, &cfg.Workers)
 	num(EnvMaxLedgersPerPass, &cfg.MaxLedgersPerPass)
+	dur(EnvRereplicateGrace, &cfg.RereplicateGrace)
+	var mib int
+	num(EnvRereplicateMiBPerSec, &mib)
+	cfg.RereplicateBytesPerSec = int64(mib) << 20
 	cfg.Prefix = getenv(EnvPrefix)
 	if len(errs) > 0 {
 		return Config{}, errors.Join(errs...)

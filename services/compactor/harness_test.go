@@ -42,6 +42,7 @@ type env struct {
 	mu      sync.Mutex
 	written map[catalog.LedgerID][][]byte // payloads per entry, as appended
 	lease   map[string]catalog.WriterLease
+	stops   map[string]func() // per bookie id: stop its server and close it (once)
 }
 
 func newEnv(t testing.TB) *env {
@@ -50,7 +51,7 @@ func newEnv(t testing.TB) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, cat: cat, written: map[catalog.LedgerID][][]byte{}, lease: map[string]catalog.WriterLease{}}
+	e := &env{t: t, cat: cat, written: map[catalog.LedgerID][][]byte{}, lease: map[string]catalog.WriterLease{}, stops: map[string]func(){}}
 	t.Cleanup(func() {
 		if err := cat.Close(); err != nil {
 			t.Errorf("close catalog: %v", err)
@@ -95,13 +96,17 @@ func (e *env) startBookie(id string) {
 	p.SetUnencryptedHTTP2(true)
 	srv.Config.Protocols = &p
 	srv.Start()
-	e.t.Cleanup(func() {
+	stop := sync.OnceFunc(func() {
 		srv.CloseClientConnections()
 		srv.Close()
 		if err := b.Close(); err != nil {
 			e.t.Errorf("close bookie %s: %v", id, err)
 		}
 	})
+	e.t.Cleanup(stop)
+	e.mu.Lock()
+	e.stops[id] = stop
+	e.mu.Unlock()
 	e.bookies = append(e.bookies, b)
 	if _, err := e.cat.HeartbeatBookie(context.Background(), catalog.Bookie{
 		ID: id, Address: srv.Listener.Addr().String(), FreeBytes: 1 << 30, TotalBytes: 1 << 31,

@@ -526,7 +526,7 @@ func TestIntegrationCompactorKilledAtEveryStep(t *testing.T) {
 		want = append(want, check.segmentKey(m))
 	}
 	// The cursors are present only when a listing needed several passes.
-	want = append(want, sweepCursorKey, offloadCursorKey, purgeCursorKey, pendingCursorKey)
+	want = append(want, sweepCursorKey, offloadCursorKey, purgeCursorKey, pendingCursorKey, rereplicateCursorKey)
 	for _, k := range keys {
 		if !slices.Contains(want, k) {
 			t.Fatalf("stray object %s (objects %v)", k, keys)

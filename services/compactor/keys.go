@@ -27,7 +27,10 @@ const (
 	offloadCursorKey = "state/offload-cursor"
 	purgeCursorKey   = "state/purge-cursor"
 	pendingCursorKey = "state/pending-cursor"
-	segmentExt       = ".seg"
+	// rereplicateCursorKey: where the re-replication scan of CLOSED
+	// ledgers goes on.
+	rereplicateCursorKey = "state/rereplicate-cursor"
+	segmentExt           = ".seg"
 )
 
 // segmentKey is the object key of ledger m's segment.

@@ -15,13 +15,20 @@ const (
 	metricOrphans       = "sluice.compactor.objects.orphans_deleted"
 	metricCompacted     = "sluice.compactor.ledgers.compacted"
 	metricErrors        = "sluice.compactor.errors"
+	metricUnderRepl     = "sluice.compactor.ledgers.under_replicated"
+	metricRereplicated  = "sluice.compactor.ledgers.rereplicated"
+	metricRereplBytes   = "sluice.compactor.rereplication.bytes"
 	metricPassDuration  = "sluice.compactor.pass.duration"
 )
 
 // meters are the compactor's instruments.
 type meters struct {
 	offloaded, offloadBytes, bookieDeletes, trimmed, purged, orphans, compacted, errors metric.Int64Counter
-	pass                                                                                metric.Float64Histogram
+	rereplicated, rereplBytes                                                           metric.Int64Counter
+	// underReplicated is the last pass's count (a gauge: it falls as
+	// re-replication catches up).
+	underReplicated metric.Int64Gauge
+	pass            metric.Float64Histogram
 }
 
 func newMeters(mp metric.MeterProvider) (*meters, error) {
@@ -47,7 +54,13 @@ func newMeters(mp metric.MeterProvider) (*meters, error) {
 	ms.orphans = counter(metricOrphans, "{object}", "segment objects deleted by the orphan sweep")
 	ms.compacted = counter(metricCompacted, "{ledger}", "offloaded ledgers rewritten by key compaction")
 	ms.errors = counter(metricErrors, "{error}", "failed steps (retried by a later pass)")
+	ms.rereplicated = counter(metricRereplicated, "{ledger}", "CLOSED ledgers whose copies on a lost bookie were rebuilt on another")
+	ms.rereplBytes = counter(metricRereplBytes, "By", "payload bytes copied by re-replication")
 	if err != nil {
+		return nil, err
+	}
+	if ms.underReplicated, err = m.Int64Gauge(metricUnderRepl, metric.WithUnit("{ledger}"),
+		metric.WithDescription("ledgers the last pass saw with a copy on a bookie missing from the registry")); err != nil {
 		return nil, err
 	}
 	ms.pass, err = m.Float64Histogram(metricPassDuration, metric.WithUnit("s"), metric.WithDescription("duration of one pass"))

@@ -1,0 +1,221 @@
+package compactor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/sluicemq/sluice/pkg/catalog"
+)
+
+// Re-replication (issue 28; bookkeeper/DESIGN.md "Re-replication"). Each
+// pass, after offload:
+//
+//  1. The auditor reads the bookie registry and notes, for every bookie
+//     a ledger names that is not live, since when this process has seen
+//     it missing (c.missing; a bookie back in the registry is forgotten).
+//  2. It scans a bounded page of CLOSED ledgers (its own cursor) and
+//     counts those with a copy on a missing bookie; one missing longer
+//     than RereplicateGrace is lost, and the ledger's copies on it are
+//     rebuilt on a live bookie outside the segments that hold them
+//     (client.Rereplicate: copy from verified survivors, acknowledged,
+//     then one catalog compare-and-set), at most MaxLedgersPerPass
+//     ledgers, Workers at once, RereplicateBytesPerSec overall.
+//
+// OPEN and IN_RECOVERY ledgers are left to their writer (an ensemble
+// change replaces a failed bookie for new entries) and to recovery; they
+// are moved once sealed. OFFLOADED ledgers need no bookie. A pass that
+// fails half-way changed nothing in the catalog; the next one redoes it.
+
+// rereplicateAll is the pass step.
+func (c *Compactor) rereplicateAll(ctx context.Context, t *tally) {
+	live, err := c.deps.Catalog.ListLiveBookies(ctx)
+	if err != nil {
+		t.fail(fmt.Errorf("re-replication: list bookies: %w", err))
+		return
+	}
+	alive := make(map[string]catalog.Bookie, len(live))
+	for _, b := range live {
+		alive[b.ID] = b
+		delete(c.missing, b.ID)
+	}
+	now := c.cfg.Now()
+	lost := func(id string) (missing, isLost bool) {
+		if _, ok := alive[id]; ok {
+			return false, false
+		}
+		since, ok := c.missing[id]
+		if !ok {
+			if len(c.missing) >= maxMissingBookies {
+				return true, false // bounded; noted on a later pass
+			}
+			c.missing[id], since = now, now
+		}
+		return true, now.Sub(since) >= c.cfg.RereplicateGrace
+	}
+	if err := c.rereplicateCursor.load(ctx, c); err != nil {
+		t.fail(err)
+		return
+	}
+	type job struct {
+		m    catalog.LedgerMetadata
+		from string
+	}
+	var todo []job
+	under := 0
+	token, scanned := string(c.rereplicateCursor.token), 0
+scan:
+	for scanned < c.cfg.MaxScanPerPass {
+		page, err := c.deps.Catalog.ListLedgersByState(ctx, catalog.LedgerClosed, token, min(catalog.MaxPageSize, c.cfg.MaxScanPerPass-scanned))
+		if err != nil {
+			if errors.Is(err, catalog.ErrInvalid) {
+				token = ""
+			}
+			t.fail(fmt.Errorf("re-replication: list CLOSED ledgers: %w", err))
+			break
+		}
+		scanned += len(page.Items)
+		for _, m := range page.Items {
+			from, counted := "", false
+			for _, b := range ledgerBookies(m) {
+				missing, isLost := lost(b)
+				if missing && !counted {
+					under, counted = under+1, true
+				}
+				if isLost && from == "" {
+					from = b
+				}
+			}
+			if from == "" {
+				continue
+			}
+			if len(todo) == c.cfg.MaxLedgersPerPass {
+				break scan // the cursor stays before this page
+			}
+			todo = append(todo, job{m, from})
+		}
+		if token = page.NextPageToken; token == "" {
+			break
+		}
+	}
+	if err := c.rereplicateCursor.save(ctx, c, []byte(token)); err != nil {
+		t.fail(err)
+	}
+	t.add(func(r *Report) { r.UnderReplicated += under })
+	c.m.underReplicated.Record(ctx, int64(under))
+	if len(todo) == 0 {
+		return
+	}
+	var targets sync.Mutex // choose serially: spreads the copies
+	each(ctx, c.cfg.Workers, todo, func(ctx context.Context, j job) {
+		targets.Lock()
+		to, ok := pickTarget(j.m, j.from, live)
+		targets.Unlock()
+		if !ok {
+			t.fail(fmt.Errorf("re-replicate ledger %d: no live bookie outside its ensembles to take %s's copies (%d live)", j.m.ID, j.from, len(live)))
+			return
+		}
+		res, err := c.deps.Ledgers.Rereplicate(ctx, j.m.ID, j.from, to, c.pace.wait)
+		if err != nil {
+			c.log.Warn("re-replication failed; the next pass retries", slog.Int64("ledger", int64(j.m.ID)),
+				slog.String("from", j.from), slog.String("to", to), slog.Any("err", err))
+			t.fail(fmt.Errorf("re-replicate ledger %d from %s to %s: %w", j.m.ID, j.from, to, err))
+			return
+		}
+		if res.Moved {
+			t.add(func(r *Report) { r.Rereplicated++; r.RereplicatedBytes += res.Bytes })
+			c.m.rereplicated.Add(ctx, 1)
+			c.m.rereplBytes.Add(ctx, res.Bytes)
+		}
+	})
+}
+
+// maxMissingBookies bounds c.missing (a registry cannot hold more bookies
+// than catalog.MaxBookies anyway).
+const maxMissingBookies = 4096
+
+// ledgerBookies is every bookie m's segments name, each once, in order.
+func ledgerBookies(m catalog.LedgerMetadata) []string {
+	var out []string
+	for _, seg := range m.Ensembles {
+		for _, b := range seg.Bookies {
+			if !slices.Contains(out, b) {
+				out = append(out, b)
+			}
+		}
+	}
+	return out
+}
+
+// pickTarget chooses the live bookie that takes from's copies of m: one
+// in no segment of m that names from (a segment's bookies are distinct),
+// preferring the most free space, ties spread by the ledger id.
+func pickTarget(m catalog.LedgerMetadata, from string, live []catalog.Bookie) (string, bool) {
+	var taken []string
+	for _, seg := range m.Ensembles {
+		if slices.Contains(seg.Bookies, from) {
+			taken = append(taken, seg.Bookies...)
+		}
+	}
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(strconv.FormatInt(int64(m.ID), 10)))
+	spread := h.Sum32()
+	best, bestKey := "", [2]uint64{}
+	for _, b := range live {
+		if slices.Contains(taken, b.ID) {
+			continue
+		}
+		hb := fnv.New32a()
+		_, _ = hb.Write([]byte(b.ID))
+		key := [2]uint64{uint64(max(b.FreeBytes, 0)), uint64(hb.Sum32() ^ spread)}
+		if best == "" || key[0] > bestKey[0] || key[0] == bestKey[0] && key[1] > bestKey[1] {
+			best, bestKey = b.ID, key
+		}
+	}
+	return best, best != ""
+}
+
+// pacer spreads re-replication's bytes at a rate on the real clock (it
+// bounds real resource use, whatever clock the passes decide by): each
+// wait(n) returns once n more bytes fit under bytesPerSec, with at most
+// one second of unused rate saved up.
+type pacer struct {
+	mu          sync.Mutex
+	bytesPerSec float64
+	now         func() time.Time
+	next        time.Time // when the bytes granted so far are paid off
+}
+
+func newPacer(bytesPerSec int64, now func() time.Time) *pacer {
+	return &pacer{bytesPerSec: float64(bytesPerSec), now: now}
+}
+
+// wait blocks until n bytes may go, or ctx ends.
+func (p *pacer) wait(ctx context.Context, n int) error {
+	p.mu.Lock()
+	now := p.now()
+	start := p.next
+	if start.Before(now.Add(-time.Second)) {
+		start = now.Add(-time.Second) // at most one second of unused rate is saved up
+	}
+	p.next = start.Add(time.Duration(float64(n) / p.bytesPerSec * float64(time.Second)))
+	delay := p.next.Sub(now)
+	p.mu.Unlock()
+	if delay <= 0 {
+		return nil
+	}
+	timer := time.NewTimer(delay)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,143 @@
+package compactor
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/pkg/catalog"
+)
+
+// loseBookie stops bookie id for good and lets its registry record expire
+// (as the record of a dead bookie does after its TTL).
+func (e *env) loseBookie(id string) {
+	e.t.Helper()
+	e.mu.Lock()
+	stop := e.stops[id]
+	e.mu.Unlock()
+	stop()
+	if _, err := e.cat.HeartbeatBookie(e.ctx(), catalog.Bookie{ID: id, Address: "127.0.0.1:1"}, catalog.MinHeartbeatTTL); err != nil {
+		e.t.Fatal(err)
+	}
+	time.Sleep(2 * catalog.MinHeartbeatTTL)
+}
+
+// A bookie gone from the registry is not given up at once: only after
+// RereplicateGrace are the copies it held of CLOSED ledgers rebuilt on
+// the spare bookie, and then every ledger reads back whole with a second
+// original bookie lost as well. Passes after that find nothing to do.
+func TestPassRereplicatesLostBookie(t *testing.T) {
+	e := newEnv(t)
+	e.startBookie("b4")
+	e.topic("orders", catalog.DefaultTopicConfig())
+	var ms []catalog.LedgerMetadata
+	for i := range 4 {
+		ms = append(ms, e.ledger("orders", int64(i*40), 8, 5))
+	}
+	c := e.compactor(func(cfg *Config, _ *Deps) {
+		cfg.OffloadAge = time.Hour // keep them on the bookies
+		cfg.RereplicateGrace = time.Minute
+	})
+	// The lost bookie: one every ledger uses (its first segment's first).
+	lost := ms[0].Ensembles[0].Bookies[0]
+	e.loseBookie(lost)
+	r, err := c.Pass(e.ctx())
+	if err != nil {
+		t.Fatal(err)
+	}
+	holding := 0
+	for _, m := range ms {
+		if slices.Contains(ledgerBookies(m), lost) {
+			holding++
+		}
+	}
+	if r.UnderReplicated != holding || r.Rereplicated != 0 {
+		t.Fatalf("within the grace: %+v; want %d under-replicated, none moved yet", r, holding)
+	}
+	e.advance(2 * time.Minute)
+	r, err = c.Pass(e.ctx())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Rereplicated != holding || r.RereplicatedBytes == 0 {
+		t.Fatalf("after the grace: %+v; want %d ledgers moved", r, holding)
+	}
+	for _, m := range ms {
+		got := e.get(m.ID)
+		if slices.Contains(ledgerBookies(got), lost) || got.State != catalog.LedgerClosed || got.LastEntry != m.LastEntry {
+			t.Fatalf("ledger %d after re-replication: %+v", m.ID, got)
+		}
+	}
+	r, err = c.Pass(e.ctx())
+	if err != nil || r.UnderReplicated != 0 || r.Rereplicated != 0 {
+		t.Fatalf("a pass after the repair: %+v, %v; want nothing to do", r, err)
+	}
+	// A second original bookie lost: every entry still reads (Qw=2: each
+	// had one copy on the lost bookie, now on b4, and one elsewhere).
+	second := ""
+	for _, b := range ms[0].Ensembles[0].Bookies {
+		if b != lost {
+			second = b
+			break
+		}
+	}
+	e.loseBookie(second)
+	for _, m := range ms {
+		got, err := e.ledgers.ReadEntries(e.ctx(), m.ID, 0, m.LastEntry)
+		if err != nil {
+			t.Fatalf("ledger %d after losing %s and %s: %v", m.ID, lost, second, err)
+		}
+		for i, p := range got {
+			if string(p) != string(e.written[m.ID][i]) {
+				t.Fatalf("ledger %d entry %d differs", m.ID, i)
+			}
+		}
+	}
+}
+
+// With no live bookie outside a ledger's ensemble (three bookies, one
+// lost), nothing can take the copies: the pass reports the failure and
+// changes nothing.
+func TestPassRereplicationWithoutSpare(t *testing.T) {
+	e := newEnv(t)
+	e.topic("orders", catalog.DefaultTopicConfig())
+	m := e.ledger("orders", 0, 4, 5)
+	c := e.compactor(func(cfg *Config, _ *Deps) { cfg.OffloadAge, cfg.RereplicateGrace = time.Hour, -1 })
+	e.loseBookie(m.Ensembles[0].Bookies[1])
+	r, err := c.Pass(e.ctx())
+	if err == nil || r.UnderReplicated != 1 || r.Rereplicated != 0 || r.Errors == 0 {
+		t.Fatalf("no spare: %+v, %v; want 1 under-replicated, an error", r, err)
+	}
+	if got := e.get(m.ID); got.Version != m.Version {
+		t.Fatalf("catalog changed: %+v", got)
+	}
+}
+
+// The pacer holds re-replication to its rate: at 2 MiB/s with one second
+// saved up, the first 2 MiB go at once and 4 MiB more take two seconds.
+func TestPacerBoundsTheRate(t *testing.T) {
+	p := newPacer(2<<20, time.Now)
+	start := time.Now()
+	for range 2 {
+		if err := p.wait(context.Background(), 1<<20); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := time.Since(start); d > 200*time.Millisecond {
+		t.Fatalf("the saved-up second's worth waited %v", d)
+	}
+	for range 4 {
+		if err := p.wait(context.Background(), 1<<20); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := time.Since(start); d < 1800*time.Millisecond || d > 4*time.Second {
+		t.Fatalf("6 MiB at 2 MiB/s (2 MiB saved up) took %v, want about 2 s", d)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := p.wait(ctx, 4<<20); err == nil {
+		t.Fatal("a wait past a cancelled context returned nil")
+	}
+}
