@@ -173,12 +173,12 @@ func TestRepoCommandLinesPassChecks(t *testing.T) {
 // config's default (minutes).
 func TestZeroAgeOrGraceMeansNone(t *testing.T) {
 	f := compactorFlags{table: "t", objects: "mem://", interval: time.Second, orphanGrace: time.Hour, compactEvery: time.Minute,
-		workers: 1, maxLedgers: 1, partMiB: 16, logFormat: "text"} // every age and grace zero
+		workers: 1, maxLedgers: 1, partMiB: 16, rereplMiB: 32, logFormat: "text"} // every age and grace zero
 	if err := f.check(); err != nil {
 		t.Fatal(err)
 	}
-	if cfg := f.config(); cfg.OffloadAge >= 0 || cfg.BookieDeleteGrace >= 0 || cfg.DeleteGrace >= 0 || cfg.TombstoneDelay >= 0 {
-		t.Fatalf("zero flags reach the config as %v %v %v %v; want negative (none)", cfg.OffloadAge, cfg.BookieDeleteGrace, cfg.DeleteGrace, cfg.TombstoneDelay)
+	if cfg := f.config(); cfg.OffloadAge >= 0 || cfg.BookieDeleteGrace >= 0 || cfg.DeleteGrace >= 0 || cfg.TombstoneDelay >= 0 || cfg.RereplicateGrace >= 0 {
+		t.Fatalf("zero flags reach the config as %v %v %v %v %v; want negative (none)", cfg.OffloadAge, cfg.BookieDeleteGrace, cfg.DeleteGrace, cfg.TombstoneDelay, cfg.RereplicateGrace)
 	}
 	d := devFlags{serverFlags: serverFlags{addr: devDefaultAddr, logFormat: "text"}, dataDir: "d"}
 	if err := d.check(); err != nil || d.offloadAge >= 0 {
