@@ -173,6 +173,7 @@
 //	ensemble.go   the writer's catalog operations: ensemble change, seal
 //	callbacks.go  the callback dispatcher
 //	recover.go    Recover
+//	rereplicate.go Rereplicate: a closed ledger's copies moved off a lost bookie (bookkeeper/DESIGN.md §4.1)
 //	reader.go     Reader: Read, WaitLAC, Refresh; Client.ReadEntries
 //	delete.go     DeleteLedger: drop a sealed ledger from its bookies (the compactor)
 //

@@ -1,0 +1,209 @@
+//go:build integration
+
+package compactor
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/harness/bookieproc"
+	"github.com/sluicemq/sluice/harness/localcluster"
+	"github.com/sluicemq/sluice/harness/testenv"
+	"github.com/sluicemq/sluice/pkg/catalog"
+	catdynamo "github.com/sluicemq/sluice/pkg/catalog/dynamodb"
+)
+
+// Issue 28's proof, on real processes (harness/localcluster): 4 bookies,
+// topics at E3/Qw3/Qa2, records produced and their ledgers closed; one
+// bookie is killed and its disk destroyed; once it is gone from the
+// registry, one `sluice compactor --once` pass rebuilds every copy it held
+// of a closed ledger on the fourth bookie (its rate is logged); no closed
+// ledger names it afterwards. Then a second original bookie is destroyed
+// as well, and every record still reads back, exactly once.
+func TestIntegrationRereplicateLostBookies(t *testing.T) {
+	cass, awsEndpoint := testenv.Cassandra(t), testenv.AWSEndpoint(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	bin, err := bookieproc.Build(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	suffix := strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
+	cfg := localcluster.Config{
+		Bookies: 4, Ingests: 1, Fetches: 1, Dir: filepath.Join(dir, "cluster"), BasePort: 27700,
+		Table: "sluice-rr-" + suffix, Keyspace: "sluice_rr_" + suffix, AWSEndpoint: awsEndpoint, Cassandra: cass,
+		Extra: map[string][]string{localcluster.RoleBookie: {"--heartbeat", "1s"}}, // a dead bookie leaves the registry in ~4 s
+	}
+	st, err := localcluster.Up(ctx, cfg, localcluster.Options{Bin: bin})
+	t.Cleanup(func() {
+		if err := localcluster.Wipe(context.Background(), cfg.Dir, 10*time.Second); err != nil {
+			t.Errorf("wipe the cluster: %v", err)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	proc := func(name string) localcluster.Running {
+		for _, r := range st.Procs {
+			if r.Name == name {
+				return r
+			}
+		}
+		t.Fatalf("no process %s", name)
+		return localcluster.Running{}
+	}
+	ingest, fetch := proc("ingest-1").Addr, proc("fetch-1").Addr
+	sluice := func(args ...string) string {
+		t.Helper()
+		cmd := exec.CommandContext(ctx, bin, args...)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("sluice %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	sluice("topic", "create", "orders", "--partitions", "4", "--addr", ingest)
+	sluice("produce", "--topic", "orders", "--count", "20000", "--size", "1024", "--addr", ingest)
+	// kill -9 the ingest copy and bring it back: its successor recovers
+	// and closes the ledgers it wrote, and opens new ones for the rest.
+	if err := syscall.Kill(proc("ingest-1").PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, func() bool { return !proc("ingest-1").Alive() })
+	if st, err = localcluster.Up(ctx, cfg, localcluster.Options{Bin: bin}); err != nil {
+		t.Fatal(err)
+	}
+	sluice("produce", "--topic", "orders", "--count", "2000", "--size", "1024", "--addr", ingest)
+
+	cat, err := catdynamo.New(catdynamo.NewClient(testenv.AWSConfig(t, awsEndpoint)), catdynamo.Options{Table: cfg.Table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := func() []catalog.LedgerMetadata {
+		t.Helper()
+		var out []catalog.LedgerMetadata
+		for token := ""; ; {
+			page, err := cat.ListLedgersByState(ctx, catalog.LedgerClosed, token, catalog.MaxPageSize)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, page.Items...)
+			if token = page.NextPageToken; token == "" {
+				return out
+			}
+		}
+	}
+	// The bookie holding the most closed ledgers is lost for good.
+	holds := map[string]int{}
+	before := closed()
+	for _, m := range before {
+		for _, b := range ledgerBookies(m) {
+			holds[b]++
+		}
+	}
+	if len(before) < 4 {
+		t.Fatalf("%d closed ledgers after the restart; want one per partition at least", len(before))
+	}
+	ids := slices.Collect(func(yield func(string) bool) {
+		for b := range holds {
+			if !yield(b) {
+				return
+			}
+		}
+	})
+	slices.SortFunc(ids, func(a, b string) int { return holds[b] - holds[a] })
+	destroy := func(name string) {
+		t.Helper()
+		if err := syscall.Kill(proc(name).PID, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 10*time.Second, func() bool { return !proc(name).Alive() })
+		if err := os.RemoveAll(filepath.Join(cfg.Dir, "data", name)); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 20*time.Second, func() bool {
+			live, err := cat.ListLiveBookies(ctx)
+			return err == nil && !slices.ContainsFunc(live, func(b catalog.Bookie) bool { return b.ID == name })
+		})
+	}
+	lost := ids[0]
+	destroy(lost)
+
+	start := time.Now()
+	cmd := exec.CommandContext(ctx, bin, "compactor", "--once", "--catalog-table", cfg.Table, "--objects", cfg.ObjectsURL(),
+		"--rereplicate-grace", "0", "--offload-age", "1h")
+	cmd.Env = append(os.Environ(), cfg.Env()...)
+	out, err := cmd.Output()
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("compactor --once: %v\n%s", err, out)
+	}
+	var r Report
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatalf("compactor report %q: %v", out, err)
+	}
+	if r.Rereplicated != holds[lost] || r.UnderReplicated != holds[lost] || r.Errors != 0 {
+		t.Fatalf("pass report %+v; want %d closed ledgers under-replicated and re-replicated, no error", r, holds[lost])
+	}
+	t.Logf("re-replicated %d ledgers, %.1f MiB, in %v of a %v pass: %.1f MiB/s (the pass's own bound: %d MiB/s)",
+		r.Rereplicated, float64(r.RereplicatedBytes)/(1<<20), r.Duration, took, float64(r.RereplicatedBytes)/(1<<20)/r.Duration.Seconds(),
+		DefaultRereplicateBytesPerSec>>20)
+	for _, m := range closed() {
+		if slices.Contains(ledgerBookies(m), lost) {
+			t.Fatalf("ledger %d still names the lost bookie %s: %v", m.ID, lost, m.Ensembles)
+		}
+	}
+
+	// A second original bookie lost: every record still reads back once.
+	second := ids[1]
+	destroy(second)
+	total := 0
+	for _, l := range strings.Split(sluice("topic", "describe", "orders", "--addr", fetch), "\n") {
+		if f := strings.Fields(l); len(f) == 5 && f[0] != "PARTITION" {
+			n, err := strconv.Atoi(f[4])
+			if err != nil {
+				t.Fatalf("describe: END %q", f[4])
+			}
+			total += n
+		}
+	}
+	if total != 22000 {
+		t.Fatalf("the topic ends add up to %d, want 22,000 acknowledged records", total)
+	}
+	seen := map[string]bool{}
+	for _, l := range strings.Split(strings.TrimSpace(sluice("consume", "orders", "--count", strconv.Itoa(total), "--addr", fetch)), "\n") {
+		f := strings.Fields(l)
+		if len(f) < 2 {
+			continue
+		}
+		key := f[0] + "/" + f[1]
+		if seen[key] {
+			t.Fatalf("record %s read twice", key)
+		}
+		seen[key] = true
+	}
+	if len(seen) != total {
+		t.Fatalf("read %d records after losing %s and %s, want %d", len(seen), lost, second, total)
+	}
+}
+
+func waitFor(t *testing.T, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met within %v", d)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
