@@ -166,6 +166,7 @@ func (cfg Config) Normalize() (Config, error) {
 
 // ObjectsURL is the --objects value of the compactor and fetch copies.
 func (cfg Config) ObjectsURL() string {
+	cfg, _ = cfg.Normalize() // the defaults; errors are Plan's to report
 	q := url.Values{"region": {cfg.Region}}
 	if cfg.AWSEndpoint != "" {
 		q.Set("endpoint", cfg.AWSEndpoint)
@@ -178,6 +179,7 @@ func (cfg Config) ObjectsURL() string {
 // endpoint and region (credentials come from the caller's environment or
 // the SDK's default chain).
 func (cfg Config) Env() []string {
+	cfg, _ = cfg.Normalize()
 	env := []string{"AWS_REGION=" + cfg.Region}
 	if cfg.AWSEndpoint != "" {
 		env = append(env, "AWS_ENDPOINT_URL="+cfg.AWSEndpoint)

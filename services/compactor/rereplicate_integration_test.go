@@ -143,10 +143,12 @@ func TestIntegrationRereplicateLostBookies(t *testing.T) {
 	cmd := exec.CommandContext(ctx, bin, "compactor", "--once", "--catalog-table", cfg.Table, "--objects", cfg.ObjectsURL(),
 		"--rereplicate-grace", "0", "--offload-age", "1h")
 	cmd.Env = append(os.Environ(), cfg.Env()...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	took := time.Since(start)
 	if err != nil {
-		t.Fatalf("compactor --once: %v\n%s", err, out)
+		t.Fatalf("compactor --once: %v\n%s\n%s", err, out, stderr.String())
 	}
 	var r Report
 	if err := json.Unmarshal(out, &r); err != nil {
