@@ -103,21 +103,21 @@ func New(cfg Config, deps Deps) (*Compactor, error) {
 
 // Report counts what one pass did.
 type Report struct {
-	Offloaded     int           `json:"offloaded"`     // ledgers now OFFLOADED
-	OffloadBytes  int64         `json:"offloadBytes"`  // bytes of the segments written
-	BookieDeletes int           `json:"bookieDeletes"` // offloaded ledgers dropped from their bookies
-	Trimmed       int           `json:"trimmed"`       // ledgers trimmed by retention or of deleted topics (now DELETED)
-	Purged        int           `json:"purged"`        // DELETED ledgers fully removed
-	Compacted     int           `json:"compacted"`     // ledgers rewritten by key compaction
-	TopicsPurged  int           `json:"topicsPurged"`  // deleted topics fully removed
-	Orphans       int           `json:"orphans"`       // unreferenced objects deleted
+	Offloaded     int   `json:"offloaded"`     // ledgers now OFFLOADED
+	OffloadBytes  int64 `json:"offloadBytes"`  // bytes of the segments written
+	BookieDeletes int   `json:"bookieDeletes"` // offloaded ledgers dropped from their bookies
+	Trimmed       int   `json:"trimmed"`       // ledgers trimmed by retention or of deleted topics (now DELETED)
+	Purged        int   `json:"purged"`        // DELETED ledgers fully removed
+	Compacted     int   `json:"compacted"`     // ledgers rewritten by key compaction
+	TopicsPurged  int   `json:"topicsPurged"`  // deleted topics fully removed
+	Orphans       int   `json:"orphans"`       // unreferenced objects deleted
 	// UnderReplicated counts the CLOSED ledgers this pass's scan reached
 	// with a copy on a bookie missing from the registry (lost or not yet).
-	UnderReplicated   int   `json:"underReplicated"`
-	Rereplicated      int   `json:"rereplicated"`      // CLOSED ledgers whose lost copies were rebuilt
-	RereplicatedBytes int64 `json:"rereplicatedBytes"` // payload bytes copied for them
-	Errors        int           `json:"errors"`        // failed steps; a later pass retries them
-	Duration      time.Duration `json:"duration"`
+	UnderReplicated   int           `json:"underReplicated"`
+	Rereplicated      int           `json:"rereplicated"`      // CLOSED ledgers whose lost copies were rebuilt
+	RereplicatedBytes int64         `json:"rereplicatedBytes"` // payload bytes copied for them
+	Errors            int           `json:"errors"`            // failed steps; a later pass retries them
+	Duration          time.Duration `json:"duration"`
 }
 
 // tally accumulates a pass's report from several workers.

@@ -37,7 +37,7 @@ const (
 	// DefaultRereplicateBytesPerSec throttles re-replication (payload
 	// bytes read from survivors and written to the new bookie).
 	DefaultRereplicateBytesPerSec = 32 << 20
-	MaxMaxCompactKeys        = 100_000_000
+	MaxMaxCompactKeys             = 100_000_000
 	// MaxMaxObjectBytes keeps a segment's index within the segment
 	// package's entry limit at the default index interval.
 	MaxMaxObjectBytes = 64 << 30
