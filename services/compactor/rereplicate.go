@@ -153,7 +153,8 @@ func ledgerBookies(m catalog.LedgerMetadata) []string {
 	return out
 }
 
-// pickTarget chooses the live bookie that takes from's copies of m: one
+// pickTarget chooses the live bookie that takes from's copies of m: a
+// writable one (not read-only: near disk-full, it takes no new entries)
 // in no segment of m that names from (a segment's bookies are distinct),
 // preferring the most free space, ties spread by the ledger id.
 func pickTarget(m catalog.LedgerMetadata, from string, live []catalog.Bookie) (string, bool) {
@@ -168,7 +169,7 @@ func pickTarget(m catalog.LedgerMetadata, from string, live []catalog.Bookie) (s
 	spread := h.Sum32()
 	best, bestKey := "", [2]uint64{}
 	for _, b := range live {
-		if slices.Contains(taken, b.ID) {
+		if b.ReadOnly || slices.Contains(taken, b.ID) {
 			continue
 		}
 		hb := fnv.New32a()

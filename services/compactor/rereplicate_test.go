@@ -114,6 +114,27 @@ func TestPassRereplicationWithoutSpare(t *testing.T) {
 	}
 }
 
+// The target is a writable live bookie outside the segments holding the
+// lost copies, the one with the most free space.
+func TestPickTarget(t *testing.T) {
+	m := catalog.LedgerMetadata{ID: 9, Ensembles: []catalog.EnsembleSegment{
+		{FirstEntry: 0, Bookies: []string{"a", "b", "c"}}, {FirstEntry: 5, Bookies: []string{"d", "b", "c"}},
+	}}
+	live := []catalog.Bookie{{ID: "b"}, {ID: "c"}, {ID: "d", FreeBytes: 9 << 30}, {ID: "e", FreeBytes: 1 << 30},
+		{ID: "f", FreeBytes: 5 << 30}, {ID: "g", FreeBytes: 50 << 30, ReadOnly: true}}
+	// a is only in segment 0: d (segment 1 only) may take it, and has the most room.
+	if got, ok := pickTarget(m, "a", live); !ok || got != "d" {
+		t.Errorf("from a: %q %v, want d", got, ok)
+	}
+	// b is in both segments: a, c and d are out; g is read-only; f has more room than e.
+	if got, ok := pickTarget(m, "b", live); !ok || got != "f" {
+		t.Errorf("from b: %q %v, want f", got, ok)
+	}
+	if got, ok := pickTarget(m, "b", live[:3]); ok {
+		t.Errorf("no spare: got %q", got)
+	}
+}
+
 // The pacer holds re-replication to its rate: at 2 MiB/s with one second
 // saved up, the first 2 MiB go at once and 4 MiB more take two seconds.
 func TestPacerBoundsTheRate(t *testing.T) {
