@@ -287,8 +287,11 @@ type partOffsets struct {
 
 // ownerTimeout bounds describe's wait for the owners' answers: an owner
 // that does not answer in time leaves its partitions to the catalog's
-// lower bound, marked as such.
-const ownerTimeout = 3 * time.Second
+// lower bound, marked as such. A live owner answers from memory (a map
+// lookup per partition), so this only bites when one is stopped or cut
+// off — and every DescribeTopic (the SDK producer's metadata load too)
+// then waits this long, so it is short.
+const ownerTimeout = time.Second
 
 // offsets returns each partition's end and last stable offset, from the
 // first of these that knows them:
