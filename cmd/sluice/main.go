@@ -130,7 +130,8 @@ ends the flags (sluice produce --topic t -- --not-a-flag).`,
 		newProduceCmd(produce),
 		newCopyCmd(),
 		newConsumeCmd(consume),
-		newGroupCmd())
+		newGroupCmd(),
+		newLedgerCmd())
 	add(groupOther, newBenchCmd(), newVersionCmd())
 	root.SetHelpCommand(newHelpCmd())
 	root.SetHelpCommandGroupID(groupOther)

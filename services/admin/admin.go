@@ -36,6 +36,8 @@ type Catalog interface {
 	// ListLedgersByPartition finds a deleted topic's open ledgers.
 	catalog.LedgerLister
 	catalog.Triggers
+	// ListLiveBookies is the bookie registry (ListUnderReplicatedLedgers).
+	ListLiveBookies(ctx context.Context) ([]catalog.Bookie, error)
 }
 
 // Deps are the service's dependencies.

@@ -138,6 +138,23 @@ func TestIntegrationRereplicateLostBookies(t *testing.T) {
 	}
 	lost := ids[0]
 	destroy(lost)
+	// `sluice ledger under-replicated` names it for every closed ledger
+	// it held (and any open one).
+	closedListed := func() int {
+		n := 0
+		for _, l := range strings.Split(sluice("ledger", "under-replicated", "--addr", ingest), "\n") {
+			if f := strings.Fields(l); len(f) == 5 && f[2] == "CLOSED" {
+				if f[4] != lost {
+					t.Fatalf("under-replicated line %q: want the missing bookie %s", l, lost)
+				}
+				n++
+			}
+		}
+		return n
+	}
+	if got := closedListed(); got != holds[lost] {
+		t.Fatalf("sluice ledger under-replicated lists %d closed ledgers, want %d", got, holds[lost])
+	}
 
 	start := time.Now()
 	cmd := exec.CommandContext(ctx, bin, "compactor", "--once", "--catalog-table", cfg.Table, "--objects", cfg.ObjectsURL(),
@@ -164,6 +181,9 @@ func TestIntegrationRereplicateLostBookies(t *testing.T) {
 		if slices.Contains(ledgerBookies(m), lost) {
 			t.Fatalf("ledger %d still names the lost bookie %s: %v", m.ID, lost, m.Ensembles)
 		}
+	}
+	if got := closedListed(); got != 0 {
+		t.Fatalf("after the pass, sluice ledger under-replicated still lists %d closed ledgers", got)
 	}
 
 	// A second original bookie lost: every record still reads back once.

@@ -2347,6 +2347,230 @@ func (x *DescribeTriggerResponse) GetMembers() int32 {
 	return 0
 }
 
+// ListUnderReplicatedLedgersRequest pages through under-replicated ledgers.
+type ListUnderReplicatedLedgersRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Ledgers per page: 0 means 100; at most 1,000.
+	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// Token from the previous page; empty for the first page.
+	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListUnderReplicatedLedgersRequest) Reset() {
+	*x = ListUnderReplicatedLedgersRequest{}
+	mi := &file_sluice_v1_admin_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListUnderReplicatedLedgersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListUnderReplicatedLedgersRequest) ProtoMessage() {}
+
+func (x *ListUnderReplicatedLedgersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_admin_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListUnderReplicatedLedgersRequest.ProtoReflect.Descriptor instead.
+func (*ListUnderReplicatedLedgersRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *ListUnderReplicatedLedgersRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListUnderReplicatedLedgersRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// UnderReplicatedLedger is a ledger with copies on missing bookies.
+type UnderReplicatedLedger struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	LedgerId  int64                  `protobuf:"varint,1,opt,name=ledger_id,json=ledgerId,proto3" json:"ledger_id,omitempty"`
+	Topic     string                 `protobuf:"bytes,2,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition int32                  `protobuf:"varint,3,opt,name=partition,proto3" json:"partition,omitempty"`
+	// OPEN, IN_RECOVERY or CLOSED.
+	State string `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
+	// The bookies its segments name that are not in the registry.
+	MissingBookies []string `protobuf:"bytes,5,rep,name=missing_bookies,json=missingBookies,proto3" json:"missing_bookies,omitempty"`
+	// Its offsets (last_offset is first_offset - 1 while nothing is known).
+	FirstOffset   int64 `protobuf:"varint,6,opt,name=first_offset,json=firstOffset,proto3" json:"first_offset,omitempty"`
+	LastOffset    int64 `protobuf:"varint,7,opt,name=last_offset,json=lastOffset,proto3" json:"last_offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnderReplicatedLedger) Reset() {
+	*x = UnderReplicatedLedger{}
+	mi := &file_sluice_v1_admin_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnderReplicatedLedger) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnderReplicatedLedger) ProtoMessage() {}
+
+func (x *UnderReplicatedLedger) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_admin_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnderReplicatedLedger.ProtoReflect.Descriptor instead.
+func (*UnderReplicatedLedger) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *UnderReplicatedLedger) GetLedgerId() int64 {
+	if x != nil {
+		return x.LedgerId
+	}
+	return 0
+}
+
+func (x *UnderReplicatedLedger) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *UnderReplicatedLedger) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *UnderReplicatedLedger) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *UnderReplicatedLedger) GetMissingBookies() []string {
+	if x != nil {
+		return x.MissingBookies
+	}
+	return nil
+}
+
+func (x *UnderReplicatedLedger) GetFirstOffset() int64 {
+	if x != nil {
+		return x.FirstOffset
+	}
+	return 0
+}
+
+func (x *UnderReplicatedLedger) GetLastOffset() int64 {
+	if x != nil {
+		return x.LastOffset
+	}
+	return 0
+}
+
+// ListUnderReplicatedLedgersResponse is one page.
+type ListUnderReplicatedLedgersResponse struct {
+	state   protoimpl.MessageState   `protogen:"open.v1"`
+	Ledgers []*UnderReplicatedLedger `protobuf:"bytes,1,rep,name=ledgers,proto3" json:"ledgers,omitempty"`
+	// Token for the next page; empty when the scan reached the end.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	// Ledgers examined for this page (a page may be short, even empty,
+	// with a token: the scan reads at most 10,000 ledgers per call).
+	Scanned int32 `protobuf:"varint,3,opt,name=scanned,proto3" json:"scanned,omitempty"`
+	// The live bookies the ledgers were checked against.
+	LiveBookies   []string `protobuf:"bytes,4,rep,name=live_bookies,json=liveBookies,proto3" json:"live_bookies,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListUnderReplicatedLedgersResponse) Reset() {
+	*x = ListUnderReplicatedLedgersResponse{}
+	mi := &file_sluice_v1_admin_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListUnderReplicatedLedgersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListUnderReplicatedLedgersResponse) ProtoMessage() {}
+
+func (x *ListUnderReplicatedLedgersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_admin_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListUnderReplicatedLedgersResponse.ProtoReflect.Descriptor instead.
+func (*ListUnderReplicatedLedgersResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *ListUnderReplicatedLedgersResponse) GetLedgers() []*UnderReplicatedLedger {
+	if x != nil {
+		return x.Ledgers
+	}
+	return nil
+}
+
+func (x *ListUnderReplicatedLedgersResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+func (x *ListUnderReplicatedLedgersResponse) GetScanned() int32 {
+	if x != nil {
+		return x.Scanned
+	}
+	return 0
+}
+
+func (x *ListUnderReplicatedLedgersResponse) GetLiveBookies() []string {
+	if x != nil {
+		return x.LiveBookies
+	}
+	return nil
+}
+
 var File_sluice_v1_admin_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_admin_proto_rawDesc = "" +
@@ -2516,7 +2740,25 @@ const file_sluice_v1_admin_proto_rawDesc = "" +
 	"partitions\x18\x02 \x03(\v2\x1b.sluice.v1.TriggerPartitionR\n" +
 	"partitions\x12\x14\n" +
 	"\x05group\x18\x03 \x01(\tR\x05group\x12\x18\n" +
-	"\amembers\x18\x04 \x01(\x05R\amembers*\xb6\x01\n" +
+	"\amembers\x18\x04 \x01(\x05R\amembers\"_\n" +
+	"!ListUnderReplicatedLedgersRequest\x12\x1b\n" +
+	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\"\xeb\x01\n" +
+	"\x15UnderReplicatedLedger\x12\x1b\n" +
+	"\tledger_id\x18\x01 \x01(\x03R\bledgerId\x12\x14\n" +
+	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x03 \x01(\x05R\tpartition\x12\x14\n" +
+	"\x05state\x18\x04 \x01(\tR\x05state\x12'\n" +
+	"\x0fmissing_bookies\x18\x05 \x03(\tR\x0emissingBookies\x12!\n" +
+	"\ffirst_offset\x18\x06 \x01(\x03R\vfirstOffset\x12\x1f\n" +
+	"\vlast_offset\x18\a \x01(\x03R\n" +
+	"lastOffset\"\xc5\x01\n" +
+	"\"ListUnderReplicatedLedgersResponse\x12:\n" +
+	"\aledgers\x18\x01 \x03(\v2 .sluice.v1.UnderReplicatedLedgerR\aledgers\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12\x18\n" +
+	"\ascanned\x18\x03 \x01(\x05R\ascanned\x12!\n" +
+	"\flive_bookies\x18\x04 \x03(\tR\vliveBookies*\xb6\x01\n" +
 	"\x14CommittedOffsetState\x12&\n" +
 	"\"COMMITTED_OFFSET_STATE_UNSPECIFIED\x10\x00\x12#\n" +
 	"\x1fCOMMITTED_OFFSET_STATE_IN_RANGE\x10\x01\x12*\n" +
@@ -2533,7 +2775,7 @@ const file_sluice_v1_admin_proto_rawDesc = "" +
 	"\x19TRIGGER_STATE_NOT_RUNNING\x10\x02\x12\x19\n" +
 	"\x15TRIGGER_STATE_RUNNING\x10\x03\x12\x19\n" +
 	"\x15TRIGGER_STATE_STOPPED\x10\x04\x12\x1f\n" +
-	"\x1bTRIGGER_STATE_TOPIC_DELETED\x10\x052\x87\b\n" +
+	"\x1bTRIGGER_STATE_TOPIC_DELETED\x10\x052\x84\t\n" +
 	"\fAdminService\x12N\n" +
 	"\vCreateTopic\x12\x1d.sluice.v1.CreateTopicRequest\x1a\x1e.sluice.v1.CreateTopicResponse\"\x00\x12N\n" +
 	"\vDeleteTopic\x12\x1d.sluice.v1.DeleteTopicRequest\x1a\x1e.sluice.v1.DeleteTopicResponse\"\x00\x12T\n" +
@@ -2547,7 +2789,8 @@ const file_sluice_v1_admin_proto_rawDesc = "" +
 	"\rCreateTrigger\x12\x1f.sluice.v1.CreateTriggerRequest\x1a .sluice.v1.CreateTriggerResponse\"\x00\x12T\n" +
 	"\rUpdateTrigger\x12\x1f.sluice.v1.UpdateTriggerRequest\x1a .sluice.v1.UpdateTriggerResponse\"\x00\x12T\n" +
 	"\rDeleteTrigger\x12\x1f.sluice.v1.DeleteTriggerRequest\x1a .sluice.v1.DeleteTriggerResponse\"\x00\x12Q\n" +
-	"\fListTriggers\x12\x1e.sluice.v1.ListTriggersRequest\x1a\x1f.sluice.v1.ListTriggersResponse\"\x00\x12Z\n" +
+	"\fListTriggers\x12\x1e.sluice.v1.ListTriggersRequest\x1a\x1f.sluice.v1.ListTriggersResponse\"\x00\x12{\n" +
+	"\x1aListUnderReplicatedLedgers\x12,.sluice.v1.ListUnderReplicatedLedgersRequest\x1a-.sluice.v1.ListUnderReplicatedLedgersResponse\"\x00\x12Z\n" +
 	"\x0fDescribeTrigger\x12!.sluice.v1.DescribeTriggerRequest\x1a\".sluice.v1.DescribeTriggerResponse\"\x00B\x97\x01\n" +
 	"\rcom.sluice.v1B\n" +
 	"AdminProtoP\x01Z5github.com/sluicemq/sluice/pkg/gen/sluice/v1;sluicev1\xa2\x02\x03SXX\xaa\x02\tSluice.V1\xca\x02\tSluice\\V1\xe2\x02\x15Sluice\\V1\\GPBMetadata\xea\x02\n" +
@@ -2566,57 +2809,60 @@ func file_sluice_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_sluice_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_sluice_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_sluice_v1_admin_proto_goTypes = []any{
-	(CommittedOffsetState)(0),         // 0: sluice.v1.CommittedOffsetState
-	(TriggerStartingPosition)(0),      // 1: sluice.v1.TriggerStartingPosition
-	(TriggerState)(0),                 // 2: sluice.v1.TriggerState
-	(*CreateTopicRequest)(nil),        // 3: sluice.v1.CreateTopicRequest
-	(*CreateTopicResponse)(nil),       // 4: sluice.v1.CreateTopicResponse
-	(*DeleteTopicRequest)(nil),        // 5: sluice.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),       // 6: sluice.v1.DeleteTopicResponse
-	(*DescribeTopicRequest)(nil),      // 7: sluice.v1.DescribeTopicRequest
-	(*DescribeTopicResponse)(nil),     // 8: sluice.v1.DescribeTopicResponse
-	(*TopicInfo)(nil),                 // 9: sluice.v1.TopicInfo
-	(*PartitionInfo)(nil),             // 10: sluice.v1.PartitionInfo
-	(*ListTopicsRequest)(nil),         // 11: sluice.v1.ListTopicsRequest
-	(*ListTopicsResponse)(nil),        // 12: sluice.v1.ListTopicsResponse
-	(*ListGroupsRequest)(nil),         // 13: sluice.v1.ListGroupsRequest
-	(*ListGroupsResponse)(nil),        // 14: sluice.v1.ListGroupsResponse
-	(*DescribeGroupRequest)(nil),      // 15: sluice.v1.DescribeGroupRequest
-	(*DescribeGroupResponse)(nil),     // 16: sluice.v1.DescribeGroupResponse
-	(*GroupMember)(nil),               // 17: sluice.v1.GroupMember
-	(*GroupPartition)(nil),            // 18: sluice.v1.GroupPartition
-	(*ResetGroupOffsetsRequest)(nil),  // 19: sluice.v1.ResetGroupOffsetsRequest
-	(*ResetGroupOffsetsResponse)(nil), // 20: sluice.v1.ResetGroupOffsetsResponse
-	(*TriggerSpec)(nil),               // 21: sluice.v1.TriggerSpec
-	(*TriggerPartition)(nil),          // 22: sluice.v1.TriggerPartition
-	(*TriggerInfo)(nil),               // 23: sluice.v1.TriggerInfo
-	(*CreateTriggerRequest)(nil),      // 24: sluice.v1.CreateTriggerRequest
-	(*CreateTriggerResponse)(nil),     // 25: sluice.v1.CreateTriggerResponse
-	(*UpdateTriggerRequest)(nil),      // 26: sluice.v1.UpdateTriggerRequest
-	(*UpdateTriggerResponse)(nil),     // 27: sluice.v1.UpdateTriggerResponse
-	(*DeleteTriggerRequest)(nil),      // 28: sluice.v1.DeleteTriggerRequest
-	(*DeleteTriggerResponse)(nil),     // 29: sluice.v1.DeleteTriggerResponse
-	(*ListTriggersRequest)(nil),       // 30: sluice.v1.ListTriggersRequest
-	(*ListTriggersResponse)(nil),      // 31: sluice.v1.ListTriggersResponse
-	(*DescribeTriggerRequest)(nil),    // 32: sluice.v1.DescribeTriggerRequest
-	(*DescribeTriggerResponse)(nil),   // 33: sluice.v1.DescribeTriggerResponse
-	nil,                               // 34: sluice.v1.CreateTopicRequest.ConfigEntry
-	nil,                               // 35: sluice.v1.TopicInfo.ConfigEntry
-	(StartPosition)(0),                // 36: sluice.v1.StartPosition
+	(CommittedOffsetState)(0),                  // 0: sluice.v1.CommittedOffsetState
+	(TriggerStartingPosition)(0),               // 1: sluice.v1.TriggerStartingPosition
+	(TriggerState)(0),                          // 2: sluice.v1.TriggerState
+	(*CreateTopicRequest)(nil),                 // 3: sluice.v1.CreateTopicRequest
+	(*CreateTopicResponse)(nil),                // 4: sluice.v1.CreateTopicResponse
+	(*DeleteTopicRequest)(nil),                 // 5: sluice.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),                // 6: sluice.v1.DeleteTopicResponse
+	(*DescribeTopicRequest)(nil),               // 7: sluice.v1.DescribeTopicRequest
+	(*DescribeTopicResponse)(nil),              // 8: sluice.v1.DescribeTopicResponse
+	(*TopicInfo)(nil),                          // 9: sluice.v1.TopicInfo
+	(*PartitionInfo)(nil),                      // 10: sluice.v1.PartitionInfo
+	(*ListTopicsRequest)(nil),                  // 11: sluice.v1.ListTopicsRequest
+	(*ListTopicsResponse)(nil),                 // 12: sluice.v1.ListTopicsResponse
+	(*ListGroupsRequest)(nil),                  // 13: sluice.v1.ListGroupsRequest
+	(*ListGroupsResponse)(nil),                 // 14: sluice.v1.ListGroupsResponse
+	(*DescribeGroupRequest)(nil),               // 15: sluice.v1.DescribeGroupRequest
+	(*DescribeGroupResponse)(nil),              // 16: sluice.v1.DescribeGroupResponse
+	(*GroupMember)(nil),                        // 17: sluice.v1.GroupMember
+	(*GroupPartition)(nil),                     // 18: sluice.v1.GroupPartition
+	(*ResetGroupOffsetsRequest)(nil),           // 19: sluice.v1.ResetGroupOffsetsRequest
+	(*ResetGroupOffsetsResponse)(nil),          // 20: sluice.v1.ResetGroupOffsetsResponse
+	(*TriggerSpec)(nil),                        // 21: sluice.v1.TriggerSpec
+	(*TriggerPartition)(nil),                   // 22: sluice.v1.TriggerPartition
+	(*TriggerInfo)(nil),                        // 23: sluice.v1.TriggerInfo
+	(*CreateTriggerRequest)(nil),               // 24: sluice.v1.CreateTriggerRequest
+	(*CreateTriggerResponse)(nil),              // 25: sluice.v1.CreateTriggerResponse
+	(*UpdateTriggerRequest)(nil),               // 26: sluice.v1.UpdateTriggerRequest
+	(*UpdateTriggerResponse)(nil),              // 27: sluice.v1.UpdateTriggerResponse
+	(*DeleteTriggerRequest)(nil),               // 28: sluice.v1.DeleteTriggerRequest
+	(*DeleteTriggerResponse)(nil),              // 29: sluice.v1.DeleteTriggerResponse
+	(*ListTriggersRequest)(nil),                // 30: sluice.v1.ListTriggersRequest
+	(*ListTriggersResponse)(nil),               // 31: sluice.v1.ListTriggersResponse
+	(*DescribeTriggerRequest)(nil),             // 32: sluice.v1.DescribeTriggerRequest
+	(*DescribeTriggerResponse)(nil),            // 33: sluice.v1.DescribeTriggerResponse
+	(*ListUnderReplicatedLedgersRequest)(nil),  // 34: sluice.v1.ListUnderReplicatedLedgersRequest
+	(*UnderReplicatedLedger)(nil),              // 35: sluice.v1.UnderReplicatedLedger
+	(*ListUnderReplicatedLedgersResponse)(nil), // 36: sluice.v1.ListUnderReplicatedLedgersResponse
+	nil,                // 37: sluice.v1.CreateTopicRequest.ConfigEntry
+	nil,                // 38: sluice.v1.TopicInfo.ConfigEntry
+	(StartPosition)(0), // 39: sluice.v1.StartPosition
 }
 var file_sluice_v1_admin_proto_depIdxs = []int32{
-	34, // 0: sluice.v1.CreateTopicRequest.config:type_name -> sluice.v1.CreateTopicRequest.ConfigEntry
+	37, // 0: sluice.v1.CreateTopicRequest.config:type_name -> sluice.v1.CreateTopicRequest.ConfigEntry
 	9,  // 1: sluice.v1.CreateTopicResponse.topic:type_name -> sluice.v1.TopicInfo
 	9,  // 2: sluice.v1.DescribeTopicResponse.topic:type_name -> sluice.v1.TopicInfo
-	35, // 3: sluice.v1.TopicInfo.config:type_name -> sluice.v1.TopicInfo.ConfigEntry
+	38, // 3: sluice.v1.TopicInfo.config:type_name -> sluice.v1.TopicInfo.ConfigEntry
 	10, // 4: sluice.v1.TopicInfo.partitions:type_name -> sluice.v1.PartitionInfo
 	9,  // 5: sluice.v1.ListTopicsResponse.topics:type_name -> sluice.v1.TopicInfo
 	17, // 6: sluice.v1.DescribeGroupResponse.members:type_name -> sluice.v1.GroupMember
 	18, // 7: sluice.v1.DescribeGroupResponse.partitions:type_name -> sluice.v1.GroupPartition
 	0,  // 8: sluice.v1.GroupPartition.committed_offset_state:type_name -> sluice.v1.CommittedOffsetState
-	36, // 9: sluice.v1.ResetGroupOffsetsRequest.position:type_name -> sluice.v1.StartPosition
+	39, // 9: sluice.v1.ResetGroupOffsetsRequest.position:type_name -> sluice.v1.StartPosition
 	18, // 10: sluice.v1.ResetGroupOffsetsResponse.partitions:type_name -> sluice.v1.GroupPartition
 	1,  // 11: sluice.v1.TriggerSpec.starting_position:type_name -> sluice.v1.TriggerStartingPosition
 	21, // 12: sluice.v1.TriggerInfo.spec:type_name -> sluice.v1.TriggerSpec
@@ -2628,35 +2874,38 @@ var file_sluice_v1_admin_proto_depIdxs = []int32{
 	23, // 18: sluice.v1.ListTriggersResponse.triggers:type_name -> sluice.v1.TriggerInfo
 	23, // 19: sluice.v1.DescribeTriggerResponse.trigger:type_name -> sluice.v1.TriggerInfo
 	22, // 20: sluice.v1.DescribeTriggerResponse.partitions:type_name -> sluice.v1.TriggerPartition
-	3,  // 21: sluice.v1.AdminService.CreateTopic:input_type -> sluice.v1.CreateTopicRequest
-	5,  // 22: sluice.v1.AdminService.DeleteTopic:input_type -> sluice.v1.DeleteTopicRequest
-	7,  // 23: sluice.v1.AdminService.DescribeTopic:input_type -> sluice.v1.DescribeTopicRequest
-	11, // 24: sluice.v1.AdminService.ListTopics:input_type -> sluice.v1.ListTopicsRequest
-	13, // 25: sluice.v1.AdminService.ListGroups:input_type -> sluice.v1.ListGroupsRequest
-	15, // 26: sluice.v1.AdminService.DescribeGroup:input_type -> sluice.v1.DescribeGroupRequest
-	19, // 27: sluice.v1.AdminService.ResetGroupOffsets:input_type -> sluice.v1.ResetGroupOffsetsRequest
-	24, // 28: sluice.v1.AdminService.CreateTrigger:input_type -> sluice.v1.CreateTriggerRequest
-	26, // 29: sluice.v1.AdminService.UpdateTrigger:input_type -> sluice.v1.UpdateTriggerRequest
-	28, // 30: sluice.v1.AdminService.DeleteTrigger:input_type -> sluice.v1.DeleteTriggerRequest
-	30, // 31: sluice.v1.AdminService.ListTriggers:input_type -> sluice.v1.ListTriggersRequest
-	32, // 32: sluice.v1.AdminService.DescribeTrigger:input_type -> sluice.v1.DescribeTriggerRequest
-	4,  // 33: sluice.v1.AdminService.CreateTopic:output_type -> sluice.v1.CreateTopicResponse
-	6,  // 34: sluice.v1.AdminService.DeleteTopic:output_type -> sluice.v1.DeleteTopicResponse
-	8,  // 35: sluice.v1.AdminService.DescribeTopic:output_type -> sluice.v1.DescribeTopicResponse
-	12, // 36: sluice.v1.AdminService.ListTopics:output_type -> sluice.v1.ListTopicsResponse
-	14, // 37: sluice.v1.AdminService.ListGroups:output_type -> sluice.v1.ListGroupsResponse
-	16, // 38: sluice.v1.AdminService.DescribeGroup:output_type -> sluice.v1.DescribeGroupResponse
-	20, // 39: sluice.v1.AdminService.ResetGroupOffsets:output_type -> sluice.v1.ResetGroupOffsetsResponse
-	25, // 40: sluice.v1.AdminService.CreateTrigger:output_type -> sluice.v1.CreateTriggerResponse
-	27, // 41: sluice.v1.AdminService.UpdateTrigger:output_type -> sluice.v1.UpdateTriggerResponse
-	29, // 42: sluice.v1.AdminService.DeleteTrigger:output_type -> sluice.v1.DeleteTriggerResponse
-	31, // 43: sluice.v1.AdminService.ListTriggers:output_type -> sluice.v1.ListTriggersResponse
-	33, // 44: sluice.v1.AdminService.DescribeTrigger:output_type -> sluice.v1.DescribeTriggerResponse
-	33, // [33:45] is the sub-list for method output_type
-	21, // [21:33] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	35, // 21: sluice.v1.ListUnderReplicatedLedgersResponse.ledgers:type_name -> sluice.v1.UnderReplicatedLedger
+	3,  // 22: sluice.v1.AdminService.CreateTopic:input_type -> sluice.v1.CreateTopicRequest
+	5,  // 23: sluice.v1.AdminService.DeleteTopic:input_type -> sluice.v1.DeleteTopicRequest
+	7,  // 24: sluice.v1.AdminService.DescribeTopic:input_type -> sluice.v1.DescribeTopicRequest
+	11, // 25: sluice.v1.AdminService.ListTopics:input_type -> sluice.v1.ListTopicsRequest
+	13, // 26: sluice.v1.AdminService.ListGroups:input_type -> sluice.v1.ListGroupsRequest
+	15, // 27: sluice.v1.AdminService.DescribeGroup:input_type -> sluice.v1.DescribeGroupRequest
+	19, // 28: sluice.v1.AdminService.ResetGroupOffsets:input_type -> sluice.v1.ResetGroupOffsetsRequest
+	24, // 29: sluice.v1.AdminService.CreateTrigger:input_type -> sluice.v1.CreateTriggerRequest
+	26, // 30: sluice.v1.AdminService.UpdateTrigger:input_type -> sluice.v1.UpdateTriggerRequest
+	28, // 31: sluice.v1.AdminService.DeleteTrigger:input_type -> sluice.v1.DeleteTriggerRequest
+	30, // 32: sluice.v1.AdminService.ListTriggers:input_type -> sluice.v1.ListTriggersRequest
+	34, // 33: sluice.v1.AdminService.ListUnderReplicatedLedgers:input_type -> sluice.v1.ListUnderReplicatedLedgersRequest
+	32, // 34: sluice.v1.AdminService.DescribeTrigger:input_type -> sluice.v1.DescribeTriggerRequest
+	4,  // 35: sluice.v1.AdminService.CreateTopic:output_type -> sluice.v1.CreateTopicResponse
+	6,  // 36: sluice.v1.AdminService.DeleteTopic:output_type -> sluice.v1.DeleteTopicResponse
+	8,  // 37: sluice.v1.AdminService.DescribeTopic:output_type -> sluice.v1.DescribeTopicResponse
+	12, // 38: sluice.v1.AdminService.ListTopics:output_type -> sluice.v1.ListTopicsResponse
+	14, // 39: sluice.v1.AdminService.ListGroups:output_type -> sluice.v1.ListGroupsResponse
+	16, // 40: sluice.v1.AdminService.DescribeGroup:output_type -> sluice.v1.DescribeGroupResponse
+	20, // 41: sluice.v1.AdminService.ResetGroupOffsets:output_type -> sluice.v1.ResetGroupOffsetsResponse
+	25, // 42: sluice.v1.AdminService.CreateTrigger:output_type -> sluice.v1.CreateTriggerResponse
+	27, // 43: sluice.v1.AdminService.UpdateTrigger:output_type -> sluice.v1.UpdateTriggerResponse
+	29, // 44: sluice.v1.AdminService.DeleteTrigger:output_type -> sluice.v1.DeleteTriggerResponse
+	31, // 45: sluice.v1.AdminService.ListTriggers:output_type -> sluice.v1.ListTriggersResponse
+	36, // 46: sluice.v1.AdminService.ListUnderReplicatedLedgers:output_type -> sluice.v1.ListUnderReplicatedLedgersResponse
+	33, // 47: sluice.v1.AdminService.DescribeTrigger:output_type -> sluice.v1.DescribeTriggerResponse
+	35, // [35:48] is the sub-list for method output_type
+	22, // [22:35] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_admin_proto_init() }
@@ -2671,7 +2920,7 @@ func file_sluice_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_admin_proto_rawDesc), len(file_sluice_v1_admin_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   33,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -64,6 +64,9 @@ const (
 	// AdminServiceListTriggersProcedure is the fully-qualified name of the AdminService's ListTriggers
 	// RPC.
 	AdminServiceListTriggersProcedure = "/sluice.v1.AdminService/ListTriggers"
+	// AdminServiceListUnderReplicatedLedgersProcedure is the fully-qualified name of the AdminService's
+	// ListUnderReplicatedLedgers RPC.
+	AdminServiceListUnderReplicatedLedgersProcedure = "/sluice.v1.AdminService/ListUnderReplicatedLedgers"
 	// AdminServiceDescribeTriggerProcedure is the fully-qualified name of the AdminService's
 	// DescribeTrigger RPC.
 	AdminServiceDescribeTriggerProcedure = "/sluice.v1.AdminService/DescribeTrigger"
@@ -103,6 +106,13 @@ type AdminServiceClient interface {
 	DeleteTrigger(context.Context, *connect.Request[v1.DeleteTriggerRequest]) (*connect.Response[v1.DeleteTriggerResponse], error)
 	// ListTriggers lists triggers, paged, in name order.
 	ListTriggers(context.Context, *connect.Request[v1.ListTriggersRequest]) (*connect.Response[v1.ListTriggersResponse], error)
+	// ListUnderReplicatedLedgers lists the ledgers still on bookies (OPEN,
+	// IN_RECOVERY, CLOSED) that name a bookie missing from the bookie
+	// registry, in state then id order, paged. The compactor rebuilds a
+	// CLOSED ledger's missing copies once the bookie has been missing for
+	// its --rereplicate-grace; an open ledger's writer replaces the bookie
+	// for new entries, and its older copies move once it is sealed.
+	ListUnderReplicatedLedgers(context.Context, *connect.Request[v1.ListUnderReplicatedLedgersRequest]) (*connect.Response[v1.ListUnderReplicatedLedgersResponse], error)
 	// DescribeTrigger returns one trigger and its state.
 	DescribeTrigger(context.Context, *connect.Request[v1.DescribeTriggerRequest]) (*connect.Response[v1.DescribeTriggerResponse], error)
 }
@@ -184,6 +194,12 @@ func NewAdminServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(adminServiceMethods.ByName("ListTriggers")),
 			connect.WithClientOptions(opts...),
 		),
+		listUnderReplicatedLedgers: connect.NewClient[v1.ListUnderReplicatedLedgersRequest, v1.ListUnderReplicatedLedgersResponse](
+			httpClient,
+			baseURL+AdminServiceListUnderReplicatedLedgersProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("ListUnderReplicatedLedgers")),
+			connect.WithClientOptions(opts...),
+		),
 		describeTrigger: connect.NewClient[v1.DescribeTriggerRequest, v1.DescribeTriggerResponse](
 			httpClient,
 			baseURL+AdminServiceDescribeTriggerProcedure,
@@ -195,18 +211,19 @@ func NewAdminServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 
 // adminServiceClient implements AdminServiceClient.
 type adminServiceClient struct {
-	createTopic       *connect.Client[v1.CreateTopicRequest, v1.CreateTopicResponse]
-	deleteTopic       *connect.Client[v1.DeleteTopicRequest, v1.DeleteTopicResponse]
-	describeTopic     *connect.Client[v1.DescribeTopicRequest, v1.DescribeTopicResponse]
-	listTopics        *connect.Client[v1.ListTopicsRequest, v1.ListTopicsResponse]
-	listGroups        *connect.Client[v1.ListGroupsRequest, v1.ListGroupsResponse]
-	describeGroup     *connect.Client[v1.DescribeGroupRequest, v1.DescribeGroupResponse]
-	resetGroupOffsets *connect.Client[v1.ResetGroupOffsetsRequest, v1.ResetGroupOffsetsResponse]
-	createTrigger     *connect.Client[v1.CreateTriggerRequest, v1.CreateTriggerResponse]
-	updateTrigger     *connect.Client[v1.UpdateTriggerRequest, v1.UpdateTriggerResponse]
-	deleteTrigger     *connect.Client[v1.DeleteTriggerRequest, v1.DeleteTriggerResponse]
-	listTriggers      *connect.Client[v1.ListTriggersRequest, v1.ListTriggersResponse]
-	describeTrigger   *connect.Client[v1.DescribeTriggerRequest, v1.DescribeTriggerResponse]
+	createTopic                *connect.Client[v1.CreateTopicRequest, v1.CreateTopicResponse]
+	deleteTopic                *connect.Client[v1.DeleteTopicRequest, v1.DeleteTopicResponse]
+	describeTopic              *connect.Client[v1.DescribeTopicRequest, v1.DescribeTopicResponse]
+	listTopics                 *connect.Client[v1.ListTopicsRequest, v1.ListTopicsResponse]
+	listGroups                 *connect.Client[v1.ListGroupsRequest, v1.ListGroupsResponse]
+	describeGroup              *connect.Client[v1.DescribeGroupRequest, v1.DescribeGroupResponse]
+	resetGroupOffsets          *connect.Client[v1.ResetGroupOffsetsRequest, v1.ResetGroupOffsetsResponse]
+	createTrigger              *connect.Client[v1.CreateTriggerRequest, v1.CreateTriggerResponse]
+	updateTrigger              *connect.Client[v1.UpdateTriggerRequest, v1.UpdateTriggerResponse]
+	deleteTrigger              *connect.Client[v1.DeleteTriggerRequest, v1.DeleteTriggerResponse]
+	listTriggers               *connect.Client[v1.ListTriggersRequest, v1.ListTriggersResponse]
+	listUnderReplicatedLedgers *connect.Client[v1.ListUnderReplicatedLedgersRequest, v1.ListUnderReplicatedLedgersResponse]
+	describeTrigger            *connect.Client[v1.DescribeTriggerRequest, v1.DescribeTriggerResponse]
 }
 
 // CreateTopic calls sluice.v1.AdminService.CreateTopic.
@@ -264,6 +281,11 @@ func (c *adminServiceClient) ListTriggers(ctx context.Context, req *connect.Requ
 	return c.listTriggers.CallUnary(ctx, req)
 }
 
+// ListUnderReplicatedLedgers calls sluice.v1.AdminService.ListUnderReplicatedLedgers.
+func (c *adminServiceClient) ListUnderReplicatedLedgers(ctx context.Context, req *connect.Request[v1.ListUnderReplicatedLedgersRequest]) (*connect.Response[v1.ListUnderReplicatedLedgersResponse], error) {
+	return c.listUnderReplicatedLedgers.CallUnary(ctx, req)
+}
+
 // DescribeTrigger calls sluice.v1.AdminService.DescribeTrigger.
 func (c *adminServiceClient) DescribeTrigger(ctx context.Context, req *connect.Request[v1.DescribeTriggerRequest]) (*connect.Response[v1.DescribeTriggerResponse], error) {
 	return c.describeTrigger.CallUnary(ctx, req)
@@ -303,6 +325,13 @@ type AdminServiceHandler interface {
 	DeleteTrigger(context.Context, *connect.Request[v1.DeleteTriggerRequest]) (*connect.Response[v1.DeleteTriggerResponse], error)
 	// ListTriggers lists triggers, paged, in name order.
 	ListTriggers(context.Context, *connect.Request[v1.ListTriggersRequest]) (*connect.Response[v1.ListTriggersResponse], error)
+	// ListUnderReplicatedLedgers lists the ledgers still on bookies (OPEN,
+	// IN_RECOVERY, CLOSED) that name a bookie missing from the bookie
+	// registry, in state then id order, paged. The compactor rebuilds a
+	// CLOSED ledger's missing copies once the bookie has been missing for
+	// its --rereplicate-grace; an open ledger's writer replaces the bookie
+	// for new entries, and its older copies move once it is sealed.
+	ListUnderReplicatedLedgers(context.Context, *connect.Request[v1.ListUnderReplicatedLedgersRequest]) (*connect.Response[v1.ListUnderReplicatedLedgersResponse], error)
 	// DescribeTrigger returns one trigger and its state.
 	DescribeTrigger(context.Context, *connect.Request[v1.DescribeTriggerRequest]) (*connect.Response[v1.DescribeTriggerResponse], error)
 }
@@ -380,6 +409,12 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(adminServiceMethods.ByName("ListTriggers")),
 		connect.WithHandlerOptions(opts...),
 	)
+	adminServiceListUnderReplicatedLedgersHandler := connect.NewUnaryHandler(
+		AdminServiceListUnderReplicatedLedgersProcedure,
+		svc.ListUnderReplicatedLedgers,
+		connect.WithSchema(adminServiceMethods.ByName("ListUnderReplicatedLedgers")),
+		connect.WithHandlerOptions(opts...),
+	)
 	adminServiceDescribeTriggerHandler := connect.NewUnaryHandler(
 		AdminServiceDescribeTriggerProcedure,
 		svc.DescribeTrigger,
@@ -410,6 +445,8 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 			adminServiceDeleteTriggerHandler.ServeHTTP(w, r)
 		case AdminServiceListTriggersProcedure:
 			adminServiceListTriggersHandler.ServeHTTP(w, r)
+		case AdminServiceListUnderReplicatedLedgersProcedure:
+			adminServiceListUnderReplicatedLedgersHandler.ServeHTTP(w, r)
 		case AdminServiceDescribeTriggerProcedure:
 			adminServiceDescribeTriggerHandler.ServeHTTP(w, r)
 		default:
@@ -463,6 +500,10 @@ func (UnimplementedAdminServiceHandler) DeleteTrigger(context.Context, *connect.
 
 func (UnimplementedAdminServiceHandler) ListTriggers(context.Context, *connect.Request[v1.ListTriggersRequest]) (*connect.Response[v1.ListTriggersResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.AdminService.ListTriggers is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) ListUnderReplicatedLedgers(context.Context, *connect.Request[v1.ListUnderReplicatedLedgersRequest]) (*connect.Response[v1.ListUnderReplicatedLedgersResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.AdminService.ListUnderReplicatedLedgers is not implemented"))
 }
 
 func (UnimplementedAdminServiceHandler) DescribeTrigger(context.Context, *connect.Request[v1.DescribeTriggerRequest]) (*connect.Response[v1.DescribeTriggerResponse], error) {

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	"connectrpc.com/connect"
+	"github.com/spf13/cobra"
+
+	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
+)
+
+func newLedgerCmd() *cobra.Command {
+	cmd := holdsCommands(&cobra.Command{
+		Use:   "ledger",
+		Short: "inspect the ledgers that hold the topics' data (under-replicated ones)",
+		Long:  "Inspects ledgers through the admin API of a Sluice (sluice dev, an ingest or a fetch copy).",
+	})
+	cmd.AddCommand(newListCmdNamed("under-replicated", "list the ledgers with a copy on a bookie missing from the registry",
+		`Lists the ledgers still on bookies (OPEN, IN_RECOVERY, CLOSED) whose ensembles name a bookie
+that is not in the bookie registry, with those bookies. The compactor rebuilds a CLOSED ledger's
+missing copies on other bookies once the bookie has been missing for its --rereplicate-grace;
+an open ledger's writer replaces the bookie for new entries, and its older copies move once it
+is sealed. Prints nothing but a summary line when every ledger is fully replicated.`,
+		ledgerUnderReplicated))
+	return cmd
+}
+
+// newListCmdNamed is newListCmd under another name, with a long help.
+func newListCmdNamed(use, short, long string, run func(ctx context.Context, addr string, stdout io.Writer) error) *cobra.Command {
+	cmd := newListCmd(short, run)
+	cmd.Use, cmd.Long = use, long
+	return cmd
+}
+
+func ledgerUnderReplicated(ctx context.Context, addr string, stdout io.Writer) error {
+	admin := adminClient(addr)
+	token, n, scanned := "", 0, 0
+	var live []string
+	for {
+		resp, err := admin.ListUnderReplicatedLedgers(ctx, connect.NewRequest(&sluicev1.ListUnderReplicatedLedgersRequest{PageToken: token}))
+		if err != nil {
+			return explain(err, addr)
+		}
+		live = resp.Msg.GetLiveBookies()
+		scanned += int(resp.Msg.GetScanned())
+		for _, l := range resp.Msg.GetLedgers() {
+			if n == 0 {
+				fmt.Fprintf(stdout, "%-10s %-28s %-12s %-24s %s\n", "LEDGER", "TOPIC/PARTITION", "STATE", "OFFSETS", "MISSING BOOKIES")
+			}
+			n++
+			offsets := fmt.Sprintf("%d..%d", l.GetFirstOffset(), l.GetLastOffset())
+			if l.GetLastOffset() < l.GetFirstOffset() {
+				offsets = fmt.Sprintf("%d.. (open)", l.GetFirstOffset())
+			}
+			fmt.Fprintf(stdout, "%-10d %-28s %-12s %-24s %s\n", l.GetLedgerId(), fmt.Sprintf("%s/%d", l.GetTopic(), l.GetPartition()),
+				l.GetState(), offsets, strings.Join(l.GetMissingBookies(), ","))
+		}
+		if token = resp.Msg.GetNextPageToken(); token == "" {
+			break
+		}
+	}
+	fmt.Fprintf(stdout, "%d under-replicated of %d ledgers on bookies; live bookies: %s\n", n, scanned, strings.Join(live, ", "))
+	return nil
+}

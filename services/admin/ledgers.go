@@ -1,0 +1,105 @@
+package admin
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"strings"
+
+	"connectrpc.com/connect"
+
+	"github.com/sluicemq/sluice/internal/apierr"
+	"github.com/sluicemq/sluice/pkg/catalog"
+	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
+)
+
+// Bounds of ListUnderReplicatedLedgers.
+const (
+	defaultLedgerPage = 100
+	maxLedgerPage     = 1000
+	// maxLedgerScan bounds the catalog records one call reads, so a call
+	// costs the same whatever the catalog holds; the token goes on.
+	maxLedgerScan = 10_000
+)
+
+// onBookieStates are the states in which a ledger's data is on bookies,
+// in the order the listing goes through them.
+var onBookieStates = []catalog.LedgerState{catalog.LedgerOpen, catalog.LedgerInRecovery, catalog.LedgerClosed}
+
+// ListUnderReplicatedLedgers lists the ledgers on bookies that name a
+// bookie missing from the registry (see the RPC's documentation). The page
+// token is "<state index>:<the catalog's token>".
+func (s *Service) ListUnderReplicatedLedgers(ctx context.Context, req *connect.Request[sluicev1.ListUnderReplicatedLedgersRequest]) (*connect.Response[sluicev1.ListUnderReplicatedLedgersResponse], error) {
+	size := int(req.Msg.GetPageSize())
+	switch {
+	case size == 0:
+		size = defaultLedgerPage
+	case size < 0 || size > maxLedgerPage:
+		return nil, apierr.Invalid("page_size", "%d outside [1, %d] (0: %d)", size, maxLedgerPage, defaultLedgerPage)
+	}
+	state, token, err := parseLedgerToken(req.Msg.GetPageToken())
+	if err != nil {
+		return nil, err
+	}
+	live, err := s.d.Catalog.ListLiveBookies(ctx)
+	if err != nil {
+		return nil, apierr.FromCatalog(err)
+	}
+	alive := map[string]bool{}
+	resp := &sluicev1.ListUnderReplicatedLedgersResponse{}
+	for _, b := range live {
+		alive[b.ID] = true
+		resp.LiveBookies = append(resp.LiveBookies, b.ID)
+	}
+	for state < len(onBookieStates) && len(resp.Ledgers) < size && int(resp.Scanned) < maxLedgerScan {
+		// A page of at most the results still wanted: it can never
+		// overfill, so a page always ends on the catalog's own token.
+		limit := min(catalog.MaxPageSize, size-len(resp.Ledgers), maxLedgerScan-int(resp.Scanned))
+		page, err := s.d.Catalog.ListLedgersByState(ctx, onBookieStates[state], token, limit)
+		if err != nil {
+			return nil, apierr.FromCatalog(err)
+		}
+		resp.Scanned += int32(len(page.Items))
+		for _, m := range page.Items {
+			if missing := missingBookies(m, alive); len(missing) > 0 {
+				resp.Ledgers = append(resp.Ledgers, &sluicev1.UnderReplicatedLedger{
+					LedgerId: int64(m.ID), Topic: m.Topic, Partition: int32(m.Partition), State: m.State.String(),
+					MissingBookies: missing, FirstOffset: m.FirstOffset, LastOffset: m.LastOffset,
+				})
+			}
+		}
+		if token = page.NextPageToken; token == "" {
+			state++
+		}
+	}
+	if state < len(onBookieStates) {
+		resp.NextPageToken = strconv.Itoa(state) + ":" + token
+	}
+	return connect.NewResponse(resp), nil
+}
+
+// missingBookies is every bookie m's segments name that is not alive, each
+// once, in order.
+func missingBookies(m catalog.LedgerMetadata, alive map[string]bool) []string {
+	var out []string
+	for _, seg := range m.Ensembles {
+		for _, b := range seg.Bookies {
+			if !alive[b] && !slices.Contains(out, b) {
+				out = append(out, b)
+			}
+		}
+	}
+	return out
+}
+
+func parseLedgerToken(t string) (int, string, error) {
+	if t == "" {
+		return 0, "", nil
+	}
+	i := strings.IndexByte(t, ':')
+	state, err := strconv.Atoi(t[:max(i, 0)])
+	if i < 0 || err != nil || state < 0 || state >= len(onBookieStates) {
+		return 0, "", apierr.Invalid("page_token", "%q is not a token this call returned", t)
+	}
+	return state, t[i+1:], nil
+}
