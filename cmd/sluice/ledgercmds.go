@@ -65,3 +65,41 @@ func ledgerUnderReplicated(ctx context.Context, addr string, stdout io.Writer) e
 	fmt.Fprintf(stdout, "%d under-replicated of %d ledgers on bookies; live bookies: %s\n", n, scanned, strings.Join(live, ", "))
 	return nil
 }
+
+// newBookieListCmd is `sluice bookie list` (under the server command
+// `sluice bookie`, which runs a bookie when given no subcommand).
+func newBookieListCmd() *cobra.Command {
+	return newListCmdNamed("list", "list the bookies: registered ones and missing ones, with their ledger counts",
+		`Lists the bookies in the registry (writable, or read-only: near disk-full or failed) and
+the missing ones — named by ledgers still on bookies, but not registered: dead, or stopped
+longer than their registration lasts — each with the number of ledgers on bookies (OPEN,
+IN_RECOVERY, CLOSED) whose ensembles name it. A missing bookie's count falls to 0 as the
+compactor re-replicates its closed ledgers (sluice ledger under-replicated lists them).`,
+		bookieList)
+}
+
+func bookieList(ctx context.Context, addr string, stdout io.Writer) error {
+	resp, err := adminClient(addr).ListBookies(ctx, connect.NewRequest(&sluicev1.ListBookiesRequest{}))
+	if err != nil {
+		return explain(err, addr)
+	}
+	fmt.Fprintf(stdout, "%-24s %-10s %-24s %-18s %s\n", "BOOKIE", "STATE", "ADDRESS", "FREE/TOTAL GiB", "LEDGERS")
+	for _, b := range resp.Msg.GetBookies() {
+		addr, space := b.GetAddress(), "-"
+		if addr == "" {
+			addr = "-"
+		}
+		if b.GetTotalBytes() > 0 {
+			space = fmt.Sprintf("%.1f/%.1f", float64(b.GetFreeBytes())/(1<<30), float64(b.GetTotalBytes())/(1<<30))
+		}
+		ledgers := fmt.Sprint(b.GetLedgers())
+		if resp.Msg.GetLedgersTruncated() {
+			ledgers = ">=" + ledgers
+		}
+		fmt.Fprintf(stdout, "%-24s %-10s %-24s %-18s %s\n", b.GetId(), b.GetState(), addr, space, ledgers)
+	}
+	if resp.Msg.GetLedgersTruncated() {
+		fmt.Fprintf(stdout, "counted over the first %d ledgers on bookies only (the scan's bound)\n", resp.Msg.GetScanned())
+	}
+	return nil
+}

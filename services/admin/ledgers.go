@@ -103,3 +103,63 @@ func parseLedgerToken(t string) (int, string, error) {
 	}
 	return state, t[i+1:], nil
 }
+
+// ListBookies lists the registry's bookies and the missing ones that
+// ledgers on bookies still name, with ledger counts from one bounded scan.
+func (s *Service) ListBookies(ctx context.Context, _ *connect.Request[sluicev1.ListBookiesRequest]) (*connect.Response[sluicev1.ListBookiesResponse], error) {
+	live, err := s.d.Catalog.ListLiveBookies(ctx)
+	if err != nil {
+		return nil, apierr.FromCatalog(err)
+	}
+	resp := &sluicev1.ListBookiesResponse{}
+	count := map[string]int32{}
+	var missing []string
+	alive := map[string]bool{}
+	for _, b := range live {
+		alive[b.ID] = true
+	}
+scan:
+	for _, state := range onBookieStates {
+		for token := ""; ; {
+			if resp.Scanned >= maxLedgerScan {
+				resp.LedgersTruncated = true
+				break scan
+			}
+			page, err := s.d.Catalog.ListLedgersByState(ctx, state, token, min(catalog.MaxPageSize, maxLedgerScan-int(resp.Scanned)))
+			if err != nil {
+				return nil, apierr.FromCatalog(err)
+			}
+			resp.Scanned += int32(len(page.Items))
+			for _, m := range page.Items {
+				seen := map[string]bool{}
+				for _, seg := range m.Ensembles {
+					for _, b := range seg.Bookies {
+						if seen[b] {
+							continue
+						}
+						seen[b] = true
+						if count[b]++; !alive[b] && count[b] == 1 {
+							missing = append(missing, b)
+						}
+					}
+				}
+			}
+			if token = page.NextPageToken; token == "" {
+				break
+			}
+		}
+	}
+	for _, b := range live {
+		state := "writable"
+		if b.ReadOnly {
+			state = "read-only"
+		}
+		resp.Bookies = append(resp.Bookies, &sluicev1.BookieInfo{Id: b.ID, Address: b.Address, State: state, FreeBytes: b.FreeBytes,
+			TotalBytes: b.TotalBytes, ExpiresAtMs: b.ExpiresAt.UnixMilli(), Ledgers: count[b.ID]})
+	}
+	slices.Sort(missing)
+	for _, b := range missing {
+		resp.Bookies = append(resp.Bookies, &sluicev1.BookieInfo{Id: b, State: "missing", Ledgers: count[b]})
+	}
+	return connect.NewResponse(resp), nil
+}

@@ -2,6 +2,7 @@ package admin
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -14,7 +15,8 @@ import (
 )
 
 // Ledgers still on bookies that name a bookie missing from the registry
-// are listed — OPEN, IN_RECOVERY and CLOSED, in state then id order, with
+// are listed (and ListBookies counts each bookie's ledgers, missing ones
+// included) — OPEN, IN_RECOVERY and CLOSED, in state then id order, with
 // the missing bookies — page by page with no ledger lost or repeated at
 // any page size; OFFLOADED ledgers and ledgers on live bookies are not.
 func TestListUnderReplicatedLedgers(t *testing.T) {
@@ -112,6 +114,20 @@ func TestListUnderReplicatedLedgers(t *testing.T) {
 		if !slices.Equal(states, []string{"OPEN", "IN_RECOVERY", "CLOSED", "CLOSED"}) {
 			t.Errorf("page size %d: states in order %v", size, states)
 		}
+	}
+	// ListBookies: the registry's bookies, then the missing ones, each
+	// with the ledgers on bookies that name it.
+	lb, err := s.ListBookies(ctx, connect.NewRequest(&sluicev1.ListBookiesRequest{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []string
+	for _, b := range lb.Msg.GetBookies() {
+		rows = append(rows, fmt.Sprintf("%s %s %d", b.GetId(), b.GetState(), b.GetLedgers()))
+	}
+	wantRows := []string{"b1 writable 4", "b2 writable 5", "b3 writable 4", "gone1 missing 2", "gone2 missing 2", "gone3 missing 1"}
+	if !slices.Equal(rows, wantRows) || lb.Msg.GetScanned() != 6 || lb.Msg.GetLedgersTruncated() {
+		t.Errorf("ListBookies: %v (scanned %d, truncated %v); want %v over 6", rows, lb.Msg.GetScanned(), lb.Msg.GetLedgersTruncated(), wantRows)
 	}
 	for _, bad := range []*sluicev1.ListUnderReplicatedLedgersRequest{{PageSize: -1}, {PageSize: 1001}, {PageToken: "x"}, {PageToken: "9:"}} {
 		if _, err := s.ListUnderReplicatedLedgers(ctx, connect.NewRequest(bad)); connect.CodeOf(err) != connect.CodeInvalidArgument {

@@ -155,6 +155,24 @@ func TestIntegrationRereplicateLostBookies(t *testing.T) {
 	if got := closedListed(); got != holds[lost] {
 		t.Fatalf("sluice ledger under-replicated lists %d closed ledgers, want %d", got, holds[lost])
 	}
+	// `sluice bookie list` shows it missing, named by at least those.
+	missingCount := func() int {
+		for _, l := range strings.Split(sluice("bookie", "list", "--addr", ingest), "\n") {
+			if f := strings.Fields(l); len(f) == 5 && f[0] == lost {
+				n, err := strconv.Atoi(f[4])
+				if f[1] != "missing" || err != nil {
+					t.Fatalf("bookie list line %q: want %s missing with a count", l, lost)
+				}
+				return n
+			}
+		}
+		t.Fatalf("bookie list does not show %s", lost)
+		return 0
+	}
+	named := missingCount()
+	if named < holds[lost] {
+		t.Fatalf("bookie list: %s named by %d ledgers, want at least its %d closed ones", lost, named, holds[lost])
+	}
 
 	start := time.Now()
 	cmd := exec.CommandContext(ctx, bin, "compactor", "--once", "--catalog-table", cfg.Table, "--objects", cfg.ObjectsURL(),
@@ -184,6 +202,9 @@ func TestIntegrationRereplicateLostBookies(t *testing.T) {
 	}
 	if got := closedListed(); got != 0 {
 		t.Fatalf("after the pass, sluice ledger under-replicated still lists %d closed ledgers", got)
+	}
+	if after := missingCount(); after != named-holds[lost] {
+		t.Fatalf("bookie list after the pass: %s named by %d ledgers, want %d (its open ones)", lost, after, named-holds[lost])
 	}
 
 	// A second original bookie lost: every record still reads back once.

@@ -2571,6 +2571,206 @@ func (x *ListUnderReplicatedLedgersResponse) GetLiveBookies() []string {
 	return nil
 }
 
+// ListBookiesRequest has no fields yet.
+type ListBookiesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListBookiesRequest) Reset() {
+	*x = ListBookiesRequest{}
+	mi := &file_sluice_v1_admin_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListBookiesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListBookiesRequest) ProtoMessage() {}
+
+func (x *ListBookiesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_admin_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListBookiesRequest.ProtoReflect.Descriptor instead.
+func (*ListBookiesRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{34}
+}
+
+// BookieInfo is one bookie.
+type BookieInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Empty for a missing bookie.
+	Address string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	// "writable", "read-only" (near disk-full, or failed: serves reads,
+	// takes no new entries) or "missing" (not in the registry: dead, or
+	// stopped longer than its registration lasts).
+	State      string `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
+	FreeBytes  int64  `protobuf:"varint,4,opt,name=free_bytes,json=freeBytes,proto3" json:"free_bytes,omitempty"`
+	TotalBytes int64  `protobuf:"varint,5,opt,name=total_bytes,json=totalBytes,proto3" json:"total_bytes,omitempty"`
+	// When its registration expires unless renewed (Unix ms; 0 if missing).
+	ExpiresAtMs int64 `protobuf:"varint,6,opt,name=expires_at_ms,json=expiresAtMs,proto3" json:"expires_at_ms,omitempty"`
+	// Ledgers on bookies (OPEN, IN_RECOVERY, CLOSED) whose ensembles name it.
+	Ledgers       int32 `protobuf:"varint,7,opt,name=ledgers,proto3" json:"ledgers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BookieInfo) Reset() {
+	*x = BookieInfo{}
+	mi := &file_sluice_v1_admin_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BookieInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BookieInfo) ProtoMessage() {}
+
+func (x *BookieInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_admin_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BookieInfo.ProtoReflect.Descriptor instead.
+func (*BookieInfo) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *BookieInfo) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *BookieInfo) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *BookieInfo) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *BookieInfo) GetFreeBytes() int64 {
+	if x != nil {
+		return x.FreeBytes
+	}
+	return 0
+}
+
+func (x *BookieInfo) GetTotalBytes() int64 {
+	if x != nil {
+		return x.TotalBytes
+	}
+	return 0
+}
+
+func (x *BookieInfo) GetExpiresAtMs() int64 {
+	if x != nil {
+		return x.ExpiresAtMs
+	}
+	return 0
+}
+
+func (x *BookieInfo) GetLedgers() int32 {
+	if x != nil {
+		return x.Ledgers
+	}
+	return 0
+}
+
+// ListBookiesResponse lists every bookie, registered ones first, by id.
+type ListBookiesResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Bookies []*BookieInfo          `protobuf:"bytes,1,rep,name=bookies,proto3" json:"bookies,omitempty"`
+	// Ledgers examined to count them.
+	Scanned int32 `protobuf:"varint,2,opt,name=scanned,proto3" json:"scanned,omitempty"`
+	// The scan stopped at its bound (10,000 ledgers): the counts are lower
+	// bounds and a missing bookie may not be listed.
+	LedgersTruncated bool `protobuf:"varint,3,opt,name=ledgers_truncated,json=ledgersTruncated,proto3" json:"ledgers_truncated,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *ListBookiesResponse) Reset() {
+	*x = ListBookiesResponse{}
+	mi := &file_sluice_v1_admin_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListBookiesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListBookiesResponse) ProtoMessage() {}
+
+func (x *ListBookiesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_admin_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListBookiesResponse.ProtoReflect.Descriptor instead.
+func (*ListBookiesResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *ListBookiesResponse) GetBookies() []*BookieInfo {
+	if x != nil {
+		return x.Bookies
+	}
+	return nil
+}
+
+func (x *ListBookiesResponse) GetScanned() int32 {
+	if x != nil {
+		return x.Scanned
+	}
+	return 0
+}
+
+func (x *ListBookiesResponse) GetLedgersTruncated() bool {
+	if x != nil {
+		return x.LedgersTruncated
+	}
+	return false
+}
+
 var File_sluice_v1_admin_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_admin_proto_rawDesc = "" +
@@ -2758,7 +2958,23 @@ const file_sluice_v1_admin_proto_rawDesc = "" +
 	"\aledgers\x18\x01 \x03(\v2 .sluice.v1.UnderReplicatedLedgerR\aledgers\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12\x18\n" +
 	"\ascanned\x18\x03 \x01(\x05R\ascanned\x12!\n" +
-	"\flive_bookies\x18\x04 \x03(\tR\vliveBookies*\xb6\x01\n" +
+	"\flive_bookies\x18\x04 \x03(\tR\vliveBookies\"\x14\n" +
+	"\x12ListBookiesRequest\"\xca\x01\n" +
+	"\n" +
+	"BookieInfo\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x14\n" +
+	"\x05state\x18\x03 \x01(\tR\x05state\x12\x1d\n" +
+	"\n" +
+	"free_bytes\x18\x04 \x01(\x03R\tfreeBytes\x12\x1f\n" +
+	"\vtotal_bytes\x18\x05 \x01(\x03R\n" +
+	"totalBytes\x12\"\n" +
+	"\rexpires_at_ms\x18\x06 \x01(\x03R\vexpiresAtMs\x12\x18\n" +
+	"\aledgers\x18\a \x01(\x05R\aledgers\"\x8d\x01\n" +
+	"\x13ListBookiesResponse\x12/\n" +
+	"\abookies\x18\x01 \x03(\v2\x15.sluice.v1.BookieInfoR\abookies\x12\x18\n" +
+	"\ascanned\x18\x02 \x01(\x05R\ascanned\x12+\n" +
+	"\x11ledgers_truncated\x18\x03 \x01(\bR\x10ledgersTruncated*\xb6\x01\n" +
 	"\x14CommittedOffsetState\x12&\n" +
 	"\"COMMITTED_OFFSET_STATE_UNSPECIFIED\x10\x00\x12#\n" +
 	"\x1fCOMMITTED_OFFSET_STATE_IN_RANGE\x10\x01\x12*\n" +
@@ -2775,7 +2991,7 @@ const file_sluice_v1_admin_proto_rawDesc = "" +
 	"\x19TRIGGER_STATE_NOT_RUNNING\x10\x02\x12\x19\n" +
 	"\x15TRIGGER_STATE_RUNNING\x10\x03\x12\x19\n" +
 	"\x15TRIGGER_STATE_STOPPED\x10\x04\x12\x1f\n" +
-	"\x1bTRIGGER_STATE_TOPIC_DELETED\x10\x052\x84\t\n" +
+	"\x1bTRIGGER_STATE_TOPIC_DELETED\x10\x052\xd4\t\n" +
 	"\fAdminService\x12N\n" +
 	"\vCreateTopic\x12\x1d.sluice.v1.CreateTopicRequest\x1a\x1e.sluice.v1.CreateTopicResponse\"\x00\x12N\n" +
 	"\vDeleteTopic\x12\x1d.sluice.v1.DeleteTopicRequest\x1a\x1e.sluice.v1.DeleteTopicResponse\"\x00\x12T\n" +
@@ -2790,7 +3006,8 @@ const file_sluice_v1_admin_proto_rawDesc = "" +
 	"\rUpdateTrigger\x12\x1f.sluice.v1.UpdateTriggerRequest\x1a .sluice.v1.UpdateTriggerResponse\"\x00\x12T\n" +
 	"\rDeleteTrigger\x12\x1f.sluice.v1.DeleteTriggerRequest\x1a .sluice.v1.DeleteTriggerResponse\"\x00\x12Q\n" +
 	"\fListTriggers\x12\x1e.sluice.v1.ListTriggersRequest\x1a\x1f.sluice.v1.ListTriggersResponse\"\x00\x12{\n" +
-	"\x1aListUnderReplicatedLedgers\x12,.sluice.v1.ListUnderReplicatedLedgersRequest\x1a-.sluice.v1.ListUnderReplicatedLedgersResponse\"\x00\x12Z\n" +
+	"\x1aListUnderReplicatedLedgers\x12,.sluice.v1.ListUnderReplicatedLedgersRequest\x1a-.sluice.v1.ListUnderReplicatedLedgersResponse\"\x00\x12N\n" +
+	"\vListBookies\x12\x1d.sluice.v1.ListBookiesRequest\x1a\x1e.sluice.v1.ListBookiesResponse\"\x00\x12Z\n" +
 	"\x0fDescribeTrigger\x12!.sluice.v1.DescribeTriggerRequest\x1a\".sluice.v1.DescribeTriggerResponse\"\x00B\x97\x01\n" +
 	"\rcom.sluice.v1B\n" +
 	"AdminProtoP\x01Z5github.com/sluicemq/sluice/pkg/gen/sluice/v1;sluicev1\xa2\x02\x03SXX\xaa\x02\tSluice.V1\xca\x02\tSluice\\V1\xe2\x02\x15Sluice\\V1\\GPBMetadata\xea\x02\n" +
@@ -2809,7 +3026,7 @@ func file_sluice_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_sluice_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_sluice_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_sluice_v1_admin_proto_goTypes = []any{
 	(CommittedOffsetState)(0),                  // 0: sluice.v1.CommittedOffsetState
 	(TriggerStartingPosition)(0),               // 1: sluice.v1.TriggerStartingPosition
@@ -2848,21 +3065,24 @@ var file_sluice_v1_admin_proto_goTypes = []any{
 	(*ListUnderReplicatedLedgersRequest)(nil),  // 34: sluice.v1.ListUnderReplicatedLedgersRequest
 	(*UnderReplicatedLedger)(nil),              // 35: sluice.v1.UnderReplicatedLedger
 	(*ListUnderReplicatedLedgersResponse)(nil), // 36: sluice.v1.ListUnderReplicatedLedgersResponse
-	nil,                // 37: sluice.v1.CreateTopicRequest.ConfigEntry
-	nil,                // 38: sluice.v1.TopicInfo.ConfigEntry
-	(StartPosition)(0), // 39: sluice.v1.StartPosition
+	(*ListBookiesRequest)(nil),                 // 37: sluice.v1.ListBookiesRequest
+	(*BookieInfo)(nil),                         // 38: sluice.v1.BookieInfo
+	(*ListBookiesResponse)(nil),                // 39: sluice.v1.ListBookiesResponse
+	nil,                                        // 40: sluice.v1.CreateTopicRequest.ConfigEntry
+	nil,                                        // 41: sluice.v1.TopicInfo.ConfigEntry
+	(StartPosition)(0),                         // 42: sluice.v1.StartPosition
 }
 var file_sluice_v1_admin_proto_depIdxs = []int32{
-	37, // 0: sluice.v1.CreateTopicRequest.config:type_name -> sluice.v1.CreateTopicRequest.ConfigEntry
+	40, // 0: sluice.v1.CreateTopicRequest.config:type_name -> sluice.v1.CreateTopicRequest.ConfigEntry
 	9,  // 1: sluice.v1.CreateTopicResponse.topic:type_name -> sluice.v1.TopicInfo
 	9,  // 2: sluice.v1.DescribeTopicResponse.topic:type_name -> sluice.v1.TopicInfo
-	38, // 3: sluice.v1.TopicInfo.config:type_name -> sluice.v1.TopicInfo.ConfigEntry
+	41, // 3: sluice.v1.TopicInfo.config:type_name -> sluice.v1.TopicInfo.ConfigEntry
 	10, // 4: sluice.v1.TopicInfo.partitions:type_name -> sluice.v1.PartitionInfo
 	9,  // 5: sluice.v1.ListTopicsResponse.topics:type_name -> sluice.v1.TopicInfo
 	17, // 6: sluice.v1.DescribeGroupResponse.members:type_name -> sluice.v1.GroupMember
 	18, // 7: sluice.v1.DescribeGroupResponse.partitions:type_name -> sluice.v1.GroupPartition
 	0,  // 8: sluice.v1.GroupPartition.committed_offset_state:type_name -> sluice.v1.CommittedOffsetState
-	39, // 9: sluice.v1.ResetGroupOffsetsRequest.position:type_name -> sluice.v1.StartPosition
+	42, // 9: sluice.v1.ResetGroupOffsetsRequest.position:type_name -> sluice.v1.StartPosition
 	18, // 10: sluice.v1.ResetGroupOffsetsResponse.partitions:type_name -> sluice.v1.GroupPartition
 	1,  // 11: sluice.v1.TriggerSpec.starting_position:type_name -> sluice.v1.TriggerStartingPosition
 	21, // 12: sluice.v1.TriggerInfo.spec:type_name -> sluice.v1.TriggerSpec
@@ -2875,37 +3095,40 @@ var file_sluice_v1_admin_proto_depIdxs = []int32{
 	23, // 19: sluice.v1.DescribeTriggerResponse.trigger:type_name -> sluice.v1.TriggerInfo
 	22, // 20: sluice.v1.DescribeTriggerResponse.partitions:type_name -> sluice.v1.TriggerPartition
 	35, // 21: sluice.v1.ListUnderReplicatedLedgersResponse.ledgers:type_name -> sluice.v1.UnderReplicatedLedger
-	3,  // 22: sluice.v1.AdminService.CreateTopic:input_type -> sluice.v1.CreateTopicRequest
-	5,  // 23: sluice.v1.AdminService.DeleteTopic:input_type -> sluice.v1.DeleteTopicRequest
-	7,  // 24: sluice.v1.AdminService.DescribeTopic:input_type -> sluice.v1.DescribeTopicRequest
-	11, // 25: sluice.v1.AdminService.ListTopics:input_type -> sluice.v1.ListTopicsRequest
-	13, // 26: sluice.v1.AdminService.ListGroups:input_type -> sluice.v1.ListGroupsRequest
-	15, // 27: sluice.v1.AdminService.DescribeGroup:input_type -> sluice.v1.DescribeGroupRequest
-	19, // 28: sluice.v1.AdminService.ResetGroupOffsets:input_type -> sluice.v1.ResetGroupOffsetsRequest
-	24, // 29: sluice.v1.AdminService.CreateTrigger:input_type -> sluice.v1.CreateTriggerRequest
-	26, // 30: sluice.v1.AdminService.UpdateTrigger:input_type -> sluice.v1.UpdateTriggerRequest
-	28, // 31: sluice.v1.AdminService.DeleteTrigger:input_type -> sluice.v1.DeleteTriggerRequest
-	30, // 32: sluice.v1.AdminService.ListTriggers:input_type -> sluice.v1.ListTriggersRequest
-	34, // 33: sluice.v1.AdminService.ListUnderReplicatedLedgers:input_type -> sluice.v1.ListUnderReplicatedLedgersRequest
-	32, // 34: sluice.v1.AdminService.DescribeTrigger:input_type -> sluice.v1.DescribeTriggerRequest
-	4,  // 35: sluice.v1.AdminService.CreateTopic:output_type -> sluice.v1.CreateTopicResponse
-	6,  // 36: sluice.v1.AdminService.DeleteTopic:output_type -> sluice.v1.DeleteTopicResponse
-	8,  // 37: sluice.v1.AdminService.DescribeTopic:output_type -> sluice.v1.DescribeTopicResponse
-	12, // 38: sluice.v1.AdminService.ListTopics:output_type -> sluice.v1.ListTopicsResponse
-	14, // 39: sluice.v1.AdminService.ListGroups:output_type -> sluice.v1.ListGroupsResponse
-	16, // 40: sluice.v1.AdminService.DescribeGroup:output_type -> sluice.v1.DescribeGroupResponse
-	20, // 41: sluice.v1.AdminService.ResetGroupOffsets:output_type -> sluice.v1.ResetGroupOffsetsResponse
-	25, // 42: sluice.v1.AdminService.CreateTrigger:output_type -> sluice.v1.CreateTriggerResponse
-	27, // 43: sluice.v1.AdminService.UpdateTrigger:output_type -> sluice.v1.UpdateTriggerResponse
-	29, // 44: sluice.v1.AdminService.DeleteTrigger:output_type -> sluice.v1.DeleteTriggerResponse
-	31, // 45: sluice.v1.AdminService.ListTriggers:output_type -> sluice.v1.ListTriggersResponse
-	36, // 46: sluice.v1.AdminService.ListUnderReplicatedLedgers:output_type -> sluice.v1.ListUnderReplicatedLedgersResponse
-	33, // 47: sluice.v1.AdminService.DescribeTrigger:output_type -> sluice.v1.DescribeTriggerResponse
-	35, // [35:48] is the sub-list for method output_type
-	22, // [22:35] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	38, // 22: sluice.v1.ListBookiesResponse.bookies:type_name -> sluice.v1.BookieInfo
+	3,  // 23: sluice.v1.AdminService.CreateTopic:input_type -> sluice.v1.CreateTopicRequest
+	5,  // 24: sluice.v1.AdminService.DeleteTopic:input_type -> sluice.v1.DeleteTopicRequest
+	7,  // 25: sluice.v1.AdminService.DescribeTopic:input_type -> sluice.v1.DescribeTopicRequest
+	11, // 26: sluice.v1.AdminService.ListTopics:input_type -> sluice.v1.ListTopicsRequest
+	13, // 27: sluice.v1.AdminService.ListGroups:input_type -> sluice.v1.ListGroupsRequest
+	15, // 28: sluice.v1.AdminService.DescribeGroup:input_type -> sluice.v1.DescribeGroupRequest
+	19, // 29: sluice.v1.AdminService.ResetGroupOffsets:input_type -> sluice.v1.ResetGroupOffsetsRequest
+	24, // 30: sluice.v1.AdminService.CreateTrigger:input_type -> sluice.v1.CreateTriggerRequest
+	26, // 31: sluice.v1.AdminService.UpdateTrigger:input_type -> sluice.v1.UpdateTriggerRequest
+	28, // 32: sluice.v1.AdminService.DeleteTrigger:input_type -> sluice.v1.DeleteTriggerRequest
+	30, // 33: sluice.v1.AdminService.ListTriggers:input_type -> sluice.v1.ListTriggersRequest
+	34, // 34: sluice.v1.AdminService.ListUnderReplicatedLedgers:input_type -> sluice.v1.ListUnderReplicatedLedgersRequest
+	37, // 35: sluice.v1.AdminService.ListBookies:input_type -> sluice.v1.ListBookiesRequest
+	32, // 36: sluice.v1.AdminService.DescribeTrigger:input_type -> sluice.v1.DescribeTriggerRequest
+	4,  // 37: sluice.v1.AdminService.CreateTopic:output_type -> sluice.v1.CreateTopicResponse
+	6,  // 38: sluice.v1.AdminService.DeleteTopic:output_type -> sluice.v1.DeleteTopicResponse
+	8,  // 39: sluice.v1.AdminService.DescribeTopic:output_type -> sluice.v1.DescribeTopicResponse
+	12, // 40: sluice.v1.AdminService.ListTopics:output_type -> sluice.v1.ListTopicsResponse
+	14, // 41: sluice.v1.AdminService.ListGroups:output_type -> sluice.v1.ListGroupsResponse
+	16, // 42: sluice.v1.AdminService.DescribeGroup:output_type -> sluice.v1.DescribeGroupResponse
+	20, // 43: sluice.v1.AdminService.ResetGroupOffsets:output_type -> sluice.v1.ResetGroupOffsetsResponse
+	25, // 44: sluice.v1.AdminService.CreateTrigger:output_type -> sluice.v1.CreateTriggerResponse
+	27, // 45: sluice.v1.AdminService.UpdateTrigger:output_type -> sluice.v1.UpdateTriggerResponse
+	29, // 46: sluice.v1.AdminService.DeleteTrigger:output_type -> sluice.v1.DeleteTriggerResponse
+	31, // 47: sluice.v1.AdminService.ListTriggers:output_type -> sluice.v1.ListTriggersResponse
+	36, // 48: sluice.v1.AdminService.ListUnderReplicatedLedgers:output_type -> sluice.v1.ListUnderReplicatedLedgersResponse
+	39, // 49: sluice.v1.AdminService.ListBookies:output_type -> sluice.v1.ListBookiesResponse
+	33, // 50: sluice.v1.AdminService.DescribeTrigger:output_type -> sluice.v1.DescribeTriggerResponse
+	37, // [37:51] is the sub-list for method output_type
+	23, // [23:37] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_admin_proto_init() }
@@ -2920,7 +3143,7 @@ func file_sluice_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_admin_proto_rawDesc), len(file_sluice_v1_admin_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   36,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -67,6 +67,9 @@ const (
 	// AdminServiceListUnderReplicatedLedgersProcedure is the fully-qualified name of the AdminService's
 	// ListUnderReplicatedLedgers RPC.
 	AdminServiceListUnderReplicatedLedgersProcedure = "/sluice.v1.AdminService/ListUnderReplicatedLedgers"
+	// AdminServiceListBookiesProcedure is the fully-qualified name of the AdminService's ListBookies
+	// RPC.
+	AdminServiceListBookiesProcedure = "/sluice.v1.AdminService/ListBookies"
 	// AdminServiceDescribeTriggerProcedure is the fully-qualified name of the AdminService's
 	// DescribeTrigger RPC.
 	AdminServiceDescribeTriggerProcedure = "/sluice.v1.AdminService/DescribeTrigger"
@@ -113,6 +116,10 @@ type AdminServiceClient interface {
 	// its --rereplicate-grace; an open ledger's writer replaces the bookie
 	// for new entries, and its older copies move once it is sealed.
 	ListUnderReplicatedLedgers(context.Context, *connect.Request[v1.ListUnderReplicatedLedgersRequest]) (*connect.Response[v1.ListUnderReplicatedLedgersResponse], error)
+	// ListBookies lists the bookies in the registry, and the bookies that
+	// ledgers still on bookies name but the registry does not (missing),
+	// each with the number of such ledgers that name it.
+	ListBookies(context.Context, *connect.Request[v1.ListBookiesRequest]) (*connect.Response[v1.ListBookiesResponse], error)
 	// DescribeTrigger returns one trigger and its state.
 	DescribeTrigger(context.Context, *connect.Request[v1.DescribeTriggerRequest]) (*connect.Response[v1.DescribeTriggerResponse], error)
 }
@@ -200,6 +207,12 @@ func NewAdminServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(adminServiceMethods.ByName("ListUnderReplicatedLedgers")),
 			connect.WithClientOptions(opts...),
 		),
+		listBookies: connect.NewClient[v1.ListBookiesRequest, v1.ListBookiesResponse](
+			httpClient,
+			baseURL+AdminServiceListBookiesProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("ListBookies")),
+			connect.WithClientOptions(opts...),
+		),
 		describeTrigger: connect.NewClient[v1.DescribeTriggerRequest, v1.DescribeTriggerResponse](
 			httpClient,
 			baseURL+AdminServiceDescribeTriggerProcedure,
@@ -223,6 +236,7 @@ type adminServiceClient struct {
 	deleteTrigger              *connect.Client[v1.DeleteTriggerRequest, v1.DeleteTriggerResponse]
 	listTriggers               *connect.Client[v1.ListTriggersRequest, v1.ListTriggersResponse]
 	listUnderReplicatedLedgers *connect.Client[v1.ListUnderReplicatedLedgersRequest, v1.ListUnderReplicatedLedgersResponse]
+	listBookies                *connect.Client[v1.ListBookiesRequest, v1.ListBookiesResponse]
 	describeTrigger            *connect.Client[v1.DescribeTriggerRequest, v1.DescribeTriggerResponse]
 }
 
@@ -286,6 +300,11 @@ func (c *adminServiceClient) ListUnderReplicatedLedgers(ctx context.Context, req
 	return c.listUnderReplicatedLedgers.CallUnary(ctx, req)
 }
 
+// ListBookies calls sluice.v1.AdminService.ListBookies.
+func (c *adminServiceClient) ListBookies(ctx context.Context, req *connect.Request[v1.ListBookiesRequest]) (*connect.Response[v1.ListBookiesResponse], error) {
+	return c.listBookies.CallUnary(ctx, req)
+}
+
 // DescribeTrigger calls sluice.v1.AdminService.DescribeTrigger.
 func (c *adminServiceClient) DescribeTrigger(ctx context.Context, req *connect.Request[v1.DescribeTriggerRequest]) (*connect.Response[v1.DescribeTriggerResponse], error) {
 	return c.describeTrigger.CallUnary(ctx, req)
@@ -332,6 +351,10 @@ type AdminServiceHandler interface {
 	// its --rereplicate-grace; an open ledger's writer replaces the bookie
 	// for new entries, and its older copies move once it is sealed.
 	ListUnderReplicatedLedgers(context.Context, *connect.Request[v1.ListUnderReplicatedLedgersRequest]) (*connect.Response[v1.ListUnderReplicatedLedgersResponse], error)
+	// ListBookies lists the bookies in the registry, and the bookies that
+	// ledgers still on bookies name but the registry does not (missing),
+	// each with the number of such ledgers that name it.
+	ListBookies(context.Context, *connect.Request[v1.ListBookiesRequest]) (*connect.Response[v1.ListBookiesResponse], error)
 	// DescribeTrigger returns one trigger and its state.
 	DescribeTrigger(context.Context, *connect.Request[v1.DescribeTriggerRequest]) (*connect.Response[v1.DescribeTriggerResponse], error)
 }
@@ -415,6 +438,12 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(adminServiceMethods.ByName("ListUnderReplicatedLedgers")),
 		connect.WithHandlerOptions(opts...),
 	)
+	adminServiceListBookiesHandler := connect.NewUnaryHandler(
+		AdminServiceListBookiesProcedure,
+		svc.ListBookies,
+		connect.WithSchema(adminServiceMethods.ByName("ListBookies")),
+		connect.WithHandlerOptions(opts...),
+	)
 	adminServiceDescribeTriggerHandler := connect.NewUnaryHandler(
 		AdminServiceDescribeTriggerProcedure,
 		svc.DescribeTrigger,
@@ -447,6 +476,8 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 			adminServiceListTriggersHandler.ServeHTTP(w, r)
 		case AdminServiceListUnderReplicatedLedgersProcedure:
 			adminServiceListUnderReplicatedLedgersHandler.ServeHTTP(w, r)
+		case AdminServiceListBookiesProcedure:
+			adminServiceListBookiesHandler.ServeHTTP(w, r)
 		case AdminServiceDescribeTriggerProcedure:
 			adminServiceDescribeTriggerHandler.ServeHTTP(w, r)
 		default:
@@ -504,6 +535,10 @@ func (UnimplementedAdminServiceHandler) ListTriggers(context.Context, *connect.R
 
 func (UnimplementedAdminServiceHandler) ListUnderReplicatedLedgers(context.Context, *connect.Request[v1.ListUnderReplicatedLedgersRequest]) (*connect.Response[v1.ListUnderReplicatedLedgersResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.AdminService.ListUnderReplicatedLedgers is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) ListBookies(context.Context, *connect.Request[v1.ListBookiesRequest]) (*connect.Response[v1.ListBookiesResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.AdminService.ListBookies is not implemented"))
 }
 
 func (UnimplementedAdminServiceHandler) DescribeTrigger(context.Context, *connect.Request[v1.DescribeTriggerRequest]) (*connect.Response[v1.DescribeTriggerResponse], error) {
