@@ -152,13 +152,66 @@ func (c *Client) copyReplicas(ctx context.Context, m catalog.LedgerMetadata, fro
 }
 
 // readWindow reads entries (each verified, with the LAC it was stored
-// with) from the other members of their write sets in seg, trying each
-// surviving replica in turn.
+// with) from the other members of their write sets in seg. Runs of
+// consecutive entries are asked of one survivor with range reads (every
+// entry of a run shares its write set's survivors when Qw = E; with
+// striping a run is one entry); whatever a range read does not return
+// verified is read entry by entry from each survivor in turn.
 func (c *Client) readWindow(ctx context.Context, m catalog.LedgerMetadata, sched ledger.Schedule, seg catalog.EnsembleSegment, lost int, entries []int64) ([]*bookiev1.Entry, error) {
+	got := make(map[int64]*bookiev1.Entry, len(entries))
+	verified := func(e int64, ent *bookiev1.Entry) bool {
+		if ent.GetEntryId() == e && wire.EntryChecksum(int64(m.ID), e, ent.GetLac(), ent.GetPayload()) == ent.GetCrc32C() {
+			return true
+		}
+		c.stats.checksumFailures.Add(1)
+		return false
+	}
+	// Range reads over runs of consecutive entries, from the first
+	// survivor of the run's first entry (rotating by run, so the load is
+	// spread).
+	for i := 0; i < len(entries); {
+		j := i + 1
+		for j < len(entries) && entries[j] == entries[j-1]+1 {
+			j++
+		}
+		first, last := entries[i], entries[j-1]
+		var survivors []int
+		for _, p := range sched.WriteSet(first) {
+			if p != lost {
+				survivors = append(survivors, p)
+			}
+		}
+		if len(survivors) > 0 && m.Replication.WriteQuorum == m.Replication.Ensemble {
+			b := seg.Bookies[survivors[int(first)%len(survivors)]]
+			for next, good := first, true; good && next <= last; {
+				// A bookie answers a prefix (its byte bound): go on from
+				// where it stopped, until an entry fails or nothing comes.
+				msg, err := c.readCall(ctx, b, &bookiev1.ReadEntriesRequest{LedgerId: int64(m.ID), FirstEntry: next, LastEntry: last})
+				if err != nil || len(msg.GetEntries()) == 0 {
+					break
+				}
+				for _, ent := range msg.GetEntries() {
+					if next > last {
+						break
+					}
+					if good = verified(next, ent); !good {
+						break
+					}
+					got[next] = ent
+					next++
+				}
+			}
+		}
+		i = j
+	}
 	out := make([]*bookiev1.Entry, 0, len(entries))
 	for _, e := range entries {
+		if ent := got[e]; ent != nil {
+			out = append(out, ent)
+			continue
+		}
 		var errs []error
-		var got *bookiev1.Entry
+		var ent *bookiev1.Entry
 		for _, p := range sched.WriteSet(e) {
 			if p == lost {
 				continue
@@ -172,19 +225,17 @@ func (c *Client) readWindow(ctx context.Context, m catalog.LedgerMetadata, sched
 				errs = append(errs, fmt.Errorf("bookie %s: %w", b, err))
 				continue
 			}
-			ent := msg.GetEntries()[0]
-			if ent.GetEntryId() != e || wire.EntryChecksum(int64(m.ID), e, ent.GetLac(), ent.GetPayload()) != ent.GetCrc32C() {
-				c.stats.checksumFailures.Add(1)
+			if !verified(e, msg.GetEntries()[0]) {
 				errs = append(errs, fmt.Errorf("%w: bookie %s, entry %d/%d", ErrChecksum, b, m.ID, e))
 				continue
 			}
-			got = ent
+			ent = msg.GetEntries()[0]
 			break
 		}
-		if got == nil {
+		if ent == nil {
 			return nil, fmt.Errorf("no surviving copy of entry %d could be read: %w", e, errors.Join(errs...))
 		}
-		out = append(out, got)
+		out = append(out, ent)
 	}
 	return out, nil
 }
