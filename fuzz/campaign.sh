@@ -34,13 +34,17 @@ summary=$out/summary.md
   echo "| package | target | time | executions | new corpus entries | result |"
   echo "|---|---|---|---:|---:|---|"
 } > "$summary"
-failed=0
+failed=0 flaked=0
 for t in "${targets[@]}"; do
   pkg=${t% *}; name=${t#* }
   log=$out/logs/$(echo "${pkg#./}" | tr / _)-$name.log
   say "$pkg $name"
+  corpus=$pkg/testdata/fuzz/$name
+  before=$(ls "$corpus" 2>/dev/null | sort || true)
   rc=0
-  go test -run '^$' -fuzz "^$name\$" -fuzztime "$fuzztime" "$pkg" > "$log" 2>&1 || rc=$?
+  # -timeout well above -fuzztime: go test's default (10m) would end a 10m campaign as a failure.
+  go test -run '^$' -fuzz "^$name\$" -fuzztime "$fuzztime" -timeout 3h "$pkg" > "$log" 2>&1 || rc=$?
+  after=$(ls "$corpus" 2>/dev/null | sort || true)
   # The last progress line: "fuzz: elapsed: 10m0s, execs: 123 (..), new interesting: 4 (total: 9)".
   last=$(grep -E '^fuzz: elapsed: .*execs: ' "$log" | tail -1 || true)
   execs=$(sed -nE 's/.*execs: ([0-9]+).*/\1/p' <<<"$last")
@@ -48,6 +52,11 @@ for t in "${targets[@]}"; do
   elapsed=$(sed -nE 's/^fuzz: elapsed: ([^,]+),.*/\1/p' <<<"$last")
   if [ $rc -eq 0 ]; then
     result=PASS
+  elif [ "$before" = "$after" ] && grep -q 'context deadline exceeded' "$log"; then
+    # Go's fuzz coordinator can report its own -fuzztime deadline as a failure (golang/go#75804,
+    # fixed in Go 1.27): no input failed and none was written.
+    result="PASS (no failing input; the run ended with Go's fuzztime deadline race, golang/go#75804)"
+    flaked=$((flaked + 1))
   else
     failed=$((failed + 1))
     crasher=$(sed -nE 's/.*Failing input written to (.*)$/\1/p' "$log" | head -1)
@@ -60,7 +69,9 @@ done
 {
   echo
   if [ $failed -eq 0 ]; then
-    echo "All ${#targets[@]} targets passed."
+    note=""
+    if [ $flaked -gt 0 ]; then note=" ($flaked ended with Go's fuzztime deadline race, no failing input)"; fi
+    echo "All ${#targets[@]} targets passed$note."
   else
     echo "$failed of ${#targets[@]} targets failed: each crasher is under its package's testdata/fuzz/ and is replayed by every \`go test\` until fixed."
   fi
