@@ -576,7 +576,9 @@ func (rr *rangeRead) collect(ctx context.Context) {
 		if err, ok := rr.errs[rr.next]; ok {
 			delete(rr.errs, rr.next)
 			r := rr.r
-			if !rr.retried[rr.next] && !r.meta.State.Sealed() && errors.Is(err, ledger.ErrEntryUnavailable) {
+			// A CLOSED ledger's copies may have moved (re-replication):
+			// its metadata is refreshed too before the entry is given up.
+			if !rr.retried[rr.next] && (!r.meta.State.Sealed() || r.meta.State == catalog.LedgerClosed) && errors.Is(err, ledger.ErrEntryUnavailable) {
 				rr.retried[rr.next] = true
 				if ferr := r.refresh(ctx); ferr == nil {
 					if rerr := rr.request(rr.next); rerr == nil {

@@ -41,7 +41,8 @@ type RereplicateResult struct {
 // copies on `to` are unreferenced duplicates the next pass writes again,
 // harmlessly), so the next pass repairs it: no gap, no double entry. Open
 // ledgers are refused (ErrInvalidArgument): their writer owns the chain;
-// they are moved once sealed. pace, if set, is called with each window's
+// they are moved once sealed; an OFFLOADED or DELETED ledger needs nothing
+// (Moved false). pace, if set, is called with each window's
 // payload bytes before it is sent (throttling; its error stops the call).
 func (c *Client) Rereplicate(ctx context.Context, id catalog.LedgerID, from, to string, pace func(ctx context.Context, bytes int) error) (RereplicateResult, error) {
 	ctx, leave, err := c.enter(ctx)
@@ -55,15 +56,23 @@ func (c *Client) Rereplicate(ctx context.Context, id catalog.LedgerID, from, to 
 	var res RereplicateResult
 	for conflicts := 0; ; conflicts++ {
 		m, err := c.getLedger(ctx, id)
+		if errors.Is(err, catalog.ErrNotFound) && conflicts > 0 {
+			return res, nil // purged while we copied
+		}
 		if err != nil {
 			return res, fmt.Errorf("rereplicate ledger %d: %w", id, err)
 		}
-		res.Metadata = m
-		if m.State != catalog.LedgerClosed {
+		res = RereplicateResult{Metadata: m} // counts are this attempt's
+		switch {
+		case m.State.Sealed() && m.State != catalog.LedgerClosed:
+			// Offloaded or deleted (perhaps while we copied): its bookie
+			// copies are no longer needed. Nothing to do.
+			return res, nil
+		case m.State != catalog.LedgerClosed:
 			return res, fmt.Errorf("rereplicate ledger %d: %w: it is %v (only CLOSED ledgers' copies move; an open ledger's writer replaces bookies itself)", id, ErrInvalidArgument, m.State)
 		}
 		moved, n, bytes, err := c.copyReplicas(ctx, m, from, to, pace)
-		res.Entries, res.Bytes = res.Entries+n, res.Bytes+bytes
+		res.Entries, res.Bytes = n, bytes
 		if err != nil {
 			return res, fmt.Errorf("rereplicate ledger %d from %s to %s: %w", id, from, to, err)
 		}
@@ -153,10 +162,12 @@ func (c *Client) copyReplicas(ctx context.Context, m catalog.LedgerMetadata, fro
 
 // readWindow reads entries (each verified, with the LAC it was stored
 // with) from the other members of their write sets in seg. Runs of
-// consecutive entries are asked of one survivor with range reads (every
-// entry of a run shares its write set's survivors when Qw = E; with
-// striping a run is one entry); whatever a range read does not return
-// verified is read entry by entry from each survivor in turn.
+// consecutive entries are asked of one survivor with range reads when
+// Qw = E (every bookie of the segment then holds every entry); whatever a
+// range read does not return
+// verified is read entry by entry from each survivor in turn. (With
+// striping the survivors change from entry to entry, so entries are read
+// one by one.)
 func (c *Client) readWindow(ctx context.Context, m catalog.LedgerMetadata, sched ledger.Schedule, seg catalog.EnsembleSegment, lost int, entries []int64) ([]*bookiev1.Entry, error) {
 	got := make(map[int64]*bookiev1.Entry, len(entries))
 	verified := func(e int64, ent *bookiev1.Entry) bool {

@@ -209,3 +209,46 @@ func (rottenBookie) ReadEntries(_ context.Context, req *connect.Request[bookiev1
 		EntryId: e, Lac: e - 1, Payload: bad, Crc32C: wire.EntryChecksum(req.Msg.GetLedgerId(), e, e-1, good),
 	}}}), nil
 }
+
+// A reader opened before the moves reads a CLOSED ledger whose every
+// original copy of some entries is gone: it refreshes the metadata once
+// and finds the moved copies (striping: entries on {b1, b2} only).
+func TestReaderFollowsMovedReplicas(t *testing.T) {
+	cl := newCluster(t, 5)
+	rep := catalog.Replication{Ensemble: 3, WriteQuorum: 2, AckQuorum: 2}
+	w, err := cl.client(t).CreateLedger(ctxT(t), spec(rep, "b1", "b2", "b3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const last = 11
+	appendN(t, w, 0, last)
+	if _, err := w.Close(ctxT(t), 100+last); err != nil {
+		t.Fatal(err)
+	}
+	reader := cl.client(t)
+	r, err := reader.OpenReader(ctxT(t), w.ID()) // metadata [b1 b2 b3], cached
+	if err != nil {
+		t.Fatal(err)
+	}
+	mover := cl.client(t)
+	cl.stopBookie("b1")
+	if _, err := mover.Rereplicate(ctxT(t), w.ID(), "b1", "b4", nil); err != nil {
+		t.Fatal(err)
+	}
+	cl.stopBookie("b2")
+	if _, err := mover.Rereplicate(ctxT(t), w.ID(), "b2", "b5", nil); err != nil {
+		t.Fatal(err)
+	}
+	got, err := r.Read(ctxT(t), 0, last)
+	if err != nil {
+		t.Fatalf("a reader with the old metadata: %v", err)
+	}
+	for _, e := range got {
+		if string(e.Payload) != string(payload(e.ID)) {
+			t.Fatalf("entry %d = %q", e.ID, e.Payload)
+		}
+	}
+	if len(got) != last+1 {
+		t.Fatalf("read %d entries, want %d", len(got), last+1)
+	}
+}

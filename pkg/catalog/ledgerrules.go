@@ -183,19 +183,28 @@ func checkEnsembleChange(old, p LedgerMetadata) error {
 
 // checkReplicaMove allows what re-replication does to a CLOSED ledger:
 // the same segments, each starting where it did, with some positions now
-// naming other bookies (each segment still E distinct bookies). The
-// entries do not change, only where their copies live; the caller copies
-// them to the new bookie (durably) before it stores the move.
+// naming bookies that were not in that segment (each segment still E
+// distinct bookies). A position keeps its entries: a bookie already in the
+// segment moving to another position would answer for entries it does not
+// hold (with striping), so that is refused. The entries do not change,
+// only where their copies live; the caller copies them to the new bookie
+// (durably) before it stores the move.
 func checkReplicaMove(old, p LedgerMetadata) error {
 	if len(p.Ensembles) != len(old.Ensembles) {
 		return Invalid("ensembles", "ledger %d is CLOSED: a replica move keeps its %d segments (update has %d)", old.ID, len(old.Ensembles), len(p.Ensembles))
 	}
 	for i, seg := range p.Ensembles {
-		if seg.FirstEntry != old.Ensembles[i].FirstEntry {
-			return Invalid("ensembles", "ledger %d is CLOSED: segment %d must keep first entry %d", old.ID, i, old.Ensembles[i].FirstEntry)
+		was := old.Ensembles[i]
+		if seg.FirstEntry != was.FirstEntry {
+			return Invalid("ensembles", "ledger %d is CLOSED: segment %d must keep first entry %d", old.ID, i, was.FirstEntry)
 		}
 		if err := validateSegment(i, seg, old.Replication.Ensemble); err != nil {
 			return err
+		}
+		for j, b := range seg.Bookies {
+			if b != was.Bookies[j] && slices.Contains(was.Bookies, b) {
+				return Invalid("ensembles", "ledger %d is CLOSED: segment %d position %d moves to %q, which holds another position's entries", old.ID, i, j, b)
+			}
 		}
 	}
 	return nil

@@ -72,6 +72,9 @@ func TestNextLedgerReplicaMoves(t *testing.T) {
 		edit func(*catalog.LedgerMetadata)
 	}{
 		"twice in a segment": {closed, func(p *catalog.LedgerMetadata) { p.Ensembles[0].Bookies[0] = "b:1" }},
+		"positions swapped": {closed, func(p *catalog.LedgerMetadata) {
+			p.Ensembles[0].Bookies[0], p.Ensembles[0].Bookies[1] = p.Ensembles[0].Bookies[1], p.Ensembles[0].Bookies[0]
+		}},
 		"segment added": {closed, func(p *catalog.LedgerMetadata) {
 			p.Ensembles = append(p.Ensembles, p.Ensembles[1])
 			p.Ensembles[2].FirstEntry = 8

@@ -67,6 +67,7 @@ type Compactor struct {
 	// ledger has been missing from the registry, as this process saw it.
 	rereplicateCursor cursor
 	missing           map[string]time.Time
+	missingSeen       map[string]bool // missing bookies named during the scan's current cycle
 	pace              *pacer
 }
 
@@ -97,7 +98,7 @@ func New(cfg Config, deps Deps) (*Compactor, error) {
 		sweep: cursor{key: sweepCursorKey}, offloadCursor: cursor{key: offloadCursorKey},
 		purgeCursor: cursor{key: purgeCursorKey}, pendingCursor: cursor{key: pendingCursorKey},
 		compacted: map[string]time.Time{}, leftovers: map[string]time.Time{}, sealed: map[catalog.LedgerID]catalog.LedgerMetadata{},
-		rereplicateCursor: cursor{key: rereplicateCursorKey}, missing: map[string]time.Time{},
+		rereplicateCursor: cursor{key: rereplicateCursorKey}, missing: map[string]time.Time{}, missingSeen: map[string]bool{},
 		pace: newPacer(cfg.RereplicateBytesPerSec, time.Now)}, nil
 }
 

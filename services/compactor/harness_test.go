@@ -196,15 +196,16 @@ func (e *env) ledger(topic string, first int64, entries, perEntry int) catalog.L
 }
 
 // ledgerOf writes a sealed ledger of the given entry payloads (batches for
-// offsets first..last) to topic's partition 0 and appends it to the chain.
-func (e *env) ledgerOf(topic string, first, last int64, payloads [][]byte) catalog.LedgerMetadata {
+// offsets first..last) to topic's partition 0 and appends it to the chain;
+// on the given ensemble if any, else on one the client picks.
+func (e *env) ledgerOf(topic string, first, last int64, payloads [][]byte, ensemble ...string) catalog.LedgerMetadata {
 	e.t.Helper()
 	e.mu.Lock()
 	l := e.lease[topic]
 	e.mu.Unlock()
 	w, err := e.ledgers.CreateLedger(e.ctx(), catalog.LedgerSpec{
 		Topic: topic, TopicID: l.TopicID, Partition: 0, Replication: catalog.Replication{Ensemble: 3, WriteQuorum: 2, AckQuorum: 2},
-		FirstOffset: first, WriterOwner: l.Owner, WriterEpoch: l.Epoch,
+		FirstOffset: first, WriterOwner: l.Owner, WriterEpoch: l.Epoch, Ensemble: ensemble,
 	})
 	if err != nil {
 		e.t.Fatal(err)

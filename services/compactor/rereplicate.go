@@ -70,9 +70,13 @@ func (c *Compactor) rereplicateAll(ctx context.Context, t *tally) {
 	var todo []job
 	under := 0
 	token, scanned := string(c.rereplicateCursor.token), 0
-scan:
-	for scanned < c.cfg.MaxScanPerPass {
-		page, err := c.deps.Catalog.ListLedgersByState(ctx, catalog.LedgerClosed, token, min(catalog.MaxPageSize, c.cfg.MaxScanPerPass-scanned))
+	for scanned < c.cfg.MaxScanPerPass && len(todo) < c.cfg.MaxLedgersPerPass {
+		// A page of at most the jobs still wanted: it never overfills, so
+		// the cursor always moves past it. (Stopping mid-page would leave
+		// the cursor before ledgers that cannot be repaired — no spare
+		// bookie — and every later pass would stall on them.)
+		limit := min(catalog.MaxPageSize, c.cfg.MaxScanPerPass-scanned, c.cfg.MaxLedgersPerPass-len(todo))
+		page, err := c.deps.Catalog.ListLedgersByState(ctx, catalog.LedgerClosed, token, limit)
 		if err != nil {
 			if errors.Is(err, catalog.ErrInvalid) {
 				token = ""
@@ -85,6 +89,9 @@ scan:
 			from, counted := "", false
 			for _, b := range ledgerBookies(m) {
 				missing, isLost := lost(b)
+				if missing {
+					c.missingSeen[b] = true
+				}
 				if missing && !counted {
 					under, counted = under+1, true
 				}
@@ -92,15 +99,20 @@ scan:
 					from = b
 				}
 			}
-			if from == "" {
-				continue
+			if from != "" {
+				todo = append(todo, job{m, from})
 			}
-			if len(todo) == c.cfg.MaxLedgersPerPass {
-				break scan // the cursor stays before this page
-			}
-			todo = append(todo, job{m, from})
 		}
 		if token = page.NextPageToken; token == "" {
+			// A whole cycle of the scan is done: forget the missing
+			// bookies no CLOSED ledger names any more (moved off, or
+			// never back), so c.missing holds only bookies that matter.
+			for id := range c.missing {
+				if !c.missingSeen[id] {
+					delete(c.missing, id)
+				}
+			}
+			clear(c.missingSeen)
 			break
 		}
 	}
@@ -112,10 +124,14 @@ scan:
 	if len(todo) == 0 {
 		return
 	}
-	var targets sync.Mutex // choose serially: spreads the copies
+	var targets sync.Mutex
+	assigned := map[string]int{} // ledgers given to each target this pass (spreads them)
 	each(ctx, c.cfg.Workers, todo, func(ctx context.Context, j job) {
 		targets.Lock()
-		to, ok := pickTarget(j.m, j.from, live)
+		to, ok := pickTarget(j.m, j.from, live, assigned)
+		if ok {
+			assigned[to]++
+		}
 		targets.Unlock()
 		if !ok {
 			t.fail(fmt.Errorf("re-replicate ledger %d: no live bookie outside its ensembles to take %s's copies (%d live)", j.m.ID, j.from, len(live)))
@@ -136,8 +152,8 @@ scan:
 	})
 }
 
-// maxMissingBookies bounds c.missing (a registry cannot hold more bookies
-// than catalog.MaxBookies anyway).
+// maxMissingBookies bounds c.missing; a full scan cycle forgets the
+// bookies no CLOSED ledger names any more.
 const maxMissingBookies = 4096
 
 // ledgerBookies is every bookie m's segments name, each once, in order.
@@ -156,8 +172,9 @@ func ledgerBookies(m catalog.LedgerMetadata) []string {
 // pickTarget chooses the live bookie that takes from's copies of m: a
 // writable one (not read-only: near disk-full, it takes no new entries)
 // in no segment of m that names from (a segment's bookies are distinct),
-// preferring the most free space, ties spread by the ledger id.
-func pickTarget(m catalog.LedgerMetadata, from string, live []catalog.Bookie) (string, bool) {
+// preferring the one given the fewest ledgers this pass (assigned), then
+// the most free space, ties spread by the ledger id.
+func pickTarget(m catalog.LedgerMetadata, from string, live []catalog.Bookie, assigned map[string]int) (string, bool) {
 	var taken []string
 	for _, seg := range m.Ensembles {
 		if slices.Contains(seg.Bookies, from) {
@@ -167,15 +184,16 @@ func pickTarget(m catalog.LedgerMetadata, from string, live []catalog.Bookie) (s
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(strconv.FormatInt(int64(m.ID), 10)))
 	spread := h.Sum32()
-	best, bestKey := "", [2]uint64{}
+	best, bestKey := "", [3]uint64{}
 	for _, b := range live {
 		if b.ReadOnly || slices.Contains(taken, b.ID) {
 			continue
 		}
 		hb := fnv.New32a()
 		_, _ = hb.Write([]byte(b.ID))
-		key := [2]uint64{uint64(max(b.FreeBytes, 0)), uint64(hb.Sum32() ^ spread)}
-		if best == "" || key[0] > bestKey[0] || key[0] == bestKey[0] && key[1] > bestKey[1] {
+		// Larger is better: fewer assigned, more free, then the hash.
+		key := [3]uint64{^uint64(assigned[b.ID]), uint64(max(b.FreeBytes, 0)), uint64(hb.Sum32() ^ spread)}
+		if best == "" || slices.Compare(key[:], bestKey[:]) > 0 {
 			best, bestKey = b.ID, key
 		}
 	}

@@ -114,6 +114,34 @@ func TestPassRereplicationWithoutSpare(t *testing.T) {
 	}
 }
 
+// A ledger that cannot be repaired (no spare outside its ensemble) does
+// not stall the scan: with one ledger per pass, the next pass moves on to
+// the next ledger and repairs it.
+func TestPassRereplicationScanMovesPastUnrepairable(t *testing.T) {
+	e := newEnv(t)
+	e.startBookie("b4")
+	e.topic("orders", catalog.DefaultTopicConfig())
+	batches := func(first int64) [][]byte {
+		return [][]byte{batch(t, first, 5, "orders"), batch(t, first+5, 5, "orders")}
+	}
+	stuck := e.ledgerOf("orders", 0, 9, batches(0), "b1", "b2", "b3")      // b1 lost, b4 (the only spare) lost too
+	fixable := e.ledgerOf("orders", 10, 19, batches(10), "b1", "b2", "b4") // b1 lost: b3 takes it
+	c := e.compactor(func(cfg *Config, _ *Deps) {
+		cfg.OffloadAge, cfg.RereplicateGrace, cfg.MaxLedgersPerPass = time.Hour, -1, 1
+	})
+	e.loseBookie("b1")
+	e.loseBookie("b4")
+	for pass := 1; pass <= 3; pass++ {
+		_, _ = c.Pass(e.ctx()) // the stuck ledger fails every time it comes up
+	}
+	if got := e.get(fixable.ID); slices.Contains(ledgerBookies(got), "b1") {
+		t.Fatalf("the repairable ledger still names b1 after 3 passes: %v (the scan stalled on ledger %d)", got.Ensembles, stuck.ID)
+	}
+	if got := e.get(stuck.ID); got.Version != stuck.Version {
+		t.Fatalf("the unrepairable ledger changed: %+v", got)
+	}
+}
+
 // The target is a writable live bookie outside the segments holding the
 // lost copies, the one with the most free space.
 func TestPickTarget(t *testing.T) {
@@ -123,14 +151,18 @@ func TestPickTarget(t *testing.T) {
 	live := []catalog.Bookie{{ID: "b"}, {ID: "c"}, {ID: "d", FreeBytes: 9 << 30}, {ID: "e", FreeBytes: 1 << 30},
 		{ID: "f", FreeBytes: 5 << 30}, {ID: "g", FreeBytes: 50 << 30, ReadOnly: true}}
 	// a is only in segment 0: d (segment 1 only) may take it, and has the most room.
-	if got, ok := pickTarget(m, "a", live); !ok || got != "d" {
+	if got, ok := pickTarget(m, "a", live, nil); !ok || got != "d" {
 		t.Errorf("from a: %q %v, want d", got, ok)
 	}
 	// b is in both segments: a, c and d are out; g is read-only; f has more room than e.
-	if got, ok := pickTarget(m, "b", live); !ok || got != "f" {
+	if got, ok := pickTarget(m, "b", live, nil); !ok || got != "f" {
 		t.Errorf("from b: %q %v, want f", got, ok)
 	}
-	if got, ok := pickTarget(m, "b", live[:3]); ok {
+	// Once f took a ledger this pass, the next one goes to e.
+	if got, ok := pickTarget(m, "b", live, map[string]int{"f": 1}); !ok || got != "e" {
+		t.Errorf("from b with f given one already: %q %v, want e", got, ok)
+	}
+	if got, ok := pickTarget(m, "b", live[:3], nil); ok {
 		t.Errorf("no spare: got %q", got)
 	}
 }
