@@ -31,8 +31,8 @@ type RereplicateResult struct {
 //     of its write set — the entry, its LAC and its checksum as stored,
 //     verified against wire.EntryChecksum — and written to `to` with a
 //     recovery add (the ledger's master key), in windows of at most
-//     rereplicateWindow entries; each must be acknowledged by `to`, which
-//     means fsynced in its journal.
+//     rereplicateWindow entries and about rereplicateWindowBytes; each
+//     must be acknowledged by `to`, which means fsynced in its journal.
 //  2. Only then one catalog compare-and-set points those positions at
 //     `to` (catalog.NextLedger's replica move). A lost race re-reads the
 //     ledger and starts over; a ledger that no longer lists `from` is done.
@@ -103,6 +103,11 @@ type replicaMove struct {
 // seen acknowledged by the new bookie.
 const rereplicateWindow = 64
 
+// rereplicateWindowBytes bounds the payload bytes of a window as well: a
+// window ends early once it holds this much (at least one entry), so a
+// ledger of large entries costs at most this much memory per call.
+const rereplicateWindowBytes = 16 << 20
+
 // copyReplicas copies to `to` every entry `from` holds in m's segments,
 // and returns m with those positions pointing at `to`.
 func (c *Client) copyReplicas(ctx context.Context, m catalog.LedgerMetadata, from, to string, pace func(context.Context, int) error) (replicaMove, int, int64, error) {
@@ -134,11 +139,11 @@ func (c *Client) copyReplicas(ctx context.Context, m catalog.LedgerMetadata, fro
 			}
 		}
 		for len(mine) > 0 {
-			n := min(len(mine), rereplicateWindow)
-			w, err := c.readWindow(ctx, m, sched, seg, pos, mine[:n])
+			w, err := c.readWindow(ctx, m, sched, seg, pos, mine[:min(len(mine), rereplicateWindow)])
 			if err != nil {
 				return replicaMove{}, entries, bytes, err
 			}
+			n := len(w) // a prefix: the window may end early at its byte bound
 			size := 0
 			for _, e := range w {
 				size += len(e.GetPayload())
@@ -165,11 +170,13 @@ func (c *Client) copyReplicas(ctx context.Context, m catalog.LedgerMetadata, fro
 // consecutive entries are asked of one survivor with range reads when
 // Qw = E (every bookie of the segment then holds every entry); whatever a
 // range read does not return
-// verified is read entry by entry from each survivor in turn. (With
+// verified is read entry by entry from each survivor in turn. It returns
+// a prefix of entries: it stops once rereplicateWindowBytes are held. (With
 // striping the survivors change from entry to entry, so entries are read
 // one by one.)
 func (c *Client) readWindow(ctx context.Context, m catalog.LedgerMetadata, sched ledger.Schedule, seg catalog.EnsembleSegment, lost int, entries []int64) ([]*bookiev1.Entry, error) {
 	got := make(map[int64]*bookiev1.Entry, len(entries))
+	held := 0 // payload bytes in got
 	verified := func(e int64, ent *bookiev1.Entry) bool {
 		if ent.GetEntryId() == e && wire.EntryChecksum(int64(m.ID), e, ent.GetLac(), ent.GetPayload()) == ent.GetCrc32C() {
 			return true
@@ -180,7 +187,7 @@ func (c *Client) readWindow(ctx context.Context, m catalog.LedgerMetadata, sched
 	// Range reads over runs of consecutive entries, from the first
 	// survivor of the run's first entry (rotating by run, so the load is
 	// spread).
-	for i := 0; i < len(entries); {
+	for i := 0; i < len(entries) && held < rereplicateWindowBytes; {
 		j := i + 1
 		for j < len(entries) && entries[j] == entries[j-1]+1 {
 			j++
@@ -194,7 +201,7 @@ func (c *Client) readWindow(ctx context.Context, m catalog.LedgerMetadata, sched
 		}
 		if len(survivors) > 0 && m.Replication.WriteQuorum == m.Replication.Ensemble {
 			b := seg.Bookies[survivors[int(first)%len(survivors)]]
-			for next, good := first, true; good && next <= last; {
+			for next, good := first, true; good && next <= last && held < rereplicateWindowBytes; {
 				// A bookie answers a prefix (its byte bound): go on from
 				// where it stopped, until an entry fails or nothing comes.
 				msg, err := c.readCall(ctx, b, &bookiev1.ReadEntriesRequest{LedgerId: int64(m.ID), FirstEntry: next, LastEntry: last})
@@ -209,6 +216,7 @@ func (c *Client) readWindow(ctx context.Context, m catalog.LedgerMetadata, sched
 						break
 					}
 					got[next] = ent
+					held += len(ent.GetPayload())
 					next++
 				}
 			}
@@ -216,9 +224,14 @@ func (c *Client) readWindow(ctx context.Context, m catalog.LedgerMetadata, sched
 		i = j
 	}
 	out := make([]*bookiev1.Entry, 0, len(entries))
+	size := 0
 	for _, e := range entries {
+		if len(out) > 0 && size >= rereplicateWindowBytes {
+			break // the window's byte bound: the rest in the next window
+		}
 		if ent := got[e]; ent != nil {
 			out = append(out, ent)
+			size += len(ent.GetPayload())
 			continue
 		}
 		var errs []error
@@ -247,6 +260,7 @@ func (c *Client) readWindow(ctx context.Context, m catalog.LedgerMetadata, sched
 			return nil, fmt.Errorf("no surviving copy of entry %d could be read: %w", e, errors.Join(errs...))
 		}
 		out = append(out, ent)
+		size += len(ent.GetPayload())
 	}
 	return out, nil
 }

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"slices"
@@ -250,5 +251,50 @@ func TestReaderFollowsMovedReplicas(t *testing.T) {
 	}
 	if len(got) != last+1 {
 		t.Fatalf("read %d entries, want %d", len(got), last+1)
+	}
+}
+
+// Windows are bounded in bytes as well as entries: a ledger of large
+// entries is moved in windows of about rereplicateWindowBytes, never all
+// of it held at once, and every entry arrives intact.
+func TestRereplicateWindowsAreBoundedInBytes(t *testing.T) {
+	cl := newCluster(t, 4)
+	rep := catalog.Replication{Ensemble: 3, WriteQuorum: 3, AckQuorum: 2}
+	w, err := cl.client(t).CreateLedger(ctxT(t), spec(rep, "b1", "b2", "b3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n, size = 24, 1000 << 10
+	big := func(e int) []byte { return bytes.Repeat([]byte{byte(e)}, size) }
+	for e := range n {
+		if _, err := w.Append(ctxT(t), big(e)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := w.Close(ctxT(t), 100+n-1); err != nil {
+		t.Fatal(err)
+	}
+	cl.stopBookie("b1")
+	var windows []int
+	res, err := cl.client(t).Rereplicate(ctxT(t), w.ID(), "b1", "b4", func(_ context.Context, b int) error {
+		windows = append(windows, b)
+		return nil
+	})
+	if err != nil || !res.Moved || res.Entries != n {
+		t.Fatalf("%+v, %v", res, err)
+	}
+	if len(windows) < 2 {
+		t.Fatalf("%d MiB moved in %d window(s): %v", n*size>>20, len(windows), windows)
+	}
+	for _, b := range windows {
+		if b > rereplicateWindowBytes+size {
+			t.Errorf("a window of %d bytes, bound %d (+ one entry)", b, rereplicateWindowBytes)
+		}
+	}
+	b4 := cl.rpc(t, "b4")
+	for e := range n {
+		if got, err := rawRead(t, b4, w.ID(), int64(e)); err != nil || !bytes.Equal(got.GetPayload(), big(e)) {
+			t.Fatalf("entry %d on b4: %v", e, err)
+		}
 	}
 }
