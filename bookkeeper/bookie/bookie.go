@@ -45,8 +45,11 @@ type Bookie struct {
 	cookie storage.Cookie
 	lacs   *lacWatch
 
-	readOnly     atomic.Bool // disk watermark reached
-	operatorRO   atomic.Bool // SetReadOnly
+	readOnly     atomic.Bool   // disk watermark reached
+	operatorRO   atomic.Bool   // SetReadOnly
+	drainingMs   atomic.Int64  // SetDraining: Unix ms it began, 0 when not draining; written under drainMu
+	drainMu      sync.Mutex    // serialises SetDraining's file changes
+	beatKick     chan struct{} // SetDraining asks Heartbeat for a renewal now
 	sinceCkpt    atomic.Int64
 	ckptKick     chan struct{}
 	diskUsage    atomic.Pointer[diskStatus]
@@ -78,6 +81,7 @@ func Open(cfg Config) (*Bookie, error) {
 		log:      cfg.Logger,
 		lacs:     newLacWatch(cfg.MaxLacWaiters),
 		ckptKick: make(chan struct{}, 1),
+		beatKick: make(chan struct{}, 1),
 	}
 	b.recordBuffer.New = func() any { return new([]byte) }
 	st, cookie, err := openStorage(cfg)
@@ -85,6 +89,13 @@ func Open(cfg Config) (*Bookie, error) {
 		return nil, err
 	}
 	b.st, b.cookie = st, cookie
+	since, err := readDrain(cfg.FS, cfg.JournalDir)
+	if err != nil {
+		return nil, errors.Join(err, st.Close())
+	}
+	if !since.IsZero() {
+		b.drainingMs.Store(since.UnixMilli())
+	}
 	replayed := 0
 	j, err := journal.Open(cfg.journalConfig(), func(seq uint64, rec []byte) error {
 		r, err := decodeRecord(rec)
@@ -215,8 +226,11 @@ func (b *Bookie) fail(err error) {
 	}
 }
 
-// ReadOnly reports whether the bookie refuses normal adds.
-func (b *Bookie) ReadOnly() bool { return b.readOnly.Load() || b.operatorRO.Load() }
+// ReadOnly reports whether the bookie refuses normal adds: its disks are
+// near full, the operator said so (SetReadOnly), or it is draining.
+func (b *Bookie) ReadOnly() bool {
+	return b.readOnly.Load() || b.operatorRO.Load() || b.drainingMs.Load() != 0
+}
 
 // SetReadOnly forces the bookie read-only (true) or lets the disk
 // watermark decide again (false).
@@ -393,6 +407,8 @@ type Status struct {
 	TotalBytes        int64
 	Usage             float64
 	ReadOnly          bool
+	Draining          bool      // SetDraining; then ReadOnly too
+	DrainingSince     time.Time // when Draining
 	Failed            error
 	Journal           journal.Stats
 	Storage           storage.Stats
@@ -405,6 +421,7 @@ func (b *Bookie) Status() Status {
 	if d := b.diskUsage.Load(); d != nil {
 		s.FreeBytes, s.TotalBytes, s.Usage = d.free, d.total, d.usage
 	}
+	s.DrainingSince, s.Draining = b.Draining()
 	if f := b.failed.Load(); f != nil {
 		s.Failed = f.err
 	}

@@ -82,13 +82,24 @@
 // registry; below Config.WritableBelow it takes adds again. Recovery adds are
 // still taken so ledgers can be closed.
 //
+// # Draining
+//
+// SetDraining (the SetDraining RPC, from `sluice bookie decommission`)
+// makes the bookie read-only for good and says "draining" in its
+// heartbeat, so the compactor moves its ledgers' copies elsewhere while it
+// still serves reads. The state is the checksummed, versioned file
+// DRAINING in the journal directory (format in drain.go), so it survives
+// restarts; a damaged one stops Open.
+//
 // # Goroutines and locks
 //
 // Open starts none of its own (the journal and storage start theirs). Run
 // is the owner of the background loop; each AddEntries and WatchLac call
 // starts one sender goroutine and waits for it. Heartbeat runs in the caller's goroutine.
 // Locks: lacWatch.mu, then a WatchLac stream's lacStream.mu (never held
-// while calling the journal or storage); the journal's and storage's own lock orders apply below.
+// while calling the journal or storage); drainMu alone (held across the
+// marker file's write or removal, never with another lock); the journal's
+// and storage's own lock orders apply below.
 //
 // # Files
 //
@@ -100,4 +111,5 @@
 //	service.go   the RPC edge: BookieService, error and status mapping
 //	watch.go     the RPC edge: the WatchLac stream
 //	registry.go  the registry heartbeat
+//	drain.go     draining: the DRAINING marker's format, SetDraining
 package bookie

@@ -11,9 +11,10 @@ import (
 // Heartbeat registers the bookie in the catalog's bookie registry at
 // address and renews the record every interval (with ttl, so a bookie that
 // stops renewing drops out of ensemble selection after ttl), carrying its
-// free space and read-only flag. It returns when ctx ends, after removing
-// nothing: a stopped bookie's record simply expires, which is what writers
-// already handle. A failed renewal is resent within the interval
+// free space, read-only flag and draining state (a change of draining is
+// sent at once). It returns when ctx ends, after removing nothing: a
+// stopped bookie's record simply expires, which is what writers already
+// handle. A failed renewal is resent within the interval
 // (catalog.RetryHeartbeat), then logged; writers only see the bookie vanish
 // if renewals keep failing for ttl.
 func (b *Bookie) Heartbeat(ctx context.Context, reg catalog.Bookies, address string, interval, ttl time.Duration) error {
@@ -28,7 +29,7 @@ func (b *Bookie) Heartbeat(ctx context.Context, reg catalog.Bookies, address str
 		rec := catalog.Bookie{
 			ID: b.cfg.ID, Address: address,
 			FreeBytes: max(st.FreeBytes, 0), TotalBytes: max(st.TotalBytes, st.FreeBytes, 0),
-			ReadOnly: st.ReadOnly || st.Failed != nil,
+			ReadOnly: st.ReadOnly || st.Failed != nil, Draining: st.Draining,
 		}
 		cctx, cancel := context.WithTimeout(ctx, interval)
 		defer cancel()
@@ -49,6 +50,8 @@ func (b *Bookie) Heartbeat(ctx context.Context, reg catalog.Bookies, address str
 			return nil
 		case <-t.C:
 			beat()
+		case <-b.beatKick:
+			beat() // the mode changed (SetDraining): say so at once
 		}
 	}
 }

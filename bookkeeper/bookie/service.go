@@ -384,9 +384,23 @@ func (s service) DeleteLedger(_ context.Context, req *connect.Request[bookiev1.D
 }
 
 func (s service) GetStatus(context.Context, *connect.Request[bookiev1.GetStatusRequest]) (*connect.Response[bookiev1.GetStatusResponse], error) {
-	st := s.b.Status()
-	return connect.NewResponse(&bookiev1.GetStatusResponse{
+	return connect.NewResponse(statusMessage(s.b.Status())), nil
+}
+
+func (s service) SetDraining(_ context.Context, req *connect.Request[bookiev1.SetDrainingRequest]) (*connect.Response[bookiev1.SetDrainingResponse], error) {
+	if err := s.b.SetDraining(req.Msg.GetDraining()); err != nil {
+		return nil, code(err)
+	}
+	return connect.NewResponse(&bookiev1.SetDrainingResponse{Status: statusMessage(s.b.Status())}), nil
+}
+
+func statusMessage(st Status) *bookiev1.GetStatusResponse {
+	m := &bookiev1.GetStatusResponse{
 		BookieId: st.Cookie.BookieID, InstanceId: st.Cookie.InstanceID,
-		FreeBytes: st.FreeBytes, TotalBytes: st.TotalBytes, ReadOnly: st.ReadOnly,
-	}), nil
+		FreeBytes: st.FreeBytes, TotalBytes: st.TotalBytes, ReadOnly: st.ReadOnly, Draining: st.Draining,
+	}
+	if st.Draining {
+		m.DrainingSinceMs = st.DrainingSince.UnixMilli()
+	}
+	return m
 }

@@ -174,6 +174,7 @@
 //	callbacks.go  the callback dispatcher
 //	recover.go    Recover
 //	rereplicate.go Rereplicate: a closed ledger's copies moved off a lost bookie (bookkeeper/DESIGN.md §4.1)
+//	drain.go       SetBookieDraining: start or cancel a bookie's draining (bookkeeper/DESIGN.md §4.2)
 //	reader.go     Reader: Read, WaitLAC, Refresh; Client.ReadEntries
 //	delete.go     DeleteLedger: drop a sealed ledger from its bookies (the compactor)
 //

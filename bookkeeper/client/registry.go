@@ -47,6 +47,7 @@ type registry struct {
 	// catalog call or an RPC.
 	mu          sync.Mutex
 	addrs       map[string]string // bookie id → address
+	draining    map[string]bool   // bookie ids the last listing said are draining
 	lastRefresh time.Time
 	dialed      map[string]bookiev1connect.BookieServiceClient // address → client
 	verified    map[string]string                              // bookie id → address whose identity was checked
@@ -56,7 +57,7 @@ type registry struct {
 func newRegistry(cfg Config, dial func(string) bookiev1connect.BookieServiceClient, stats *clientStats) *registry {
 	return &registry{
 		cfg: cfg, dial: dial, stats: stats,
-		addrs: map[string]string{}, dialed: map[string]bookiev1connect.BookieServiceClient{},
+		addrs: map[string]string{}, draining: map[string]bool{}, dialed: map[string]bookiev1connect.BookieServiceClient{},
 		verified: map[string]string{}, placed: map[string]int{},
 	}
 }
@@ -74,8 +75,12 @@ func (r *registry) list(ctx context.Context) ([]catalog.Bookie, error) {
 	defer r.mu.Unlock()
 	r.lastRefresh = r.cfg.Now()
 	seen := make(map[string]bool, len(live))
+	clear(r.draining)
 	for _, b := range live {
 		seen[b.ID] = true
+		if b.Draining {
+			r.draining[b.ID] = true
+		}
 		if old, ok := r.addrs[b.ID]; ok && old != b.Address {
 			delete(r.verified, b.ID)
 		}
@@ -222,6 +227,28 @@ func (r *registry) pick(ctx context.Context, n int, exclude []string) ([]string,
 	for i := range out {
 		out[i] = cands[i].ID
 		r.placed[out[i]]++
+	}
+	return out, nil
+}
+
+// drainingOf returns the bookies of ids that are draining, from a listing
+// at most RegistryRefreshInterval old (read again when older).
+func (r *registry) drainingOf(ctx context.Context, ids []string) ([]string, error) {
+	r.mu.Lock()
+	stale := r.cfg.Now().Sub(r.lastRefresh) >= r.cfg.RegistryRefreshInterval
+	r.mu.Unlock()
+	if stale {
+		if _, err := r.list(ctx); err != nil {
+			return nil, err
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, id := range ids {
+		if r.draining[id] && !slices.Contains(out, id) {
+			out = append(out, id)
+		}
 	}
 	return out, nil
 }

@@ -50,7 +50,7 @@ Ready when grpc.health.v1.Health/Check answers SERVING.`,
 			return runBookie(cmd.Context(), f, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
-	cmd.AddCommand(newBookieListCmd())
+	cmd.AddCommand(newBookieListCmd(), newBookieDecommissionCmd())
 	fs := cmd.Flags()
 	fs.StringVar(&f.dir, "dir", "", "data directory: journal, ledgers and index go in subdirectories (required)")
 	fs.StringVar(&f.journalDir, "journal-dir", "", "journal directory, ideally its own disk (default DIR/journal)")

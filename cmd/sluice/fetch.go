@@ -152,7 +152,7 @@ func runFetch(ctx context.Context, f fetchFlags, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	ad, err := admin.New(admin.Deps{Catalog: cat, Groups: svc.GroupAdmin(), Ledgers: ledgers, TopicDeleted: svc.TopicDeleted, TriggerStatus: svc.TriggerStatus,
+	ad, err := admin.New(admin.Deps{Catalog: cat, Groups: svc.GroupAdmin(), Ledgers: ledgers, Bookies: ledgers, TopicDeleted: svc.TopicDeleted, TriggerStatus: svc.TriggerStatus,
 		Owners: func(a string) peerv1connect.PartitionServiceClient {
 			return peerv1connect.NewPartitionServiceClient(clientHTTP, baseURL(a), connect.WithGRPC())
 		}})

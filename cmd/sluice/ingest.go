@@ -130,7 +130,7 @@ func runIngest(ctx context.Context, f ingestFlags, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	ad, err := admin.New(admin.Deps{Catalog: cat, EndOffset: svc.EndOffset, StableOffset: svc.StableOffset, Ledgers: ledgers, TopicDeleted: svc.TopicDeleted,
+	ad, err := admin.New(admin.Deps{Catalog: cat, EndOffset: svc.EndOffset, StableOffset: svc.StableOffset, Ledgers: ledgers, Bookies: ledgers, TopicDeleted: svc.TopicDeleted,
 		Owners: ingest.PartitionClients(clientHTTP)})
 	if err != nil {
 		return err

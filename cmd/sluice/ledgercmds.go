@@ -70,11 +70,12 @@ func ledgerUnderReplicated(ctx context.Context, addr string, stdout io.Writer) e
 // `sluice bookie`, which runs a bookie when given no subcommand).
 func newBookieListCmd() *cobra.Command {
 	return newListCmdNamed("list", "list the bookies: registered ones and missing ones, with their ledger counts",
-		`Lists the bookies in the registry (writable, or read-only: near disk-full or failed) and
-the missing ones — named by ledgers still on bookies, but not registered: dead, or stopped
+		`Lists the bookies in the registry (writable; read-only: near disk-full or failed; draining:
+being decommissioned, see sluice bookie decommission) and the missing ones — named by ledgers still on bookies, but not registered: dead, or stopped
 longer than their registration lasts — each with the number of ledgers on bookies (OPEN,
 IN_RECOVERY, CLOSED) whose ensembles name it. A missing bookie's count falls to 0 as the
-compactor re-replicates its closed ledgers (sluice ledger under-replicated lists them).`,
+compactor re-replicates its closed ledgers (sluice ledger under-replicated lists them), and a
+draining bookie's as the compactor moves them off it.`,
 		bookieList)
 }
 

@@ -214,7 +214,7 @@ func New(cfg Config) (_ *Cluster, err error) {
 	if c.Fetch, err = fetch.New(fcfg, fdeps); err != nil {
 		return nil, err
 	}
-	if c.Admin, err = admin.New(admin.Deps{Catalog: c.Catalog, EndOffset: c.Ingest.EndOffset, StableOffset: c.Ingest.StableOffset, Groups: c.Fetch.GroupAdmin(), Ledgers: c.Ledgers,
+	if c.Admin, err = admin.New(admin.Deps{Catalog: c.Catalog, EndOffset: c.Ingest.EndOffset, StableOffset: c.Ingest.StableOffset, Groups: c.Fetch.GroupAdmin(), Ledgers: c.Ledgers, Bookies: c.Ledgers,
 		TopicDeleted: func(t catalog.Topic) { c.Ingest.TopicDeleted(t); c.Fetch.TopicDeleted(t) }, TriggerStatus: c.Fetch.TriggerStatus,
 		Owners: ingest.PartitionClients(h2c)}); err != nil {
 		return nil, err
@@ -244,7 +244,7 @@ func New(cfg Config) (_ *Cluster, err error) {
 		if e.Ingest, err = ingest.New(ec, ingest.Deps{Catalog: icat, Ledgers: ingest.LedgerClient(c.Ledgers), Forward: ingest.Forwarder(h2c), Partitions: ingest.PartitionClients(h2c), Producers: c.Bookkeeping}); err != nil {
 			return nil, err
 		}
-		ad, err := admin.New(admin.Deps{Catalog: c.Catalog, EndOffset: e.Ingest.EndOffset, StableOffset: e.Ingest.StableOffset, Groups: c.Fetch.GroupAdmin(), Ledgers: c.Ledgers, TopicDeleted: e.Ingest.TopicDeleted,
+		ad, err := admin.New(admin.Deps{Catalog: c.Catalog, EndOffset: e.Ingest.EndOffset, StableOffset: e.Ingest.StableOffset, Groups: c.Fetch.GroupAdmin(), Ledgers: c.Ledgers, Bookies: c.Ledgers, TopicDeleted: e.Ingest.TopicDeleted,
 			Owners: ingest.PartitionClients(h2c)})
 		if err != nil {
 			return nil, err

@@ -12,8 +12,13 @@ type Bookie struct {
 	Address    string
 	FreeBytes  int64
 	TotalBytes int64
-	ReadOnly   bool      // near disk-full: serves reads, takes no new entries
-	ExpiresAt  time.Time // set by the store: its clock now + ttl
+	ReadOnly   bool // serves reads, takes no new entries (near disk-full, or draining)
+	// Draining: being decommissioned (`sluice bookie decommission`). The
+	// bookie set it itself and keeps it across restarts; it is also
+	// ReadOnly. The compactor moves its ledgers' copies to other bookies
+	// at once, while it still serves reads.
+	Draining  bool
+	ExpiresAt time.Time // set by the store: its clock now + ttl
 }
 
 // LiveAt reports whether the heartbeat has not expired at now.
@@ -46,6 +51,9 @@ func ValidateBookie(b Bookie, ttl time.Duration) error {
 	}
 	if b.FreeBytes < 0 || b.FreeBytes > b.TotalBytes {
 		return Invalid("freeBytes", "%d is outside [0, totalBytes %d]", b.FreeBytes, b.TotalBytes)
+	}
+	if b.Draining && !b.ReadOnly {
+		return Invalid("draining", "a draining bookie must also be read-only (it takes no new entries)")
 	}
 	return ValidateTTL(ttl)
 }

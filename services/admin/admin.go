@@ -17,6 +17,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/sluicemq/sluice/bookkeeper/client"
 	"github.com/sluicemq/sluice/internal/apierr"
 	"github.com/sluicemq/sluice/pkg/catalog"
 	peerv1 "github.com/sluicemq/sluice/pkg/gen/sluice/peer/v1"
@@ -73,6 +74,15 @@ type Deps struct {
 	// or when the owner does not answer, an open tail's end is reported as
 	// a lower bound (PartitionInfo.end_offset_lower_bound).
 	Owners func(address string) peerv1connect.PartitionServiceClient
+	// Bookies, if set, reaches bookies for DecommissionBookie (the ledger
+	// client); without it that RPC answers UNIMPLEMENTED.
+	Bookies BookieControl
+}
+
+// BookieControl changes a bookie's mode (the ledger client's
+// SetBookieDraining).
+type BookieControl interface {
+	SetBookieDraining(ctx context.Context, id string, draining bool) (client.BookieStatus, error)
 }
 
 // Ledgers is the ledger client's recovery: fence a ledger on its bookies

@@ -2,6 +2,8 @@ package admin
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -150,16 +152,57 @@ scan:
 		}
 	}
 	for _, b := range live {
-		state := "writable"
-		if b.ReadOnly {
-			state = "read-only"
-		}
-		resp.Bookies = append(resp.Bookies, &sluicev1.BookieInfo{Id: b.ID, Address: b.Address, State: state, FreeBytes: b.FreeBytes,
+		resp.Bookies = append(resp.Bookies, &sluicev1.BookieInfo{Id: b.ID, Address: b.Address, State: bookieState(b.ReadOnly, b.Draining), FreeBytes: b.FreeBytes,
 			TotalBytes: b.TotalBytes, ExpiresAtMs: b.ExpiresAt.UnixMilli(), Ledgers: count[b.ID]})
 	}
 	slices.Sort(missing)
 	for _, b := range missing {
 		resp.Bookies = append(resp.Bookies, &sluicev1.BookieInfo{Id: b, State: "missing", Ledgers: count[b]})
+	}
+	return connect.NewResponse(resp), nil
+}
+
+// bookieState is a live bookie's BookieInfo.state.
+func bookieState(readOnly, draining bool) string {
+	switch {
+	case draining:
+		return "draining"
+	case readOnly:
+		return "read-only"
+	default:
+		return "writable"
+	}
+}
+
+// DecommissionBookie starts or cancels draining a live bookie (see the
+// RPC's documentation; bookkeeper/DESIGN.md "Decommission").
+func (s *Service) DecommissionBookie(ctx context.Context, req *connect.Request[sluicev1.DecommissionBookieRequest]) (*connect.Response[sluicev1.DecommissionBookieResponse], error) {
+	if s.d.Bookies == nil {
+		return nil, connect.NewError(connect.CodeUnimplemented, errors.New("this server cannot reach bookies"))
+	}
+	id := req.Msg.GetBookieId()
+	if err := catalog.ValidateID("bookie_id", id); err != nil {
+		return nil, apierr.FromCatalog(err)
+	}
+	live, err := s.d.Catalog.ListLiveBookies(ctx)
+	if err != nil {
+		return nil, apierr.FromCatalog(err)
+	}
+	if !slices.ContainsFunc(live, func(b catalog.Bookie) bool { return b.ID == id }) {
+		ids := make([]string, len(live))
+		for i, b := range live {
+			ids[i] = b.ID
+		}
+		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("bookie %q is not in the registry (live: %v); "+
+			"a bookie must be running to be drained — one lost for good is re-replicated after the compactor's --rereplicate-grace", id, ids))
+	}
+	st, err := s.d.Bookies.SetBookieDraining(ctx, id, !req.Msg.GetCancel())
+	if err != nil {
+		return nil, apierr.Otherwise(err)
+	}
+	resp := &sluicev1.DecommissionBookieResponse{State: bookieState(st.ReadOnly, st.Draining)}
+	if st.Draining {
+		resp.DrainingSinceMs = st.DrainingSince.UnixMilli()
 	}
 	return connect.NewResponse(resp), nil
 }

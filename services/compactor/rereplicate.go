@@ -27,6 +27,10 @@ import (
 //     (client.Rereplicate: copy from verified survivors, acknowledged,
 //     then one catalog compare-and-set), at most MaxLedgersPerPass
 //     ledgers, Workers at once, RereplicateBytesPerSec overall.
+//  3. A live bookie that is draining (`sluice bookie decommission`) has
+//     its copies moved the same way, at once (no grace): it still serves
+//     reads, so nothing is under-replicated meanwhile. A ledger with a
+//     lost bookie has that one moved first.
 //
 // OPEN and IN_RECOVERY ledgers are left to their writer (an ensemble
 // change replaces a failed bookie for new entries) and to recovery; they
@@ -86,8 +90,11 @@ func (c *Compactor) rereplicateAll(ctx context.Context, t *tally) {
 		}
 		scanned += len(page.Items)
 		for _, m := range page.Items {
-			from, counted := "", false
+			from, counted, drain := "", false, ""
 			for _, b := range ledgerBookies(m) {
+				if bk, ok := alive[b]; ok && bk.Draining && drain == "" {
+					drain = b
+				}
 				missing, isLost := lost(b)
 				if missing {
 					c.missingSeen[b] = true
@@ -98,6 +105,9 @@ func (c *Compactor) rereplicateAll(ctx context.Context, t *tally) {
 				if isLost && from == "" {
 					from = b
 				}
+			}
+			if from == "" {
+				from = drain
 			}
 			if from != "" {
 				todo = append(todo, job{m, from})

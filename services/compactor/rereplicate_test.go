@@ -96,6 +96,71 @@ func TestPassRereplicatesLostBookie(t *testing.T) {
 	}
 }
 
+// A draining bookie (decommissioning) has its copies moved at the first
+// pass, without waiting for any grace and while it still serves reads;
+// then it can be stopped and every ledger still reads back whole.
+func TestPassMovesDrainingBookieAtOnce(t *testing.T) {
+	e := newEnv(t)
+	e.startBookie("b4")
+	e.topic("orders", catalog.DefaultTopicConfig())
+	var ms []catalog.LedgerMetadata
+	for i := range 4 {
+		ms = append(ms, e.ledger("orders", int64(i*40), 8, 5))
+	}
+	c := e.compactor(func(cfg *Config, _ *Deps) {
+		cfg.OffloadAge = time.Hour
+		cfg.RereplicateGrace = time.Hour // draining must not wait for it
+	})
+	drained := ms[0].Ensembles[0].Bookies[0]
+	st, err := e.ledgers.SetBookieDraining(e.ctx(), drained, true)
+	if err != nil || !st.Draining || !st.ReadOnly {
+		t.Fatalf("SetBookieDraining = %+v, %v", st, err)
+	}
+	// Its next heartbeat carries the state, as bookie.Heartbeat sends it.
+	live, err := e.cat.ListLiveBookies(e.ctx())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range live {
+		if b.ID == drained {
+			b.ReadOnly, b.Draining = true, true
+			if _, err := e.cat.HeartbeatBookie(e.ctx(), b, 10*time.Minute); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	holding := 0
+	for _, m := range ms {
+		if slices.Contains(ledgerBookies(m), drained) {
+			holding++
+		}
+	}
+	r, err := c.Pass(e.ctx())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.UnderReplicated != 0 || r.Rereplicated != holding || holding == 0 {
+		t.Fatalf("pass with %s draining: %+v; want %d moved, none under-replicated", drained, r, holding)
+	}
+	for _, m := range ms {
+		if got := e.get(m.ID); slices.Contains(ledgerBookies(got), drained) {
+			t.Fatalf("ledger %d still names %s: %+v", m.ID, drained, got)
+		}
+	}
+	e.loseBookie(drained)
+	for _, m := range ms {
+		got, err := e.ledgers.ReadEntries(e.ctx(), m.ID, 0, m.LastEntry)
+		if err != nil {
+			t.Fatalf("ledger %d after stopping the drained %s: %v", m.ID, drained, err)
+		}
+		for i, p := range got {
+			if string(p) != string(e.written[m.ID][i]) {
+				t.Fatalf("ledger %d entry %d differs", m.ID, i)
+			}
+		}
+	}
+}
+
 // With no live bookie outside a ledger's ensemble (three bookies, one
 // lost), nothing can take the copies: the pass reports the failure and
 // changes nothing.

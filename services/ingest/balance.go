@@ -277,3 +277,32 @@ func (s *Service) recentlyReleasedLocked(key slotKey) bool {
 	}
 	return true
 }
+
+// rollOffDraining asks every running writer to roll over if its ledger
+// names a bookie being drained (partition.Writer.RollOffDraining), so a
+// decommission does not wait for partitions that are idle or slow to roll.
+// Each writer checks against the ledger client's registry listing, read
+// at most once per its refresh interval for all of them.
+func (s *Service) rollOffDraining(ctx context.Context) {
+	s.mu.Lock()
+	var running []*partition.Writer
+	for _, sl := range s.writers {
+		select {
+		case <-sl.ready:
+			if sl.err == nil {
+				running = append(running, sl.w)
+			}
+		default:
+		}
+	}
+	s.mu.Unlock()
+	for _, w := range running {
+		if ctx.Err() != nil {
+			return
+		}
+		if _, err := w.RollOffDraining(ctx); err != nil {
+			s.log.Warn("could not check a partition's ledger for draining bookies", slog.Any("err", err))
+			return // the registry is unreachable: the next round tries again
+		}
+	}
+}

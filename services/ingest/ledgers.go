@@ -50,6 +50,10 @@ func (l ledgerWriter) Close(ctx context.Context, lastOffset int64) (catalog.Ledg
 	return m, fenced(err)
 }
 
+func (l ledgerWriter) DrainingBookies(ctx context.Context) ([]string, error) {
+	return l.w.DrainingBookies(ctx)
+}
+
 func fenced(err error) error {
 	if err != nil && (errors.Is(err, ledger.ErrFenced) || errors.Is(err, ledger.ErrUnauthorized)) {
 		return fmt.Errorf("%w: %w", partition.ErrFenced, err)

@@ -30,6 +30,7 @@ func bookiesHeartbeatListExpiry(e *env) {
 	}
 	e.clk.Advance(3 * time.Second)
 	update := bookie("bookie-2", 50, true)
+	update.Draining = true
 	if _, err := e.b.HeartbeatBookie(e.ctx, update, 6*time.Second); err != nil {
 		e.t.Fatal(err)
 	}
@@ -70,6 +71,7 @@ func bookiesValidation(e *env) {
 		{mod(func(b *catalog.Bookie) { b.TotalBytes = -1 }), time.Second, "totalBytes"},
 		{mod(func(b *catalog.Bookie) { b.FreeBytes = b.TotalBytes + 1 }), time.Second, "freeBytes"},
 		{mod(func(b *catalog.Bookie) { b.FreeBytes = -1 }), time.Second, "freeBytes"},
+		{mod(func(b *catalog.Bookie) { b.Draining, b.ReadOnly = true, false }), time.Second, "draining"},
 		{ok, time.Hour, "ttl"},
 	}
 	for _, c := range cases {
@@ -97,5 +99,5 @@ func wantBookies(e *env, ids ...string) []catalog.Bookie {
 
 func bookieEqual(a, b catalog.Bookie) bool {
 	return a.ID == b.ID && a.Address == b.Address && a.FreeBytes == b.FreeBytes && a.TotalBytes == b.TotalBytes &&
-		a.ReadOnly == b.ReadOnly && a.ExpiresAt.Equal(b.ExpiresAt)
+		a.ReadOnly == b.ReadOnly && a.Draining == b.Draining && a.ExpiresAt.Equal(b.ExpiresAt)
 }

@@ -151,6 +151,9 @@ func bookieItem(bk catalog.Bookie) map[string]av {
 	it["free"] = n(bk.FreeBytes)
 	it["total"] = n(bk.TotalBytes)
 	it["ro"] = b(bk.ReadOnly)
+	if bk.Draining {
+		it["drain"] = b(true)
+	}
 	it[attrExpires] = n(ms(bk.ExpiresAt))
 	return it
 }
@@ -158,7 +161,7 @@ func bookieItem(bk catalog.Bookie) map[string]av {
 func decodeBookie(it map[string]av) (catalog.Bookie, error) {
 	r := read(it)
 	bk := catalog.Bookie{ID: r.str(attrSK), Address: r.str("addr"), FreeBytes: r.num("free"), TotalBytes: r.num("total"),
-		ReadOnly: r.boolean("ro"), ExpiresAt: fromMs(r.num(attrExpires))}
+		ReadOnly: r.boolean("ro"), Draining: r.optBool("drain"), ExpiresAt: fromMs(r.num(attrExpires))}
 	return bk, r.err()
 }
 

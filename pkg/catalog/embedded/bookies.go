@@ -10,7 +10,7 @@ import (
 
 // HeartbeatBookie implements catalog.Bookies.
 func (c *store) HeartbeatBookie(_ context.Context, b catalog.Bookie, ttl time.Duration) (catalog.Bookie, error) {
-	r := bookieRec{ID: b.ID, Address: b.Address, FreeBytes: b.FreeBytes, TotalBytes: b.TotalBytes, ReadOnly: b.ReadOnly}
+	r := bookieRec{ID: b.ID, Address: b.Address, FreeBytes: b.FreeBytes, TotalBytes: b.TotalBytes, ReadOnly: b.ReadOnly, Draining: b.Draining}
 	err := c.write(func() error {
 		if err := c.checkRegistryRoom(bookiePrefix, bookieKey(b.ID), catalog.MaxBookies); err != nil {
 			return err

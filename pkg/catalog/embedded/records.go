@@ -83,6 +83,7 @@ type bookieRec struct {
 	FreeBytes  int64  `json:"freeBytes"`
 	TotalBytes int64  `json:"totalBytes"`
 	ReadOnly   bool   `json:"readOnly"`
+	Draining   bool   `json:"draining,omitempty"`
 	ExpiresMs  int64  `json:"expiresMs"`
 }
 
@@ -175,7 +176,7 @@ func (r ownerRec) owner() catalog.Owner {
 
 func (r bookieRec) bookie() catalog.Bookie {
 	return catalog.Bookie{ID: r.ID, Address: r.Address, FreeBytes: r.FreeBytes, TotalBytes: r.TotalBytes,
-		ReadOnly: r.ReadOnly, ExpiresAt: fromMs(r.ExpiresMs)}
+		ReadOnly: r.ReadOnly, Draining: r.Draining, ExpiresAt: fromMs(r.ExpiresMs)}
 }
 
 func toLedgerRec(m catalog.LedgerMetadata) ledgerRec {

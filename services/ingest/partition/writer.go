@@ -36,6 +36,9 @@ type Ledger interface {
 	// Close seals the ledger once its pending entries settled, recording
 	// lastOffset (the offset of its last record).
 	Close(ctx context.Context, lastOffset int64) (catalog.LedgerMetadata, error)
+	// DrainingBookies returns the bookies the ledger names that are being
+	// drained (decommissioned), per a recent registry listing.
+	DrainingBookies(ctx context.Context) ([]string, error)
 }
 
 // Ledgers is what the writer needs of the ledger client and the catalog.
@@ -632,6 +635,28 @@ func (w *Writer) carryOut(a machine.Action) machine.Event {
 		_, _ = a.Handle.(Ledger).Close(ctx, a.LastOffset)
 	}
 	return nil
+}
+
+// RollOffDraining rolls the ledger being written over to a new one when
+// it names a bookie being drained: that bookie refuses new entries, and
+// the copies it holds of this ledger move off it only once the ledger is
+// sealed (bookkeeper/DESIGN.md "Decommission"); an idle partition would
+// otherwise keep it open for good. It reports whether it asked for a roll.
+func (w *Writer) RollOffDraining(ctx context.Context) (bool, error) {
+	w.mu.Lock()
+	h, gen, ok := w.m.Current()
+	w.mu.Unlock()
+	if !ok {
+		return false, nil // rolling, replacing or closing: a new ledger comes anyway
+	}
+	l := h.(Ledger)
+	draining, err := l.DrainingBookies(ctx)
+	if err != nil || len(draining) == 0 {
+		return false, err
+	}
+	w.log.Info("rolling over: the ledger names a bookie being drained", slog.Int64("ledger", int64(l.ID())), slog.Any("draining", draining))
+	w.event(machine.Roll{Gen: gen})
+	return true, nil
 }
 
 func (w *Writer) logRetry(what string, err error) {

@@ -37,6 +37,9 @@ type memLedgers struct {
 	// createdAfterUnsealed: a ledger was created while an earlier one was
 	// not sealed.
 	createdAfterUnsealed bool
+	// draining: the ledgers (by id) DrainingBookies says name a draining
+	// bookie.
+	draining map[catalog.LedgerID]bool
 }
 
 type memLedger struct {
@@ -179,6 +182,15 @@ func (l *memLedger) AppendAsync(payload []byte, done func(int64, error)) error {
 	default:
 	}
 	return nil
+}
+
+func (l *memLedger) DrainingBookies(context.Context) ([]string, error) {
+	l.m.mu.Lock()
+	defer l.m.mu.Unlock()
+	if l.m.draining[l.id] {
+		return []string{"bookie-3"}, nil
+	}
+	return nil, nil
 }
 
 func (l *memLedger) Close(_ context.Context, lastOffset int64) (catalog.LedgerMetadata, error) {
@@ -571,5 +583,45 @@ func TestIdempotentProducer(t *testing.T) {
 	}
 	if r, err := w2.Append(ctx, idemBatch(t, 42, 7, 1)); err != nil || r.Duplicate || r.BaseOffset != 7 {
 		t.Fatalf("next batch after takeover: %+v, %v; want appended at 7", r, err)
+	}
+}
+
+// A ledger that names a draining bookie is rolled over by RollOffDraining:
+// sealed at its end, with the next ledger appended to the chain from
+// there, so its copies can move; one that names none is left alone, and
+// writing goes on in the new ledger.
+func TestRollOffDraining(t *testing.T) {
+	l, c := newMemLedgers(t), &memChain{}
+	w := openWriter(t, Config{}, l, c, catalog.Partition{})
+	if _, err := w.Append(context.Background(), batchOf(t, 2, 10)); err != nil {
+		t.Fatal(err)
+	}
+	if rolled, err := w.RollOffDraining(context.Background()); rolled || err != nil {
+		t.Fatalf("RollOffDraining with no draining bookie = %v, %v", rolled, err)
+	}
+	l.mu.Lock()
+	l.draining = map[catalog.LedgerID]bool{1: true}
+	l.mu.Unlock()
+	if rolled, err := w.RollOffDraining(context.Background()); !rolled || err != nil {
+		t.Fatalf("RollOffDraining with ledger 1 naming a draining bookie = %v, %v", rolled, err)
+	}
+	waitFor(t, func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return len(c.refs) == 2
+	})
+	l.mu.Lock()
+	first := l.ledgers[1]
+	sealed, last := first.sealed, first.last
+	l.mu.Unlock()
+	if !sealed || last != 1 || c.refs[1].FirstOffset != 2 {
+		t.Fatalf("after the roll: ledger 1 sealed %v at %d, next ledger %+v; want sealed at 1, next from 2", sealed, last, c.refs[1])
+	}
+	a, err := w.Append(context.Background(), batchOf(t, 1, 10))
+	if err != nil || a.BaseOffset != 2 {
+		t.Fatalf("append after the roll = %+v, %v; want offset 2", a, err)
+	}
+	if rolled, _ := w.RollOffDraining(context.Background()); rolled {
+		t.Fatal("the new ledger names no draining bookie, yet it rolled")
 	}
 }

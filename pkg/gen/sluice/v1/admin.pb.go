@@ -2615,8 +2615,9 @@ type BookieInfo struct {
 	// Empty for a missing bookie.
 	Address string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
 	// "writable", "read-only" (near disk-full, or failed: serves reads,
-	// takes no new entries) or "missing" (not in the registry: dead, or
-	// stopped longer than its registration lasts).
+	// takes no new entries), "draining" (being decommissioned: read-only,
+	// its ledgers' copies are being moved off) or "missing" (not in the
+	// registry: dead, or stopped longer than its registration lasts).
 	State      string `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
 	FreeBytes  int64  `protobuf:"varint,4,opt,name=free_bytes,json=freeBytes,proto3" json:"free_bytes,omitempty"`
 	TotalBytes int64  `protobuf:"varint,5,opt,name=total_bytes,json=totalBytes,proto3" json:"total_bytes,omitempty"`
@@ -2769,6 +2770,117 @@ func (x *ListBookiesResponse) GetLedgersTruncated() bool {
 		return x.LedgersTruncated
 	}
 	return false
+}
+
+// DecommissionBookieRequest names the bookie to drain.
+type DecommissionBookieRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The bookie's id, as ListBookies shows it.
+	BookieId string `protobuf:"bytes,1,opt,name=bookie_id,json=bookieId,proto3" json:"bookie_id,omitempty"`
+	// Stop draining instead: the bookie takes new entries again (copies
+	// already moved stay where they are).
+	Cancel        bool `protobuf:"varint,2,opt,name=cancel,proto3" json:"cancel,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DecommissionBookieRequest) Reset() {
+	*x = DecommissionBookieRequest{}
+	mi := &file_sluice_v1_admin_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DecommissionBookieRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DecommissionBookieRequest) ProtoMessage() {}
+
+func (x *DecommissionBookieRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_admin_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DecommissionBookieRequest.ProtoReflect.Descriptor instead.
+func (*DecommissionBookieRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *DecommissionBookieRequest) GetBookieId() string {
+	if x != nil {
+		return x.BookieId
+	}
+	return ""
+}
+
+func (x *DecommissionBookieRequest) GetCancel() bool {
+	if x != nil {
+		return x.Cancel
+	}
+	return false
+}
+
+// DecommissionBookieResponse is the bookie's state after the change.
+type DecommissionBookieResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "draining", or after cancel "writable" or "read-only".
+	State string `protobuf:"bytes,1,opt,name=state,proto3" json:"state,omitempty"`
+	// When draining began (Unix ms; 0 after cancel).
+	DrainingSinceMs int64 `protobuf:"varint,2,opt,name=draining_since_ms,json=drainingSinceMs,proto3" json:"draining_since_ms,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *DecommissionBookieResponse) Reset() {
+	*x = DecommissionBookieResponse{}
+	mi := &file_sluice_v1_admin_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DecommissionBookieResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DecommissionBookieResponse) ProtoMessage() {}
+
+func (x *DecommissionBookieResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_admin_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DecommissionBookieResponse.ProtoReflect.Descriptor instead.
+func (*DecommissionBookieResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *DecommissionBookieResponse) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *DecommissionBookieResponse) GetDrainingSinceMs() int64 {
+	if x != nil {
+		return x.DrainingSinceMs
+	}
+	return 0
 }
 
 var File_sluice_v1_admin_proto protoreflect.FileDescriptor
@@ -2974,7 +3086,13 @@ const file_sluice_v1_admin_proto_rawDesc = "" +
 	"\x13ListBookiesResponse\x12/\n" +
 	"\abookies\x18\x01 \x03(\v2\x15.sluice.v1.BookieInfoR\abookies\x12\x18\n" +
 	"\ascanned\x18\x02 \x01(\x05R\ascanned\x12+\n" +
-	"\x11ledgers_truncated\x18\x03 \x01(\bR\x10ledgersTruncated*\xb6\x01\n" +
+	"\x11ledgers_truncated\x18\x03 \x01(\bR\x10ledgersTruncated\"P\n" +
+	"\x19DecommissionBookieRequest\x12\x1b\n" +
+	"\tbookie_id\x18\x01 \x01(\tR\bbookieId\x12\x16\n" +
+	"\x06cancel\x18\x02 \x01(\bR\x06cancel\"^\n" +
+	"\x1aDecommissionBookieResponse\x12\x14\n" +
+	"\x05state\x18\x01 \x01(\tR\x05state\x12*\n" +
+	"\x11draining_since_ms\x18\x02 \x01(\x03R\x0fdrainingSinceMs*\xb6\x01\n" +
 	"\x14CommittedOffsetState\x12&\n" +
 	"\"COMMITTED_OFFSET_STATE_UNSPECIFIED\x10\x00\x12#\n" +
 	"\x1fCOMMITTED_OFFSET_STATE_IN_RANGE\x10\x01\x12*\n" +
@@ -2991,7 +3109,8 @@ const file_sluice_v1_admin_proto_rawDesc = "" +
 	"\x19TRIGGER_STATE_NOT_RUNNING\x10\x02\x12\x19\n" +
 	"\x15TRIGGER_STATE_RUNNING\x10\x03\x12\x19\n" +
 	"\x15TRIGGER_STATE_STOPPED\x10\x04\x12\x1f\n" +
-	"\x1bTRIGGER_STATE_TOPIC_DELETED\x10\x052\xd4\t\n" +
+	"\x1bTRIGGER_STATE_TOPIC_DELETED\x10\x052\xb9\n" +
+	"\n" +
 	"\fAdminService\x12N\n" +
 	"\vCreateTopic\x12\x1d.sluice.v1.CreateTopicRequest\x1a\x1e.sluice.v1.CreateTopicResponse\"\x00\x12N\n" +
 	"\vDeleteTopic\x12\x1d.sluice.v1.DeleteTopicRequest\x1a\x1e.sluice.v1.DeleteTopicResponse\"\x00\x12T\n" +
@@ -3007,7 +3126,8 @@ const file_sluice_v1_admin_proto_rawDesc = "" +
 	"\rDeleteTrigger\x12\x1f.sluice.v1.DeleteTriggerRequest\x1a .sluice.v1.DeleteTriggerResponse\"\x00\x12Q\n" +
 	"\fListTriggers\x12\x1e.sluice.v1.ListTriggersRequest\x1a\x1f.sluice.v1.ListTriggersResponse\"\x00\x12{\n" +
 	"\x1aListUnderReplicatedLedgers\x12,.sluice.v1.ListUnderReplicatedLedgersRequest\x1a-.sluice.v1.ListUnderReplicatedLedgersResponse\"\x00\x12N\n" +
-	"\vListBookies\x12\x1d.sluice.v1.ListBookiesRequest\x1a\x1e.sluice.v1.ListBookiesResponse\"\x00\x12Z\n" +
+	"\vListBookies\x12\x1d.sluice.v1.ListBookiesRequest\x1a\x1e.sluice.v1.ListBookiesResponse\"\x00\x12c\n" +
+	"\x12DecommissionBookie\x12$.sluice.v1.DecommissionBookieRequest\x1a%.sluice.v1.DecommissionBookieResponse\"\x00\x12Z\n" +
 	"\x0fDescribeTrigger\x12!.sluice.v1.DescribeTriggerRequest\x1a\".sluice.v1.DescribeTriggerResponse\"\x00B\x97\x01\n" +
 	"\rcom.sluice.v1B\n" +
 	"AdminProtoP\x01Z5github.com/sluicemq/sluice/pkg/gen/sluice/v1;sluicev1\xa2\x02\x03SXX\xaa\x02\tSluice.V1\xca\x02\tSluice\\V1\xe2\x02\x15Sluice\\V1\\GPBMetadata\xea\x02\n" +
@@ -3026,7 +3146,7 @@ func file_sluice_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_sluice_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_sluice_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_sluice_v1_admin_proto_goTypes = []any{
 	(CommittedOffsetState)(0),                  // 0: sluice.v1.CommittedOffsetState
 	(TriggerStartingPosition)(0),               // 1: sluice.v1.TriggerStartingPosition
@@ -3068,21 +3188,23 @@ var file_sluice_v1_admin_proto_goTypes = []any{
 	(*ListBookiesRequest)(nil),                 // 37: sluice.v1.ListBookiesRequest
 	(*BookieInfo)(nil),                         // 38: sluice.v1.BookieInfo
 	(*ListBookiesResponse)(nil),                // 39: sluice.v1.ListBookiesResponse
-	nil,                                        // 40: sluice.v1.CreateTopicRequest.ConfigEntry
-	nil,                                        // 41: sluice.v1.TopicInfo.ConfigEntry
-	(StartPosition)(0),                         // 42: sluice.v1.StartPosition
+	(*DecommissionBookieRequest)(nil),          // 40: sluice.v1.DecommissionBookieRequest
+	(*DecommissionBookieResponse)(nil),         // 41: sluice.v1.DecommissionBookieResponse
+	nil,                                        // 42: sluice.v1.CreateTopicRequest.ConfigEntry
+	nil,                                        // 43: sluice.v1.TopicInfo.ConfigEntry
+	(StartPosition)(0),                         // 44: sluice.v1.StartPosition
 }
 var file_sluice_v1_admin_proto_depIdxs = []int32{
-	40, // 0: sluice.v1.CreateTopicRequest.config:type_name -> sluice.v1.CreateTopicRequest.ConfigEntry
+	42, // 0: sluice.v1.CreateTopicRequest.config:type_name -> sluice.v1.CreateTopicRequest.ConfigEntry
 	9,  // 1: sluice.v1.CreateTopicResponse.topic:type_name -> sluice.v1.TopicInfo
 	9,  // 2: sluice.v1.DescribeTopicResponse.topic:type_name -> sluice.v1.TopicInfo
-	41, // 3: sluice.v1.TopicInfo.config:type_name -> sluice.v1.TopicInfo.ConfigEntry
+	43, // 3: sluice.v1.TopicInfo.config:type_name -> sluice.v1.TopicInfo.ConfigEntry
 	10, // 4: sluice.v1.TopicInfo.partitions:type_name -> sluice.v1.PartitionInfo
 	9,  // 5: sluice.v1.ListTopicsResponse.topics:type_name -> sluice.v1.TopicInfo
 	17, // 6: sluice.v1.DescribeGroupResponse.members:type_name -> sluice.v1.GroupMember
 	18, // 7: sluice.v1.DescribeGroupResponse.partitions:type_name -> sluice.v1.GroupPartition
 	0,  // 8: sluice.v1.GroupPartition.committed_offset_state:type_name -> sluice.v1.CommittedOffsetState
-	42, // 9: sluice.v1.ResetGroupOffsetsRequest.position:type_name -> sluice.v1.StartPosition
+	44, // 9: sluice.v1.ResetGroupOffsetsRequest.position:type_name -> sluice.v1.StartPosition
 	18, // 10: sluice.v1.ResetGroupOffsetsResponse.partitions:type_name -> sluice.v1.GroupPartition
 	1,  // 11: sluice.v1.TriggerSpec.starting_position:type_name -> sluice.v1.TriggerStartingPosition
 	21, // 12: sluice.v1.TriggerInfo.spec:type_name -> sluice.v1.TriggerSpec
@@ -3109,23 +3231,25 @@ var file_sluice_v1_admin_proto_depIdxs = []int32{
 	30, // 33: sluice.v1.AdminService.ListTriggers:input_type -> sluice.v1.ListTriggersRequest
 	34, // 34: sluice.v1.AdminService.ListUnderReplicatedLedgers:input_type -> sluice.v1.ListUnderReplicatedLedgersRequest
 	37, // 35: sluice.v1.AdminService.ListBookies:input_type -> sluice.v1.ListBookiesRequest
-	32, // 36: sluice.v1.AdminService.DescribeTrigger:input_type -> sluice.v1.DescribeTriggerRequest
-	4,  // 37: sluice.v1.AdminService.CreateTopic:output_type -> sluice.v1.CreateTopicResponse
-	6,  // 38: sluice.v1.AdminService.DeleteTopic:output_type -> sluice.v1.DeleteTopicResponse
-	8,  // 39: sluice.v1.AdminService.DescribeTopic:output_type -> sluice.v1.DescribeTopicResponse
-	12, // 40: sluice.v1.AdminService.ListTopics:output_type -> sluice.v1.ListTopicsResponse
-	14, // 41: sluice.v1.AdminService.ListGroups:output_type -> sluice.v1.ListGroupsResponse
-	16, // 42: sluice.v1.AdminService.DescribeGroup:output_type -> sluice.v1.DescribeGroupResponse
-	20, // 43: sluice.v1.AdminService.ResetGroupOffsets:output_type -> sluice.v1.ResetGroupOffsetsResponse
-	25, // 44: sluice.v1.AdminService.CreateTrigger:output_type -> sluice.v1.CreateTriggerResponse
-	27, // 45: sluice.v1.AdminService.UpdateTrigger:output_type -> sluice.v1.UpdateTriggerResponse
-	29, // 46: sluice.v1.AdminService.DeleteTrigger:output_type -> sluice.v1.DeleteTriggerResponse
-	31, // 47: sluice.v1.AdminService.ListTriggers:output_type -> sluice.v1.ListTriggersResponse
-	36, // 48: sluice.v1.AdminService.ListUnderReplicatedLedgers:output_type -> sluice.v1.ListUnderReplicatedLedgersResponse
-	39, // 49: sluice.v1.AdminService.ListBookies:output_type -> sluice.v1.ListBookiesResponse
-	33, // 50: sluice.v1.AdminService.DescribeTrigger:output_type -> sluice.v1.DescribeTriggerResponse
-	37, // [37:51] is the sub-list for method output_type
-	23, // [23:37] is the sub-list for method input_type
+	40, // 36: sluice.v1.AdminService.DecommissionBookie:input_type -> sluice.v1.DecommissionBookieRequest
+	32, // 37: sluice.v1.AdminService.DescribeTrigger:input_type -> sluice.v1.DescribeTriggerRequest
+	4,  // 38: sluice.v1.AdminService.CreateTopic:output_type -> sluice.v1.CreateTopicResponse
+	6,  // 39: sluice.v1.AdminService.DeleteTopic:output_type -> sluice.v1.DeleteTopicResponse
+	8,  // 40: sluice.v1.AdminService.DescribeTopic:output_type -> sluice.v1.DescribeTopicResponse
+	12, // 41: sluice.v1.AdminService.ListTopics:output_type -> sluice.v1.ListTopicsResponse
+	14, // 42: sluice.v1.AdminService.ListGroups:output_type -> sluice.v1.ListGroupsResponse
+	16, // 43: sluice.v1.AdminService.DescribeGroup:output_type -> sluice.v1.DescribeGroupResponse
+	20, // 44: sluice.v1.AdminService.ResetGroupOffsets:output_type -> sluice.v1.ResetGroupOffsetsResponse
+	25, // 45: sluice.v1.AdminService.CreateTrigger:output_type -> sluice.v1.CreateTriggerResponse
+	27, // 46: sluice.v1.AdminService.UpdateTrigger:output_type -> sluice.v1.UpdateTriggerResponse
+	29, // 47: sluice.v1.AdminService.DeleteTrigger:output_type -> sluice.v1.DeleteTriggerResponse
+	31, // 48: sluice.v1.AdminService.ListTriggers:output_type -> sluice.v1.ListTriggersResponse
+	36, // 49: sluice.v1.AdminService.ListUnderReplicatedLedgers:output_type -> sluice.v1.ListUnderReplicatedLedgersResponse
+	39, // 50: sluice.v1.AdminService.ListBookies:output_type -> sluice.v1.ListBookiesResponse
+	41, // 51: sluice.v1.AdminService.DecommissionBookie:output_type -> sluice.v1.DecommissionBookieResponse
+	33, // 52: sluice.v1.AdminService.DescribeTrigger:output_type -> sluice.v1.DescribeTriggerResponse
+	38, // [38:53] is the sub-list for method output_type
+	23, // [23:38] is the sub-list for method input_type
 	23, // [23:23] is the sub-list for extension type_name
 	23, // [23:23] is the sub-list for extension extendee
 	0,  // [0:23] is the sub-list for field type_name
@@ -3143,7 +3267,7 @@ func file_sluice_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_admin_proto_rawDesc), len(file_sluice_v1_admin_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   39,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

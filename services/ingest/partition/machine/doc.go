@@ -24,7 +24,8 @@
 //     is recovered and the next one starts right after the end the
 //     recovery decided (idempotent producers' batches up to it are stored,
 //     the rest aborted).
-//   - Roll-over by RollBytes and RollAge: the ledger drains, is sealed at
+//   - Roll-over by RollBytes and RollAge, or when asked (Roll: a bookie
+//     of the ledger is being drained): the ledger drains, is sealed at
 //     its last offset and the next opened; batches queue meanwhile.
 //   - Close: queued batches fail, in-flight ones settle, the ledger is
 //     sealed and the lease released; fencing at any point stops the writer

@@ -96,8 +96,17 @@ type CloseTimedOut struct{}
 // Released answers ReleaseLease.
 type Released struct{ Err error }
 
+// Roll asks for an early roll-over of the ledger opened as generation Gen,
+// as RollBytes or RollAge would cause: the driver learned that a bookie it
+// names is being drained (decommissioned), and a ledger's copies move off
+// a bookie only once it is sealed. Ignored unless that ledger is the one
+// being written (a roll, replacement or close under way replaces it
+// anyway). An empty ledger is sealed empty.
+type Roll struct{ Gen int64 }
+
 func (Enqueue) isEvent()       {}
 func (Mark) isEvent()          {}
+func (Roll) isEvent()          {}
 func (Settled) isEvent()       {}
 func (LingerExpired) isEvent() {}
 func (Opened) isEvent()        {}
@@ -149,3 +158,5 @@ func (e Released) String() string {
 	}
 	return "released"
 }
+
+func (e Roll) String() string { return fmt.Sprintf("roll g%d", e.Gen) }

@@ -268,10 +268,24 @@ func (m *Writer) Step(ev Event) []Action {
 		m.closeTimedOut()
 	case Released:
 		m.released(e.Err)
+	case Roll:
+		if l := m.ledger; m.phase == Open && l != nil && l.gen == e.Gen && !l.failed {
+			m.phase = Rolling
+			m.advance()
+		}
 	default:
 		panic(fmt.Sprintf("partition machine: unknown event %T", ev))
 	}
 	return m.out
+}
+
+// Current returns the ledger being written (its driver's handle and its
+// generation, for Roll); ok is false in any other phase than Open.
+func (m *Writer) Current() (handle any, gen int64, ok bool) {
+	if l := m.ledger; m.phase == Open && l != nil && !l.failed {
+		return l.handle, l.gen, true
+	}
+	return nil, 0, false
 }
 
 // Enqueue steps an Enqueue event; see Step.

@@ -163,6 +163,16 @@ func (w *simWorld) step() {
 				return
 			}
 		case 8:
+			if w.rng.IntN(10) == 0 {
+				// An early roll (a draining bookie): of the ledger being
+				// written, or a stale one.
+				_, gen, ok := w.m.Current()
+				if !ok || w.rng.IntN(3) == 0 {
+					gen = int64(w.rng.IntN(4))
+				}
+				w.do(Roll{Gen: gen})
+				return
+			}
 			w.now = w.now.Add(time.Duration(w.rng.IntN(300)) * time.Millisecond)
 			return
 		case 9:

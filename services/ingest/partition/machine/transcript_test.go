@@ -30,7 +30,7 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of testda
 //	enqueue TAG [records=N] [size=BYTES] [producer=ID seq=S [epoch=E] [txn]] | enqueue TAG raw=BYTES
 //	mark TAG producer=ID epoch=E commit|abort
 //	settle gG eS [fail|fenced]
-//	linger | retry | close | close-timeout | tick D
+//	linger | retry | close | close-timeout | roll gG | tick D
 //	opened [first=N] | open-failed [fenced] | sealed | seal-failed [fenced]
 //	recovered N | recover-failed [fenced] | released | release-failed
 //	state
@@ -90,6 +90,8 @@ func (h *harness) run(cmd string) []string {
 		ev = Close{}
 	case "close-timeout":
 		ev = CloseTimedOut{}
+	case "roll":
+		ev = Roll{Gen: h.num(strings.TrimPrefix(pos[0], "g"))}
 	case "tick":
 		d, err := time.ParseDuration(pos[0])
 		if err != nil {

@@ -1441,10 +1441,15 @@ type GetStatusResponse struct {
 	FreeBytes int64 `protobuf:"varint,3,opt,name=free_bytes,json=freeBytes,proto3" json:"free_bytes,omitempty"`
 	// Total bytes on those disks.
 	TotalBytes int64 `protobuf:"varint,4,opt,name=total_bytes,json=totalBytes,proto3" json:"total_bytes,omitempty"`
-	// True when the bookie refuses adds (disk watermark or operator).
-	ReadOnly      bool `protobuf:"varint,5,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// True when the bookie refuses adds (disk watermark, operator or
+	// draining).
+	ReadOnly bool `protobuf:"varint,5,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
+	// True while it is draining (SetDraining); read_only is then true too.
+	Draining bool `protobuf:"varint,6,opt,name=draining,proto3" json:"draining,omitempty"`
+	// When draining began (Unix ms; 0 when not draining).
+	DrainingSinceMs int64 `protobuf:"varint,7,opt,name=draining_since_ms,json=drainingSinceMs,proto3" json:"draining_since_ms,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *GetStatusResponse) Reset() {
@@ -1510,6 +1515,110 @@ func (x *GetStatusResponse) GetReadOnly() bool {
 		return x.ReadOnly
 	}
 	return false
+}
+
+func (x *GetStatusResponse) GetDraining() bool {
+	if x != nil {
+		return x.Draining
+	}
+	return false
+}
+
+func (x *GetStatusResponse) GetDrainingSinceMs() int64 {
+	if x != nil {
+		return x.DrainingSinceMs
+	}
+	return 0
+}
+
+// SetDrainingRequest starts (true) or cancels (false) draining.
+type SetDrainingRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Draining      bool                   `protobuf:"varint,1,opt,name=draining,proto3" json:"draining,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetDrainingRequest) Reset() {
+	*x = SetDrainingRequest{}
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetDrainingRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetDrainingRequest) ProtoMessage() {}
+
+func (x *SetDrainingRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetDrainingRequest.ProtoReflect.Descriptor instead.
+func (*SetDrainingRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *SetDrainingRequest) GetDraining() bool {
+	if x != nil {
+		return x.Draining
+	}
+	return false
+}
+
+// SetDrainingResponse is the bookie's status after the change.
+type SetDrainingResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Status        *GetStatusResponse     `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetDrainingResponse) Reset() {
+	*x = SetDrainingResponse{}
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetDrainingResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetDrainingResponse) ProtoMessage() {}
+
+func (x *SetDrainingResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetDrainingResponse.ProtoReflect.Descriptor instead.
+func (*SetDrainingResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *SetDrainingResponse) GetStatus() *GetStatusResponse {
+	if x != nil {
+		return x.Status
+	}
+	return nil
 }
 
 var File_sluice_bookie_v1_bookie_proto protoreflect.FileDescriptor
@@ -1606,7 +1715,7 @@ const file_sluice_bookie_v1_bookie_proto_rawDesc = "" +
 	"\x13DeleteLedgerRequest\x12\x1b\n" +
 	"\tledger_id\x18\x01 \x01(\x03R\bledgerId\"\x16\n" +
 	"\x14DeleteLedgerResponse\"\x12\n" +
-	"\x10GetStatusRequest\"\xae\x01\n" +
+	"\x10GetStatusRequest\"\xf6\x01\n" +
 	"\x11GetStatusResponse\x12\x1b\n" +
 	"\tbookie_id\x18\x01 \x01(\tR\bbookieId\x12\x1f\n" +
 	"\vinstance_id\x18\x02 \x01(\tR\n" +
@@ -1615,7 +1724,13 @@ const file_sluice_bookie_v1_bookie_proto_rawDesc = "" +
 	"free_bytes\x18\x03 \x01(\x03R\tfreeBytes\x12\x1f\n" +
 	"\vtotal_bytes\x18\x04 \x01(\x03R\n" +
 	"totalBytes\x12\x1b\n" +
-	"\tread_only\x18\x05 \x01(\bR\breadOnly*\xba\x01\n" +
+	"\tread_only\x18\x05 \x01(\bR\breadOnly\x12\x1a\n" +
+	"\bdraining\x18\x06 \x01(\bR\bdraining\x12*\n" +
+	"\x11draining_since_ms\x18\a \x01(\x03R\x0fdrainingSinceMs\"0\n" +
+	"\x12SetDrainingRequest\x12\x1a\n" +
+	"\bdraining\x18\x01 \x01(\bR\bdraining\"R\n" +
+	"\x13SetDrainingResponse\x12;\n" +
+	"\x06status\x18\x01 \x01(\v2#.sluice.bookie.v1.GetStatusResponseR\x06status*\xba\x01\n" +
 	"\tAddStatus\x12\x1a\n" +
 	"\x16ADD_STATUS_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rADD_STATUS_OK\x10\x01\x12\x15\n" +
@@ -1623,7 +1738,7 @@ const file_sluice_bookie_v1_bookie_proto_rawDesc = "" +
 	"\x17ADD_STATUS_UNAUTHORIZED\x10\x03\x12\x1b\n" +
 	"\x17ADD_STATUS_BAD_CHECKSUM\x10\x04\x12\x17\n" +
 	"\x13ADD_STATUS_REJECTED\x10\x05\x12\x14\n" +
-	"\x10ADD_STATUS_ERROR\x10\x062\xd1\x05\n" +
+	"\x10ADD_STATUS_ERROR\x10\x062\xaf\x06\n" +
 	"\rBookieService\x12]\n" +
 	"\n" +
 	"AddEntries\x12#.sluice.bookie.v1.AddEntriesRequest\x1a$.sluice.bookie.v1.AddEntriesResponse\"\x00(\x010\x01\x12\\\n" +
@@ -1633,7 +1748,8 @@ const file_sluice_bookie_v1_bookie_proto_rawDesc = "" +
 	"\bWriteLac\x12!.sluice.bookie.v1.WriteLacRequest\x1a\".sluice.bookie.v1.WriteLacResponse\"\x00\x12J\n" +
 	"\x05Fence\x12\x1e.sluice.bookie.v1.FenceRequest\x1a\x1f.sluice.bookie.v1.FenceResponse\"\x00\x12_\n" +
 	"\fDeleteLedger\x12%.sluice.bookie.v1.DeleteLedgerRequest\x1a&.sluice.bookie.v1.DeleteLedgerResponse\"\x00\x12V\n" +
-	"\tGetStatus\x12\".sluice.bookie.v1.GetStatusRequest\x1a#.sluice.bookie.v1.GetStatusResponse\"\x00B\xc3\x01\n" +
+	"\tGetStatus\x12\".sluice.bookie.v1.GetStatusRequest\x1a#.sluice.bookie.v1.GetStatusResponse\"\x00\x12\\\n" +
+	"\vSetDraining\x12$.sluice.bookie.v1.SetDrainingRequest\x1a%.sluice.bookie.v1.SetDrainingResponse\"\x00B\xc3\x01\n" +
 	"\x14com.sluice.bookie.v1B\vBookieProtoP\x01Z<github.com/sluicemq/sluice/pkg/gen/sluice/bookie/v1;bookiev1\xa2\x02\x03SBX\xaa\x02\x10Sluice.Bookie.V1\xca\x02\x10Sluice\\Bookie\\V1\xe2\x02\x1cSluice\\Bookie\\V1\\GPBMetadata\xea\x02\x12Sluice::Bookie::V1b\x06proto3"
 
 var (
@@ -1649,7 +1765,7 @@ func file_sluice_bookie_v1_bookie_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_bookie_v1_bookie_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sluice_bookie_v1_bookie_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_sluice_bookie_v1_bookie_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_sluice_bookie_v1_bookie_proto_goTypes = []any{
 	(AddStatus)(0),               // 0: sluice.bookie.v1.AddStatus
 	(*AddEntriesRequest)(nil),    // 1: sluice.bookie.v1.AddEntriesRequest
@@ -1675,6 +1791,8 @@ var file_sluice_bookie_v1_bookie_proto_goTypes = []any{
 	(*DeleteLedgerResponse)(nil), // 21: sluice.bookie.v1.DeleteLedgerResponse
 	(*GetStatusRequest)(nil),     // 22: sluice.bookie.v1.GetStatusRequest
 	(*GetStatusResponse)(nil),    // 23: sluice.bookie.v1.GetStatusResponse
+	(*SetDrainingRequest)(nil),   // 24: sluice.bookie.v1.SetDrainingRequest
+	(*SetDrainingResponse)(nil),  // 25: sluice.bookie.v1.SetDrainingResponse
 }
 var file_sluice_bookie_v1_bookie_proto_depIdxs = []int32{
 	2,  // 0: sluice.bookie.v1.AddEntriesRequest.ledgers:type_name -> sluice.bookie.v1.LedgerAdds
@@ -1687,27 +1805,30 @@ var file_sluice_bookie_v1_bookie_proto_depIdxs = []int32{
 	13, // 7: sluice.bookie.v1.WatchLacRequest.watches:type_name -> sluice.bookie.v1.LacWatch
 	15, // 8: sluice.bookie.v1.WatchLacResponse.advances:type_name -> sluice.bookie.v1.LacAdvance
 	7,  // 9: sluice.bookie.v1.LacAdvance.entries:type_name -> sluice.bookie.v1.Entry
-	1,  // 10: sluice.bookie.v1.BookieService.AddEntries:input_type -> sluice.bookie.v1.AddEntriesRequest
-	8,  // 11: sluice.bookie.v1.BookieService.ReadEntries:input_type -> sluice.bookie.v1.ReadEntriesRequest
-	10, // 12: sluice.bookie.v1.BookieService.ReadLac:input_type -> sluice.bookie.v1.ReadLacRequest
-	12, // 13: sluice.bookie.v1.BookieService.WatchLac:input_type -> sluice.bookie.v1.WatchLacRequest
-	16, // 14: sluice.bookie.v1.BookieService.WriteLac:input_type -> sluice.bookie.v1.WriteLacRequest
-	18, // 15: sluice.bookie.v1.BookieService.Fence:input_type -> sluice.bookie.v1.FenceRequest
-	20, // 16: sluice.bookie.v1.BookieService.DeleteLedger:input_type -> sluice.bookie.v1.DeleteLedgerRequest
-	22, // 17: sluice.bookie.v1.BookieService.GetStatus:input_type -> sluice.bookie.v1.GetStatusRequest
-	4,  // 18: sluice.bookie.v1.BookieService.AddEntries:output_type -> sluice.bookie.v1.AddEntriesResponse
-	9,  // 19: sluice.bookie.v1.BookieService.ReadEntries:output_type -> sluice.bookie.v1.ReadEntriesResponse
-	11, // 20: sluice.bookie.v1.BookieService.ReadLac:output_type -> sluice.bookie.v1.ReadLacResponse
-	14, // 21: sluice.bookie.v1.BookieService.WatchLac:output_type -> sluice.bookie.v1.WatchLacResponse
-	17, // 22: sluice.bookie.v1.BookieService.WriteLac:output_type -> sluice.bookie.v1.WriteLacResponse
-	19, // 23: sluice.bookie.v1.BookieService.Fence:output_type -> sluice.bookie.v1.FenceResponse
-	21, // 24: sluice.bookie.v1.BookieService.DeleteLedger:output_type -> sluice.bookie.v1.DeleteLedgerResponse
-	23, // 25: sluice.bookie.v1.BookieService.GetStatus:output_type -> sluice.bookie.v1.GetStatusResponse
-	18, // [18:26] is the sub-list for method output_type
-	10, // [10:18] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	23, // 10: sluice.bookie.v1.SetDrainingResponse.status:type_name -> sluice.bookie.v1.GetStatusResponse
+	1,  // 11: sluice.bookie.v1.BookieService.AddEntries:input_type -> sluice.bookie.v1.AddEntriesRequest
+	8,  // 12: sluice.bookie.v1.BookieService.ReadEntries:input_type -> sluice.bookie.v1.ReadEntriesRequest
+	10, // 13: sluice.bookie.v1.BookieService.ReadLac:input_type -> sluice.bookie.v1.ReadLacRequest
+	12, // 14: sluice.bookie.v1.BookieService.WatchLac:input_type -> sluice.bookie.v1.WatchLacRequest
+	16, // 15: sluice.bookie.v1.BookieService.WriteLac:input_type -> sluice.bookie.v1.WriteLacRequest
+	18, // 16: sluice.bookie.v1.BookieService.Fence:input_type -> sluice.bookie.v1.FenceRequest
+	20, // 17: sluice.bookie.v1.BookieService.DeleteLedger:input_type -> sluice.bookie.v1.DeleteLedgerRequest
+	22, // 18: sluice.bookie.v1.BookieService.GetStatus:input_type -> sluice.bookie.v1.GetStatusRequest
+	24, // 19: sluice.bookie.v1.BookieService.SetDraining:input_type -> sluice.bookie.v1.SetDrainingRequest
+	4,  // 20: sluice.bookie.v1.BookieService.AddEntries:output_type -> sluice.bookie.v1.AddEntriesResponse
+	9,  // 21: sluice.bookie.v1.BookieService.ReadEntries:output_type -> sluice.bookie.v1.ReadEntriesResponse
+	11, // 22: sluice.bookie.v1.BookieService.ReadLac:output_type -> sluice.bookie.v1.ReadLacResponse
+	14, // 23: sluice.bookie.v1.BookieService.WatchLac:output_type -> sluice.bookie.v1.WatchLacResponse
+	17, // 24: sluice.bookie.v1.BookieService.WriteLac:output_type -> sluice.bookie.v1.WriteLacResponse
+	19, // 25: sluice.bookie.v1.BookieService.Fence:output_type -> sluice.bookie.v1.FenceResponse
+	21, // 26: sluice.bookie.v1.BookieService.DeleteLedger:output_type -> sluice.bookie.v1.DeleteLedgerResponse
+	23, // 27: sluice.bookie.v1.BookieService.GetStatus:output_type -> sluice.bookie.v1.GetStatusResponse
+	25, // 28: sluice.bookie.v1.BookieService.SetDraining:output_type -> sluice.bookie.v1.SetDrainingResponse
+	20, // [20:29] is the sub-list for method output_type
+	11, // [11:20] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_sluice_bookie_v1_bookie_proto_init() }
@@ -1722,7 +1843,7 @@ func file_sluice_bookie_v1_bookie_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_bookie_v1_bookie_proto_rawDesc), len(file_sluice_bookie_v1_bookie_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   23,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

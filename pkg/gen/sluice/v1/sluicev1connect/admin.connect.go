@@ -70,6 +70,9 @@ const (
 	// AdminServiceListBookiesProcedure is the fully-qualified name of the AdminService's ListBookies
 	// RPC.
 	AdminServiceListBookiesProcedure = "/sluice.v1.AdminService/ListBookies"
+	// AdminServiceDecommissionBookieProcedure is the fully-qualified name of the AdminService's
+	// DecommissionBookie RPC.
+	AdminServiceDecommissionBookieProcedure = "/sluice.v1.AdminService/DecommissionBookie"
 	// AdminServiceDescribeTriggerProcedure is the fully-qualified name of the AdminService's
 	// DescribeTrigger RPC.
 	AdminServiceDescribeTriggerProcedure = "/sluice.v1.AdminService/DescribeTrigger"
@@ -120,6 +123,15 @@ type AdminServiceClient interface {
 	// ledgers still on bookies name but the registry does not (missing),
 	// each with the number of such ledgers that name it.
 	ListBookies(context.Context, *connect.Request[v1.ListBookiesRequest]) (*connect.Response[v1.ListBookiesResponse], error)
+	// DecommissionBookie starts (or, with cancel, stops) draining a live
+	// bookie: it takes no new entries from then on, open ledgers that name
+	// it roll over to new ledgers, and the compactor moves every sealed
+	// ledger's copies off it at once (no grace), reading from it and the
+	// other replicas. The bookie keeps the state across restarts. Draining
+	// is done when ListBookies counts no ledger naming it; then stop its
+	// process, and its registration expires. NOT_FOUND when the bookie is
+	// not in the registry; UNAVAILABLE when it does not answer.
+	DecommissionBookie(context.Context, *connect.Request[v1.DecommissionBookieRequest]) (*connect.Response[v1.DecommissionBookieResponse], error)
 	// DescribeTrigger returns one trigger and its state.
 	DescribeTrigger(context.Context, *connect.Request[v1.DescribeTriggerRequest]) (*connect.Response[v1.DescribeTriggerResponse], error)
 }
@@ -213,6 +225,12 @@ func NewAdminServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(adminServiceMethods.ByName("ListBookies")),
 			connect.WithClientOptions(opts...),
 		),
+		decommissionBookie: connect.NewClient[v1.DecommissionBookieRequest, v1.DecommissionBookieResponse](
+			httpClient,
+			baseURL+AdminServiceDecommissionBookieProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("DecommissionBookie")),
+			connect.WithClientOptions(opts...),
+		),
 		describeTrigger: connect.NewClient[v1.DescribeTriggerRequest, v1.DescribeTriggerResponse](
 			httpClient,
 			baseURL+AdminServiceDescribeTriggerProcedure,
@@ -237,6 +255,7 @@ type adminServiceClient struct {
 	listTriggers               *connect.Client[v1.ListTriggersRequest, v1.ListTriggersResponse]
 	listUnderReplicatedLedgers *connect.Client[v1.ListUnderReplicatedLedgersRequest, v1.ListUnderReplicatedLedgersResponse]
 	listBookies                *connect.Client[v1.ListBookiesRequest, v1.ListBookiesResponse]
+	decommissionBookie         *connect.Client[v1.DecommissionBookieRequest, v1.DecommissionBookieResponse]
 	describeTrigger            *connect.Client[v1.DescribeTriggerRequest, v1.DescribeTriggerResponse]
 }
 
@@ -305,6 +324,11 @@ func (c *adminServiceClient) ListBookies(ctx context.Context, req *connect.Reque
 	return c.listBookies.CallUnary(ctx, req)
 }
 
+// DecommissionBookie calls sluice.v1.AdminService.DecommissionBookie.
+func (c *adminServiceClient) DecommissionBookie(ctx context.Context, req *connect.Request[v1.DecommissionBookieRequest]) (*connect.Response[v1.DecommissionBookieResponse], error) {
+	return c.decommissionBookie.CallUnary(ctx, req)
+}
+
 // DescribeTrigger calls sluice.v1.AdminService.DescribeTrigger.
 func (c *adminServiceClient) DescribeTrigger(ctx context.Context, req *connect.Request[v1.DescribeTriggerRequest]) (*connect.Response[v1.DescribeTriggerResponse], error) {
 	return c.describeTrigger.CallUnary(ctx, req)
@@ -355,6 +379,15 @@ type AdminServiceHandler interface {
 	// ledgers still on bookies name but the registry does not (missing),
 	// each with the number of such ledgers that name it.
 	ListBookies(context.Context, *connect.Request[v1.ListBookiesRequest]) (*connect.Response[v1.ListBookiesResponse], error)
+	// DecommissionBookie starts (or, with cancel, stops) draining a live
+	// bookie: it takes no new entries from then on, open ledgers that name
+	// it roll over to new ledgers, and the compactor moves every sealed
+	// ledger's copies off it at once (no grace), reading from it and the
+	// other replicas. The bookie keeps the state across restarts. Draining
+	// is done when ListBookies counts no ledger naming it; then stop its
+	// process, and its registration expires. NOT_FOUND when the bookie is
+	// not in the registry; UNAVAILABLE when it does not answer.
+	DecommissionBookie(context.Context, *connect.Request[v1.DecommissionBookieRequest]) (*connect.Response[v1.DecommissionBookieResponse], error)
 	// DescribeTrigger returns one trigger and its state.
 	DescribeTrigger(context.Context, *connect.Request[v1.DescribeTriggerRequest]) (*connect.Response[v1.DescribeTriggerResponse], error)
 }
@@ -444,6 +477,12 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(adminServiceMethods.ByName("ListBookies")),
 		connect.WithHandlerOptions(opts...),
 	)
+	adminServiceDecommissionBookieHandler := connect.NewUnaryHandler(
+		AdminServiceDecommissionBookieProcedure,
+		svc.DecommissionBookie,
+		connect.WithSchema(adminServiceMethods.ByName("DecommissionBookie")),
+		connect.WithHandlerOptions(opts...),
+	)
 	adminServiceDescribeTriggerHandler := connect.NewUnaryHandler(
 		AdminServiceDescribeTriggerProcedure,
 		svc.DescribeTrigger,
@@ -478,6 +517,8 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 			adminServiceListUnderReplicatedLedgersHandler.ServeHTTP(w, r)
 		case AdminServiceListBookiesProcedure:
 			adminServiceListBookiesHandler.ServeHTTP(w, r)
+		case AdminServiceDecommissionBookieProcedure:
+			adminServiceDecommissionBookieHandler.ServeHTTP(w, r)
 		case AdminServiceDescribeTriggerProcedure:
 			adminServiceDescribeTriggerHandler.ServeHTTP(w, r)
 		default:
@@ -539,6 +580,10 @@ func (UnimplementedAdminServiceHandler) ListUnderReplicatedLedgers(context.Conte
 
 func (UnimplementedAdminServiceHandler) ListBookies(context.Context, *connect.Request[v1.ListBookiesRequest]) (*connect.Response[v1.ListBookiesResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.AdminService.ListBookies is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) DecommissionBookie(context.Context, *connect.Request[v1.DecommissionBookieRequest]) (*connect.Response[v1.DecommissionBookieResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.AdminService.DecommissionBookie is not implemented"))
 }
 
 func (UnimplementedAdminServiceHandler) DescribeTrigger(context.Context, *connect.Request[v1.DescribeTriggerRequest]) (*connect.Response[v1.DescribeTriggerResponse], error) {

@@ -52,6 +52,9 @@ const (
 	BookieServiceDeleteLedgerProcedure = "/sluice.bookie.v1.BookieService/DeleteLedger"
 	// BookieServiceGetStatusProcedure is the fully-qualified name of the BookieService's GetStatus RPC.
 	BookieServiceGetStatusProcedure = "/sluice.bookie.v1.BookieService/GetStatus"
+	// BookieServiceSetDrainingProcedure is the fully-qualified name of the BookieService's SetDraining
+	// RPC.
+	BookieServiceSetDrainingProcedure = "/sluice.bookie.v1.BookieService/SetDraining"
 )
 
 // BookieServiceClient is a client for the sluice.bookie.v1.BookieService service.
@@ -116,6 +119,13 @@ type BookieServiceClient interface {
 	DeleteLedger(context.Context, *connect.Request[v1.DeleteLedgerRequest]) (*connect.Response[v1.DeleteLedgerResponse], error)
 	// GetStatus reports identity, disk use and mode.
 	GetStatus(context.Context, *connect.Request[v1.GetStatusRequest]) (*connect.Response[v1.GetStatusResponse], error)
+	// SetDraining starts or cancels draining (decommissioning): a draining
+	// bookie refuses normal adds (REJECTED, so writers replace it in their
+	// ensembles) but takes recovery adds and serves reads, and reports it in
+	// its heartbeat so the compactor moves its ledgers' copies elsewhere.
+	// The state is on the bookie's disk and survives restarts; it answers
+	// once that is durable. Setting the state it already has changes nothing.
+	SetDraining(context.Context, *connect.Request[v1.SetDrainingRequest]) (*connect.Response[v1.SetDrainingResponse], error)
 }
 
 // NewBookieServiceClient constructs a client for the sluice.bookie.v1.BookieService service. By
@@ -177,6 +187,12 @@ func NewBookieServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithSchema(bookieServiceMethods.ByName("GetStatus")),
 			connect.WithClientOptions(opts...),
 		),
+		setDraining: connect.NewClient[v1.SetDrainingRequest, v1.SetDrainingResponse](
+			httpClient,
+			baseURL+BookieServiceSetDrainingProcedure,
+			connect.WithSchema(bookieServiceMethods.ByName("SetDraining")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -190,6 +206,7 @@ type bookieServiceClient struct {
 	fence        *connect.Client[v1.FenceRequest, v1.FenceResponse]
 	deleteLedger *connect.Client[v1.DeleteLedgerRequest, v1.DeleteLedgerResponse]
 	getStatus    *connect.Client[v1.GetStatusRequest, v1.GetStatusResponse]
+	setDraining  *connect.Client[v1.SetDrainingRequest, v1.SetDrainingResponse]
 }
 
 // AddEntries calls sluice.bookie.v1.BookieService.AddEntries.
@@ -230,6 +247,11 @@ func (c *bookieServiceClient) DeleteLedger(ctx context.Context, req *connect.Req
 // GetStatus calls sluice.bookie.v1.BookieService.GetStatus.
 func (c *bookieServiceClient) GetStatus(ctx context.Context, req *connect.Request[v1.GetStatusRequest]) (*connect.Response[v1.GetStatusResponse], error) {
 	return c.getStatus.CallUnary(ctx, req)
+}
+
+// SetDraining calls sluice.bookie.v1.BookieService.SetDraining.
+func (c *bookieServiceClient) SetDraining(ctx context.Context, req *connect.Request[v1.SetDrainingRequest]) (*connect.Response[v1.SetDrainingResponse], error) {
+	return c.setDraining.CallUnary(ctx, req)
 }
 
 // BookieServiceHandler is an implementation of the sluice.bookie.v1.BookieService service.
@@ -294,6 +316,13 @@ type BookieServiceHandler interface {
 	DeleteLedger(context.Context, *connect.Request[v1.DeleteLedgerRequest]) (*connect.Response[v1.DeleteLedgerResponse], error)
 	// GetStatus reports identity, disk use and mode.
 	GetStatus(context.Context, *connect.Request[v1.GetStatusRequest]) (*connect.Response[v1.GetStatusResponse], error)
+	// SetDraining starts or cancels draining (decommissioning): a draining
+	// bookie refuses normal adds (REJECTED, so writers replace it in their
+	// ensembles) but takes recovery adds and serves reads, and reports it in
+	// its heartbeat so the compactor moves its ledgers' copies elsewhere.
+	// The state is on the bookie's disk and survives restarts; it answers
+	// once that is durable. Setting the state it already has changes nothing.
+	SetDraining(context.Context, *connect.Request[v1.SetDrainingRequest]) (*connect.Response[v1.SetDrainingResponse], error)
 }
 
 // NewBookieServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -351,6 +380,12 @@ func NewBookieServiceHandler(svc BookieServiceHandler, opts ...connect.HandlerOp
 		connect.WithSchema(bookieServiceMethods.ByName("GetStatus")),
 		connect.WithHandlerOptions(opts...),
 	)
+	bookieServiceSetDrainingHandler := connect.NewUnaryHandler(
+		BookieServiceSetDrainingProcedure,
+		svc.SetDraining,
+		connect.WithSchema(bookieServiceMethods.ByName("SetDraining")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/sluice.bookie.v1.BookieService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case BookieServiceAddEntriesProcedure:
@@ -369,6 +404,8 @@ func NewBookieServiceHandler(svc BookieServiceHandler, opts ...connect.HandlerOp
 			bookieServiceDeleteLedgerHandler.ServeHTTP(w, r)
 		case BookieServiceGetStatusProcedure:
 			bookieServiceGetStatusHandler.ServeHTTP(w, r)
+		case BookieServiceSetDrainingProcedure:
+			bookieServiceSetDrainingHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -408,4 +445,8 @@ func (UnimplementedBookieServiceHandler) DeleteLedger(context.Context, *connect.
 
 func (UnimplementedBookieServiceHandler) GetStatus(context.Context, *connect.Request[v1.GetStatusRequest]) (*connect.Response[v1.GetStatusResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.bookie.v1.BookieService.GetStatus is not implemented"))
+}
+
+func (UnimplementedBookieServiceHandler) SetDraining(context.Context, *connect.Request[v1.SetDrainingRequest]) (*connect.Response[v1.SetDrainingResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.bookie.v1.BookieService.SetDraining is not implemented"))
 }

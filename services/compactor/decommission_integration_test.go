@@ -1,0 +1,189 @@
+//go:build integration
+
+package compactor
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/harness/bookieproc"
+	"github.com/sluicemq/sluice/harness/localcluster"
+	"github.com/sluicemq/sluice/harness/testenv"
+	"github.com/sluicemq/sluice/pkg/catalog"
+	catdynamo "github.com/sluicemq/sluice/pkg/catalog/dynamodb"
+)
+
+// Decommissioning on real processes (harness/localcluster: 4 bookies, an
+// ingest, a fetch and a compactor running its passes): `sluice bookie
+// decommission B --wait` on the bookie the most ledgers name, while records
+// are still being produced, returns once no ledger names B — the open
+// ledgers rolled over, the closed ones' copies moved by the compactor
+// without any grace. Then B is killed and its disk destroyed, and every
+// acknowledged record reads back exactly once; no ledger on bookies names
+// B, and every segment still has its three distinct bookies.
+func TestIntegrationDecommissionBookie(t *testing.T) {
+	cass, awsEndpoint := testenv.Cassandra(t), testenv.AWSEndpoint(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	bin, err := bookieproc.Build(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	suffix := strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
+	cfg := localcluster.Config{
+		Bookies: 4, Ingests: 1, Fetches: 1, Compactors: 1, Dir: filepath.Join(dir, "cluster"), BasePort: 27800,
+		Table: "sluice-dc-" + suffix, Keyspace: "sluice_dc_" + suffix, AWSEndpoint: awsEndpoint, Cassandra: cass,
+		Extra: map[string][]string{
+			localcluster.RoleBookie:    {"--heartbeat", "1s"},
+			localcluster.RoleIngest:    {"--balance-interval", "1s"},
+			localcluster.RoleCompactor: {"--interval", "2s", "--offload-age", "1h"},
+		},
+	}
+	st, err := localcluster.Up(ctx, cfg, localcluster.Options{Bin: bin})
+	t.Cleanup(func() {
+		if err := localcluster.Wipe(context.Background(), cfg.Dir, 10*time.Second); err != nil {
+			t.Errorf("wipe the cluster: %v", err)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	proc := func(name string) localcluster.Running {
+		for _, r := range st.Procs {
+			if r.Name == name {
+				return r
+			}
+		}
+		t.Fatalf("no process %s", name)
+		return localcluster.Running{}
+	}
+	ingest, fetch := proc("ingest-1").Addr, proc("fetch-1").Addr
+	run := func(args ...string) (string, error) {
+		out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
+		return string(out), err
+	}
+	sluice := func(args ...string) string {
+		t.Helper()
+		out, err := run(args...)
+		if err != nil {
+			t.Fatalf("sluice %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return out
+	}
+	sluice("topic", "create", "orders", "--partitions", "4", "--addr", ingest)
+	sluice("produce", "--topic", "orders", "--count", "8000", "--size", "1024", "--addr", ingest)
+	// kill -9 the ingest copy and bring it back, so there are closed
+	// ledgers (recovered) as well as open ones.
+	if err := syscall.Kill(proc("ingest-1").PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, func() bool { return !proc("ingest-1").Alive() })
+	if st, err = localcluster.Up(ctx, cfg, localcluster.Options{Bin: bin}); err != nil {
+		t.Fatal(err)
+	}
+	sluice("produce", "--topic", "orders", "--count", "2000", "--size", "1024", "--addr", ingest)
+
+	// The bookie the most ledgers on bookies name, from `sluice bookie list`.
+	counts := func() map[string][2]string {
+		out := map[string][2]string{}
+		for _, l := range strings.Split(sluice("bookie", "list", "--addr", ingest), "\n") {
+			if f := strings.Fields(l); len(f) == 5 && f[0] != "BOOKIE" {
+				out[f[0]] = [2]string{f[1], f[4]}
+			}
+		}
+		return out
+	}
+	drain, most := "", -1
+	for id, c := range counts() {
+		if n, _ := strconv.Atoi(c[1]); n > most {
+			drain, most = id, n
+		}
+	}
+	if most < 2 {
+		t.Fatalf("bookie list: at most %d ledgers on one bookie; want several", most)
+	}
+
+	// Records keep coming while it drains: every one acknowledged counts.
+	var wg sync.WaitGroup
+	produced := make(chan error, 1)
+	wg.Go(func() {
+		out, err := run("produce", "--topic", "orders", "--count", "3000", "--size", "1024", "--addr", ingest)
+		if err != nil {
+			err = fmt.Errorf("%w\n%s", err, out)
+		}
+		produced <- err
+	})
+	start := time.Now()
+	out := sluice("bookie", "decommission", drain, "--wait", "--interval", "1s", "--timeout", "2m", "--addr", ingest)
+	took := time.Since(start)
+	wg.Wait()
+	if err := <-produced; err != nil {
+		t.Fatalf("produce during the drain: %v", err)
+	}
+	t.Logf("decommission of %s (%d ledgers) took %v:\n%s", drain, most, took, out)
+	if !strings.Contains(out, drain+": drained") {
+		t.Fatalf("decommission output does not say drained:\n%s", out)
+	}
+	if c := counts()[drain]; c[0] != "draining" || c[1] != "0" {
+		t.Fatalf("bookie list after the drain: %s is %v; want draining with 0 ledgers", drain, c)
+	}
+
+	// Gone for good: nothing on bookies names it, every record reads.
+	if err := syscall.Kill(proc(drain).PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, func() bool { return !proc(drain).Alive() })
+	if err := os.RemoveAll(filepath.Join(cfg.Dir, "data", drain)); err != nil {
+		t.Fatal(err)
+	}
+	cat, err := catdynamo.New(catdynamo.NewClient(testenv.AWSConfig(t, awsEndpoint)), catdynamo.Options{Table: cfg.Table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, state := range []catalog.LedgerState{catalog.LedgerOpen, catalog.LedgerInRecovery, catalog.LedgerClosed} {
+		for token := ""; ; {
+			page, err := cat.ListLedgersByState(ctx, state, token, catalog.MaxPageSize)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range page.Items {
+				for _, seg := range m.Ensembles {
+					if slices.Contains(seg.Bookies, drain) || len(seg.Bookies) != 3 || seg.Bookies[0] == seg.Bookies[1] ||
+						seg.Bookies[1] == seg.Bookies[2] || seg.Bookies[0] == seg.Bookies[2] {
+						t.Fatalf("ledger %d (%v) segment %+v after draining %s", m.ID, m.State, seg, drain)
+					}
+				}
+			}
+			if token = page.NextPageToken; token == "" {
+				break
+			}
+		}
+	}
+	const total = 13000
+	seen := map[string]bool{}
+	for _, l := range strings.Split(strings.TrimSpace(sluice("consume", "orders", "--count", strconv.Itoa(total), "--addr", fetch)), "\n") {
+		f := strings.Fields(l)
+		if len(f) < 2 {
+			continue
+		}
+		key := f[0] + "/" + f[1]
+		if seen[key] {
+			t.Fatalf("record %s read twice", key)
+		}
+		seen[key] = true
+	}
+	if len(seen) != total {
+		t.Fatalf("read %d records after decommissioning %s, want %d", len(seen), drain, total)
+	}
+}
