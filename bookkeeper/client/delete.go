@@ -20,8 +20,9 @@ import (
 // that is not sealed: a live writer's ledger is never deleted here.
 // Errors: ErrInvalidArgument, and one error per bookie that did not
 // confirm (unreachable, not in the registry), joined; a caller retries
-// later.
-func (c *Client) DeleteLedger(ctx context.Context, m catalog.LedgerMetadata) error {
+// later. skip, if set, names bookies not to ask: ones the caller knows are
+// lost for good, which would otherwise fail the delete forever.
+func (c *Client) DeleteLedger(ctx context.Context, m catalog.LedgerMetadata, skip func(bookie string) bool) error {
 	if !m.State.Sealed() {
 		return fmt.Errorf("delete ledger %d: %w: it is %v, not sealed", m.ID, ErrInvalidArgument, m.State)
 	}
@@ -33,7 +34,7 @@ func (c *Client) DeleteLedger(ctx context.Context, m catalog.LedgerMetadata) err
 	var ids []string
 	for _, seg := range m.Ensembles {
 		for _, b := range seg.Bookies {
-			if !slices.Contains(ids, b) {
+			if !slices.Contains(ids, b) && (skip == nil || !skip(b)) {
 				ids = append(ids, b)
 			}
 		}

@@ -48,6 +48,7 @@ type registry struct {
 	mu          sync.Mutex
 	addrs       map[string]string // bookie id → address
 	draining    map[string]bool   // bookie ids the last listing said are draining
+	listed      map[string]bool   // bookie ids in the last listing
 	lastRefresh time.Time
 	dialed      map[string]bookiev1connect.BookieServiceClient // address → client
 	verified    map[string]string                              // bookie id → address whose identity was checked
@@ -57,7 +58,7 @@ type registry struct {
 func newRegistry(cfg Config, dial func(string) bookiev1connect.BookieServiceClient, stats *clientStats) *registry {
 	return &registry{
 		cfg: cfg, dial: dial, stats: stats,
-		addrs: map[string]string{}, draining: map[string]bool{}, dialed: map[string]bookiev1connect.BookieServiceClient{},
+		addrs: map[string]string{}, draining: map[string]bool{}, listed: map[string]bool{}, dialed: map[string]bookiev1connect.BookieServiceClient{},
 		verified: map[string]string{}, placed: map[string]int{},
 	}
 }
@@ -76,8 +77,10 @@ func (r *registry) list(ctx context.Context) ([]catalog.Bookie, error) {
 	r.lastRefresh = r.cfg.Now()
 	seen := make(map[string]bool, len(live))
 	clear(r.draining)
+	clear(r.listed)
 	for _, b := range live {
 		seen[b.ID] = true
+		r.listed[b.ID] = true
 		if b.Draining {
 			r.draining[b.ID] = true
 		}
@@ -231,9 +234,10 @@ func (r *registry) pick(ctx context.Context, n int, exclude []string) ([]string,
 	return out, nil
 }
 
-// drainingOf returns the bookies of ids that are draining, from a listing
-// at most RegistryRefreshInterval old (read again when older).
-func (r *registry) drainingOf(ctx context.Context, ids []string) ([]string, error) {
+// leavingOf returns the bookies of ids that are draining or missing from
+// the registry, from a listing at most RegistryRefreshInterval old (read
+// again when older).
+func (r *registry) leavingOf(ctx context.Context, ids []string) ([]string, error) {
 	r.mu.Lock()
 	stale := r.cfg.Now().Sub(r.lastRefresh) >= r.cfg.RegistryRefreshInterval
 	r.mu.Unlock()
@@ -246,7 +250,7 @@ func (r *registry) drainingOf(ctx context.Context, ids []string) ([]string, erro
 	defer r.mu.Unlock()
 	var out []string
 	for _, id := range ids {
-		if r.draining[id] && !slices.Contains(out, id) {
+		if (r.draining[id] || !r.listed[id]) && !slices.Contains(out, id) {
 			out = append(out, id)
 		}
 	}

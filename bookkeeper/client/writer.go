@@ -148,18 +148,19 @@ func (c *Client) CreateLedger(ctx context.Context, spec catalog.LedgerSpec) (*Wr
 // ID is the ledger's id.
 func (w *Writer) ID() catalog.LedgerID { return w.id }
 
-// DrainingBookies returns the bookies of the ledger's segments that the
-// registry says are draining (being decommissioned), from a listing at
-// most RegistryRefreshInterval old. Its new entries already avoid them
-// (they refuse adds, so the writer replaces them); the copies of its
-// earlier entries move only once it is sealed, so its user rolls over to
-// a new ledger.
-func (w *Writer) DrainingBookies(ctx context.Context) ([]string, error) {
+// LeavingBookies returns the bookies of the ledger's segments that the
+// registry says are draining (being decommissioned) or no longer lists
+// (down longer than their registration lasts), from a listing at most
+// RegistryRefreshInterval old. Its new entries avoid them (they refuse or
+// fail adds, so the writer replaces them); the copies of its earlier
+// entries are moved or rebuilt only once it is sealed, so its user rolls
+// over to a new ledger.
+func (w *Writer) LeavingBookies(ctx context.Context) ([]string, error) {
 	var ids []string
 	for _, seg := range w.Metadata().Ensembles {
 		ids = append(ids, seg.Bookies...)
 	}
-	return w.c.bookies.drainingOf(ctx, ids)
+	return w.c.bookies.leavingOf(ctx, ids)
 }
 
 // Metadata is the ledger's catalog record as the writer last stored or read

@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
 
+	"github.com/sluicemq/sluice/bookkeeper/client"
 	"github.com/sluicemq/sluice/pkg/catalog"
 	"github.com/sluicemq/sluice/pkg/catalog/embedded"
 	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
@@ -133,5 +135,71 @@ func TestListUnderReplicatedLedgers(t *testing.T) {
 		if _, err := s.ListUnderReplicatedLedgers(ctx, connect.NewRequest(bad)); connect.CodeOf(err) != connect.CodeInvalidArgument {
 			t.Errorf("%v: %v, want INVALID_ARGUMENT", bad, err)
 		}
+	}
+}
+
+// fakeBookies records DecommissionBookie's calls.
+type fakeBookies struct{ calls []string }
+
+func (f *fakeBookies) SetBookieDraining(_ context.Context, id string, draining bool) (client.BookieStatus, error) {
+	f.calls = append(f.calls, fmt.Sprintf("%s=%v", id, draining))
+	return client.BookieStatus{ReadOnly: draining, Draining: draining, DrainingSince: time.UnixMilli(1000)}, nil
+}
+
+// DecommissionBookie reaches only bookies in the registry, says which are,
+// and maps the bookie's answer; ListBookies shows a draining bookie so.
+func TestDecommissionBookie(t *testing.T) {
+	ctx := context.Background()
+	cat, err := embedded.Open(t.TempDir(), embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	for _, b := range []catalog.Bookie{{ID: "b1", Address: "b1:1"}, {ID: "b2", Address: "b2:1", ReadOnly: true, Draining: true}} {
+		if _, err := cat.HeartbeatBookie(ctx, b, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	without, err := New(Deps{Catalog: cat, Ledgers: noRecovery{t}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := func(id string, cancel bool) *connect.Request[sluicev1.DecommissionBookieRequest] {
+		return connect.NewRequest(&sluicev1.DecommissionBookieRequest{BookieId: id, Cancel: cancel})
+	}
+	if _, err := without.DecommissionBookie(ctx, req("b1", false)); connect.CodeOf(err) != connect.CodeUnimplemented {
+		t.Fatalf("without Bookies: %v; want UNIMPLEMENTED", err)
+	}
+	fb := &fakeBookies{}
+	s, err := New(Deps{Catalog: cat, Ledgers: noRecovery{t}, Bookies: fb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := s.DecommissionBookie(ctx, req("b1", false))
+	if err != nil || resp.Msg.GetState() != "draining" || resp.Msg.GetDrainingSinceMs() != 1000 {
+		t.Fatalf("DecommissionBookie(b1) = %v, %v", resp, err)
+	}
+	if resp, err := s.DecommissionBookie(ctx, req("b1", true)); err != nil || resp.Msg.GetState() != "writable" || resp.Msg.GetDrainingSinceMs() != 0 {
+		t.Fatalf("DecommissionBookie(b1, cancel) = %v, %v", resp, err)
+	}
+	if _, err := s.DecommissionBookie(ctx, req("b9", false)); connect.CodeOf(err) != connect.CodeNotFound || !strings.Contains(err.Error(), "live: [b1 b2]") {
+		t.Fatalf("DecommissionBookie(b9) = %v; want NOT_FOUND listing the live bookies", err)
+	}
+	if _, err := s.DecommissionBookie(ctx, req("", false)); connect.CodeOf(err) != connect.CodeInvalidArgument {
+		t.Fatalf("DecommissionBookie without an id = %v; want INVALID_ARGUMENT", err)
+	}
+	if fmt.Sprint(fb.calls) != "[b1=true b1=false]" {
+		t.Fatalf("bookie calls %v", fb.calls)
+	}
+	list, err := s.ListBookies(ctx, connect.NewRequest(&sluicev1.ListBookiesRequest{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var states []string
+	for _, b := range list.Msg.GetBookies() {
+		states = append(states, b.GetId()+"="+b.GetState())
+	}
+	if fmt.Sprint(states) != "[b1=writable b2=draining]" {
+		t.Fatalf("ListBookies states %v", states)
 	}
 }

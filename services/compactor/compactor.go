@@ -63,12 +63,19 @@ type Compactor struct {
 	// bounded by maxCachedLedgers).
 	sealed map[catalog.LedgerID]catalog.LedgerMetadata
 	// Re-replication (rereplicate.go; guarded by mu): where its scan of
-	// CLOSED ledgers goes on, and since when each bookie named by a
-	// ledger has been missing from the registry, as this process saw it.
+	// CLOSED ledgers goes on, and the registry as read at the start of
+	// the pass's bookie steps (nil when that read failed); read-only
+	// while the steps' workers run.
 	rereplicateCursor cursor
-	missing           map[string]time.Time
-	missingSeen       map[string]bool // missing bookies named during the scan's current cycle
-	pace              *pacer
+	live              map[string]catalog.Bookie
+	// lostMu (a leaf, taken under mu by the pass's workers) guards since
+	// when each bookie named by a ledger has been missing from the
+	// registry, as this process saw it, and which missing bookies were
+	// named during the CLOSED scan's current cycle.
+	lostMu      sync.Mutex
+	missing     map[string]time.Time
+	missingSeen map[string]bool
+	pace        *pacer
 }
 
 // New checks cfg and deps and returns a compactor.
@@ -163,6 +170,7 @@ func (c *Compactor) Pass(ctx context.Context) (Report, error) {
 	c.retention(ctx, t)
 	c.deletedTopics(ctx, t)
 	c.offloadAll(ctx, t)
+	c.readRegistry(ctx, t)
 	c.pendingAll(ctx, t)
 	c.rereplicateAll(ctx, t)
 	c.purgeAll(ctx, t)

@@ -101,7 +101,7 @@ func (c *Compactor) dropBookieCopies(ctx context.Context, m catalog.LedgerMetada
 	if err := c.deps.Hooks.at(StepBeforeBookieDelete, m.ID); err != nil {
 		return err
 	}
-	if err := c.deps.Ledgers.DeleteLedger(ctx, m); err != nil {
+	if err := c.deps.Ledgers.DeleteLedger(ctx, m, c.lostFilter); err != nil {
 		return err
 	}
 	c.m.bookieDeletes.Add(ctx, 1)
@@ -169,7 +169,7 @@ func (c *Compactor) purge(ctx context.Context, m catalog.LedgerMetadata) (bool, 
 		}
 	}
 	if mk.Bookies {
-		if err := c.deps.Ledgers.DeleteLedger(ctx, m); err != nil {
+		if err := c.deps.Ledgers.DeleteLedger(ctx, m, c.lostFilter); err != nil {
 			return false, err
 		}
 	}

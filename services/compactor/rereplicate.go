@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -37,32 +39,69 @@ import (
 // are moved once sealed. OFFLOADED ledgers need no bookie. A pass that
 // fails half-way changed nothing in the catalog; the next one redoes it.
 
-// rereplicateAll is the pass step.
-func (c *Compactor) rereplicateAll(ctx context.Context, t *tally) {
+// readRegistry reads the bookie registry for the pass's bookie steps
+// (pending deletes, re-replication, purge) and forgets the missing
+// bookies that are back. On failure c.live is nil: re-replication skips
+// the pass and deletes ask every bookie.
+func (c *Compactor) readRegistry(ctx context.Context, t *tally) {
+	c.live = nil
 	live, err := c.deps.Catalog.ListLiveBookies(ctx)
 	if err != nil {
-		t.fail(fmt.Errorf("re-replication: list bookies: %w", err))
+		t.fail(fmt.Errorf("list bookies: %w", err))
 		return
 	}
-	alive := make(map[string]catalog.Bookie, len(live))
+	c.live = make(map[string]catalog.Bookie, len(live))
+	c.lostMu.Lock()
+	defer c.lostMu.Unlock()
 	for _, b := range live {
-		alive[b.ID] = b
+		c.live[b.ID] = b
 		delete(c.missing, b.ID)
 	}
-	now := c.cfg.Now()
-	lost := func(id string) (missing, isLost bool) {
-		if _, ok := alive[id]; ok {
-			return false, false
-		}
-		since, ok := c.missing[id]
-		if !ok {
-			if len(c.missing) >= maxMissingBookies {
-				return true, false // bounded; noted on a later pass
-			}
-			c.missing[id], since = now, now
-		}
-		return true, now.Sub(since) >= c.cfg.RereplicateGrace
+}
+
+// lostBookie reports whether bookie id is missing from the registry read
+// by readRegistry, and whether it has been missing for RereplicateGrace
+// (lost: its copies are rebuilt elsewhere, and deletes no longer wait for
+// it). A missing bookie is noted as seen in the scan's current cycle.
+// Safe for the pass's workers.
+func (c *Compactor) lostBookie(id string) (missing, lost bool) {
+	if c.live == nil {
+		return false, false // the registry is unknown this pass
 	}
+	if _, ok := c.live[id]; ok {
+		return false, false
+	}
+	now := c.cfg.Now()
+	c.lostMu.Lock()
+	defer c.lostMu.Unlock()
+	c.missingSeen[id] = true
+	since, ok := c.missing[id]
+	if !ok {
+		if len(c.missing) >= maxMissingBookies {
+			return true, false // bounded; noted on a later pass
+		}
+		c.missing[id], since = now, now
+	}
+	return true, now.Sub(since) >= c.cfg.RereplicateGrace
+}
+
+// lostFilter is lostBookie's lost, for client.DeleteLedger: bookies lost
+// for good are not asked to delete (an unreachable bookie would fail the
+// delete forever); the copies they may still hold are theirs to drop.
+func (c *Compactor) lostFilter(id string) bool {
+	_, lost := c.lostBookie(id)
+	return lost
+}
+
+// rereplicateAll is the pass step.
+func (c *Compactor) rereplicateAll(ctx context.Context, t *tally) {
+	if c.live == nil {
+		return // readRegistry failed and said so
+	}
+	live := slices.Collect(maps.Values(c.live))
+	slices.SortFunc(live, func(a, b catalog.Bookie) int { return strings.Compare(a.ID, b.ID) })
+	alive := c.live
+	lost := c.lostBookie
 	if err := c.rereplicateCursor.load(ctx, c); err != nil {
 		t.fail(err)
 		return
@@ -96,9 +135,6 @@ func (c *Compactor) rereplicateAll(ctx context.Context, t *tally) {
 					drain = b
 				}
 				missing, isLost := lost(b)
-				if missing {
-					c.missingSeen[b] = true
-				}
 				if missing && !counted {
 					under, counted = under+1, true
 				}
@@ -115,14 +151,17 @@ func (c *Compactor) rereplicateAll(ctx context.Context, t *tally) {
 		}
 		if token = page.NextPageToken; token == "" {
 			// A whole cycle of the scan is done: forget the missing
-			// bookies no CLOSED ledger names any more (moved off, or
-			// never back), so c.missing holds only bookies that matter.
+			// bookies no ledger named since the cycle began (moved off,
+			// or never back), so c.missing holds only bookies that
+			// matter.
+			c.lostMu.Lock()
 			for id := range c.missing {
 				if !c.missingSeen[id] {
 					delete(c.missing, id)
 				}
 			}
 			clear(c.missingSeen)
+			c.lostMu.Unlock()
 			break
 		}
 	}

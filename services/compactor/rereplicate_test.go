@@ -259,3 +259,41 @@ func TestPacerBoundsTheRate(t *testing.T) {
 		t.Fatal("a wait past a cancelled context returned nil")
 	}
 }
+
+// The bookie copies of an offloaded ledger are dropped from every bookie
+// its ensembles name; one of them lost for good would fail that forever.
+// Within RereplicateGrace the delete waits for it (it may come back);
+// after the grace it is no longer asked and the delete completes.
+func TestPassBookieDeleteSkipsLostBookieAfterGrace(t *testing.T) {
+	e := newEnv(t)
+	e.topic("orders", catalog.DefaultTopicConfig())
+	m := e.ledger("orders", 0, 6, 3)
+	c := e.compactor(func(cfg *Config, _ *Deps) {
+		cfg.OffloadAge, cfg.BookieDeleteGrace = -1, time.Minute
+		cfg.RereplicateGrace = 5 * time.Minute
+	})
+	if r := e.pass(c); r.Offloaded != 1 {
+		t.Fatalf("pass = %+v, want the ledger offloaded", r)
+	}
+	lost := m.Ensembles[0].Bookies[0]
+	e.loseBookie(lost)
+	e.advance(2 * time.Minute) // past the bookie-delete grace, within the lost grace
+	r, err := c.Pass(e.ctx())
+	if err == nil || r.BookieDeletes != 0 {
+		t.Fatalf("delete with %s missing, within its grace: %+v, %v; want a failure", lost, r, err)
+	}
+	if p := e.keys(pendingDir); len(p) != 1 {
+		t.Fatalf("pending markers %v; want the ledger's, kept for a retry", p)
+	}
+	e.advance(5 * time.Minute)
+	r, err = c.Pass(e.ctx())
+	if err != nil || r.BookieDeletes != 1 {
+		t.Fatalf("delete with %s lost for good: %+v, %v; want it done without that bookie", lost, r, err)
+	}
+	if n := e.onBookies(m.ID); n != 0 {
+		t.Fatalf("ledger %d still on %d live bookies", m.ID, n)
+	}
+	if p := e.keys(pendingDir); len(p) != 0 {
+		t.Fatalf("pending markers left: %v", p)
+	}
+}

@@ -278,12 +278,14 @@ func (s *Service) recentlyReleasedLocked(key slotKey) bool {
 	return true
 }
 
-// rollOffDraining asks every running writer to roll over if its ledger
-// names a bookie being drained (partition.Writer.RollOffDraining), so a
-// decommission does not wait for partitions that are idle or slow to roll.
+// rollOffLeaving asks every running writer to roll over if its ledger
+// names a bookie that is draining or missing from the registry
+// (partition.Writer.RollOffLeaving), so neither a decommission nor the
+// re-replication of a lost bookie's copies waits for partitions that are
+// idle or slow to roll.
 // Each writer checks against the ledger client's registry listing, read
 // at most once per its refresh interval for all of them.
-func (s *Service) rollOffDraining(ctx context.Context) {
+func (s *Service) rollOffLeaving(ctx context.Context) {
 	s.mu.Lock()
 	var running []*partition.Writer
 	for _, sl := range s.writers {
@@ -300,8 +302,8 @@ func (s *Service) rollOffDraining(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		if _, err := w.RollOffDraining(ctx); err != nil {
-			s.log.Warn("could not check a partition's ledger for draining bookies", slog.Any("err", err))
+		if _, err := w.RollOffLeaving(ctx); err != nil {
+			s.log.Warn("could not check a partition's ledger for draining or missing bookies", slog.Any("err", err))
 			return // the registry is unreachable: the next round tries again
 		}
 	}

@@ -183,7 +183,7 @@ func (m *memLedgers) ReadEntries(_ context.Context, id catalog.LedgerID, first, 
 
 func (l *memLedger) ID() catalog.LedgerID { return l.id }
 
-func (l *memLedger) DrainingBookies(context.Context) ([]string, error) { return nil, nil }
+func (l *memLedger) LeavingBookies(context.Context) ([]string, error) { return nil, nil }
 
 func (l *memLedger) AppendAsync(payload []byte, done func(int64, error)) error {
 	m := l.m

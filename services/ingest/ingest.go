@@ -231,7 +231,7 @@ func (s *Service) Run(ctx context.Context) error {
 			if err := s.balanceRound(ctx); err != nil && ctx.Err() == nil {
 				s.log.Warn("ingest balancing round failed", slog.Any("err", err))
 			}
-			s.rollOffDraining(ctx)
+			s.rollOffLeaving(ctx)
 		}
 	}
 }

@@ -50,8 +50,8 @@ func (l ledgerWriter) Close(ctx context.Context, lastOffset int64) (catalog.Ledg
 	return m, fenced(err)
 }
 
-func (l ledgerWriter) DrainingBookies(ctx context.Context) ([]string, error) {
-	return l.w.DrainingBookies(ctx)
+func (l ledgerWriter) LeavingBookies(ctx context.Context) ([]string, error) {
+	return l.w.LeavingBookies(ctx)
 }
 
 func fenced(err error) error {

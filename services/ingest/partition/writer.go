@@ -36,9 +36,10 @@ type Ledger interface {
 	// Close seals the ledger once its pending entries settled, recording
 	// lastOffset (the offset of its last record).
 	Close(ctx context.Context, lastOffset int64) (catalog.LedgerMetadata, error)
-	// DrainingBookies returns the bookies the ledger names that are being
-	// drained (decommissioned), per a recent registry listing.
-	DrainingBookies(ctx context.Context) ([]string, error)
+	// LeavingBookies returns the bookies the ledger names that are being
+	// drained (decommissioned) or are missing from the registry, per a
+	// recent listing.
+	LeavingBookies(ctx context.Context) ([]string, error)
 }
 
 // Ledgers is what the writer needs of the ledger client and the catalog.
@@ -637,12 +638,13 @@ func (w *Writer) carryOut(a machine.Action) machine.Event {
 	return nil
 }
 
-// RollOffDraining rolls the ledger being written over to a new one when
-// it names a bookie being drained: that bookie refuses new entries, and
-// the copies it holds of this ledger move off it only once the ledger is
-// sealed (bookkeeper/DESIGN.md "Decommission"); an idle partition would
-// otherwise keep it open for good. It reports whether it asked for a roll.
-func (w *Writer) RollOffDraining(ctx context.Context) (bool, error) {
+// RollOffLeaving rolls the ledger being written over to a new one when
+// it names a bookie being drained or missing from the registry: the copies
+// such a bookie holds of this ledger are moved off it, or rebuilt
+// elsewhere, only once the ledger is sealed (bookkeeper/DESIGN.md §4.1,
+// §4.2); an idle partition would otherwise keep it open for good. It
+// reports whether it asked for a roll.
+func (w *Writer) RollOffLeaving(ctx context.Context) (bool, error) {
 	w.mu.Lock()
 	h, gen, ok := w.m.Current()
 	w.mu.Unlock()
@@ -650,11 +652,11 @@ func (w *Writer) RollOffDraining(ctx context.Context) (bool, error) {
 		return false, nil // rolling, replacing or closing: a new ledger comes anyway
 	}
 	l := h.(Ledger)
-	draining, err := l.DrainingBookies(ctx)
+	draining, err := l.LeavingBookies(ctx)
 	if err != nil || len(draining) == 0 {
 		return false, err
 	}
-	w.log.Info("rolling over: the ledger names a bookie being drained", slog.Int64("ledger", int64(l.ID())), slog.Any("draining", draining))
+	w.log.Info("rolling over: the ledger names a bookie that is draining or missing", slog.Int64("ledger", int64(l.ID())), slog.Any("bookies", draining))
 	w.event(machine.Roll{Gen: gen})
 	return true, nil
 }

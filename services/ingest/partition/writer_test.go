@@ -37,7 +37,7 @@ type memLedgers struct {
 	// createdAfterUnsealed: a ledger was created while an earlier one was
 	// not sealed.
 	createdAfterUnsealed bool
-	// draining: the ledgers (by id) DrainingBookies says name a draining
+	// draining: the ledgers (by id) LeavingBookies says name a draining
 	// bookie.
 	draining map[catalog.LedgerID]bool
 }
@@ -184,7 +184,7 @@ func (l *memLedger) AppendAsync(payload []byte, done func(int64, error)) error {
 	return nil
 }
 
-func (l *memLedger) DrainingBookies(context.Context) ([]string, error) {
+func (l *memLedger) LeavingBookies(context.Context) ([]string, error) {
 	l.m.mu.Lock()
 	defer l.m.mu.Unlock()
 	if l.m.draining[l.id] {
@@ -586,24 +586,24 @@ func TestIdempotentProducer(t *testing.T) {
 	}
 }
 
-// A ledger that names a draining bookie is rolled over by RollOffDraining:
+// A ledger that names a draining bookie is rolled over by RollOffLeaving:
 // sealed at its end, with the next ledger appended to the chain from
 // there, so its copies can move; one that names none is left alone, and
 // writing goes on in the new ledger.
-func TestRollOffDraining(t *testing.T) {
+func TestRollOffLeaving(t *testing.T) {
 	l, c := newMemLedgers(t), &memChain{}
 	w := openWriter(t, Config{}, l, c, catalog.Partition{})
 	if _, err := w.Append(context.Background(), batchOf(t, 2, 10)); err != nil {
 		t.Fatal(err)
 	}
-	if rolled, err := w.RollOffDraining(context.Background()); rolled || err != nil {
-		t.Fatalf("RollOffDraining with no draining bookie = %v, %v", rolled, err)
+	if rolled, err := w.RollOffLeaving(context.Background()); rolled || err != nil {
+		t.Fatalf("RollOffLeaving with no draining bookie = %v, %v", rolled, err)
 	}
 	l.mu.Lock()
 	l.draining = map[catalog.LedgerID]bool{1: true}
 	l.mu.Unlock()
-	if rolled, err := w.RollOffDraining(context.Background()); !rolled || err != nil {
-		t.Fatalf("RollOffDraining with ledger 1 naming a draining bookie = %v, %v", rolled, err)
+	if rolled, err := w.RollOffLeaving(context.Background()); !rolled || err != nil {
+		t.Fatalf("RollOffLeaving with ledger 1 naming a draining bookie = %v, %v", rolled, err)
 	}
 	waitFor(t, func() bool {
 		c.mu.Lock()
@@ -621,7 +621,7 @@ func TestRollOffDraining(t *testing.T) {
 	if err != nil || a.BaseOffset != 2 {
 		t.Fatalf("append after the roll = %+v, %v; want offset 2", a, err)
 	}
-	if rolled, _ := w.RollOffDraining(context.Background()); rolled {
+	if rolled, _ := w.RollOffLeaving(context.Background()); rolled {
 		t.Fatal("the new ledger names no draining bookie, yet it rolled")
 	}
 }
