@@ -119,6 +119,12 @@ func PauseWriter() *Scenario {
 		Phase:       36 * time.Second,
 		MinPhase:    16 * time.Second,
 		Sabotage:    "sabotage_fencing",
+		// A resumed writer writes to its fenced ledger only when it handles
+		// the requests that waited for it before its balancing round sees
+		// the takeover — most pauses, not every one (two CI runs out of
+		// many found nothing in three 16 s runs): a sabotage run pauses
+		// about three times as often.
+		SabotageMinPhase: 45 * time.Second,
 		Faults: func(ctx context.Context, r *Run) error {
 			for i := 0; i < 100 && fault.Sleep(ctx.Done(), r.Jitter(4*time.Second)); i++ {
 				in := r.Cluster.Ingests[i%len(r.Cluster.Ingests)]
