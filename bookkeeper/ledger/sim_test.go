@@ -28,8 +28,11 @@ var (
 // acknowledged only after its sync), and restarting; request timeouts
 // (whose late answers still arrive); the writer crashing, or living on as a
 // zombie — busy or idle — while a new writer recovers the ledger;
-// recoveries running concurrently, crashing, failing and being retried.
-// Then faults stop and the ledger must close. Checked during the run and at
+// recoveries running concurrently, crashing, failing and being retried;
+// in half the seeds, once the ledger is closed, re-replication moving its
+// copies off a bookie (sim_rereplicate_test.go) while all that goes on,
+// the bookie then lost for good half the time. Then faults stop and the
+// ledger must close. Checked during the run and at
 // its end:
 //
 //   - no acknowledged entry is lost: the closed end is at or above every
@@ -45,6 +48,8 @@ var (
 //   - readers deliver entries in order, never beyond the LAC of an open
 //     ledger (an entry not yet acknowledged) nor beyond the closed end, and
 //     read the whole ledger once it is closed;
+//   - no segment names a bookie lost for good, and every entry still has
+//     its Qa durable copies after moves and losses;
 //   - once faults stop, the ledger closes (liveness).
 //
 // A failing seed prints the tail of its trace; replay it in full with
@@ -95,6 +100,50 @@ func TestSimulationCatchesUnfencedRecoveryReads(t *testing.T) {
 	t.Fatalf("no violation in %d seeds with recovery-read fencing disabled: the simulation cannot see PR #2616's bug", maxSeeds)
 }
 
+// TestSimulationCatchesRereplicationBeforeAck breaks re-replication the
+// way the issue names — the catalog points at the new bookie before its
+// copies are acknowledged (synced) — and asserts that the simulation finds
+// an entry left short of copies once the old bookie is lost for good:
+// proof that its checks see a broken move. The same seed with the real
+// mover passes.
+func TestSimulationCatchesRereplicationBeforeAck(t *testing.T) {
+	start := time.Now()
+	const maxSeeds = 20_000
+	for seed := uint64(0); seed < maxSeeds; seed++ {
+		w := runSim(seed, simOptions{profile: profileMixed, rrForce: true, rrSabotage: true})
+		if len(w.violations) == 0 {
+			continue
+		}
+		t.Logf("with the move committed before the copies were acknowledged, seed %d fails (%d seeds searched in %v):\n  %s",
+			seed, seed+1, time.Since(start).Round(time.Millisecond), strings.Join(w.violations, "\n  "))
+		if !slices.ContainsFunc(w.violations, func(v string) bool { return strings.Contains(v, "durable copies") }) {
+			t.Fatalf("expected an entry short of durable copies:\n%s", w.report())
+		}
+		if w := runSim(seed, simOptions{profile: profileMixed, rrForce: true}); len(w.violations) > 0 {
+			t.Fatalf("seed %d also fails with the real mover:\n%s", seed, w.report())
+		}
+		return
+	}
+	t.Fatalf("no violation in %d seeds with the sabotaged mover: the simulation cannot see a move before the copy is durable", maxSeeds)
+}
+
+// TestSimulationRereplicates runs the simulation with a move in every seed
+// that has a spare bookie, and bookies crashing more often.
+func TestSimulationRereplicates(t *testing.T) {
+	var st simStats
+	for _, seed := range seedList() {
+		w := runSim(seed, simOptions{profile: profileMixed, rrForce: true})
+		st.add(w)
+		if len(w.violations) > 0 {
+			t.Fatalf("seed %d:\n%s", seed, w.report())
+		}
+	}
+	if st.moves == 0 {
+		t.Fatal("no replica moved")
+	}
+	t.Logf("%s", st)
+}
+
 // TestSimulationDeterministic: a seed replays exactly, so a failing seed
 // can be debugged.
 func TestSimulationDeterministic(t *testing.T) {
@@ -123,7 +172,11 @@ func seedList() []uint64 {
 type simOptions struct {
 	profile     profile
 	noReadFence bool
-	verbose     bool
+	// rrForce: every seed re-replicates once the ledger is closed, and
+	// bookies crash more often; rrSabotage: with a mover that commits
+	// before the new bookie acknowledged (sim_rereplicate_test.go).
+	rrForce, rrSabotage bool
+	verbose             bool
 }
 
 // profile is a family of fault schedules (a nemesis, in Jepsen's terms).
@@ -220,6 +273,10 @@ func runSim(seed uint64, opt simOptions) *world {
 	for range 1 + r.IntN(2) {
 		newReaderClient(w)
 	}
+	w.rereplicate, w.rrSabotage = opt.rrForce || r.IntN(2) == 0, opt.rrSabotage
+	if opt.rrForce {
+		f.bookieCrash += 10 // so that a new bookie sometimes crashes before it syncs
+	}
 	for w.steps < steps {
 		w.steps++
 		w.chaosStep(f)
@@ -291,6 +348,14 @@ func (w *world) chaosStep(f faults) {
 	case len(w.recoveries) > 0 && active == 0:
 		add(10, func() { startRecovery(w) }) // the new writer retries
 	}
+	if w.rereplicate && w.cat.closedEnd != nil && !slices.ContainsFunc(w.rereplications, (*rereplicatorClient).active) && len(w.rereplications) < 4 {
+		add(20, func() { startRereplication(w, w.rrSabotage) })
+	}
+	for _, rr := range w.rereplications {
+		if rr.active() {
+			add(10*f.timeout, func() { rr.timeoutOne() })
+		}
+	}
 	for _, rd := range w.readers {
 		if rd.alive {
 			add(30, rd.pollLac)
@@ -319,7 +384,7 @@ func (w *world) chaosStep(f faults) {
 func (w *world) bookiesBy(up bool) []*bookie {
 	var out []*bookie
 	for _, id := range w.order {
-		if b := w.bookies[id]; b.up == up {
+		if b := w.bookies[id]; b.up == up && !b.lost {
 			out = append(out, b)
 		}
 	}
@@ -367,7 +432,17 @@ func (w *world) heal() {
 		for _, rd := range w.readers {
 			rd.timeoutAll()
 		}
+		for _, rr := range w.rereplications {
+			rr.timeoutAll()
+		}
 		if len(w.net) > 0 {
+			continue
+		}
+		rrActive := slices.ContainsFunc(w.rereplications, (*rereplicatorClient).active)
+		if w.rereplicate && w.cat.closedEnd != nil && w.moves == 0 && !rrActive && len(w.rereplications) < 4 {
+			if startRereplication(w, w.rrSabotage) == nil {
+				w.rereplicate = false // no spare bookie outside the ledger's segments
+			}
 			continue
 		}
 		if wr := w.writer; wr.alive && !wr.stopped && !wr.closed {
@@ -391,7 +466,8 @@ func (w *world) heal() {
 				progressed = true
 			}
 		}
-		if len(w.net) == 0 && !progressed && w.cat.closedEnd != nil && !slices.ContainsFunc(w.recoveries, (*recoveryClient).active) {
+		if len(w.net) == 0 && !progressed && w.cat.closedEnd != nil && !slices.ContainsFunc(w.recoveries, (*recoveryClient).active) &&
+			!slices.ContainsFunc(w.rereplications, (*rereplicatorClient).active) {
 			return
 		}
 	}
@@ -434,6 +510,13 @@ func (w *world) finalChecks() {
 			w.violate("entry %d (within the closed end %d) has %d durable copies in its write set of %v, want >= %d", e, end, copies, seg, w.rep.AckQuorum)
 		}
 	}
+	for _, s := range m.Ensembles {
+		for _, id := range s.Bookies {
+			if w.bookies[id].lost {
+				w.violate("segment %+v names %s, lost for good", s, id)
+			}
+		}
+	}
 	for _, rd := range w.readers {
 		if rd.alive && rd.next != end+1 {
 			w.violate("%s read up to %d of a ledger closed at %d", rd.name, rd.next-1, end)
@@ -442,7 +525,7 @@ func (w *world) finalChecks() {
 }
 
 type simStats struct {
-	runs, acked, closedEmpty, recoveries, changes, rejoins, fenced int
+	runs, acked, closedEmpty, recoveries, changes, rejoins, fenced, moves int
 }
 
 func (s *simStats) add(w *world) {
@@ -454,12 +537,13 @@ func (s *simStats) add(w *world) {
 	s.recoveries += len(w.recoveries)
 	s.changes += len(w.cat.meta.Ensembles) - 1
 	s.rejoins += w.rejoins
+	s.moves += w.moves
 	if errors.Is(w.writer.lw.Err(), ledger.ErrFenced) {
 		s.fenced++
 	}
 }
 
 func (s simStats) String() string {
-	return fmt.Sprintf("%d entries acknowledged, %d recovery attempts, %d ensemble changes, %d rejoins, %d writers fenced, %d ledgers closed empty",
-		s.acked, s.recoveries, s.changes, s.rejoins, s.fenced, s.closedEmpty)
+	return fmt.Sprintf("%d entries acknowledged, %d recovery attempts, %d ensemble changes, %d rejoins, %d writers fenced, %d ledgers closed empty, %d replica moves",
+		s.acked, s.recoveries, s.changes, s.rejoins, s.fenced, s.closedEmpty, s.moves)
 }

@@ -49,10 +49,16 @@ type world struct {
 	timeoutAfter int               // steps a request waits before it may time out
 	cuts         map[[2]string]int // partitioned pairs of endpoints → step the cut heals
 
-	writer     *writerClient
-	recoveries []*recoveryClient
-	readers    []*readerClient
-	nextClient int
+	writer         *writerClient
+	recoveries     []*recoveryClient
+	readers        []*readerClient
+	rereplications []*rereplicatorClient
+	nextClient     int
+	// Re-replication (sim_rereplicate_test.go): whether this seed moves
+	// copies once the ledger is closed, with the sabotaged mover, and
+	// how many moves completed.
+	rereplicate, rrSabotage bool
+	moves                   int
 
 	// History, for the checks.
 	payloads   map[int64][]byte // what the writer assigned to each entry
@@ -199,6 +205,15 @@ type bookie struct {
 	lac      int64
 	fenced   bool
 	waiting  []func() // acks released by the next sync
+	lost     bool     // lost for good: disk gone, never restarted
+}
+
+// loseForGood takes the bookie down for good with its disk.
+func (b *bookie) loseForGood() {
+	b.w.logf("lose %s for good (%d durable entries gone)", b.id, len(b.durable))
+	b.crash()
+	b.lost = true
+	clear(b.durable)
 }
 
 func (b *bookie) has(entry int64) ([]byte, bool) {
@@ -245,6 +260,9 @@ func (b *bookie) crash() {
 }
 
 func (b *bookie) restart() {
+	if b.lost {
+		return
+	}
 	b.w.logf("restart %s", b.id)
 	b.up = true
 	b.lac = -1
