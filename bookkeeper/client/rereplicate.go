@@ -138,6 +138,9 @@ func (c *Client) copyReplicas(ctx context.Context, m catalog.LedgerMetadata, fro
 				mine = append(mine, e)
 			}
 		}
+		if sabotageRereplicate {
+			mine = nil // the catalog moves, the copies do not
+		}
 		for len(mine) > 0 {
 			w, err := c.readWindow(ctx, m, sched, seg, pos, mine[:min(len(mine), rereplicateWindow)])
 			if err != nil {

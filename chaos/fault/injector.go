@@ -3,6 +3,7 @@ package fault
 import (
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"syscall"
 	"time"
@@ -86,6 +87,21 @@ func (in *Injector) Kill(p *bookieproc.Proc) error {
 	return in.do("kill", p.ID, func() error {
 		in.forgetPause(p)
 		return p.Kill()
+	})
+}
+
+// Lose kills p and deletes its data directory: a machine lost for good.
+// It is never restarted.
+func (in *Injector) Lose(p *bookieproc.Proc) error {
+	return in.do("lose", p.ID, func() error {
+		in.forgetPause(p)
+		if err := p.Kill(); err != nil {
+			return err
+		}
+		if p.Dir == "" {
+			return fmt.Errorf("lose %s: it has no data directory", p.ID)
+		}
+		return os.RemoveAll(p.Dir)
 	})
 }
 

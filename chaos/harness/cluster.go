@@ -79,6 +79,9 @@ type ClusterConfig struct {
 	// IngestBookkeeping gives the ingest copies the Cassandra keyspace
 	// too (producer ids, transactions); needs Cassandra.
 	IngestBookkeeping bool
+	// CompactorArgs, if set, runs one `sluice compactor` with these extra
+	// flags (its objects go to a directory of the cluster's).
+	CompactorArgs []string
 }
 
 // Cluster is the processes of one scenario. Everything stops when the test
@@ -93,6 +96,7 @@ type Cluster struct {
 	// address; nil without ProxyIngests).
 	IngestLinks []*fault.Proxy
 	Fetches     []*bookieproc.Proc
+	Compactor   *bookieproc.Proc // nil without ClusterConfig.CompactorArgs
 	Catalog     *catalog.Catalog
 	Table       string
 	Keyspace    string
@@ -179,7 +183,12 @@ func StartCluster(ctx context.Context, t testing.TB, cfg ClusterConfig) *Cluster
 			localcluster.RoleBookie: append([]string{"--heartbeat", "1s", "--instance", "sluice-test"}, cfg.BookieArgs...),
 			localcluster.RoleIngest: {"--owner-ttl", cfg.OwnerTTL.String(), "--heartbeat", (cfg.OwnerTTL / 3).String(), "--balance-interval", "500ms"},
 			localcluster.RoleFetch:  {"--balance-interval", "500ms"},
+			// The last --objects wins: a local directory, so no bucket is needed.
+			localcluster.RoleCompactor: append([]string{"--objects", "file://" + filepath.Join(root, "objects")}, cfg.CompactorArgs...),
 		},
+	}
+	if cfg.CompactorArgs != nil {
+		lc.Compactors = 1
 	}
 	if c.Keyspace != "" {
 		lc.Cassandra = cfg.Cassandra
@@ -204,6 +213,9 @@ func StartCluster(ctx context.Context, t testing.TB, cfg ClusterConfig) *Cluster
 			c.Ingests = append(c.Ingests, start(proc))
 		case localcluster.RoleFetch:
 			c.Fetches = append(c.Fetches, start(proc))
+		case localcluster.RoleCompactor:
+			proc.Addr = "" // it serves nothing
+			c.Compactor = start(proc)
 		}
 	}
 	return c

@@ -302,6 +302,15 @@ func (r *Run) Kill(p *bookieproc.Proc) error {
 	return err
 }
 
+// Lose kills p and deletes its data for good (recorded); Heal leaves it
+// dead.
+func (r *Run) Lose(p *bookieproc.Proc) error {
+	r.mu.Lock()
+	delete(r.killed, p)
+	r.mu.Unlock()
+	return r.Inject.Lose(p)
+}
+
 // Restart restarts a killed p (recorded).
 func (r *Run) Restart(p *bookieproc.Proc) error {
 	err := r.Inject.Restart(p)

@@ -4,17 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/sluicemq/sluice/chaos/fault"
 	"github.com/sluicemq/sluice/harness/bookieproc"
+	"github.com/sluicemq/sluice/pkg/catalog"
 )
 
 // Scenarios returns the scenarios in the order `task chaos` runs them.
 // Their fault phases are sized for 2 cores at Scale 1 (the short version);
 // the full version multiplies them.
 func Scenarios() []*Scenario {
-	return []*Scenario{KillBookies(), PauseWriter(), PauseConsumer(), CutBookie(), CrashQuorum(), PowerLoss(), KillFetch()}
+	return []*Scenario{KillBookies(), PauseWriter(), PauseConsumer(), CutBookie(), CrashQuorum(), PowerLoss(), KillFetch(), LoseBookies()}
 }
 
 // ScenarioByName returns the named scenario, or nil.
@@ -374,4 +376,116 @@ func KillFetch() *Scenario {
 			return nil
 		},
 	}
+}
+
+// LoseBookies (8): bookies lost for good, one after another. Six bookies
+// and a compactor re-replicating (grace 3 s); three times, under load, a
+// bookie is killed and its disk deleted, never to return, and the next
+// loss waits until no ledger on bookies names it any more: the ingest
+// copies rolled the open ledgers that named it and the compactor rebuilt
+// every closed ledger's copies elsewhere. The three are the bookies the
+// oldest ledger was first written to, so at the end none of its original
+// copies is left: only re-replication keeps its records. Nothing acknowledged may be lost. Sabotage
+// "sabotage_rereplicate" (the catalog is pointed at the new bookie without
+// any copy written) must then lose acknowledged records.
+func LoseBookies() *Scenario {
+	return &Scenario{
+		Name:        "lose-bookies",
+		Description: "three times: delete a bookie's disk for good (kill -9, never back) and wait until re-replication leaves no ledger naming it; heal; drain",
+		Cluster: ClusterConfig{Bookies: 6, Ingests: 2,
+			CompactorArgs: []string{"--interval", "1s", "--rereplicate-grace", "3s", "--offload-age", "1h", "--rereplicate-mib-per-sec", "64"}},
+		Partitions: 4,
+		Members:    1,
+		Phase:      60 * time.Second,
+		MinPhase:   45 * time.Second, // three losses, each waiting for its repair (~8 s)
+		Sabotage:   "sabotage_rereplicate",
+		Faults: func(ctx context.Context, r *Run) error {
+			// The victims: the three bookies of the oldest ledger (lowest
+			// id) as it was first written, in turn — so that, without
+			// re-replication, its every original copy is gone at the end.
+			var victims []string
+			for i := 0; i < 3 && fault.Sleep(ctx.Done(), r.Jitter(4*time.Second)); i++ {
+				if victims == nil {
+					first, err := oldestLedger(ctx, r.Cluster.Catalog)
+					if err != nil {
+						return err
+					}
+					victims = first.Ensembles[0].Bookies
+				}
+				var victim *bookieproc.Proc
+				for _, b := range r.Cluster.Bookies {
+					if b.ID == victims[i] {
+						victim = b
+					}
+				}
+				if victim == nil {
+					return fmt.Errorf("lose-bookies: no bookie %s", victims[i])
+				}
+				if err := r.Lose(victim); err != nil {
+					return err
+				}
+				// Wait for the repair: no ledger on bookies names it.
+				for ctx.Err() == nil {
+					counts, err := namedBy(ctx, r.Cluster.Catalog)
+					if err == nil && counts[victim.ID] == 0 {
+						break
+					}
+					fault.Sleep(ctx.Done(), 500*time.Millisecond)
+				}
+			}
+			return nil
+		},
+	}
+}
+
+// oldestLedger is the ledger on bookies (OPEN, IN_RECOVERY, CLOSED) with
+// the lowest id.
+func oldestLedger(ctx context.Context, cat *catalog.Catalog) (catalog.LedgerMetadata, error) {
+	var best catalog.LedgerMetadata
+	found := false
+	err := eachLedgerOnBookies(ctx, cat, func(m catalog.LedgerMetadata) {
+		if !found || m.ID < best.ID {
+			best, found = m, true
+		}
+	})
+	if err == nil && !found {
+		err = errors.New("no ledger on bookies yet")
+	}
+	return best, err
+}
+
+func eachLedgerOnBookies(ctx context.Context, cat *catalog.Catalog, f func(catalog.LedgerMetadata)) error {
+	for _, st := range []catalog.LedgerState{catalog.LedgerOpen, catalog.LedgerInRecovery, catalog.LedgerClosed} {
+		for token := ""; ; {
+			page, err := cat.ListLedgersByState(ctx, st, token, catalog.MaxPageSize)
+			if err != nil {
+				return err
+			}
+			for _, m := range page.Items {
+				f(m)
+			}
+			if token = page.NextPageToken; token == "" {
+				break
+			}
+		}
+	}
+	return nil
+}
+
+// namedBy counts, per bookie, the ledgers on bookies (OPEN, IN_RECOVERY,
+// CLOSED) whose segments name it.
+func namedBy(ctx context.Context, cat *catalog.Catalog) (map[string]int, error) {
+	out := map[string]int{}
+	err := eachLedgerOnBookies(ctx, cat, func(m catalog.LedgerMetadata) {
+		var seen []string
+		for _, seg := range m.Ensembles {
+			for _, b := range seg.Bookies {
+				if !slices.Contains(seen, b) {
+					seen = append(seen, b)
+					out[b]++
+				}
+			}
+		}
+	})
+	return out, err
 }

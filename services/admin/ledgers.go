@@ -196,6 +196,25 @@ func (s *Service) DecommissionBookie(ctx context.Context, req *connect.Request[s
 		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("bookie %q is not in the registry (live: %v); "+
 			"a bookie must be running to be drained — one lost for good is re-replicated after the compactor's --rereplicate-grace", id, ids))
 	}
+	if !req.Msg.GetCancel() {
+		// Without it, E writable bookies must remain for the largest
+		// ensemble in use, or partitions that roll off it could open no
+		// new ledger.
+		writable := 0
+		for _, b := range live {
+			if b.ID != id && !b.ReadOnly {
+				writable++
+			}
+		}
+		need, err := s.largestEnsemble(ctx)
+		if err != nil {
+			return nil, apierr.FromCatalog(err)
+		}
+		if writable < need {
+			return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("draining bookie %q would leave %d writable bookies, "+
+				"fewer than the largest ensemble in use (%d): add a bookie first", id, writable, need))
+		}
+	}
 	st, err := s.d.Bookies.SetBookieDraining(ctx, id, !req.Msg.GetCancel())
 	if err != nil {
 		return nil, apierr.Otherwise(err)
@@ -205,4 +224,22 @@ func (s *Service) DecommissionBookie(ctx context.Context, req *connect.Request[s
 		resp.DrainingSinceMs = st.DrainingSince.UnixMilli()
 	}
 	return connect.NewResponse(resp), nil
+}
+
+// largestEnsemble is the largest replication.ensemble of the topics (at
+// least the default's).
+func (s *Service) largestEnsemble(ctx context.Context) (int, error) {
+	need := catalog.DefaultReplication.Ensemble
+	for token := ""; ; {
+		page, err := s.d.Catalog.ListTopics(ctx, token, catalog.MaxPageSize)
+		if err != nil {
+			return 0, err
+		}
+		for _, t := range page.Items {
+			need = max(need, t.Config.Replication.Ensemble)
+		}
+		if token = page.NextPageToken; token == "" {
+			return need, nil
+		}
+	}
 }

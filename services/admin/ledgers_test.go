@@ -155,7 +155,8 @@ func TestDecommissionBookie(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cat.Close()
-	for _, b := range []catalog.Bookie{{ID: "b1", Address: "b1:1"}, {ID: "b2", Address: "b2:1", ReadOnly: true, Draining: true}} {
+	for _, b := range []catalog.Bookie{{ID: "b1", Address: "b1:1"}, {ID: "b2", Address: "b2:1", ReadOnly: true, Draining: true},
+		{ID: "b3", Address: "b3:1"}, {ID: "b4", Address: "b4:1"}, {ID: "b5", Address: "b5:1"}} {
 		if _, err := cat.HeartbeatBookie(ctx, b, time.Minute); err != nil {
 			t.Fatal(err)
 		}
@@ -182,11 +183,22 @@ func TestDecommissionBookie(t *testing.T) {
 	if resp, err := s.DecommissionBookie(ctx, req("b1", true)); err != nil || resp.Msg.GetState() != "writable" || resp.Msg.GetDrainingSinceMs() != 0 {
 		t.Fatalf("DecommissionBookie(b1, cancel) = %v, %v", resp, err)
 	}
-	if _, err := s.DecommissionBookie(ctx, req("b9", false)); connect.CodeOf(err) != connect.CodeNotFound || !strings.Contains(err.Error(), "live: [b1 b2]") {
+	if _, err := s.DecommissionBookie(ctx, req("b9", false)); connect.CodeOf(err) != connect.CodeNotFound || !strings.Contains(err.Error(), "live: [b1 b2 b3 b4 b5]") {
 		t.Fatalf("DecommissionBookie(b9) = %v; want NOT_FOUND listing the live bookies", err)
 	}
 	if _, err := s.DecommissionBookie(ctx, req("", false)); connect.CodeOf(err) != connect.CodeInvalidArgument {
 		t.Fatalf("DecommissionBookie without an id = %v; want INVALID_ARGUMENT", err)
+	}
+	// b1 draining leaves b3, b4, b5 writable (b2 drains already): enough
+	// for ensembles of 3, not for a topic of 4.
+	cfg := catalog.DefaultTopicConfig()
+	cfg.Replication = catalog.Replication{Ensemble: 4, WriteQuorum: 3, AckQuorum: 2}
+	if _, err := cat.CreateTopic(ctx, "wide", 1, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DecommissionBookie(ctx, req("b1", false)); connect.CodeOf(err) != connect.CodeFailedPrecondition ||
+		!strings.Contains(err.Error(), "would leave 3 writable bookies, fewer than the largest ensemble in use (4)") {
+		t.Fatalf("draining below the largest ensemble = %v; want FAILED_PRECONDITION saying so", err)
 	}
 	if fmt.Sprint(fb.calls) != "[b1=true b1=false]" {
 		t.Fatalf("bookie calls %v", fb.calls)
@@ -199,7 +211,7 @@ func TestDecommissionBookie(t *testing.T) {
 	for _, b := range list.Msg.GetBookies() {
 		states = append(states, b.GetId()+"="+b.GetState())
 	}
-	if fmt.Sprint(states) != "[b1=writable b2=draining]" {
+	if fmt.Sprint(states) != "[b1=writable b2=draining b3=writable b4=writable b5=writable]" {
 		t.Fatalf("ListBookies states %v", states)
 	}
 }
