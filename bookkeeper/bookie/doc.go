@@ -112,4 +112,5 @@
 //	watch.go     the RPC edge: the WatchLac stream
 //	registry.go  the registry heartbeat
 //	drain.go     draining: the DRAINING marker's format, SetDraining
+//	catalog_gc.go  garbage collection against the catalog (bookkeeper/DESIGN.md §4.3)
 package bookie

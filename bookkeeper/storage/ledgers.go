@@ -3,9 +3,11 @@ package storage
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -450,4 +452,63 @@ func (s *Storage) HasLedgers() (bool, error) {
 	}
 	found := it.First()
 	return found, errors.Join(it.Error(), it.Close())
+}
+
+// ListLedgers returns, in id order, up to limit ids above after of the
+// ledgers the storage holds (known: set up by an add, fence or LAC, and
+// not deleted), buffered or indexed. A ledger created or deleted while it
+// runs may or may not be listed. For the bookie's garbage collection
+// against the catalog.
+func (s *Storage) ListLedgers(after int64, limit int) ([]int64, error) {
+	if limit <= 0 {
+		return nil, fmt.Errorf("%w: list ledgers: limit %d", ErrInvalidArgument, limit)
+	}
+	s.mu.Lock()
+	cached := map[int64]bool{} // id → known, for every cached id above after
+	var out []int64
+	for id, st := range s.ledgers {
+		if id > after && st != nil {
+			cached[id] = st.known()
+			if st.known() {
+				out = append(out, id)
+			}
+		}
+	}
+	s.mu.Unlock()
+	lo := metaKey(after + 1)
+	if after == math.MaxInt64 {
+		return nil, nil
+	}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: []byte{prefixMeta + 1}})
+	if err != nil {
+		return nil, err
+	}
+	rows := 0
+	for ok := it.First(); ok && rows < limit; ok = it.Next() {
+		k := it.Key()
+		if len(k) != 9 {
+			return nil, errors.Join(corruptf("metadata key %x", k), it.Close())
+		}
+		id := int64(binary.BigEndian.Uint64(k[1:9]))
+		if _, ok := cached[id]; ok {
+			continue // the cache is newer than the row
+		}
+		m, err := decodeMeta(k, it.Value())
+		if err != nil {
+			return nil, errors.Join(err, it.Close())
+		}
+		if m.flags&flagDeleted == 0 && m.masterKey != nil {
+			out = append(out, id)
+			rows++
+		}
+	}
+	if err := errors.Join(it.Error(), it.Close()); err != nil {
+		return nil, err
+	}
+	slices.Sort(out)
+	out = slices.Compact(out)
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
 }

@@ -26,6 +26,8 @@ type bookieFlags struct {
 	storageID       string
 	table           string
 	heartbeat       time.Duration
+	gcInterval      time.Duration
+	gcGrace         time.Duration
 	groupWait       time.Duration
 	recycle         int
 	checkpoint      time.Duration
@@ -42,7 +44,8 @@ func newBookieCmd() *cobra.Command {
 in its journal. It refuses to start on swapped disks or on a wiped ledger or index
 disk, and with --require-storage-id also when every disk was wiped at once. With
 --catalog-table it registers in the catalog and heartbeats there, so that ingest,
-fetch and the compactor find it.
+fetch and the compactor find it, and deletes the ledgers the catalog no longer needs
+on it (--catalog-gc-interval, --catalog-gc-grace).
 Ready when grpc.health.v1.Health/Check answers SERVING.`,
 		Args:    noArgs,
 		PreRunE: func(*cobra.Command, []string) error { return f.check() },
@@ -61,6 +64,8 @@ Ready when grpc.health.v1.Health/Check answers SERVING.`,
 	fs.StringVar(&f.storageID, "require-storage-id", "", "refuse to start unless the disks hold this storage id (as recorded when the bookie joined)")
 	fs.StringVar(&f.table, "catalog-table", "", "DynamoDB catalog table to register in (endpoint and credentials from the AWS environment); empty: do not register")
 	fs.DurationVar(&f.heartbeat, "heartbeat", bookie.DefaultHeartbeatInterval, "registry heartbeat interval (with --catalog-table; the registration lasts 3 heartbeats + 1s)")
+	fs.DurationVar(&f.gcInterval, "catalog-gc-interval", bookie.DefaultCatalogGCInterval, "how often to look for ledgers the catalog no longer needs here: purged, offloaded, deleted, or naming other bookies (with --catalog-table; negative: never)")
+	fs.DurationVar(&f.gcGrace, "catalog-gc-grace", bookie.DefaultCatalogGCGrace, "such a ledger is deleted here once it has been so this long")
 	fs.DurationVar(&f.groupWait, "journal-max-group-wait", 0, "how long an idle journal waits to fill a group commit (0: write at once)")
 	fs.IntVar(&f.recycle, "journal-recycle-files", journal.DefaultRecycleFiles, "checkpointed journal files kept for reuse, so appends overwrite allocated blocks (0: delete them instead)")
 	fs.DurationVar(&f.checkpoint, "checkpoint-interval", bookie.DefaultCheckpointInterval, "checkpoint interval (storage flush, journal trim)")
@@ -92,6 +97,10 @@ func (f *bookieFlags) check() error {
 	}
 	c.required("instance", f.instance)
 	c.positive("heartbeat", f.heartbeat, maxBookieHeartbeat)
+	if f.gcInterval == 0 {
+		c.badf("--catalog-gc-interval 0: want a positive duration, or negative for never")
+	}
+	c.positive("catalog-gc-grace", f.gcGrace, 0)
 	// The journal's own rules, for one field at a time.
 	if err := (journal.Config{Dir: ".", MaxGroupWait: f.groupWait}).Validate(); err != nil {
 		c.badf("--journal-max-group-wait %v: %v", f.groupWait, err)
@@ -155,7 +164,7 @@ func runBookie(ctx context.Context, f bookieFlags, stdout, stderr io.Writer) err
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	errs := make(chan error, 3)
+	errs := make(chan error, 4)
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
@@ -179,6 +188,14 @@ func runBookie(ctx context.Context, f bookieFlags, stdout, stderr io.Writer) err
 			defer wg.Done()
 			errs <- b.Heartbeat(ctx, cat, f.advertise, f.heartbeat, 3*f.heartbeat+time.Second)
 		}()
+		if f.gcInterval > 0 {
+			gc := b.NewCatalogGC(cat, bookie.CatalogGCConfig{Interval: f.gcInterval, Grace: f.gcGrace})
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs <- gc.Run(ctx)
+			}()
+		}
 	}
 	wg.Wait()
 	close(errs)
