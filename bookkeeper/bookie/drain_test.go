@@ -1,6 +1,7 @@
 package bookie
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"strings"
@@ -91,12 +92,16 @@ func TestDrainMarkerCorruptionRefusesStart(t *testing.T) {
 	good := encodeDrain(time.UnixMilli(1_700_000_000_000))
 	flipped := append([]byte(nil), good...)
 	flipped[len(drainMagic)+12]++ // a digit of since_ms
-	for name, data := range map[string][]byte{
-		"bit flip":    flipped,
-		"truncated":   good[:len(good)-5],
-		"empty":       nil,
-		"version two": []byte(strings.Replace(string(encodeDrain(time.UnixMilli(1))), "version=1", "version=2", 1)),
+	for _, c := range []struct {
+		name string
+		data []byte
+	}{
+		{"bit flip", flipped},
+		{"truncated", bytes.Clone(good[:len(good)-5])}, // a copy: the mem FS may keep the slice it is given
+		{"version two", []byte(strings.Replace(string(encodeDrain(time.UnixMilli(1))), "version=1", "version=2", 1))},
+		{"empty", nil},
 	} {
+		name, data := c.name, c.data
 		if err := durable.WriteFileAtomic(fs, dir, DrainFile, data); err != nil {
 			t.Fatal(err)
 		}

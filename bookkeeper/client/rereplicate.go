@@ -279,10 +279,22 @@ func (c *Client) writeWindow(ctx context.Context, m catalog.LedgerMetadata, to s
 		adds.closeAll()
 		wg.Wait()
 	}()
-	for _, e := range ents {
+	byID := make(map[int64]*bookiev1.Entry, len(ents))
+	send := func(e *bookiev1.Entry) {
 		adds.send(ledger.SendAdd{Bookie: to, Entry: e.GetEntryId(), LAC: e.GetLac(), Payload: e.GetPayload(), Recovery: true})
 	}
+	for _, e := range ents {
+		byID[e.GetEntryId()] = e
+		send(e)
+	}
 	left := len(ents)
+	// An add the new bookie did not take for a passing reason (its write
+	// buffer full: REJECTED; no answer in time) is sent again after a
+	// backoff, up to rereplicateAddAttempts times: a busy target slows a
+	// pass down instead of failing it (and the next pass copying it all
+	// again).
+	attempts := map[int64]int{}
+	retryAt := map[int64]time.Time{}
 	tick := time.NewTicker(c.cfg.TickInterval)
 	defer tick.Stop()
 	handle := func(evs []ledger.Event) error {
@@ -291,7 +303,11 @@ func (c *Client) writeWindow(ctx context.Context, m catalog.LedgerMetadata, to s
 			case ledger.AddAcked:
 				left--
 			case ledger.AddFailed:
-				return fmt.Errorf("bookie %s did not store entry %d: %v", to, ev.Entry, ev.Reason)
+				attempts[ev.Entry]++
+				if ev.Reason != ledger.FailUnavailable || attempts[ev.Entry] >= rereplicateAddAttempts {
+					return fmt.Errorf("bookie %s did not store entry %d (%d attempts): %v", to, ev.Entry, attempts[ev.Entry], ev.Reason)
+				}
+				retryAt[ev.Entry] = c.cfg.Now().Add(time.Duration(attempts[ev.Entry]) * rereplicateRetryBackoff)
 			}
 		}
 		return nil
@@ -303,8 +319,15 @@ func (c *Client) writeWindow(ctx context.Context, m catalog.LedgerMetadata, to s
 				return err
 			}
 		case <-tick.C:
-			if err := handle(adds.timeouts(c.cfg.Now())); err != nil {
+			now := c.cfg.Now()
+			if err := handle(adds.timeouts(now)); err != nil {
 				return err
+			}
+			for e, at := range retryAt {
+				if !now.Before(at) {
+					delete(retryAt, e)
+					send(byID[e])
+				}
 			}
 		case <-ctx.Done():
 			return ctxErr(ctx)
@@ -312,3 +335,11 @@ func (c *Client) writeWindow(ctx context.Context, m catalog.LedgerMetadata, to s
 	}
 	return nil
 }
+
+// rereplicateAddAttempts bounds the sends of one add to the new bookie;
+// rereplicateRetryBackoff times the attempt number is the wait before the
+// next.
+const (
+	rereplicateAddAttempts  = 5
+	rereplicateRetryBackoff = 200 * time.Millisecond
+)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
 	"testing"
 
 	"connectrpc.com/connect"
@@ -296,5 +297,75 @@ func TestRereplicateWindowsAreBoundedInBytes(t *testing.T) {
 		if got, err := rawRead(t, b4, w.ID(), int64(e)); err != nil || !bytes.Equal(got.GetPayload(), big(e)) {
 			t.Fatalf("entry %d on b4: %v", e, err)
 		}
+	}
+}
+
+// busyOnce is a handler interceptor that answers the first add of every
+// entry of the AddEntries streams through it REJECTED (as a bookie whose
+// write buffer is full does), whatever the bookie did with it.
+type busyOnce struct {
+	mu   sync.Mutex
+	seen map[int64]bool
+	n    int // adds answered REJECTED
+}
+
+func (*busyOnce) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc { return next }
+func (*busyOnce) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+func (b *busyOnce) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
+		return next(ctx, &busyConn{StreamingHandlerConn: conn, b: b})
+	}
+}
+
+type busyConn struct {
+	connect.StreamingHandlerConn
+	b *busyOnce
+}
+
+func (c *busyConn) Send(msg any) error {
+	if resp, ok := msg.(*bookiev1.AddEntriesResponse); ok {
+		c.b.mu.Lock()
+		for _, l := range resp.GetLedgers() {
+			for _, r := range l.GetResults() {
+				if r.GetStatus() == bookiev1.AddStatus_ADD_STATUS_OK && !c.b.seen[r.GetEntryId()] {
+					c.b.seen[r.GetEntryId()] = true
+					r.Status = bookiev1.AddStatus_ADD_STATUS_REJECTED
+					c.b.n++
+				}
+			}
+		}
+		c.b.mu.Unlock()
+	}
+	return c.StreamingHandlerConn.Send(msg)
+}
+
+// A new bookie that turns adds away for a passing reason (REJECTED: its
+// buffer is full) gets them again after a backoff: the move completes.
+func TestRereplicateRetriesRejectedAdds(t *testing.T) {
+	cl := newCluster(t, 3)
+	busy := &busyOnce{seen: map[int64]bool{}}
+	cl.startBookie("b4", connect.WithInterceptors(busy))
+	rep := catalog.Replication{Ensemble: 3, WriteQuorum: 3, AckQuorum: 2}
+	w, err := cl.client(t).CreateLedger(ctxT(t), spec(rep, "b1", "b2", "b3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, w, 0, 6)
+	m, err := w.Close(ctxT(t), 106)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := int(m.LastEntry + 1)
+	cl.stopBookie("b1")
+	res, err := cl.client(t).Rereplicate(ctxT(t), w.ID(), "b1", "b4", nil)
+	if err != nil || !res.Moved || res.Entries != n {
+		t.Fatalf("Rereplicate with a busy target = %+v, %v; want %d entries moved", res, err, n)
+	}
+	busy.mu.Lock()
+	defer busy.mu.Unlock()
+	if busy.n != n {
+		t.Fatalf("%d adds turned away, want %d (one per entry)", busy.n, n)
 	}
 }
