@@ -42,6 +42,8 @@ type Scenario struct {
 	Description string
 	Cluster     ClusterConfig // Bin and endpoints are filled from Env
 	Partitions  int32
+	// TopicConfig is the topic's config (nil: the defaults).
+	TopicConfig map[string]string
 	Members     int // group members (0: no group consumers)
 	MemberCfg   func(i int, c *MemberConfig)
 	Phase       time.Duration // the fault phase at Scale 1
@@ -150,7 +152,7 @@ func RunScenario(ctx context.Context, t testing.TB, env Env, sc *Scenario) Summa
 		t.Fatal(err)
 	}
 	defer sc0.Close()
-	if _, err := sc0.CreateTopic(ctx, r.Topic, sc.Partitions, nil); err != nil {
+	if _, err := sc0.CreateTopic(ctx, r.Topic, sc.Partitions, sc.TopicConfig); err != nil {
 		return fail("create topic: %v", err)
 	}
 	if _, err := cluster.WaitOwners(ctx, r.Topic, len(cluster.Ingests) > 1, 60*time.Second); err != nil {

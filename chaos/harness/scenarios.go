@@ -378,33 +378,37 @@ func KillFetch() *Scenario {
 	}
 }
 
-// LoseBookies (8): bookies lost for good, one after another. Six bookies
-// and a compactor re-replicating (grace 3 s); three times, under load, a
-// bookie is killed and its disk deleted, never to return, and the next
-// loss waits until no ledger on bookies names it any more: the ingest
-// copies rolled the open ledgers that named it and the compactor rebuilt
-// every closed ledger's copies elsewhere. The three are the bookies the
-// oldest ledger was first written to, so at the end none of its original
-// copies is left: only re-replication keeps its records. Nothing acknowledged may be lost. Sabotage
-// "sabotage_rereplicate" (the catalog is pointed at the new bookie without
-// any copy written) must then lose acknowledged records.
+// LoseBookies (8): bookies lost for good, one after another. Four bookies,
+// a topic written at E2/Qw2/Qa2, and a compactor re-replicating (grace
+// 3 s); twice, under load, a bookie is killed and its disk deleted, never
+// to return, and the next loss waits until no ledger on bookies names it
+// any more: the ingest copies rolled the open ledgers that named it and
+// the compactor rebuilt every closed ledger's copies elsewhere. The two are
+// the bookies the oldest ledger was first written to, so at the end none
+// of its original copies is left: only re-replication keeps its records.
+// Nothing acknowledged may be lost. Sabotage "sabotage_rereplicate" (the
+// catalog is pointed at the new bookie without any copy written) must
+// then lose acknowledged records.
 func LoseBookies() *Scenario {
 	return &Scenario{
 		Name:        "lose-bookies",
-		Description: "three times: delete a bookie's disk for good (kill -9, never back) and wait until re-replication leaves no ledger naming it; heal; drain",
-		Cluster: ClusterConfig{Bookies: 6, Ingests: 2,
+		Description: "twice: delete a bookie's disk for good (kill -9, never back) and wait until re-replication leaves no ledger naming it; heal; drain",
+		Cluster: ClusterConfig{Bookies: 4, Ingests: 2,
 			CompactorArgs: []string{"--interval", "1s", "--rereplicate-grace", "3s", "--offload-age", "1h", "--rereplicate-mib-per-sec", "64"}},
 		Partitions: 4,
-		Members:    1,
-		Phase:      60 * time.Second,
-		MinPhase:   45 * time.Second, // three losses, each waiting for its repair (~8 s)
-		Sabotage:   "sabotage_rereplicate",
+		// Two copies: two losses take every original copy of a ledger (on
+		// four bookies, two remain for new ensembles).
+		TopicConfig: map[string]string{"replication.ensemble": "2", "replication.write.quorum": "2", "replication.ack.quorum": "2"},
+		Members:     1,
+		Phase:       40 * time.Second,
+		MinPhase:    30 * time.Second, // two losses, each waiting for its repair (~8 s)
+		Sabotage:    "sabotage_rereplicate",
 		Faults: func(ctx context.Context, r *Run) error {
-			// The victims: the three bookies of the oldest ledger (lowest
-			// id) as it was first written, in turn — so that, without
+			// The victims: the bookies of the oldest ledger (lowest id) as
+			// it was first written, in turn — so that, without
 			// re-replication, its every original copy is gone at the end.
 			var victims []string
-			for i := 0; i < 3 && fault.Sleep(ctx.Done(), r.Jitter(4*time.Second)); i++ {
+			for i := 0; (victims == nil || i < len(victims)) && fault.Sleep(ctx.Done(), r.Jitter(4*time.Second)); i++ {
 				if victims == nil {
 					first, err := oldestLedger(ctx, r.Cluster.Catalog)
 					if err != nil {
