@@ -10,7 +10,9 @@
 // forwards requests for partitions another live copy holds to that copy,
 // and takes over partitions whose owner's heartbeat expired (recovering
 // the previous writer's open ledger, which fences it). Balancing rounds
-// move partitions toward every copy's fair share (package balance). At
+// move partitions toward every copy's fair share (package balance), and
+// roll over every open ledger that names a bookie draining or missing
+// from the registry (bookkeeper/DESIGN.md §4.1-4.2). At
 // start-up a copy first takes back the partitions its owner id held before
 // a restart (Ready); at shutdown it hands every partition over (writers
 // drain and seal their ledgers) before its server drains.
@@ -25,7 +27,7 @@
 //	produce.go    Produce and ProduceStream: validation, partitioning, batch building, answers in order, error mapping, quotas
 //	producers.go  InitProducer: producer ids and epochs from bookkeeping
 //	forward.go    forwarding streams to the copies that own partitions
-//	balance.go    the balancing rounds over package balance
+//	balance.go    the balancing rounds over package balance; the roll-over off leaving bookies
 //	budget.go     the node-wide bound on buffered produce bytes
 //	drain.go      the open ProduceStreams, closed at shutdown
 //	ledgers.go    the ledger client adapted for partition writers
