@@ -20,11 +20,14 @@ import (
 )
 
 // startCLICluster runs an in-process cluster (sluice dev's) for the client
-// commands' tests until the test ends.
-func startCLICluster(t *testing.T) *cluster.Cluster {
+// commands' tests until the test ends; tune adjusts its config.
+func startCLICluster(t *testing.T, tune ...func(*cluster.Config)) *cluster.Cluster {
 	t.Helper()
 	cfg := cluster.Config{Dir: t.TempDir(), Addr: "127.0.0.1:0"}
 	cfg.Server.ShutdownTimeout = 300 * time.Millisecond
+	for _, f := range tune {
+		f(&cfg)
+	}
 	c, err := cluster.New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -19,18 +19,11 @@ import (
 // no ledger names the bookie; `bookie list` says draining with 0 ledgers,
 // every record still reads, and --cancel makes it writable again.
 func TestBookieDecommissionCommand(t *testing.T) {
-	cfg := cluster.Config{Dir: t.TempDir(), Addr: "127.0.0.1:0", Bookies: 4,
-		Ingest:    ingest.Config{BalanceInterval: 100 * time.Millisecond},
-		Compactor: compactor.Config{Interval: 200 * time.Millisecond, OffloadAge: time.Hour}}
-	cfg.Server.ShutdownTimeout = 300 * time.Millisecond
-	c, err := cluster.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	c := startCLICluster(t, func(cfg *cluster.Config) {
+		cfg.Bookies = 4
+		cfg.Ingest = ingest.Config{BalanceInterval: 100 * time.Millisecond}
+		cfg.Compactor = compactor.Config{Interval: 200 * time.Millisecond, OffloadAge: time.Hour}
+	})
 	addr := c.Addr()
 	sluice := func(args ...string) string {
 		t.Helper()

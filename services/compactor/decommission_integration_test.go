@@ -5,22 +5,15 @@ package compactor
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/sluicemq/sluice/harness/bookieproc"
 	"github.com/sluicemq/sluice/harness/localcluster"
-	"github.com/sluicemq/sluice/harness/testenv"
 	"github.com/sluicemq/sluice/pkg/catalog"
-	catdynamo "github.com/sluicemq/sluice/pkg/catalog/dynamodb"
 )
 
 // Decommissioning on real processes (harness/localcluster: 4 bookies, an
@@ -32,66 +25,23 @@ import (
 // acknowledged record reads back exactly once; no ledger on bookies names
 // B, and every segment still has its three distinct bookies.
 func TestIntegrationDecommissionBookie(t *testing.T) {
-	cass, awsEndpoint := testenv.Cassandra(t), testenv.AWSEndpoint(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	dir := t.TempDir()
-	bin, err := bookieproc.Build(ctx, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	suffix := strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
-	cfg := localcluster.Config{
-		Bookies: 4, Ingests: 1, Fetches: 1, Compactors: 1, Dir: filepath.Join(dir, "cluster"), BasePort: 27800,
-		Table: "sluice-dc-" + suffix, Keyspace: "sluice_dc_" + suffix, AWSEndpoint: awsEndpoint, Cassandra: cass,
+	c := startProcCluster(ctx, t, "dc", localcluster.Config{
+		Bookies: 4, Ingests: 1, Fetches: 1, Compactors: 1, BasePort: 27800,
 		Extra: map[string][]string{
 			localcluster.RoleBookie:    {"--heartbeat", "1s"},
 			localcluster.RoleIngest:    {"--balance-interval", "1s"},
 			localcluster.RoleCompactor: {"--interval", "2s", "--offload-age", "1h"},
 		},
-	}
-	st, err := localcluster.Up(ctx, cfg, localcluster.Options{Bin: bin})
-	t.Cleanup(func() {
-		if err := localcluster.Wipe(context.Background(), cfg.Dir, 10*time.Second); err != nil {
-			t.Errorf("wipe the cluster: %v", err)
-		}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	proc := func(name string) localcluster.Running {
-		for _, r := range st.Procs {
-			if r.Name == name {
-				return r
-			}
-		}
-		t.Fatalf("no process %s", name)
-		return localcluster.Running{}
-	}
-	ingest, fetch := proc("ingest-1").Addr, proc("fetch-1").Addr
-	run := func(args ...string) (string, error) {
-		out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
-		return string(out), err
-	}
-	sluice := func(args ...string) string {
-		t.Helper()
-		out, err := run(args...)
-		if err != nil {
-			t.Fatalf("sluice %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return out
-	}
+	ingest, fetch, sluice := c.proc("ingest-1").Addr, c.proc("fetch-1").Addr, c.sluice
 	sluice("topic", "create", "orders", "--partitions", "4", "--addr", ingest)
 	sluice("produce", "--topic", "orders", "--count", "8000", "--size", "1024", "--addr", ingest)
 	// kill -9 the ingest copy and bring it back, so there are closed
 	// ledgers (recovered) as well as open ones.
-	if err := syscall.Kill(proc("ingest-1").PID, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 10*time.Second, func() bool { return !proc("ingest-1").Alive() })
-	if st, err = localcluster.Up(ctx, cfg, localcluster.Options{Bin: bin}); err != nil {
-		t.Fatal(err)
-	}
+	c.kill9("ingest-1")
+	c.up()
 	sluice("produce", "--topic", "orders", "--count", "2000", "--size", "1024", "--addr", ingest)
 
 	// The bookie the most ledgers on bookies name, from `sluice bookie list`.
@@ -105,8 +55,8 @@ func TestIntegrationDecommissionBookie(t *testing.T) {
 		return out
 	}
 	drain, most := "", -1
-	for id, c := range counts() {
-		if n, _ := strconv.Atoi(c[1]); n > most {
+	for id, b := range counts() {
+		if n, _ := strconv.Atoi(b[1]); n > most {
 			drain, most = id, n
 		}
 	}
@@ -118,7 +68,7 @@ func TestIntegrationDecommissionBookie(t *testing.T) {
 	var wg sync.WaitGroup
 	produced := make(chan error, 1)
 	wg.Go(func() {
-		out, err := run("produce", "--topic", "orders", "--count", "3000", "--size", "1024", "--addr", ingest)
+		out, err := c.run("produce", "--topic", "orders", "--count", "3000", "--size", "1024", "--addr", ingest)
 		if err != nil {
 			err = fmt.Errorf("%w\n%s", err, out)
 		}
@@ -135,22 +85,13 @@ func TestIntegrationDecommissionBookie(t *testing.T) {
 	if !strings.Contains(out, drain+": drained") {
 		t.Fatalf("decommission output does not say drained:\n%s", out)
 	}
-	if c := counts()[drain]; c[0] != "draining" || c[1] != "0" {
-		t.Fatalf("bookie list after the drain: %s is %v; want draining with 0 ledgers", drain, c)
+	if b := counts()[drain]; b[0] != "draining" || b[1] != "0" {
+		t.Fatalf("bookie list after the drain: %s is %v; want draining with 0 ledgers", drain, b)
 	}
 
 	// Gone for good: nothing on bookies names it, every record reads.
-	if err := syscall.Kill(proc(drain).PID, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 10*time.Second, func() bool { return !proc(drain).Alive() })
-	if err := os.RemoveAll(filepath.Join(cfg.Dir, "data", drain)); err != nil {
-		t.Fatal(err)
-	}
-	cat, err := catdynamo.New(catdynamo.NewClient(testenv.AWSConfig(t, awsEndpoint)), catdynamo.Options{Table: cfg.Table})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c.destroy(drain)
+	cat := c.catalog()
 	for _, state := range []catalog.LedgerState{catalog.LedgerOpen, catalog.LedgerInRecovery, catalog.LedgerClosed} {
 		for token := ""; ; {
 			page, err := cat.ListLedgersByState(ctx, state, token, catalog.MaxPageSize)
@@ -171,19 +112,7 @@ func TestIntegrationDecommissionBookie(t *testing.T) {
 		}
 	}
 	const total = 13000
-	seen := map[string]bool{}
-	for _, l := range strings.Split(strings.TrimSpace(sluice("consume", "orders", "--count", strconv.Itoa(total), "--addr", fetch)), "\n") {
-		f := strings.Fields(l)
-		if len(f) < 2 {
-			continue
-		}
-		key := f[0] + "/" + f[1]
-		if seen[key] {
-			t.Fatalf("record %s read twice", key)
-		}
-		seen[key] = true
-	}
-	if len(seen) != total {
-		t.Fatalf("read %d records after decommissioning %s, want %d", len(seen), drain, total)
+	if n := c.consumeOnce("orders", total, fetch); n != total {
+		t.Fatalf("read %d records after decommissioning %s, want %d", n, drain, total)
 	}
 }

@@ -7,19 +7,14 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/sluicemq/sluice/harness/bookieproc"
 	"github.com/sluicemq/sluice/harness/localcluster"
-	"github.com/sluicemq/sluice/harness/testenv"
 	"github.com/sluicemq/sluice/pkg/catalog"
-	catdynamo "github.com/sluicemq/sluice/pkg/catalog/dynamodb"
 )
 
 // Issue 28's proof, on real processes (harness/localcluster): 4 bookies,
@@ -31,65 +26,22 @@ import (
 // ledger names it afterwards. Then a second original bookie is destroyed
 // as well, and every record still reads back, exactly once.
 func TestIntegrationRereplicateLostBookies(t *testing.T) {
-	cass, awsEndpoint := testenv.Cassandra(t), testenv.AWSEndpoint(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	dir := t.TempDir()
-	bin, err := bookieproc.Build(ctx, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	suffix := strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
-	cfg := localcluster.Config{
-		Bookies: 4, Ingests: 1, Fetches: 1, Dir: filepath.Join(dir, "cluster"), BasePort: 27700,
-		Table: "sluice-rr-" + suffix, Keyspace: "sluice_rr_" + suffix, AWSEndpoint: awsEndpoint, Cassandra: cass,
+	c := startProcCluster(ctx, t, "rr", localcluster.Config{
+		Bookies: 4, Ingests: 1, Fetches: 1, BasePort: 27700,
 		Extra: map[string][]string{localcluster.RoleBookie: {"--heartbeat", "1s"}}, // a dead bookie leaves the registry in ~4 s
-	}
-	st, err := localcluster.Up(ctx, cfg, localcluster.Options{Bin: bin})
-	t.Cleanup(func() {
-		if err := localcluster.Wipe(context.Background(), cfg.Dir, 10*time.Second); err != nil {
-			t.Errorf("wipe the cluster: %v", err)
-		}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	proc := func(name string) localcluster.Running {
-		for _, r := range st.Procs {
-			if r.Name == name {
-				return r
-			}
-		}
-		t.Fatalf("no process %s", name)
-		return localcluster.Running{}
-	}
-	ingest, fetch := proc("ingest-1").Addr, proc("fetch-1").Addr
-	sluice := func(args ...string) string {
-		t.Helper()
-		cmd := exec.CommandContext(ctx, bin, args...)
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("sluice %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return string(out)
-	}
+	ingest, fetch, sluice := c.proc("ingest-1").Addr, c.proc("fetch-1").Addr, c.sluice
 	sluice("topic", "create", "orders", "--partitions", "4", "--addr", ingest)
 	sluice("produce", "--topic", "orders", "--count", "20000", "--size", "1024", "--addr", ingest)
 	// kill -9 the ingest copy and bring it back: its successor recovers
 	// and closes the ledgers it wrote, and opens new ones for the rest.
-	if err := syscall.Kill(proc("ingest-1").PID, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 10*time.Second, func() bool { return !proc("ingest-1").Alive() })
-	if st, err = localcluster.Up(ctx, cfg, localcluster.Options{Bin: bin}); err != nil {
-		t.Fatal(err)
-	}
+	c.kill9("ingest-1")
+	c.up()
 	sluice("produce", "--topic", "orders", "--count", "2000", "--size", "1024", "--addr", ingest)
 
-	cat, err := catdynamo.New(catdynamo.NewClient(testenv.AWSConfig(t, awsEndpoint)), catdynamo.Options{Table: cfg.Table})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cat := c.catalog()
 	closed := func() []catalog.LedgerMetadata {
 		t.Helper()
 		var out []catalog.LedgerMetadata
@@ -125,13 +77,7 @@ func TestIntegrationRereplicateLostBookies(t *testing.T) {
 	slices.SortFunc(ids, func(a, b string) int { return holds[b] - holds[a] })
 	destroy := func(name string) {
 		t.Helper()
-		if err := syscall.Kill(proc(name).PID, syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
-		waitFor(t, 10*time.Second, func() bool { return !proc(name).Alive() })
-		if err := os.RemoveAll(filepath.Join(cfg.Dir, "data", name)); err != nil {
-			t.Fatal(err)
-		}
+		c.destroy(name)
 		waitFor(t, 20*time.Second, func() bool {
 			live, err := cat.ListLiveBookies(ctx)
 			return err == nil && !slices.ContainsFunc(live, func(b catalog.Bookie) bool { return b.ID == name })
@@ -203,9 +149,9 @@ func TestIntegrationRereplicateLostBookies(t *testing.T) {
 	}
 
 	start := time.Now()
-	cmd := exec.CommandContext(ctx, bin, "compactor", "--once", "--catalog-table", cfg.Table, "--objects", cfg.ObjectsURL(),
+	cmd := exec.CommandContext(ctx, c.bin, "compactor", "--once", "--catalog-table", c.cfg.Table, "--objects", c.cfg.ObjectsURL(),
 		"--rereplicate-grace", "0", "--offload-age", "1h")
-	cmd.Env = append(os.Environ(), cfg.Env()...)
+	cmd.Env = append(os.Environ(), c.cfg.Env()...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -251,20 +197,8 @@ func TestIntegrationRereplicateLostBookies(t *testing.T) {
 	if total != 22000 {
 		t.Fatalf("the topic ends add up to %d, want 22,000 acknowledged records", total)
 	}
-	seen := map[string]bool{}
-	for _, l := range strings.Split(strings.TrimSpace(sluice("consume", "orders", "--count", strconv.Itoa(total), "--addr", fetch)), "\n") {
-		f := strings.Fields(l)
-		if len(f) < 2 {
-			continue
-		}
-		key := f[0] + "/" + f[1]
-		if seen[key] {
-			t.Fatalf("record %s read twice", key)
-		}
-		seen[key] = true
-	}
-	if len(seen) != total {
-		t.Fatalf("read %d records after losing %s and %s, want %d", len(seen), lost, second, total)
+	if n := c.consumeOnce("orders", total, fetch); n != total {
+		t.Fatalf("read %d records after losing %s and %s, want %d", n, lost, second, total)
 	}
 }
 
