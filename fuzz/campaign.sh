@@ -7,11 +7,14 @@
 #
 #   FUZZTIME=10m     time per target (go test -fuzztime syntax: 30s, 2m, 1000x)
 #   FUZZ_TARGETS=re  only targets whose "pkg FuzzName" matches this extended regexp
+#   FUZZ_PARALLEL=n  fuzz workers per target (go test -parallel; default: one per core). One
+#                    worker leaves a core free for other work during a long campaign.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-fuzz/results/$(date -u +%F)}
 fuzztime=${FUZZTIME:-10m}
 filter=${FUZZ_TARGETS:-}
+parallel=${FUZZ_PARALLEL:-$(nproc)}
 mkdir -p "$out/logs"
 say() { echo "[fuzz $(date -u +%T)] $*" >&2; }
 
@@ -23,13 +26,13 @@ mapfile -t targets < <(
   done | { if [ -n "$filter" ]; then grep -E "$filter" || true; else cat; fi; }
 )
 [ ${#targets[@]} -gt 0 ] || { say "no fuzz targets match '$filter'"; exit 1; }
-say "${#targets[@]} targets, $fuzztime each, into $out"
+say "${#targets[@]} targets, $fuzztime each, $parallel worker(s), into $out"
 
 summary=$out/summary.md
 {
   echo "# Fuzz campaign, $(date -u +%F)"
   echo
-  echo "\`FUZZTIME=$fuzztime bash fuzz/campaign.sh\` at $(git rev-parse --short HEAD), $(nproc) cores, $(go env GOVERSION)."
+  echo "\`FUZZTIME=$fuzztime FUZZ_PARALLEL=$parallel${filter:+ FUZZ_TARGETS='$filter'} bash fuzz/campaign.sh\` at $(git rev-parse --short HEAD), $(nproc) cores, $(go env GOVERSION)."
   echo
   echo "| package | target | time | executions | new corpus entries | result |"
   echo "|---|---|---|---:|---:|---|"
@@ -43,7 +46,7 @@ for t in "${targets[@]}"; do
   before=$(ls "$corpus" 2>/dev/null | sort || true)
   rc=0
   # -timeout well above -fuzztime: go test's default (10m) would end a 10m campaign as a failure.
-  go test -run '^$' -fuzz "^$name\$" -fuzztime "$fuzztime" -timeout 3h "$pkg" > "$log" 2>&1 || rc=$?
+  go test -run '^$' -fuzz "^$name\$" -fuzztime "$fuzztime" -parallel "$parallel" -timeout 3h "$pkg" > "$log" 2>&1 || rc=$?
   after=$(ls "$corpus" 2>/dev/null | sort || true)
   # The last progress line: "fuzz: elapsed: 10m0s, execs: 123 (..), new interesting: 4 (total: 9)".
   last=$(grep -E '^fuzz: elapsed: .*execs: ' "$log" | tail -1 || true)
