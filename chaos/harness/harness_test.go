@@ -15,10 +15,15 @@ func TestScenariosWellFormed(t *testing.T) {
 			t.Errorf("scenario name %q empty or reused", sc.Name)
 		case sc.Faults == nil || sc.Phase <= 0 || sc.Partitions <= 0:
 			t.Errorf("%s: no schedule, phase or partitions", sc.Name)
-		case sc.Sabotage != "" && !strings.HasPrefix(sc.Sabotage, "sabotage_"):
-			t.Errorf("%s: sabotage tag %q", sc.Name, sc.Sabotage)
+		case sc.Sabotage == "" && len(sc.MoreSabotages) > 0:
+			t.Errorf("%s: MoreSabotages without Sabotage", sc.Name)
 		case sc.Members == 0:
 			t.Errorf("%s: no members: nothing would drain it", sc.Name)
+		}
+		for _, tag := range sc.Sabotages() {
+			if !strings.HasPrefix(tag, "sabotage_") {
+				t.Errorf("%s: sabotage tag %q", sc.Name, tag)
+			}
 		}
 		seen[sc.Name] = true
 		if ScenarioByName(sc.Name) == nil {

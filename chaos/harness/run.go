@@ -54,10 +54,21 @@ type Scenario struct {
 	// Sabotage names the build tag that disables the safety mechanism
 	// this scenario exercises ("" if none).
 	Sabotage string
+	// MoreSabotages are tags of further mechanisms the scenario exercises;
+	// each is a sabotage run of its own, which must fail as well.
+	MoreSabotages []string
 	// SabotageMinPhase is the shortest phase of a sabotage run: long
 	// enough that the broken mechanism is exercised more than once (0:
 	// MinPhase).
 	SabotageMinPhase time.Duration
+}
+
+// Sabotages lists every sabotage tag of the scenario.
+func (sc *Scenario) Sabotages() []string {
+	if sc.Sabotage == "" {
+		return nil
+	}
+	return append([]string{sc.Sabotage}, sc.MoreSabotages...)
 }
 
 // Run is one scenario in progress: what a fault schedule works with.

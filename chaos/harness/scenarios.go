@@ -291,9 +291,12 @@ func CrashQuorum() *Scenario {
 
 // PowerLoss (5): a power cut of the whole ledger tier — SIGKILL all three
 // bookies at the same instant, each losing everything it wrote and did not
-// fsync (internal/volatilefs), and restart them. Only fsync before ack keeps
-// acknowledged entries: sabotage "sabotage_fsync" (the journal acknowledges
-// groups without fsyncing them) must then lose acknowledged records.
+// fsync and, at its restart, every directory entry made since its
+// directory's last sync (internal/volatilefs), and restart them. Only fsync
+// before ack keeps acknowledged entries: sabotage "sabotage_fsync" (the
+// journal acknowledges groups without fsyncing them) must then lose
+// acknowledged records, and so must "sabotage_dirsync" (a new journal
+// file's directory entry is never synced: the file, synced, vanishes).
 func PowerLoss() *Scenario {
 	return &Scenario{
 		Name:        "power-loss",
@@ -301,12 +304,13 @@ func PowerLoss() *Scenario {
 		// No checkpoint during the run: every acknowledged entry lives in
 		// the journals only, so each power loss tests journal replay — and
 		// a journal that does not fsync loses every acknowledged entry.
-		Cluster:    ClusterConfig{Bookies: 3, Ingests: 2, BookieArgs: []string{"--checkpoint-interval", "1h"}},
-		Partitions: 4,
-		Members:    1,
-		Phase:      25 * time.Second,
-		MinPhase:   9 * time.Second,
-		Sabotage:   "sabotage_fsync",
+		Cluster:       ClusterConfig{Bookies: 3, Ingests: 2, BookieArgs: []string{"--checkpoint-interval", "1h"}},
+		Partitions:    4,
+		Members:       1,
+		Phase:         25 * time.Second,
+		MinPhase:      9 * time.Second,
+		Sabotage:      "sabotage_fsync",
+		MoreSabotages: []string{"sabotage_dirsync"},
 		Faults: func(ctx context.Context, r *Run) error {
 			for i := 0; i < 100 && fault.Sleep(ctx.Done(), r.Jitter(6*time.Second)); i++ {
 				var errs []error

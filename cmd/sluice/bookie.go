@@ -139,7 +139,10 @@ func runBookie(ctx context.Context, f bookieFlags, stdout, stderr io.Writer) err
 	defer func() { _ = tel.Shutdown(context.Background()) }()
 
 	cfg := f.config()
-	cfg.Logger, cfg.FS = tel.Logger, bookieFS(tel.Logger)
+	cfg.Logger = tel.Logger
+	if cfg.FS, err = bookieFS(tel.Logger, cfg); err != nil {
+		return err
+	}
 	b, err := bookie.Open(cfg)
 	if err != nil {
 		return err

@@ -19,15 +19,18 @@
 //     written is written back without fsync (the kernel may write dirty
 //     pages back early; that only makes data more durable).
 //   - Namespace operations (create, rename, remove, link) take effect on the
-//     real filesystem at once. That is kinder than a power cut, which can
-//     also lose an unsynced directory entry; it never hides a lost synced
-//     byte.
+//     real filesystem at once. With New that is kinder than a power cut,
+//     which can also lose an unsynced directory entry. With Open (an undo
+//     directory; see namespace.go) the next start reverts every one whose
+//     directory was not synced since, as the worst power cut would.
 //
 // For tests only: a process using it loses data on any crash by design.
 package volatilefs
 
 import (
+	"errors"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -48,6 +51,12 @@ type FS struct {
 	mu      sync.Mutex
 	files   map[string]*state // by cleaned path
 	pending int64             // bytes in every overlay (guarded by mu)
+
+	ns *namespace // the undo log of namespace operations; nil with New
+
+	// Reverted is how many namespace operations of the previous process
+	// Open reverted.
+	Reverted int
 }
 
 // New wraps under.
@@ -120,8 +129,13 @@ func (fs *FS) wrap(name string, f vfs.File, st *state, rw bool) *file {
 }
 
 // Create implements vfs.FS.
-func (fs *FS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
-	f, err := fs.FS.Create(name, category)
+func (fs *FS) Create(name string, category vfs.DiskWriteCategory) (f vfs.File, err error) {
+	// Create replaces an existing file with a new inode: the old one is
+	// kept for the undo.
+	err = fs.logged("create", name, "", name, func() (err error) {
+		f, err = fs.FS.Create(name, category)
+		return err
+	})
 	return fs.opened(name, f, err, true, true)
 }
 
@@ -132,8 +146,16 @@ func (fs *FS) Open(name string, opts ...vfs.OpenOption) (vfs.File, error) {
 }
 
 // OpenReadWrite implements vfs.FS.
-func (fs *FS) OpenReadWrite(name string, category vfs.DiskWriteCategory, opts ...vfs.OpenOption) (vfs.File, error) {
-	f, err := fs.FS.OpenReadWrite(name, category, opts...)
+func (fs *FS) OpenReadWrite(name string, category vfs.DiskWriteCategory, opts ...vfs.OpenOption) (f vfs.File, err error) {
+	open := func() (err error) {
+		f, err = fs.FS.OpenReadWrite(name, category, opts...)
+		return err
+	}
+	if _, serr := fs.FS.Stat(name); fs.ns != nil && errors.Is(serr, os.ErrNotExist) {
+		err = fs.logged("create", name, "", "", open) // it creates the file
+	} else {
+		err = open()
+	}
 	return fs.opened(name, f, err, false, true)
 }
 
@@ -156,7 +178,11 @@ func (fs *FS) ReuseForWrite(oldname, newname string, category vfs.DiskWriteCateg
 	if err := fs.flushPath(oldname); err != nil {
 		return nil, err
 	}
-	f, err := fs.FS.ReuseForWrite(oldname, newname, category)
+	var f vfs.File
+	err := fs.logged("rename", oldname, newname, newname, func() (err error) {
+		f, err = fs.FS.ReuseForWrite(oldname, newname, category)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -166,7 +192,7 @@ func (fs *FS) ReuseForWrite(oldname, newname string, category vfs.DiskWriteCateg
 
 // Rename implements vfs.FS: the overlay moves with the file.
 func (fs *FS) Rename(oldname, newname string) error {
-	if err := fs.FS.Rename(oldname, newname); err != nil {
+	if err := fs.logged("rename", oldname, newname, newname, func() error { return fs.FS.Rename(oldname, newname) }); err != nil {
 		return err
 	}
 	ko, kn := key(oldname), key(newname)
@@ -185,7 +211,7 @@ func (fs *FS) Rename(oldname, newname string) error {
 
 // Link implements vfs.FS: both names share one overlay (one inode).
 func (fs *FS) Link(oldname, newname string) error {
-	if err := fs.FS.Link(oldname, newname); err != nil {
+	if err := fs.logged("link", oldname, newname, "", func() error { return fs.FS.Link(oldname, newname) }); err != nil {
 		return err
 	}
 	fs.mu.Lock()
@@ -198,7 +224,14 @@ func (fs *FS) Link(oldname, newname string) error {
 
 // Remove implements vfs.FS.
 func (fs *FS) Remove(name string) error {
-	if err := fs.FS.Remove(name); err != nil {
+	remove := func() error { return fs.FS.Remove(name) }
+	var err error
+	if fi, serr := fs.FS.Stat(name); serr == nil && fi.IsDir() {
+		err = remove() // directories are durable at once (namespace.go)
+	} else {
+		err = fs.logged("remove", name, "", name, remove)
+	}
+	if err != nil {
 		return err
 	}
 	fs.forget(name)

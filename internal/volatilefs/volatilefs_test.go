@@ -183,7 +183,8 @@ func TestMaxPendingWritesBackWithoutSync(t *testing.T) {
 }
 
 // The point of the package: SIGKILL of a process on this FS loses what it
-// wrote and did not sync, while pebble (the bookie's index) still recovers
+// wrote and did not sync, and the next start (Recover) loses the directory
+// entries it did not sync, while pebble (the bookie's index) still recovers
 // everything it synced.
 func TestSIGKILLLosesUnsyncedData(t *testing.T) {
 	if dir := os.Getenv("VOLATILEFS_CHILD_DIR"); dir != "" {
@@ -213,6 +214,13 @@ func TestSIGKILLLosesUnsyncedData(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
+	// The next start: revert the directory entries no sync made durable.
+	if n, err := Recover(vfs.Default, filepath.Join(dir, "undo")); err != nil || n == 0 {
+		t.Fatalf("Recover reverted %d operations: %v", n, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "nodirsync")); !os.IsNotExist(err) {
+		t.Fatalf("a synced file whose directory was never synced survived the power cut: %v", err)
+	}
 
 	got, err := os.ReadFile(filepath.Join(dir, "plain"))
 	if err != nil {
@@ -256,10 +264,13 @@ func TestSIGKILLLosesUnsyncedData(t *testing.T) {
 }
 
 func child(dir string) {
-	fs := New(vfs.Default)
 	fail := func(err error) {
 		fmt.Println("error:", err)
 		os.Exit(2)
+	}
+	fs, err := Open(vfs.Default, filepath.Join(dir, "undo"))
+	if err != nil {
+		fail(err)
 	}
 	f, err := fs.Create(filepath.Join(dir, "plain"), vfs.WriteCategoryUnspecified)
 	if err != nil {
@@ -271,6 +282,10 @@ func child(dir string) {
 	if err := f.SyncData(); err != nil {
 		fail(err)
 	}
+	if err := syncDir(fs, dir); err != nil {
+		fail(err)
+	}
+
 	if _, err := f.Write([]byte("unsynced")); err != nil {
 		fail(err)
 	}
@@ -283,12 +298,30 @@ func child(dir string) {
 		if err := db.Set(k, k, pebble.Sync); err != nil {
 			fail(err)
 		}
+		if i == 99 {
+			// An sstable, a new manifest and WAL: pebble's files and
+			// renames, which it makes durable with directory syncs.
+			if err := db.Flush(); err != nil {
+				fail(err)
+			}
+		}
 	}
 	for i := range 200 {
 		k := fmt.Appendf(nil, "unsynced-%03d", i)
 		if err := db.Set(k, k, pebble.NoSync); err != nil {
 			fail(err)
 		}
+	}
+	// Synced, but its directory entry never is: a power cut may lose it.
+	g, err := fs.Create(filepath.Join(dir, "nodirsync"), vfs.WriteCategoryUnspecified)
+	if err == nil {
+		_, err = g.Write([]byte("data"))
+	}
+	if err == nil {
+		err = g.Sync()
+	}
+	if err != nil {
+		fail(err)
 	}
 	fmt.Println("ready")
 	select {} // until SIGKILL
