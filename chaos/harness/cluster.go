@@ -30,13 +30,15 @@ import (
 )
 
 // Build compiles the sluice binary into dir with the given build tags
-// (e.g. "sabotage_fencing"; none for the real thing) plus chaos_volatilefs:
-// the harness's bookies keep unsynced writes in process memory
+// (e.g. "sabotage_fencing"; none for the real thing) plus the chaos tags:
+// chaos_volatilefs — the harness's bookies keep unsynced writes in process
+// memory and revert unsynced directory entries at the next start
 // (internal/volatilefs), so every SIGKILL of a bookie loses what a power
-// cut would lose.
+// cut would lose — and chaos_clock — every process's wall clock is offset
+// by the duration in its clock file (Run.Skew).
 func Build(ctx context.Context, dir string, tags ...string) (string, error) {
 	bin := filepath.Join(dir, "sluice")
-	args := []string{"build", "-o", bin, "-tags", joinComma(append([]string{"chaos_volatilefs"}, tags...))}
+	args := []string{"build", "-o", bin, "-tags", joinComma(append([]string{"chaos_volatilefs", "chaos_clock"}, tags...))}
 	cmd := exec.CommandContext(ctx, "go", append(args, "github.com/sluicemq/sluice/cmd/sluice")...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build %v: %w\n%s", tags, err, out)
@@ -102,8 +104,9 @@ type Cluster struct {
 	Keyspace    string
 	OwnerTTL    time.Duration // the ingest copies' --owner-ttl
 
-	mu    sync.Mutex
-	procs []*bookieproc.Proc // every process started, for source
+	mu     sync.Mutex
+	procs  []*bookieproc.Proc          // every process started, for source
+	clocks map[*bookieproc.Proc]string // each process's clock file (guarded by mu)
 }
 
 // StartCluster starts the processes of cfg and waits until each listens.
@@ -137,10 +140,14 @@ func StartCluster(ctx context.Context, t testing.TB, cfg ClusterConfig) *Cluster
 	}
 	env := []string{"AWS_ENDPOINT_URL=" + moto, "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test", "AWS_REGION=us-east-1"}
 	root := t.TempDir()
+	c.clocks = map[*bookieproc.Proc]string{}
 	start := func(p *bookieproc.Proc) *bookieproc.Proc {
 		t.Helper()
+		clock := filepath.Join(root, p.ID+".clock")
+		p.Env = append(slices.Clip(p.Env), "SLUICE_CHAOS_CLOCK_FILE="+clock)
 		c.mu.Lock()
 		c.procs = append(c.procs, p)
+		c.clocks[p] = clock
 		c.mu.Unlock()
 		t.Cleanup(func() {
 			_ = p.Signal(syscallSIGCONT) // a paused process handles SIGTERM only once continued
@@ -219,6 +226,22 @@ func StartCluster(ctx context.Context, t testing.TB, cfg ClusterConfig) *Cluster
 		}
 	}
 	return c
+}
+
+// SetClock offsets p's wall clock by d (the chaos_clock build reads its
+// clock file every 50 ms); 0 puts it right.
+func (c *Cluster) SetClock(p *bookieproc.Proc, d time.Duration) error {
+	c.mu.Lock()
+	path, ok := c.clocks[p]
+	c.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("skew %s: not a process of this cluster", p.ID)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(d.String()+"\n"), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path) // the process never reads half a file
 }
 
 // WaitOwners waits until every partition of topic has a live owner among

@@ -123,7 +123,7 @@ func RunCopy(ctx context.Context, t testing.TB, env Env, sc *CopyScenario) CopyS
 	hc := &http.Client{Transport: &http.Transport{Protocols: &protocols}}
 	defer hc.CloseIdleConnections()
 	r := &Run{T: t, Env: env, Cluster: cluster, Rec: rec, Inject: fault.NewInjector(rec, 0),
-		Rand: rand.New(rand.NewPCG(uint64(env.Seed), uint64(len(sc.Name)))), HTTP: hc, killed: map[*bookieproc.Proc]bool{}}
+		Rand: rand.New(rand.NewPCG(uint64(env.Seed), uint64(len(sc.Name)))), HTTP: hc, killed: map[*bookieproc.Proc]bool{}, skewed: map[*bookieproc.Proc]bool{}}
 
 	const src, dst = "copy-a", "copy-b"
 	admin, err := sluice.NewClient(cluster.Ingests[0].Addr)

@@ -85,8 +85,9 @@ type Run struct {
 	Members   []*Member
 	HTTP      *http.Client
 
-	mu     sync.Mutex                // guards killed: schedules kill from several goroutines
+	mu     sync.Mutex                // guards killed and skewed: schedules kill from several goroutines
 	killed map[*bookieproc.Proc]bool // killed and not restarted yet
+	skewed map[*bookieproc.Proc]bool // clock offset not yet put right
 }
 
 // Summary is one scenario's result, for the summary table.
@@ -149,7 +150,7 @@ func RunScenario(ctx context.Context, t testing.TB, env Env, sc *Scenario) Summa
 	defer hc.CloseIdleConnections()
 	r := &Run{T: t, Env: env, Scenario: sc, Cluster: cluster, Rec: rec, Inject: fault.NewInjector(rec, 0),
 		Rand: rand.New(rand.NewPCG(uint64(env.Seed), uint64(len(sc.Name)))), Topic: "chaos", HTTP: hc,
-		killed: map[*bookieproc.Proc]bool{}}
+		killed: map[*bookieproc.Proc]bool{}, skewed: map[*bookieproc.Proc]bool{}}
 	sum := Summary{Scenario: sc.Name, Seed: env.Seed, History: histPath}
 	fail := func(format string, args ...any) Summary {
 		sum.Error = fmt.Sprintf(format, args...)
@@ -335,10 +336,38 @@ func (r *Run) Restart(p *bookieproc.Proc) error {
 	return err
 }
 
-// Heal resumes paused processes, heals every link and restarts every
-// killed process.
+// Skew offsets p's wall clock by d (recorded as fault "skew"; 0 puts it
+// right); Heal puts every clock right.
+func (r *Run) Skew(p *bookieproc.Proc, d time.Duration) error {
+	return r.Inject.Do("skew", fmt.Sprintf("%s %+v", p.ID, d), func() error {
+		if err := r.Cluster.SetClock(p, d); err != nil {
+			return err
+		}
+		r.mu.Lock()
+		if d == 0 {
+			delete(r.skewed, p)
+		} else {
+			r.skewed[p] = true
+		}
+		r.mu.Unlock()
+		return nil
+	})
+}
+
+// Heal resumes paused processes, heals every link, puts every clock
+// right and restarts every killed process.
 func (r *Run) Heal() error {
 	err := r.Inject.ResumeAll()
+	r.mu.Lock()
+	var skewed []*bookieproc.Proc
+	for p := range r.skewed {
+		skewed = append(skewed, p)
+	}
+	r.mu.Unlock()
+	sort.Slice(skewed, func(i, j int) bool { return skewed[i].ID < skewed[j].ID })
+	for _, p := range skewed {
+		err = errors.Join(err, r.Skew(p, 0))
+	}
 	for _, l := range append(append([]*fault.Proxy(nil), r.Cluster.BookieLinks...), r.Cluster.IngestLinks...) {
 		if l != nil && l.Mode() != fault.Pass {
 			err = errors.Join(err, r.Inject.Heal(l))

@@ -16,7 +16,7 @@ import (
 // Their fault phases are sized for 2 cores at Scale 1 (the short version);
 // the full version multiplies them.
 func Scenarios() []*Scenario {
-	return []*Scenario{KillBookies(), PauseWriter(), PauseConsumer(), CutBookie(), CrashQuorum(), PowerLoss(), KillFetch(), LoseBookies()}
+	return []*Scenario{KillBookies(), PauseWriter(), PauseConsumer(), CutBookie(), CrashQuorum(), PowerLoss(), KillFetch(), LoseBookies(), ClockSkew()}
 }
 
 // ScenarioByName returns the named scenario, or nil.
@@ -496,4 +496,67 @@ func namedBy(ctx context.Context, cat *catalog.Catalog) (map[string]int, error) 
 		}
 	})
 	return out, err
+}
+
+// ClockSkew (9): one process at a time runs with its wall clock off by
+// 2–10 s, ahead or behind, as an NTP step would leave it: an ingest copy
+// (two times in three, always past the owner TTL), a fetch copy or a
+// bookie, every ~4 s another. Every lease and heartbeat
+// is judged by a clock — owner records in the catalog (4 s TTL), bookie
+// registrations, group members' sessions (3 s) — so a copy ahead takes
+// partitions over from a live owner, one behind looks dead to the others,
+// a bookie behind looks gone from the registry (its open ledgers roll
+// over). Correctness must never rest on the clocks: epochs and ledger
+// fencing must keep nothing acknowledged lost, no duplicate, no reorder,
+// and commits fenced. Sabotage "sabotage_fencing" (bookies accept normal
+// adds to fenced ledgers) must then lose acknowledged writes: an owner
+// that another copy's fast clock declared dead goes on writing to the
+// ledger the new owner has recovered and closed.
+func ClockSkew() *Scenario {
+	return &Scenario{
+		Name:        "clock-skew",
+		Description: "every ~4 s set one process's wall clock (an ingest copy 2 times in 3, else a fetch copy or a bookie) 2-10 s ahead or behind, putting the last one right; heal; drain",
+		Cluster:     ClusterConfig{Bookies: 4, Ingests: 2, Fetches: 2},
+		Partitions:  4,
+		Members:     2,
+		MemberCfg: func(_ int, c *MemberConfig) {
+			c.SessionTimeout = 3 * time.Second
+		},
+		Phase:            30 * time.Second,
+		MinPhase:         12 * time.Second,
+		Sabotage:         "sabotage_fencing",
+		SabotageMinPhase: 30 * time.Second,
+		Faults: func(ctx context.Context, r *Run) error {
+			var last *bookieproc.Proc
+			for i := 0; i < 100 && fault.Sleep(ctx.Done(), r.Jitter(4*time.Second)); i++ {
+				if last != nil {
+					if err := r.Skew(last, 0); err != nil {
+						return err
+					}
+				}
+				// Ingest copies two times in three, always past their
+				// owner TTL: a takeover from a live writer is what
+				// fencing must make safe.
+				var p *bookieproc.Proc
+				d := 2*time.Second + time.Duration(r.Rand.Int64N(int64(8*time.Second)))
+				switch k := r.Rand.IntN(6); {
+				case k < 4:
+					p = r.Pick(r.Cluster.Ingests)
+					d = max(d, r.Cluster.OwnerTTL+time.Second)
+				case k == 4:
+					p = r.Pick(r.Cluster.Fetches)
+				default:
+					p = r.Pick(r.Cluster.Bookies)
+				}
+				if r.Rand.IntN(2) == 0 {
+					d = -d
+				}
+				if err := r.Skew(p, d.Round(100*time.Millisecond)); err != nil {
+					return err
+				}
+				last = p
+			}
+			return nil
+		},
+	}
 }

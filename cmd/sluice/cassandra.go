@@ -64,7 +64,7 @@ func (f *cassandraFlags) open(ctx context.Context, log *slog.Logger) (*bookkeepi
 		return nil, nil
 	}
 	bk, err := bkcassandra.Open(ctx, bkcassandra.Config{Hosts: f.hosts, Keyspace: f.keyspace,
-		Replication: bkcassandra.Replication{Factor: f.rf}, Logger: log})
+		Replication: bkcassandra.Replication{Factor: f.rf}, Logger: log, Now: wallNow})
 	if err != nil {
 		return nil, fmt.Errorf("open Cassandra bookkeeping at %s: %w (is Cassandra up? localstack/stack.sh up cassandra)", f.cassandra, err)
 	}

@@ -20,7 +20,7 @@ func dynamoCatalog(ctx context.Context, table string, createTable bool) (*catalo
 	if err != nil {
 		return nil, fmt.Errorf("AWS config for the catalog: %w", err)
 	}
-	client, opts := catdynamo.NewClient(awsCfg), catdynamo.Options{Table: table}
+	client, opts := catdynamo.NewClient(awsCfg), catdynamo.Options{Table: table, Clock: catalog.ClockFunc(wallNow)}
 	cat, err := catdynamo.New(client, opts)
 	if err != nil {
 		return nil, err

@@ -132,7 +132,7 @@ func (f *compactorFlags) config() compactor.Config {
 		Interval: f.interval, OffloadAge: f.offloadAge, BookieDeleteGrace: f.bookieGrace, DeleteGrace: f.deleteGrace,
 		OrphanGrace: f.orphanGrace, Workers: f.workers, MaxLedgersPerPass: f.maxLedgers, Prefix: f.prefix, UploadPartBytes: f.partMiB << 20,
 		CompactInterval: f.compactEvery, TombstoneDelay: f.tombstoneDelay,
-		RereplicateGrace: f.rereplGrace, RereplicateBytesPerSec: int64(f.rereplMiB) << 20,
+		RereplicateGrace: f.rereplGrace, RereplicateBytesPerSec: int64(f.rereplMiB) << 20, Now: wallNow,
 	}
 }
 

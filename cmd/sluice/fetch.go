@@ -105,7 +105,7 @@ func (f *fetchFlags) check() error {
 // config is the fetch service's config from the flags (Logger is set when
 // it starts).
 func (f *fetchFlags) config() fetch.Config {
-	cfg := fetch.Config{Address: f.advertise, BalanceInterval: f.balance, TriggerRefresh: f.triggers.refresh, TriggerSessionTimeout: f.triggers.sessionTimeout}
+	cfg := fetch.Config{Address: f.advertise, BalanceInterval: f.balance, TriggerRefresh: f.triggers.refresh, TriggerSessionTimeout: f.triggers.sessionTimeout, Now: wallNow}
 	cfg.Log.CacheBytes = f.cacheMiB << 20
 	return cfg
 }

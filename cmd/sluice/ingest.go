@@ -95,7 +95,7 @@ func (f *ingestFlags) check() error {
 func (f *ingestFlags) config() ingest.Config {
 	return ingest.Config{
 		OwnerID: f.id, Address: f.advertise, OwnerTTL: f.ownerTTL, HeartbeatInterval: f.heartbeat,
-		BalanceInterval: f.balance,
+		BalanceInterval: f.balance, Now: wallNow,
 	}
 }
 

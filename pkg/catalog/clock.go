@@ -18,6 +18,12 @@ type SystemClock struct{}
 // Now returns time.Now().
 func (SystemClock) Now() time.Time { return time.Now() }
 
+// ClockFunc is a Clock that calls the function.
+type ClockFunc func() time.Time
+
+// Now returns f().
+func (f ClockFunc) Now() time.Time { return f() }
+
 // Timestamp truncates t to the millisecond precision the catalog stores, so
 // what a backend returns equals what it will return after a re-read.
 func Timestamp(t time.Time) time.Time {

@@ -117,6 +117,10 @@ type Config struct {
 	TxnSweepInterval time.Duration
 	// Logger receives the service's events; nil discards them.
 	Logger *slog.Logger
+	// Now is the wall clock of what other processes see or judge: owner
+	// liveness read from the catalog, transaction deadlines, append
+	// timestamps. nil means time.Now. Chaos builds skew it.
+	Now func() time.Time
 }
 
 func (c Config) withDefaults() Config {
@@ -149,6 +153,9 @@ func (c Config) withDefaults() Config {
 	c.Limits = c.Limits.WithDefaults()
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
 	}
 	if c.Writer.Logger == nil {
 		c.Writer.Logger = c.Logger

@@ -363,7 +363,7 @@ func (s *Service) sweepTxns(ctx context.Context, seen map[string]int64) (map[str
 		if err != nil {
 			return seen, err
 		}
-		now := time.Now()
+		now := s.cfg.Now()
 		for _, t := range page {
 			after = t.TransactionalID
 			st := txn.Status(t.Status)

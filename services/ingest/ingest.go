@@ -649,7 +649,7 @@ func (s *Service) liveOwner(ctx context.Context, id string) (catalog.Owner, bool
 		s.owners[id] = co
 		s.mu.Unlock()
 	}
-	return co.o, co.o.LiveAt(time.Now())
+	return co.o, co.o.LiveAt(s.cfg.Now())
 }
 
 // EndOffset reports the end offset of a partition this copy writes: its

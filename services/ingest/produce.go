@@ -218,7 +218,7 @@ func (s *Service) prepare(ctx context.Context, m *sluicev1.ProduceRequest) (*pla
 	}
 	builders := make(map[int]*record.Builder)
 	counts := make(map[int]int64)
-	now := time.Now().UnixMilli()
+	now := s.cfg.Now().UnixMilli()
 	for i, r := range recs {
 		var key []byte
 		if len(r.GetKey()) > 0 {

@@ -55,7 +55,7 @@ func (s *Service) InitProducer(ctx context.Context, req *connect.Request[sluicev
 		}
 		return connect.NewResponse(&sluicev1.InitProducerResponse{ProducerId: id}), nil
 	}
-	r, err := s.coordinate(ctx, tid, txn.InitProducer{Timeout: timeout, Now: time.Now()})
+	r, err := s.coordinate(ctx, tid, txn.InitProducer{Timeout: timeout, Now: s.cfg.Now()})
 	if err != nil {
 		return nil, s.txnError(err)
 	}
@@ -120,7 +120,7 @@ func (s *Service) AddPartitionsToTxn(ctx context.Context, req *connect.Request[s
 	if len(parts) > bookkeeping.MaxTxnPartitions {
 		return nil, apierr.Invalid("topics", "%d partitions; a transaction holds at most %d", len(parts), bookkeeping.MaxTxnPartitions)
 	}
-	if _, err := s.coordinate(ctx, tid, txn.AddPartitions{ProducerID: pid, Epoch: epoch, Partitions: parts, Now: time.Now()}); err != nil {
+	if _, err := s.coordinate(ctx, tid, txn.AddPartitions{ProducerID: pid, Epoch: epoch, Partitions: parts, Now: s.cfg.Now()}); err != nil {
 		return nil, s.txnError(err)
 	}
 	s.txnParts.add(pid, epoch, parts)
@@ -137,7 +137,7 @@ func (s *Service) EndTxn(ctx context.Context, req *connect.Request[sluicev1.EndT
 	if err != nil {
 		return nil, err
 	}
-	r, err := s.coordinate(ctx, tid, txn.EndTxn{ProducerID: pid, Epoch: epoch, Commit: req.Msg.GetCommit(), Now: time.Now()})
+	r, err := s.coordinate(ctx, tid, txn.EndTxn{ProducerID: pid, Epoch: epoch, Commit: req.Msg.GetCommit(), Now: s.cfg.Now()})
 	if err != nil {
 		return nil, s.txnError(err)
 	}
@@ -211,7 +211,7 @@ func (s *Service) SendOffsetsToTxn(ctx context.Context, req *connect.Request[slu
 			fmt.Errorf("member %q does not hold partitions %v of %q in group %q at the epochs given: they moved to another member; stop processing them", m.GetMemberId(), fenced, ct.t.Name, m.GetGroup())),
 			ReasonLeaseFenced, nil)
 	}
-	if _, err := s.coordinate(ctx, tid, txn.AddOffsets{ProducerID: pid, Epoch: epoch, Offsets: offs, Now: time.Now()}); err != nil {
+	if _, err := s.coordinate(ctx, tid, txn.AddOffsets{ProducerID: pid, Epoch: epoch, Offsets: offs, Now: s.cfg.Now()}); err != nil {
 		return nil, s.txnError(err)
 	}
 	return connect.NewResponse(&sluicev1.SendOffsetsToTxnResponse{}), nil

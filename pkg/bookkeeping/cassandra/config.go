@@ -49,6 +49,9 @@ type Config struct {
 	ProducerIDBlock int64
 	// Logger receives the driver's messages. Default: discarded.
 	Logger *slog.Logger
+	// Now is the clock of members' heartbeat_at. Default time.Now. (The
+	// driver's write timestamps come from the real clock regardless.)
+	Now func() time.Time
 	// Configure, if set, is called on the driver config just before
 	// connecting, for what Config does not cover (TLS, authentication,
 	// observers). Keyspace and consistencies stay Config's: the store sets
@@ -119,6 +122,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ConnectTimeout == 0 {
 		c.ConnectTimeout = defaultConnectTimeout
+	}
+	if c.Now == nil {
+		c.Now = time.Now
 	}
 	if c.ProducerIDBlock == 0 {
 		c.ProducerIDBlock = defaultProducerIDBlock

@@ -60,7 +60,7 @@ func open(ctx context.Context, cfg Config) (*store, error) {
 		session: session,
 		cons:    regularLevels[cfg.Consistency],
 		serial:  serialLevels[cfg.SerialConsistency],
-		now:     time.Now,
+		now:     cfg.Now,
 	}
 	s.ids = &idBlocks{store: s, size: cfg.ProducerIDBlock}
 	if err := s.ensureSchema(ctx, cfg, ms); err != nil {
