@@ -84,6 +84,10 @@ type ClusterConfig struct {
 	// CompactorArgs, if set, runs one `sluice compactor` with these extra
 	// flags (its objects go to a directory of the cluster's).
 	CompactorArgs []string
+	// ProxyMetadata puts a fault.Proxy between every process and Cassandra
+	// (CassandraLink) and the AWS emulator (AWSLink), so the metadata
+	// stores can be cut off. The harness's own catalog client goes around.
+	ProxyMetadata bool
 }
 
 // Cluster is the processes of one scenario. Everything stops when the test
@@ -99,10 +103,13 @@ type Cluster struct {
 	IngestLinks []*fault.Proxy
 	Fetches     []*bookieproc.Proc
 	Compactor   *bookieproc.Proc // nil without ClusterConfig.CompactorArgs
-	Catalog     *catalog.Catalog
-	Table       string
-	Keyspace    string
-	OwnerTTL    time.Duration // the ingest copies' --owner-ttl
+	// CassandraLink and AWSLink stand between every process and the
+	// metadata stores (nil without ProxyMetadata).
+	CassandraLink, AWSLink *fault.Proxy
+	Catalog                *catalog.Catalog
+	Table                  string
+	Keyspace               string
+	OwnerTTL               time.Duration // the ingest copies' --owner-ttl
 
 	mu     sync.Mutex
 	procs  []*bookieproc.Proc          // every process started, for source
@@ -138,7 +145,34 @@ func StartCluster(ctx context.Context, t testing.TB, cfg ClusterConfig) *Cluster
 	if err := catdynamo.EnsureTable(ctx, dc, opts); err != nil {
 		t.Fatalf("create catalog table: %v", err)
 	}
-	env := []string{"AWS_ENDPOINT_URL=" + moto, "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test", "AWS_REGION=us-east-1"}
+	procMoto, procCassandra := moto, cfg.Cassandra // what the processes dial
+	if cfg.ProxyMetadata {
+		u, err := url.Parse(moto)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range []struct {
+			link   **fault.Proxy
+			name   string
+			target string
+		}{{&c.AWSLink, "aws", u.Host}, {&c.CassandraLink, "cassandra", cfg.Cassandra}} {
+			if l.target == "" {
+				continue
+			}
+			p, err := fault.NewProxy(l.name, l.target)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.Identify(c.source) // one process's link can be cut alone
+			t.Cleanup(func() { _ = p.Close() })
+			*l.link = p
+		}
+		procMoto = "http://" + c.AWSLink.Addr()
+		if c.CassandraLink != nil {
+			procCassandra = c.CassandraLink.Addr()
+		}
+	}
+	env := []string{"AWS_ENDPOINT_URL=" + procMoto, "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test", "AWS_REGION=us-east-1"}
 	root := t.TempDir()
 	c.clocks = map[*bookieproc.Proc]string{}
 	start := func(p *bookieproc.Proc) *bookieproc.Proc {
@@ -183,7 +217,7 @@ func StartCluster(ctx context.Context, t testing.TB, cfg ClusterConfig) *Cluster
 	// heartbeats and owner TTLs, so faults show within a scenario.
 	lc := localcluster.Config{
 		Bookies: cfg.Bookies, Ingests: cfg.Ingests, Fetches: cfg.Fetches,
-		Dir: root, Table: c.Table, Keyspace: c.Keyspace, AWSEndpoint: moto,
+		Dir: root, Table: c.Table, Keyspace: c.Keyspace, AWSEndpoint: procMoto,
 		NoIngestBookkeeping: !cfg.IngestBookkeeping || c.Keyspace == "",
 		AddrOf:              func(string) string { return freeAddr(t) },
 		Extra: map[string][]string{
@@ -198,7 +232,7 @@ func StartCluster(ctx context.Context, t testing.TB, cfg ClusterConfig) *Cluster
 		lc.Compactors = 1
 	}
 	if c.Keyspace != "" {
-		lc.Cassandra = cfg.Cassandra
+		lc.Cassandra = procCassandra
 	}
 	plan, err := lc.Plan()
 	if err != nil {

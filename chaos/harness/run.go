@@ -368,7 +368,8 @@ func (r *Run) Heal() error {
 	for _, p := range skewed {
 		err = errors.Join(err, r.Skew(p, 0))
 	}
-	for _, l := range append(append([]*fault.Proxy(nil), r.Cluster.BookieLinks...), r.Cluster.IngestLinks...) {
+	links := append(append([]*fault.Proxy(nil), r.Cluster.BookieLinks...), r.Cluster.IngestLinks...)
+	for _, l := range append(links, r.Cluster.CassandraLink, r.Cluster.AWSLink) {
 		if l != nil && l.Mode() != fault.Pass {
 			err = errors.Join(err, r.Inject.Heal(l))
 		}

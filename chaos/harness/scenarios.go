@@ -16,7 +16,7 @@ import (
 // Their fault phases are sized for 2 cores at Scale 1 (the short version);
 // the full version multiplies them.
 func Scenarios() []*Scenario {
-	return []*Scenario{KillBookies(), PauseWriter(), PauseConsumer(), CutBookie(), CrashQuorum(), PowerLoss(), KillFetch(), LoseBookies(), ClockSkew()}
+	return []*Scenario{KillBookies(), PauseWriter(), PauseConsumer(), CutBookie(), CrashQuorum(), PowerLoss(), KillFetch(), LoseBookies(), ClockSkew(), CutMetadata()}
 }
 
 // ScenarioByName returns the named scenario, or nil.
@@ -555,6 +555,79 @@ func ClockSkew() *Scenario {
 					return err
 				}
 				last = p
+			}
+			return nil
+		},
+	}
+}
+
+// CutMetadata (10): the metadata stores go away for a while, as a network
+// partition or a crash of the store would take them. Every ~5 s, for
+// 2–7 s (past the 4 s owner TTL at times), one of: a single ingest copy
+// loses the AWS emulator (the catalog: owner records, ledger chains, the
+// bookie registry) but not its bookies — it cannot renew its owner record,
+// the other copy takes its partitions over while it goes on writing; every
+// process loses Cassandra (group membership, leases, offsets, producer
+// ids); every process loses the catalog; or both. Links are blackholed
+// (connections dropped, new ones hang) or cut (refused). Nothing
+// acknowledged may be lost, nothing duplicated or reordered, commits stay
+// fenced and never go backwards. Sabotage "sabotage_fencing" (bookies
+// accept normal adds to fenced ledgers) must then lose acknowledged
+// writes: the copy cut off from the catalog keeps writing to the ledger
+// its successor recovered.
+func CutMetadata() *Scenario {
+	return &Scenario{
+		Name:        "cut-metadata",
+		Description: "every ~5 s for 2-7 s: one ingest copy loses the catalog (AWS emulator), or every process loses Cassandra, the catalog or both (blackholed or cut); heal; drain",
+		Cluster:     ClusterConfig{Bookies: 3, Ingests: 2, Fetches: 2, IngestBookkeeping: true, ProxyMetadata: true},
+		Partitions:  4,
+		Members:     2,
+		MemberCfg: func(_ int, c *MemberConfig) {
+			c.SessionTimeout = 3 * time.Second
+		},
+		Phase:            30 * time.Second,
+		MinPhase:         15 * time.Second,
+		Sabotage:         "sabotage_fencing",
+		SabotageMinPhase: 30 * time.Second,
+		Faults: func(ctx context.Context, r *Run) error {
+			aws, cass := r.Cluster.AWSLink, r.Cluster.CassandraLink
+			for i := 0; i < 100 && fault.Sleep(ctx.Done(), r.Jitter(5*time.Second)); i++ {
+				blackhole := r.Rand.IntN(2) == 0
+				var heal func() error
+				switch k := r.Rand.IntN(4); {
+				case k == 0 || i == 0: // the first outage is always the partial one
+					src := r.Pick(r.Cluster.Ingests).ID
+					cut := r.Inject.CutFrom
+					if blackhole {
+						cut = r.Inject.BlackholeFrom
+					}
+					if err := cut(aws, src); err != nil {
+						return err
+					}
+					heal = func() error { return r.Inject.HealFrom(aws, src) }
+				default:
+					links := [][]*fault.Proxy{nil, {cass}, {aws}, {cass, aws}}[k]
+					cut := r.Inject.Cut
+					if blackhole {
+						cut = r.Inject.Blackhole
+					}
+					for _, l := range links {
+						if err := cut(l); err != nil {
+							return err
+						}
+					}
+					heal = func() error {
+						var errs []error
+						for _, l := range links {
+							errs = append(errs, r.Inject.Heal(l))
+						}
+						return errors.Join(errs...)
+					}
+				}
+				fault.Sleep(ctx.Done(), 2*time.Second+time.Duration(r.Rand.Int64N(int64(5*time.Second))))
+				if err := heal(); err != nil {
+					return err
+				}
 			}
 			return nil
 		},

@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -51,6 +52,10 @@ type Proc struct {
 	Args          []string // extra `sluice bookie` flags, or Command's flags
 	Command       string   // "" = bookie
 	Env           []string // extra environment (KEY=value), added to the test's
+
+	// pid is the last started process's, readable while Start holds mu
+	// (a proxy identifying the process's connections during its start).
+	pid atomic.Int64
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -120,6 +125,7 @@ func (p *Proc) Start() error {
 	if err := p.cmd.Start(); err != nil {
 		return err
 	}
+	p.pid.Store(int64(p.cmd.Process.Pid))
 	exited := make(chan struct{})
 	p.exited = exited
 	cmd := p.cmd
@@ -200,15 +206,9 @@ func (p *Proc) Signal(sig syscall.Signal) error {
 	return p.cmd.Process.Signal(sig)
 }
 
-// Pid is the running process's id (0 if none).
-func (p *Proc) Pid() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.cmd == nil || p.cmd.Process == nil {
-		return 0
-	}
-	return p.cmd.Process.Pid
-}
+// Pid is the id of the process last started (0 if none), without waiting
+// for a Start in progress.
+func (p *Proc) Pid() int { return int(p.pid.Load()) }
 
 // maxPastLog bounds the output of earlier runs that AllLogs keeps.
 const maxPastLog = 8 << 20
