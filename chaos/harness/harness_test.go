@@ -55,3 +55,34 @@ func TestTableMarksFailures(t *testing.T) {
 		}
 	}
 }
+
+// The CI smoke version runs every sabotage tag exactly once, with the
+// scenario whose sabotage phase is the shortest; the full version every
+// (scenario, tag) pair.
+func TestSabotageRunsPerTag(t *testing.T) {
+	all := SabotageRuns(Scenarios(), DefaultScale, false)
+	perTag := SabotageRuns(Scenarios(), DefaultScale, true)
+	tags := map[string]bool{}
+	for _, r := range all {
+		tags[r.Tag] = true
+	}
+	got := map[string]*Scenario{}
+	for _, r := range perTag {
+		if got[r.Tag] != nil {
+			t.Errorf("tag %s runs twice", r.Tag)
+		}
+		got[r.Tag] = r.Scenario
+		t.Logf("%s: %s (%v)", r.Tag, r.Scenario.Name, r.Scenario.SabotagePhase(DefaultScale))
+	}
+	if len(got) != len(tags) {
+		t.Fatalf("per tag: %d tags, want %d", len(got), len(tags))
+	}
+	for _, r := range all {
+		if r.Scenario.SabotagePhase(DefaultScale) < got[r.Tag].SabotagePhase(DefaultScale) {
+			t.Errorf("%s: %s has a shorter sabotage phase than the chosen %s", r.Tag, r.Scenario.Name, got[r.Tag].Name)
+		}
+	}
+	if len(all) <= len(perTag) {
+		t.Errorf("every pair: %d runs, per tag %d: no tag is shared, the test proves nothing", len(all), len(perTag))
+	}
+}

@@ -63,6 +63,42 @@ type Scenario struct {
 	SabotageMinPhase time.Duration
 }
 
+// SabotagePhase is the fault phase of the scenario's sabotage runs at
+// scale.
+func (sc *Scenario) SabotagePhase(scale float64) time.Duration {
+	return max(time.Duration(float64(sc.Phase)*scale), sc.MinPhase, sc.SabotageMinPhase)
+}
+
+// SabotageRun is one sabotage run: a scenario built with one of its tags.
+type SabotageRun struct {
+	Scenario *Scenario
+	Tag      string
+}
+
+// SabotageRuns lists the sabotage runs of scs: every (scenario, tag) pair,
+// or with perTag each tag once, with the scenario whose sabotage phase at
+// scale is the shortest (the first on a tie) — the smoke version CI runs;
+// `task chaos` runs every pair.
+func SabotageRuns(scs []*Scenario, scale float64, perTag bool) []SabotageRun {
+	var runs []SabotageRun
+	best := map[string]int{} // tag → index in runs
+	for _, sc := range scs {
+		for _, tag := range sc.Sabotages() {
+			i, seen := best[tag]
+			switch {
+			case !perTag:
+				runs = append(runs, SabotageRun{sc, tag})
+			case !seen:
+				best[tag] = len(runs)
+				runs = append(runs, SabotageRun{sc, tag})
+			case sc.SabotagePhase(scale) < runs[i].Scenario.SabotagePhase(scale):
+				runs[i].Scenario = sc
+			}
+		}
+	}
+	return runs
+}
+
 // Sabotages lists every sabotage tag of the scenario.
 func (sc *Scenario) Sabotages() []string {
 	if sc.Sabotage == "" {

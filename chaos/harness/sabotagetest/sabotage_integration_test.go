@@ -43,49 +43,55 @@ func TestIntegrationChaosSabotage(t *testing.T) {
 	var sums []harness.Summary
 	var env harness.Env
 	var results string // where the summary goes
-	for _, sc := range harness.Scenarios() {
-		for _, tag := range sc.Sabotages() {
-			if !harness.Selected(list, tag) || !harness.Selected(os.Getenv("CHAOS_SCENARIOS"), sc.Name) {
-				continue
-			}
-			// Named by scenario (two scenarios may break the same
-			// mechanism), and by tag when the scenario has several.
-			name := sc.Name
-			if len(sc.Sabotages()) > 1 {
-				name += "/" + tag
-			}
-			t.Run(name, func(t *testing.T) {
-				bin, err := harness.Build(ctx, t.TempDir(), tag)
-				if err != nil {
-					t.Fatal(err)
-				}
-				env = harness.EnvFromEnviron(t, bin)
-				results = harness.ResultsDir(env)
-				// Beside, not over, the regular scenarios' histories.
-				env.Out = filepath.Join(env.Out, "sabotage")
-				run := *sc
-				run.Sabotage = tag
-				run.MinPhase = max(run.MinPhase, run.SabotageMinPhase)
-				// A fault does not always meet the broken mechanism at work
-				// (an ingest kill with no retried batch in flight exercises no
-				// dedup; the muted producer links of kill-bookies make retries
-				// of stored batches certain): a clean run is run again, up to
-				// sabotageAttempts, and every run is reported.
-				var s harness.Summary
-				for attempt := 1; attempt <= sabotageAttempts; attempt++ {
-					s = harness.RunScenario(ctx, t, env, &run)
-					s.Sabotage = tag
-					sums = append(sums, s)
-					t.Logf("%s under %s (attempt %d): %d anomalies %v (error %q); report %s", sc.Name, tag, attempt, s.Anomalies, s.ByKind, s.Error, s.Report)
-					if s.Anomalies > 0 {
-						break
-					}
-				}
-				if s.Anomalies == 0 {
-					t.Errorf("%s built with %s found no anomaly in %d runs: the scenario cannot detect the broken mechanism", sc.Name, tag, sabotageAttempts)
-				}
-			})
+	// CHAOS_SABOTAGE_PER_TAG=1 (the integration tier's smoke version):
+	// each tag once, with its quickest scenario; else every pair.
+	scale := harness.DefaultScale
+	if f, err := strconv.ParseFloat(os.Getenv("CHAOS_SCALE"), 64); err == nil {
+		scale = f
+	}
+	perTag := os.Getenv("CHAOS_SABOTAGE_PER_TAG") == "1"
+	for _, sr := range harness.SabotageRuns(harness.Scenarios(), scale, perTag) {
+		sc, tag := sr.Scenario, sr.Tag
+		if !harness.Selected(list, tag) || !harness.Selected(os.Getenv("CHAOS_SCENARIOS"), sc.Name) {
+			continue
 		}
+		// Named by scenario (two scenarios may break the same mechanism),
+		// and by tag when the scenario has several.
+		name := sc.Name
+		if len(sc.Sabotages()) > 1 {
+			name += "/" + tag
+		}
+		t.Run(name, func(t *testing.T) {
+			bin, err := harness.Build(ctx, t.TempDir(), tag)
+			if err != nil {
+				t.Fatal(err)
+			}
+			env = harness.EnvFromEnviron(t, bin)
+			results = harness.ResultsDir(env)
+			// Beside, not over, the regular scenarios' histories.
+			env.Out = filepath.Join(env.Out, "sabotage")
+			run := *sc
+			run.Sabotage = tag
+			run.MinPhase = sc.SabotagePhase(env.Scale)
+			// A fault does not always meet the broken mechanism at work
+			// (an ingest kill with no retried batch in flight exercises no
+			// dedup; the muted producer links of kill-bookies make retries
+			// of stored batches certain): a clean run is run again, up to
+			// sabotageAttempts, and every run is reported.
+			var s harness.Summary
+			for attempt := 1; attempt <= sabotageAttempts; attempt++ {
+				s = harness.RunScenario(ctx, t, env, &run)
+				s.Sabotage = tag
+				sums = append(sums, s)
+				t.Logf("%s under %s (attempt %d): %d anomalies %v (error %q); report %s", sc.Name, tag, attempt, s.Anomalies, s.ByKind, s.Error, s.Report)
+				if s.Anomalies > 0 {
+					break
+				}
+			}
+			if s.Anomalies == 0 {
+				t.Errorf("%s built with %s found no anomaly in %d runs: the scenario cannot detect the broken mechanism", sc.Name, tag, sabotageAttempts)
+			}
+		})
 	}
 	// The exactly-once copy, under each transaction mechanism broken.
 	var copySums []harness.CopySummary
