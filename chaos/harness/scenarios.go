@@ -580,8 +580,8 @@ func ClockSkew() *Scenario {
 // for 6–9 s — it cannot renew its owner record; a single fetch copy loses
 // Cassandra for 4–6 s (its members' sessions lapse, their leases move while
 // it still serves them); every process loses Cassandra (group membership, leases,
-// offsets, producer ids); every process loses the catalog; or both. The
-// first two outages are the single-process ones, the fetch copy's first. Links are blackholed
+// offsets, producer ids); every process loses the catalog; or both — in
+// that turn (the last three at random), the fetch copy's first. Links are blackholed
 // (connections dropped, new ones hang) or cut (refused). Nothing
 // acknowledged may be lost, nothing duplicated or reordered, commits stay
 // fenced and never go backwards. Sabotage "sabotage_commitepoch" (commits
@@ -595,7 +595,7 @@ func ClockSkew() *Scenario {
 func CutMetadata() *Scenario {
 	return &Scenario{
 		Name:        "cut-metadata",
-		Description: "every ~5 s for 2-7 s: one ingest copy loses the catalog (AWS emulator) for 6-9 s, one fetch copy loses Cassandra for 4-6 s (the most likely), or every process loses Cassandra, the catalog or both (blackholed or cut); heal; drain",
+		Description: "every ~5 s, in turn: one fetch copy loses Cassandra for 4-6 s, one ingest copy loses the catalog (AWS emulator) for 6-9 s, every process loses Cassandra, the catalog or both for 2-7 s (blackholed or cut); heal; drain",
 		Cluster:     ClusterConfig{Bookies: 3, Ingests: 2, Fetches: 2, IngestBookkeeping: true, ProxyMetadata: true},
 		Partitions:  4,
 		Members:     2,
@@ -614,13 +614,10 @@ func CutMetadata() *Scenario {
 			for i := 0; i < 100 && fault.Sleep(ctx.Done(), r.Jitter(5*time.Second)); i++ {
 				blackhole := r.Rand.IntN(2) == 0
 				var heal func() error
-				// 0: one ingest copy loses the catalog; 1 (twice as likely):
-				// one fetch copy loses Cassandra; 2, 3, 4: everyone loses
-				// Cassandra, the catalog, both.
-				k := max(r.Rand.IntN(6)-1, 0)
-				if i < 2 {
-					k = 1 - i // the first two outages are the partial ones, fetch's first
-				}
+				// In turn: one fetch copy loses Cassandra (1), one ingest
+				// copy loses the catalog (0), everyone loses Cassandra, the
+				// catalog or both (2, 3, 4: one at random).
+				k := [3]int{1, 0, 2 + r.Rand.IntN(3)}[i%3]
 				switch k {
 				case 0, 1: // one process loses one store
 					link, src := aws, r.Pick(r.Cluster.Ingests).ID
