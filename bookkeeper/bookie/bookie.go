@@ -388,6 +388,37 @@ func (b *Bookie) watchLAC(r *lacReg) error {
 	return b.lacs.register(r, func() (int64, bool, error) { return b.lacInfo(r.ledger) })
 }
 
+// MaxMissingLedgersIDs bounds the ids of one MissingLedgers call.
+const MaxMissingLedgersIDs = 10_000
+
+// MissingLedgers returns those of ids this bookie holds nothing of (never
+// had, deleted, or lost with a wiped disk), in order: the compactor's audit
+// of the copies the catalog names this bookie for.
+func (b *Bookie) MissingLedgers(ids []int64) ([]int64, error) {
+	if err := b.err(); err != nil {
+		return nil, err
+	}
+	if len(ids) > MaxMissingLedgersIDs {
+		return nil, fmt.Errorf("%w: %d ledger ids, at most %d a call", ErrInvalid, len(ids), MaxMissingLedgersIDs)
+	}
+	var missing []int64
+	for _, id := range ids {
+		_, err := b.st.Ledger(id)
+		switch {
+		case errors.Is(err, storage.ErrNoSuchLedger):
+			missing = append(missing, id)
+		case errors.Is(err, storage.ErrInvalidArgument):
+			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		case err != nil:
+			if errors.Is(err, storage.ErrFailed) {
+				b.fail(err)
+			}
+			return nil, err
+		}
+	}
+	return missing, nil
+}
+
 // DeleteLedger drops a ledger; GC reclaims its space.
 func (b *Bookie) DeleteLedger(ledger int64) error {
 	if err := b.err(); err != nil {

@@ -383,6 +383,14 @@ func (s service) DeleteLedger(_ context.Context, req *connect.Request[bookiev1.D
 	return connect.NewResponse(&bookiev1.DeleteLedgerResponse{}), nil
 }
 
+func (s service) MissingLedgers(_ context.Context, req *connect.Request[bookiev1.MissingLedgersRequest]) (*connect.Response[bookiev1.MissingLedgersResponse], error) {
+	missing, err := s.b.MissingLedgers(req.Msg.GetLedgerIds())
+	if err != nil {
+		return nil, code(err)
+	}
+	return connect.NewResponse(&bookiev1.MissingLedgersResponse{Missing: missing}), nil
+}
+
 func (s service) GetStatus(context.Context, *connect.Request[bookiev1.GetStatusRequest]) (*connect.Response[bookiev1.GetStatusResponse], error) {
 	return connect.NewResponse(statusMessage(s.b.Status())), nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 
 	"connectrpc.com/connect"
@@ -220,14 +221,36 @@ func TestServiceFencingReadAndErrors(t *testing.T) {
 			_, err := c.ReadLac(ctx, connect.NewRequest(&bookiev1.ReadLacRequest{LedgerId: 4, TimeoutMs: 1 << 30}))
 			return err
 		}, connect.CodeInvalidArgument},
+		"missing ledgers: too many ids": {func() error {
+			_, err := c.MissingLedgers(ctx, connect.NewRequest(&bookiev1.MissingLedgersRequest{LedgerIds: make([]int64, MaxMissingLedgersIDs+1)}))
+			return err
+		}, connect.CodeInvalidArgument},
+		"missing ledgers: negative id": {func() error {
+			_, err := c.MissingLedgers(ctx, connect.NewRequest(&bookiev1.MissingLedgersRequest{LedgerIds: []int64{4, -1}}))
+			return err
+		}, connect.CodeInvalidArgument},
 	} {
 		if got := connect.CodeOf(tc.call()); got != tc.want {
 			t.Errorf("%s: code %v; want %v", name, got, tc.want)
 		}
 	}
 
+	missing := func() []int64 {
+		t.Helper()
+		resp, err := c.MissingLedgers(ctx, connect.NewRequest(&bookiev1.MissingLedgersRequest{LedgerIds: []int64{77, 4, 78}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Msg.GetMissing()
+	}
+	if got := missing(); !slices.Equal(got, []int64{77, 78}) {
+		t.Fatalf("MissingLedgers(77, 4, 78) = %v; want [77 78] (it holds ledger 4)", got)
+	}
 	if _, err := c.DeleteLedger(ctx, connect.NewRequest(&bookiev1.DeleteLedgerRequest{LedgerId: 4})); err != nil {
 		t.Fatal(err)
+	}
+	if got := missing(); !slices.Equal(got, []int64{77, 4, 78}) {
+		t.Fatalf("MissingLedgers after deleting ledger 4 = %v; want all three", got)
 	}
 	_, err = c.ReadEntries(ctx, connect.NewRequest(&bookiev1.ReadEntriesRequest{LedgerId: 4, LastEntry: 0}))
 	if connect.CodeOf(err) != connect.CodeNotFound {

@@ -33,6 +33,11 @@ import (
 //     its copies moved the same way, at once (no grace): it still serves
 //     reads, so nothing is under-replicated meanwhile. A ledger with a
 //     lost bookie has that one moved first.
+//  4. Of the scanned ledgers with no such bookie, each live bookie is
+//     asked in one call which it holds nothing of among those it should
+//     hold entries of (client.MissingLedgers): a bookie restarted on
+//     wiped disks registers as before while its copies are gone. Those
+//     copies are moved the same way, at once, reading from the others.
 //
 // OPEN and IN_RECOVERY ledgers are left to their writer (an ensemble
 // change replaces a failed bookie for new entries) and to recovery; they
@@ -106,12 +111,10 @@ func (c *Compactor) rereplicateAll(ctx context.Context, t *tally) {
 		t.fail(err)
 		return
 	}
-	type job struct {
-		m    catalog.LedgerMetadata
-		from string
-	}
+	type job = rereplicateJob
 	var todo []job
 	under := 0
+	audited := map[catalog.LedgerID]catalog.LedgerMetadata{} // scanned, no lost or draining bookie
 	token, scanned := string(c.rereplicateCursor.token), 0
 	for scanned < c.cfg.MaxScanPerPass && len(todo) < c.cfg.MaxLedgersPerPass {
 		// A page of at most the jobs still wanted: it never overfills, so
@@ -129,6 +132,7 @@ func (c *Compactor) rereplicateAll(ctx context.Context, t *tally) {
 		}
 		scanned += len(page.Items)
 		for _, m := range page.Items {
+			audited[m.ID] = m
 			from, counted, drain := "", false, ""
 			for _, b := range ledgerBookies(m) {
 				if bk, ok := alive[b]; ok && bk.Draining && drain == "" {
@@ -147,6 +151,7 @@ func (c *Compactor) rereplicateAll(ctx context.Context, t *tally) {
 			}
 			if from != "" {
 				todo = append(todo, job{m, from})
+				delete(audited, m.ID)
 			}
 		}
 		if token = page.NextPageToken; token == "" {
@@ -167,6 +172,12 @@ func (c *Compactor) rereplicateAll(ctx context.Context, t *tally) {
 	}
 	if err := c.rereplicateCursor.save(ctx, c, []byte(token)); err != nil {
 		t.fail(err)
+	}
+	for _, j := range c.auditCopies(ctx, t, audited, alive) {
+		if len(todo) >= c.cfg.MaxLedgersPerPass {
+			break
+		}
+		todo, under = append(todo, j), under+1
 	}
 	t.add(func(r *Report) { r.UnderReplicated += under })
 	c.m.underReplicated.Record(ctx, int64(under))
@@ -199,6 +210,75 @@ func (c *Compactor) rereplicateAll(ctx context.Context, t *tally) {
 			c.m.rereplBytes.Add(ctx, res.Bytes)
 		}
 	})
+}
+
+// auditCopies asks every live bookie which of the ledgers naming it (of
+// ms) it holds nothing of, among those it should hold an entry of, and
+// returns a move for each such copy (at most one per ledger, in ledger id
+// order). A bookie that cannot answer is skipped this pass.
+func (c *Compactor) auditCopies(ctx context.Context, t *tally, ms map[catalog.LedgerID]catalog.LedgerMetadata, alive map[string]catalog.Bookie) []rereplicateJob {
+	expect := map[string][]catalog.LedgerID{}
+	for _, m := range ms {
+		for _, b := range ledgerBookies(m) {
+			if _, ok := alive[b]; ok && holdsEntries(m, b) {
+				expect[b] = append(expect[b], m.ID)
+			}
+		}
+	}
+	moves := map[catalog.LedgerID]string{}
+	for _, b := range slices.Sorted(maps.Keys(expect)) {
+		ids := expect[b]
+		slices.Sort(ids)
+		missing, err := c.deps.Ledgers.MissingLedgers(ctx, b, ids)
+		if err != nil {
+			t.fail(fmt.Errorf("re-replication audit: %w", err))
+			continue
+		}
+		for _, id := range missing {
+			if _, ok := moves[id]; !ok {
+				moves[id] = b
+				c.log.Warn("bookie lacks a ledger the catalog names it for; moving that copy",
+					slog.String("bookie", b), slog.Int64("ledger", int64(id)))
+			}
+		}
+	}
+	var jobs []rereplicateJob
+	for _, id := range slices.Sorted(maps.Keys(moves)) {
+		jobs = append(jobs, rereplicateJob{ms[id], moves[id]})
+	}
+	return jobs
+}
+
+// holdsEntries reports whether bookie b, where m's segments name it,
+// should hold at least one of m's entries: an entry whose write set holds
+// its position. With Qw < E, or a segment shorter than E, a member may
+// hold none.
+func holdsEntries(m catalog.LedgerMetadata, b string) bool {
+	e, qw := int64(m.Replication.Ensemble), int64(m.Replication.WriteQuorum)
+	for i, seg := range m.Ensembles {
+		last := m.LastEntry
+		if i+1 < len(m.Ensembles) {
+			last = m.Ensembles[i+1].FirstEntry - 1
+		}
+		p := int64(slices.Index(seg.Bookies, b))
+		if p < 0 || e <= 0 || last < seg.FirstEntry {
+			continue
+		}
+		// Entry x's write set is positions x mod E .. x mod E + Qw - 1
+		// (mod E): p is in it when (p - x) mod E < Qw.
+		for x := seg.FirstEntry; x <= last && x < seg.FirstEntry+e; x++ {
+			if ((p-x)%e+e)%e < qw {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// rereplicateJob is one ledger whose copies on from are to be moved.
+type rereplicateJob struct {
+	m    catalog.LedgerMetadata
+	from string
 }
 
 // maxMissingBookies bounds c.missing; a full scan cycle forgets the

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/bookkeeper/client"
 	"github.com/sluicemq/sluice/pkg/catalog"
 )
 
@@ -295,5 +296,111 @@ func TestPassBookieDeleteSkipsLostBookieAfterGrace(t *testing.T) {
 	}
 	if p := e.keys(pendingDir); len(p) != 0 {
 		t.Fatalf("pending markers left: %v", p)
+	}
+}
+
+// A bookie restarted on wiped disks registers as before while every copy
+// the catalog names it for is gone. The audit finds them (the bookie says
+// it holds nothing of those ledgers) and the pass moves them, at once, to
+// the spare bookie; every ledger then reads back whole even with a second
+// original bookie lost, and the next pass finds nothing to do.
+func TestPassRefillsCopiesAWipedBookieLost(t *testing.T) {
+	e := newEnv(t)
+	e.startBookie("b4")
+	e.topic("orders", catalog.DefaultTopicConfig())
+	var ms []catalog.LedgerMetadata
+	for i := range 4 {
+		ms = append(ms, e.ledger("orders", int64(i*40), 8, 5))
+	}
+	c := e.compactor(func(cfg *Config, _ *Deps) {
+		cfg.OffloadAge = time.Hour
+		cfg.RereplicateGrace = time.Hour // a wiped bookie is live: no grace applies
+	})
+	r, err := c.Pass(e.ctx())
+	if err != nil || r.UnderReplicated != 0 || r.Rereplicated != 0 {
+		t.Fatalf("before the wipe: %+v, %v; want nothing to do", r, err)
+	}
+	wiped := ms[0].Ensembles[0].Bookies[0]
+	e.mu.Lock()
+	stop := e.stops[wiped]
+	e.mu.Unlock()
+	stop()
+	e.startBookie(wiped) // empty storage, same id, registered again
+	holding := 0
+	for _, m := range ms {
+		if holdsEntries(m, wiped) {
+			holding++
+		}
+	}
+	if holding == 0 {
+		t.Fatal("no ledger should hold entries on the wiped bookie: the test proves nothing")
+	}
+	// The client still holds the bookie's old address: a pass or two may
+	// fail to ask it (forgetting the address, and re-reading the registry
+	// at most once a second) before one finds the copies, as a restarted
+	// bookie at a new address costs the compactor's passes in production.
+	for i := 0; ; i++ {
+		r, err = c.Pass(e.ctx())
+		if err == nil || i == 4 {
+			break
+		}
+		t.Logf("pass %d after the wipe: %v", i+1, err)
+		time.Sleep(client.DefaultRegistryRefreshInterval)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.UnderReplicated != holding || r.Rereplicated != holding {
+		t.Fatalf("after the wipe: %+v; want %d ledgers found and moved", r, holding)
+	}
+	for _, m := range ms {
+		if got := e.get(m.ID); slices.Contains(ledgerBookies(got), wiped) {
+			t.Fatalf("ledger %d still names the wiped bookie: %+v", m.ID, got)
+		}
+	}
+	if r, err = c.Pass(e.ctx()); err != nil || r.UnderReplicated != 0 || r.Rereplicated != 0 {
+		t.Fatalf("a pass after the repair: %+v, %v; want nothing to do", r, err)
+	}
+	second := ""
+	for _, b := range ms[0].Ensembles[0].Bookies {
+		if b != wiped {
+			second = b
+			break
+		}
+	}
+	e.loseBookie(second)
+	for _, m := range ms {
+		got, err := e.ledgers.ReadEntries(e.ctx(), m.ID, 0, m.LastEntry)
+		if err != nil {
+			t.Fatalf("ledger %d after the wipe of %s and the loss of %s: %v", m.ID, wiped, second, err)
+		}
+		for i, p := range got {
+			if string(p) != string(e.written[m.ID][i]) {
+				t.Fatalf("ledger %d entry %d differs", m.ID, i)
+			}
+		}
+	}
+}
+
+// holdsEntries knows which members of a segment hold entries: with Qw < E
+// a member of a short segment may hold none.
+func TestHoldsEntries(t *testing.T) {
+	m := catalog.LedgerMetadata{
+		Replication: catalog.Replication{Ensemble: 3, WriteQuorum: 2, AckQuorum: 2},
+		Ensembles: []catalog.EnsembleSegment{
+			{FirstEntry: 0, Bookies: []string{"a", "b", "c"}}, // entry 0 only: a, b
+			{FirstEntry: 1, Bookies: []string{"a", "b", "d"}}, // entries 1, 2: b, d then d, a
+		},
+		LastEntry: 2,
+	}
+	for b, want := range map[string]bool{"a": true, "b": true, "c": false, "d": true, "x": false} {
+		if got := holdsEntries(m, b); got != want {
+			t.Errorf("holdsEntries(%s) = %v, want %v", b, got, want)
+		}
+	}
+	m.LastEntry = -1
+	m.Ensembles = m.Ensembles[:1]
+	if holdsEntries(m, "a") {
+		t.Error("an empty ledger: no bookie should hold entries")
 	}
 }

@@ -1393,6 +1393,98 @@ func (*DeleteLedgerResponse) Descriptor() ([]byte, []int) {
 	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{20}
 }
 
+// MissingLedgersRequest lists ledger ids to check.
+type MissingLedgersRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Ledger ids, at most 10,000.
+	LedgerIds     []int64 `protobuf:"varint,1,rep,packed,name=ledger_ids,json=ledgerIds,proto3" json:"ledger_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MissingLedgersRequest) Reset() {
+	*x = MissingLedgersRequest{}
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MissingLedgersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MissingLedgersRequest) ProtoMessage() {}
+
+func (x *MissingLedgersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MissingLedgersRequest.ProtoReflect.Descriptor instead.
+func (*MissingLedgersRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *MissingLedgersRequest) GetLedgerIds() []int64 {
+	if x != nil {
+		return x.LedgerIds
+	}
+	return nil
+}
+
+// MissingLedgersResponse lists those of the request's ledgers the bookie
+// holds nothing of, in request order.
+type MissingLedgersResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Missing       []int64                `protobuf:"varint,1,rep,packed,name=missing,proto3" json:"missing,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MissingLedgersResponse) Reset() {
+	*x = MissingLedgersResponse{}
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MissingLedgersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MissingLedgersResponse) ProtoMessage() {}
+
+func (x *MissingLedgersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MissingLedgersResponse.ProtoReflect.Descriptor instead.
+func (*MissingLedgersResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *MissingLedgersResponse) GetMissing() []int64 {
+	if x != nil {
+		return x.Missing
+	}
+	return nil
+}
+
 // GetStatusRequest asks for a bookie's status.
 type GetStatusRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1402,7 +1494,7 @@ type GetStatusRequest struct {
 
 func (x *GetStatusRequest) Reset() {
 	*x = GetStatusRequest{}
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[21]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1414,7 +1506,7 @@ func (x *GetStatusRequest) String() string {
 func (*GetStatusRequest) ProtoMessage() {}
 
 func (x *GetStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[21]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1427,7 +1519,7 @@ func (x *GetStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetStatusRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{21}
+	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{23}
 }
 
 // GetStatusResponse is a bookie's identity, disk use and mode.
@@ -1454,7 +1546,7 @@ type GetStatusResponse struct {
 
 func (x *GetStatusResponse) Reset() {
 	*x = GetStatusResponse{}
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[22]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1466,7 +1558,7 @@ func (x *GetStatusResponse) String() string {
 func (*GetStatusResponse) ProtoMessage() {}
 
 func (x *GetStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[22]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1479,7 +1571,7 @@ func (x *GetStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetStatusResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{22}
+	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetStatusResponse) GetBookieId() string {
@@ -1541,7 +1633,7 @@ type SetDrainingRequest struct {
 
 func (x *SetDrainingRequest) Reset() {
 	*x = SetDrainingRequest{}
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[23]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1553,7 +1645,7 @@ func (x *SetDrainingRequest) String() string {
 func (*SetDrainingRequest) ProtoMessage() {}
 
 func (x *SetDrainingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[23]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1566,7 +1658,7 @@ func (x *SetDrainingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetDrainingRequest.ProtoReflect.Descriptor instead.
 func (*SetDrainingRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{23}
+	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *SetDrainingRequest) GetDraining() bool {
@@ -1586,7 +1678,7 @@ type SetDrainingResponse struct {
 
 func (x *SetDrainingResponse) Reset() {
 	*x = SetDrainingResponse{}
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[24]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1598,7 +1690,7 @@ func (x *SetDrainingResponse) String() string {
 func (*SetDrainingResponse) ProtoMessage() {}
 
 func (x *SetDrainingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[24]
+	mi := &file_sluice_bookie_v1_bookie_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1611,7 +1703,7 @@ func (x *SetDrainingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetDrainingResponse.ProtoReflect.Descriptor instead.
 func (*SetDrainingResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{24}
+	return file_sluice_bookie_v1_bookie_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *SetDrainingResponse) GetStatus() *GetStatusResponse {
@@ -1714,7 +1806,12 @@ const file_sluice_bookie_v1_bookie_proto_rawDesc = "" +
 	"last_entry\x18\x02 \x01(\x03R\tlastEntry\"2\n" +
 	"\x13DeleteLedgerRequest\x12\x1b\n" +
 	"\tledger_id\x18\x01 \x01(\x03R\bledgerId\"\x16\n" +
-	"\x14DeleteLedgerResponse\"\x12\n" +
+	"\x14DeleteLedgerResponse\"6\n" +
+	"\x15MissingLedgersRequest\x12\x1d\n" +
+	"\n" +
+	"ledger_ids\x18\x01 \x03(\x03R\tledgerIds\"2\n" +
+	"\x16MissingLedgersResponse\x12\x18\n" +
+	"\amissing\x18\x01 \x03(\x03R\amissing\"\x12\n" +
 	"\x10GetStatusRequest\"\xf6\x01\n" +
 	"\x11GetStatusResponse\x12\x1b\n" +
 	"\tbookie_id\x18\x01 \x01(\tR\bbookieId\x12\x1f\n" +
@@ -1738,7 +1835,7 @@ const file_sluice_bookie_v1_bookie_proto_rawDesc = "" +
 	"\x17ADD_STATUS_UNAUTHORIZED\x10\x03\x12\x1b\n" +
 	"\x17ADD_STATUS_BAD_CHECKSUM\x10\x04\x12\x17\n" +
 	"\x13ADD_STATUS_REJECTED\x10\x05\x12\x14\n" +
-	"\x10ADD_STATUS_ERROR\x10\x062\xaf\x06\n" +
+	"\x10ADD_STATUS_ERROR\x10\x062\x96\a\n" +
 	"\rBookieService\x12]\n" +
 	"\n" +
 	"AddEntries\x12#.sluice.bookie.v1.AddEntriesRequest\x1a$.sluice.bookie.v1.AddEntriesResponse\"\x00(\x010\x01\x12\\\n" +
@@ -1748,7 +1845,8 @@ const file_sluice_bookie_v1_bookie_proto_rawDesc = "" +
 	"\bWriteLac\x12!.sluice.bookie.v1.WriteLacRequest\x1a\".sluice.bookie.v1.WriteLacResponse\"\x00\x12J\n" +
 	"\x05Fence\x12\x1e.sluice.bookie.v1.FenceRequest\x1a\x1f.sluice.bookie.v1.FenceResponse\"\x00\x12_\n" +
 	"\fDeleteLedger\x12%.sluice.bookie.v1.DeleteLedgerRequest\x1a&.sluice.bookie.v1.DeleteLedgerResponse\"\x00\x12V\n" +
-	"\tGetStatus\x12\".sluice.bookie.v1.GetStatusRequest\x1a#.sluice.bookie.v1.GetStatusResponse\"\x00\x12\\\n" +
+	"\tGetStatus\x12\".sluice.bookie.v1.GetStatusRequest\x1a#.sluice.bookie.v1.GetStatusResponse\"\x00\x12e\n" +
+	"\x0eMissingLedgers\x12'.sluice.bookie.v1.MissingLedgersRequest\x1a(.sluice.bookie.v1.MissingLedgersResponse\"\x00\x12\\\n" +
 	"\vSetDraining\x12$.sluice.bookie.v1.SetDrainingRequest\x1a%.sluice.bookie.v1.SetDrainingResponse\"\x00B\xc3\x01\n" +
 	"\x14com.sluice.bookie.v1B\vBookieProtoP\x01Z<github.com/sluicemq/sluice/pkg/gen/sluice/bookie/v1;bookiev1\xa2\x02\x03SBX\xaa\x02\x10Sluice.Bookie.V1\xca\x02\x10Sluice\\Bookie\\V1\xe2\x02\x1cSluice\\Bookie\\V1\\GPBMetadata\xea\x02\x12Sluice::Bookie::V1b\x06proto3"
 
@@ -1765,34 +1863,36 @@ func file_sluice_bookie_v1_bookie_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_bookie_v1_bookie_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sluice_bookie_v1_bookie_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_sluice_bookie_v1_bookie_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_sluice_bookie_v1_bookie_proto_goTypes = []any{
-	(AddStatus)(0),               // 0: sluice.bookie.v1.AddStatus
-	(*AddEntriesRequest)(nil),    // 1: sluice.bookie.v1.AddEntriesRequest
-	(*LedgerAdds)(nil),           // 2: sluice.bookie.v1.LedgerAdds
-	(*Add)(nil),                  // 3: sluice.bookie.v1.Add
-	(*AddEntriesResponse)(nil),   // 4: sluice.bookie.v1.AddEntriesResponse
-	(*LedgerResults)(nil),        // 5: sluice.bookie.v1.LedgerResults
-	(*AddResult)(nil),            // 6: sluice.bookie.v1.AddResult
-	(*Entry)(nil),                // 7: sluice.bookie.v1.Entry
-	(*ReadEntriesRequest)(nil),   // 8: sluice.bookie.v1.ReadEntriesRequest
-	(*ReadEntriesResponse)(nil),  // 9: sluice.bookie.v1.ReadEntriesResponse
-	(*ReadLacRequest)(nil),       // 10: sluice.bookie.v1.ReadLacRequest
-	(*ReadLacResponse)(nil),      // 11: sluice.bookie.v1.ReadLacResponse
-	(*WatchLacRequest)(nil),      // 12: sluice.bookie.v1.WatchLacRequest
-	(*LacWatch)(nil),             // 13: sluice.bookie.v1.LacWatch
-	(*WatchLacResponse)(nil),     // 14: sluice.bookie.v1.WatchLacResponse
-	(*LacAdvance)(nil),           // 15: sluice.bookie.v1.LacAdvance
-	(*WriteLacRequest)(nil),      // 16: sluice.bookie.v1.WriteLacRequest
-	(*WriteLacResponse)(nil),     // 17: sluice.bookie.v1.WriteLacResponse
-	(*FenceRequest)(nil),         // 18: sluice.bookie.v1.FenceRequest
-	(*FenceResponse)(nil),        // 19: sluice.bookie.v1.FenceResponse
-	(*DeleteLedgerRequest)(nil),  // 20: sluice.bookie.v1.DeleteLedgerRequest
-	(*DeleteLedgerResponse)(nil), // 21: sluice.bookie.v1.DeleteLedgerResponse
-	(*GetStatusRequest)(nil),     // 22: sluice.bookie.v1.GetStatusRequest
-	(*GetStatusResponse)(nil),    // 23: sluice.bookie.v1.GetStatusResponse
-	(*SetDrainingRequest)(nil),   // 24: sluice.bookie.v1.SetDrainingRequest
-	(*SetDrainingResponse)(nil),  // 25: sluice.bookie.v1.SetDrainingResponse
+	(AddStatus)(0),                 // 0: sluice.bookie.v1.AddStatus
+	(*AddEntriesRequest)(nil),      // 1: sluice.bookie.v1.AddEntriesRequest
+	(*LedgerAdds)(nil),             // 2: sluice.bookie.v1.LedgerAdds
+	(*Add)(nil),                    // 3: sluice.bookie.v1.Add
+	(*AddEntriesResponse)(nil),     // 4: sluice.bookie.v1.AddEntriesResponse
+	(*LedgerResults)(nil),          // 5: sluice.bookie.v1.LedgerResults
+	(*AddResult)(nil),              // 6: sluice.bookie.v1.AddResult
+	(*Entry)(nil),                  // 7: sluice.bookie.v1.Entry
+	(*ReadEntriesRequest)(nil),     // 8: sluice.bookie.v1.ReadEntriesRequest
+	(*ReadEntriesResponse)(nil),    // 9: sluice.bookie.v1.ReadEntriesResponse
+	(*ReadLacRequest)(nil),         // 10: sluice.bookie.v1.ReadLacRequest
+	(*ReadLacResponse)(nil),        // 11: sluice.bookie.v1.ReadLacResponse
+	(*WatchLacRequest)(nil),        // 12: sluice.bookie.v1.WatchLacRequest
+	(*LacWatch)(nil),               // 13: sluice.bookie.v1.LacWatch
+	(*WatchLacResponse)(nil),       // 14: sluice.bookie.v1.WatchLacResponse
+	(*LacAdvance)(nil),             // 15: sluice.bookie.v1.LacAdvance
+	(*WriteLacRequest)(nil),        // 16: sluice.bookie.v1.WriteLacRequest
+	(*WriteLacResponse)(nil),       // 17: sluice.bookie.v1.WriteLacResponse
+	(*FenceRequest)(nil),           // 18: sluice.bookie.v1.FenceRequest
+	(*FenceResponse)(nil),          // 19: sluice.bookie.v1.FenceResponse
+	(*DeleteLedgerRequest)(nil),    // 20: sluice.bookie.v1.DeleteLedgerRequest
+	(*DeleteLedgerResponse)(nil),   // 21: sluice.bookie.v1.DeleteLedgerResponse
+	(*MissingLedgersRequest)(nil),  // 22: sluice.bookie.v1.MissingLedgersRequest
+	(*MissingLedgersResponse)(nil), // 23: sluice.bookie.v1.MissingLedgersResponse
+	(*GetStatusRequest)(nil),       // 24: sluice.bookie.v1.GetStatusRequest
+	(*GetStatusResponse)(nil),      // 25: sluice.bookie.v1.GetStatusResponse
+	(*SetDrainingRequest)(nil),     // 26: sluice.bookie.v1.SetDrainingRequest
+	(*SetDrainingResponse)(nil),    // 27: sluice.bookie.v1.SetDrainingResponse
 }
 var file_sluice_bookie_v1_bookie_proto_depIdxs = []int32{
 	2,  // 0: sluice.bookie.v1.AddEntriesRequest.ledgers:type_name -> sluice.bookie.v1.LedgerAdds
@@ -1805,7 +1905,7 @@ var file_sluice_bookie_v1_bookie_proto_depIdxs = []int32{
 	13, // 7: sluice.bookie.v1.WatchLacRequest.watches:type_name -> sluice.bookie.v1.LacWatch
 	15, // 8: sluice.bookie.v1.WatchLacResponse.advances:type_name -> sluice.bookie.v1.LacAdvance
 	7,  // 9: sluice.bookie.v1.LacAdvance.entries:type_name -> sluice.bookie.v1.Entry
-	23, // 10: sluice.bookie.v1.SetDrainingResponse.status:type_name -> sluice.bookie.v1.GetStatusResponse
+	25, // 10: sluice.bookie.v1.SetDrainingResponse.status:type_name -> sluice.bookie.v1.GetStatusResponse
 	1,  // 11: sluice.bookie.v1.BookieService.AddEntries:input_type -> sluice.bookie.v1.AddEntriesRequest
 	8,  // 12: sluice.bookie.v1.BookieService.ReadEntries:input_type -> sluice.bookie.v1.ReadEntriesRequest
 	10, // 13: sluice.bookie.v1.BookieService.ReadLac:input_type -> sluice.bookie.v1.ReadLacRequest
@@ -1813,19 +1913,21 @@ var file_sluice_bookie_v1_bookie_proto_depIdxs = []int32{
 	16, // 15: sluice.bookie.v1.BookieService.WriteLac:input_type -> sluice.bookie.v1.WriteLacRequest
 	18, // 16: sluice.bookie.v1.BookieService.Fence:input_type -> sluice.bookie.v1.FenceRequest
 	20, // 17: sluice.bookie.v1.BookieService.DeleteLedger:input_type -> sluice.bookie.v1.DeleteLedgerRequest
-	22, // 18: sluice.bookie.v1.BookieService.GetStatus:input_type -> sluice.bookie.v1.GetStatusRequest
-	24, // 19: sluice.bookie.v1.BookieService.SetDraining:input_type -> sluice.bookie.v1.SetDrainingRequest
-	4,  // 20: sluice.bookie.v1.BookieService.AddEntries:output_type -> sluice.bookie.v1.AddEntriesResponse
-	9,  // 21: sluice.bookie.v1.BookieService.ReadEntries:output_type -> sluice.bookie.v1.ReadEntriesResponse
-	11, // 22: sluice.bookie.v1.BookieService.ReadLac:output_type -> sluice.bookie.v1.ReadLacResponse
-	14, // 23: sluice.bookie.v1.BookieService.WatchLac:output_type -> sluice.bookie.v1.WatchLacResponse
-	17, // 24: sluice.bookie.v1.BookieService.WriteLac:output_type -> sluice.bookie.v1.WriteLacResponse
-	19, // 25: sluice.bookie.v1.BookieService.Fence:output_type -> sluice.bookie.v1.FenceResponse
-	21, // 26: sluice.bookie.v1.BookieService.DeleteLedger:output_type -> sluice.bookie.v1.DeleteLedgerResponse
-	23, // 27: sluice.bookie.v1.BookieService.GetStatus:output_type -> sluice.bookie.v1.GetStatusResponse
-	25, // 28: sluice.bookie.v1.BookieService.SetDraining:output_type -> sluice.bookie.v1.SetDrainingResponse
-	20, // [20:29] is the sub-list for method output_type
-	11, // [11:20] is the sub-list for method input_type
+	24, // 18: sluice.bookie.v1.BookieService.GetStatus:input_type -> sluice.bookie.v1.GetStatusRequest
+	22, // 19: sluice.bookie.v1.BookieService.MissingLedgers:input_type -> sluice.bookie.v1.MissingLedgersRequest
+	26, // 20: sluice.bookie.v1.BookieService.SetDraining:input_type -> sluice.bookie.v1.SetDrainingRequest
+	4,  // 21: sluice.bookie.v1.BookieService.AddEntries:output_type -> sluice.bookie.v1.AddEntriesResponse
+	9,  // 22: sluice.bookie.v1.BookieService.ReadEntries:output_type -> sluice.bookie.v1.ReadEntriesResponse
+	11, // 23: sluice.bookie.v1.BookieService.ReadLac:output_type -> sluice.bookie.v1.ReadLacResponse
+	14, // 24: sluice.bookie.v1.BookieService.WatchLac:output_type -> sluice.bookie.v1.WatchLacResponse
+	17, // 25: sluice.bookie.v1.BookieService.WriteLac:output_type -> sluice.bookie.v1.WriteLacResponse
+	19, // 26: sluice.bookie.v1.BookieService.Fence:output_type -> sluice.bookie.v1.FenceResponse
+	21, // 27: sluice.bookie.v1.BookieService.DeleteLedger:output_type -> sluice.bookie.v1.DeleteLedgerResponse
+	25, // 28: sluice.bookie.v1.BookieService.GetStatus:output_type -> sluice.bookie.v1.GetStatusResponse
+	23, // 29: sluice.bookie.v1.BookieService.MissingLedgers:output_type -> sluice.bookie.v1.MissingLedgersResponse
+	27, // 30: sluice.bookie.v1.BookieService.SetDraining:output_type -> sluice.bookie.v1.SetDrainingResponse
+	21, // [21:31] is the sub-list for method output_type
+	11, // [11:21] is the sub-list for method input_type
 	11, // [11:11] is the sub-list for extension type_name
 	11, // [11:11] is the sub-list for extension extendee
 	0,  // [0:11] is the sub-list for field type_name
@@ -1843,7 +1945,7 @@ func file_sluice_bookie_v1_bookie_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_bookie_v1_bookie_proto_rawDesc), len(file_sluice_bookie_v1_bookie_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   25,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

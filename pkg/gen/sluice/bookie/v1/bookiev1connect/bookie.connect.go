@@ -52,6 +52,9 @@ const (
 	BookieServiceDeleteLedgerProcedure = "/sluice.bookie.v1.BookieService/DeleteLedger"
 	// BookieServiceGetStatusProcedure is the fully-qualified name of the BookieService's GetStatus RPC.
 	BookieServiceGetStatusProcedure = "/sluice.bookie.v1.BookieService/GetStatus"
+	// BookieServiceMissingLedgersProcedure is the fully-qualified name of the BookieService's
+	// MissingLedgers RPC.
+	BookieServiceMissingLedgersProcedure = "/sluice.bookie.v1.BookieService/MissingLedgers"
 	// BookieServiceSetDrainingProcedure is the fully-qualified name of the BookieService's SetDraining
 	// RPC.
 	BookieServiceSetDrainingProcedure = "/sluice.bookie.v1.BookieService/SetDraining"
@@ -119,6 +122,11 @@ type BookieServiceClient interface {
 	DeleteLedger(context.Context, *connect.Request[v1.DeleteLedgerRequest]) (*connect.Response[v1.DeleteLedgerResponse], error)
 	// GetStatus reports identity, disk use and mode.
 	GetStatus(context.Context, *connect.Request[v1.GetStatusRequest]) (*connect.Response[v1.GetStatusResponse], error)
+	// MissingLedgers says which of the given ledgers this bookie holds
+	// nothing of (never had, deleted, or lost with a wiped disk): the
+	// compactor's audit of the copies the catalog names it for. At most
+	// 10,000 ids (INVALID_ARGUMENT beyond, or for a negative id).
+	MissingLedgers(context.Context, *connect.Request[v1.MissingLedgersRequest]) (*connect.Response[v1.MissingLedgersResponse], error)
 	// SetDraining starts or cancels draining (decommissioning): a draining
 	// bookie refuses normal adds (REJECTED, so writers replace it in their
 	// ensembles) but takes recovery adds and serves reads, and reports it in
@@ -187,6 +195,12 @@ func NewBookieServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithSchema(bookieServiceMethods.ByName("GetStatus")),
 			connect.WithClientOptions(opts...),
 		),
+		missingLedgers: connect.NewClient[v1.MissingLedgersRequest, v1.MissingLedgersResponse](
+			httpClient,
+			baseURL+BookieServiceMissingLedgersProcedure,
+			connect.WithSchema(bookieServiceMethods.ByName("MissingLedgers")),
+			connect.WithClientOptions(opts...),
+		),
 		setDraining: connect.NewClient[v1.SetDrainingRequest, v1.SetDrainingResponse](
 			httpClient,
 			baseURL+BookieServiceSetDrainingProcedure,
@@ -198,15 +212,16 @@ func NewBookieServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 
 // bookieServiceClient implements BookieServiceClient.
 type bookieServiceClient struct {
-	addEntries   *connect.Client[v1.AddEntriesRequest, v1.AddEntriesResponse]
-	readEntries  *connect.Client[v1.ReadEntriesRequest, v1.ReadEntriesResponse]
-	readLac      *connect.Client[v1.ReadLacRequest, v1.ReadLacResponse]
-	watchLac     *connect.Client[v1.WatchLacRequest, v1.WatchLacResponse]
-	writeLac     *connect.Client[v1.WriteLacRequest, v1.WriteLacResponse]
-	fence        *connect.Client[v1.FenceRequest, v1.FenceResponse]
-	deleteLedger *connect.Client[v1.DeleteLedgerRequest, v1.DeleteLedgerResponse]
-	getStatus    *connect.Client[v1.GetStatusRequest, v1.GetStatusResponse]
-	setDraining  *connect.Client[v1.SetDrainingRequest, v1.SetDrainingResponse]
+	addEntries     *connect.Client[v1.AddEntriesRequest, v1.AddEntriesResponse]
+	readEntries    *connect.Client[v1.ReadEntriesRequest, v1.ReadEntriesResponse]
+	readLac        *connect.Client[v1.ReadLacRequest, v1.ReadLacResponse]
+	watchLac       *connect.Client[v1.WatchLacRequest, v1.WatchLacResponse]
+	writeLac       *connect.Client[v1.WriteLacRequest, v1.WriteLacResponse]
+	fence          *connect.Client[v1.FenceRequest, v1.FenceResponse]
+	deleteLedger   *connect.Client[v1.DeleteLedgerRequest, v1.DeleteLedgerResponse]
+	getStatus      *connect.Client[v1.GetStatusRequest, v1.GetStatusResponse]
+	missingLedgers *connect.Client[v1.MissingLedgersRequest, v1.MissingLedgersResponse]
+	setDraining    *connect.Client[v1.SetDrainingRequest, v1.SetDrainingResponse]
 }
 
 // AddEntries calls sluice.bookie.v1.BookieService.AddEntries.
@@ -247,6 +262,11 @@ func (c *bookieServiceClient) DeleteLedger(ctx context.Context, req *connect.Req
 // GetStatus calls sluice.bookie.v1.BookieService.GetStatus.
 func (c *bookieServiceClient) GetStatus(ctx context.Context, req *connect.Request[v1.GetStatusRequest]) (*connect.Response[v1.GetStatusResponse], error) {
 	return c.getStatus.CallUnary(ctx, req)
+}
+
+// MissingLedgers calls sluice.bookie.v1.BookieService.MissingLedgers.
+func (c *bookieServiceClient) MissingLedgers(ctx context.Context, req *connect.Request[v1.MissingLedgersRequest]) (*connect.Response[v1.MissingLedgersResponse], error) {
+	return c.missingLedgers.CallUnary(ctx, req)
 }
 
 // SetDraining calls sluice.bookie.v1.BookieService.SetDraining.
@@ -316,6 +336,11 @@ type BookieServiceHandler interface {
 	DeleteLedger(context.Context, *connect.Request[v1.DeleteLedgerRequest]) (*connect.Response[v1.DeleteLedgerResponse], error)
 	// GetStatus reports identity, disk use and mode.
 	GetStatus(context.Context, *connect.Request[v1.GetStatusRequest]) (*connect.Response[v1.GetStatusResponse], error)
+	// MissingLedgers says which of the given ledgers this bookie holds
+	// nothing of (never had, deleted, or lost with a wiped disk): the
+	// compactor's audit of the copies the catalog names it for. At most
+	// 10,000 ids (INVALID_ARGUMENT beyond, or for a negative id).
+	MissingLedgers(context.Context, *connect.Request[v1.MissingLedgersRequest]) (*connect.Response[v1.MissingLedgersResponse], error)
 	// SetDraining starts or cancels draining (decommissioning): a draining
 	// bookie refuses normal adds (REJECTED, so writers replace it in their
 	// ensembles) but takes recovery adds and serves reads, and reports it in
@@ -380,6 +405,12 @@ func NewBookieServiceHandler(svc BookieServiceHandler, opts ...connect.HandlerOp
 		connect.WithSchema(bookieServiceMethods.ByName("GetStatus")),
 		connect.WithHandlerOptions(opts...),
 	)
+	bookieServiceMissingLedgersHandler := connect.NewUnaryHandler(
+		BookieServiceMissingLedgersProcedure,
+		svc.MissingLedgers,
+		connect.WithSchema(bookieServiceMethods.ByName("MissingLedgers")),
+		connect.WithHandlerOptions(opts...),
+	)
 	bookieServiceSetDrainingHandler := connect.NewUnaryHandler(
 		BookieServiceSetDrainingProcedure,
 		svc.SetDraining,
@@ -404,6 +435,8 @@ func NewBookieServiceHandler(svc BookieServiceHandler, opts ...connect.HandlerOp
 			bookieServiceDeleteLedgerHandler.ServeHTTP(w, r)
 		case BookieServiceGetStatusProcedure:
 			bookieServiceGetStatusHandler.ServeHTTP(w, r)
+		case BookieServiceMissingLedgersProcedure:
+			bookieServiceMissingLedgersHandler.ServeHTTP(w, r)
 		case BookieServiceSetDrainingProcedure:
 			bookieServiceSetDrainingHandler.ServeHTTP(w, r)
 		default:
@@ -445,6 +478,10 @@ func (UnimplementedBookieServiceHandler) DeleteLedger(context.Context, *connect.
 
 func (UnimplementedBookieServiceHandler) GetStatus(context.Context, *connect.Request[v1.GetStatusRequest]) (*connect.Response[v1.GetStatusResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.bookie.v1.BookieService.GetStatus is not implemented"))
+}
+
+func (UnimplementedBookieServiceHandler) MissingLedgers(context.Context, *connect.Request[v1.MissingLedgersRequest]) (*connect.Response[v1.MissingLedgersResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.bookie.v1.BookieService.MissingLedgers is not implemented"))
 }
 
 func (UnimplementedBookieServiceHandler) SetDraining(context.Context, *connect.Request[v1.SetDrainingRequest]) (*connect.Response[v1.SetDrainingResponse], error) {
