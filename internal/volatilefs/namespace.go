@@ -46,7 +46,9 @@ const undoLogName = "undo.log"
 // nsRecord is one line of the undo log. Op is "create", "rename",
 // "remove" or "link" for an operation (Seq, A, B, Backup), "sync" when
 // directory Dir became durable up to Seq, "void" when operation Seq
-// failed (so it never happened).
+// failed (so it never happened), "undone" when Recover reverted operation
+// Seq (so a Recover cut short by a kill never reverts it twice: undoing a
+// create twice would remove what undoing an older remove put back).
 type nsRecord struct {
 	Seq    uint64 `json:"seq"`
 	Op     string `json:"op"`
@@ -99,9 +101,31 @@ func Recover(under vfs.FS, undoDir string) (int, error) {
 		return 0, err
 	}
 	pending := replayUndoLog(recs)
-	for i := len(pending) - 1; i >= 0; i-- {
-		if err := undo(under, pending[i]); err != nil {
-			return 0, fmt.Errorf("volatilefs: revert %s %s: %w", pending[i].Op, pending[i].A, err)
+	if len(pending) > 0 {
+		// The log's whole lines again (a torn tail dropped), swapped in
+		// atomically, then the "undone" records after them.
+		path := filepath.Join(undoDir, undoLogName)
+		log, err := under.Create(path+".tmp", vfs.WriteCategoryUnspecified)
+		if err != nil {
+			return 0, fmt.Errorf("volatilefs: rewrite undo log: %w", err)
+		}
+		defer func() { _ = log.Close() }()
+		ns := &namespace{under: under, dir: undoDir, log: log}
+		for i := range recs {
+			if err := ns.append(&recs[i]); err != nil {
+				return 0, err
+			}
+		}
+		if err := under.Rename(path+".tmp", path); err != nil {
+			return 0, fmt.Errorf("volatilefs: rewrite undo log: %w", err)
+		}
+		for i := len(pending) - 1; i >= 0; i-- {
+			if err := undo(under, pending[i]); err != nil {
+				return 0, fmt.Errorf("volatilefs: revert %s %s: %w", pending[i].Op, pending[i].A, err)
+			}
+			if err := ns.append(&nsRecord{Seq: pending[i].Seq, Op: "undone"}); err != nil {
+				return 0, err
+			}
 		}
 	}
 	if err := under.RemoveAll(undoDir); err != nil {
@@ -144,7 +168,7 @@ func replayUndoLog(recs []nsRecord) []*nsRecord {
 		switch rec := &recs[i]; rec.Op {
 		case "sync":
 			pending = synced(pending, rec.Dir, rec.Seq, nil)
-		case "void":
+		case "void", "undone":
 			pending = slices.DeleteFunc(pending, func(p *nsRecord) bool { return p.Seq == rec.Seq })
 		default:
 			rec.dirs = rec.touched()
@@ -198,33 +222,40 @@ func ignoreMissing(err error) error {
 	return err
 }
 
-// undo reverts one operation if it happened.
+// undo reverts one operation if it happened. Each step is idempotent: a
+// kill between a step and its "undone" record runs the step again.
 func undo(under vfs.FS, r *nsRecord) error {
 	switch r.Op {
-	case "create": // A created, replacing Backup's file if any
-		if err := ignoreMissing(under.Remove(r.A)); err != nil {
+	case "create", "link": // A created / B linked, replacing Backup's file if any
+		name := r.A
+		if r.Op == "link" {
+			name = r.B
+		}
+		if r.Backup == "" {
+			return ignoreMissing(under.Remove(name))
+		}
+		if !exists(under, r.Backup) {
+			return nil // already put back
+		}
+		if err := ignoreMissing(under.Remove(name)); err != nil {
 			return err
 		}
-		if r.Backup != "" {
-			return ignoreMissing(under.Rename(r.Backup, r.A))
-		}
+		return under.Rename(r.Backup, name)
 	case "rename": // A renamed to B, replacing Backup's file if any
-		if exists(under, r.A) {
-			return nil // it never ran
+		if !exists(under, r.A) {
+			if err := ignoreMissing(under.Rename(r.B, r.A)); err != nil {
+				return err
+			}
 		}
-		if err := ignoreMissing(under.Rename(r.B, r.A)); err != nil {
-			return err
-		}
-		if r.Backup != "" {
-			return ignoreMissing(under.Rename(r.Backup, r.B))
+		// Never ran, half undone or undone: B gets back what it was.
+		if r.Backup != "" && exists(under, r.Backup) {
+			return under.Rename(r.Backup, r.B)
 		}
 	case "remove": // A removed; Backup is its file
 		if exists(under, r.A) {
-			return nil // it never ran
+			return nil // it never ran, or it is undone
 		}
 		return ignoreMissing(under.Rename(r.Backup, r.A))
-	case "link": // B linked to A's file
-		return ignoreMissing(under.Remove(r.B))
 	default:
 		return fmt.Errorf("unknown undo record %q", r.Op)
 	}
@@ -287,19 +318,29 @@ func (ns *namespace) drop(rec *nsRecord) error {
 func (ns *namespace) dirSynced(dir string, seq uint64) error {
 	ns.mu.Lock()
 	defer ns.mu.Unlock()
-	var errs []error
-	ns.pending = synced(ns.pending, dir, seq, func(r *nsRecord) { errs = append(errs, ns.drop(r)) })
+	var durable []*nsRecord
+	ns.pending = synced(ns.pending, dir, seq, func(r *nsRecord) { durable = append(durable, r) })
+	// The log says so before the backups go: a kill in between must not
+	// leave a pending record whose backup is gone.
+	var err error
 	if len(ns.pending) == 0 && ns.seq > 0 {
 		// Nothing to revert: start the log afresh so it stays short.
-		errs = append(errs, ns.log.Close())
-		log, err := ns.under.Create(filepath.Join(ns.dir, undoLogName), vfs.WriteCategoryUnspecified)
-		if err == nil {
+		err = ns.log.Close()
+		log, cerr := ns.under.Create(filepath.Join(ns.dir, undoLogName), vfs.WriteCategoryUnspecified)
+		if cerr == nil {
 			ns.log = log
 		}
-		errs = append(errs, err)
-		return errors.Join(errs...)
+		err = errors.Join(err, cerr)
+	} else {
+		err = ns.append(&nsRecord{Seq: seq, Op: "sync", Dir: dir})
 	}
-	errs = append(errs, ns.append(&nsRecord{Seq: seq, Op: "sync", Dir: dir}))
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, r := range durable {
+		errs = append(errs, ns.drop(r))
+	}
 	return errors.Join(errs...)
 }
 

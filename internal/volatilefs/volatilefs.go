@@ -211,7 +211,9 @@ func (fs *FS) Rename(oldname, newname string) error {
 
 // Link implements vfs.FS: both names share one overlay (one inode).
 func (fs *FS) Link(oldname, newname string) error {
-	if err := fs.logged("link", oldname, newname, "", func() error { return fs.FS.Link(oldname, newname) }); err != nil {
+	// newname is kept: a kill between the record and a link that would
+	// have failed (newname exists) must not lose it.
+	if err := fs.logged("link", oldname, newname, newname, func() error { return fs.FS.Link(oldname, newname) }); err != nil {
 		return err
 	}
 	fs.mu.Lock()
