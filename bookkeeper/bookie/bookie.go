@@ -16,6 +16,7 @@ import (
 	"github.com/sluicemq/sluice/bookkeeper/internal/durable"
 	"github.com/sluicemq/sluice/bookkeeper/journal"
 	"github.com/sluicemq/sluice/bookkeeper/storage"
+	"github.com/sluicemq/sluice/bookkeeper/wire"
 )
 
 // Errors of the bookie itself (the storage's and the journal's pass through
@@ -389,7 +390,7 @@ func (b *Bookie) watchLAC(r *lacReg) error {
 }
 
 // MaxMissingLedgersIDs bounds the ids of one MissingLedgers call.
-const MaxMissingLedgersIDs = 10_000
+const MaxMissingLedgersIDs = wire.MaxMissingLedgersIDs
 
 // MissingLedgers returns those of ids this bookie holds nothing of (never
 // had, deleted, or lost with a wiped disk), in order: the compactor's audit

@@ -6,14 +6,14 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/sluicemq/sluice/bookkeeper/bookie"
+	"github.com/sluicemq/sluice/bookkeeper/wire"
 	"github.com/sluicemq/sluice/pkg/catalog"
 	bookiev1 "github.com/sluicemq/sluice/pkg/gen/sluice/bookie/v1"
 )
 
 // MissingLedgers asks bookie which of ids it holds nothing of
 // (BookieService.MissingLedgers, in calls of at most
-// bookie.MaxMissingLedgersIDs ids, each within ReadTimeout) and returns
+// wire.MaxMissingLedgersIDs ids, each within ReadTimeout) and returns
 // them in order. The compactor's audit uses it to find copies the catalog
 // names a live bookie for that the bookie lost (a wiped disk).
 func (c *Client) MissingLedgers(ctx context.Context, bookieID string, ids []catalog.LedgerID) ([]catalog.LedgerID, error) {
@@ -24,7 +24,7 @@ func (c *Client) MissingLedgers(ctx context.Context, bookieID string, ids []cata
 	defer leave()
 	var missing []catalog.LedgerID
 	for len(ids) > 0 {
-		n := min(len(ids), bookie.MaxMissingLedgersIDs)
+		n := min(len(ids), wire.MaxMissingLedgersIDs)
 		req := &bookiev1.MissingLedgersRequest{LedgerIds: make([]int64, n)}
 		for i, id := range ids[:n] {
 			req.LedgerIds[i] = int64(id)

@@ -1,6 +1,6 @@
 // Package wire holds what both ends of the bookie protocol agree on beyond
-// the generated messages (pkg/gen/sluice/bookie/v1): today, the entry
-// checksum. The ledger client (bookkeeper/client) computes it, the bookie
+// the generated messages (pkg/gen/sluice/bookie/v1): the entry checksum,
+// and limits both ends must know (MaxMissingLedgersIDs). The ledger client (bookkeeper/client) computes it, the bookie
 // verifies it and its storage (bookkeeper/storage) keeps it in every entry
 // log frame and returns it with every read — one checksum end to end, so
 // neither end imports the other's internals to agree on it.
@@ -22,6 +22,11 @@ import (
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// MaxMissingLedgersIDs bounds the ledger ids of one
+// BookieService.MissingLedgers call: the bookie refuses more, the client
+// splits a longer list.
+const MaxMissingLedgersIDs = 10_000
 
 // EntryChecksum is an entry's CRC32C over the layout drawn in the package
 // doc. It is Add.crc32c in an AddEntries message and the checksum a read

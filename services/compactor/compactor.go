@@ -75,7 +75,12 @@ type Compactor struct {
 	lostMu      sync.Mutex
 	missing     map[string]time.Time
 	missingSeen map[string]bool
-	pace        *pacer
+	// auditBacklog holds the copies the audit found lost on a live bookie
+	// that a pass could not take on (its ledger had another move, or the
+	// pass was full): ledger → bookie, taken first by the next pass. Used
+	// by passes only, which never run at once.
+	auditBacklog map[catalog.LedgerID]string
+	pace         *pacer
 }
 
 // New checks cfg and deps and returns a compactor.
@@ -106,7 +111,8 @@ func New(cfg Config, deps Deps) (*Compactor, error) {
 		purgeCursor: cursor{key: purgeCursorKey}, pendingCursor: cursor{key: pendingCursorKey},
 		compacted: map[string]time.Time{}, leftovers: map[string]time.Time{}, sealed: map[catalog.LedgerID]catalog.LedgerMetadata{},
 		rereplicateCursor: cursor{key: rereplicateCursorKey}, missing: map[string]time.Time{}, missingSeen: map[string]bool{},
-		pace: newPacer(cfg.RereplicateBytesPerSec, time.Now)}, nil
+		auditBacklog: map[catalog.LedgerID]string{},
+		pace:         newPacer(cfg.RereplicateBytesPerSec, time.Now)}, nil
 }
 
 // Report counts what one pass did.

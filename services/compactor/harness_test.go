@@ -38,6 +38,9 @@ type env struct {
 	ledgers *client.Client
 	bucket  *blob.Bucket
 	now     atomic.Int64 // the compactor's clock offset from the wall clock, ns
+	// repl is the replication of the ledgers ledger() writes (zero: E3,
+	// Qw2, Qa2).
+	repl catalog.Replication
 
 	mu      sync.Mutex
 	written map[catalog.LedgerID][][]byte // payloads per entry, as appended
@@ -203,8 +206,12 @@ func (e *env) ledgerOf(topic string, first, last int64, payloads [][]byte, ensem
 	e.mu.Lock()
 	l := e.lease[topic]
 	e.mu.Unlock()
+	repl := e.repl
+	if repl == (catalog.Replication{}) {
+		repl = catalog.Replication{Ensemble: 3, WriteQuorum: 2, AckQuorum: 2}
+	}
 	w, err := e.ledgers.CreateLedger(e.ctx(), catalog.LedgerSpec{
-		Topic: topic, TopicID: l.TopicID, Partition: 0, Replication: catalog.Replication{Ensemble: 3, WriteQuorum: 2, AckQuorum: 2},
+		Topic: topic, TopicID: l.TopicID, Partition: 0, Replication: repl,
 		FirstOffset: first, WriterOwner: l.Owner, WriterEpoch: l.Epoch, Ensemble: ensemble,
 	})
 	if err != nil {

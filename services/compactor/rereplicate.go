@@ -33,11 +33,13 @@ import (
 //     its copies moved the same way, at once (no grace): it still serves
 //     reads, so nothing is under-replicated meanwhile. A ledger with a
 //     lost bookie has that one moved first.
-//  4. Of the scanned ledgers with no such bookie, each live bookie is
-//     asked in one call which it holds nothing of among those it should
-//     hold entries of (client.MissingLedgers): a bookie restarted on
-//     wiped disks registers as before while its copies are gone. Those
-//     copies are moved the same way, at once, reading from the others.
+//  4. Of the scanned ledgers, each live bookie is asked in one call which
+//     it holds nothing of among those it should hold entries of
+//     (client.MissingLedgers): a bookie restarted on wiped disks
+//     registers as before while its copies are gone. Those copies are
+//     moved the same way, at once, reading from the others; one move per
+//     ledger and pass, so a copy whose ledger has another move (or that
+//     does not fit in the pass) waits in a backlog for the next pass.
 //
 // OPEN and IN_RECOVERY ledgers are left to their writer (an ensemble
 // change replaces a failed bookie for new entries) and to recovery; they
@@ -114,6 +116,20 @@ func (c *Compactor) rereplicateAll(ctx context.Context, t *tally) {
 	type job = rereplicateJob
 	var todo []job
 	under := 0
+	// Copies an earlier pass found lost on a live bookie and could not
+	// take on, if their ledger still names that bookie.
+	for _, id := range slices.Sorted(maps.Keys(c.auditBacklog)) {
+		if len(todo) >= c.cfg.MaxLedgersPerPass {
+			break
+		}
+		from := c.auditBacklog[id]
+		delete(c.auditBacklog, id)
+		m, err := c.deps.Catalog.GetLedger(ctx, id)
+		if err != nil || m.State != catalog.LedgerClosed || !slices.Contains(ledgerBookies(m), from) {
+			continue // gone, offloaded or already moved: the scan judges it again
+		}
+		todo, under = append(todo, job{m, from}), under+1
+	}
 	audited := map[catalog.LedgerID]catalog.LedgerMetadata{} // scanned, no lost or draining bookie
 	token, scanned := string(c.rereplicateCursor.token), 0
 	for scanned < c.cfg.MaxScanPerPass && len(todo) < c.cfg.MaxLedgersPerPass {
@@ -149,9 +165,8 @@ func (c *Compactor) rereplicateAll(ctx context.Context, t *tally) {
 			if from == "" {
 				from = drain
 			}
-			if from != "" {
+			if from != "" && !slices.ContainsFunc(todo, func(j job) bool { return j.m.ID == m.ID }) {
 				todo = append(todo, job{m, from})
-				delete(audited, m.ID)
 			}
 		}
 		if token = page.NextPageToken; token == "" {
@@ -174,10 +189,18 @@ func (c *Compactor) rereplicateAll(ctx context.Context, t *tally) {
 		t.fail(err)
 	}
 	for _, j := range c.auditCopies(ctx, t, audited, alive) {
-		if len(todo) >= c.cfg.MaxLedgersPerPass {
-			break
+		busy := slices.ContainsFunc(todo, func(o job) bool { return o.m.ID == j.m.ID })
+		if !busy {
+			under++ // else counted with its other move
 		}
-		todo, under = append(todo, j), under+1
+		if busy || len(todo) >= c.cfg.MaxLedgersPerPass {
+			// One move per ledger and pass: the next pass takes it.
+			if len(c.auditBacklog) < maxAuditBacklog {
+				c.auditBacklog[j.m.ID] = j.from
+			}
+			continue
+		}
+		todo = append(todo, j)
 	}
 	t.add(func(r *Report) { r.UnderReplicated += under })
 	c.m.underReplicated.Record(ctx, int64(under))
@@ -274,6 +297,10 @@ func holdsEntries(m catalog.LedgerMetadata, b string) bool {
 	}
 	return false
 }
+
+// maxAuditBacklog bounds Compactor.auditBacklog; a finding beyond it is
+// found again when the scan comes round.
+const maxAuditBacklog = 10_000
 
 // rereplicateJob is one ledger whose copies on from are to be moved.
 type rereplicateJob struct {
