@@ -2,6 +2,7 @@ package compactor
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -9,6 +10,34 @@ import (
 	"github.com/sluicemq/sluice/bookkeeper/client"
 	"github.com/sluicemq/sluice/pkg/catalog"
 )
+
+// wipeBookie restarts bookie id on empty storage: same id, registered
+// again (at a new address), every copy it held gone.
+func (e *env) wipeBookie(id string) {
+	e.t.Helper()
+	e.mu.Lock()
+	stop := e.stops[id]
+	e.mu.Unlock()
+	stop()
+	e.startBookie(id)
+}
+
+// readsBack fails the test unless every entry of ms reads back as written
+// (when says after what).
+func (e *env) readsBack(ms []catalog.LedgerMetadata, when string) {
+	e.t.Helper()
+	for _, m := range ms {
+		got, err := e.ledgers.ReadEntries(e.ctx(), m.ID, 0, m.LastEntry)
+		if err != nil {
+			e.t.Fatalf("ledger %d %s: %v", m.ID, when, err)
+		}
+		for i, p := range got {
+			if string(p) != string(e.written[m.ID][i]) {
+				e.t.Fatalf("ledger %d entry %d differs %s", m.ID, i, when)
+			}
+		}
+	}
+}
 
 // loseBookie stops bookie id for good and lets its registry record expire
 // (as the record of a dead bookie does after its TTL).
@@ -84,17 +113,7 @@ func TestPassRereplicatesLostBookie(t *testing.T) {
 		}
 	}
 	e.loseBookie(second)
-	for _, m := range ms {
-		got, err := e.ledgers.ReadEntries(e.ctx(), m.ID, 0, m.LastEntry)
-		if err != nil {
-			t.Fatalf("ledger %d after losing %s and %s: %v", m.ID, lost, second, err)
-		}
-		for i, p := range got {
-			if string(p) != string(e.written[m.ID][i]) {
-				t.Fatalf("ledger %d entry %d differs", m.ID, i)
-			}
-		}
-	}
+	e.readsBack(ms, fmt.Sprintf("after losing %s and %s", lost, second))
 }
 
 // A draining bookie (decommissioning) has its copies moved at the first
@@ -149,17 +168,7 @@ func TestPassMovesDrainingBookieAtOnce(t *testing.T) {
 		}
 	}
 	e.loseBookie(drained)
-	for _, m := range ms {
-		got, err := e.ledgers.ReadEntries(e.ctx(), m.ID, 0, m.LastEntry)
-		if err != nil {
-			t.Fatalf("ledger %d after stopping the drained %s: %v", m.ID, drained, err)
-		}
-		for i, p := range got {
-			if string(p) != string(e.written[m.ID][i]) {
-				t.Fatalf("ledger %d entry %d differs", m.ID, i)
-			}
-		}
-	}
+	e.readsBack(ms, fmt.Sprintf("after stopping the drained %s", drained))
 }
 
 // With no live bookie outside a ledger's ensemble (three bookies, one
@@ -321,11 +330,7 @@ func TestPassRefillsCopiesAWipedBookieLost(t *testing.T) {
 		t.Fatalf("before the wipe: %+v, %v; want nothing to do", r, err)
 	}
 	wiped := ms[0].Ensembles[0].Bookies[0]
-	e.mu.Lock()
-	stop := e.stops[wiped]
-	e.mu.Unlock()
-	stop()
-	e.startBookie(wiped) // empty storage, same id, registered again
+	e.wipeBookie(wiped)
 	holding := 0
 	for _, m := range ms {
 		if holdsEntries(m, wiped) {
@@ -369,17 +374,7 @@ func TestPassRefillsCopiesAWipedBookieLost(t *testing.T) {
 		}
 	}
 	e.loseBookie(second)
-	for _, m := range ms {
-		got, err := e.ledgers.ReadEntries(e.ctx(), m.ID, 0, m.LastEntry)
-		if err != nil {
-			t.Fatalf("ledger %d after the wipe of %s and the loss of %s: %v", m.ID, wiped, second, err)
-		}
-		for i, p := range got {
-			if string(p) != string(e.written[m.ID][i]) {
-				t.Fatalf("ledger %d entry %d differs", m.ID, i)
-			}
-		}
-	}
+	e.readsBack(ms, fmt.Sprintf("after the wipe of %s and the loss of %s", wiped, second))
 }
 
 // holdsEntries knows which members of a segment hold entries: with Qw < E
@@ -429,11 +424,7 @@ func TestAuditBacklogTakesASecondMoveOfALedger(t *testing.T) {
 	if _, err := c.Pass(e.ctx()); err != nil { // notes the lost bookie; the grace starts
 		t.Fatalf("first pass: %v", err)
 	}
-	e.mu.Lock()
-	stop := e.stops[wiped]
-	e.mu.Unlock()
-	stop()
-	e.startBookie(wiped)
+	e.wipeBookie(wiped)
 	// Let the client learn the restarted bookie's new address, so the
 	// audit reaches it in the same pass as the lost bookie's moves.
 	waitForHermetic(t, 10*time.Second, func() bool {
@@ -474,17 +465,7 @@ func TestAuditBacklogTakesASecondMoveOfALedger(t *testing.T) {
 	if !sawBacklog {
 		t.Fatal("no pass left a second move for the next: the test proves nothing")
 	}
-	for _, m := range ms {
-		got, err := e.ledgers.ReadEntries(e.ctx(), m.ID, 0, m.LastEntry)
-		if err != nil {
-			t.Fatalf("ledger %d: %v", m.ID, err)
-		}
-		for i, p := range got {
-			if string(p) != string(e.written[m.ID][i]) {
-				t.Fatalf("ledger %d entry %d differs", m.ID, i)
-			}
-		}
-	}
+	e.readsBack(ms, "after the moves")
 }
 
 // waitForHermetic polls cond every 50 ms until it holds or d passes.
