@@ -85,7 +85,9 @@ type LedgerSpec struct {
 // distinct bookies; once Sealed, LastEntry, LastOffset and the segments'
 // boundaries never change, and the bookies only by a replica move of a
 // CLOSED ledger; LastEntry == -1 iff LastOffset == FirstOffset-1 (empty);
-// Location is set exactly from OFFLOADED on.
+// Location is set exactly from OFFLOADED on; Damaged is empty unless
+// CLOSED, names each bookie at most once, and only bookies the segments
+// name (NextLedger drops the marks that no longer apply).
 type LedgerMetadata struct {
 	ID          LedgerID
 	Topic       string
@@ -102,7 +104,46 @@ type LedgerMetadata struct {
 	WriterEpoch int64
 	CreatedAt   time.Time // set by the store
 	ClosedAt    time.Time // set by the store on the transition to CLOSED
-	Version     int64
+	// Damaged are copies a reader found bad on a live bookie: the
+	// auditor's findings that the registry cannot show (re-replication
+	// moves each; bookkeeper/DESIGN.md §4.1).
+	Damaged []DamagedCopy
+	Version int64
+}
+
+// DamagedCopy marks a bookie's copy of a CLOSED ledger as bad: an entry
+// the bookie should hold failed its checksum or the bookie answered that
+// it does not have it. Re-replication moves the copy to another bookie;
+// the move drops the mark.
+type DamagedCopy struct {
+	Bookie string
+	Entry  int64 // the entry found bad (the first one reported)
+	Reason DamageReason
+	At     time.Time // when it was reported (the reporter's clock)
+}
+
+// DamageReason says how a copy was found bad.
+type DamageReason string
+
+const (
+	// DamageMissing: the bookie answered that it does not hold an entry
+	// of its write set (a partial or lost copy).
+	DamageMissing DamageReason = "missing"
+	// DamageChecksum: an entry it returned failed verification.
+	DamageChecksum DamageReason = "checksum"
+)
+
+// Valid reports whether r is one of the reasons above.
+func (r DamageReason) Valid() bool { return r == DamageMissing || r == DamageChecksum }
+
+// DamagedOn returns m's mark on bookie b, if any.
+func (m LedgerMetadata) DamagedOn(b string) (DamagedCopy, bool) {
+	for _, d := range m.Damaged {
+		if d.Bookie == b {
+			return d, true
+		}
+	}
+	return DamagedCopy{}, false
 }
 
 // Ledgers stores ledger metadata. The bookkeeper client (writers,

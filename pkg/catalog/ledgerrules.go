@@ -109,8 +109,12 @@ func NextLedger(old, proposed LedgerMetadata, now time.Time) (LedgerMetadata, er
 	if err := checkLocation(old, proposed); err != nil {
 		return LedgerMetadata{}, err
 	}
+	if err := checkDamaged(proposed); err != nil {
+		return LedgerMetadata{}, err
+	}
 	next := proposed
 	next.Ensembles = cloneSegments(proposed.Ensembles)
+	next.Damaged = keptDamage(proposed)
 	next.CreatedAt = old.CreatedAt
 	next.ClosedAt = old.ClosedAt
 	if proposed.State == LedgerClosed && old.State != LedgerClosed {
@@ -257,6 +261,49 @@ func checkLocation(old, p LedgerMetadata) error {
 		return Invalid("location", "ledger %d: the location is set only on the move to OFFLOADED", old.ID)
 	}
 	return nil
+}
+
+// checkDamaged checks the proposal's damage marks: valid reasons and
+// entries of the ledger, each bookie once, at most one per bookie the
+// ledger could name. Marks on a ledger that is not CLOSED, or on a bookie
+// its segments no longer name, are legal to propose: NextLedger drops them
+// (keptDamage), so a replica move or an offload need not clear them.
+func checkDamaged(p LedgerMetadata) error {
+	if len(p.Damaged) > MaxEnsembleSize*MaxEnsembleSegments {
+		return Invalid("damaged", "ledger %d has %d damage marks, more than %d", p.ID, len(p.Damaged), MaxEnsembleSize*MaxEnsembleSegments)
+	}
+	for i, d := range p.Damaged {
+		if err := ValidateID("damaged", d.Bookie); err != nil {
+			return err
+		}
+		switch {
+		case !d.Reason.Valid():
+			return Invalid("damaged", "mark %d: %q is not a damage reason (%s, %s)", i, d.Reason, DamageMissing, DamageChecksum)
+		case d.Entry < 0 || (p.State == LedgerClosed && d.Entry > p.LastEntry):
+			return Invalid("damaged", "mark %d: entry %d is outside ledger %d's entries 0..%d", i, d.Entry, p.ID, p.LastEntry)
+		case d.At.IsZero():
+			return Invalid("damaged", "mark %d: no report time", i)
+		case slices.ContainsFunc(p.Damaged[:i], func(o DamagedCopy) bool { return o.Bookie == d.Bookie }):
+			return Invalid("damaged", "ledger %d marks bookie %q twice", p.ID, d.Bookie)
+		}
+	}
+	return nil
+}
+
+// keptDamage is the marks of p that apply: none unless CLOSED, and only
+// those on bookies its segments name.
+func keptDamage(p LedgerMetadata) []DamagedCopy {
+	if p.State != LedgerClosed {
+		return nil
+	}
+	var out []DamagedCopy
+	for _, d := range p.Damaged {
+		if slices.ContainsFunc(p.Ensembles, func(s EnsembleSegment) bool { return slices.Contains(s.Bookies, d.Bookie) }) {
+			d.At = Timestamp(d.At)
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 func segmentEqual(a, b EnsembleSegment) bool {

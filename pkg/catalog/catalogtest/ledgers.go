@@ -22,6 +22,7 @@ func runLedgers(t *testing.T, h Harness) {
 		"ListByState":         ledgersListByState,
 		"ListValidation":      ledgersListValidation,
 		"DeleteRequiresState": ledgersDeleteRequiresState,
+		"DamageMarks":         ledgersDamageMarks,
 	})
 }
 
@@ -383,7 +384,81 @@ func ledgerEqual(a, b catalog.LedgerMetadata) bool {
 	return a.ID == b.ID && a.Topic == b.Topic && a.TopicID == b.TopicID && a.Partition == b.Partition &&
 		a.Replication == b.Replication && slices.EqualFunc(a.Ensembles, b.Ensembles, func(x, y catalog.EnsembleSegment) bool {
 		return x.FirstEntry == y.FirstEntry && slices.Equal(x.Bookies, y.Bookies)
+	}) && slices.EqualFunc(a.Damaged, b.Damaged, func(x, y catalog.DamagedCopy) bool {
+		return x.Bookie == y.Bookie && x.Entry == y.Entry && x.Reason == y.Reason && x.At.Equal(y.At)
 	}) && a.State == b.State && a.LastEntry == b.LastEntry && a.FirstOffset == b.FirstOffset &&
 		a.LastOffset == b.LastOffset && a.Location == b.Location && a.WriterOwner == b.WriterOwner &&
 		a.WriterEpoch == b.WriterEpoch && a.CreatedAt.Equal(b.CreatedAt) && a.ClosedAt.Equal(b.ClosedAt) && a.Version == b.Version
+}
+
+// A CLOSED ledger's damage marks are stored and read back as written
+// (report time to the millisecond); bad marks are refused; the store
+// drops a mark once its bookie is moved off the ledger, and every mark
+// when the ledger leaves CLOSED.
+func ledgersDamageMarks(e *env) {
+	m := e.ledgerFor(lease(1), 0)
+	at := Start.Add(1500*time.Microsecond + 7*time.Second)
+	mark := catalog.DamagedCopy{Bookie: "bookie-2:3181", Entry: 4, Reason: catalog.DamageMissing, At: at}
+	open := m
+	open.Damaged = []catalog.DamagedCopy{mark}
+	if got := e.updateLedger(open); len(got.Damaged) != 0 {
+		e.t.Fatalf("an OPEN ledger kept damage marks: %+v", got.Damaged)
+	}
+	m = e.getLedger(m.ID)
+	m.State, m.LastEntry, m.LastOffset = catalog.LedgerClosed, 9, 99
+	m = e.updateLedger(m)
+
+	bad := []struct {
+		d    catalog.DamagedCopy
+		what string
+	}{
+		{catalog.DamagedCopy{Bookie: "bookie-2:3181", Entry: 10, Reason: catalog.DamageMissing, At: at}, "an entry past the last"},
+		{catalog.DamagedCopy{Bookie: "bookie-2:3181", Entry: -1, Reason: catalog.DamageMissing, At: at}, "a negative entry"},
+		{catalog.DamagedCopy{Bookie: "bookie-2:3181", Entry: 1, Reason: "rot", At: at}, "an unknown reason"},
+		{catalog.DamagedCopy{Bookie: "bookie-2:3181", Entry: 1, Reason: catalog.DamageChecksum}, "no report time"},
+		{catalog.DamagedCopy{Bookie: "", Entry: 1, Reason: catalog.DamageChecksum, At: at}, "no bookie"},
+	}
+	for _, c := range bad {
+		p := m
+		p.Damaged = []catalog.DamagedCopy{c.d}
+		_, err := e.b.UpdateLedger(e.ctx, p)
+		wantInvalid(e.t, err, "damaged", c.what)
+	}
+	twice := m
+	twice.Damaged = []catalog.DamagedCopy{mark, mark}
+	_, err := e.b.UpdateLedger(e.ctx, twice)
+	wantInvalid(e.t, err, "damaged", "one bookie marked twice")
+
+	m.Damaged = []catalog.DamagedCopy{mark,
+		{Bookie: "bookie-3:3181", Entry: 9, Reason: catalog.DamageChecksum, At: at},
+		{Bookie: "bookie-9:3181", Entry: 0, Reason: catalog.DamageChecksum, At: at}} // not in the ledger: dropped
+	m = e.updateLedger(m)
+	want := []catalog.DamagedCopy{mark, {Bookie: "bookie-3:3181", Entry: 9, Reason: catalog.DamageChecksum, At: at}}
+	for i := range want {
+		want[i].At = catalog.Timestamp(at)
+	}
+	check := func(what string, got []catalog.DamagedCopy, want []catalog.DamagedCopy) {
+		e.t.Helper()
+		a, b := m, m
+		a.Damaged, b.Damaged = got, want
+		if !ledgerEqual(a, b) {
+			e.t.Fatalf("%s: damage marks %+v, want %+v", what, got, want)
+		}
+	}
+	check("UpdateLedger", m.Damaged, want)
+	check("GetLedger", e.getLedger(m.ID).Damaged, want)
+	if d, ok := m.DamagedOn("bookie-3:3181"); !ok || d.Reason != catalog.DamageChecksum {
+		e.t.Fatalf("DamagedOn(bookie-3) = %+v, %v", d, ok)
+	}
+
+	// A replica move of bookie-2's position to bookie-4: its mark goes.
+	moved := m
+	moved.Ensembles = []catalog.EnsembleSegment{{FirstEntry: 0, Bookies: []string{"bookie-1:3181", "bookie-4:3181", "bookie-3:3181"}}}
+	m = e.updateLedger(moved)
+	check("after the move", m.Damaged, want[1:])
+	check("GetLedger after the move", e.getLedger(m.ID).Damaged, want[1:])
+
+	m.State, m.Location = catalog.LedgerOffloaded, "s3://segments/t/1/00001"
+	m = e.updateLedger(m)
+	check("offloaded", e.getLedger(m.ID).Damaged, nil)
 }

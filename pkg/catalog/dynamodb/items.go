@@ -192,6 +192,13 @@ func ledgerItem(m catalog.LedgerMetadata) map[string]av {
 	if !m.ClosedAt.IsZero() {
 		it["closed"] = n(ms(m.ClosedAt))
 	}
+	if len(m.Damaged) > 0 {
+		ds := make([]av, len(m.Damaged))
+		for i, d := range m.Damaged {
+			ds[i] = &types.AttributeValueMemberM{Value: map[string]av{"bookie": s(d.Bookie), "entry": n(d.Entry), "why": s(string(d.Reason)), "at": n(ms(d.At))}}
+		}
+		it["dmg"] = &types.AttributeValueMemberL{Value: ds}
+	}
 	it[attrVersion] = n(m.Version)
 	return it
 }
@@ -216,6 +223,14 @@ func decodeLedger(it map[string]av) (catalog.LedgerMetadata, error) {
 		}
 		m.Ensembles = append(m.Ensembles, seg)
 		r.adopt("ens", sub)
+	}
+	if _, ok := it["dmg"]; ok {
+		for _, e := range r.list("dmg", catalog.MaxEnsembleSize*catalog.MaxEnsembleSegments) {
+			sub := r.sub("dmg", e)
+			m.Damaged = append(m.Damaged, catalog.DamagedCopy{Bookie: sub.str("bookie"), Entry: sub.num("entry"),
+				Reason: catalog.DamageReason(sub.str("why")), At: fromMs(sub.num("at"))})
+			r.adopt("dmg", sub)
+		}
 	}
 	state := r.str("state")
 	if err := r.err(); err != nil {

@@ -110,7 +110,15 @@ type ledgerRec struct {
 	WriterEpoch int64        `json:"writerEpoch"`
 	CreatedMs   int64        `json:"createdMs"`
 	ClosedMs    int64        `json:"closedMs,omitempty"`
+	Damaged     []damageRec  `json:"damaged,omitempty"`
 	Version     int64        `json:"version"`
+}
+
+type damageRec struct {
+	Bookie string `json:"bookie"`
+	Entry  int64  `json:"entry"`
+	Reason string `json:"reason"`
+	AtMs   int64  `json:"atMs"`
 }
 
 func ms(t time.Time) int64 {
@@ -188,6 +196,9 @@ func toLedgerRec(m catalog.LedgerMetadata) ledgerRec {
 	for _, s := range m.Ensembles {
 		r.Ensembles = append(r.Ensembles, segmentRec{FirstEntry: s.FirstEntry, Bookies: s.Bookies})
 	}
+	for _, d := range m.Damaged {
+		r.Damaged = append(r.Damaged, damageRec{Bookie: d.Bookie, Entry: d.Entry, Reason: string(d.Reason), AtMs: ms(d.At)})
+	}
 	return r
 }
 
@@ -206,6 +217,12 @@ func (r ledgerRec) ledger() (catalog.LedgerMetadata, error) {
 		CreatedAt: fromMs(r.CreatedMs), ClosedAt: fromMs(r.ClosedMs), Version: r.Version}
 	for _, s := range r.Ensembles {
 		m.Ensembles = append(m.Ensembles, catalog.EnsembleSegment{FirstEntry: s.FirstEntry, Bookies: s.Bookies})
+	}
+	if len(r.Damaged) > catalog.MaxEnsembleSize*catalog.MaxEnsembleSegments {
+		return catalog.LedgerMetadata{}, fmt.Errorf("ledger %d: %d damage marks", r.ID, len(r.Damaged))
+	}
+	for _, d := range r.Damaged {
+		m.Damaged = append(m.Damaged, catalog.DamagedCopy{Bookie: d.Bookie, Entry: d.Entry, Reason: catalog.DamageReason(d.Reason), At: fromMs(d.AtMs)})
 	}
 	return m, nil
 }
