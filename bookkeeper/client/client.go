@@ -32,6 +32,10 @@ type Client struct {
 
 	bookies *registry
 
+	// damage queues the copies readers found bad (damage.go); its
+	// goroutine is counted in wg.
+	damage *damageReporter
+
 	// mu guards closed. Leaf lock: never held while calling anything.
 	mu     sync.Mutex
 	closed bool
@@ -65,6 +69,9 @@ func New(cfg Config) (*Client, error) {
 	}
 	c.bookies = newRegistry(cfg, dial, &c.stats)
 	c.ctx, c.cancel = context.WithCancelCause(context.Background())
+	c.damage = newDamageReporter()
+	c.wg.Add(1)
+	go c.reportDamage()
 	return c, nil
 }
 
@@ -157,11 +164,14 @@ type Stats struct {
 	RegistryRefreshes      int64 // bookie registry reads
 	LacWatches             int64 // LAC long-polls registered on WatchLac streams
 	WatchStreamsOpened     int64 // WatchLac streams opened
+	DamageReports          int64 // damaged copies marked in the catalog (damage.go)
+	DamageReportsDropped   int64 // reports dropped on a full queue
 }
 
 type clientStats struct {
 	addsSent, addMessagesSent, addResponses, addFailures, streamsOpened, ensembleChanges, ensembleChangeFailures, ledgersCreated, ledgersClosed,
-	ledgersRecovered, readsSent, speculativeReads, checksumFailures, registryRefreshes, lacWatches, watchStreamsOpened atomic.Int64
+	ledgersRecovered, readsSent, speculativeReads, checksumFailures, registryRefreshes, lacWatches, watchStreamsOpened,
+	damageReports, damageReportsDropped atomic.Int64
 }
 
 // Stats returns the client's counters.
@@ -175,5 +185,6 @@ func (c *Client) Stats() Stats {
 		ReadsSent: s.readsSent.Load(), SpeculativeReads: s.speculativeReads.Load(),
 		ChecksumFailures: s.checksumFailures.Load(), RegistryRefreshes: s.registryRefreshes.Load(),
 		LacWatches: s.lacWatches.Load(), WatchStreamsOpened: s.watchStreamsOpened.Load(),
+		DamageReports: s.damageReports.Load(), DamageReportsDropped: s.damageReportsDropped.Load(),
 	}
 }

@@ -96,6 +96,10 @@ type Config struct {
 	// CatalogTimeout bounds one catalog call. Zero means
 	// DefaultCatalogTimeout.
 	CatalogTimeout time.Duration
+	// DisableDamageReports stops readers from marking the copies of
+	// CLOSED ledgers they find bad in the catalog (damage.go); for tools
+	// that must not write the catalog.
+	DisableDamageReports bool
 	// SpeculativeReadTimeout is how long a read waits for a replica before
 	// also asking the next one. Zero means DefaultSpeculativeReadTimeout.
 	SpeculativeReadTimeout time.Duration

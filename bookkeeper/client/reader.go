@@ -515,9 +515,19 @@ type rangeRead struct {
 }
 
 // feed steps one bookie answer (and the LAC it carried) into the machine.
+// A copy found bad (the bookie lacks an entry of its write set, or the
+// entry failed verification) is reported for re-replication (damage.go).
 func (rr *rangeRead) feed(a readAnswer) {
 	if a.lac >= 0 {
 		rr.handle(rr.r.step(ledger.LacLearned{LAC: a.lac}))
+	}
+	switch ev := a.ev.(type) {
+	case ledger.ReadNoEntry:
+		rr.r.c.noteDamage(rr.r.meta, ev.Bookie, ev.Entry, catalog.DamageMissing)
+	case ledger.ReadFailed:
+		if a.checkErr != nil {
+			rr.r.c.noteDamage(rr.r.meta, ev.Bookie, ev.Entry, catalog.DamageChecksum)
+		}
 	}
 	rr.handle(rr.r.step(a.ev))
 }
