@@ -46,6 +46,7 @@ type env struct {
 	written map[catalog.LedgerID][][]byte // payloads per entry, as appended
 	lease   map[string]catalog.WriterLease
 	stops   map[string]func() // per bookie id: stop its server and close it (once)
+	byID    map[string]*bookie.Bookie
 }
 
 func newEnv(t testing.TB) *env {
@@ -54,7 +55,7 @@ func newEnv(t testing.TB) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, cat: cat, written: map[catalog.LedgerID][][]byte{}, lease: map[string]catalog.WriterLease{}, stops: map[string]func(){}}
+	e := &env{t: t, cat: cat, written: map[catalog.LedgerID][][]byte{}, lease: map[string]catalog.WriterLease{}, stops: map[string]func(){}, byID: map[string]*bookie.Bookie{}}
 	t.Cleanup(func() {
 		if err := cat.Close(); err != nil {
 			t.Errorf("close catalog: %v", err)
@@ -109,6 +110,7 @@ func (e *env) startBookie(id string) {
 	e.t.Cleanup(stop)
 	e.mu.Lock()
 	e.stops[id] = stop
+	e.byID[id] = b
 	e.mu.Unlock()
 	e.bookies = append(e.bookies, b)
 	if _, err := e.cat.HeartbeatBookie(context.Background(), catalog.Bookie{

@@ -1,6 +1,7 @@
 package compactor
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -29,10 +30,14 @@ import (
 //     (client.Rereplicate: copy from verified survivors, acknowledged,
 //     then one catalog compare-and-set), at most MaxLedgersPerPass
 //     ledgers, Workers at once, RereplicateBytesPerSec overall.
-//  3. A live bookie that is draining (`sluice bookie decommission`) has
-//     its copies moved the same way, at once (no grace): it still serves
-//     reads, so nothing is under-replicated meanwhile. A ledger with a
-//     lost bookie has that one moved first.
+//  3. A copy a reader found bad on a live bookie (LedgerMetadata.Damaged,
+//     marked by the ledger client: an entry missing or failing its
+//     checksum) is moved the same way, at once, reading from the others;
+//     the move drops the mark. A live bookie that is draining (`sluice
+//     bookie decommission`) has its copies moved the same way, at once
+//     (no grace): it still serves reads, so nothing is under-replicated
+//     meanwhile. One move per ledger and pass: a lost bookie's copy
+//     first, then a damaged one, then a draining one.
 //  4. Of the scanned ledgers, each live bookie is asked in one call which
 //     it holds nothing of among those it should hold entries of
 //     (client.MissingLedgers): a bookie restarted on wiped disks
@@ -149,7 +154,7 @@ func (c *Compactor) rereplicateAll(ctx context.Context, t *tally) {
 		scanned += len(page.Items)
 		for _, m := range page.Items {
 			audited[m.ID] = m
-			from, counted, drain := "", false, ""
+			from, counted, drain, damaged := "", false, "", ""
 			for _, b := range ledgerBookies(m) {
 				if bk, ok := alive[b]; ok && bk.Draining && drain == "" {
 					drain = b
@@ -161,9 +166,15 @@ func (c *Compactor) rereplicateAll(ctx context.Context, t *tally) {
 				if isLost && from == "" {
 					from = b
 				}
+				if _, ok := m.DamagedOn(b); ok && !missing && damaged == "" {
+					damaged = b
+				}
+			}
+			if damaged != "" && !counted {
+				under++ // a copy a reader found bad
 			}
 			if from == "" {
-				from = drain
+				from = cmp.Or(damaged, drain)
 			}
 			if from != "" && !slices.ContainsFunc(todo, func(j job) bool { return j.m.ID == m.ID }) {
 				todo = append(todo, job{m, from})

@@ -477,3 +477,57 @@ func waitForHermetic(t *testing.T, d time.Duration, cond func() bool) {
 		}
 	}
 }
+
+// A copy a reader found bad on a live bookie (a damage mark in the
+// catalog) is moved by the next pass, whatever the grace, and the move
+// drops the mark: marked directly, then end to end — a bookie loses one
+// ledger's copy (a partial wipe the registry cannot show), a reader meets
+// it and marks it, and the pass moves it.
+func TestPassMovesCopiesReadersFoundDamaged(t *testing.T) {
+	e := newEnv(t)
+	e.startBookie("b4")
+	e.topic("orders", catalog.DefaultTopicConfig())
+	ms := []catalog.LedgerMetadata{e.ledger("orders", 0, 8, 5), e.ledger("orders", 40, 8, 5)}
+	c := e.compactor(func(cfg *Config, _ *Deps) {
+		cfg.OffloadAge = time.Hour
+		cfg.RereplicateGrace = time.Hour
+	})
+	if r, err := c.Pass(e.ctx()); err != nil || r.UnderReplicated != 0 || r.Rereplicated != 0 {
+		t.Fatalf("before any damage: %+v, %v; want nothing to do", r, err)
+	}
+
+	m := e.get(ms[0].ID)
+	bad := m.Ensembles[0].Bookies[1]
+	m.Damaged = []catalog.DamagedCopy{{Bookie: bad, Entry: 3, Reason: catalog.DamageChecksum, At: e.clock()}}
+	if _, err := e.cat.UpdateLedger(e.ctx(), m); err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.Pass(e.ctx())
+	if err != nil || r.UnderReplicated != 1 || r.Rereplicated != 1 {
+		t.Fatalf("after the mark: %+v, %v; want 1 ledger found and moved", r, err)
+	}
+	if got := e.get(m.ID); slices.Contains(ledgerBookies(got), bad) || len(got.Damaged) != 0 {
+		t.Fatalf("ledger %d after the move: %+v; want %s replaced and no mark", m.ID, got, bad)
+	}
+	e.readsBack(ms, "after the move")
+
+	// End to end: the first bookie of ledger 2 loses its copy; a read
+	// marks it (missing), the pass moves it.
+	m = e.get(ms[1].ID)
+	lost := m.Ensembles[0].Bookies[0]
+	if err := e.byID[lost].DeleteLedger(int64(m.ID)); err != nil {
+		t.Fatal(err)
+	}
+	e.readsBack(ms[1:], "with a lost copy")
+	waitForHermetic(t, 10*time.Second, func() bool { _, ok := e.get(m.ID).DamagedOn(lost); return ok })
+	if r, err = c.Pass(e.ctx()); err != nil || r.Rereplicated != 1 {
+		t.Fatalf("after the read: %+v, %v; want the copy moved", r, err)
+	}
+	if got := e.get(m.ID); slices.Contains(ledgerBookies(got), lost) || len(got.Damaged) != 0 {
+		t.Fatalf("ledger %d after the move: %+v; want %s replaced and no mark", m.ID, got, lost)
+	}
+	e.readsBack(ms, "after both moves")
+	if r, err = c.Pass(e.ctx()); err != nil || r.UnderReplicated != 0 || r.Rereplicated != 0 {
+		t.Fatalf("a pass after the repairs: %+v, %v; want nothing to do", r, err)
+	}
+}
