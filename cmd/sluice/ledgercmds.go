@@ -1,10 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
@@ -18,12 +20,14 @@ func newLedgerCmd() *cobra.Command {
 		Short: "inspect the ledgers that hold the topics' data (under-replicated ones)",
 		Long:  "Inspects ledgers through the admin API of a Sluice (sluice dev, an ingest or a fetch copy).",
 	})
-	cmd.AddCommand(newListCmdNamed("under-replicated", "list the ledgers with a copy on a bookie missing from the registry",
+	cmd.AddCommand(newListCmdNamed("under-replicated", "list the ledgers with a copy on a bookie missing from the registry, or a damaged copy",
 		`Lists the ledgers still on bookies (OPEN, IN_RECOVERY, CLOSED) whose ensembles name a bookie
 that is not in the bookie registry, with those bookies. The compactor rebuilds a CLOSED ledger's
 missing copies on other bookies once the bookie has been missing for its --rereplicate-grace;
 an open ledger's writer replaces the bookie for new entries, and its older copies move once it
-is sealed. Prints nothing but a summary line when every ledger is fully replicated.`,
+is sealed. Also lists the closed ledgers with a copy that a reader found bad on a live bookie
+(an entry missing or failing its checksum), one "damaged copy" line each; the compactor moves
+those copies at once. Prints nothing but a summary line when every ledger is fully replicated.`,
 		ledgerUnderReplicated))
 	return cmd
 }
@@ -56,7 +60,11 @@ func ledgerUnderReplicated(ctx context.Context, addr string, stdout io.Writer) e
 				offsets = fmt.Sprintf("%d.. (open)", l.GetFirstOffset())
 			}
 			fmt.Fprintf(stdout, "%-10d %-28s %-12s %-24s %s\n", l.GetLedgerId(), fmt.Sprintf("%s/%d", l.GetTopic(), l.GetPartition()),
-				l.GetState(), offsets, strings.Join(l.GetMissingBookies(), ","))
+				l.GetState(), offsets, cmp.Or(strings.Join(l.GetMissingBookies(), ","), "-"))
+			for _, d := range l.GetDamagedCopies() {
+				fmt.Fprintf(stdout, "%-10s damaged copy on %s: %s at entry %d, reported %s\n", "", d.GetBookie(), d.GetReason(), d.GetEntry(),
+					time.UnixMilli(d.GetReportedAtMs()).UTC().Format(time.RFC3339))
+			}
 		}
 		if token = resp.Msg.GetNextPageToken(); token == "" {
 			break

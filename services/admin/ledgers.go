@@ -29,7 +29,8 @@ const (
 var onBookieStates = []catalog.LedgerState{catalog.LedgerOpen, catalog.LedgerInRecovery, catalog.LedgerClosed}
 
 // ListUnderReplicatedLedgers lists the ledgers on bookies that name a
-// bookie missing from the registry (see the RPC's documentation). The page
+// bookie missing from the registry, or carry damage marks (see the RPC's
+// documentation). The page
 // token is "<state index>:<the catalog's token>".
 func (s *Service) ListUnderReplicatedLedgers(ctx context.Context, req *connect.Request[sluicev1.ListUnderReplicatedLedgersRequest]) (*connect.Response[sluicev1.ListUnderReplicatedLedgersResponse], error) {
 	size := int(req.Msg.GetPageSize())
@@ -63,11 +64,17 @@ func (s *Service) ListUnderReplicatedLedgers(ctx context.Context, req *connect.R
 		}
 		resp.Scanned += int32(len(page.Items))
 		for _, m := range page.Items {
-			if missing := missingBookies(m, alive); len(missing) > 0 {
-				resp.Ledgers = append(resp.Ledgers, &sluicev1.UnderReplicatedLedger{
+			if missing := missingBookies(m, alive); len(missing) > 0 || len(m.Damaged) > 0 {
+				l := &sluicev1.UnderReplicatedLedger{
 					LedgerId: int64(m.ID), Topic: m.Topic, Partition: int32(m.Partition), State: m.State.String(),
 					MissingBookies: missing, FirstOffset: m.FirstOffset, LastOffset: m.LastOffset,
-				})
+				}
+				for _, d := range m.Damaged {
+					l.DamagedCopies = append(l.DamagedCopies, &sluicev1.DamagedCopy{
+						Bookie: d.Bookie, Entry: d.Entry, Reason: string(d.Reason), ReportedAtMs: d.At.UnixMilli(),
+					})
+				}
+				resp.Ledgers = append(resp.Ledgers, l)
 			}
 		}
 		if token = page.NextPageToken; token == "" {

@@ -19,8 +19,9 @@ import (
 // Ledgers still on bookies that name a bookie missing from the registry
 // are listed (and ListBookies counts each bookie's ledgers, missing ones
 // included) — OPEN, IN_RECOVERY and CLOSED, in state then id order, with
-// the missing bookies — page by page with no ledger lost or repeated at
-// any page size; OFFLOADED ledgers and ledgers on live bookies are not.
+// the missing bookies — and CLOSED ledgers with copies marked damaged,
+// with the marks, page by page with no ledger lost or repeated at any
+// page size; OFFLOADED ledgers and healthy ledgers on live bookies are not.
 func TestListUnderReplicatedLedgers(t *testing.T) {
 	ctx := context.Background()
 	cat, err := embedded.Open(t.TempDir(), embedded.Options{})
@@ -71,6 +72,17 @@ func TestListUnderReplicatedLedgers(t *testing.T) {
 	ledger([]string{"b1", "b2", "b3"}, catalog.LedgerOpen) // healthy
 	want[ledger([]string{"b1", "b2", "gone2"}, catalog.LedgerInRecovery)] = []string{"gone2"}
 	want[ledger([]string{"gone3", "b2", "b3"}, catalog.LedgerClosed)] = []string{"gone3"}
+	// A copy a reader found bad on a live bookie.
+	damagedID := ledger([]string{"b1", "b2", "b3"}, catalog.LedgerClosed)
+	dm, err := cat.GetLedger(ctx, damagedID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dm.Damaged = []catalog.DamagedCopy{{Bookie: "b2", Entry: 0, Reason: catalog.DamageChecksum, At: time.UnixMilli(1234)}}
+	if _, err := cat.UpdateLedger(ctx, dm); err != nil {
+		t.Fatal(err)
+	}
+	want[damagedID] = nil
 	s, err := New(Deps{Catalog: cat, Ledgers: noRecovery{t}})
 	if err != nil {
 		t.Fatal(err)
@@ -100,6 +112,13 @@ func TestListUnderReplicatedLedgers(t *testing.T) {
 				}
 				got[id] = u.GetMissingBookies()
 				states = append(states, u.GetState())
+				var damaged []string
+				for _, d := range u.GetDamagedCopies() {
+					damaged = append(damaged, fmt.Sprintf("%s %d %s %d", d.GetBookie(), d.GetEntry(), d.GetReason(), d.GetReportedAtMs()))
+				}
+				if wantD := []string{"b2 0 checksum 1234"}; (id == damagedID) != (len(damaged) > 0) || (id == damagedID && !slices.Equal(damaged, wantD)) {
+					t.Fatalf("page size %d: ledger %d damaged copies %v; want %v on ledger %d only", size, id, damaged, wantD, damagedID)
+				}
 			}
 			if token = resp.Msg.GetNextPageToken(); token == "" {
 				break
@@ -113,7 +132,7 @@ func TestListUnderReplicatedLedgers(t *testing.T) {
 				t.Errorf("page size %d: ledger %d missing %v, want %v", size, id, got[id], missing)
 			}
 		}
-		if !slices.Equal(states, []string{"OPEN", "IN_RECOVERY", "CLOSED", "CLOSED"}) {
+		if !slices.Equal(states, []string{"OPEN", "IN_RECOVERY", "CLOSED", "CLOSED", "CLOSED"}) {
 			t.Errorf("page size %d: states in order %v", size, states)
 		}
 	}
@@ -127,9 +146,9 @@ func TestListUnderReplicatedLedgers(t *testing.T) {
 	for _, b := range lb.Msg.GetBookies() {
 		rows = append(rows, fmt.Sprintf("%s %s %d", b.GetId(), b.GetState(), b.GetLedgers()))
 	}
-	wantRows := []string{"b1 writable 4", "b2 writable 5", "b3 writable 4", "gone1 missing 2", "gone2 missing 2", "gone3 missing 1"}
-	if !slices.Equal(rows, wantRows) || lb.Msg.GetScanned() != 6 || lb.Msg.GetLedgersTruncated() {
-		t.Errorf("ListBookies: %v (scanned %d, truncated %v); want %v over 6", rows, lb.Msg.GetScanned(), lb.Msg.GetLedgersTruncated(), wantRows)
+	wantRows := []string{"b1 writable 5", "b2 writable 6", "b3 writable 5", "gone1 missing 2", "gone2 missing 2", "gone3 missing 1"}
+	if !slices.Equal(rows, wantRows) || lb.Msg.GetScanned() != 7 || lb.Msg.GetLedgersTruncated() {
+		t.Errorf("ListBookies: %v (scanned %d, truncated %v); want %v over 7", rows, lb.Msg.GetScanned(), lb.Msg.GetLedgersTruncated(), wantRows)
 	}
 	for _, bad := range []*sluicev1.ListUnderReplicatedLedgersRequest{{PageSize: -1}, {PageSize: 1001}, {PageToken: "x"}, {PageToken: "9:"}} {
 		if _, err := s.ListUnderReplicatedLedgers(ctx, connect.NewRequest(bad)); connect.CodeOf(err) != connect.CodeInvalidArgument {

@@ -2402,7 +2402,8 @@ func (x *ListUnderReplicatedLedgersRequest) GetPageToken() string {
 	return ""
 }
 
-// UnderReplicatedLedger is a ledger with copies on missing bookies.
+// UnderReplicatedLedger is a ledger with copies on missing bookies, or
+// copies a reader found bad.
 type UnderReplicatedLedger struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	LedgerId  int64                  `protobuf:"varint,1,opt,name=ledger_id,json=ledgerId,proto3" json:"ledger_id,omitempty"`
@@ -2413,8 +2414,11 @@ type UnderReplicatedLedger struct {
 	// The bookies its segments name that are not in the registry.
 	MissingBookies []string `protobuf:"bytes,5,rep,name=missing_bookies,json=missingBookies,proto3" json:"missing_bookies,omitempty"`
 	// Its offsets (last_offset is first_offset - 1 while nothing is known).
-	FirstOffset   int64 `protobuf:"varint,6,opt,name=first_offset,json=firstOffset,proto3" json:"first_offset,omitempty"`
-	LastOffset    int64 `protobuf:"varint,7,opt,name=last_offset,json=lastOffset,proto3" json:"last_offset,omitempty"`
+	FirstOffset int64 `protobuf:"varint,6,opt,name=first_offset,json=firstOffset,proto3" json:"first_offset,omitempty"`
+	LastOffset  int64 `protobuf:"varint,7,opt,name=last_offset,json=lastOffset,proto3" json:"last_offset,omitempty"`
+	// Copies on live bookies that a reader found bad (CLOSED ledgers only);
+	// the compactor moves each to another bookie.
+	DamagedCopies []*DamagedCopy `protobuf:"bytes,8,rep,name=damaged_copies,json=damagedCopies,proto3" json:"damaged_copies,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2498,6 +2502,86 @@ func (x *UnderReplicatedLedger) GetLastOffset() int64 {
 	return 0
 }
 
+func (x *UnderReplicatedLedger) GetDamagedCopies() []*DamagedCopy {
+	if x != nil {
+		return x.DamagedCopies
+	}
+	return nil
+}
+
+// DamagedCopy is a bookie's copy of a ledger that a reader found bad.
+type DamagedCopy struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Bookie string                 `protobuf:"bytes,1,opt,name=bookie,proto3" json:"bookie,omitempty"`
+	// The entry the reader found bad (the first one reported).
+	Entry int64 `protobuf:"varint,2,opt,name=entry,proto3" json:"entry,omitempty"`
+	// "missing" (the bookie answered that it does not hold an entry it
+	// should) or "checksum" (an entry it returned failed verification).
+	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// When it was reported, in ms since the epoch (the reader's clock).
+	ReportedAtMs  int64 `protobuf:"varint,4,opt,name=reported_at_ms,json=reportedAtMs,proto3" json:"reported_at_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DamagedCopy) Reset() {
+	*x = DamagedCopy{}
+	mi := &file_sluice_v1_admin_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DamagedCopy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DamagedCopy) ProtoMessage() {}
+
+func (x *DamagedCopy) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_admin_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DamagedCopy.ProtoReflect.Descriptor instead.
+func (*DamagedCopy) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *DamagedCopy) GetBookie() string {
+	if x != nil {
+		return x.Bookie
+	}
+	return ""
+}
+
+func (x *DamagedCopy) GetEntry() int64 {
+	if x != nil {
+		return x.Entry
+	}
+	return 0
+}
+
+func (x *DamagedCopy) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *DamagedCopy) GetReportedAtMs() int64 {
+	if x != nil {
+		return x.ReportedAtMs
+	}
+	return 0
+}
+
 // ListUnderReplicatedLedgersResponse is one page.
 type ListUnderReplicatedLedgersResponse struct {
 	state   protoimpl.MessageState   `protogen:"open.v1"`
@@ -2515,7 +2599,7 @@ type ListUnderReplicatedLedgersResponse struct {
 
 func (x *ListUnderReplicatedLedgersResponse) Reset() {
 	*x = ListUnderReplicatedLedgersResponse{}
-	mi := &file_sluice_v1_admin_proto_msgTypes[33]
+	mi := &file_sluice_v1_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2527,7 +2611,7 @@ func (x *ListUnderReplicatedLedgersResponse) String() string {
 func (*ListUnderReplicatedLedgersResponse) ProtoMessage() {}
 
 func (x *ListUnderReplicatedLedgersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_admin_proto_msgTypes[33]
+	mi := &file_sluice_v1_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2540,7 +2624,7 @@ func (x *ListUnderReplicatedLedgersResponse) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use ListUnderReplicatedLedgersResponse.ProtoReflect.Descriptor instead.
 func (*ListUnderReplicatedLedgersResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{33}
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListUnderReplicatedLedgersResponse) GetLedgers() []*UnderReplicatedLedger {
@@ -2580,7 +2664,7 @@ type ListBookiesRequest struct {
 
 func (x *ListBookiesRequest) Reset() {
 	*x = ListBookiesRequest{}
-	mi := &file_sluice_v1_admin_proto_msgTypes[34]
+	mi := &file_sluice_v1_admin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2592,7 +2676,7 @@ func (x *ListBookiesRequest) String() string {
 func (*ListBookiesRequest) ProtoMessage() {}
 
 func (x *ListBookiesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_admin_proto_msgTypes[34]
+	mi := &file_sluice_v1_admin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2605,7 +2689,7 @@ func (x *ListBookiesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBookiesRequest.ProtoReflect.Descriptor instead.
 func (*ListBookiesRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{34}
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{35}
 }
 
 // BookieInfo is one bookie.
@@ -2631,7 +2715,7 @@ type BookieInfo struct {
 
 func (x *BookieInfo) Reset() {
 	*x = BookieInfo{}
-	mi := &file_sluice_v1_admin_proto_msgTypes[35]
+	mi := &file_sluice_v1_admin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2643,7 +2727,7 @@ func (x *BookieInfo) String() string {
 func (*BookieInfo) ProtoMessage() {}
 
 func (x *BookieInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_admin_proto_msgTypes[35]
+	mi := &file_sluice_v1_admin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2656,7 +2740,7 @@ func (x *BookieInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BookieInfo.ProtoReflect.Descriptor instead.
 func (*BookieInfo) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{35}
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *BookieInfo) GetId() string {
@@ -2723,7 +2807,7 @@ type ListBookiesResponse struct {
 
 func (x *ListBookiesResponse) Reset() {
 	*x = ListBookiesResponse{}
-	mi := &file_sluice_v1_admin_proto_msgTypes[36]
+	mi := &file_sluice_v1_admin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2735,7 +2819,7 @@ func (x *ListBookiesResponse) String() string {
 func (*ListBookiesResponse) ProtoMessage() {}
 
 func (x *ListBookiesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_admin_proto_msgTypes[36]
+	mi := &file_sluice_v1_admin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2748,7 +2832,7 @@ func (x *ListBookiesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBookiesResponse.ProtoReflect.Descriptor instead.
 func (*ListBookiesResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{36}
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ListBookiesResponse) GetBookies() []*BookieInfo {
@@ -2786,7 +2870,7 @@ type DecommissionBookieRequest struct {
 
 func (x *DecommissionBookieRequest) Reset() {
 	*x = DecommissionBookieRequest{}
-	mi := &file_sluice_v1_admin_proto_msgTypes[37]
+	mi := &file_sluice_v1_admin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2798,7 +2882,7 @@ func (x *DecommissionBookieRequest) String() string {
 func (*DecommissionBookieRequest) ProtoMessage() {}
 
 func (x *DecommissionBookieRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_admin_proto_msgTypes[37]
+	mi := &file_sluice_v1_admin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2811,7 +2895,7 @@ func (x *DecommissionBookieRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecommissionBookieRequest.ProtoReflect.Descriptor instead.
 func (*DecommissionBookieRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{37}
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *DecommissionBookieRequest) GetBookieId() string {
@@ -2841,7 +2925,7 @@ type DecommissionBookieResponse struct {
 
 func (x *DecommissionBookieResponse) Reset() {
 	*x = DecommissionBookieResponse{}
-	mi := &file_sluice_v1_admin_proto_msgTypes[38]
+	mi := &file_sluice_v1_admin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2853,7 +2937,7 @@ func (x *DecommissionBookieResponse) String() string {
 func (*DecommissionBookieResponse) ProtoMessage() {}
 
 func (x *DecommissionBookieResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_admin_proto_msgTypes[38]
+	mi := &file_sluice_v1_admin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2866,7 +2950,7 @@ func (x *DecommissionBookieResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecommissionBookieResponse.ProtoReflect.Descriptor instead.
 func (*DecommissionBookieResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{38}
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *DecommissionBookieResponse) GetState() string {
@@ -3056,7 +3140,7 @@ const file_sluice_v1_admin_proto_rawDesc = "" +
 	"!ListUnderReplicatedLedgersRequest\x12\x1b\n" +
 	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x02 \x01(\tR\tpageToken\"\xeb\x01\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\"\xaa\x02\n" +
 	"\x15UnderReplicatedLedger\x12\x1b\n" +
 	"\tledger_id\x18\x01 \x01(\x03R\bledgerId\x12\x14\n" +
 	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x1c\n" +
@@ -3065,7 +3149,13 @@ const file_sluice_v1_admin_proto_rawDesc = "" +
 	"\x0fmissing_bookies\x18\x05 \x03(\tR\x0emissingBookies\x12!\n" +
 	"\ffirst_offset\x18\x06 \x01(\x03R\vfirstOffset\x12\x1f\n" +
 	"\vlast_offset\x18\a \x01(\x03R\n" +
-	"lastOffset\"\xc5\x01\n" +
+	"lastOffset\x12=\n" +
+	"\x0edamaged_copies\x18\b \x03(\v2\x16.sluice.v1.DamagedCopyR\rdamagedCopies\"y\n" +
+	"\vDamagedCopy\x12\x16\n" +
+	"\x06bookie\x18\x01 \x01(\tR\x06bookie\x12\x14\n" +
+	"\x05entry\x18\x02 \x01(\x03R\x05entry\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12$\n" +
+	"\x0ereported_at_ms\x18\x04 \x01(\x03R\freportedAtMs\"\xc5\x01\n" +
 	"\"ListUnderReplicatedLedgersResponse\x12:\n" +
 	"\aledgers\x18\x01 \x03(\v2 .sluice.v1.UnderReplicatedLedgerR\aledgers\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12\x18\n" +
@@ -3146,7 +3236,7 @@ func file_sluice_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_sluice_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
+var file_sluice_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_sluice_v1_admin_proto_goTypes = []any{
 	(CommittedOffsetState)(0),                  // 0: sluice.v1.CommittedOffsetState
 	(TriggerStartingPosition)(0),               // 1: sluice.v1.TriggerStartingPosition
@@ -3184,27 +3274,28 @@ var file_sluice_v1_admin_proto_goTypes = []any{
 	(*DescribeTriggerResponse)(nil),            // 33: sluice.v1.DescribeTriggerResponse
 	(*ListUnderReplicatedLedgersRequest)(nil),  // 34: sluice.v1.ListUnderReplicatedLedgersRequest
 	(*UnderReplicatedLedger)(nil),              // 35: sluice.v1.UnderReplicatedLedger
-	(*ListUnderReplicatedLedgersResponse)(nil), // 36: sluice.v1.ListUnderReplicatedLedgersResponse
-	(*ListBookiesRequest)(nil),                 // 37: sluice.v1.ListBookiesRequest
-	(*BookieInfo)(nil),                         // 38: sluice.v1.BookieInfo
-	(*ListBookiesResponse)(nil),                // 39: sluice.v1.ListBookiesResponse
-	(*DecommissionBookieRequest)(nil),          // 40: sluice.v1.DecommissionBookieRequest
-	(*DecommissionBookieResponse)(nil),         // 41: sluice.v1.DecommissionBookieResponse
-	nil,                                        // 42: sluice.v1.CreateTopicRequest.ConfigEntry
-	nil,                                        // 43: sluice.v1.TopicInfo.ConfigEntry
-	(StartPosition)(0),                         // 44: sluice.v1.StartPosition
+	(*DamagedCopy)(nil),                        // 36: sluice.v1.DamagedCopy
+	(*ListUnderReplicatedLedgersResponse)(nil), // 37: sluice.v1.ListUnderReplicatedLedgersResponse
+	(*ListBookiesRequest)(nil),                 // 38: sluice.v1.ListBookiesRequest
+	(*BookieInfo)(nil),                         // 39: sluice.v1.BookieInfo
+	(*ListBookiesResponse)(nil),                // 40: sluice.v1.ListBookiesResponse
+	(*DecommissionBookieRequest)(nil),          // 41: sluice.v1.DecommissionBookieRequest
+	(*DecommissionBookieResponse)(nil),         // 42: sluice.v1.DecommissionBookieResponse
+	nil,                                        // 43: sluice.v1.CreateTopicRequest.ConfigEntry
+	nil,                                        // 44: sluice.v1.TopicInfo.ConfigEntry
+	(StartPosition)(0),                         // 45: sluice.v1.StartPosition
 }
 var file_sluice_v1_admin_proto_depIdxs = []int32{
-	42, // 0: sluice.v1.CreateTopicRequest.config:type_name -> sluice.v1.CreateTopicRequest.ConfigEntry
+	43, // 0: sluice.v1.CreateTopicRequest.config:type_name -> sluice.v1.CreateTopicRequest.ConfigEntry
 	9,  // 1: sluice.v1.CreateTopicResponse.topic:type_name -> sluice.v1.TopicInfo
 	9,  // 2: sluice.v1.DescribeTopicResponse.topic:type_name -> sluice.v1.TopicInfo
-	43, // 3: sluice.v1.TopicInfo.config:type_name -> sluice.v1.TopicInfo.ConfigEntry
+	44, // 3: sluice.v1.TopicInfo.config:type_name -> sluice.v1.TopicInfo.ConfigEntry
 	10, // 4: sluice.v1.TopicInfo.partitions:type_name -> sluice.v1.PartitionInfo
 	9,  // 5: sluice.v1.ListTopicsResponse.topics:type_name -> sluice.v1.TopicInfo
 	17, // 6: sluice.v1.DescribeGroupResponse.members:type_name -> sluice.v1.GroupMember
 	18, // 7: sluice.v1.DescribeGroupResponse.partitions:type_name -> sluice.v1.GroupPartition
 	0,  // 8: sluice.v1.GroupPartition.committed_offset_state:type_name -> sluice.v1.CommittedOffsetState
-	44, // 9: sluice.v1.ResetGroupOffsetsRequest.position:type_name -> sluice.v1.StartPosition
+	45, // 9: sluice.v1.ResetGroupOffsetsRequest.position:type_name -> sluice.v1.StartPosition
 	18, // 10: sluice.v1.ResetGroupOffsetsResponse.partitions:type_name -> sluice.v1.GroupPartition
 	1,  // 11: sluice.v1.TriggerSpec.starting_position:type_name -> sluice.v1.TriggerStartingPosition
 	21, // 12: sluice.v1.TriggerInfo.spec:type_name -> sluice.v1.TriggerSpec
@@ -3216,43 +3307,44 @@ var file_sluice_v1_admin_proto_depIdxs = []int32{
 	23, // 18: sluice.v1.ListTriggersResponse.triggers:type_name -> sluice.v1.TriggerInfo
 	23, // 19: sluice.v1.DescribeTriggerResponse.trigger:type_name -> sluice.v1.TriggerInfo
 	22, // 20: sluice.v1.DescribeTriggerResponse.partitions:type_name -> sluice.v1.TriggerPartition
-	35, // 21: sluice.v1.ListUnderReplicatedLedgersResponse.ledgers:type_name -> sluice.v1.UnderReplicatedLedger
-	38, // 22: sluice.v1.ListBookiesResponse.bookies:type_name -> sluice.v1.BookieInfo
-	3,  // 23: sluice.v1.AdminService.CreateTopic:input_type -> sluice.v1.CreateTopicRequest
-	5,  // 24: sluice.v1.AdminService.DeleteTopic:input_type -> sluice.v1.DeleteTopicRequest
-	7,  // 25: sluice.v1.AdminService.DescribeTopic:input_type -> sluice.v1.DescribeTopicRequest
-	11, // 26: sluice.v1.AdminService.ListTopics:input_type -> sluice.v1.ListTopicsRequest
-	13, // 27: sluice.v1.AdminService.ListGroups:input_type -> sluice.v1.ListGroupsRequest
-	15, // 28: sluice.v1.AdminService.DescribeGroup:input_type -> sluice.v1.DescribeGroupRequest
-	19, // 29: sluice.v1.AdminService.ResetGroupOffsets:input_type -> sluice.v1.ResetGroupOffsetsRequest
-	24, // 30: sluice.v1.AdminService.CreateTrigger:input_type -> sluice.v1.CreateTriggerRequest
-	26, // 31: sluice.v1.AdminService.UpdateTrigger:input_type -> sluice.v1.UpdateTriggerRequest
-	28, // 32: sluice.v1.AdminService.DeleteTrigger:input_type -> sluice.v1.DeleteTriggerRequest
-	30, // 33: sluice.v1.AdminService.ListTriggers:input_type -> sluice.v1.ListTriggersRequest
-	34, // 34: sluice.v1.AdminService.ListUnderReplicatedLedgers:input_type -> sluice.v1.ListUnderReplicatedLedgersRequest
-	37, // 35: sluice.v1.AdminService.ListBookies:input_type -> sluice.v1.ListBookiesRequest
-	40, // 36: sluice.v1.AdminService.DecommissionBookie:input_type -> sluice.v1.DecommissionBookieRequest
-	32, // 37: sluice.v1.AdminService.DescribeTrigger:input_type -> sluice.v1.DescribeTriggerRequest
-	4,  // 38: sluice.v1.AdminService.CreateTopic:output_type -> sluice.v1.CreateTopicResponse
-	6,  // 39: sluice.v1.AdminService.DeleteTopic:output_type -> sluice.v1.DeleteTopicResponse
-	8,  // 40: sluice.v1.AdminService.DescribeTopic:output_type -> sluice.v1.DescribeTopicResponse
-	12, // 41: sluice.v1.AdminService.ListTopics:output_type -> sluice.v1.ListTopicsResponse
-	14, // 42: sluice.v1.AdminService.ListGroups:output_type -> sluice.v1.ListGroupsResponse
-	16, // 43: sluice.v1.AdminService.DescribeGroup:output_type -> sluice.v1.DescribeGroupResponse
-	20, // 44: sluice.v1.AdminService.ResetGroupOffsets:output_type -> sluice.v1.ResetGroupOffsetsResponse
-	25, // 45: sluice.v1.AdminService.CreateTrigger:output_type -> sluice.v1.CreateTriggerResponse
-	27, // 46: sluice.v1.AdminService.UpdateTrigger:output_type -> sluice.v1.UpdateTriggerResponse
-	29, // 47: sluice.v1.AdminService.DeleteTrigger:output_type -> sluice.v1.DeleteTriggerResponse
-	31, // 48: sluice.v1.AdminService.ListTriggers:output_type -> sluice.v1.ListTriggersResponse
-	36, // 49: sluice.v1.AdminService.ListUnderReplicatedLedgers:output_type -> sluice.v1.ListUnderReplicatedLedgersResponse
-	39, // 50: sluice.v1.AdminService.ListBookies:output_type -> sluice.v1.ListBookiesResponse
-	41, // 51: sluice.v1.AdminService.DecommissionBookie:output_type -> sluice.v1.DecommissionBookieResponse
-	33, // 52: sluice.v1.AdminService.DescribeTrigger:output_type -> sluice.v1.DescribeTriggerResponse
-	38, // [38:53] is the sub-list for method output_type
-	23, // [23:38] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	36, // 21: sluice.v1.UnderReplicatedLedger.damaged_copies:type_name -> sluice.v1.DamagedCopy
+	35, // 22: sluice.v1.ListUnderReplicatedLedgersResponse.ledgers:type_name -> sluice.v1.UnderReplicatedLedger
+	39, // 23: sluice.v1.ListBookiesResponse.bookies:type_name -> sluice.v1.BookieInfo
+	3,  // 24: sluice.v1.AdminService.CreateTopic:input_type -> sluice.v1.CreateTopicRequest
+	5,  // 25: sluice.v1.AdminService.DeleteTopic:input_type -> sluice.v1.DeleteTopicRequest
+	7,  // 26: sluice.v1.AdminService.DescribeTopic:input_type -> sluice.v1.DescribeTopicRequest
+	11, // 27: sluice.v1.AdminService.ListTopics:input_type -> sluice.v1.ListTopicsRequest
+	13, // 28: sluice.v1.AdminService.ListGroups:input_type -> sluice.v1.ListGroupsRequest
+	15, // 29: sluice.v1.AdminService.DescribeGroup:input_type -> sluice.v1.DescribeGroupRequest
+	19, // 30: sluice.v1.AdminService.ResetGroupOffsets:input_type -> sluice.v1.ResetGroupOffsetsRequest
+	24, // 31: sluice.v1.AdminService.CreateTrigger:input_type -> sluice.v1.CreateTriggerRequest
+	26, // 32: sluice.v1.AdminService.UpdateTrigger:input_type -> sluice.v1.UpdateTriggerRequest
+	28, // 33: sluice.v1.AdminService.DeleteTrigger:input_type -> sluice.v1.DeleteTriggerRequest
+	30, // 34: sluice.v1.AdminService.ListTriggers:input_type -> sluice.v1.ListTriggersRequest
+	34, // 35: sluice.v1.AdminService.ListUnderReplicatedLedgers:input_type -> sluice.v1.ListUnderReplicatedLedgersRequest
+	38, // 36: sluice.v1.AdminService.ListBookies:input_type -> sluice.v1.ListBookiesRequest
+	41, // 37: sluice.v1.AdminService.DecommissionBookie:input_type -> sluice.v1.DecommissionBookieRequest
+	32, // 38: sluice.v1.AdminService.DescribeTrigger:input_type -> sluice.v1.DescribeTriggerRequest
+	4,  // 39: sluice.v1.AdminService.CreateTopic:output_type -> sluice.v1.CreateTopicResponse
+	6,  // 40: sluice.v1.AdminService.DeleteTopic:output_type -> sluice.v1.DeleteTopicResponse
+	8,  // 41: sluice.v1.AdminService.DescribeTopic:output_type -> sluice.v1.DescribeTopicResponse
+	12, // 42: sluice.v1.AdminService.ListTopics:output_type -> sluice.v1.ListTopicsResponse
+	14, // 43: sluice.v1.AdminService.ListGroups:output_type -> sluice.v1.ListGroupsResponse
+	16, // 44: sluice.v1.AdminService.DescribeGroup:output_type -> sluice.v1.DescribeGroupResponse
+	20, // 45: sluice.v1.AdminService.ResetGroupOffsets:output_type -> sluice.v1.ResetGroupOffsetsResponse
+	25, // 46: sluice.v1.AdminService.CreateTrigger:output_type -> sluice.v1.CreateTriggerResponse
+	27, // 47: sluice.v1.AdminService.UpdateTrigger:output_type -> sluice.v1.UpdateTriggerResponse
+	29, // 48: sluice.v1.AdminService.DeleteTrigger:output_type -> sluice.v1.DeleteTriggerResponse
+	31, // 49: sluice.v1.AdminService.ListTriggers:output_type -> sluice.v1.ListTriggersResponse
+	37, // 50: sluice.v1.AdminService.ListUnderReplicatedLedgers:output_type -> sluice.v1.ListUnderReplicatedLedgersResponse
+	40, // 51: sluice.v1.AdminService.ListBookies:output_type -> sluice.v1.ListBookiesResponse
+	42, // 52: sluice.v1.AdminService.DecommissionBookie:output_type -> sluice.v1.DecommissionBookieResponse
+	33, // 53: sluice.v1.AdminService.DescribeTrigger:output_type -> sluice.v1.DescribeTriggerResponse
+	39, // [39:54] is the sub-list for method output_type
+	24, // [24:39] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_admin_proto_init() }
@@ -3267,7 +3359,7 @@ func file_sluice_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_admin_proto_rawDesc), len(file_sluice_v1_admin_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   41,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -117,7 +117,9 @@ type AdminServiceClient interface {
 	// registry, in state then id order, paged. The compactor rebuilds a
 	// CLOSED ledger's missing copies once the bookie has been missing for
 	// its --rereplicate-grace; an open ledger's writer replaces the bookie
-	// for new entries, and its older copies move once it is sealed.
+	// for new entries, and its older copies move once it is sealed. Also
+	// listed: CLOSED ledgers with copies a reader found bad on a live bookie
+	// (damaged_copies), which the compactor moves at once.
 	ListUnderReplicatedLedgers(context.Context, *connect.Request[v1.ListUnderReplicatedLedgersRequest]) (*connect.Response[v1.ListUnderReplicatedLedgersResponse], error)
 	// ListBookies lists the bookies in the registry, and the bookies that
 	// ledgers still on bookies name but the registry does not (missing),
@@ -373,7 +375,9 @@ type AdminServiceHandler interface {
 	// registry, in state then id order, paged. The compactor rebuilds a
 	// CLOSED ledger's missing copies once the bookie has been missing for
 	// its --rereplicate-grace; an open ledger's writer replaces the bookie
-	// for new entries, and its older copies move once it is sealed.
+	// for new entries, and its older copies move once it is sealed. Also
+	// listed: CLOSED ledgers with copies a reader found bad on a live bookie
+	// (damaged_copies), which the compactor moves at once.
 	ListUnderReplicatedLedgers(context.Context, *connect.Request[v1.ListUnderReplicatedLedgersRequest]) (*connect.Response[v1.ListUnderReplicatedLedgersResponse], error)
 	// ListBookies lists the bookies in the registry, and the bookies that
 	// ledgers still on bookies name but the registry does not (missing),
