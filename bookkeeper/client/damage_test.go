@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -63,6 +64,21 @@ func TestReadersMarkDamagedCopies(t *testing.T) {
 	want = catalog.DamagedCopy{Bookie: "b1", Entry: 0, Reason: catalog.DamageMissing}
 	eventually(t, "the missing mark", func() bool { return hasMark(t, cl, lostID, want) })
 
+	// A bookie that finds its own copy corrupt answers DATA_LOSS.
+	lossID := closedLedger(t, wc, 9)
+	lc := cl.client(t, func(cfg *Config) {
+		cfg.Dial = func(addr string) bookiev1connect.BookieServiceClient {
+			bc := grpcDialer(hc, 8<<20)(addr)
+			if addr == b1 {
+				return dataLoss{bc}
+			}
+			return bc
+		}
+	})
+	readAll(t, lc, lossID, 9)
+	want = catalog.DamagedCopy{Bookie: "b1", Entry: 0, Reason: catalog.DamageChecksum}
+	eventually(t, "the data-loss mark", func() bool { return hasMark(t, cl, lossID, want) })
+
 	// An OPEN ledger: its entries up to the LAC read from b2 and b3 only,
 	// and no mark (the ledger cannot carry one).
 	w, err := wc.CreateLedger(ctxT(t), spec(catalog.DefaultReplication, "b1", "b2", "b3"))
@@ -100,4 +116,12 @@ func hasMark(t *testing.T, cl *cluster, id catalog.LedgerID, want catalog.Damage
 		t.Fatalf("ledger %d marks %+v; want only %+v", id, m.Damaged, want)
 	}
 	return ok
+}
+
+// dataLoss answers every read as a bookie does whose stored entry fails
+// its own verification.
+type dataLoss struct{ bookiev1connect.BookieServiceClient }
+
+func (dataLoss) ReadEntries(context.Context, *connect.Request[bookiev1.ReadEntriesRequest]) (*connect.Response[bookiev1.ReadEntriesResponse], error) {
+	return nil, connect.NewError(connect.CodeDataLoss, errors.New("entry failed verification"))
 }

@@ -94,7 +94,9 @@ func (c *Client) readEntries(ctx context.Context, id catalog.LedgerID, bookie st
 	for next := first; next <= last; {
 		msg, err := c.readCall(ctx, bookie, &bookiev1.ReadEntriesRequest{LedgerId: int64(id), FirstEntry: next, LastEntry: last})
 		if err != nil || len(msg.GetEntries()) == 0 {
-			out = append(out, readEvent(int64(id), bookie, next, msg, err))
+			a := readEvent(int64(id), bookie, next, msg, err)
+			c.noteCheck(id, next, bookie, a)
+			out = append(out, a)
 			for next++; next <= last; next++ {
 				out = append(out, readAnswer{ev: ledger.ReadFailed{Bookie: bookie, Entry: next}, lac: -1})
 			}

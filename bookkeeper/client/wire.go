@@ -52,12 +52,18 @@ type readAnswer struct {
 // readEvent maps the answer to ReadEntries{entry, entry}: the entry,
 // verified → ReadOK; NOT_FOUND → ReadNoEntry (the bookie proves it never
 // had it); anything else — another error, an empty answer, another entry,
-// a checksum mismatch — → ReadFailed.
+// a checksum mismatch — → ReadFailed, with checkErr set for a checksum
+// mismatch, another entry, or DATA_LOSS (the bookie found it corrupt).
 func readEvent(ledgerID int64, bookie string, entry int64, resp *bookiev1.ReadEntriesResponse, err error) readAnswer {
 	failed := readAnswer{ev: ledger.ReadFailed{Bookie: bookie, Entry: entry}, lac: -1}
 	if err != nil {
-		if connect.CodeOf(err) == connect.CodeNotFound {
+		switch connect.CodeOf(err) {
+		case connect.CodeNotFound:
 			return readAnswer{ev: ledger.ReadNoEntry{Bookie: bookie, Entry: entry}, lac: -1}
+		case connect.CodeDataLoss:
+			// The bookie's own verification failed: as bad a copy as one
+			// whose checksum fails here.
+			failed.checkErr = fmt.Errorf("%w: bookie %s reports entry %d/%d corrupt: %v", ErrChecksum, bookie, ledgerID, entry, err)
 		}
 		return failed
 	}

@@ -43,9 +43,11 @@ func newCompactorCmd() *cobra.Command {
 		Long: `Moves sealed ledgers from the bookies to segment objects, enforces retention
 (retention.ms, retention.bytes), compacts the offloaded data of cleanup.policy=compact
 topics by key, cleans up deleted topics and removes what it dropped, and rebuilds the
-copies a lost bookie held of closed ledgers on other bookies (a bookie gone from the
-registry for --rereplicate-grace is lost). One pass every
---interval; a crash at any point is repaired by the next pass. Bookies must be
+copies of closed ledgers on other bookies: those a lost bookie held (a bookie gone from the
+registry for --rereplicate-grace is lost), those a live bookie no longer has (its audit asks
+each bookie), and those a reader found damaged (marked in the catalog; see sluice ledger
+under-replicated). One pass every --interval; a crash at any point is repaired by the next
+pass. Bookies must be
 registered in the same catalog. (The same pass runs as a Lambda function:
 services/compactor/lambda.)`,
 		Args:    noArgs,
