@@ -9,9 +9,9 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/sluicemq/sluice/pkg/catalog"
 	bookiev1 "github.com/sluicemq/sluice/pkg/gen/sluice/bookie/v1"
 	"github.com/sluicemq/sluice/pkg/gen/sluice/bookie/v1/bookiev1connect"
-	"github.com/sluicemq/sluice/pkg/catalog"
 )
 
 // A reader that finds a copy of a CLOSED ledger bad reads around it and
@@ -120,7 +120,9 @@ func hasMark(t *testing.T, cl *cluster, id catalog.LedgerID, want catalog.Damage
 
 // dataLoss answers every read as a bookie does whose stored entry fails
 // its own verification.
-type dataLoss struct{ bookiev1connect.BookieServiceClient }
+type dataLoss struct {
+	bookiev1connect.BookieServiceClient
+}
 
 func (dataLoss) ReadEntries(context.Context, *connect.Request[bookiev1.ReadEntriesRequest]) (*connect.Response[bookiev1.ReadEntriesResponse], error) {
 	return nil, connect.NewError(connect.CodeDataLoss, errors.New("entry failed verification"))

@@ -105,4 +105,3 @@ func TestIntegrationDamagedCopyFoundByReaders(t *testing.T) {
 		t.Fatalf("read %d records after the move, want %d", n, total)
 	}
 }
-
