@@ -28,6 +28,7 @@ const (
 	DefaultMetadataRefreshInterval = 15 * time.Second
 	DefaultRegistryRefreshInterval = time.Second
 	DefaultRetryBackoff            = 50 * time.Millisecond
+	DefaultDamageConfirmDelay      = 5 * time.Second
 	DefaultCASRetries              = 8
 	DefaultRecoveryAttempts        = 3
 	DefaultReadAhead               = 128
@@ -100,6 +101,10 @@ type Config struct {
 	// CLOSED ledgers they find bad in the catalog (damage.go); for tools
 	// that must not write the catalog.
 	DisableDamageReports bool
+	// DamageConfirmDelay is how long after a bad read the bookie is asked
+	// for the entry again before its copy is marked damaged. Zero means
+	// DefaultDamageConfirmDelay.
+	DamageConfirmDelay time.Duration
 	// SpeculativeReadTimeout is how long a read waits for a replica before
 	// also asking the next one. Zero means DefaultSpeculativeReadTimeout.
 	SpeculativeReadTimeout time.Duration
@@ -205,6 +210,7 @@ func (c Config) withDefaults() Config {
 	defD(&c.MetadataRefreshInterval, DefaultMetadataRefreshInterval)
 	defD(&c.RegistryRefreshInterval, DefaultRegistryRefreshInterval)
 	defD(&c.RetryBackoff, DefaultRetryBackoff)
+	defD(&c.DamageConfirmDelay, DefaultDamageConfirmDelay)
 	defI := func(v *int, d int) {
 		if *v == 0 {
 			*v = d
@@ -253,6 +259,7 @@ func (c Config) Validate() error {
 		{"MetadataRefreshInterval", c.MetadataRefreshInterval, time.Millisecond, maxTimeout},
 		{"RegistryRefreshInterval", c.RegistryRefreshInterval, time.Microsecond, maxTimeout},
 		{"RetryBackoff", c.RetryBackoff, time.Microsecond, time.Minute},
+		{"DamageConfirmDelay", c.DamageConfirmDelay, time.Millisecond, time.Hour},
 	} {
 		if d.v < d.min || d.v > d.max {
 			bad(d.name, "%v is outside [%v, %v]", d.v, d.min, d.max)

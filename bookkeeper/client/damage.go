@@ -19,11 +19,20 @@ import (
 //
 // Reporting stays off the read path: the read goes on from another replica
 // at once, and the report goes on a bounded queue that one goroutine per
-// client works off (re-read the metadata, add the mark with a
-// compare-and-set). A full queue drops the report (the next bad read of
+// client works off. A full queue drops the report (the next bad read of
 // that copy reports it again); a copy reported in the last damageRecentFor
 // is not reported again, so a reader going through a bad copy costs one
 // catalog write, not one per entry.
+//
+// A report is confirmed before it is stored: DamageConfirmDelay after the
+// bad read, the goroutine re-reads the ledger's metadata and asks the
+// bookie for the entry again, and marks the copy only if the bookie still
+// lacks it or it still fails verification. A sealed ledger's last entries
+// may reach the third member of a write set after the close (recovery
+// re-adds them and waits for Qa acknowledgements only): a reader right
+// after the close meets that copy short for a moment, which is not damage.
+// An entry still missing after the delay is: with Qa < Qw, a member that
+// never got an entry before the ledger was sealed never will.
 //
 // Only CLOSED ledgers are marked: on an OPEN ledger a bookie of the write
 // set may not have an entry yet (it acknowledged fewer than Qw), and what
@@ -85,6 +94,15 @@ func (c *Client) reportDamage() {
 			if at, ok := c.damage.recent[k]; ok && r.d.At.Sub(at) < damageRecentFor {
 				continue
 			}
+			// Reports come in the order they were made: waiting for this
+			// one's confirmation time delays the next ones by no more.
+			if wait := c.cfg.DamageConfirmDelay - c.cfg.Now().Sub(r.d.At); wait > 0 {
+				select {
+				case <-c.ctx.Done():
+					return
+				case <-time.After(wait):
+				}
+			}
 			if len(c.damage.recent) >= damageRecentMax {
 				clear(c.damage.recent)
 			}
@@ -118,6 +136,9 @@ func (c *Client) markDamaged(r damageReport) error {
 		if _, ok := m.DamagedOn(r.d.Bookie); ok {
 			return nil
 		}
+		if !c.stillBad(r) {
+			return nil
+		}
 		m.Damaged = append(slices.Clone(m.Damaged), r.d)
 		_, err = c.updateLedger(c.ctx, m)
 		if errors.Is(err, catalog.ErrVersionConflict) {
@@ -149,6 +170,21 @@ func inWriteSet(m catalog.LedgerMetadata, bookie string, entry int64) bool {
 		if p < len(seg.Bookies) && seg.Bookies[p] == bookie {
 			return true
 		}
+	}
+	return false
+}
+
+// stillBad asks the bookie for the reported entry again: true if it still
+// answers that it lacks it, or returns it failing verification; false if
+// it returns it verified, or does not answer (a bookie that is down is the
+// registry's to judge, not a damaged copy).
+func (c *Client) stillBad(r damageReport) bool {
+	a := c.readEntry(c.ctx, r.ledger, r.d.Bookie, r.d.Entry, false, nil)
+	switch a.ev.(type) {
+	case ledger.ReadNoEntry:
+		return true
+	case ledger.ReadFailed:
+		return a.checkErr != nil
 	}
 	return false
 }

@@ -17,8 +17,10 @@ import (
 // A reader that finds a copy of a CLOSED ledger bad reads around it and
 // marks it in the catalog once — not once per bad entry: a copy returning
 // corrupt entries (checksum), and a copy that lost the ledger (the bookie
-// answers that it has no such entry: missing). An OPEN ledger's copies are
-// not marked, nor any with DisableDamageReports.
+// answers that it has no such entry: missing), and a bookie that finds its
+// own copy corrupt (DATA_LOSS). A copy short only for a moment is not
+// marked (the report is confirmed by reading again), nor an OPEN
+// ledger's, nor any with DisableDamageReports.
 func TestReadersMarkDamagedCopies(t *testing.T) {
 	cl := newCluster(t, 3)
 	wc := cl.client(t)
@@ -79,6 +81,27 @@ func TestReadersMarkDamagedCopies(t *testing.T) {
 	want = catalog.DamagedCopy{Bookie: "b1", Entry: 0, Reason: catalog.DamageChecksum}
 	eventually(t, "the data-loss mark", func() bool { return hasMark(t, cl, lossID, want) })
 
+	// A copy short for a moment (as the third member of a write set is
+	// right after a recovery closed the ledger): the confirmation read
+	// finds the entry, and nothing is marked.
+	shortID := closedLedger(t, wc, 9)
+	answered := new(atomic.Int64)
+	sc := cl.client(t, func(cfg *Config) {
+		cfg.Dial = func(addr string) bookiev1connect.BookieServiceClient {
+			bc := grpcDialer(hc, 8<<20)(addr)
+			if addr == b1 {
+				return notYet{bc, answered}
+			}
+			return bc
+		}
+	})
+	readAll(t, sc, shortID, 9)
+	eventually(t, "the confirmation read", func() bool { return answered.Load() >= 2 })
+	time.Sleep(100 * time.Millisecond)
+	if m, err := cl.cat.GetLedger(ctxT(t), shortID); err != nil || len(m.Damaged) != 0 || sc.Stats().DamageReports != 0 {
+		t.Fatalf("a copy short for a moment was marked: %+v, %v", m.Damaged, err)
+	}
+
 	// An OPEN ledger: its entries up to the LAC read from b2 and b3 only,
 	// and no mark (the ledger cannot carry one).
 	w, err := wc.CreateLedger(ctxT(t), spec(catalog.DefaultReplication, "b1", "b2", "b3"))
@@ -126,4 +149,18 @@ type dataLoss struct {
 
 func (dataLoss) ReadEntries(context.Context, *connect.Request[bookiev1.ReadEntriesRequest]) (*connect.Response[bookiev1.ReadEntriesResponse], error) {
 	return nil, connect.NewError(connect.CodeDataLoss, errors.New("entry failed verification"))
+}
+
+// notYet answers the first read NOT_FOUND, as a bookie that has not got
+// the entry yet, and passes the others on; reads counts them.
+type notYet struct {
+	bookiev1connect.BookieServiceClient
+	reads *atomic.Int64
+}
+
+func (n notYet) ReadEntries(ctx context.Context, req *connect.Request[bookiev1.ReadEntriesRequest]) (*connect.Response[bookiev1.ReadEntriesResponse], error) {
+	if n.reads.Add(1) == 1 {
+		return nil, connect.NewError(connect.CodeNotFound, errors.New("no such entry"))
+	}
+	return n.BookieServiceClient.ReadEntries(ctx, req)
 }

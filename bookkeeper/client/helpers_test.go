@@ -182,7 +182,7 @@ func (c *cluster) config() Config {
 		AddTimeout: 5 * time.Second, ReadTimeout: 2 * time.Second, FenceTimeout: 2 * time.Second,
 		CatalogTimeout: 5 * time.Second, LacPollTimeout: time.Second, RetryBackoff: 5 * time.Millisecond,
 		TickInterval: 2 * time.Millisecond, SpeculativeReadTimeout: 50 * time.Millisecond,
-		MaxEntryBytes: 1 << 20,
+		MaxEntryBytes: 1 << 20, DamageConfirmDelay: 20 * time.Millisecond,
 	}
 }
 

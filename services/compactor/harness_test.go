@@ -67,6 +67,7 @@ func newEnv(t testing.TB) *env {
 	e.ledgers, err = client.New(client.Config{
 		Ledgers: cat, Bookies: cat, ReadTimeout: 2 * time.Second, FenceTimeout: 2 * time.Second,
 		TickInterval: 2 * time.Millisecond, RetryBackoff: 5 * time.Millisecond, MaxEntryBytes: 1 << 20,
+		DamageConfirmDelay: 20 * time.Millisecond,
 	})
 	if err != nil {
 		t.Fatal(err)
