@@ -1,0 +1,79 @@
+package schema
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/hamba/avro/v2"
+)
+
+// avroSchema is an Avro schema parsed by hamba/avro, in a cache of its own
+// (named types are registered per parse, so two versions of one record
+// never meet in a shared cache).
+type avroSchema struct {
+	s    avro.Schema
+	norm string
+	api  avro.API // decoding bounded by Limits.MaxPayloadBytes
+}
+
+func parseAvro(text string, refs []Resolved, lim Limits) (Schema, error) {
+	cache := &avro.SchemaCache{}
+	// References first, depth first: their named types are then known to
+	// the schemas that use them.
+	var load func([]Resolved) error
+	load = func(rs []Resolved) error {
+		for _, r := range rs {
+			if err := load(r.Refs); err != nil {
+				return err
+			}
+			if _, err := avro.ParseWithCache(r.Schema, "", cache); err != nil {
+				return fmt.Errorf("%w: reference %q: %v", ErrInvalidSchema, r.Name, err)
+			}
+		}
+		return nil
+	}
+	if err := load(refs); err != nil {
+		return nil, err
+	}
+	s, err := avro.ParseWithCache(text, "", cache)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidSchema, err)
+	}
+	// The full form (defaults, aliases, docs kept; hamba writes keys in a
+	// fixed order): two texts differing only in layout normalize alike.
+	// Parsing Canonical Form would drop defaults, which matter.
+	norm, err := json.Marshal(s)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidSchema, err)
+	}
+	api := avro.Config{MaxByteSliceSize: lim.MaxPayloadBytes, MaxSliceAllocSize: lim.MaxPayloadBytes}.Freeze()
+	return &avroSchema{s: s, norm: string(norm), api: api}, nil
+}
+
+func (a *avroSchema) Format() Format     { return Avro }
+func (a *avroSchema) Normalized() string { return a.norm }
+
+func (a *avroSchema) CanRead(writer Schema) error {
+	w, ok := writer.(*avroSchema)
+	if !ok {
+		return fmt.Errorf("the writer's schema is %s, not AVRO", writer.Format())
+	}
+	return avro.NewSchemaCompatibility().Compatible(a.s, w.s)
+}
+
+func (a *avroSchema) Validate(payload []byte) error {
+	r := avro.NewReader(nil, 0, avro.WithReaderConfig(a.api)).Reset(payload)
+	r.ReadNext(a.s)
+	if r.Error != nil {
+		if errors.Is(r.Error, io.EOF) || errors.Is(r.Error, io.ErrUnexpectedEOF) {
+			return fmt.Errorf("%w: the payload ends early (%d bytes)", ErrInvalidPayload, len(payload))
+		}
+		return fmt.Errorf("%w: %v", ErrInvalidPayload, r.Error)
+	}
+	if r.Peek(); r.Error == nil {
+		return fmt.Errorf("%w: bytes left after the datum (%d bytes in all)", ErrInvalidPayload, len(payload))
+	}
+	return nil
+}
