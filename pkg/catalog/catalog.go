@@ -14,7 +14,7 @@ import (
 //
 // Catalog implements every catalog interface (Topics, DeletedTopics,
 // Partitions, Writers, LedgerTrimmer, Owners, Ledgers, LedgerLister,
-// Bookies, Triggers). Depend on the small interfaces, not on *Catalog,
+// Bookies, Triggers, Schemas). Depend on the small interfaces, not on *Catalog,
 // except where the catalog is opened and closed. Safe for concurrent use
 // when the driver is (every backend's is).
 type Catalog struct {
@@ -32,6 +32,7 @@ var (
 	_ LedgerLister  = (*Catalog)(nil)
 	_ Bookies       = (*Catalog)(nil)
 	_ Triggers      = (*Catalog)(nil)
+	_ Schemas       = (*Catalog)(nil)
 )
 
 // New returns the catalog over d. Backends call it in their constructors;
@@ -353,4 +354,80 @@ func validateTopicIDPartition(id TopicID, partition int) error {
 		return err
 	}
 	return ValidatePartitionIndex(partition)
+}
+
+// RegisterSchema implements Schemas. Checked: the subject, the record,
+// expectLatest.
+func (c *Catalog) RegisterSchema(ctx context.Context, subject string, rec SchemaRecord, expectLatest int) (SubjectVersion, error) {
+	if err := ValidateSubject(subject); err != nil {
+		return SubjectVersion{}, err
+	}
+	if err := ValidateSchemaRecord(rec); err != nil {
+		return SubjectVersion{}, err
+	}
+	if expectLatest < 0 {
+		return SubjectVersion{}, Invalid("expectLatest", "%d is negative", expectLatest)
+	}
+	return c.d.RegisterSchema(ctx, subject, rec, expectLatest)
+}
+
+// GetSchema implements Schemas. Checked: the id.
+func (c *Catalog) GetSchema(ctx context.Context, id int64) (SchemaRecord, error) {
+	if id < 1 {
+		return SchemaRecord{}, Invalid("id", "%d; schema ids start at 1", id)
+	}
+	return c.d.GetSchema(ctx, id)
+}
+
+// ListSubjectVersions implements Schemas. Checked: the subject.
+func (c *Catalog) ListSubjectVersions(ctx context.Context, subject string, deleted bool) (SubjectVersions, error) {
+	if err := ValidateSubject(subject); err != nil {
+		return SubjectVersions{}, err
+	}
+	return c.d.ListSubjectVersions(ctx, subject, deleted)
+}
+
+// ListSubjects implements Schemas. Checked: the limit (resolved).
+func (c *Catalog) ListSubjects(ctx context.Context, deleted bool, pageToken string, limit int) (Page[string], error) {
+	n, err := PageLimit(limit)
+	if err != nil {
+		return Page[string]{}, err
+	}
+	return c.d.ListSubjects(ctx, deleted, pageToken, n)
+}
+
+// DeleteSubjectVersion implements Schemas. Checked: the subject, the
+// version.
+func (c *Catalog) DeleteSubjectVersion(ctx context.Context, subject string, version int, permanent bool) (SubjectVersion, error) {
+	if err := ValidateSubject(subject); err != nil {
+		return SubjectVersion{}, err
+	}
+	if version < 1 {
+		return SubjectVersion{}, Invalid("version", "%d; versions start at 1", version)
+	}
+	return c.d.DeleteSubjectVersion(ctx, subject, version, permanent)
+}
+
+// GetCompatibility implements Schemas. Checked: the subject ("" allowed).
+func (c *Catalog) GetCompatibility(ctx context.Context, subject string) (string, error) {
+	if subject != "" {
+		if err := ValidateSubject(subject); err != nil {
+			return "", err
+		}
+	}
+	return c.d.GetCompatibility(ctx, subject)
+}
+
+// SetCompatibility implements Schemas. Checked: the subject ("" allowed),
+// the level.
+func (c *Catalog) SetCompatibility(ctx context.Context, subject, level string) error {
+	if subject != "" {
+		if err := ValidateSubject(subject); err != nil {
+			return err
+		}
+	}
+	if err := ValidateCompatibilityLevel(level); err != nil {
+		return err
+	}
+	return c.d.SetCompatibility(ctx, subject, level)
 }

@@ -130,16 +130,38 @@ func (r *recorder) UpdateTrigger(_ context.Context, name string, s catalog.Trigg
 func (r *recorder) DeleteTrigger(_ context.Context, name string) (catalog.Trigger, error) {
 	return catalog.Trigger{}, r.rec("DeleteTrigger", name)
 }
+func (r *recorder) RegisterSchema(_ context.Context, subject string, rec catalog.SchemaRecord, expect int) (catalog.SubjectVersion, error) {
+	return catalog.SubjectVersion{}, r.rec("RegisterSchema", subject, rec.Schema, expect)
+}
+func (r *recorder) GetSchema(_ context.Context, id int64) (catalog.SchemaRecord, error) {
+	return catalog.SchemaRecord{}, r.rec("GetSchema", id)
+}
+func (r *recorder) ListSubjectVersions(_ context.Context, subject string, deleted bool) (catalog.SubjectVersions, error) {
+	return catalog.SubjectVersions{}, r.rec("ListSubjectVersions", subject, deleted)
+}
+func (r *recorder) ListSubjects(_ context.Context, deleted bool, token string, limit int) (catalog.Page[string], error) {
+	return catalog.Page[string]{}, r.rec("ListSubjects", deleted, token, limit)
+}
+func (r *recorder) DeleteSubjectVersion(_ context.Context, subject string, version int, permanent bool) (catalog.SubjectVersion, error) {
+	return catalog.SubjectVersion{}, r.rec("DeleteSubjectVersion", subject, version, permanent)
+}
+func (r *recorder) GetCompatibility(_ context.Context, subject string) (string, error) {
+	return "", r.rec("GetCompatibility", subject)
+}
+func (r *recorder) SetCompatibility(_ context.Context, subject, level string) error {
+	return r.rec("SetCompatibility", subject, level)
+}
 func (r *recorder) Close() error { return r.rec("Close") }
 
 // Valid arguments the cases below start from.
 var (
-	lease   = catalog.WriterLease{Topic: "orders", TopicID: "t1", Partition: 3, Owner: "ingest-1", Epoch: 2}
-	spec    = catalog.LedgerSpec{Topic: "orders", TopicID: "t1", Partition: 3, Replication: catalog.Replication{Ensemble: 1, WriteQuorum: 1, AckQuorum: 1}, Ensemble: []string{"b1"}, WriterOwner: "ingest-1", WriterEpoch: 2}
-	bookie  = catalog.Bookie{ID: "b1", Address: "10.0.0.1:3181", FreeBytes: 1, TotalBytes: 2}
-	trigger = catalog.TriggerSpec{Topic: "orders", Function: "fn"}
-	ttl     = time.Second
-	cfg     = catalog.DefaultTopicConfig()
+	lease     = catalog.WriterLease{Topic: "orders", TopicID: "t1", Partition: 3, Owner: "ingest-1", Epoch: 2}
+	spec      = catalog.LedgerSpec{Topic: "orders", TopicID: "t1", Partition: 3, Replication: catalog.Replication{Ensemble: 1, WriteQuorum: 1, AckQuorum: 1}, Ensemble: []string{"b1"}, WriterOwner: "ingest-1", WriterEpoch: 2}
+	bookie    = catalog.Bookie{ID: "b1", Address: "10.0.0.1:3181", FreeBytes: 1, TotalBytes: 2}
+	trigger   = catalog.TriggerSpec{Topic: "orders", Function: "fn"}
+	schemaRec = catalog.SchemaRecord{Format: "AVRO", Schema: `"string"`}
+	ttl       = time.Second
+	cfg       = catalog.DefaultTopicConfig()
 )
 
 // invalidCall is a Catalog call with one bad argument.
@@ -277,6 +299,34 @@ var invalidCalls = []invalidCall{
 		return err1(c.UpdateTrigger(ctx, "t", s, 1))
 	}},
 	{"DeleteTrigger", "name", func(ctx context.Context, c *catalog.Catalog) error { return err1(c.DeleteTrigger(ctx, ".")) }},
+	{"RegisterSchema", "subject", func(ctx context.Context, c *catalog.Catalog) error {
+		return err1(c.RegisterSchema(ctx, "a b", schemaRec, 0))
+	}},
+	{"RegisterSchema", "format", func(ctx context.Context, c *catalog.Catalog) error {
+		return err1(c.RegisterSchema(ctx, "s", catalog.SchemaRecord{Format: "XML", Schema: "x"}, 0))
+	}},
+	{"RegisterSchema", "expectLatest", func(ctx context.Context, c *catalog.Catalog) error {
+		return err1(c.RegisterSchema(ctx, "s", schemaRec, -1))
+	}},
+	{"GetSchema", "id", func(ctx context.Context, c *catalog.Catalog) error { return err1(c.GetSchema(ctx, 0)) }},
+	{"ListSubjectVersions", "subject", func(ctx context.Context, c *catalog.Catalog) error {
+		return err1(c.ListSubjectVersions(ctx, "", false))
+	}},
+	{"ListSubjects", "limit", func(ctx context.Context, c *catalog.Catalog) error {
+		return err1(c.ListSubjects(ctx, false, "", -1))
+	}},
+	{"DeleteSubjectVersion", "version", func(ctx context.Context, c *catalog.Catalog) error {
+		return err1(c.DeleteSubjectVersion(ctx, "s", 0, false))
+	}},
+	{"DeleteSubjectVersion", "subject", func(ctx context.Context, c *catalog.Catalog) error {
+		return err1(c.DeleteSubjectVersion(ctx, "a\tb", 1, false))
+	}},
+	{"GetCompatibility", "subject", func(ctx context.Context, c *catalog.Catalog) error {
+		return err1(c.GetCompatibility(ctx, "a b"))
+	}},
+	{"SetCompatibility", "compatibility", func(ctx context.Context, c *catalog.Catalog) error {
+		return c.SetCompatibility(ctx, "", "SIDEWAYS")
+	}},
 }
 
 // unchecked are the Catalog methods with no argument to check: the driver
@@ -378,6 +428,13 @@ func TestValidArgumentsReachTheDriverOnce(t *testing.T) {
 		{func(c *catalog.Catalog) error { return err1(c.ListTriggers(ctx, "tok", 0)) }, call{"ListTriggers", []any{"tok", catalog.DefaultPageSize}}},
 		{func(c *catalog.Catalog) error { return err1(c.UpdateTrigger(ctx, "t", trigger, 2)) }, call{"UpdateTrigger", []any{"t", trigger, int64(2)}}},
 		{func(c *catalog.Catalog) error { return err1(c.DeleteTrigger(ctx, "t")) }, call{"DeleteTrigger", []any{"t"}}},
+		{func(c *catalog.Catalog) error { return err1(c.RegisterSchema(ctx, "s", schemaRec, 2)) }, call{"RegisterSchema", []any{"s", `"string"`, 2}}},
+		{func(c *catalog.Catalog) error { return err1(c.GetSchema(ctx, 7)) }, call{"GetSchema", []any{int64(7)}}},
+		{func(c *catalog.Catalog) error { return err1(c.ListSubjectVersions(ctx, "s", true)) }, call{"ListSubjectVersions", []any{"s", true}}},
+		{func(c *catalog.Catalog) error { return err1(c.ListSubjects(ctx, false, "tok", 0)) }, call{"ListSubjects", []any{false, "tok", catalog.DefaultPageSize}}},
+		{func(c *catalog.Catalog) error { return err1(c.DeleteSubjectVersion(ctx, "s", 3, true)) }, call{"DeleteSubjectVersion", []any{"s", 3, true}}},
+		{func(c *catalog.Catalog) error { return err1(c.GetCompatibility(ctx, "")) }, call{"GetCompatibility", []any{""}}},
+		{func(c *catalog.Catalog) error { return c.SetCompatibility(ctx, "s", "FULL") }, call{"SetCompatibility", []any{"s", "FULL"}}},
 		{func(c *catalog.Catalog) error { return c.Close() }, call{"Close", nil}},
 	}
 	reached := map[string]bool{}

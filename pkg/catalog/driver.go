@@ -38,6 +38,7 @@ type Driver interface {
 	LedgerLister
 	Bookies
 	Triggers
+	Schemas
 
 	// GetPartition is Partitions.GetPartition.
 	GetPartition(ctx context.Context, topic string, partition int) (Partition, error)

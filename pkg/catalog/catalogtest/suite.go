@@ -30,6 +30,7 @@ type Backend interface {
 	catalog.LedgerLister
 	catalog.Bookies
 	catalog.Triggers
+	catalog.Schemas
 }
 
 // Harness builds backends for the suite.
@@ -52,6 +53,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Bookies", func(t *testing.T) { runBookies(t, h) })
 	t.Run("Races", func(t *testing.T) { runRaces(t, h) })
 	t.Run("Triggers", func(t *testing.T) { runTriggers(t, h) })
+	t.Run("Schemas", func(t *testing.T) { runSchemas(t, h) })
 }
 
 // env is one test's backend, clock and context.

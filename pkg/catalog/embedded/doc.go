@@ -35,6 +35,9 @@
 //	tr/<trigger name>                       trigger
 //	lp/<topic id>/<partition u32><id u64>   index: ledgers by partition (empty value)
 //	ls/<state u8><id u64>                   index: ledgers by state (empty value)
+//	sr/...                                  the schema registry (schemas.go has its layout;
+//	                                        a subject, printable but free of the '/' rule,
+//	                                        is ended by 0x00 where a key goes on after it)
 //
 // Index entries change in the same batch as the ledger record.
 //
