@@ -33,7 +33,7 @@ type rule struct {
 }
 
 // services are the service trees: none imports another.
-var services = []string{"services/admin", "services/compactor", "services/fetch", "services/ingest"}
+var services = []string{"services/admin", "services/compactor", "services/fetch", "services/ingest", "services/registry"}
 
 // harnesses is the test-support tree: what starts processes, stacks and
 // functions for tests, the load generator and the benchmarks.
