@@ -16,6 +16,7 @@ import (
 	"github.com/sluicemq/sluice/pkg/catalog"
 	"github.com/sluicemq/sluice/services/admin"
 	"github.com/sluicemq/sluice/services/ingest"
+	"github.com/sluicemq/sluice/services/registry"
 )
 
 // ingestFlags are `sluice ingest`'s flags.
@@ -142,6 +143,11 @@ func runIngest(ctx context.Context, f ingestFlags, stdout, stderr io.Writer) err
 	srv.Handle(svc.Handler(srv.HandlerOptions()...))
 	srv.Handle(svc.PeerHandler(srv.HandlerOptions()...))
 	srv.Handle(ad.Handler(srv.HandlerOptions()...))
+	rest, err := registry.NewREST(cat)
+	if err != nil {
+		return err
+	}
+	srv.Mount(registry.RESTPrefix, rest)
 	srv.Gate(svc.Ready()) // NOT_SERVING until a restarted copy took back its partitions
 	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {

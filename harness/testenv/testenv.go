@@ -33,6 +33,10 @@ const (
 	// EnvKafka is set by `localstack/kafka.sh env`, not stack.sh: Kafka is
 	// the benchmarks' peer, started only for them.
 	EnvKafka = "SLUICE_TEST_KAFKA" // comma-separated host:port bootstrap list of the 3 local brokers
+	// EnvConfluentPython is set by `localstack/pyclients.sh env`: a Python
+	// with Confluent's client (confluent-kafka, its schema registry client
+	// and serializers) installed.
+	EnvConfluentPython = "SLUICE_TEST_CONFLUENT_PYTHON"
 )
 
 // InCI reports whether CI=true (any value strconv.ParseBool reads as true).
@@ -79,6 +83,12 @@ func Kafka(t testing.TB) []string {
 	v := require(t, EnvKafka, "Kafka",
 		"start it with `task kafka:up`, then `eval \"$(localstack/kafka.sh env)\"` (or run `task bench:kafka-smoke`)")
 	return strings.Split(v, ",")
+}
+
+// ConfluentPython returns the python that has Confluent's client.
+func ConfluentPython(t testing.TB) string {
+	t.Helper()
+	return require(t, EnvConfluentPython, "Confluent's Python client", "install it with `bash localstack/pyclients.sh install` and eval `bash localstack/pyclients.sh env`")
 }
 
 // AWSConfig returns an AWS SDK config aimed at endpoint with the emulator's

@@ -40,6 +40,7 @@ import (
 	"github.com/sluicemq/sluice/services/fetch"
 	"github.com/sluicemq/sluice/services/fetch/trigger"
 	"github.com/sluicemq/sluice/services/ingest"
+	"github.com/sluicemq/sluice/services/registry"
 )
 
 // Config configures an in-process cluster.
@@ -223,6 +224,11 @@ func New(cfg Config) (_ *Cluster, err error) {
 	c.public.Handle(c.Ingest.PeerHandler(c.public.HandlerOptions()...))
 	c.public.Handle(c.Fetch.Handler(c.public.HandlerOptions()...))
 	c.public.Handle(c.Admin.Handler(c.public.HandlerOptions()...))
+	rest, err := registry.NewREST(c.Catalog)
+	if err != nil {
+		return nil, err
+	}
+	c.public.Mount(registry.RESTPrefix, rest)
 	// Health stays NOT_SERVING until ingest took back the partitions this
 	// data directory's previous run wrote: until then their last
 	// acknowledged records may not be readable (ingest.Service.Ready).

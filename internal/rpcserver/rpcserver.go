@@ -189,6 +189,14 @@ func (s *Server) Handle(path string, h http.Handler) {
 	s.services = append(s.services, strings.Trim(path, "/"))
 }
 
+// Mount serves a plain HTTP API (not Connect: the schema registry's REST
+// facade) under prefix ("/registry"): a request for prefix/... reaches h
+// with the prefix stripped. It bounds its own request bodies, and it is not
+// a service of health or reflection.
+func (s *Server) Mount(prefix string, h http.Handler) {
+	s.mux.Handle(prefix+"/", http.StripPrefix(prefix, h))
+}
+
 // Gate keeps health NOT_SERVING (for the server and every service) until
 // ready is closed: a service whose reads or writes are not correct yet
 // (ingest taking back its partitions after a restart) holds the server

@@ -15,6 +15,10 @@ import (
 	"github.com/sluicemq/sluice/pkg/schema/registry"
 )
 
+// RESTPrefix is where the services serve the REST API: a Confluent
+// client's schema registry URL is http://HOST:PORT/registry.
+const RESTPrefix = "/registry"
+
 // ContentType is Confluent's media type; plain JSON is accepted too.
 const ContentType = "application/vnd.schemaregistry.v1+json"
 
@@ -354,4 +358,13 @@ func (h *rest) compatibility(w http.ResponseWriter, r *http.Request) {
 		doc.Messages = msgs
 	}
 	reply(w, http.StatusOK, doc)
+}
+
+// NewREST builds the registry over store and returns its REST API.
+func NewREST(store catalog.Schemas) (http.Handler, error) {
+	r, err := registry.New(registry.Config{Store: store})
+	if err != nil {
+		return nil, err
+	}
+	return REST(r), nil
 }
