@@ -2,9 +2,7 @@ package schema
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 
 	"github.com/hamba/avro/v2"
 )
@@ -13,9 +11,9 @@ import (
 // (named types are registered per parse, so two versions of one record
 // never meet in a shared cache).
 type avroSchema struct {
-	s    avro.Schema
-	norm string
-	api  avro.API // decoding bounded by Limits.MaxPayloadBytes
+	s          avro.Schema
+	norm       string
+	maxPayload int // Limits.MaxPayloadBytes
 }
 
 func parseAvro(text string, refs []Resolved, lim Limits) (Schema, error) {
@@ -48,8 +46,7 @@ func parseAvro(text string, refs []Resolved, lim Limits) (Schema, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidSchema, err)
 	}
-	api := avro.Config{MaxByteSliceSize: lim.MaxPayloadBytes, MaxSliceAllocSize: lim.MaxPayloadBytes}.Freeze()
-	return &avroSchema{s: s, norm: string(norm), api: api}, nil
+	return &avroSchema{s: s, norm: string(norm), maxPayload: lim.MaxPayloadBytes}, nil
 }
 
 func (a *avroSchema) Format() Format     { return Avro }
@@ -64,16 +61,8 @@ func (a *avroSchema) CanRead(writer Schema) error {
 }
 
 func (a *avroSchema) Validate(payload []byte) error {
-	r := avro.NewReader(nil, 0, avro.WithReaderConfig(a.api)).Reset(payload)
-	r.ReadNext(a.s)
-	if r.Error != nil {
-		if errors.Is(r.Error, io.EOF) || errors.Is(r.Error, io.ErrUnexpectedEOF) {
-			return fmt.Errorf("%w: the payload ends early (%d bytes)", ErrInvalidPayload, len(payload))
-		}
-		return fmt.Errorf("%w: %v", ErrInvalidPayload, r.Error)
+	if len(payload) > a.maxPayload {
+		return fmt.Errorf("%w: %d bytes, more than %d", ErrInvalidPayload, len(payload), a.maxPayload)
 	}
-	if r.Peek(); r.Error == nil {
-		return fmt.Errorf("%w: bytes left after the datum (%d bytes in all)", ErrInvalidPayload, len(payload))
-	}
-	return nil
+	return validateAvro(a.s, payload)
 }

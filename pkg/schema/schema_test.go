@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/hamba/avro/v2"
 )
 
 // Avro record schemas of one record, version by version.
@@ -193,5 +195,68 @@ func TestAvroValidate(t *testing.T) {
 	}
 	if err := small.Validate(ok); !errors.Is(err, ErrInvalidPayload) {
 		t.Errorf("a string beyond MaxPayloadBytes: %v", err)
+	}
+}
+
+// Validation costs what the payload holds, not what it claims: a block
+// count far beyond the bytes left, a block of zero-byte items (nulls)
+// beyond the step budget, and nesting past the depth bound are refused at
+// once (a decoder that trusts the count loops 2^31 times on 5 bytes).
+func TestAvroValidateIsBounded(t *testing.T) {
+	ints := avroT(t, `{"type":"record","name":"A","fields":[{"name":"a","type":{"type":"array","items":"int"}}]}`)
+	nulls := avroT(t, `{"type":"record","name":"N","fields":[{"name":"a","type":{"type":"array","items":"null"}}]}`)
+	list := avroT(t, `{"type":"record","name":"L","fields":[{"name":"next","type":["null","L"]}]}`)
+	deep := make([]byte, 0, 2*maxAvroDepth+4)
+	for range maxAvroDepth + 2 {
+		deep = append(deep, 0x02) // branch 1: another L
+	}
+	deep = append(deep, 0x00) // branch 0: null
+	for name, c := range map[string]struct {
+		s Schema
+		p []byte
+	}{
+		"2^31 ints in 5 bytes":   {ints, []byte{0xfe, 0xff, 0xff, 0xff, 0x0f, 0x00}},
+		"2^62 ints":              {ints, []byte{0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0x00}},
+		"2^31 nulls":             {nulls, []byte{0xfe, 0xff, 0xff, 0xff, 0x0f, 0x00}},
+		"nesting past the bound": {list, deep},
+		"negative block size":    {ints, []byte{0x01, 0x01, 0x00}},
+	} {
+		if err := c.s.Validate(c.p); !errors.Is(err, ErrInvalidPayload) {
+			t.Errorf("%s: %v, want ErrInvalidPayload", name, err)
+		}
+	}
+	// Within the bounds: 1,000 nulls in 3 bytes, a short list, a block
+	// with its byte size (negative count).
+	for name, c := range map[string]struct {
+		s Schema
+		p []byte
+	}{
+		"1000 nulls":         {nulls, []byte{0xd0, 0x0f, 0x00}},
+		"a list of 3":        {list, []byte{0x02, 0x02, 0x02, 0x00}},
+		"a sized block of 2": {ints, []byte{0x03, 0x04, 0x02, 0x04, 0x00}},
+	} {
+		if err := c.s.Validate(c.p); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+// What hamba/avro encodes, every kind of value, validates.
+func TestAvroValidateAcceptsEncodedData(t *testing.T) {
+	s, err := avro.Parse(fuzzRecord)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := map[string]any{"s": "héllo", "b": []byte{1, 2, 3}, "l": int64(-1 << 40), "u": map[string]any{"string": "x"},
+		"a": []int{1, -2, 300000}, "m": map[string]bool{"k": true, "j": false}, "e": "Y", "f": [4]byte{9, 8, 7, 6}}
+	b, err := avro.Marshal(s, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := avroT(t, fuzzRecord).Validate(b); err != nil {
+		t.Fatalf("%x: %v", b, err)
+	}
+	if err := avroT(t, fuzzRecord).Validate(b[:len(b)-1]); !errors.Is(err, ErrInvalidPayload) {
+		t.Fatalf("one byte short: %v", err)
 	}
 }

@@ -1,0 +1,61 @@
+package schema
+
+import (
+	"errors"
+	"testing"
+)
+
+// fuzzRecord has every kind of Avro value a decoder walks: strings and
+// bytes (lengths), longs (varints), a union, an array and a map (blocks),
+// an enum and a fixed.
+const fuzzRecord = `{"type":"record","name":"F","fields":[
+ {"name":"s","type":"string"},{"name":"b","type":"bytes"},{"name":"l","type":"long"},
+ {"name":"u","type":["null","double","string"]},
+ {"name":"a","type":{"type":"array","items":"int"}},
+ {"name":"m","type":{"type":"map","values":"boolean"}},
+ {"name":"e","type":{"type":"enum","name":"E","symbols":["X","Y"]}},
+ {"name":"f","type":{"type":"fixed","name":"Four","size":4}}]}`
+
+// FuzzAvroValidate: any payload is valid or ErrInvalidPayload — never a
+// panic, never another error — within the payload bound.
+func FuzzAvroValidate(f *testing.F) {
+	s, err := Parse(Avro, fuzzRecord, nil, Limits{MaxSchemaBytes: 1 << 16, MaxReferences: 1, MaxPayloadBytes: 1 << 16})
+	if err != nil {
+		f.Fatal(err)
+	}
+	// s="", b="", l=0, u=null, a=[], m={}, e=X, f=4 bytes.
+	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4})
+	f.Add([]byte{2, 'h', 4, 1, 2, 0x80, 0x01, 4, 3, 'x', 2, 2, 0, 2, 2, 'k', 1, 0, 2, 9, 9, 9, 9})
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01})
+	f.Fuzz(func(t *testing.T, payload []byte) {
+		if err := s.Validate(payload); err != nil && !errors.Is(err, ErrInvalidPayload) {
+			t.Fatalf("Validate: %v, not ErrInvalidPayload", err)
+		}
+	})
+}
+
+// FuzzAvroParse: any text parses or is ErrInvalidSchema; what parses
+// normalizes to a text that parses to the same normal form.
+func FuzzAvroParse(f *testing.F) {
+	f.Add(fuzzRecord)
+	f.Add(`"string"`)
+	f.Add(`{"type":"enum","name":"E","symbols":["A","A"]}`)
+	f.Add(`["null",{"type":"map","values":{"type":"array","items":"long"}}]`)
+	lim := Limits{MaxSchemaBytes: 1 << 16, MaxReferences: 1, MaxPayloadBytes: 1 << 10}
+	f.Fuzz(func(t *testing.T, text string) {
+		s, err := Parse(Avro, text, nil, lim)
+		if err != nil {
+			if !errors.Is(err, ErrInvalidSchema) {
+				t.Fatalf("Parse: %v, not ErrInvalidSchema", err)
+			}
+			return
+		}
+		again, err := Parse(Avro, s.Normalized(), nil, lim)
+		if err != nil {
+			t.Fatalf("the normal form %s does not parse: %v", s.Normalized(), err)
+		}
+		if again.Normalized() != s.Normalized() {
+			t.Fatalf("normalizing twice differs:\n%s\n%s", s.Normalized(), again.Normalized())
+		}
+	})
+}
