@@ -143,11 +143,12 @@ func runIngest(ctx context.Context, f ingestFlags, stdout, stderr io.Writer) err
 	srv.Handle(svc.Handler(srv.HandlerOptions()...))
 	srv.Handle(svc.PeerHandler(srv.HandlerOptions()...))
 	srv.Handle(ad.Handler(srv.HandlerOptions()...))
-	rest, err := registry.NewREST(cat)
+	reg, err := registry.New(cat)
 	if err != nil {
 		return err
 	}
-	srv.Mount(registry.RESTPrefix, rest)
+	srv.Handle(reg.Handler(srv.HandlerOptions()...))
+	srv.Mount(registry.RESTPrefix, reg.REST())
 	srv.Gate(svc.Ready()) // NOT_SERVING until a restarted copy took back its partitions
 	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {

@@ -224,11 +224,12 @@ func New(cfg Config) (_ *Cluster, err error) {
 	c.public.Handle(c.Ingest.PeerHandler(c.public.HandlerOptions()...))
 	c.public.Handle(c.Fetch.Handler(c.public.HandlerOptions()...))
 	c.public.Handle(c.Admin.Handler(c.public.HandlerOptions()...))
-	rest, err := registry.NewREST(c.Catalog)
+	reg, err := registry.New(c.Catalog)
 	if err != nil {
 		return nil, err
 	}
-	c.public.Mount(registry.RESTPrefix, rest)
+	c.public.Handle(reg.Handler(c.public.HandlerOptions()...))
+	c.public.Mount(registry.RESTPrefix, reg.REST())
 	// Health stays NOT_SERVING until ingest took back the partitions this
 	// data directory's previous run wrote: until then their last
 	// acknowledged records may not be readable (ingest.Service.Ready).

@@ -1,6 +1,7 @@
 // Package registry serves the schema registry (pkg/schema/registry):
-// Confluent Schema Registry's REST API (rest.go), so the serializers that
-// already speak it work against Sluice unchanged.
+// sluice.v1.SchemaService over Connect (connect.go) and Confluent Schema
+// Registry's REST API (rest.go), so the serializers that already speak it
+// work against Sluice unchanged. Both answer from one registry.
 package registry
 
 import (
@@ -358,13 +359,4 @@ func (h *rest) compatibility(w http.ResponseWriter, r *http.Request) {
 		doc.Messages = msgs
 	}
 	reply(w, http.StatusOK, doc)
-}
-
-// NewREST builds the registry over store and returns its REST API.
-func NewREST(store catalog.Schemas) (http.Handler, error) {
-	r, err := registry.New(registry.Config{Store: store})
-	if err != nil {
-		return nil, err
-	}
-	return REST(r), nil
 }
