@@ -131,7 +131,8 @@ ends the flags (sluice produce --topic t -- --not-a-flag).`,
 		newCopyCmd(),
 		newConsumeCmd(consume),
 		newGroupCmd(),
-		newLedgerCmd())
+		newLedgerCmd(),
+		newSchemaCmd())
 	add(groupOther, newBenchCmd(), newVersionCmd())
 	root.SetHelpCommand(newHelpCmd())
 	root.SetHelpCommandGroupID(groupOther)
