@@ -23,6 +23,7 @@ import (
 	"github.com/sluicemq/sluice/pkg/catalog"
 	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
 	"github.com/sluicemq/sluice/pkg/sluice"
+	"github.com/sluicemq/sluice/pkg/sluice/avroserde"
 )
 
 // maxFollowPartitions bounds `sluice consume --follow` without --group and
@@ -61,6 +62,9 @@ type consumeFlags struct {
 	commitInterval time.Duration
 	sessionTimeout time.Duration // 0: the server's
 	stderr         io.Writer     // warnings (failed commits)
+	// decode: print values framed by a schema registry serializer as
+	// JSON, decoded with their schema.
+	decode bool
 }
 
 // newConsumeCmd is `sluice consume`; run does what the checked command
@@ -78,10 +82,13 @@ what it printed (every --commit-interval and at exit); without --follow it stops
 
 Text output is one record a line: partition, offset, key, value, tab-separated (Go-quoted when
 not printable). JSON output is one object a line (bytes that are not UTF-8 as key_base64 and
-value_base64).`,
+value_base64). --decode prints values written by a schema registry serializer (Confluent's wire
+format: magic byte 0, schema id, Avro datum) as JSON, decoded with the schema the registry holds
+for their id; other values print as they are, with a warning.`,
 		Example: `  sluice consume orders
   sluice consume orders --partition 0 --from 2026-12-01T10:00:00Z --count 10
-  sluice consume orders --group billing --format json --follow`,
+  sluice consume orders --group billing --format json --follow
+  sluice consume orders --decode`,
 		PreRunE: func(cmd *cobra.Command, args []string) error { return f.check(cmd.Flags(), from, args) },
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return run(cmd.Context(), f, cmd.OutOrStdout(), cmd.ErrOrStderr())
@@ -95,6 +102,7 @@ value_base64).`,
 	fs.BoolVar(&f.follow, "follow", false, "keep waiting for new records (until Ctrl-C or --count)")
 	fs.IntVar(&f.count, "count", 0, "stop after this many records (0: no limit)")
 	fs.StringVar(&f.format, "format", "text", "output: text or json")
+	fs.BoolVar(&f.decode, "decode", false, "print values framed by a schema registry serializer as JSON, decoded with their schema (Avro)")
 	fs.StringVar(&f.isolation, "isolation", "read_uncommitted", "read_uncommitted: every stored record; read_committed: only records written outside transactions and those of committed transactions (stops at the last stable offset while a transaction is open)")
 	fs.DurationVar(&f.idle, "idle", 2*time.Second, "with --group and without --follow: stop once no record came for this long")
 	fs.DurationVar(&f.commitInterval, "commit-interval", defaultCLICommitInterval, fmt.Sprintf("with --group: how often to commit what was printed, %v..%v (and always at exit)", sluice.MinAutoCommitInterval, sluice.MaxAutoCommitInterval))
@@ -172,6 +180,9 @@ func consume(ctx context.Context, f consumeFlags, stdout, stderr io.Writer) erro
 	}
 	defer c.Close()
 	out := &recordPrinter{w: stdout, json: f.format == "json", limit: f.count}
+	if f.decode {
+		out.decode = newValueDecoder(ctx, avroserde.NewRegistry(clientHTTP, baseURL(f.addr), connect.WithGRPC()), stderr)
+	}
 	if f.group != "" {
 		err = consumeGroup(ctx, c, f, out)
 	} else {
@@ -189,6 +200,9 @@ type recordPrinter struct {
 	w     io.Writer
 	json  bool
 	limit int
+	// decode, when set, turns a value into the JSON to print (ok false:
+	// print it as it is).
+	decode func(value []byte) (json []byte, ok bool)
 
 	mu  sync.Mutex
 	n   int
@@ -203,9 +217,23 @@ func (p *recordPrinter) print(r *sluice.ConsumedRecord) (printed, more bool) {
 	if p.err != nil || (p.limit > 0 && p.n >= p.limit) {
 		return false, false
 	}
-	if p.json {
-		p.err = json.NewEncoder(p.w).Encode(jsonRecord(r))
-	} else {
+	var decoded []byte
+	if p.decode != nil {
+		if d, ok := p.decode(r.Value); ok {
+			decoded = d
+		}
+	}
+	switch {
+	case p.json:
+		m := jsonRecord(r)
+		if decoded != nil {
+			delete(m, "value_base64")
+			m["value"] = json.RawMessage(decoded)
+		}
+		p.err = json.NewEncoder(p.w).Encode(m)
+	case decoded != nil:
+		_, p.err = fmt.Fprintf(p.w, "%d\t%d\t%s\t%s\n", r.Partition, r.Offset, text(r.Key), decoded)
+	default:
 		_, p.err = fmt.Fprintf(p.w, "%d\t%d\t%s\t%s\n", r.Partition, r.Offset, text(r.Key), text(r.Value))
 	}
 	p.n++
@@ -662,4 +690,34 @@ func explainGroup(err error, addr, group string) error {
 		return fmt.Errorf("%w ('sluice group describe %s' lists the live members)", err, group)
 	}
 	return explain(err, addr)
+}
+
+// maxDecodeWarnings bounds the warnings --decode prints for values it
+// cannot decode.
+const maxDecodeWarnings = 5
+
+// newValueDecoder returns --decode's decoder: a framed value decoded with
+// its schema and printed as JSON. A value it cannot decode is printed as
+// it is, with a warning (the first few).
+func newValueDecoder(ctx context.Context, reg *avroserde.Registry, stderr io.Writer) func([]byte) ([]byte, bool) {
+	d := avroserde.NewDeserializer(reg)
+	var mu sync.Mutex
+	warned := 0
+	return func(value []byte) ([]byte, bool) {
+		var v any
+		err := d.Deserialize(ctx, value, &v)
+		var b []byte
+		if err == nil {
+			b, err = json.Marshal(v)
+		}
+		if err != nil {
+			mu.Lock()
+			if warned++; warned <= maxDecodeWarnings {
+				fmt.Fprintf(stderr, "sluice consume: --decode: a value printed as it is: %v\n", err)
+			}
+			mu.Unlock()
+			return nil, false
+		}
+		return b, true
+	}
 }
