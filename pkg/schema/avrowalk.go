@@ -203,9 +203,9 @@ func (w *avroWalker) blocks(depth int, item func() error, minItem int) error {
 	}
 }
 
-// minBytes is the fewest bytes a value of s takes (0 for null, an empty
-// record, a fixed of size 0, or a union that could be... every union takes
-// at least its index byte).
+// minBytes is the fewest bytes a value of s takes: 0 for null, an empty
+// record or a fixed of size 0; a union, enum, array or map takes at least
+// its one varint byte.
 func minBytes(s avro.Schema) int {
 	return minBytesDepth(s, 0)
 }

@@ -120,6 +120,9 @@ func New(cfg Config) (*Registry, error) {
 	if cfg.Limits == (schema.Limits{}) {
 		cfg.Limits = schema.DefaultLimits
 	}
+	// A schema the store cannot keep is refused before it is parsed, as an
+	// invalid schema (42201) naming the bound.
+	cfg.Limits.MaxSchemaBytes = min(cfg.Limits.MaxSchemaBytes, catalog.MaxSchemaBytes)
 	if cfg.CompiledCacheSize == 0 {
 		cfg.CompiledCacheSize = defaultCompiledCacheSize
 	}
@@ -176,7 +179,7 @@ func (r *Registry) resolve(ctx context.Context, refs []catalog.SchemaReference, 
 	}
 	var out []schema.Resolved
 	for _, ref := range refs {
-		v, err := r.version(ctx, ref.Subject, ref.Version, true)
+		v, err := r.Version(ctx, ref.Subject, ref.Version, true)
 		if err != nil {
 			return nil, errorf(CodeInvalidSchema, err, "reference %q (subject %q version %d): %v", ref.Name, ref.Subject, ref.Version, err)
 		}
@@ -425,10 +428,6 @@ func ParseVersion(s string) (int, error) {
 // Version returns subject's version (latestVersion: the highest live one;
 // soft-deleted ones are found only if deleted).
 func (r *Registry) Version(ctx context.Context, subject string, version int, deleted bool) (Version, error) {
-	return r.version(ctx, subject, version, deleted)
-}
-
-func (r *Registry) version(ctx context.Context, subject string, version int, deleted bool) (Version, error) {
 	vs, err := r.liveVersions(ctx, subject, true)
 	if err != nil {
 		return Version{}, err
@@ -476,7 +475,7 @@ func (r *Registry) Subjects(ctx context.Context, deleted bool) ([]string, error)
 // DeleteVersion deletes a version softly or (permanent, after a soft
 // delete) for good, and returns its number.
 func (r *Registry) DeleteVersion(ctx context.Context, subject string, version int, permanent bool) (int, error) {
-	v, err := r.version(ctx, subject, version, permanent)
+	v, err := r.Version(ctx, subject, version, permanent)
 	if err != nil {
 		return 0, err
 	}
@@ -543,7 +542,7 @@ func (r *Registry) CheckCompatibility(ctx context.Context, subject string, versi
 		}
 		against = vs.Versions
 	} else {
-		v, err := r.version(ctx, subject, version, false)
+		v, err := r.Version(ctx, subject, version, false)
 		if err != nil {
 			return nil, err
 		}

@@ -257,3 +257,15 @@ func TestReferencesAndCompiled(t *testing.T) {
 	_, err = r.Compiled(ctx, 999)
 	code(t, err, CodeSchemaNotFound, "compiling an unknown id")
 }
+
+// A schema larger than the store keeps is refused as an invalid schema
+// naming the bound, before it is parsed.
+func TestRegisterRefusesASchemaTheStoreCannotKeep(t *testing.T) {
+	r := newRegistry(t)
+	big := `{"type":"record","name":"R","doc":"` + strings.Repeat("x", catalog.MaxSchemaBytes) + `","fields":[]}`
+	_, err := r.Register(context.Background(), "s", Input{Schema: big})
+	e := code(t, err, CodeInvalidSchema, "a schema past catalog.MaxSchemaBytes")
+	if !strings.Contains(e.Message, "262144") {
+		t.Fatalf("the message does not name the bound: %s", e.Message)
+	}
+}
