@@ -7,15 +7,20 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"net/http"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
+
 	"github.com/sluicemq/sluice/bookkeeper/client"
 	"github.com/sluicemq/sluice/harness/bookieproc"
 	"github.com/sluicemq/sluice/pkg/catalog"
 	"github.com/sluicemq/sluice/pkg/catalog/embedded"
+	bookiev1 "github.com/sluicemq/sluice/pkg/gen/sluice/bookie/v1"
+	"github.com/sluicemq/sluice/pkg/gen/sluice/bookie/v1/bookiev1connect"
 )
 
 // A writer appends to E3/Qw3/Qa2 ledgers on 4 bookie processes while one of
@@ -91,6 +96,11 @@ func TestIntegrationKill9BookieUnderLoad(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := int64(0); i < total; i++ {
 		if i == total/3 {
+			// Let the victim catch up first: with Qa=2 the writer runs on
+			// with the other two, so a slow victim can lag past the
+			// in-flight window, and the entries it never received say
+			// nothing about its replay, which is what the end checks.
+			victimHolds(ctx, t, victim.Addr, w.ID(), i-1, window)
 			if err := victim.Kill(); err != nil {
 				t.Fatal(err)
 			}
@@ -189,5 +199,27 @@ func TestIntegrationKill9BookieUnderLoad(t *testing.T) {
 	// up, and losing more than a tenth would mean its replay lost data.
 	if found < first*9/10 {
 		t.Fatalf("the restarted bookie served %d of its %d pre-kill entries; log:\n%s", found, first, victim.Log())
+	}
+}
+
+// victimHolds waits until no append is in flight (window empty) and the
+// bookie at addr answers a read of entry of ledger id (10 s at most).
+func victimHolds(ctx context.Context, t *testing.T, addr string, id catalog.LedgerID, entry int64, window chan struct{}) {
+	t.Helper()
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	hc := &http.Client{Transport: &http.Transport{Protocols: &p}}
+	defer hc.CloseIdleConnections()
+	bc := bookiev1connect.NewBookieServiceClient(hc, "http://"+addr, connect.WithGRPC())
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if len(window) == 0 {
+			resp, err := bc.ReadEntries(ctx, connect.NewRequest(&bookiev1.ReadEntriesRequest{LedgerId: int64(id), FirstEntry: entry, LastEntry: entry}))
+			if err == nil && len(resp.Msg.GetEntries()) == 1 {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("bookie %s did not hold entry %d of ledger %d within 10 s (%d appends in flight)", addr, entry, id, len(window))
+		}
 	}
 }
