@@ -249,6 +249,31 @@ func contains(s, sub string) bool {
 
 // A long-polling Fetch at the tail returns as soon as a record is
 // produced, and several waiting consumers share one tail.
+// Acknowledged means readable at once, from a fetch without wait at the
+// end of a partition that was empty when last read: its first ledger is
+// new since, which only the catalog shows (the chain was cached up to
+// ChainTTL, 30 s, and such a fetch returned nothing until it expired).
+func TestFetchAtEndSeesTheFirstLedgerAtOnce(t *testing.T) {
+	e := startCluster(t, cluster.Config{})
+	e.createTopic(t, "t", 1)
+	ctx := context.Background()
+	fetch := func() *sluicev1.FetchResponse {
+		t.Helper()
+		r, err := e.cons.Fetch(ctx, connect.NewRequest(&sluicev1.FetchRequest{Topic: "t"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Msg
+	}
+	if got := fetch(); len(got.GetRecords()) != 0 || got.GetHighWatermark() != 0 {
+		t.Fatalf("empty partition: %v", got)
+	}
+	e.produce(t, "t", 0, 0, 2, 2)
+	if got := fetch(); len(got.GetRecords()) != 2 || got.GetHighWatermark() != 2 {
+		t.Fatalf("right after 2 records were acknowledged: %d records, high watermark %d; want 2 and 2", len(got.GetRecords()), got.GetHighWatermark())
+	}
+}
+
 func TestFetchLongPollWakesOnProduce(t *testing.T) {
 	e := startCluster(t, cluster.Config{})
 	e.createTopic(t, "t", 1)

@@ -49,10 +49,13 @@
 // metadata or object is not found — re-reads the chain and the ledger's
 // metadata and retries (Log.recover): a ledger offloaded meanwhile is
 // switched to its object, one trimmed by retention (no longer in the
-// chain) answers OUT_OF_RANGE with the new log start. Reads never wait for
-// the catalog once a chain is cached: one older than ChainTTL is re-read in
-// the background (chainCached), so it hides a trim for about ChainTTL
-// plus one catalog read.
+// chain) answers OUT_OF_RANGE with the new log start. Reads that return
+// records never wait for the catalog once a chain is cached: one older
+// than ChainTTL is re-read in the background (chainCached), so it hides a
+// trim for about ChainTTL plus one catalog read. A read that finds nothing
+// at the end of a partition no tail watcher follows does ask (readPoll):
+// the chain if older than a second, and at once when it holds no ledger —
+// the partition's first ledger, new since, holds acknowledged records.
 //
 // # Locks
 //

@@ -184,6 +184,15 @@ func (lg *Log) readOnce(ctx context.Context, offset int64, lim Limits, mode read
 	outOfRange := func(end int64) error {
 		return &OutOfRangeError{Offset: offset, Start: p.LogStartOffset, End: end, Topic: lg.key.topic, Partition: lg.key.partition, BelowLogStart: offset < p.LogStartOffset}
 	}
+	if len(p.Ledgers) == 0 && mode == readPoll {
+		// At the end of a partition with no ledger as cached: its first
+		// ledger may have been created since, its records acknowledged
+		// (the chain is cached up to ChainTTL). Ask the catalog.
+		if p, err = lg.chain(ctx, 0); err != nil {
+			return Result{}, false, err
+		}
+		res.LogStart = p.LogStartOffset
+	}
 	if len(p.Ledgers) == 0 {
 		res.HighWatermark = p.LogStartOffset
 		switch {
