@@ -118,7 +118,7 @@ func runIngest(ctx context.Context, f ingestFlags, stdout, stderr io.Writer) err
 	defer ledgers.Close()
 	cfg := f.config()
 	cfg.Logger = tel.Logger
-	deps := ingest.Deps{Catalog: cat, Ledgers: ingest.LedgerClient(ledgers), Forward: ingest.Forwarder(clientHTTP), Partitions: ingest.PartitionClients(clientHTTP)}
+	deps := ingest.Deps{Catalog: cat, Ledgers: ingest.LedgerClient(ledgers), Forward: ingest.Forwarder(clientHTTP), Partitions: ingest.PartitionClients(clientHTTP), Schemas: cat}
 	bk, err := f.cassandraFlags.open(ctx, tel.Logger)
 	if err != nil {
 		return err

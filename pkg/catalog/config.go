@@ -18,6 +18,20 @@ const (
 	KeyReplicationAckQuorum     = "replication.ack.quorum"
 	KeyDurabilityRelaxedAllowed = "durability.relaxed.allowed"
 	KeySchemaSubject            = "schema.subject"
+	KeySchemaValidation         = "schema.validation"
+	KeySchemaDLQTopic           = "schema.dlq.topic"
+)
+
+// SchemaValidation says what ingest does with a record that is not valid
+// for the topic's schema.subject.
+type SchemaValidation string
+
+const (
+	// ValidationReject refuses the whole produce request.
+	ValidationReject SchemaValidation = "reject"
+	// ValidationDLQ writes invalid records to schema.dlq.topic and the
+	// valid ones to the topic.
+	ValidationDLQ SchemaValidation = "dlq"
 )
 
 // Unlimited is the retention.ms / retention.bytes value that disables the limit.
@@ -64,23 +78,26 @@ func (r Replication) validate(keyE, keyQw, keyQa string) error {
 // TopicConfig is a topic's typed configuration. The zero value is not valid;
 // start from DefaultTopicConfig or ParseTopicConfig.
 type TopicConfig struct {
-	RetentionMs              int64         // Unlimited or >= 1; default 7 days
-	RetentionBytes           int64         // per partition; Unlimited or >= 1; default Unlimited
-	CleanupPolicy            CleanupPolicy // default CleanupDelete
-	MaxMessageBytes          int           // largest record batch; [1, MaxMaxMessageBytes]; default 1048588 (Kafka's)
-	Replication              Replication   // for new ledgers; default DefaultReplication
-	DurabilityRelaxedAllowed bool          // may producers ask to be acked before fsync; default false
-	SchemaSubject            string        // "" = records are not schema-checked
+	RetentionMs              int64            // Unlimited or >= 1; default 7 days
+	RetentionBytes           int64            // per partition; Unlimited or >= 1; default Unlimited
+	CleanupPolicy            CleanupPolicy    // default CleanupDelete
+	MaxMessageBytes          int              // largest record batch; [1, MaxMaxMessageBytes]; default 1048588 (Kafka's)
+	Replication              Replication      // for new ledgers; default DefaultReplication
+	DurabilityRelaxedAllowed bool             // may producers ask to be acked before fsync; default false
+	SchemaSubject            string           // "" = records are not schema-checked
+	SchemaValidation         SchemaValidation // with SchemaSubject; default ValidationReject
+	SchemaDLQTopic           string           // where ValidationDLQ writes; required with it
 }
 
 // DefaultTopicConfig returns the config a topic gets for keys it does not set.
 func DefaultTopicConfig() TopicConfig {
 	return TopicConfig{
-		RetentionMs:     7 * 24 * 60 * 60 * 1000,
-		RetentionBytes:  Unlimited,
-		CleanupPolicy:   CleanupDelete,
-		MaxMessageBytes: 1048588,
-		Replication:     DefaultReplication,
+		RetentionMs:      7 * 24 * 60 * 60 * 1000,
+		RetentionBytes:   Unlimited,
+		CleanupPolicy:    CleanupDelete,
+		MaxMessageBytes:  1048588,
+		Replication:      DefaultReplication,
+		SchemaValidation: ValidationReject,
 	}
 }
 
@@ -142,6 +159,14 @@ var configKeys = map[string]struct {
 	KeySchemaSubject: {
 		func(c *TopicConfig, v string) error { c.SchemaSubject = v; return nil },
 		func(c TopicConfig) string { return c.SchemaSubject },
+	},
+	KeySchemaValidation: {
+		func(c *TopicConfig, v string) error { c.SchemaValidation = SchemaValidation(v); return nil },
+		func(c TopicConfig) string { return string(c.SchemaValidation) },
+	},
+	KeySchemaDLQTopic: {
+		func(c *TopicConfig, v string) error { c.SchemaDLQTopic = v; return nil },
+		func(c TopicConfig) string { return c.SchemaDLQTopic },
 	},
 }
 
@@ -235,6 +260,16 @@ func (c TopicConfig) violations() []error {
 		} else if err := validatePrintable(KeySchemaSubject, c.SchemaSubject); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if c.SchemaValidation != ValidationReject && c.SchemaValidation != ValidationDLQ {
+		errs = append(errs, Invalid(KeySchemaValidation, "%q: want %q or %q", c.SchemaValidation, ValidationReject, ValidationDLQ))
+	}
+	if c.SchemaDLQTopic != "" {
+		if err := ValidateTopicName(c.SchemaDLQTopic); err != nil {
+			errs = append(errs, Invalid(KeySchemaDLQTopic, "%q is not a topic name: %v", c.SchemaDLQTopic, err))
+		}
+	} else if c.SchemaValidation == ValidationDLQ {
+		errs = append(errs, Invalid(KeySchemaDLQTopic, "is required with %s=%s: name the topic invalid records go to", KeySchemaValidation, ValidationDLQ))
 	}
 	return errs
 }

@@ -13,7 +13,8 @@ func TestParseTopicConfigDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := catalog.TopicConfig{RetentionMs: 604800000, RetentionBytes: -1, CleanupPolicy: catalog.CleanupDelete,
-		MaxMessageBytes: 1048588, Replication: catalog.Replication{Ensemble: 3, WriteQuorum: 3, AckQuorum: 2}}
+		MaxMessageBytes: 1048588, Replication: catalog.Replication{Ensemble: 3, WriteQuorum: 3, AckQuorum: 2},
+		SchemaValidation: catalog.ValidationReject}
 	if c != want || c != catalog.DefaultTopicConfig() {
 		t.Fatalf("defaults = %+v, want %+v", c, want)
 	}
@@ -33,6 +34,8 @@ func TestParseTopicConfigEveryKeyRoundTrips(t *testing.T) {
 		"replication.ack.quorum":     "1",
 		"durability.relaxed.allowed": "true",
 		"schema.subject":             "orders-value",
+		"schema.validation":          "dlq",
+		"schema.dlq.topic":           "orders.invalid",
 	}
 	c, err := catalog.ParseTopicConfig(in)
 	if err != nil {
@@ -40,7 +43,8 @@ func TestParseTopicConfigEveryKeyRoundTrips(t *testing.T) {
 	}
 	want := catalog.TopicConfig{RetentionMs: -1, RetentionBytes: 1 << 30, CleanupPolicy: catalog.CleanupCompact,
 		MaxMessageBytes: 64 << 20, Replication: catalog.Replication{Ensemble: 5, WriteQuorum: 3, AckQuorum: 1},
-		DurabilityRelaxedAllowed: true, SchemaSubject: "orders-value"}
+		DurabilityRelaxedAllowed: true, SchemaSubject: "orders-value",
+		SchemaValidation: catalog.ValidationDLQ, SchemaDLQTopic: "orders.invalid"}
 	if c != want {
 		t.Fatalf("parsed %+v, want %+v", c, want)
 	}
@@ -80,6 +84,8 @@ func TestParseTopicConfigNamesEveryBadKey(t *testing.T) {
 		{"replication.ack.quorum", "4"},
 		{"durability.relaxed.allowed", "yes"},
 		{"schema.subject", "has space"},
+		{"schema.validation", "warn"},
+		{"schema.dlq.topic", "no/slash"},
 		{"segment.bytes", "1"},
 		{"Retention.ms", "1"},
 	}
@@ -91,6 +97,16 @@ func TestParseTopicConfigNamesEveryBadKey(t *testing.T) {
 		if !errors.Is(err, catalog.ErrInvalid) {
 			t.Errorf("%s=%q: errors.Is(err, ErrInvalid) is false", c.key, c.value)
 		}
+	}
+}
+
+func TestSchemaDLQNeedsItsTopic(t *testing.T) {
+	_, err := catalog.ParseTopicConfig(map[string]string{"schema.subject": "s", "schema.validation": "dlq"})
+	if !hasField(err, "schema.dlq.topic") {
+		t.Fatalf("dlq without schema.dlq.topic: err = %v, want it to name schema.dlq.topic", err)
+	}
+	if _, err := catalog.ParseTopicConfig(map[string]string{"schema.subject": "s", "schema.validation": "dlq", "schema.dlq.topic": "s.dlq"}); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -23,9 +23,28 @@ import "sync"
 // them. Timestamp skew against the clock is the caller's policy, not a
 // format rule. Zero fields of lim take their defaults.
 func Validate(batch []byte, lim Limits) error {
+	return ValidateEach(batch, lim, nil)
+}
+
+// Parse validates a client batch exactly as Validate does and returns its
+// records, which own their memory.
+func Parse(batch []byte, lim Limits) ([]Record, error) {
+	it := NewIterator(lim)
+	var recs []Record
+	if err := validate(it, batch, &recs, nil); err != nil {
+		return nil, err
+	}
+	return recs, nil
+}
+
+// ValidateEach validates batch as Validate does and calls fn with each
+// record in order, once the record itself has passed. The record aliases
+// the batch or a reused buffer: it is valid only during the call. An error
+// from fn stops the walk and is returned as it is.
+func ValidateEach(batch []byte, lim Limits, fn func(i int, r *Record) error) error {
 	it := iterators.Get().(*Iterator)
 	it.lim = lim.WithDefaults()
-	err := validate(it, batch, nil)
+	err := validate(it, batch, nil, fn)
 	// Keep the decompression buffer for the next call unless it is large;
 	// drop every reference to the caller's batch.
 	if cap(it.buf) > maxPooledBuffer {
@@ -36,24 +55,13 @@ func Validate(batch []byte, lim Limits) error {
 	return err
 }
 
-// Parse validates a client batch exactly as Validate does and returns its
-// records, which own their memory.
-func Parse(batch []byte, lim Limits) ([]Record, error) {
-	it := NewIterator(lim)
-	var recs []Record
-	if err := validate(it, batch, &recs); err != nil {
-		return nil, err
-	}
-	return recs, nil
-}
-
 // iterators lets Validate reuse decompression buffers. Validate keeps no
 // record past its return, so sharing the buffer is safe.
 var iterators = sync.Pool{New: func() any { return new(Iterator) }}
 
 const maxPooledBuffer = 4 << 20
 
-func validate(it *Iterator, batch []byte, out *[]Record) error {
+func validate(it *Iterator, batch []byte, out *[]Record, fn func(int, *Record) error) error {
 	if err := it.Reset(batch); err != nil {
 		return err
 	}
@@ -76,11 +84,16 @@ func validate(it *Iterator, batch []byte, out *[]Record) error {
 		*out = recs
 	} else {
 		for it.Next() {
-			ts := it.Record().Timestamp
-			if err := checkTimestamp(ts, it.Index()); err != nil {
+			r := it.Record()
+			if err := checkTimestamp(r.Timestamp, it.Index()); err != nil {
 				return err
 			}
-			maxTs = max(maxTs, ts)
+			maxTs = max(maxTs, r.Timestamp)
+			if fn != nil {
+				if err := fn(it.Index(), r); err != nil {
+					return err
+				}
+			}
 		}
 		if err := it.Err(); err != nil {
 			return err

@@ -54,6 +54,7 @@ type batch struct {
 	err      error    // the outcome, when stFailed
 	base     int64    // when stAcked
 	dup      bool
+	dead     *DeadLetter // when stAcked and dead-lettered (Offset: its first record's)
 }
 
 // partState is the producer's state for one partition.
@@ -418,8 +419,8 @@ func (p *Producer) settleZombie(s *session, b *batch, answered bool, failed bool
 }
 
 // onAck settles a batch the server stored.
-func (p *Producer) onAck(ps *partState, b *batch, base int64, dup bool, now time.Time) {
-	b.state, b.base, b.dup = stAcked, base, dup
+func (p *Producer) onAck(ps *partState, b *batch, base int64, dup bool, dead *DeadLetter, now time.Time) {
+	b.state, b.base, b.dup, b.dead = stAcked, base, dup, dead
 	ps.failures = 0
 	if b.pid == ps.pid && b.epoch == ps.epoch {
 		// Stored in sequence: every earlier sequence of this epoch is

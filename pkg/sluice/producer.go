@@ -69,6 +69,20 @@ type Result struct {
 	// Err is nil when the record is stored. Otherwise see IsRetriable,
 	// connect.CodeOf and the Err* values of this package.
 	Err error
+	// DeadLetter is set when the topic refused the record's batch for its
+	// schema and wrote it to its dead-letter topic instead (the topic has
+	// schema.validation=dlq; only batches of a producer without
+	// idempotence, see WithIdempotence). Offset is then -1.
+	DeadLetter *DeadLetter
+}
+
+// DeadLetter says where a dead-lettered record went, and why.
+type DeadLetter struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	Reason    string // the first invalid record's
+	SchemaID  int64  // the schema id the first invalid record named, or 0
 }
 
 // recordOverhead approximates a record's encoding beyond its bytes (length,
@@ -410,7 +424,13 @@ func (p *Producer) completer() {
 			b := it.b
 			for i, cb := range b.cbs {
 				res := Result{Topic: b.ps.topic.name, Partition: b.ps.id, Offset: -1, Err: b.err}
-				if b.err == nil {
+				switch {
+				case b.err != nil:
+				case b.dead != nil:
+					d := *b.dead
+					d.Offset += int64(i)
+					res.DeadLetter = &d
+				default:
 					res.Offset, res.Duplicate = b.base+int64(i), b.dup
 				}
 				cb(res)

@@ -335,7 +335,7 @@ func (p *Producer) onResponse(s *session, resp *sluicev1.ProduceStreamResponse) 
 	} else if res := resp.GetResponse().GetResults(); len(res) != 1 {
 		p.onBatchError(ps, b, connect.NewError(connect.CodeInternal, fmt.Errorf("server answered %d results for one batch", len(res))), now)
 	} else {
-		p.onAck(ps, b, res[0].GetOffset(), res[0].GetDuplicate(), now)
+		p.onAck(ps, b, res[0].GetOffset(), res[0].GetDuplicate(), deadLetter(res[0]), now)
 	}
 	p.expire(ps, now)
 	p.complete(ps)
@@ -429,4 +429,13 @@ func (p *Producer) fireTimers(now time.Time) {
 			p.complete(ps)
 		}
 	}
+}
+
+// deadLetter is the SDK's form of a result's dead-letter mark, or nil.
+func deadLetter(r *sluicev1.ProduceResult) *DeadLetter {
+	d := r.GetDeadLetter()
+	if d == nil {
+		return nil
+	}
+	return &DeadLetter{Topic: d.GetTopic(), Partition: r.GetPartition(), Offset: r.GetOffset(), Reason: d.GetReason(), SchemaID: d.GetSchemaId()}
 }

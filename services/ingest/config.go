@@ -244,6 +244,10 @@ type Deps struct {
 	// Forward client's transport is not available, and markers for
 	// partitions other copies write fail.
 	Partitions func(address string) peerv1connect.PartitionServiceClient
+	// Schemas is the schema registry's store, for topics with a
+	// schema.subject (validation at produce, schemas.go); nil refuses
+	// their records with FAILED_PRECONDITION.
+	Schemas catalog.Schemas
 }
 
 // ProducerStore is the bookkeeping of producer sessions and transactions,

@@ -16,6 +16,7 @@ import (
 	"github.com/sluicemq/sluice/pkg/catalog"
 	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
 	rpart "github.com/sluicemq/sluice/pkg/record/partition"
+	"github.com/sluicemq/sluice/pkg/schema/registry"
 	"github.com/sluicemq/sluice/services/ingest/balance"
 	"github.com/sluicemq/sluice/services/ingest/partition"
 )
@@ -81,6 +82,9 @@ type Service struct {
 	// txnMemo: the coordinator's remembered states and deferred
 	// completions (txnmemo.go).
 	txnMemo *txnMemo
+	// schemas validates records of topics with a schema.subject (nil
+	// without Deps.Schemas; schemas.go).
+	schemas *registry.Validator
 }
 
 type cachedRoute struct {
@@ -137,9 +141,18 @@ func New(cfg Config, d Deps) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
+	var schemas *registry.Validator
+	if d.Schemas != nil {
+		reg, err := registry.New(registry.Config{Store: d.Schemas})
+		if err != nil {
+			return nil, err
+		}
+		schemas = registry.NewValidator(reg, registry.ValidatorConfig{})
+	}
 	fctx, fcancel := context.WithCancel(context.Background())
 	return &Service{
-		cfg: cfg, d: d, log: cfg.Logger, balancer: bal, quotas: q, buffered: newBudget(cfg.MaxBufferedBytes),
+		schemas: schemas,
+		cfg:     cfg, d: d, log: cfg.Logger, balancer: bal, quotas: q, buffered: newBudget(cfg.MaxBufferedBytes),
 		fwdCtx: fctx, fwdCancel: fcancel,
 		released:    make(map[slotKey]time.Time),
 		writers:     make(map[slotKey]*slot),

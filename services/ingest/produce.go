@@ -15,6 +15,7 @@ import (
 	"github.com/sluicemq/sluice/pkg/catalog"
 	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
 	"github.com/sluicemq/sluice/pkg/record"
+	"github.com/sluicemq/sluice/pkg/schema/registry"
 	"github.com/sluicemq/sluice/services/ingest/dedup"
 	"github.com/sluicemq/sluice/services/ingest/partition"
 )
@@ -35,17 +36,29 @@ type plan struct {
 	bytes int
 	// held is what the request holds of the copy's buffer budget.
 	held int64
+	// dlq is the produce of the records the topic's schema refused to its
+	// dead-letter topic (schemas.go), or nil.
+	dlq *plan
 }
 
-// admit takes the plan's batch bytes from the copy's buffer budget, or
-// answers RESOURCE_EXHAUSTED with a retry delay after BufferWait.
-func (s *Service) admit(ctx context.Context, pl *plan) error {
+// batchBytes is the size of the plan's batches, its dead letters' too.
+func (pl *plan) batchBytes() int64 {
 	var n int64
 	for _, pp := range pl.parts {
 		for _, b := range pp.batches {
 			n += int64(len(b))
 		}
 	}
+	if pl.dlq != nil {
+		n += pl.dlq.batchBytes()
+	}
+	return n
+}
+
+// admit takes the plan's batch bytes from the copy's buffer budget, or
+// answers RESOURCE_EXHAUSTED with a retry delay after BufferWait.
+func (s *Service) admit(ctx context.Context, pl *plan) error {
+	n := pl.batchBytes()
 	if !s.buffered.acquire(ctx, n, s.cfg.BufferWait) {
 		if ctx.Err() != nil {
 			return apierr.FromCatalog(context.Cause(ctx))
@@ -78,6 +91,10 @@ type resultRef struct {
 	partition int
 	batch     int
 	delta     int64 // record's offset within the batch (0 for batches)
+	// dead marks a record (or batch) dead-lettered: its result is the
+	// dead-letter plan's result deadAt (partition and batch are unused).
+	dead   *sluicev1.DeadLetter
+	deadAt int
 }
 
 type forwardCall struct {
@@ -178,6 +195,11 @@ func (s *Service) prepare(ctx context.Context, m *sluicev1.ProduceRequest) (*pla
 	if t.Config.MaxMessageBytes <= lim.MaxBatchBytes {
 		lim.MaxBatchBytes, batchLimit = t.Config.MaxMessageBytes, apierr.MaxMessageBytes
 	}
+	sc, err := s.schemaCheck(t)
+	if err != nil {
+		return nil, err
+	}
+	var dead []*sluicev1.Record // records for the dead-letter topic
 	pl := &plan{topic: t, parts: make(map[int]*partPlan)}
 	part := func(p int) *partPlan {
 		pp := pl.parts[p]
@@ -194,8 +216,22 @@ func (s *Service) prepare(ctx context.Context, m *sluicev1.ProduceRequest) (*pla
 			if p < 0 || p >= t.Partitions {
 				return nil, apierr.Invalid(fmt.Sprintf("batches[%d].partition", i), "%d outside [0, %d) of topic %q", p, t.Partitions, t.Name)
 			}
-			if err := record.Validate(b.GetData(), lim); err != nil {
-				return nil, formatError(fmt.Sprintf("batches[%d].data", i), err, batchLimit)
+			if sc == nil {
+				if err := record.Validate(b.GetData(), lim); err != nil {
+					return nil, formatError(fmt.Sprintf("batches[%d].data", i), err, batchLimit)
+				}
+			} else {
+				recs, inv, err := sc.checkBatch(ctx, i, b.GetData(), p, lim)
+				if ce := new(connect.Error); errors.As(err, &ce) {
+					return nil, ce
+				} else if err != nil {
+					return nil, formatError(fmt.Sprintf("batches[%d].data", i), err, batchLimit)
+				}
+				if recs != nil {
+					pl.results = append(pl.results, resultRef{dead: sc.deadResult(inv), deadAt: len(dead)})
+					dead = append(dead, recs...)
+					continue
+				}
 			}
 			if bt := record.Batch(b.GetData()); bt.Attributes().Transactional() && bt.ProducerID() == record.NoProducerID {
 				return nil, apierr.Invalid(fmt.Sprintf("batches[%d].data.producerId", i), "a transactional batch needs the producer id InitProducer gave its transactional id")
@@ -205,7 +241,7 @@ func (s *Service) prepare(ctx context.Context, m *sluicev1.ProduceRequest) (*pla
 			pp.batches = append(pp.batches, b.GetData())
 			pl.bytes += len(b.GetData())
 		}
-		return pl, nil
+		return s.withDeadLetters(ctx, pl, dead)
 	}
 
 	// Plain records: choose partitions, then build one batch per partition.
@@ -220,6 +256,28 @@ func (s *Service) prepare(ctx context.Context, m *sluicev1.ProduceRequest) (*pla
 	counts := make(map[int]int64)
 	now := s.cfg.Now().UnixMilli()
 	for i, r := range recs {
+		if sc != nil {
+			err := sc.check(ctx, r.GetValue())
+			var inv *registry.InvalidRecordError
+			switch {
+			case err == nil:
+			case !errors.As(err, &inv):
+				return nil, err
+			case !sc.dlq():
+				return nil, sc.refuse(fmt.Sprintf("records[%d].value", i), inv, "")
+			default:
+				rec := &record.Record{Key: r.GetKey(), Value: r.GetValue(), Timestamp: r.GetTimestamp()}
+				if rec.Timestamp == 0 {
+					rec.Timestamp = now
+				}
+				for _, h := range r.GetHeaders() {
+					rec.Headers = append(rec.Headers, record.Header{Key: h.GetKey(), Value: h.GetValue()})
+				}
+				pl.results = append(pl.results, resultRef{dead: sc.deadResult(inv), deadAt: len(dead)})
+				dead = append(dead, sc.deadLetter(rec, -1, inv, inv.Error()))
+				continue
+			}
+		}
 		var key []byte
 		if len(r.GetKey()) > 0 {
 			key = r.GetKey()
@@ -278,6 +336,21 @@ func (s *Service) prepare(ctx context.Context, m *sluicev1.ProduceRequest) (*pla
 		part(p).batches = [][]byte{data}
 		ct.part.BatchDone(int32(p))
 	}
+	return s.withDeadLetters(ctx, pl, dead)
+}
+
+// withDeadLetters plans the produce of dead (if any) to pl's topic's
+// dead-letter topic, as part of pl.
+func (s *Service) withDeadLetters(ctx context.Context, pl *plan, dead []*sluicev1.Record) (*plan, error) {
+	if len(dead) == 0 {
+		return pl, nil
+	}
+	d, err := s.prepareDeadLetters(ctx, pl.topic, dead)
+	if err != nil {
+		return nil, err
+	}
+	pl.dlq = d
+	pl.bytes += d.bytes
 	return pl, nil
 }
 
@@ -347,6 +420,9 @@ func (s *Service) start(ctx context.Context, pl *plan, forwarded bool) {
 		}
 		pp.forward = s.forward(ctx, r.forward, pl.topic.Name, p, pp.batches)
 	}
+	if pl.dlq != nil {
+		s.start(ctx, pl.dlq, false)
+	}
 }
 
 // finish waits for every partition and assembles the answer in request
@@ -400,11 +476,23 @@ func (s *Service) finish(ctx context.Context, pl *plan) (*sluicev1.ProduceRespon
 			firstErr = pp.err
 		}
 	}
+	var dead *sluicev1.ProduceResponse
+	if pl.dlq != nil {
+		var err error
+		if dead, err = s.finish(ctx, pl.dlq); err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
 	if firstErr != nil {
 		return nil, s.produceError(firstErr)
 	}
 	resp := &sluicev1.ProduceResponse{Results: make([]*sluicev1.ProduceResult, len(pl.results)), TopicId: string(pl.topic.ID)}
 	for i, r := range pl.results {
+		if r.dead != nil {
+			d := dead.GetResults()[r.deadAt]
+			resp.Results[i] = &sluicev1.ProduceResult{Partition: d.GetPartition(), Offset: d.GetOffset(), DeadLetter: r.dead}
+			continue
+		}
 		pp := pl.parts[r.partition]
 		resp.Results[i] = &sluicev1.ProduceResult{
 			Partition: int32(r.partition),

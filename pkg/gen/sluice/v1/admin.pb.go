@@ -222,7 +222,8 @@ type CreateTopicRequest struct {
 	// Topic config; unknown keys are INVALID_ARGUMENT. Known keys:
 	// retention.ms, retention.bytes, cleanup.policy (delete|compact),
 	// max.message.bytes, replication.ensemble, replication.write.quorum,
-	// replication.ack.quorum, durability.relaxed.allowed, schema.subject.
+	// replication.ack.quorum, durability.relaxed.allowed, schema.subject,
+	// schema.validation (reject|dlq), schema.dlq.topic.
 	Config        map[string]string `protobuf:"bytes,3,rep,name=config,proto3" json:"config,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

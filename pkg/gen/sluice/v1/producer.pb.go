@@ -862,7 +862,13 @@ type ProduceResult struct {
 	Offset int64 `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
 	// True when this was a retry the writer recognised (idempotent producer)
 	// and the original offset is returned.
-	Duplicate     bool `protobuf:"varint,3,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
+	Duplicate bool `protobuf:"varint,3,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
+	// Set when the record (or batch) was not valid for the topic's
+	// `schema.subject` and the topic has `schema.validation=dlq`: it was
+	// written to the dead-letter topic named here instead, and `partition`
+	// and `offset` say where it is in that topic (for a batch: its first
+	// record). Unset for records written to the topic.
+	DeadLetter    *DeadLetter `protobuf:"bytes,4,opt,name=dead_letter,json=deadLetter,proto3" json:"dead_letter,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -918,6 +924,78 @@ func (x *ProduceResult) GetDuplicate() bool {
 	return false
 }
 
+func (x *ProduceResult) GetDeadLetter() *DeadLetter {
+	if x != nil {
+		return x.DeadLetter
+	}
+	return nil
+}
+
+// DeadLetter says where and why a record was dead-lettered.
+type DeadLetter struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The dead-letter topic (the topic's `schema.dlq.topic`).
+	Topic string `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// Why the record is not valid: the validator's message.
+	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The schema id the record's value named (0 when its framing did not
+	// name one).
+	SchemaId      int64 `protobuf:"varint,3,opt,name=schema_id,json=schemaId,proto3" json:"schema_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeadLetter) Reset() {
+	*x = DeadLetter{}
+	mi := &file_sluice_v1_producer_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeadLetter) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeadLetter) ProtoMessage() {}
+
+func (x *DeadLetter) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_producer_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeadLetter.ProtoReflect.Descriptor instead.
+func (*DeadLetter) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *DeadLetter) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *DeadLetter) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *DeadLetter) GetSchemaId() int64 {
+	if x != nil {
+		return x.SchemaId
+	}
+	return 0
+}
+
 // ProduceStreamRequest is one pipelined produce.
 type ProduceStreamRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -951,7 +1029,7 @@ type ProduceStreamRequest struct {
 
 func (x *ProduceStreamRequest) Reset() {
 	*x = ProduceStreamRequest{}
-	mi := &file_sluice_v1_producer_proto_msgTypes[15]
+	mi := &file_sluice_v1_producer_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -963,7 +1041,7 @@ func (x *ProduceStreamRequest) String() string {
 func (*ProduceStreamRequest) ProtoMessage() {}
 
 func (x *ProduceStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_producer_proto_msgTypes[15]
+	mi := &file_sluice_v1_producer_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -976,7 +1054,7 @@ func (x *ProduceStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceStreamRequest.ProtoReflect.Descriptor instead.
 func (*ProduceStreamRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{15}
+	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ProduceStreamRequest) GetCorrelationId() uint64 {
@@ -1036,7 +1114,7 @@ type ProduceStreamResponse struct {
 
 func (x *ProduceStreamResponse) Reset() {
 	*x = ProduceStreamResponse{}
-	mi := &file_sluice_v1_producer_proto_msgTypes[16]
+	mi := &file_sluice_v1_producer_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1048,7 +1126,7 @@ func (x *ProduceStreamResponse) String() string {
 func (*ProduceStreamResponse) ProtoMessage() {}
 
 func (x *ProduceStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_producer_proto_msgTypes[16]
+	mi := &file_sluice_v1_producer_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1061,7 +1139,7 @@ func (x *ProduceStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceStreamResponse.ProtoReflect.Descriptor instead.
 func (*ProduceStreamResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{16}
+	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ProduceStreamResponse) GetCorrelationId() uint64 {
@@ -1108,7 +1186,7 @@ type ProduceError struct {
 
 func (x *ProduceError) Reset() {
 	*x = ProduceError{}
-	mi := &file_sluice_v1_producer_proto_msgTypes[17]
+	mi := &file_sluice_v1_producer_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1120,7 +1198,7 @@ func (x *ProduceError) String() string {
 func (*ProduceError) ProtoMessage() {}
 
 func (x *ProduceError) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_producer_proto_msgTypes[17]
+	mi := &file_sluice_v1_producer_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1133,7 +1211,7 @@ func (x *ProduceError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceError.ProtoReflect.Descriptor instead.
 func (*ProduceError) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{17}
+	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ProduceError) GetCode() int32 {
@@ -1227,11 +1305,18 @@ const file_sluice_v1_producer_proto_rawDesc = "" +
 	"durability\x18\x02 \x01(\x0e2\x15.sluice.v1.DurabilityR\n" +
 	"durability\x12(\n" +
 	"\x10throttle_time_ms\x18\x03 \x01(\x05R\x0ethrottleTimeMs\x12\x19\n" +
-	"\btopic_id\x18\x04 \x01(\tR\atopicId\"c\n" +
+	"\btopic_id\x18\x04 \x01(\tR\atopicId\"\x9b\x01\n" +
 	"\rProduceResult\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x16\n" +
 	"\x06offset\x18\x02 \x01(\x03R\x06offset\x12\x1c\n" +
-	"\tduplicate\x18\x03 \x01(\bR\tduplicate\"\x82\x02\n" +
+	"\tduplicate\x18\x03 \x01(\bR\tduplicate\x126\n" +
+	"\vdead_letter\x18\x04 \x01(\v2\x15.sluice.v1.DeadLetterR\n" +
+	"deadLetter\"W\n" +
+	"\n" +
+	"DeadLetter\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x1b\n" +
+	"\tschema_id\x18\x03 \x01(\x03R\bschemaId\"\x82\x02\n" +
 	"\x14ProduceStreamRequest\x12%\n" +
 	"\x0ecorrelation_id\x18\x01 \x01(\x04R\rcorrelationId\x123\n" +
 	"\arequest\x18\x02 \x01(\v2\x19.sluice.v1.ProduceRequestR\arequest\x12\x1f\n" +
@@ -1271,7 +1356,7 @@ func file_sluice_v1_producer_proto_rawDescGZIP() []byte {
 	return file_sluice_v1_producer_proto_rawDescData
 }
 
-var file_sluice_v1_producer_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_sluice_v1_producer_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_sluice_v1_producer_proto_goTypes = []any{
 	(*SendOffsetsToTxnRequest)(nil),    // 0: sluice.v1.SendOffsetsToTxnRequest
 	(*TxnPartitionOffset)(nil),         // 1: sluice.v1.TxnPartitionOffset
@@ -1288,11 +1373,12 @@ var file_sluice_v1_producer_proto_goTypes = []any{
 	(*EncodedBatch)(nil),               // 12: sluice.v1.EncodedBatch
 	(*ProduceResponse)(nil),            // 13: sluice.v1.ProduceResponse
 	(*ProduceResult)(nil),              // 14: sluice.v1.ProduceResult
-	(*ProduceStreamRequest)(nil),       // 15: sluice.v1.ProduceStreamRequest
-	(*ProduceStreamResponse)(nil),      // 16: sluice.v1.ProduceStreamResponse
-	(*ProduceError)(nil),               // 17: sluice.v1.ProduceError
-	(*Record)(nil),                     // 18: sluice.v1.Record
-	(Durability)(0),                    // 19: sluice.v1.Durability
+	(*DeadLetter)(nil),                 // 15: sluice.v1.DeadLetter
+	(*ProduceStreamRequest)(nil),       // 16: sluice.v1.ProduceStreamRequest
+	(*ProduceStreamResponse)(nil),      // 17: sluice.v1.ProduceStreamResponse
+	(*ProduceError)(nil),               // 18: sluice.v1.ProduceError
+	(*Record)(nil),                     // 19: sluice.v1.Record
+	(Durability)(0),                    // 20: sluice.v1.Durability
 }
 var file_sluice_v1_producer_proto_depIdxs = []int32{
 	3,  // 0: sluice.v1.SendOffsetsToTxnRequest.session:type_name -> sluice.v1.TxnSession
@@ -1300,31 +1386,32 @@ var file_sluice_v1_producer_proto_depIdxs = []int32{
 	3,  // 2: sluice.v1.AddPartitionsToTxnRequest.session:type_name -> sluice.v1.TxnSession
 	4,  // 3: sluice.v1.AddPartitionsToTxnRequest.topics:type_name -> sluice.v1.TxnTopic
 	3,  // 4: sluice.v1.EndTxnRequest.session:type_name -> sluice.v1.TxnSession
-	18, // 5: sluice.v1.ProduceRequest.records:type_name -> sluice.v1.Record
+	19, // 5: sluice.v1.ProduceRequest.records:type_name -> sluice.v1.Record
 	12, // 6: sluice.v1.ProduceRequest.batches:type_name -> sluice.v1.EncodedBatch
-	19, // 7: sluice.v1.ProduceRequest.durability:type_name -> sluice.v1.Durability
+	20, // 7: sluice.v1.ProduceRequest.durability:type_name -> sluice.v1.Durability
 	14, // 8: sluice.v1.ProduceResponse.results:type_name -> sluice.v1.ProduceResult
-	19, // 9: sluice.v1.ProduceResponse.durability:type_name -> sluice.v1.Durability
-	11, // 10: sluice.v1.ProduceStreamRequest.request:type_name -> sluice.v1.ProduceRequest
-	13, // 11: sluice.v1.ProduceStreamResponse.response:type_name -> sluice.v1.ProduceResponse
-	17, // 12: sluice.v1.ProduceStreamResponse.error:type_name -> sluice.v1.ProduceError
-	11, // 13: sluice.v1.ProducerService.Produce:input_type -> sluice.v1.ProduceRequest
-	15, // 14: sluice.v1.ProducerService.ProduceStream:input_type -> sluice.v1.ProduceStreamRequest
-	9,  // 15: sluice.v1.ProducerService.InitProducer:input_type -> sluice.v1.InitProducerRequest
-	5,  // 16: sluice.v1.ProducerService.AddPartitionsToTxn:input_type -> sluice.v1.AddPartitionsToTxnRequest
-	7,  // 17: sluice.v1.ProducerService.EndTxn:input_type -> sluice.v1.EndTxnRequest
-	0,  // 18: sluice.v1.ProducerService.SendOffsetsToTxn:input_type -> sluice.v1.SendOffsetsToTxnRequest
-	13, // 19: sluice.v1.ProducerService.Produce:output_type -> sluice.v1.ProduceResponse
-	16, // 20: sluice.v1.ProducerService.ProduceStream:output_type -> sluice.v1.ProduceStreamResponse
-	10, // 21: sluice.v1.ProducerService.InitProducer:output_type -> sluice.v1.InitProducerResponse
-	6,  // 22: sluice.v1.ProducerService.AddPartitionsToTxn:output_type -> sluice.v1.AddPartitionsToTxnResponse
-	8,  // 23: sluice.v1.ProducerService.EndTxn:output_type -> sluice.v1.EndTxnResponse
-	2,  // 24: sluice.v1.ProducerService.SendOffsetsToTxn:output_type -> sluice.v1.SendOffsetsToTxnResponse
-	19, // [19:25] is the sub-list for method output_type
-	13, // [13:19] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	20, // 9: sluice.v1.ProduceResponse.durability:type_name -> sluice.v1.Durability
+	15, // 10: sluice.v1.ProduceResult.dead_letter:type_name -> sluice.v1.DeadLetter
+	11, // 11: sluice.v1.ProduceStreamRequest.request:type_name -> sluice.v1.ProduceRequest
+	13, // 12: sluice.v1.ProduceStreamResponse.response:type_name -> sluice.v1.ProduceResponse
+	18, // 13: sluice.v1.ProduceStreamResponse.error:type_name -> sluice.v1.ProduceError
+	11, // 14: sluice.v1.ProducerService.Produce:input_type -> sluice.v1.ProduceRequest
+	16, // 15: sluice.v1.ProducerService.ProduceStream:input_type -> sluice.v1.ProduceStreamRequest
+	9,  // 16: sluice.v1.ProducerService.InitProducer:input_type -> sluice.v1.InitProducerRequest
+	5,  // 17: sluice.v1.ProducerService.AddPartitionsToTxn:input_type -> sluice.v1.AddPartitionsToTxnRequest
+	7,  // 18: sluice.v1.ProducerService.EndTxn:input_type -> sluice.v1.EndTxnRequest
+	0,  // 19: sluice.v1.ProducerService.SendOffsetsToTxn:input_type -> sluice.v1.SendOffsetsToTxnRequest
+	13, // 20: sluice.v1.ProducerService.Produce:output_type -> sluice.v1.ProduceResponse
+	17, // 21: sluice.v1.ProducerService.ProduceStream:output_type -> sluice.v1.ProduceStreamResponse
+	10, // 22: sluice.v1.ProducerService.InitProducer:output_type -> sluice.v1.InitProducerResponse
+	6,  // 23: sluice.v1.ProducerService.AddPartitionsToTxn:output_type -> sluice.v1.AddPartitionsToTxnResponse
+	8,  // 24: sluice.v1.ProducerService.EndTxn:output_type -> sluice.v1.EndTxnResponse
+	2,  // 25: sluice.v1.ProducerService.SendOffsetsToTxn:output_type -> sluice.v1.SendOffsetsToTxnResponse
+	20, // [20:26] is the sub-list for method output_type
+	14, // [14:20] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_producer_proto_init() }
@@ -1340,7 +1427,7 @@ func file_sluice_v1_producer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_producer_proto_rawDesc), len(file_sluice_v1_producer_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   18,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
