@@ -72,6 +72,8 @@ func TestUsageErrorsNameTheFlag(t *testing.T) {
 				"--key does not apply to a load run", "--partition does not apply to a load run", `unexpected values ["v"]`}},
 		{[]string{"produce", "--topic", "t", "--count", "5", "--size", "67108864", "--batch", "2"}, []string{"requests of 134217728 bytes; want at most 67108864"}},
 		{[]string{"produce", "--topic", "t", "--size", "10", "v"}, []string{"--size applies to load runs only (--count N)"}},
+		{[]string{"produce", "--topic", "t", "--subject", "s", "v"}, []string{"--subject applies with --encode only"}},
+		{[]string{"produce", "--topic", "t", "--count", "5", "--encode"}, []string{"--encode does not apply to a load run"}},
 		{[]string{"produce", "--topic", "t", "--addr", "localhost", "v"}, []string{`--addr "localhost": want HOST:PORT or http(s)://HOST:PORT`}},
 		{[]string{"compactor", "--catalog-table", "t", "--objects", "x", "--interval", "0s", "--workers", "0", "--max-ledgers-per-pass", "0",
 			"--upload-part-mib", "4", "--orphan-grace", "0s", "--compact-interval", "-1s"},

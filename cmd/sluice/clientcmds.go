@@ -21,7 +21,9 @@ import (
 	"github.com/sluicemq/sluice/pkg/catalog"
 	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
 	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicemq/sluice/pkg/schema"
 	"github.com/sluicemq/sluice/pkg/sluice"
+	"github.com/sluicemq/sluice/pkg/sluice/avroserde"
 	"github.com/sluicemq/sluice/services/ingest"
 )
 
@@ -268,6 +270,10 @@ type produceFlags struct {
 	idempotent bool
 	// A load run when count > 0.
 	count, size, batch, inflight int
+	// encode: the values are JSON, encoded with the latest schema of
+	// subject (default: the topic's schema.subject) and framed.
+	encode  bool
+	subject string
 	// values are the records' values; none: one a line of stdin.
 	values []string
 }
@@ -289,11 +295,17 @@ Records go through the Go SDK's idempotent producer: a failover or throttling is
 retried (for up to 30 s) and the server stores each record once, in order.
 --idempotent=false sends one plain Produce request instead, not retried.
 
+With --encode each value is a datum in Avro's JSON encoding, written with the latest
+version of the topic's schema.subject (or --subject) in Confluent's wire format, as a
+schema registry serializer writes it; such a topic refuses other values. A record the
+topic sent to its dead-letter topic (schema.validation=dlq) is printed as such.
+
 With --count N it is a load run instead: N generated records of --size bytes, --batch
 records a request, --inflight requests in flight on one ProduceStream; it prints the
 rate and the request latency percentiles.`,
 		Example: `  sluice produce --topic orders a b c --key user-7
   echo hello | sluice produce --topic orders
+  sluice produce --topic orders --encode '{"id": "o-1"}'
   sluice produce --topic orders -- --not-a-flag
   sluice produce --topic orders --count 20000 --size 1024`,
 		PreRunE: func(cmd *cobra.Command, args []string) error { return f.check(cmd.Flags(), args) },
@@ -307,6 +319,8 @@ rate and the request latency percentiles.`,
 	fs.StringVar(&f.key, "key", "", "record key (empty: no key, sticky partitioning)")
 	fs.IntVar(&f.partition, "partition", -1, fmt.Sprintf("explicit partition, 0..%d (-1: by key, else sticky)", catalog.MaxPartitions-1))
 	fs.BoolVar(&f.idempotent, "idempotent", true, "produce through the SDK's idempotent producer (retried, each record stored once); false: one plain Produce request, not retried")
+	fs.BoolVar(&f.encode, "encode", false, "values are JSON (Avro's JSON encoding), encoded with the latest schema of the topic's schema.subject and framed for the schema registry")
+	fs.StringVar(&f.subject, "subject", "", "with --encode: the subject whose latest schema encodes the values (default: the topic's schema.subject)")
 	fs.IntVar(&f.count, "count", 0, fmt.Sprintf("load run: produce this many generated records (up to %d) and report the rate", maxProduceCount))
 	fs.IntVar(&f.size, "size", 1024, fmt.Sprintf("load run: value size in bytes (1..%d)", catalog.MaxMaxMessageBytes))
 	fs.IntVar(&f.batch, "batch", 100, fmt.Sprintf("load run: records per request (1..%d)", ingest.DefaultMaxRecords))
@@ -332,7 +346,7 @@ func (f *produceFlags) check(fs *pflag.FlagSet, args []string) error {
 		if f.size > 0 && f.batch > 0 && int64(f.size)*int64(f.batch) > maxProduceRequestBytes {
 			c.badf("--batch %d of --size %d: requests of %d bytes; want at most %d", f.batch, f.size, int64(f.size)*int64(f.batch), maxProduceRequestBytes)
 		}
-		for _, name := range []string{"key", "partition", "idempotent"} {
+		for _, name := range []string{"key", "partition", "idempotent", "encode", "subject"} {
 			if fs.Changed(name) {
 				c.badf("--%s does not apply to a load run (--count), which generates its records", name)
 			}
@@ -345,6 +359,9 @@ func (f *produceFlags) check(fs *pflag.FlagSet, args []string) error {
 			if fs.Changed(name) {
 				c.badf("--%s applies to load runs only (--count N)", name)
 			}
+		}
+		if f.subject != "" && !f.encode {
+			c.badf("--subject applies with --encode only")
 		}
 	}
 	f.values = args
@@ -389,6 +406,12 @@ func produce(ctx context.Context, f produceFlags, stdin io.Reader, stdout io.Wri
 	if len(values) == 0 {
 		return errors.New("nothing to produce: give values as arguments or on stdin")
 	}
+	if f.encode {
+		var err error
+		if values, err = encodeValues(ctx, f, values); err != nil {
+			return err
+		}
+	}
 	if f.idempotent {
 		return produceIdempotent(ctx, f, values, stdout)
 	}
@@ -397,9 +420,49 @@ func produce(ctx context.Context, f produceFlags, stdin io.Reader, stdout io.Wri
 		return err
 	}
 	for _, r := range resp.Msg.GetResults() {
+		if d := r.GetDeadLetter(); d != nil {
+			fmt.Fprintf(stdout, "dead-lettered to %s partition %d offset %d: %s\n", d.GetTopic(), r.GetPartition(), r.GetOffset(), d.GetReason())
+			continue
+		}
 		fmt.Fprintf(stdout, "partition %d offset %d\n", r.GetPartition(), r.GetOffset())
 	}
 	return nil
+}
+
+// encodeValues is --encode: each JSON value encoded with the latest schema
+// of the subject and framed.
+func encodeValues(ctx context.Context, f produceFlags, values []string) ([]string, error) {
+	subject := f.subject
+	if subject == "" {
+		resp, err := adminClient(f.addr).DescribeTopic(ctx, connect.NewRequest(&sluicev1.DescribeTopicRequest{Name: f.topic}))
+		if err != nil {
+			return nil, explain(err, f.addr)
+		}
+		if subject = resp.Msg.GetTopic().GetConfig()[catalog.KeySchemaSubject]; subject == "" {
+			return nil, fmt.Errorf("--encode: topic %q has no %s; name the subject whose schema encodes the values with --subject", f.topic, catalog.KeySchemaSubject)
+		}
+	}
+	latest, err := schemaClient(f.addr).GetSubjectVersion(ctx, connect.NewRequest(&sluicev1.GetSubjectVersionRequest{Subject: subject}))
+	if err != nil {
+		return nil, fmt.Errorf("--encode: the latest schema of subject %q: %w", subject, explain(err, f.addr))
+	}
+	info := latest.Msg.GetVersion().GetSchema()
+	if info.GetType() != string(schema.Avro) {
+		return nil, fmt.Errorf("--encode: subject %q's latest schema is %s; --encode writes Avro only", subject, info.GetType())
+	}
+	ser, err := avroserde.NewSerializer(avroserde.NewRegistry(clientHTTP, baseURL(f.addr), connect.WithGRPC()), subject, info.GetSchema(), false)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(values))
+	for i, v := range values {
+		b, err := ser.SerializeJSON(ctx, []byte(v))
+		if err != nil {
+			return nil, fmt.Errorf("--encode: value %d (%s): %w", i, v, err)
+		}
+		out[i] = string(b)
+	}
+	return out, nil
 }
 
 // produceDeliveryTimeout bounds how long `sluice produce` retries a record.
@@ -439,7 +502,11 @@ func produceIdempotent(ctx context.Context, f produceFlags, values []string, std
 	var failed []error
 	for i, r := range results {
 		if r.Err != nil {
-			failed = append(failed, fmt.Errorf("record %d (%q): %w", i, values[i], r.Err))
+			failed = append(failed, fmt.Errorf("record %d: %w", i, r.Err))
+			continue
+		}
+		if d := r.DeadLetter; d != nil {
+			fmt.Fprintf(stdout, "dead-lettered to %s partition %d offset %d: %s\n", d.Topic, d.Partition, d.Offset, d.Reason)
 			continue
 		}
 		fmt.Fprintf(stdout, "partition %d offset %d\n", r.Partition, r.Offset)

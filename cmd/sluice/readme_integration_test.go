@@ -93,19 +93,7 @@ func TestIntegrationReadmeWalkthrough(t *testing.T) {
 		t.Fatal(err)
 	}
 	work := t.TempDir()
-	// rewrite makes a README command this test's: the binary, the address.
-	rewrite := func(cmd string) string {
-		cmd = strings.ReplaceAll(cmd, "127.0.0.1:7420", addr)
-		var out []string
-		for _, part := range strings.Split(cmd, "|") {
-			if strings.Contains(part, "go run ./cmd/sluice ") {
-				part = strings.Replace(part, "go run ./cmd/sluice", bin, 1)
-				part = strings.TrimRight(part, " ") + " --addr " + addr
-			}
-			out = append(out, part)
-		}
-		return strings.Join(out, "|")
-	}
+	rewrite := readmeRewrite(bin, addr)
 
 	// Block 1 starts sluice dev; the test starts it itself, in a fresh
 	// data directory, and checks its first two lines.
@@ -198,8 +186,26 @@ func runReadmeSteps(ctx context.Context, t *testing.T, readme string, blocks [][
 	return steps
 }
 
+// readmeRewrite makes a README command a test's: the binary, the address.
+func readmeRewrite(bin, addr string) func(string) string {
+	return func(cmd string) string {
+		cmd = strings.ReplaceAll(cmd, "127.0.0.1:7420", addr)
+		var out []string
+		for _, part := range strings.Split(cmd, "|") {
+			if strings.Contains(part, "go run ./cmd/sluice ") {
+				part = strings.Replace(part, "go run ./cmd/sluice", bin, 1)
+				part = strings.TrimRight(part, " ") + " --addr " + addr
+			}
+			out = append(out, part)
+		}
+		return strings.Join(out, "|")
+	}
+}
+
 // The README's schema registry section, followed literally against a fresh
-// sluice dev: each curl prints what the README shows.
+// sluice dev: each command prints what the README shows — registering,
+// refusing an incompatible version, producing valid values and an invalid
+// one (refused), consuming with --decode.
 func TestIntegrationReadmeSchemaRegistry(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -237,8 +243,7 @@ func TestIntegrationReadmeSchemaRegistry(t *testing.T) {
 			t.Fatalf("sluice dev's registry not answering after 60 s:\n%s", devLog.String())
 		}
 	}
-	rewrite := func(cmd string) string { return strings.ReplaceAll(cmd, "127.0.0.1:7420", addr) }
-	if n := runReadmeSteps(ctx, t, readme, blocks, rewrite, run); n != 3 {
-		t.Errorf("%d README commands ran, want 3", n)
+	if n := runReadmeSteps(ctx, t, readme, blocks, readmeRewrite(bin, addr), run); n != 7 {
+		t.Errorf("%d README commands ran, want 7", n)
 	}
 }
