@@ -27,6 +27,7 @@ const orderSchema = `{"type":"record","name":"Order","fields":[{"name":"id","typ
 type schemaEnv struct {
 	t        *testing.T
 	ctx      context.Context
+	url      string // the cluster's
 	produce  sluicev1connect.ProducerServiceClient
 	admin    sluicev1connect.AdminServiceClient
 	consumer sluicev1connect.ConsumerServiceClient
@@ -41,7 +42,7 @@ func newSchemaEnv(t *testing.T) *schemaEnv {
 	hc := h2cClient()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
-	e := &schemaEnv{t: t, ctx: ctx,
+	e := &schemaEnv{t: t, ctx: ctx, url: c.url,
 		produce:  sluicev1connect.NewProducerServiceClient(hc, c.url),
 		admin:    sluicev1connect.NewAdminServiceClient(hc, c.url),
 		consumer: sluicev1connect.NewConsumerServiceClient(hc, c.url),
