@@ -27,6 +27,7 @@ type benchFlags struct {
 	pprofAddr                   string
 	sluiceSlowBatch             time.Duration
 	sluicePerRecord             bool
+	sluiceSchema                string
 	workload, out, label        string
 	serverPIDs                  string
 	rate, recoveryRate          float64
@@ -78,6 +79,7 @@ Kafka for them: localstack/kafka.sh up.`,
 	fs.StringVar(&f.pprofAddr, "pprof", "", "serve the load generator's own /debug/pprof/ (profiles, execution traces) on this address, e.g. 127.0.0.1:17520")
 	fs.DurationVar(&f.sluiceSlowBatch, "sluice-slow-batch", 0, "sluice: log produce batches acknowledged later than this after their first record (at most one line a second), with when they were sent (0: off)")
 	fs.BoolVar(&f.sluicePerRecord, "sluice-per-record", false, "sluice: consumers ask for one message per record (as browsers do) instead of the stored record batches")
+	fs.StringVar(&f.sluiceSchema, "sluice-schema", "", "sluice: \"avro\" validates every value at produce: registers an Avro schema under <topic>-value, creates the topics with schema.subject, and sends each value as one datum of it in Confluent's wire format, the message size in total (default: no schema)")
 	fs.StringVar(&f.workload, "workload", "", "workload YAML file, e.g. bench/workloads/s1.yaml (required)")
 	fs.StringVar(&f.out, "out", "", "directory for results.json and results.md (created; required)")
 	fs.StringVar(&f.label, "label", "", "name of this run in the tables (default \"<driver> <workload name>\")")
@@ -128,6 +130,9 @@ func (f *benchFlags) check(fs *pflag.FlagSet) error {
 	}
 	if f.pprofAddr != "" {
 		c.listenAddr("pprof", f.pprofAddr)
+	}
+	if f.sluiceSchema != "" {
+		c.oneOf("sluice-schema", f.sluiceSchema, sluicedriver.SchemaAvro)
 	}
 	if f.sluiceSlowBatch < 0 {
 		c.badf("--sluice-slow-batch %v: want 0 (off) or a positive duration", f.sluiceSlowBatch)
@@ -180,6 +185,10 @@ func runBench(ctx context.Context, f benchFlags, stdout, stderr io.Writer) error
 	if err := w.Validate(); err != nil {
 		return fmt.Errorf("workload %s with the overrides: %w", f.workload, err)
 	}
+	if f.driver == "sluice" && f.sluiceSchema != "" && w.MessageSize < sluicedriver.MinSchemaMessageSize {
+		return fmt.Errorf("workload %s: messageSize %d is too small for --sluice-schema %s (at least %d bytes: the frame, the length and the load generator's header)",
+			f.workload, w.MessageSize, f.sluiceSchema, sluicedriver.MinSchemaMessageSize)
+	}
 	if f.pprofAddr != "" {
 		stop, err := servePprof(f.pprofAddr)
 		if err != nil {
@@ -205,7 +214,7 @@ func runBench(ctx context.Context, f benchFlags, stdout, stderr io.Writer) error
 		drv = memdriver.New()
 	case "sluice":
 		drv, err = sluicedriver.New(sluicedriver.Config{Addr: f.sluiceAddr, FetchAddr: f.sluiceFetchAddr, PerRecord: f.sluicePerRecord,
-			SlowBatch: f.sluiceSlowBatch, SlowLog: stderr})
+			Schema: f.sluiceSchema, SlowBatch: f.sluiceSlowBatch, SlowLog: stderr})
 		if err != nil {
 			return err
 		}

@@ -34,6 +34,10 @@ func TestBenchRejectsBadInvocations(t *testing.T) {
 	if err := os.WriteFile(wl, []byte("name: w\ntopics: 1\npartitionsPerTopic: 1\nmessageSize: 64\nproducersPerTopic: 1\nproducerRate: 10\ntestDuration: 1s\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	tiny := filepath.Join(t.TempDir(), "tiny.yaml")
+	if err := os.WriteFile(tiny, []byte("name: w\ntopics: 1\npartitionsPerTopic: 1\nmessageSize: 21\nproducersPerTopic: 1\nproducerRate: 10\ntestDuration: 1s\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		args []string
 		code int // 2: the command line, 1: the workload file
@@ -59,6 +63,8 @@ func TestBenchRejectsBadInvocations(t *testing.T) {
 		{[]string{"bench", "ledger", "--quick", "--duration", "5s"}, 2, "--quick sets --duration 2s and --warmup 0s: drop --duration or --quick"},
 		{[]string{"bench", "--driver", "mem", "--workload", wl, "--out", t.TempDir(), "--rate", "0"}, 1, "warmupDuration:"},
 		{[]string{"bench", "--driver", "mem", "--workload", "/nonexistent.yaml", "--out", t.TempDir()}, 1, "nonexistent.yaml"},
+		{[]string{"bench", "--driver", "sluice", "--workload", wl, "--out", t.TempDir(), "--sluice-schema", "json"}, 2, `--sluice-schema "json": want avro`},
+		{[]string{"bench", "--driver", "sluice", "--workload", tiny, "--out", t.TempDir(), "--sluice-schema", "avro"}, 1, "messageSize 21 is too small for --sluice-schema avro (at least 22 bytes"},
 	} {
 		var errOut bytes.Buffer
 		if code := run(context.Background(), tc.args, io.Discard, &errOut); code != tc.code || !strings.Contains(errOut.String(), tc.want) {

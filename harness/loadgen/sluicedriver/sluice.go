@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -64,6 +65,12 @@ type Config struct {
 	// browsers and JSON clients get) instead of the stored record batches
 	// the Go SDK reads.
 	PerRecord bool
+	// Schema, when SchemaAvro, has every value validated at produce: each
+	// topic is created with schema.subject (AvroSchema registered under
+	// SubjectOf(topic) first) and every value sent as one datum of it in
+	// Confluent's wire format, of the message size in total (schema.go).
+	// Empty: values are the load generator's payloads as they are.
+	Schema string
 	// TxnSize and ReadCommitted are set by SetTransactions (the
 	// workload's transactionSize and readCommitted).
 	TxnSize       int
@@ -114,6 +121,9 @@ func (c Config) Validate() error {
 	if c.ReadyTimeout < 0 || c.ReadyTimeout > time.Hour {
 		errs = append(errs, fmt.Errorf("sluice driver: ReadyTimeout %v is outside [0, 1h]", c.ReadyTimeout))
 	}
+	if c.Schema != "" && c.Schema != SchemaAvro {
+		errs = append(errs, fmt.Errorf("sluice driver: Schema %q: want empty (none) or %q", c.Schema, SchemaAvro))
+	}
 	if c.SessionTimeout != 0 && (c.SessionTimeout < time.Second || c.SessionTimeout > 300*time.Second) {
 		errs = append(errs, fmt.Errorf("sluice driver: SessionTimeout %v is outside [1s, 300s]", c.SessionTimeout))
 	}
@@ -126,6 +136,11 @@ type Driver struct {
 	c    *sluice.Client
 	http *http.Client // the consumers'
 	cons sluicev1connect.ConsumerServiceClient
+	// schemas registers the values' schema (Config.Schema).
+	schemas sluicev1connect.SchemaServiceClient
+
+	mu        sync.Mutex
+	schemaIDs map[string]int64 // topic → its values' schema id (Config.Schema); guarded by mu
 }
 
 var _ loadgen.Driver = (*Driver)(nil)
@@ -140,20 +155,25 @@ func New(cfg Config) (*Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	base := cfg.Addr
+	base := httpBase(cfg.Addr)
 	if cfg.FetchAddr != "" {
-		base = cfg.FetchAddr
-	}
-	if !strings.Contains(base, "://") {
-		base = "http://" + base
+		base = httpBase(cfg.FetchAddr)
 	}
 	hc := h2cClient()
-	return &Driver{cfg: cfg, c: c, http: hc,
+	return &Driver{cfg: cfg, c: c, http: hc, schemaIDs: map[string]int64{},
+		schemas: sluicev1connect.NewSchemaServiceClient(hc, httpBase(cfg.Addr), connect.WithGRPC()),
 		cons: sluicev1connect.NewConsumerServiceClient(hc, base, connect.WithGRPC(), connect.WithReadMaxBytes(maxFrameBytes),
 			// No gzip: the producers send uncompressed (as the Kafka
 			// driver's), and gzip of the load generator's random payloads
 			// costs the server CPU for nothing.
 			connect.WithAcceptCompression("gzip", nil, nil))}, nil
+}
+
+func httpBase(addr string) string {
+	if !strings.Contains(addr, "://") {
+		return "http://" + addr
+	}
+	return addr
 }
 
 // h2cClient speaks cleartext HTTP/2 (gRPC needs HTTP/2), as the SDK's
@@ -180,8 +200,22 @@ func (d *Driver) Name() string { return "sluice" }
 // lease and opened a ledger), as a Kafka topic is ready once its partitions
 // have leaders: otherwise the first seconds of a run measure takeovers (a
 // few catalog round trips each), not produce. Bounded by ReadyTimeout.
+//
+// With Config.Schema it registers the values' schema first and creates
+// the topic with schema.subject.
 func (d *Driver) CreateTopic(ctx context.Context, topic string, partitions int) error {
-	if _, err := d.c.CreateTopic(ctx, topic, int32(partitions), nil); err != nil {
+	var config map[string]string
+	if d.cfg.Schema != "" {
+		id, err := d.registerSchema(ctx, topic)
+		if err != nil {
+			return err
+		}
+		d.mu.Lock()
+		d.schemaIDs[topic] = id
+		d.mu.Unlock()
+		config = map[string]string{topicSchemaSubject: SubjectOf(topic)}
+	}
+	if _, err := d.c.CreateTopic(ctx, topic, int32(partitions), config); err != nil {
 		return err
 	}
 	wctx, cancel := context.WithTimeout(ctx, d.cfg.ReadyTimeout)
@@ -252,6 +286,13 @@ func (d *Driver) Describe(ctx context.Context, topic string) (map[string]string,
 	if d.cfg.ReadCommitted {
 		out["consumer.isolation"] = "read_committed"
 	}
+	if d.cfg.Schema != "" {
+		d.mu.Lock()
+		id := d.schemaIDs[topic]
+		d.mu.Unlock()
+		out["client.schema"] = fmt.Sprintf("%s: %s under subject %s (id %d); each value one datum of it in Confluent's wire format, the message size in total (5-byte frame, the data's length, the payload cut to fit)",
+			d.cfg.Schema, AvroSchema, SubjectOf(topic), id)
+	}
 	for k, v := range t.GetConfig() {
 		out["topic."+k] = v
 	}
@@ -266,8 +307,12 @@ func (d *Driver) SetTransactions(size int, readCommitted bool) error {
 
 // NewProducer implements loadgen.Driver.
 func (d *Driver) NewProducer(ctx context.Context, topic string) (loadgen.Producer, error) {
+	f, err := d.framer(topic)
+	if err != nil {
+		return nil, err
+	}
 	if d.cfg.TxnSize > 0 {
-		return newTxnProducer(ctx, d.c, topic, d.cfg.TxnSize)
+		return newTxnProducer(ctx, d.c, topic, d.cfg.TxnSize, f)
 	}
 	// No compression, as the Kafka driver: the load generator reuses one
 	// random payload per producer, so batches of it compress far better
@@ -286,14 +331,19 @@ func (d *Driver) NewProducer(ctx context.Context, topic string) (loadgen.Produce
 	if err != nil {
 		return nil, err
 	}
-	return &producer{p: p, topic: topic}, nil
+	return &producer{p: p, topic: topic, f: f}, nil
 }
 
 // NewConsumer implements loadgen.Driver: a member of consumer group
 // subscription, starting at the earliest offset where the group has no
 // commit. It returns once the session is open (SessionStarted); records
-// follow as the server assigns partitions.
+// follow as the server assigns partitions. With Config.Schema, deliver gets
+// each value's data without the frame: the load generator's payload.
 func (d *Driver) NewConsumer(ctx context.Context, topic, subscription string, deliver func([]byte)) (loadgen.Consumer, error) {
+	if d.cfg.Schema != "" {
+		inner := deliver
+		deliver = func(v []byte) { inner(unframe(v)) }
+	}
 	c := newConsumer(d.cfg, d.cons, topic, subscription, deliver)
 	if err := c.start(ctx); err != nil {
 		return nil, fmt.Errorf("sluice driver: %w", err)
@@ -310,10 +360,23 @@ func (d *Driver) Close() error {
 type producer struct {
 	p     *sluice.Producer
 	topic string
+	f     *avroFramer // nil: payloads as they are
 }
 
 func (p *producer) Send(ctx context.Context, key, payload []byte, done func(error)) {
-	p.p.Produce(ctx, &sluice.Record{Topic: p.topic, Partition: -1, Key: key, Value: payload}, func(r sluice.Result) { done(r.Err) })
+	if p.f == nil {
+		p.p.Produce(ctx, &sluice.Record{Topic: p.topic, Partition: -1, Key: key, Value: payload}, func(r sluice.Result) { done(r.Err) })
+		return
+	}
+	v, err := p.f.frame(payload)
+	if err != nil {
+		done(err)
+		return
+	}
+	p.p.Produce(ctx, &sluice.Record{Topic: p.topic, Partition: -1, Key: key, Value: *v}, func(r sluice.Result) {
+		p.f.release(v)
+		done(r.Err)
+	})
 }
 
 func (p *producer) Flush(ctx context.Context) error { return p.p.Flush(ctx) }
@@ -331,18 +394,19 @@ type txnProducer struct {
 	p     *sluice.TransactionalProducer
 	topic string
 	b     loadgen.TxnBatcher
+	f     *avroFramer // nil: payloads as they are
 }
 
 // txnIDs numbers the benchmark's transactional ids within the process.
 var txnIDs atomic.Int64
 
-func newTxnProducer(ctx context.Context, c *sluice.Client, topic string, size int) (*txnProducer, error) {
+func newTxnProducer(ctx context.Context, c *sluice.Client, topic string, size int, f *avroFramer) (*txnProducer, error) {
 	id := fmt.Sprintf("bench-%d-%d", time.Now().UnixNano(), txnIDs.Add(1))
 	p, err := c.NewTransactionalProducer(ctx, id, sluice.WithTxnCompression(record.CodecNone))
 	if err != nil {
 		return nil, err
 	}
-	tp := &txnProducer{p: p, topic: topic}
+	tp := &txnProducer{p: p, topic: topic, f: f}
 	tp.b = loadgen.TxnBatcher{Size: size, Begin: p.Begin, Commit: func(ctx context.Context) error {
 		err := p.Commit(ctx)
 		if err != nil {
@@ -354,9 +418,23 @@ func newTxnProducer(ctx context.Context, c *sluice.Client, topic string, size in
 }
 
 func (p *txnProducer) Send(ctx context.Context, key, payload []byte, done func(error)) {
+	if p.f == nil {
+		p.b.Send(ctx, func() error {
+			return p.p.Send(ctx, &sluice.Record{Topic: p.topic, Partition: sluice.AnyPartition, Key: key, Value: payload})
+		}, done)
+		return
+	}
+	v, err := p.f.frame(payload)
+	if err != nil {
+		done(err)
+		return
+	}
 	p.b.Send(ctx, func() error {
-		return p.p.Send(ctx, &sluice.Record{Topic: p.topic, Partition: sluice.AnyPartition, Key: key, Value: payload})
-	}, done)
+		return p.p.Send(ctx, &sluice.Record{Topic: p.topic, Partition: sluice.AnyPartition, Key: key, Value: *v})
+	}, func(err error) {
+		p.f.release(v)
+		done(err)
+	})
 }
 
 func (p *txnProducer) Flush(ctx context.Context) error {
