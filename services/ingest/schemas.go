@@ -114,7 +114,9 @@ func (c *schemaChecker) checkBatch(ctx context.Context, i int, data []byte, part
 		inv *registry.InvalidRecordError
 	}
 	var invalid []bad
-	refuse := !c.dlq() || idempotent(data)
+	// Refuse rather than dead-letter? Asked in the callback only: the
+	// batch's header is known to be whole there.
+	refuse := func() bool { return !c.dlq() || idempotent(data) }
 	failedAt := -1
 	err := record.ValidateEach(data, lim, func(j int, r *record.Record) error {
 		err := c.check(ctx, r.Value)
@@ -122,7 +124,7 @@ func (c *schemaChecker) checkBatch(ctx context.Context, i int, data []byte, part
 		if !errors.As(err, &inv) {
 			return err
 		}
-		if refuse {
+		if refuse() {
 			// The first invalid record is the answer.
 			failedAt = j
 			return err
@@ -171,7 +173,7 @@ func (c *schemaChecker) deadResult(inv *registry.InvalidRecordError) *sluicev1.D
 }
 
 // idempotent reports whether a batch carries a producer id (idempotent or
-// transactional).
+// transactional). data must hold a whole batch header.
 func idempotent(data []byte) bool {
 	return record.Batch(data).ProducerID() != record.NoProducerID
 }
