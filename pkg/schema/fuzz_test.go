@@ -59,3 +59,48 @@ func FuzzAvroParse(f *testing.F) {
 		}
 	})
 }
+
+const fuzzProto = `syntax = "proto3";
+package f;
+message A { string s = 1; int64 n = 2; repeated bytes b = 3; map<string, A> m = 4; oneof o { bool x = 5; double d = 6; } }
+message B { message C { sint32 z = 1; fixed64 q = 2; } C c = 1; }`
+
+// FuzzProtobufValidate: any payload is valid for the file or
+// ErrInvalidPayload; nothing panics, however deep or long the index path.
+func FuzzProtobufValidate(f *testing.F) {
+	s, err := Parse(Protobuf, fuzzProto, nil, Limits{MaxSchemaBytes: 1 << 16, MaxReferences: 1, MaxPayloadBytes: 1 << 16})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add([]byte{0, 0x0a, 1, 'a', 0x10, 5})
+	f.Add([]byte{4, 2, 0, 0x0a, 2, 0x08, 3})
+	f.Add([]byte{2, 0xfe, 0xff, 0xff, 0xff, 0x0f})
+	f.Fuzz(func(t *testing.T, payload []byte) {
+		if err := s.Validate(payload); err != nil && !errors.Is(err, ErrInvalidPayload) {
+			t.Fatalf("Validate: %v, not ErrInvalidPayload", err)
+		}
+	})
+}
+
+// FuzzProtobufParse: any text parses or is ErrInvalidSchema; what parses
+// can be checked against itself, and is compatible with itself.
+func FuzzProtobufParse(f *testing.F) {
+	f.Add(fuzzProto)
+	f.Add(`syntax = "proto2"; message A { required int32 a = 1; extensions 10 to 20; } extend A { optional int32 e = 10; }`)
+	f.Add(`syntax = "proto3"; enum E { X = 0; } message M { E e = 1; reserved 2, 3; }`)
+	f.Add(`edition = "2023"; message M { int32 a = 1; }`)
+	lim := Limits{MaxSchemaBytes: 1 << 16, MaxReferences: 1, MaxPayloadBytes: 1 << 10}
+	f.Fuzz(func(t *testing.T, text string) {
+		s, err := Parse(Protobuf, text, nil, lim)
+		if err != nil {
+			if !errors.Is(err, ErrInvalidSchema) {
+				t.Fatalf("Parse: %v, not ErrInvalidSchema", err)
+			}
+			return
+		}
+		if err := s.CanRead(s); err != nil {
+			t.Fatalf("a schema cannot read its own data: %v", err)
+		}
+		_ = s.Validate([]byte{0})
+	})
+}

@@ -7,7 +7,8 @@
 // datum of a schema (the validation at produce).
 //
 // Formats: Avro (github.com/hamba/avro/v2, the reader/writer resolution
-// rules of the Avro specification). Protobuf and JSON Schema follow.
+// rules of the Avro specification) and Protobuf (github.com/bufbuild/
+// protocompile, Confluent's wire-level rules). JSON Schema follows.
 package schema
 
 import (
@@ -153,7 +154,9 @@ func Parse(f Format, text string, refs []Resolved, lim Limits) (Schema, error) {
 	switch f {
 	case Avro:
 		return parseAvro(text, refs, lim)
-	case Protobuf, JSON:
+	case Protobuf:
+		return parseProtobuf(text, refs, lim)
+	case JSON:
 		return nil, fmt.Errorf("%w: %s schemas are not supported yet", ErrInvalidSchema, f)
 	}
 	return nil, fmt.Errorf("%w: unknown format %q", ErrInvalidSchema, f)

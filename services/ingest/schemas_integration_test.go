@@ -13,14 +13,16 @@ import (
 	"github.com/sluicemq/sluice/harness/testenv"
 )
 
-// Values Confluent's own Avro serializer framed, with the schema it
-// registered through Sluice's registry, are validated at ingest and stored
-// as sent; a value it framed for another subject is refused
-// (testdata/confluent_produce.py drives it over the Connect JSON API).
+// Values Confluent's own Avro and Protobuf serializers framed, with the
+// schemas they registered through Sluice's registry (the Protobuf one with
+// a reference), are validated at ingest and stored as sent; invalid ones
+// are refused, and so is an incompatible Protobuf version
+// (testdata/confluent_produce.py drives them over the Connect JSON API).
 func TestIntegrationConfluentSerializerValuesValidated(t *testing.T) {
 	python := testenv.ConfluentPython(t)
 	e := newSchemaEnv(t)
 	e.createTopic("payments", map[string]string{"schema.subject": "payments-value"})
+	e.createTopic("pb-payments", map[string]string{"schema.subject": "pb-payments-value"})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, python, "testdata/confluent_produce.py", e.url).CombinedOutput()
@@ -28,19 +30,22 @@ func TestIntegrationConfluentSerializerValuesValidated(t *testing.T) {
 		t.Fatalf("Confluent's serializer against Sluice: %v\n%s", err, out)
 	}
 	var res struct {
-		Values []string `json:"values"`
+		Values   []string `json:"values"`
+		PBValues []string `json:"pb_values"`
 	}
 	if err := json.Unmarshal(out, &res); err != nil {
 		t.Fatalf("the script's output %q: %v", out, err)
 	}
-	got := e.read("payments")
-	if len(got) != len(res.Values) {
-		t.Fatalf("payments holds %d records; want the %d valid values only", len(got), len(res.Values))
-	}
-	for i, r := range got {
-		if hex.EncodeToString(r.GetValue()) != res.Values[i] {
-			t.Fatalf("record %d = %x; want the serializer's %s", i, r.GetValue(), res.Values[i])
+	for topic, want := range map[string][]string{"payments": res.Values, "pb-payments": res.PBValues} {
+		got := e.read(topic)
+		if len(got) != len(want) || len(want) == 0 {
+			t.Fatalf("%s holds %d records; want the %d valid values only", topic, len(got), len(want))
+		}
+		for i, r := range got {
+			if hex.EncodeToString(r.GetValue()) != want[i] {
+				t.Fatalf("%s record %d = %x; want the serializer's %s", topic, i, r.GetValue(), want[i])
+			}
 		}
 	}
-	t.Logf("%d values from Confluent's AvroSerializer stored as sent; one framed for another subject refused", len(got))
+	t.Logf("%d values from Confluent's AvroSerializer and %d from its ProtobufSerializer stored as sent; invalid ones refused", len(res.Values), len(res.PBValues))
 }

@@ -269,3 +269,48 @@ func TestRegisterRefusesASchemaTheStoreCannotKeep(t *testing.T) {
 		t.Fatalf("the message does not name the bound: %s", e.Message)
 	}
 }
+
+// Protobuf through the registry: an import is a reference, the subject's
+// compatibility level applies with Protobuf's rules, and a compiled
+// version validates payloads with their message index path.
+func TestProtobufSubjects(t *testing.T) {
+	ctx := context.Background()
+	r := newRegistry(t)
+	money := Input{Type: "PROTOBUF", Schema: "syntax = \"proto3\";\npackage acme;\nmessage Money { int64 cents = 1; }"}
+	if _, err := r.Register(ctx, "money.proto", money); err != nil {
+		t.Fatal(err)
+	}
+	ref := []catalog.SchemaReference{{Name: "money.proto", Subject: "money.proto", Version: 1}}
+	v1 := Input{Type: "PROTOBUF", References: ref,
+		Schema: "syntax = \"proto3\";\npackage acme;\nimport \"money.proto\";\nmessage Order { string id = 1; Money total = 2; }"}
+	got, err := r.Register(ctx, "orders-value", v1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Type != "PROTOBUF" || got.Version != 1 {
+		t.Fatalf("registered %+v", got)
+	}
+	incompatible := v1
+	incompatible.Schema = strings.Replace(v1.Schema, "string id = 1", "int64 id = 1", 1)
+	_, err = r.Register(ctx, "orders-value", incompatible)
+	e := code(t, err, CodeIncompatibleSchema, "string to int64 under BACKWARD")
+	if !strings.Contains(e.Message, "int64 cannot read string") {
+		t.Fatalf("message %q", e.Message)
+	}
+	added := v1
+	added.Schema = strings.Replace(v1.Schema, "Money total = 2;", "Money total = 2; bool gift = 3;", 1)
+	if _, err := r.Register(ctx, "orders-value", added); err != nil {
+		t.Fatalf("a field added: %v", err)
+	}
+	s, err := r.Compiled(ctx, got.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// [0], then id "a" and total {cents: 5}.
+	if err := s.Validate([]byte{0, 0x0a, 1, 'a', 0x12, 2, 0x08, 5}); err != nil {
+		t.Fatalf("valid payload: %v", err)
+	}
+	if err := s.Validate([]byte{0, 0x0a, 5, 'a'}); err == nil {
+		t.Fatal("a string cut short validated")
+	}
+}
