@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # pyclients.sh install|env — third-party Python clients the integration tests drive Sluice with.
 #
-#   install  install confluent-kafka[avro,protobuf,schemaregistry] once into a venv under
+#   install  install confluent-kafka[avro,json,protobuf,schemaregistry] once into a venv under
 #            $SLUICE_CACHE_DIR/pyclients-venv, every package pinned by pyclients-constraints.txt
 #   env      `export SLUICE_TEST_CONFLUENT_PYTHON=<the venv's python>` for the integration tests
 #
-# Confluent's own client (its SchemaRegistryClient, Avro and Protobuf serializers) is how the schema
+# Confluent's own client (its SchemaRegistryClient, Avro, Protobuf and JSON Schema serializers) is how the schema
 # registry's tests prove that existing serializers work against Sluice unchanged.
 #
 # Environment: SLUICE_PYTHON (python3).
@@ -26,10 +26,10 @@ install() {
     log "pyclients: creating venv $VENV"
     "$PYTHON" -m venv "$VENV" || die "pyclients: '$PYTHON -m venv' failed (Debian: apt-get install python3-venv)"
   fi
-  log "pyclients: installing confluent-kafka[avro,protobuf,schemaregistry]==$CONFLUENT_VERSION into $VENV (once)"
+  log "pyclients: installing confluent-kafka[avro,json,protobuf,schemaregistry]==$CONFLUENT_VERSION into $VENV (once)"
   "$VENV/bin/python" -m pip install --disable-pip-version-check --progress-bar on \
-    -c "$CONSTRAINTS" "confluent-kafka[avro,protobuf,schemaregistry]==$CONFLUENT_VERSION" >&2 || die "pyclients: pip install failed"
-  "$VENV/bin/python" -c 'from confluent_kafka.schema_registry.avro import AvroSerializer; from confluent_kafka.schema_registry.protobuf import ProtobufSerializer' ||
+    -c "$CONSTRAINTS" "confluent-kafka[avro,json,protobuf,schemaregistry]==$CONFLUENT_VERSION" >&2 || die "pyclients: pip install failed"
+  "$VENV/bin/python" -c 'from confluent_kafka.schema_registry.avro import AvroSerializer; from confluent_kafka.schema_registry.protobuf import ProtobufSerializer; from confluent_kafka.schema_registry.json_schema import JSONSerializer' ||
     die "pyclients: the installed client does not import"
   touch "$MARKER"
   log "pyclients: installed in $((SECONDS - t0))s"

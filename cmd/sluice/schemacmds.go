@@ -48,7 +48,7 @@ type schemaInputFlags struct {
 func (f *schemaInputFlags) register(cmd *cobra.Command) {
 	fs := cmd.Flags()
 	fs.StringVar(&f.file, "file", "", "the schema's file (- for standard input); required")
-	fs.StringVar(&f.typ, "type", "AVRO", "the schema's type: AVRO or PROTOBUF (JSON is not supported yet)")
+	fs.StringVar(&f.typ, "type", "AVRO", "the schema's type: AVRO, PROTOBUF or JSON")
 	fs.StringArrayVar(&f.refs, "ref", nil, "a schema it references, NAME=SUBJECT:VERSION (repeatable)")
 }
 

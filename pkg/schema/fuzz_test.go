@@ -104,3 +104,49 @@ func FuzzProtobufParse(f *testing.F) {
 		_ = s.Validate([]byte{0})
 	})
 }
+
+const fuzzJSONSchema = `{"type":"object","properties":{"s":{"type":"string","pattern":"^a+$"},"n":{"type":"integer","minimum":0},
+"l":{"type":"array","items":{"$ref":"#"}},"e":{"enum":["x",1,null]}},"required":["s"],"additionalProperties":false}`
+
+// FuzzJSONSchemaValidate: any payload is valid or ErrInvalidPayload.
+func FuzzJSONSchemaValidate(f *testing.F) {
+	s, err := Parse(JSON, fuzzJSONSchema, nil, Limits{MaxSchemaBytes: 1 << 16, MaxReferences: 1, MaxPayloadBytes: 1 << 16})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add([]byte(`{"s":"aa","n":1,"l":[{"s":"a"}],"e":"x"}`))
+	f.Add([]byte(`{"s":"b"}`))
+	f.Add([]byte(`[[[[[[[[[[]]]]]]]]]]`))
+	f.Fuzz(func(t *testing.T, payload []byte) {
+		if err := s.Validate(payload); err != nil && !errors.Is(err, ErrInvalidPayload) {
+			t.Fatalf("Validate: %v, not ErrInvalidPayload", err)
+		}
+	})
+}
+
+// FuzzJSONSchemaParse: any text parses or is ErrInvalidSchema; what parses
+// reads its own data, and its normal form parses to itself.
+func FuzzJSONSchemaParse(f *testing.F) {
+	f.Add(fuzzJSONSchema)
+	f.Add(`{"$schema":"https://json-schema.org/draft/2020-12/schema","$defs":{"a":{"$ref":"#/$defs/a"}},"$ref":"#/$defs/a"}`)
+	f.Add(`{"oneOf":[{"type":"string"},{"allOf":[{"minimum":1},{"maximum":2}]}]}`)
+	f.Add(`true`)
+	lim := Limits{MaxSchemaBytes: 1 << 16, MaxReferences: 1, MaxPayloadBytes: 1 << 10}
+	f.Fuzz(func(t *testing.T, text string) {
+		s, err := Parse(JSON, text, nil, lim)
+		if err != nil {
+			if !errors.Is(err, ErrInvalidSchema) {
+				t.Fatalf("Parse: %v, not ErrInvalidSchema", err)
+			}
+			return
+		}
+		if err := s.CanRead(s); err != nil {
+			t.Fatalf("a schema cannot read its own data: %v", err)
+		}
+		again, err := Parse(JSON, s.Normalized(), nil, lim)
+		if err != nil || again.Normalized() != s.Normalized() {
+			t.Fatalf("the normal form %s: %v", s.Normalized(), err)
+		}
+		_ = s.Validate([]byte(`{}`))
+	})
+}

@@ -7,8 +7,10 @@
 // datum of a schema (the validation at produce).
 //
 // Formats: Avro (github.com/hamba/avro/v2, the reader/writer resolution
-// rules of the Avro specification) and Protobuf (github.com/bufbuild/
-// protocompile, Confluent's wire-level rules). JSON Schema follows.
+// rules of the Avro specification), Protobuf (github.com/bufbuild/
+// protocompile, Confluent's wire-level rules) and JSON Schema
+// (github.com/santhosh-tekuri/jsonschema/v6, Confluent's content-model
+// rules).
 package schema
 
 import (
@@ -157,7 +159,7 @@ func Parse(f Format, text string, refs []Resolved, lim Limits) (Schema, error) {
 	case Protobuf:
 		return parseProtobuf(text, refs, lim)
 	case JSON:
-		return nil, fmt.Errorf("%w: %s schemas are not supported yet", ErrInvalidSchema, f)
+		return parseJSONSchema(text, refs, lim)
 	}
 	return nil, fmt.Errorf("%w: unknown format %q", ErrInvalidSchema, f)
 }

@@ -13,16 +13,17 @@ import (
 	"github.com/sluicemq/sluice/harness/testenv"
 )
 
-// Values Confluent's own Avro and Protobuf serializers framed, with the
+// Values Confluent's own Avro, Protobuf and JSON Schema serializers framed, with the
 // schemas they registered through Sluice's registry (the Protobuf one with
 // a reference), are validated at ingest and stored as sent; invalid ones
-// are refused, and so is an incompatible Protobuf version
+// are refused, and so are incompatible Protobuf and JSON Schema versions
 // (testdata/confluent_produce.py drives them over the Connect JSON API).
 func TestIntegrationConfluentSerializerValuesValidated(t *testing.T) {
 	python := testenv.ConfluentPython(t)
 	e := newSchemaEnv(t)
 	e.createTopic("payments", map[string]string{"schema.subject": "payments-value"})
 	e.createTopic("pb-payments", map[string]string{"schema.subject": "pb-payments-value"})
+	e.createTopic("json-refunds", map[string]string{"schema.subject": "json-refunds-value"})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, python, "testdata/confluent_produce.py", e.url).CombinedOutput()
@@ -30,13 +31,14 @@ func TestIntegrationConfluentSerializerValuesValidated(t *testing.T) {
 		t.Fatalf("Confluent's serializer against Sluice: %v\n%s", err, out)
 	}
 	var res struct {
-		Values   []string `json:"values"`
-		PBValues []string `json:"pb_values"`
+		Values     []string `json:"values"`
+		PBValues   []string `json:"pb_values"`
+		JSONValues []string `json:"json_values"`
 	}
 	if err := json.Unmarshal(out, &res); err != nil {
 		t.Fatalf("the script's output %q: %v", out, err)
 	}
-	for topic, want := range map[string][]string{"payments": res.Values, "pb-payments": res.PBValues} {
+	for topic, want := range map[string][]string{"payments": res.Values, "pb-payments": res.PBValues, "json-refunds": res.JSONValues} {
 		got := e.read(topic)
 		if len(got) != len(want) || len(want) == 0 {
 			t.Fatalf("%s holds %d records; want the %d valid values only", topic, len(got), len(want))
@@ -47,5 +49,6 @@ func TestIntegrationConfluentSerializerValuesValidated(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d values from Confluent's AvroSerializer and %d from its ProtobufSerializer stored as sent; invalid ones refused", len(res.Values), len(res.PBValues))
+	t.Logf("%d values from Confluent's AvroSerializer, %d from its ProtobufSerializer and %d from its JSONSerializer stored as sent; invalid ones refused",
+		len(res.Values), len(res.PBValues), len(res.JSONValues))
 }

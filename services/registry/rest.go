@@ -34,7 +34,7 @@ func REST(r *registry.Registry) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) { reply(w, http.StatusOK, struct{}{}) })
 	mux.HandleFunc("GET /schemas/types", func(w http.ResponseWriter, _ *http.Request) {
-		reply(w, http.StatusOK, []string{"AVRO", "PROTOBUF"})
+		reply(w, http.StatusOK, []string{"AVRO", "JSON", "PROTOBUF"})
 	})
 	mux.HandleFunc("GET /schemas/ids/{id}", h.schemaByID)
 	mux.HandleFunc("GET /schemas/ids/{id}/schema", h.rawSchemaByID)

@@ -20,6 +20,7 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.schema_registry.error import SchemaRegistryError
+from confluent_kafka.schema_registry.json_schema import JSONSerializer
 from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
@@ -60,7 +61,36 @@ def main(base):
            "stray value's message %r" % body.get("message"))
 
     pb_values = protobuf(base, client)
-    print(json.dumps({"values": [v.hex() for v in values], "pb_values": [v.hex() for v in pb_values]}))
+    json_values = json_schema(base, client)
+    print(json.dumps({"values": [v.hex() for v in values], "pb_values": [v.hex() for v in pb_values],
+                      "json_values": [v.hex() for v in json_values]}))
+
+
+def json_schema(base, client):
+    schema = json.dumps({"$schema": "http://json-schema.org/draft-07/schema#", "title": "Refund", "type": "object",
+                         "properties": {"id": {"type": "string"}, "cents": {"type": "integer", "minimum": 0}},
+                         "required": ["id", "cents"], "additionalProperties": False})
+    ser = JSONSerializer(schema, client, conf={"auto.register.schemas": True})
+    ctx = SerializationContext("json-refunds", MessageField.VALUE)
+    values = [ser({"id": "r-%d" % i, "cents": 10 * i}, ctx) for i in range(3)]
+    status, body = produce(base, "json-refunds", values)
+    expect(status == 200 and len(body.get("results", [])) == 3, "json values: %s %r" % (status, body))
+
+    # Framed right, but not a Refund: the serializer would not write it.
+    bad = values[0][:5] + json.dumps({"id": "r-9", "cents": -5}).encode()
+    status, body = produce(base, "json-refunds", [bad])
+    expect(status == 400 and "records[0].value" in body.get("message", ""), "a negative refund: %s %r" % (status, body))
+
+    # Requiring a new property breaks reading the documents written so far.
+    stricter = json.loads(schema)
+    stricter["properties"]["reason"] = {"type": "string"}
+    stricter["required"].append("reason")
+    try:
+        client.register_schema("json-refunds-value", Schema(json.dumps(stricter), "JSON"))
+        raise AssertionError("an incompatible JSON Schema version was registered")
+    except SchemaRegistryError as e:
+        expect(e.http_status_code == 409 and e.error_code == 409, "incompatible: %s %s %s" % (e.http_status_code, e.error_code, e))
+    return values
 
 
 def protobuf_classes():

@@ -88,8 +88,9 @@ type SchemaInput struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The schema's text. Required; at most 256 KiB.
 	Schema string `protobuf:"bytes,1,opt,name=schema,proto3" json:"schema,omitempty"`
-	// AVRO (the default when empty) or PROTOBUF (a .proto file, or the base64
-	// of a serialized FileDescriptorProto). JSON is not supported yet.
+	// AVRO (the default when empty), PROTOBUF (a .proto file, or the base64
+	// of a serialized FileDescriptorProto) or JSON (a JSON Schema document,
+	// draft-07 unless its $schema names another).
 	Type          string             `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
 	References    []*SchemaReference `protobuf:"bytes,3,rep,name=references,proto3" json:"references,omitempty"`
 	unknownFields protoimpl.UnknownFields

@@ -1,0 +1,116 @@
+package schema
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func jsonT(t *testing.T, text string, refs ...Resolved) Schema {
+	t.Helper()
+	s, err := Parse(JSON, text, refs, DefaultLimits)
+	if err != nil {
+		t.Fatalf("parse %s: %v", text, err)
+	}
+	return s
+}
+
+// Confluent's JSON Schema rules, change by change: whether the new version
+// accepts every document the old one did (BACKWARD) and the reverse
+// (FORWARD).
+func TestJSONSchemaCanRead(t *testing.T) {
+	const open = `{"type":"object","properties":{"id":{"type":"string"}}}`
+	const closed = `{"type":"object","properties":{"id":{"type":"string"}},"additionalProperties":false}`
+	for _, c := range []struct {
+		name, old, new    string
+		backward, forward bool
+		says              string
+	}{
+		{"same, other layout", open, `{ "properties": {"id": {"type": "string"}}, "type": "object" }`, true, true, ""},
+		{"optional property added to a closed model", closed,
+			`{"type":"object","properties":{"id":{"type":"string"},"n":{"type":"integer"}},"additionalProperties":false}`, true, false, "removed from a closed content model"},
+		{"typed property added to an open model", open,
+			`{"type":"object","properties":{"id":{"type":"string"},"n":{"type":"integer"}}}`, false, true, "added to an open content model"},
+		{"property removed from an open model", `{"type":"object","properties":{"id":{"type":"string"},"n":{"type":"integer"}}}`, open, true, false, "added to an open content model"},
+		{"required added", open, `{"type":"object","properties":{"id":{"type":"string"}},"required":["id"]}`, false, true, `"id" became required`},
+		{"integer widened to number", `{"type":"integer"}`, `{"type":"number"}`, true, false, "type number is no longer allowed"},
+		{"string to integer", `{"type":"string"}`, `{"type":"integer"}`, false, false, "type string is no longer allowed"},
+		{"type union widened", `{"type":"string"}`, `{"type":["string","null"]}`, true, false, ""},
+		{"enum grown", `{"enum":["a","b"]}`, `{"enum":["a","b","c"]}`, true, false, `enum value "c" was removed`},
+		{"maxLength raised", `{"type":"string","maxLength":5}`, `{"type":"string","maxLength":10}`, true, false, "maxLength fell from 10 to 5"},
+		{"minimum added", `{"type":"number"}`, `{"type":"number","minimum":0}`, false, true, "minimum 0 was added"},
+		{"pattern added", `{"type":"string"}`, `{"type":"string","pattern":"^a"}`, false, true, "pattern"},
+		{"closing the model", open, closed, false, true, "content model was closed"},
+		{"nested property type changed", `{"type":"object","properties":{"a":{"type":"object","properties":{"b":{"type":"string"}}}}}`,
+			`{"type":"object","properties":{"a":{"type":"object","properties":{"b":{"type":"boolean"}}}}}`, false, false, "/properties/a/properties/b: type"},
+		{"array items narrowed", `{"type":"array","items":{"type":"number"}}`, `{"type":"array","items":{"type":"integer"}}`, false, true, "/items: type number"},
+		{"oneOf branch added", `{"oneOf":[{"type":"string"}]}`, `{"oneOf":[{"type":"string"},{"type":"integer"}]}`, true, false, "no branch reads"},
+		{"local $ref followed", `{"definitions":{"s":{"type":"string"}},"properties":{"a":{"$ref":"#/definitions/s"}}}`,
+			`{"definitions":{"s":{"type":"integer"}},"properties":{"a":{"$ref":"#/definitions/s"}}}`, false, false, "/properties/a: type"},
+	} {
+		o, n := jsonT(t, c.old), jsonT(t, c.new)
+		back, fwd := n.CanRead(o), o.CanRead(n)
+		if (back == nil) != c.backward || (fwd == nil) != c.forward {
+			t.Errorf("%s: new reads old: %v; old reads new: %v; want %v, %v", c.name, back, fwd, c.backward, c.forward)
+			continue
+		}
+		if c.says != "" && !strings.Contains(errors.Join(back, fwd).Error(), c.says) {
+			t.Errorf("%s: %v / %v; want it to say %q", c.name, back, fwd, c.says)
+		}
+	}
+}
+
+// Parse: draft-07 by default, $schema picks another; references by URL;
+// nothing is loaded from anywhere else; layout is normalized.
+func TestJSONSchemaParse(t *testing.T) {
+	addr := Resolved{Name: "address.json", Schema: `{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}`}
+	s := jsonT(t, `{"type":"object","properties":{"home":{"$ref":"address.json"}}}`, addr)
+	if err := s.Validate([]byte(`{"home":{"city":"Oslo"}}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Validate([]byte(`{"home":{}}`)); err == nil || !strings.Contains(err.Error(), "city") {
+		t.Fatalf("a reference's required property missing: %v", err)
+	}
+	if a, b := jsonT(t, `{"type": "string", "minLength": 1}`), jsonT(t, `{"minLength":1,"type":"string"}`); a.Normalized() != b.Normalized() {
+		t.Fatalf("normal forms differ: %s / %s", a.Normalized(), b.Normalized())
+	}
+	d2020 := jsonT(t, `{"$schema":"https://json-schema.org/draft/2020-12/schema","prefixItems":[{"type":"string"}],"items":false}`)
+	if err := d2020.Validate([]byte(`["a", 1]`)); err == nil {
+		t.Fatal("2020-12 prefixItems/items:false not applied")
+	}
+	for _, c := range []struct{ text, says string }{
+		{`{"type": "strin"}`, "strin"},
+		{`{"$ref": "file:///etc/passwd"}`, "neither in the schema nor one of its references"},
+		{`{"$ref": "https://example.com/s.json"}`, "neither in the schema nor one of its references"},
+		{`[1, 2]`, "an object or a boolean"},
+		{`{"type":`, "not JSON"},
+	} {
+		_, err := Parse(JSON, c.text, nil, DefaultLimits)
+		if !errors.Is(err, ErrInvalidSchema) || !strings.Contains(err.Error(), c.says) {
+			t.Errorf("%s: %v; want ErrInvalidSchema saying %q", c.text, err, c.says)
+		}
+	}
+}
+
+func TestJSONSchemaValidate(t *testing.T) {
+	s := jsonT(t, `{"type":"object","properties":{"id":{"type":"string"},"n":{"type":"integer","minimum":0}},"required":["id"],"additionalProperties":false}`)
+	for _, c := range []struct {
+		payload string
+		ok      bool
+		says    string
+	}{
+		{`{"id":"a","n":3}`, true, ""},
+		{`{"id":"a","n":12345678901234567890}`, true, ""},
+		{`{"n":3}`, false, "id"},
+		{`{"id":"a","n":-1}`, false, "/n"},
+		{`{"id":"a","x":1}`, false, "x"},
+		{`{"id":"a"} {}`, false, "more than one JSON value"},
+		{`{"id":`, false, "not JSON"},
+		{``, false, "not JSON"},
+	} {
+		err := s.Validate([]byte(c.payload))
+		if (err == nil) != c.ok || err != nil && (!errors.Is(err, ErrInvalidPayload) || !strings.Contains(err.Error(), c.says)) {
+			t.Errorf("%s: %v; want ok=%v saying %q", c.payload, err, c.ok, c.says)
+		}
+	}
+}
