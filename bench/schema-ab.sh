@@ -31,13 +31,19 @@ mkdir -p "$out" .cache
 echo "bench/schema-ab.sh: building sluice from the working tree"
 go build -o "$bin" ./cmd/sluice
 dirty=""
-if [ -n "$(git status --porcelain --untracked-files=no)" ]; then dirty=" (with uncommitted changes)"; fi
+if [ -n "$(git status --porcelain)" ]; then dirty=" (with uncommitted changes: below)"; fi
 {
   echo "binary: sluice from the working tree at $(git rev-parse --short HEAD)$dirty, $(go version | cut -d' ' -f3)"
   echo "A: validation off (values: the load generator's payloads)"
   echo "B: validation on (--sluice-schema avro: topic schema.subject=<topic>-value, values framed Avro datums)"
   echo "workloads: $workloads; rounds: $rounds; extra bench flags: ${bench_args:-none}"
   echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
+  # What the working tree held beyond HEAD (others may be editing it): which files, and a hash
+  # of the tracked changes.
+  if [ -n "$dirty" ]; then
+    git status --porcelain | sed 's/^/  /'
+    echo "  tracked changes: sha256 $(git diff HEAD | sha256sum | cut -c1-16)"
+  fi
 } > "$out/refs.txt"
 
 dev=""

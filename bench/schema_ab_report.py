@@ -19,7 +19,7 @@ from ab_report import fmt, load  # noqa: E402
 BAR = 0.8  # issue 25: throughput with validation on >= 0.8x off, same run
 
 COLUMNS = [
-    ("rate searched msg/s", "targetRate", "{:.0f}"),
+    ("target msg/s", "targetRate", "{:.0f}"),
     ("published msg/s", "msgPerSec", "{:.0f}"),
     ("MiB/s", "mibPerSec", "{:.1f}"),
     ("publish p50 ms", "publishP50Ms", "{:.2f}"),
@@ -40,6 +40,7 @@ def add_load_generator_cpu(out, runs):
         size = (res.get("workload") or {}).get("messageSize", 1024)
         r["lgUsPerRecord"] = cpg * size / 2**30 * 1e6 if cpg else None
         r["notes"] = res.get("notes") or []
+        r["fixedRate"] = bool((res.get("workload") or {}).get("producerRate"))
 
 
 def med(runs, side, key):
@@ -93,7 +94,10 @@ def main(out):
             print(f"Server CPU per record, medians: A {a_cpu:.1f} µs, B {b_cpu:.1f} µs; "
                   f"a validated record costs {b_cpu - a_cpu:+.1f} µs of server CPU ({(b_cpu / a_cpu - 1) * 100:+.0f} %).")
         a_t, b_t = med(ws, "a", "msgPerSec"), med(ws, "b", "msgPerSec")
-        if a_t and b_t is not None:
+        if any(r["fixedRate"] for r in ws):
+            print(f"Issue 25's bar (B/A >= {BAR} of the maximum throughput) does not apply: these runs offered a fixed "
+                  "rate (the target), not the maximum a rate search finds; compare CPU per record here.")
+        elif a_t and b_t is not None:
             verdict = "met" if b_t / a_t >= BAR else "NOT met"
             print(f"Issue 25's bar, B/A of the median throughput >= {BAR}: {b_t / a_t:.2f}, {verdict}.")
         notes = [(r, n) for r in ws for n in r["notes"]]
