@@ -24,6 +24,8 @@ import (
 	"github.com/sluicemq/sluice/pkg/schema"
 	"github.com/sluicemq/sluice/pkg/sluice"
 	"github.com/sluicemq/sluice/pkg/sluice/avroserde"
+	"github.com/sluicemq/sluice/pkg/sluice/jsonserde"
+	"github.com/sluicemq/sluice/pkg/sluice/serde"
 	"github.com/sluicemq/sluice/services/ingest"
 )
 
@@ -295,9 +297,10 @@ Records go through the Go SDK's idempotent producer: a failover or throttling is
 retried (for up to 30 s) and the server stores each record once, in order.
 --idempotent=false sends one plain Produce request instead, not retried.
 
-With --encode each value is a datum in Avro's JSON encoding, written with the latest
-version of the topic's schema.subject (or --subject) in Confluent's wire format, as a
-schema registry serializer writes it; such a topic refuses other values. A record the
+With --encode each value is JSON, written with the latest version of the topic's
+schema.subject (or --subject) in Confluent's wire format, as a schema registry serializer
+writes it: an Avro datum in Avro's JSON encoding, or a document a JSON Schema accepts. Such
+a topic refuses other values. A record the
 topic sent to its dead-letter topic (schema.validation=dlq) is printed as such.
 
 With --count N it is a load run instead: N generated records of --size bytes, --batch
@@ -319,7 +322,7 @@ rate and the request latency percentiles.`,
 	fs.StringVar(&f.key, "key", "", "record key (empty: no key, sticky partitioning)")
 	fs.IntVar(&f.partition, "partition", -1, fmt.Sprintf("explicit partition, 0..%d (-1: by key, else sticky)", catalog.MaxPartitions-1))
 	fs.BoolVar(&f.idempotent, "idempotent", true, "produce through the SDK's idempotent producer (retried, each record stored once); false: one plain Produce request, not retried")
-	fs.BoolVar(&f.encode, "encode", false, "values are JSON (Avro's JSON encoding), encoded with the latest schema of the topic's schema.subject and framed for the schema registry")
+	fs.BoolVar(&f.encode, "encode", false, "values are JSON (Avro's JSON encoding, or JSON Schema documents), encoded with the latest schema of the topic's schema.subject and framed for the schema registry")
 	fs.StringVar(&f.subject, "subject", "", "with --encode: the subject whose latest schema encodes the values (default: the topic's schema.subject)")
 	fs.IntVar(&f.count, "count", 0, fmt.Sprintf("load run: produce this many generated records (up to %d) and report the rate", maxProduceCount))
 	fs.IntVar(&f.size, "size", 1024, fmt.Sprintf("load run: value size in bytes (1..%d)", catalog.MaxMaxMessageBytes))
@@ -447,10 +450,18 @@ func encodeValues(ctx context.Context, f produceFlags, values []string) ([]strin
 		return nil, fmt.Errorf("--encode: the latest schema of subject %q: %w", subject, explain(err, f.addr))
 	}
 	info := latest.Msg.GetVersion().GetSchema()
-	if info.GetType() != string(schema.Avro) {
-		return nil, fmt.Errorf("--encode: subject %q's latest schema is %s; --encode writes Avro only", subject, info.GetType())
+	reg := serde.NewRegistry(clientHTTP, baseURL(f.addr), connect.WithGRPC())
+	var ser interface {
+		SerializeJSON(context.Context, []byte) ([]byte, error)
 	}
-	ser, err := avroserde.NewSerializer(avroserde.NewRegistry(clientHTTP, baseURL(f.addr), connect.WithGRPC()), subject, info.GetSchema(), false)
+	switch schema.Format(info.GetType()) {
+	case schema.Avro:
+		ser, err = avroserde.NewSerializer(reg, subject, info.GetSchema(), false)
+	case schema.JSON:
+		ser, err = jsonserde.NewSerializer(reg, subject, info.GetSchema(), false)
+	default:
+		return nil, fmt.Errorf("--encode: subject %q's latest schema is %s; --encode writes Avro and JSON Schema values (Go programs write Protobuf with pkg/sluice/protoserde)", subject, info.GetType())
+	}
 	if err != nil {
 		return nil, err
 	}

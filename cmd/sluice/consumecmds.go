@@ -23,7 +23,7 @@ import (
 	"github.com/sluicemq/sluice/pkg/catalog"
 	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
 	"github.com/sluicemq/sluice/pkg/sluice"
-	"github.com/sluicemq/sluice/pkg/sluice/avroserde"
+	"github.com/sluicemq/sluice/pkg/sluice/serde"
 )
 
 // maxFollowPartitions bounds `sluice consume --follow` without --group and
@@ -83,8 +83,9 @@ what it printed (every --commit-interval and at exit); without --follow it stops
 Text output is one record a line: partition, offset, key, value, tab-separated (Go-quoted when
 not printable). JSON output is one object a line (bytes that are not UTF-8 as key_base64 and
 value_base64). --decode prints values written by a schema registry serializer (Confluent's wire
-format: magic byte 0, schema id, Avro datum) as JSON, decoded with the schema the registry holds
-for their id; other values print as they are, with a warning.`,
+format: magic byte 0, schema id, datum) as JSON, decoded with the schema the registry holds for
+their id — Avro, Protobuf (protojson's form) or JSON Schema; other values print as they are,
+with a warning.`,
 		Example: `  sluice consume orders
   sluice consume orders --partition 0 --from 2026-12-01T10:00:00Z --count 10
   sluice consume orders --group billing --format json --follow
@@ -102,7 +103,7 @@ for their id; other values print as they are, with a warning.`,
 	fs.BoolVar(&f.follow, "follow", false, "keep waiting for new records (until Ctrl-C or --count)")
 	fs.IntVar(&f.count, "count", 0, "stop after this many records (0: no limit)")
 	fs.StringVar(&f.format, "format", "text", "output: text or json")
-	fs.BoolVar(&f.decode, "decode", false, "print values framed by a schema registry serializer as JSON, decoded with their schema (Avro)")
+	fs.BoolVar(&f.decode, "decode", false, "print values framed by a schema registry serializer as JSON, decoded with their schema (Avro, Protobuf, JSON Schema)")
 	fs.StringVar(&f.isolation, "isolation", "read_uncommitted", "read_uncommitted: every stored record; read_committed: only records written outside transactions and those of committed transactions (stops at the last stable offset while a transaction is open)")
 	fs.DurationVar(&f.idle, "idle", 2*time.Second, "with --group and without --follow: stop once no record came for this long")
 	fs.DurationVar(&f.commitInterval, "commit-interval", defaultCLICommitInterval, fmt.Sprintf("with --group: how often to commit what was printed, %v..%v (and always at exit)", sluice.MinAutoCommitInterval, sluice.MaxAutoCommitInterval))
@@ -181,7 +182,7 @@ func consume(ctx context.Context, f consumeFlags, stdout, stderr io.Writer) erro
 	defer c.Close()
 	out := &recordPrinter{w: stdout, json: f.format == "json", limit: f.count}
 	if f.decode {
-		out.decode = newValueDecoder(ctx, avroserde.NewRegistry(clientHTTP, baseURL(f.addr), connect.WithGRPC()), stderr)
+		out.decode = newValueDecoder(ctx, serde.NewRegistry(clientHTTP, baseURL(f.addr), connect.WithGRPC()), stderr)
 	}
 	if f.group != "" {
 		err = consumeGroup(ctx, c, f, out)
@@ -697,19 +698,14 @@ func explainGroup(err error, addr, group string) error {
 const maxDecodeWarnings = 5
 
 // newValueDecoder returns --decode's decoder: a framed value decoded with
-// its schema and printed as JSON. A value it cannot decode is printed as
-// it is, with a warning (the first few).
-func newValueDecoder(ctx context.Context, reg *avroserde.Registry, stderr io.Writer) func([]byte) ([]byte, bool) {
-	d := avroserde.NewDeserializer(reg)
+// the schema it names — Avro, Protobuf or JSON Schema — and printed as
+// JSON. A value it cannot decode is printed as it is, with a warning (the
+// first few).
+func newValueDecoder(ctx context.Context, reg *serde.Registry, stderr io.Writer) func([]byte) ([]byte, bool) {
 	var mu sync.Mutex
 	warned := 0
 	return func(value []byte) ([]byte, bool) {
-		var v any
-		err := d.Deserialize(ctx, value, &v)
-		var b []byte
-		if err == nil {
-			b, err = json.Marshal(v)
-		}
+		b, err := reg.JSON(ctx, value)
 		if err != nil {
 			mu.Lock()
 			if warned++; warned <= maxDecodeWarnings {

@@ -49,6 +49,16 @@ func parseAvro(text string, refs []Resolved, lim Limits) (Schema, error) {
 	return &avroSchema{s: s, norm: string(norm), maxPayload: lim.MaxPayloadBytes}, nil
 }
 
+// AvroOf returns the hamba/avro schema of an Avro schema (false for other
+// formats), for decoding into Go values.
+func AvroOf(s Schema) (avro.Schema, bool) {
+	a, ok := s.(*avroSchema)
+	if !ok {
+		return nil, false
+	}
+	return a.s, true
+}
+
 func (a *avroSchema) Format() Format     { return Avro }
 func (a *avroSchema) Normalized() string { return a.norm }
 
@@ -58,6 +68,21 @@ func (a *avroSchema) CanRead(writer Schema) error {
 		return fmt.Errorf("the writer's schema is %s, not AVRO", writer.Format())
 	}
 	return avro.NewSchemaCompatibility().Compatible(a.s, w.s)
+}
+
+func (a *avroSchema) JSON(payload []byte) ([]byte, error) {
+	if err := a.Validate(payload); err != nil {
+		return nil, err
+	}
+	var v any
+	if err := avro.Unmarshal(a.s, payload, &v); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidPayload, err)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidPayload, err)
+	}
+	return b, nil
 }
 
 func (a *avroSchema) Validate(payload []byte) error {

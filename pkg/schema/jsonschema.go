@@ -132,6 +132,17 @@ func (j *jsonSchema) Validate(payload []byte) error {
 	return nil
 }
 
+func (j *jsonSchema) JSON(payload []byte) ([]byte, error) {
+	if err := j.Validate(payload); err != nil {
+		return nil, err
+	}
+	var out bytes.Buffer
+	if err := json.Compact(&out, payload); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidPayload, err)
+	}
+	return out.Bytes(), nil
+}
+
 // firstCause is the innermost first cause of a validation error, worded
 // with where in the document it is.
 func firstCause(ve *jsonschema.ValidationError) string {

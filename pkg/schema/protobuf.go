@@ -1,8 +1,10 @@
 package schema
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/bufbuild/protocompile"
 	"github.com/bufbuild/protocompile/reporter"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/descriptorpb"
@@ -175,18 +178,42 @@ func (p *protoSchema) Normalized() string { return p.norm }
 // are allowed, as a reader of an older version meets them; proto2 required
 // fields must be present; proto3 strings must be UTF-8).
 func (p *protoSchema) Validate(payload []byte) error {
+	_, err := p.decode(payload)
+	return err
+}
+
+func (p *protoSchema) JSON(payload []byte) ([]byte, error) {
+	m, err := p.decode(payload)
+	if err != nil {
+		return nil, err
+	}
+	b, err := protojson.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidPayload, err)
+	}
+	// protojson varies its spacing on purpose; print it one way.
+	var out bytes.Buffer
+	if err := json.Compact(&out, b); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidPayload, err)
+	}
+	return out.Bytes(), nil
+}
+
+// decode decodes a payload into a dynamic message of the type its index
+// path names.
+func (p *protoSchema) decode(payload []byte) (*dynamicpb.Message, error) {
 	if len(payload) > p.maxPayload {
-		return fmt.Errorf("%w: %d bytes, more than %d", ErrInvalidPayload, len(payload), p.maxPayload)
+		return nil, fmt.Errorf("%w: %d bytes, more than %d", ErrInvalidPayload, len(payload), p.maxPayload)
 	}
 	md, rest, err := p.messageAt(payload)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	m := dynamicpb.NewMessage(md)
 	if err := (proto.UnmarshalOptions{RecursionLimit: 100}).Unmarshal(rest, m); err != nil {
-		return fmt.Errorf("%w: not a %s: %v", ErrInvalidPayload, md.FullName(), err)
+		return nil, fmt.Errorf("%w: not a %s: %v", ErrInvalidPayload, md.FullName(), err)
 	}
-	return nil
+	return m, nil
 }
 
 // messageAt reads the message index path at the start of b.
@@ -217,6 +244,50 @@ func (p *protoSchema) messageAt(b []byte) (protoreflect.MessageDescriptor, []byt
 		msgs = md.Messages()
 	}
 	return md, b, nil
+}
+
+// ProtobufMessageAt reads the message index path at the start of a
+// Protobuf schema's payload and returns the message it names and the
+// message's encoding. Errors wrap ErrInvalidPayload.
+func ProtobufMessageAt(s Schema, payload []byte) (protoreflect.MessageDescriptor, []byte, error) {
+	p, ok := s.(*protoSchema)
+	if !ok {
+		return nil, nil, fmt.Errorf("%w: schema is %s, not PROTOBUF", ErrInvalidPayload, s.Format())
+	}
+	return p.messageAt(payload)
+}
+
+// AppendMessageIndexes appends the message index path of md (its place in
+// its file) as Confluent's serializers write it: the path [0] as the byte
+// 0, any other as a zigzag-varint count and indexes.
+func AppendMessageIndexes(dst []byte, md protoreflect.MessageDescriptor) []byte {
+	var path []int
+	for d := protoreflect.Descriptor(md); ; {
+		path = append(path, d.Index())
+		parent, ok := d.Parent().(protoreflect.MessageDescriptor)
+		if !ok {
+			break
+		}
+		d = parent
+	}
+	slices.Reverse(path)
+	if len(path) == 1 && path[0] == 0 {
+		return append(dst, 0)
+	}
+	dst = appendZigzag(dst, int64(len(path)))
+	for _, i := range path {
+		dst = appendZigzag(dst, int64(i))
+	}
+	return dst
+}
+
+func appendZigzag(dst []byte, v int64) []byte {
+	u := uint64(v<<1) ^ uint64(v>>63)
+	for u >= 0x80 {
+		dst = append(dst, byte(u)|0x80)
+		u >>= 7
+	}
+	return append(dst, byte(u))
 }
 
 // zigzag reads a zigzag varint (Confluent's message indexes).

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protodesc"
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 func protoT(t *testing.T, text string, refs ...Resolved) Schema {
@@ -180,6 +181,25 @@ func TestProtobufValidate(t *testing.T) {
 		err := s.Validate(c.payload)
 		if (err == nil) != c.ok || err != nil && (!errors.Is(err, ErrInvalidPayload) || !strings.Contains(err.Error(), c.says)) {
 			t.Errorf("%s: %v; want ok=%v saying %q", c.name, err, c.ok, c.says)
+		}
+	}
+}
+
+// AppendMessageIndexes writes the path ProtobufMessageAt reads back, [0]
+// as the single byte 0 as Confluent's serializers do.
+func TestProtobufMessageIndexes(t *testing.T) {
+	s := protoT(t, protoHead+"message A {}\nmessage B { message C {} message D { message E {} } }")
+	f := s.(*protoSchema).file
+	for _, md := range []protoreflect.MessageDescriptor{
+		f.Messages().Get(0), f.Messages().Get(1), f.Messages().Get(1).Messages().Get(1).Messages().Get(0),
+	} {
+		b := AppendMessageIndexes(nil, md)
+		if md.FullName() == "shop.A" && string(b) != "\x00" {
+			t.Fatalf("[0] written as %x", b)
+		}
+		got, rest, err := ProtobufMessageAt(s, append(b, 0x42))
+		if err != nil || got.FullName() != md.FullName() || string(rest) != "\x42" {
+			t.Fatalf("%s: %x read back as %v, %x, %v", md.FullName(), b, got, rest, err)
 		}
 	}
 }

@@ -112,6 +112,11 @@ type Schema interface {
 	// Validate returns nil if payload is exactly one datum of the
 	// schema, else an error wrapping ErrInvalidPayload.
 	Validate(payload []byte) error
+	// JSON decodes a payload Validate accepts and writes it as JSON: an
+	// Avro datum as hamba/avro decodes it (a union's branch as
+	// {"type": value}), a Protobuf message in protojson's form, a JSON
+	// document as it is (compacted). Errors wrap ErrInvalidPayload.
+	JSON(payload []byte) ([]byte, error)
 }
 
 // Limits bounds what Parse and Validate accept.

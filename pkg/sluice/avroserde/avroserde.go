@@ -23,75 +23,24 @@ import (
 	"github.com/hamba/avro/v2"
 
 	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
-	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/pkg/schema"
+	"github.com/sluicemq/sluice/pkg/sluice/serde"
 )
 
 // ValueSubject is the subject of a topic's record values under Confluent's
 // default naming (TopicNameStrategy): TOPIC-value.
-func ValueSubject(topic string) string { return topic + "-value" }
+func ValueSubject(topic string) string { return serde.ValueSubject(topic) }
 
 // KeySubject is the subject of a topic's record keys: TOPIC-key.
-func KeySubject(topic string) string { return topic + "-key" }
+func KeySubject(topic string) string { return serde.KeySubject(topic) }
 
-// maxCachedSchemas bounds the schemas a Registry keeps by id.
-const maxCachedSchemas = 1024
-
-// Registry is the schema registry as the serializers use it: schemas
-// fetched by id once (a schema never changes). Safe for concurrent use.
-type Registry struct {
-	svc sluicev1connect.SchemaServiceClient
-
-	mu   sync.Mutex
-	byID map[int64]parsed
-}
-
-// parsed is a schema for decoding, and its validator: data is checked
-// before hamba decodes it, since hamba's decoder trusts the lengths and
-// counts in the data (pkg/schema's validator bounds the work by the bytes).
-type parsed struct {
-	s     avro.Schema
-	check schema.Schema
-}
+// Registry is the schema registry the serializers use (package serde).
+type Registry = serde.Registry
 
 // NewRegistry returns the registry served at baseURL ("http://HOST:PORT":
 // sluice dev or an ingest copy).
 func NewRegistry(httpClient connect.HTTPClient, baseURL string, opts ...connect.ClientOption) *Registry {
-	return &Registry{svc: sluicev1connect.NewSchemaServiceClient(httpClient, baseURL, opts...), byID: map[int64]parsed{}}
-}
-
-// schemaByID returns schema id, parsed (cached).
-func (r *Registry) schemaByID(ctx context.Context, id int64) (parsed, error) {
-	r.mu.Lock()
-	p, ok := r.byID[id]
-	r.mu.Unlock()
-	if ok {
-		return p, nil
-	}
-	resp, err := r.svc.GetSchema(ctx, connect.NewRequest(&sluicev1.GetSchemaRequest{Id: id}))
-	if err != nil {
-		return parsed{}, fmt.Errorf("avroserde: schema %d: %w", id, err)
-	}
-	info := resp.Msg.GetSchema()
-	if info.GetType() != string(schema.Avro) {
-		return parsed{}, fmt.Errorf("avroserde: schema %d is %s, not AVRO", id, info.GetType())
-	}
-	if len(info.GetReferences()) > 0 {
-		return parsed{}, fmt.Errorf("avroserde: schema %d has references, which this package does not resolve yet", id)
-	}
-	if p.s, err = avro.ParseWithCache(info.GetSchema(), "", &avro.SchemaCache{}); err == nil {
-		p.check, err = schema.Parse(schema.Avro, info.GetSchema(), nil, schema.DefaultLimits)
-	}
-	if err != nil {
-		return parsed{}, fmt.Errorf("avroserde: schema %d does not parse: %w", id, err)
-	}
-	r.mu.Lock()
-	if len(r.byID) >= maxCachedSchemas {
-		clear(r.byID)
-	}
-	r.byID[id] = p
-	r.mu.Unlock()
-	return p, nil
+	return serde.NewRegistry(httpClient, baseURL, opts...)
 }
 
 // Serializer writes values of one schema under one subject.
@@ -125,23 +74,12 @@ func (s *Serializer) schemaID(ctx context.Context) (int64, error) {
 	if s.id > 0 {
 		return s.id, nil
 	}
-	in := &sluicev1.SchemaInput{Schema: s.text, Type: string(schema.Avro)}
-	var v *sluicev1.SubjectVersion
-	if s.autoRegister {
-		resp, err := s.reg.svc.RegisterSchema(ctx, connect.NewRequest(&sluicev1.RegisterSchemaRequest{Subject: s.subject, Schema: in}))
-		if err != nil {
-			return 0, fmt.Errorf("avroserde: register the schema under %s: %w", s.subject, err)
-		}
-		v = resp.Msg.GetVersion()
-	} else {
-		resp, err := s.reg.svc.LookupSchema(ctx, connect.NewRequest(&sluicev1.LookupSchemaRequest{Subject: s.subject, Schema: in}))
-		if err != nil {
-			return 0, fmt.Errorf("avroserde: look the schema up under %s: %w", s.subject, err)
-		}
-		v = resp.Msg.GetVersion()
+	id, err := s.reg.ID(ctx, s.subject, &sluicev1.SchemaInput{Schema: s.text, Type: string(schema.Avro)}, s.autoRegister)
+	if err != nil {
+		return 0, fmt.Errorf("avroserde: %w", err)
 	}
-	s.id = v.GetSchema().GetId()
-	return s.id, nil
+	s.id = id
+	return id, nil
 }
 
 // Serialize encodes v (a struct with avro tags, a map[string]any, ...) and
@@ -165,20 +103,23 @@ type Deserializer struct{ reg *Registry }
 func NewDeserializer(reg *Registry) *Deserializer { return &Deserializer{reg: reg} }
 
 // Deserialize decodes the framed value b into v (a pointer) with the
-// writer's schema, fetched by the id in the frame.
+// writer's schema, fetched by the id in the frame (with its references).
+// The datum is validated (bounded) before hamba/avro decodes it, since
+// that decoder trusts the lengths and counts in the data.
 func (d *Deserializer) Deserialize(ctx context.Context, b []byte, v any) error {
-	id, datum, err := schema.ParseWire(b)
+	c, datum, err := d.reg.Unframe(ctx, b)
 	if err != nil {
 		return fmt.Errorf("avroserde: %w", err)
 	}
-	p, err := d.reg.schemaByID(ctx, id)
-	if err != nil {
-		return err
+	id := c.Info.GetId()
+	s, ok := schema.AvroOf(c.Schema)
+	if !ok {
+		return fmt.Errorf("avroserde: schema %d is %s, not AVRO", id, c.Schema.Format())
 	}
-	if err := p.check.Validate(datum); err != nil {
+	if err := c.Schema.Validate(datum); err != nil {
 		return fmt.Errorf("avroserde: schema %d: %w", id, err)
 	}
-	if err := avro.Unmarshal(p.s, datum, v); err != nil {
+	if err := avro.Unmarshal(s, datum, v); err != nil {
 		return fmt.Errorf("avroserde: decode with schema %d: %w", id, err)
 	}
 	return nil
