@@ -114,3 +114,23 @@ func TestJSONSchemaValidate(t *testing.T) {
 		}
 	}
 }
+
+// The modes over versions: v2 drops property n from an open model, v3
+// brings it back as a string — fine against v2 (the latest), not against
+// v1's integers once the check is transitive.
+func TestJSONSchemaCheckModes(t *testing.T) {
+	v1 := jsonT(t, `{"type":"object","properties":{"id":{"type":"string"},"n":{"type":"integer"}},"additionalProperties":false}`)
+	v2 := jsonT(t, `{"type":"object","properties":{"id":{"type":"string"}},"additionalProperties":false}`)
+	v3 := jsonT(t, `{"type":"object","properties":{"id":{"type":"string"},"n":{"type":"string"}},"additionalProperties":false}`)
+	for _, c := range []struct {
+		mode Compatibility
+		ok   bool
+	}{
+		{Backward, true}, {BackwardTransitive, false}, {Forward, false}, {ForwardTransitive, false},
+		{Full, false}, {FullTransitive, false}, {None, true},
+	} {
+		if msgs := Check(c.mode, v3, []Schema{v1, v2}); (len(msgs) == 0) != c.ok {
+			t.Errorf("%s: %v, want ok=%v", c.mode, msgs, c.ok)
+		}
+	}
+}
