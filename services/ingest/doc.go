@@ -25,6 +25,7 @@
 //
 //	ingest.go     Service: writer slots, routing (own / forward / take over), heartbeat, start-up reclaim, shutdown hand-over
 //	produce.go    Produce and ProduceStream: validation, partitioning, batch building, answers in order, error mapping, quotas
+//	schemas.go    validation at produce against the topic's schema.subject; dead letters
 //	producers.go  InitProducer: producer ids and epochs from bookkeeping
 //	forward.go    forwarding streams to the copies that own partitions
 //	balance.go    the balancing rounds over package balance; the roll-over off leaving bookies
