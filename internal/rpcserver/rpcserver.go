@@ -37,6 +37,7 @@ package rpcserver
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -82,6 +83,10 @@ type Config struct {
 	// default: a CPU profile costs CPU, and heap profiles show data). For
 	// benchmarks and for finding out where a server's time goes.
 	Pprof bool
+	// TLS, when set, serves HTTPS only — HTTP/2 and HTTP/1.1 by ALPN —
+	// instead of cleartext HTTP/1.1 and h2c (internal/tlsconf builds it;
+	// with its ClientCAs, clients need a certificate).
+	TLS *tls.Config
 }
 
 const (
@@ -265,7 +270,11 @@ func isLocalOrigin(origin string) bool {
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	protocols := new(http.Protocols)
 	protocols.SetHTTP1(true)
-	protocols.SetUnencryptedHTTP2(true)
+	if s.cfg.TLS != nil {
+		protocols.SetHTTP2(true)
+	} else {
+		protocols.SetUnencryptedHTTP2(true)
+	}
 	srv := &http.Server{
 		Handler:           s.Handler(),
 		Protocols:         protocols,
@@ -295,7 +304,14 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	endGates := func() { stopGates(); <-gated }
 	defer endGates()
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }() // owned here: joined below on every path
+	go func() { // owned here: joined below on every path
+		if s.cfg.TLS != nil {
+			srv.TLSConfig = s.cfg.TLS.Clone()
+			errc <- srv.ServeTLS(ln, "", "") // the certificate comes from TLSConfig
+			return
+		}
+		errc <- srv.Serve(ln)
+	}()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("rpcserver: serve %s: %w", ln.Addr(), err)

@@ -1,0 +1,96 @@
+package rpcserver_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/internal/rpcserver"
+	"github.com/sluicemq/sluice/internal/telemetry"
+	"github.com/sluicemq/sluice/internal/tlsconf"
+	"github.com/sluicemq/sluice/internal/tlsconf/tlstest"
+	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
+)
+
+// With TLS the server answers HTTPS only — Connect over HTTP/2 and
+// HTTP/1.1 by ALPN — and with a client CA only clients that present a
+// certificate from it; a cleartext request gets no answer.
+func TestServesTLS(t *testing.T) {
+	dir := t.TempDir()
+	ca := tlstest.NewCA(t, "ca")
+	caFile := ca.WriteCA(t, dir, "ca")
+	certFile, keyFile := ca.Issue(t, dir, "server", 1)
+	clientCert, clientKey := ca.Issue(t, dir, "client", 2)
+	tlsCfg, err := tlsconf.Server{CertFile: certFile, KeyFile: keyFile, ClientCAFile: caFile}.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := rpcserver.New(rpcserver.Config{TLS: tlsCfg}, telemetry.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Handle(sluicev1connect.NewAdminServiceHandler(sluicev1connect.UnimplementedAdminServiceHandler{}, s.HandlerOptions()...))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, ln) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	addr := ln.Addr().String()
+
+	client := func(withCert bool, http2 bool) *http.Client {
+		c := tlsconf.Client{CAFile: caFile}
+		if withCert {
+			c.CertFile, c.KeyFile = clientCert, clientKey
+		}
+		cfg, err := c.Config()
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := new(http.Protocols)
+		if http2 {
+			p.SetHTTP2(true)
+		} else {
+			p.SetHTTP1(true)
+			cfg.NextProtos = []string{"http/1.1"}
+		}
+		return &http.Client{Transport: &http.Transport{TLSClientConfig: cfg, Protocols: p}, Timeout: 10 * time.Second}
+	}
+	check := func(c *http.Client, url string) (int, string, error) {
+		resp, err := c.Post(url+"/grpc.health.v1.Health/Check", "application/json", strings.NewReader("{}"))
+		if err != nil {
+			return 0, "", err
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.ProtoMajor, string(b), nil
+	}
+	for _, h2 := range []bool{true, false} {
+		proto, body, err := check(client(true, h2), "https://"+addr)
+		want := 1
+		if h2 {
+			want = 2
+		}
+		if err != nil || proto != want || !strings.Contains(body, "SERVING") {
+			t.Fatalf("HTTPS, HTTP/%d wanted: HTTP/%d %q, %v", want, proto, body, err)
+		}
+	}
+	if _, _, err := check(client(false, true), "https://"+addr); err == nil {
+		t.Fatal("a client without a certificate was answered")
+	}
+	plain := &http.Client{Timeout: 5 * time.Second}
+	if _, body, err := check(plain, "http://"+addr); err == nil && strings.Contains(body, "SERVING") {
+		t.Fatal("a cleartext request was answered")
+	}
+}
