@@ -15,7 +15,6 @@ import (
 	"github.com/sluicemq/sluice/pkg/catalog"
 	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
 	"github.com/sluicemq/sluice/pkg/record"
-	"github.com/sluicemq/sluice/pkg/schema/registry"
 	"github.com/sluicemq/sluice/services/ingest/dedup"
 	"github.com/sluicemq/sluice/services/ingest/partition"
 )
@@ -222,10 +221,8 @@ func (s *Service) prepare(ctx context.Context, m *sluicev1.ProduceRequest) (*pla
 				}
 			} else {
 				recs, inv, err := sc.checkBatch(ctx, i, b.GetData(), p, lim)
-				if ce := new(connect.Error); errors.As(err, &ce) {
-					return nil, ce
-				} else if err != nil {
-					return nil, formatError(fmt.Sprintf("batches[%d].data", i), err, batchLimit)
+				if err != nil {
+					return nil, batchCheckError(fmt.Sprintf("batches[%d].data", i), err, batchLimit)
 				}
 				if recs != nil {
 					pl.results = append(pl.results, resultRef{dead: sc.deadResult(inv), deadAt: len(dead)})
@@ -257,12 +254,11 @@ func (s *Service) prepare(ctx context.Context, m *sluicev1.ProduceRequest) (*pla
 	now := s.cfg.Now().UnixMilli()
 	for i, r := range recs {
 		if sc != nil {
-			err := sc.check(ctx, r.GetValue())
-			var inv *registry.InvalidRecordError
+			inv, err := sc.check(ctx, r.GetValue())
 			switch {
-			case err == nil:
-			case !errors.As(err, &inv):
+			case err != nil:
 				return nil, err
+			case inv == nil:
 			case !sc.dlq():
 				return nil, sc.refuse(fmt.Sprintf("records[%d].value", i), inv, "")
 			default:
@@ -352,6 +348,16 @@ func (s *Service) withDeadLetters(ctx context.Context, pl *plan, dead []*sluicev
 	pl.dlq = d
 	pl.bytes += d.bytes
 	return pl, nil
+}
+
+// batchCheckError is checkBatch's error as the answer: a refusal or a
+// registry failure as it is, a format error worded by formatError.
+func batchCheckError(prefix string, err error, batch apierr.Limit) error {
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		return ce
+	}
+	return formatError(prefix, err, batch)
 }
 
 // formatError turns a record format error of prefix (a request's record,

@@ -55,19 +55,26 @@ func (s *Service) schemaCheck(t catalog.Topic) (*schemaChecker, error) {
 	return &schemaChecker{s: s, topic: t, rc: s.schemas.Request()}, nil
 }
 
-// check validates value. It returns nil when the value is valid (or a
-// tombstone), a *registry.InvalidRecordError when it is not, and any
-// other error when the registry could not say (UNAVAILABLE: retry).
-func (c *schemaChecker) check(ctx context.Context, value []byte) error {
+// check validates value: nil, nil when the value is valid (or a
+// tombstone); the reason when it is not; an error when the registry could
+// not say (UNAVAILABLE: retry). Nothing is allocated for a valid value.
+func (c *schemaChecker) check(ctx context.Context, value []byte) (*registry.InvalidRecordError, error) {
 	if len(value) == 0 {
-		return nil // a tombstone: nothing to decode
+		return nil, nil // a tombstone: nothing to decode
 	}
-	_, err := c.rc.Check(ctx, c.topic.Config.SchemaSubject, value)
+	if _, err := c.rc.Check(ctx, c.topic.Config.SchemaSubject, value); err != nil {
+		return c.invalidOf(err)
+	}
+	return nil, nil
+}
+
+// invalidOf splits a failed check into the record's fault or the store's.
+func (c *schemaChecker) invalidOf(err error) (*registry.InvalidRecordError, error) {
 	var inv *registry.InvalidRecordError
-	if err == nil || errors.As(err, &inv) {
-		return err
+	if errors.As(err, &inv) {
+		return inv, nil
 	}
-	return connect.NewError(connect.CodeUnavailable, fmt.Errorf("the schema registry's store could not be read to validate the records of topic %q: %w; retry", c.topic.Name, err))
+	return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("the schema registry's store could not be read to validate the records of topic %q: %w; retry", c.topic.Name, err))
 }
 
 // dlq reports whether invalid records go to the dead-letter topic.
@@ -118,28 +125,29 @@ func (c *schemaChecker) checkBatch(ctx context.Context, i int, data []byte, part
 	// batch's header is known to be whole there.
 	refuse := func() bool { return !c.dlq() || idempotent(data) }
 	failedAt := -1
+	var refused *registry.InvalidRecordError
 	err := record.ValidateEach(data, lim, func(j int, r *record.Record) error {
-		err := c.check(ctx, r.Value)
-		var inv *registry.InvalidRecordError
-		if !errors.As(err, &inv) {
+		inv, err := c.check(ctx, r.Value)
+		switch {
+		case err != nil:
 			return err
-		}
-		if refuse() {
+		case inv == nil:
+			return nil
+		case refuse():
 			// The first invalid record is the answer.
-			failedAt = j
-			return err
+			failedAt, refused = j, inv
+			return errRefused
 		}
 		invalid = append(invalid, bad{j, inv})
 		return nil
 	})
-	var inv *registry.InvalidRecordError
 	switch {
-	case errors.As(err, &inv):
+	case refused != nil:
 		extra := ""
 		if c.dlq() {
 			extra = " (a batch of an idempotent or transactional producer is refused, not dead-lettered: its sequence numbers cover all its records)"
 		}
-		return nil, nil, c.refuse(fmt.Sprintf("batches[%d].data.records[%d].value", i, failedAt), inv, extra)
+		return nil, nil, c.refuse(fmt.Sprintf("batches[%d].data.records[%d].value", i, failedAt), refused, extra)
 	case err != nil:
 		return nil, nil, err
 	case len(invalid) == 0:
@@ -171,6 +179,9 @@ func (c *schemaChecker) checkBatch(ctx context.Context, i int, data []byte, part
 func (c *schemaChecker) deadResult(inv *registry.InvalidRecordError) *sluicev1.DeadLetter {
 	return &sluicev1.DeadLetter{Topic: c.topic.Config.SchemaDLQTopic, Reason: inv.Error(), SchemaId: inv.SchemaID}
 }
+
+// errRefused stops checkBatch's walk at the value that refuses the batch.
+var errRefused = errors.New("refused")
 
 // idempotent reports whether a batch carries a producer id (idempotent or
 // transactional). data must hold a whole batch header.

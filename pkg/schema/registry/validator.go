@@ -97,6 +97,10 @@ func (v *Validator) Request() *RequestCheck { return &RequestCheck{v: v} }
 type RequestCheck struct {
 	v      *Validator
 	reread bool // the request read a subject again for an unknown id
+	// The last id this request found a member of its subject: the
+	// values of a request mostly name one id, checked once.
+	memberSubject string
+	memberID      int64
 }
 
 // Check validates value for subject and returns the schema id it names.
@@ -109,8 +113,11 @@ func (rc *RequestCheck) Check(ctx context.Context, subject string, value []byte)
 	if err != nil {
 		return 0, &InvalidRecordError{Subject: subject, Reason: err.Error()}
 	}
-	if err := rc.member(ctx, subject, id); err != nil {
-		return id, err
+	if id != rc.memberID || subject != rc.memberSubject {
+		if err := rc.member(ctx, subject, id); err != nil {
+			return id, err
+		}
+		rc.memberSubject, rc.memberID = subject, id
 	}
 	s, err := v.r.Compiled(ctx, id)
 	if err != nil {
