@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/big"
 	"reflect"
 	"slices"
@@ -119,8 +120,8 @@ func (j *jsonSchema) Validate(payload []byte) error {
 	if err := dec.Decode(&v); err != nil {
 		return fmt.Errorf("%w: not JSON: %v", ErrInvalidPayload, err)
 	}
-	if _, err := dec.Token(); err == nil {
-		return fmt.Errorf("%w: more than one JSON value", ErrInvalidPayload)
+	if _, err := dec.Token(); err != io.EOF {
+		return fmt.Errorf("%w: more than one JSON value, or bytes after it", ErrInvalidPayload)
 	}
 	if err := j.compiled.Validate(v); err != nil {
 		var ve *jsonschema.ValidationError
@@ -166,7 +167,10 @@ func (j *jsonSchema) CanRead(writer Schema) error {
 	if !ok {
 		return fmt.Errorf("the writer's schema is %s, not JSON", writer.Format())
 	}
-	cmp := &jsonCompare{r: j, w: w}
+	if reflect.DeepEqual(j.doc, w.doc) && reflect.DeepEqual(j.refs, w.refs) {
+		return nil
+	}
+	cmp := &jsonCompare{r: j, w: w, work: &jsonWork{seen: map[[2]uintptr]pairState{}}}
 	cmp.schema("#", j.doc, w.doc, 0)
 	if len(cmp.probs) > 0 {
 		return errors.New(strings.Join(cmp.probs, "; "))
@@ -177,12 +181,37 @@ func (j *jsonSchema) CanRead(writer Schema) error {
 type jsonCompare struct {
 	r, w  *jsonSchema
 	probs []string
+	n     int       // problems found (probs keeps the first 20)
+	work  *jsonWork // shared by the sub-comparisons of one CanRead
 }
+
+// jsonWork bounds one comparison: the pairs of schema objects already
+// compared (recursive $refs and shared definitions are compared once;
+// a pair met again while being compared is taken as compatible, the
+// coinductive reading of recursion) and the steps taken.
+type jsonWork struct {
+	seen  map[[2]uintptr]pairState
+	steps int
+	over  bool
+}
+
+type pairState uint8
+
+const (
+	pairComparing pairState = iota + 1
+	pairCompatible
+	pairIncompatible
+)
+
+// maxJSONCompareSteps bounds the schema pairs one compatibility check
+// compares; past it the check fails, saying so.
+const maxJSONCompareSteps = 20000
 
 // maxJSONCompareDepth bounds the comparison (recursive $refs).
 const maxJSONCompareDepth = 32
 
 func (c *jsonCompare) add(path, format string, args ...any) {
+	c.n++
 	if len(c.probs) < 20 {
 		c.probs = append(c.probs, path+": "+fmt.Sprintf(format, args...))
 	}
@@ -246,7 +275,32 @@ func (c *jsonCompare) schema(path string, r, w any, depth int) {
 		return
 	}
 	r, w = c.r.resolve(r), c.w.resolve(w)
-	if reflect.DeepEqual(r, w) {
+	rm0, rok := r.(map[string]any)
+	wm0, wok := w.(map[string]any)
+	if rok && wok {
+		key := [2]uintptr{reflect.ValueOf(rm0).Pointer(), reflect.ValueOf(wm0).Pointer()}
+		switch c.work.seen[key] {
+		case pairComparing, pairCompatible:
+			return // being compared further up (recursion), or was
+		case pairIncompatible:
+			c.add(path, "incompatible, as found where these schemas were compared before")
+			return
+		}
+		c.work.seen[key] = pairComparing
+		before := c.n
+		defer func() {
+			if c.n == before {
+				c.work.seen[key] = pairCompatible
+			} else {
+				c.work.seen[key] = pairIncompatible
+			}
+		}()
+	}
+	if c.work.steps++; c.work.steps > maxJSONCompareSteps {
+		if !c.work.over {
+			c.work.over = true
+			c.add(path, "the schemas take more than %d steps to compare; simplify them or set the subject's compatibility to NONE", maxJSONCompareSteps)
+		}
 		return
 	}
 	rb, rIsBool := r.(bool)
@@ -335,8 +389,12 @@ func (c *jsonCompare) enums(path string, rm, wm map[string]any) {
 			return
 		}
 	}
+	have := make(map[string]bool, len(re))
+	for _, v := range re {
+		have[canon(v)] = true
+	}
 	for _, v := range we {
-		if !slices.ContainsFunc(re, func(x any) bool { return reflect.DeepEqual(x, v) }) {
+		if !have[canon(v)] {
 			c.add(path, "enum value %s was removed", compact(v))
 		}
 	}
@@ -480,17 +538,15 @@ func (c *jsonCompare) combined(path string, rm, wm map[string]any, depth int) {
 			if k == "allOf" {
 				// Every reader branch must read the writer.
 				for j, rb := range rl {
-					sub := &jsonCompare{r: c.r, w: c.w}
-					sub.schema(fmt.Sprintf("%s/%s/%d", path, k, j), rb, wb, depth+1)
-					c.probs = append(c.probs, sub.probs...)
+					c.schema(fmt.Sprintf("%s/%s/%d", path, k, j), rb, wb, depth+1)
 				}
 				continue
 			}
 			read := false
 			for _, rb := range rl {
-				sub := &jsonCompare{r: c.r, w: c.w}
+				sub := &jsonCompare{r: c.r, w: c.w, work: c.work}
 				sub.schema(path, rb, wb, depth+1)
-				if len(sub.probs) == 0 {
+				if sub.n == 0 {
 					read = true
 					break
 				}
@@ -531,6 +587,12 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// canon is v's JSON, whole: equal for equal values (keys sorted).
+func canon(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
 }
 
 func compact(v any) string {

@@ -2,8 +2,10 @@ package schema
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 func jsonT(t *testing.T, text string, refs ...Resolved) Schema {
@@ -132,5 +134,53 @@ func TestJSONSchemaCheckModes(t *testing.T) {
 		if msgs := Check(c.mode, v3, []Schema{v1, v2}); (len(msgs) == 0) != c.ok {
 			t.Errorf("%s: %v, want ok=%v", c.mode, msgs, c.ok)
 		}
+	}
+}
+
+// A recursive schema compares in bounded work: each pair of schema
+// objects once (this one took about 2^33 steps before), and any check past
+// maxJSONCompareSteps fails saying so.
+func TestJSONSchemaCompareIsBounded(t *testing.T) {
+	tree := `{"type":"object","properties":{"a":{"$ref":"#"},"b":{"$ref":"#"},"c":{"$ref":"#"}}}`
+	v1, v2 := jsonT(t, tree), jsonT(t, strings.Replace(tree, `"type"`, `"description":"v2","type"`, 1))
+	done := make(chan error, 1)
+	go func() { done <- v2.CanRead(v1) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("a recursive tree read by itself with a description added: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the comparison of two recursive schemas did not end")
+	}
+	// Many distinct branches: the step bound answers.
+	var b strings.Builder
+	b.WriteString(`{"anyOf":[`)
+	for i := range 300 {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, `{"type":"object","properties":{"p%d":{"anyOf":[{"type":"string"},{"type":"integer","minimum":%d}]}}}`, i, i)
+	}
+	b.WriteString(`]}`)
+	wide := jsonT(t, b.String())
+	other := jsonT(t, strings.Replace(b.String(), `"minimum":0}`, `"minimum":1}`, 1))
+	start := time.Now()
+	_ = other.CanRead(wide)
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("a wide anyOf took %v to compare", d)
+	}
+}
+
+// Bytes after the document are refused, not ignored.
+func TestJSONSchemaValidateRefusesTrailingBytes(t *testing.T) {
+	s := jsonT(t, `{"type":"object"}`)
+	for _, p := range []string{`{"a":1}xyz`, `{"a":1}]`, `{"a":1},`, `{"a":1} {}`} {
+		if err := s.Validate([]byte(p)); !errors.Is(err, ErrInvalidPayload) {
+			t.Errorf("%s: %v; want it refused", p, err)
+		}
+	}
+	if err := s.Validate([]byte("{\"a\":1} \n")); err != nil {
+		t.Errorf("trailing white space: %v", err)
 	}
 }

@@ -76,7 +76,9 @@ type Result struct {
 	DeadLetter *DeadLetter
 }
 
-// DeadLetter says where a dead-lettered record went, and why.
+// DeadLetter says where a dead-lettered record went, and why. A batch is
+// dead-lettered whole and its records partitioned by key there like any
+// others: Partition and Offset are where the batch's first record went.
 type DeadLetter struct {
 	Topic     string
 	Partition int32
@@ -428,7 +430,6 @@ func (p *Producer) completer() {
 				case b.err != nil:
 				case b.dead != nil:
 					d := *b.dead
-					d.Offset += int64(i)
 					res.DeadLetter = &d
 				default:
 					res.Offset, res.Duplicate = b.base+int64(i), b.dup

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"strconv"
 	"time"
@@ -27,8 +28,8 @@ func (s *Serializer) SerializeJSON(ctx context.Context, data []byte) ([]byte, er
 	if err := dec.Decode(&v); err != nil {
 		return nil, fmt.Errorf("avroserde: not JSON: %w", err)
 	}
-	if dec.More() {
-		return nil, errors.New("avroserde: more than one JSON value")
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("avroserde: more than one JSON value, or bytes after it")
 	}
 	native, err := fromJSON(s.schema, v, "")
 	if err != nil {

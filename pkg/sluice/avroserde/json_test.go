@@ -64,6 +64,7 @@ func TestSerializeJSON(t *testing.T) {
 		{strings.Replace(in, `"price": 2.5`, `"price": 2.5, "color": "red"`, 1), `record shop.Event has no field "color"`},
 		{strings.Replace(in, `"price": 2.5`, `"pric": 2.5`, 1), `field "price" is missing and has no default`},
 		{`{} {}`, "more than one JSON value"},
+		{in + `]`, "bytes after it"},
 		{`{"id": 1,`, "not JSON"},
 	} {
 		if _, err := ser.SerializeJSON(ctx, []byte(c.in)); err == nil || !strings.Contains(err.Error(), c.says) {

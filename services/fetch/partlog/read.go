@@ -188,10 +188,12 @@ func (lg *Log) readOnce(ctx context.Context, offset int64, lim Limits, mode read
 		// At the end of a partition with no ledger as cached: its first
 		// ledger may have been created since, its records acknowledged
 		// (the chain is cached up to ChainTTL). Ask the catalog.
-		if p, err = lg.chain(ctx, 0); err != nil {
-			return Result{}, false, err
+		// The catalog failing leaves the answer as cached (empty), as
+		// before this read asked.
+		if q, err := lg.chain(ctx, 0); err == nil {
+			p = q
+			res.LogStart = p.LogStartOffset
 		}
-		res.LogStart = p.LogStartOffset
 	}
 	if len(p.Ledgers) == 0 {
 		res.HighWatermark = p.LogStartOffset
