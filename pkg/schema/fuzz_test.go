@@ -66,7 +66,9 @@ message A { string s = 1; int64 n = 2; repeated bytes b = 3; map<string, A> m = 
 message B { message C { sint32 z = 1; fixed64 q = 2; } C c = 1; }`
 
 // FuzzProtobufValidate: any payload is valid for the file or
-// ErrInvalidPayload; nothing panics, however deep or long the index path.
+// ErrInvalidPayload; nothing panics, however deep or long the index path;
+// and the wire walk (Validate) agrees with decoding the payload into a
+// dynamic message (proto.Unmarshal, the reference).
 func FuzzProtobufValidate(f *testing.F) {
 	s, err := Parse(Protobuf, fuzzProto, nil, Limits{MaxSchemaBytes: 1 << 16, MaxReferences: 1, MaxPayloadBytes: 1 << 16})
 	if err != nil {
@@ -75,9 +77,14 @@ func FuzzProtobufValidate(f *testing.F) {
 	f.Add([]byte{0, 0x0a, 1, 'a', 0x10, 5})
 	f.Add([]byte{4, 2, 0, 0x0a, 2, 0x08, 3})
 	f.Add([]byte{2, 0xfe, 0xff, 0xff, 0xff, 0x0f})
+	f.Add([]byte{0, 0x1a, 0x03, 'a', 'b', 'c', 0x22, 0x02, 0x0a, 0x00, 0x2a, 0x01, 0x01})
 	f.Fuzz(func(t *testing.T, payload []byte) {
-		if err := s.Validate(payload); err != nil && !errors.Is(err, ErrInvalidPayload) {
+		err := s.Validate(payload)
+		if err != nil && !errors.Is(err, ErrInvalidPayload) {
 			t.Fatalf("Validate: %v, not ErrInvalidPayload", err)
+		}
+		if _, derr := s.(*protoSchema).decode(payload); (err == nil) != (derr == nil) {
+			t.Fatalf("the wire walk says %v, proto.Unmarshal says %v", err, derr)
 		}
 	})
 }

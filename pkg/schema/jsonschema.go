@@ -114,6 +114,11 @@ func (j *jsonSchema) Validate(payload []byte) error {
 	if len(payload) > j.maxPayload {
 		return fmt.Errorf("%w: %d bytes, more than %d", ErrInvalidPayload, len(payload), j.maxPayload)
 	}
+	// The validator needs the document decoded, which costs memory per
+	// value: bound the values first (a 1 MiB [{},{},...] took ~50 MB).
+	if n := jsonValues(payload); n > maxJSONValues {
+		return fmt.Errorf("%w: the document holds more than %d values (objects, arrays, members, elements)", ErrInvalidPayload, maxJSONValues)
+	}
 	dec := json.NewDecoder(bytes.NewReader(payload))
 	dec.UseNumber()
 	var v any
@@ -142,6 +147,35 @@ func (j *jsonSchema) JSON(payload []byte) ([]byte, error) {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidPayload, err)
 	}
 	return out.Bytes(), nil
+}
+
+// maxJSONValues bounds the values of a document Validate decodes.
+const maxJSONValues = 1 << 17
+
+// jsonValues counts a document's values from its structure, without
+// decoding it: each object or array, and each member or element past the
+// first (a comma), outside strings. An upper bound for valid documents
+// within a constant; invalid ones fail to decode after.
+func jsonValues(b []byte) int {
+	n, inString, escaped := 1, false, false
+	for _, c := range b {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '{', c == '[', c == ',':
+			n++
+		}
+	}
+	return n
 }
 
 // firstCause is the innermost first cause of a validation error, worded

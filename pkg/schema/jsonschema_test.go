@@ -184,3 +184,19 @@ func TestJSONSchemaValidateRefusesTrailingBytes(t *testing.T) {
 		t.Errorf("trailing white space: %v", err)
 	}
 }
+
+// A document is bounded by its values before it is decoded.
+func TestJSONSchemaValidateIsBounded(t *testing.T) {
+	s := jsonT(t, `{"type":"array"}`)
+	many := "[" + strings.Repeat("{},", maxJSONValues) + "{}]"
+	if err := s.Validate([]byte(many)); !errors.Is(err, ErrInvalidPayload) || !strings.Contains(err.Error(), "more than") {
+		t.Fatalf("%d objects: %v; want refused naming the bound", maxJSONValues+1, err)
+	}
+	fine := "[" + strings.Repeat(`{"s":"a,b[{"},`, 1000) + "{}]"
+	if err := s.Validate([]byte(fine)); err != nil {
+		t.Fatalf("commas and brackets inside strings counted: %v", err)
+	}
+	if n := jsonValues([]byte(`{"a":"x\"[,","b":[1,2]}`)); n != 5 {
+		t.Fatalf("jsonValues = %d; want 5 (the object, its second member, the array and its second element, plus one)", n)
+	}
+}

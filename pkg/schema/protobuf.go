@@ -178,8 +178,14 @@ func (p *protoSchema) Normalized() string { return p.norm }
 // are allowed, as a reader of an older version meets them; proto2 required
 // fields must be present; proto3 strings must be UTF-8).
 func (p *protoSchema) Validate(payload []byte) error {
-	_, err := p.decode(payload)
-	return err
+	if len(payload) > p.maxPayload {
+		return fmt.Errorf("%w: %d bytes, more than %d", ErrInvalidPayload, len(payload), p.maxPayload)
+	}
+	md, rest, err := p.messageAt(payload)
+	if err != nil {
+		return err
+	}
+	return walkProto(md, rest, 0) // protowalk.go: no decode into objects
 }
 
 func (p *protoSchema) JSON(payload []byte) ([]byte, error) {
