@@ -28,7 +28,7 @@ func newSchemaCmd() *cobra.Command {
 or an ingest copy) through its SchemaService. The same registry answers Confluent Schema Registry's
 REST API under /registry, for Confluent's serializers. Subjects hold numbered versions of schemas;
 a new version must be compatible with the earlier ones as the subject's level says (BACKWARD by
-default). Avro only so far.`,
+default). Avro, Protobuf (--type PROTOBUF) and JSON Schema (--type JSON).`,
 	})
 	cmd.AddCommand(newSchemaRegisterCmd(), newSchemaGetCmd(), newSchemaListCmd(), newSchemaCheckCmd(), newSchemaDeleteCmd())
 	return cmd
