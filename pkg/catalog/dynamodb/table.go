@@ -70,7 +70,12 @@ func (c *store) ensureTable(ctx context.Context) error {
 	_, err := c.api.CreateTable(ctx, TableDefinition(c.table))
 	var inUse *types.ResourceInUseException
 	if err != nil && !errors.As(err, &inUse) {
-		return fmt.Errorf("create table %s: %w", c.table, err)
+		// An answer that could not be read (a connection closed under
+		// the error's body, seen against the emulator) may hide "it
+		// exists": a table that exists is what was asked for.
+		if _, derr := c.api.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(c.table)}); derr != nil {
+			return fmt.Errorf("create table %s: %w", c.table, err)
+		}
 	}
 	w := dynamodb.NewTableExistsWaiter(c.api, func(o *dynamodb.TableExistsWaiterOptions) {
 		o.MinDelay, o.MaxDelay = 100*time.Millisecond, 2*time.Second

@@ -1,11 +1,14 @@
 package dynamodb
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"reflect"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -132,5 +135,39 @@ func TestTableDefinitionMatchesInitScript(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got.KeySchema, want.KeySchema) {
 		t.Errorf("%s: KeySchema = %+v, Go = %+v", path, got.KeySchema, want.KeySchema)
+	}
+}
+
+// flakyCreate answers CreateTable with an error that hides what happened
+// (as the emulator's closed connection did) and DescribeTable as exists
+// says.
+type flakyCreate struct {
+	API
+	exists bool
+}
+
+func (f *flakyCreate) CreateTable(context.Context, *dynamodb.CreateTableInput, ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error) {
+	return nil, errors.New("deserialization failed, failed to copy error response body: use of closed network connection")
+}
+
+func (f *flakyCreate) DescribeTable(_ context.Context, in *dynamodb.DescribeTableInput, _ ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
+	if !f.exists {
+		return nil, &types.ResourceNotFoundException{Message: aws.String("no table")}
+	}
+	def := TableDefinition(aws.ToString(in.TableName))
+	return &dynamodb.DescribeTableOutput{Table: &types.TableDescription{TableName: in.TableName, TableStatus: types.TableStatusActive,
+		KeySchema: def.KeySchema, AttributeDefinitions: def.AttributeDefinitions}}, nil
+}
+
+// A create whose answer cannot be read is fine when the table exists (a
+// restarted ingest copy with --create-table failed so in CI), and the
+// error when it does not.
+func TestEnsureTableLooksWhenCreateIsUnclear(t *testing.T) {
+	ctx := context.Background()
+	if err := EnsureTable(ctx, &flakyCreate{exists: true}, Options{Table: "sluice-t"}); err != nil {
+		t.Fatalf("the table exists: %v", err)
+	}
+	if err := EnsureTable(ctx, &flakyCreate{}, Options{Table: "sluice-t"}); err == nil || !strings.Contains(err.Error(), "closed network connection") {
+		t.Fatalf("no table: %v; want the create's error", err)
 	}
 }
