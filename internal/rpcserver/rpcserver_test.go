@@ -62,7 +62,11 @@ func start(t *testing.T, cfg rpcserver.Config) (base string, stop func() error) 
 			t.Error(err)
 		}
 	})
-	return "http://" + ln.Addr().String(), stop
+	scheme := "http://"
+	if cfg.TLS != nil {
+		scheme = "https://"
+	}
+	return scheme + ln.Addr().String(), stop
 }
 
 func h2cClient() *http.Client {

@@ -1,19 +1,15 @@
 package rpcserver_test
 
 import (
-	"context"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sluicemq/sluice/internal/rpcserver"
-	"github.com/sluicemq/sluice/internal/telemetry"
 	"github.com/sluicemq/sluice/internal/tlsconf"
 	"github.com/sluicemq/sluice/internal/tlsconf/tlstest"
-	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
 )
 
 // With TLS the server answers HTTPS only — Connect over HTTP/2 and
@@ -29,25 +25,8 @@ func TestServesTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := rpcserver.New(rpcserver.Config{TLS: tlsCfg}, telemetry.Discard())
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Handle(sluicev1connect.NewAdminServiceHandler(sluicev1connect.UnimplementedAdminServiceHandler{}, s.HandlerOptions()...))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx, ln) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
-	addr := ln.Addr().String()
+	base, _ := start(t, rpcserver.Config{TLS: tlsCfg})
+	addr := strings.TrimPrefix(base, "https://")
 
 	client := func(withCert bool, http2 bool) *http.Client {
 		c := tlsconf.Client{CAFile: caFile}
