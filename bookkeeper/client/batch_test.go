@@ -118,9 +118,9 @@ func (c recordingConn) Receive(m any) error {
 // gatedDial holds every bookie's identity check (the first thing a
 // stream's sender does) until gate closes, so adds queue up meanwhile.
 func gatedDial(t testing.TB, gate chan struct{}) func(string) bookiev1connect.BookieServiceClient {
-	hc, tr := defaultHTTPClient()
+	hc, tr := defaultHTTPClient(nil)
 	t.Cleanup(tr.CloseIdleConnections)
-	dial := grpcDialer(hc, 8<<20)
+	dial := grpcDialer(hc, false, 8<<20)
 	return func(addr string) bookiev1connect.BookieServiceClient { return gatedClient{dial(addr), gate} }
 }
 

@@ -62,10 +62,10 @@ func New(cfg Config) (*Client, error) {
 		hc := cfg.HTTPClient
 		if hc == nil {
 			var h *http.Client
-			h, c.transport = defaultHTTPClient()
+			h, c.transport = defaultHTTPClient(cfg.TLS)
 			hc = h
 		}
-		dial = grpcDialer(hc, cfg.MaxEntryBytes+rpcOverhead)
+		dial = grpcDialer(hc, cfg.TLS != nil, cfg.MaxEntryBytes+rpcOverhead)
 	}
 	c.bookies = newRegistry(cfg, dial, &c.stats)
 	c.ctx, c.cancel = context.WithCancelCause(context.Background())

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -74,9 +75,15 @@ type Config struct {
 	Now func() time.Time
 
 	// HTTPClient carries the RPCs to bookies; nil means a client of its own
-	// speaking cleartext HTTP/2 (h2c) only, which AddEntries needs (a bidi
-	// stream). Ignored when Dial is set.
+	// speaking HTTP/2 only, which AddEntries needs (a bidi stream):
+	// cleartext (h2c), or over TLS with TLS. Ignored when Dial is set.
 	HTTPClient connect.HTTPClient
+	// TLS, when set, reaches bookies over HTTPS: the default HTTP client
+	// uses it (its roots check the bookies' certificates; its client
+	// certificate is what bookies with mTLS ask for). A caller's
+	// HTTPClient must be configured for TLS itself. Ignored when Dial is
+	// set.
+	TLS *tls.Config
 	// Dial returns the BookieService client for a bookie address
 	// ("host:port"); nil means the gRPC protocol over HTTPClient. Called
 	// once per address; the result is cached. Tests wrap it to inject
@@ -314,11 +321,17 @@ func (c Config) backoff(n int) time.Duration {
 	return min(d, c.RetryBackoff*maxBackoffFactor)
 }
 
-// defaultHTTPClient speaks cleartext HTTP/2 only: AddEntries is a bidi
-// stream, which HTTP/1.1 cannot carry.
-func defaultHTTPClient() (*http.Client, *http.Transport) {
+// defaultHTTPClient speaks HTTP/2 only — AddEntries is a bidi stream,
+// which HTTP/1.1 cannot carry — over TLS with cfg, cleartext without.
+func defaultHTTPClient(cfg *tls.Config) (*http.Client, *http.Transport) {
 	var p http.Protocols
-	p.SetUnencryptedHTTP2(true)
-	tr := &http.Transport{Protocols: &p, MaxIdleConnsPerHost: 4, IdleConnTimeout: 90 * time.Second}
+	tr := &http.Transport{MaxIdleConnsPerHost: 4, IdleConnTimeout: 90 * time.Second}
+	if cfg != nil {
+		p.SetHTTP2(true)
+		tr.TLSClientConfig = cfg.Clone()
+	} else {
+		p.SetUnencryptedHTTP2(true)
+	}
+	tr.Protocols = &p
 	return &http.Client{Transport: tr}, tr
 }

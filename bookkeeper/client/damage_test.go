@@ -31,12 +31,12 @@ func TestReadersMarkDamagedCopies(t *testing.T) {
 	// meets the bad copy first.
 	corrupt := new(atomic.Bool)
 	corrupt.Store(true)
-	hc, tr := defaultHTTPClient()
+	hc, tr := defaultHTTPClient(nil)
 	t.Cleanup(tr.CloseIdleConnections)
 	b1 := cl.bookies["b1"].addr
 	dial := func(cfg *Config) {
 		cfg.Dial = func(addr string) bookiev1connect.BookieServiceClient {
-			bc := grpcDialer(hc, 8<<20)(addr)
+			bc := grpcDialer(hc, false, 8<<20)(addr)
 			if addr == b1 {
 				return corrupting{BookieServiceClient: bc, on: corrupt}
 			}
@@ -70,7 +70,7 @@ func TestReadersMarkDamagedCopies(t *testing.T) {
 	lossID := closedLedger(t, wc, 9)
 	lc := cl.client(t, func(cfg *Config) {
 		cfg.Dial = func(addr string) bookiev1connect.BookieServiceClient {
-			bc := grpcDialer(hc, 8<<20)(addr)
+			bc := grpcDialer(hc, false, 8<<20)(addr)
 			if addr == b1 {
 				return dataLoss{bc}
 			}
@@ -88,7 +88,7 @@ func TestReadersMarkDamagedCopies(t *testing.T) {
 	answered := new(atomic.Int64)
 	sc := cl.client(t, func(cfg *Config) {
 		cfg.Dial = func(addr string) bookiev1connect.BookieServiceClient {
-			bc := grpcDialer(hc, 8<<20)(addr)
+			bc := grpcDialer(hc, false, 8<<20)(addr)
 			if addr == b1 {
 				return notYet{bc, answered}
 			}

@@ -2,8 +2,11 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -28,6 +31,9 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 type cluster struct {
 	t       testing.TB
 	cat     *catalog.Catalog
+	// serverTLS, when set before bookies start, serves them over TLS
+	// (HTTP/2 by ALPN) with it.
+	serverTLS *tls.Config
 	mu      sync.Mutex
 	bookies map[string]*testBookie
 }
@@ -114,9 +120,17 @@ func (c *cluster) serve(id string, b *bookie.Bookie, mux *http.ServeMux) *testBo
 	srv := httptest.NewUnstartedServer(mux)
 	var p http.Protocols
 	p.SetHTTP1(true)
-	p.SetUnencryptedHTTP2(true)
-	srv.Config.Protocols = &p
-	srv.Start()
+	if c.serverTLS != nil {
+		p.SetHTTP2(true)
+		srv.Config.Protocols = &p
+		srv.TLS = c.serverTLS.Clone()
+		srv.Config.ErrorLog = log.New(io.Discard, "", 0) // refused handshakes are what TLS tests make
+		srv.StartTLS()
+	} else {
+		p.SetUnencryptedHTTP2(true)
+		srv.Config.Protocols = &p
+		srv.Start()
+	}
 	tb := &testBookie{id: id, b: b, srv: srv, addr: srv.Listener.Addr().String()}
 	c.mu.Lock()
 	c.bookies[id] = tb
@@ -170,9 +184,9 @@ func (c *cluster) rpc(t testing.TB, id string) bookiev1connect.BookieServiceClie
 	c.mu.Lock()
 	addr := c.bookies[id].addr
 	c.mu.Unlock()
-	hc, tr := defaultHTTPClient()
+	hc, tr := defaultHTTPClient(nil)
 	t.Cleanup(tr.CloseIdleConnections)
-	return grpcDialer(hc, 8<<20)(addr)
+	return grpcDialer(hc, false, 8<<20)(addr)
 }
 
 // testConfig is a client config with short timeouts for tests.

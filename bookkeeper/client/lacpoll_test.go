@@ -27,7 +27,7 @@ type lacSpy struct {
 }
 
 func (s *lacSpy) dial(t testing.TB) func(string) bookiev1connect.BookieServiceClient {
-	hc, tr := defaultHTTPClient()
+	hc, tr := defaultHTTPClient(nil)
 	t.Cleanup(tr.CloseIdleConnections)
 	return func(addr string) bookiev1connect.BookieServiceClient {
 		spy := spyInterceptor{s: s, addr: addr}

@@ -169,12 +169,12 @@ func TestChecksumMismatch(t *testing.T) {
 		corrupt[cl.bookies[b].addr] = new(atomic.Bool)
 	}
 	corrupt[cl.bookies["b1"].addr].Store(true)
-	hc, tr := defaultHTTPClient()
+	hc, tr := defaultHTTPClient(nil)
 	t.Cleanup(tr.CloseIdleConnections)
 	rc := cl.client(t, func(cfg *Config) {
 		cfg.SpeculativeReadTimeout = time.Minute // every read waits for its first replica
 		cfg.Dial = func(addr string) bookiev1connect.BookieServiceClient {
-			return corrupting{BookieServiceClient: grpcDialer(hc, 8<<20)(addr), on: corrupt[addr]}
+			return corrupting{BookieServiceClient: grpcDialer(hc, false, 8<<20)(addr), on: corrupt[addr]}
 		}
 	})
 	readAll(t, rc, id, 29)
@@ -220,13 +220,13 @@ func TestSpeculativeRead(t *testing.T) {
 	cl := newCluster(t, 3)
 	id := closedLedger(t, cl.client(t), 8)
 	slow := cl.bookies["b1"].addr // the first replica of entries 0..ReadRun-1 (ledger.Schedule.ReadOrder)
-	hc, tr := defaultHTTPClient()
+	hc, tr := defaultHTTPClient(nil)
 	t.Cleanup(tr.CloseIdleConnections)
 	rc := cl.client(t, func(cfg *Config) {
 		cfg.ReadTimeout = time.Minute
 		cfg.SpeculativeReadTimeout = 10 * time.Millisecond
 		cfg.Dial = func(addr string) bookiev1connect.BookieServiceClient {
-			bc := grpcDialer(hc, 8<<20)(addr)
+			bc := grpcDialer(hc, false, 8<<20)(addr)
 			if addr == slow {
 				return hanging{bc}
 			}
@@ -266,13 +266,13 @@ func TestRangeReads(t *testing.T) {
 		t.Fatalf("%d ReadEntries calls for 100 entries; want range reads (at most 10)", s.ReadsSent)
 	}
 
-	hc, tr := defaultHTTPClient()
+	hc, tr := defaultHTTPClient(nil)
 	t.Cleanup(tr.CloseIdleConnections)
 	lacking := cl.bookies["b1"].addr // the first replica of entries 0..63
 	gc := cl.client(t, func(cfg *Config) {
 		cfg.SpeculativeReadTimeout = time.Minute // only the gap may send a read elsewhere
 		cfg.Dial = func(addr string) bookiev1connect.BookieServiceClient {
-			bc := grpcDialer(hc, 8<<20)(addr)
+			bc := grpcDialer(hc, false, 8<<20)(addr)
 			if addr == lacking {
 				return gapped{BookieServiceClient: bc, gap: 5}
 			}

@@ -16,13 +16,18 @@ import (
 	"github.com/sluicemq/sluice/pkg/gen/sluice/bookie/v1/bookiev1connect"
 )
 
-// grpcDialer returns the default Dial: the gRPC protocol over hc. gRPC
+// grpcDialer returns the default Dial: the gRPC protocol over hc, to
+// https:// addresses when secure. gRPC
 // rather than Connect's own protocol because the hot path is a bidi stream,
 // gRPC's home ground (binary framing, trailers, the same wire any gRPC
 // tool or server speaks); the bookie's handler takes all three protocols.
-func grpcDialer(hc connect.HTTPClient, maxMsg int) func(string) bookiev1connect.BookieServiceClient {
+func grpcDialer(hc connect.HTTPClient, secure bool, maxMsg int) func(string) bookiev1connect.BookieServiceClient {
+	scheme := "http://"
+	if secure {
+		scheme = "https://"
+	}
 	return func(address string) bookiev1connect.BookieServiceClient {
-		return bookiev1connect.NewBookieServiceClient(hc, "http://"+address,
+		return bookiev1connect.NewBookieServiceClient(hc, scheme+address,
 			connect.WithGRPC(), connect.WithReadMaxBytes(maxMsg), connect.WithSendMaxBytes(maxMsg),
 			// No gzip: entries are record batches the producer compressed
 			// already, and gzip of the answers cost ~15% of a sluice dev's

@@ -33,6 +33,7 @@ type bookieFlags struct {
 	checkpoint      time.Duration
 	logFormat       string
 	pprof           bool
+	tls             tlsFlags
 }
 
 func newBookieCmd() *cobra.Command {
@@ -57,7 +58,7 @@ Ready when grpc.health.v1.Health/Check answers SERVING.`,
 	fs := cmd.Flags()
 	fs.StringVar(&f.dir, "dir", "", "data directory: journal, ledgers and index go in subdirectories (required)")
 	fs.StringVar(&f.journalDir, "journal-dir", "", "journal directory, ideally its own disk (default DIR/journal)")
-	fs.StringVar(&f.addr, "addr", "127.0.0.1:3181", "address to serve sluice.bookie.v1.BookieService on (h2c)")
+	fs.StringVar(&f.addr, "addr", "127.0.0.1:3181", "address to serve sluice.bookie.v1.BookieService on (h2c; mTLS with --tls-cert)")
 	fs.StringVar(&f.advertise, "advertise", "", "address other nodes reach this bookie at (default --addr)")
 	fs.StringVar(&f.id, "id", "", "bookie id in the cluster (default the advertised address)")
 	fs.StringVar(&f.instance, "instance", "sluice", "cluster instance id, recorded in every cookie")
@@ -71,6 +72,7 @@ Ready when grpc.health.v1.Health/Check answers SERVING.`,
 	fs.DurationVar(&f.checkpoint, "checkpoint-interval", bookie.DefaultCheckpointInterval, "checkpoint interval (storage flush, journal trim)")
 	logFormatFlag(cmd, &f.logFormat)
 	fs.BoolVar(&f.pprof, "pprof", false, "serve Go's runtime profiles under /debug/pprof/ (benchmarks, diagnosis)")
+	f.tls.register(cmd, tlsBookie)
 	return cmd
 }
 
@@ -112,6 +114,7 @@ func (f *bookieFlags) check() error {
 	}
 	c.positive("checkpoint-interval", f.checkpoint, 0)
 	c.logFormat(f.logFormat)
+	f.tls.check(&c)
 	if err := c.err(); err != nil {
 		return err
 	}
@@ -153,7 +156,11 @@ func runBookie(ctx context.Context, f bookieFlags, stdout, stderr io.Writer) err
 		}
 	}()
 
-	srv, err := rpcserver.New(rpcserver.Config{MaxRequestBytes: bookie.DefaultMaxEntryBytes + 64<<10, Pprof: f.pprof}, tel)
+	tlsCfg, err := f.tls.server(tel.Logger)
+	if err != nil {
+		return err
+	}
+	srv, err := rpcserver.New(rpcserver.Config{MaxRequestBytes: bookie.DefaultMaxEntryBytes + 64<<10, Pprof: f.pprof, TLS: tlsCfg}, tel)
 	if err != nil {
 		return err
 	}

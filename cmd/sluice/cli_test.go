@@ -90,6 +90,16 @@ func TestUsageErrorsNameTheFlag(t *testing.T) {
 			"--objects", "file://relative/dir", "--balance-interval", "-1s"},
 			[]string{"--replication-factor 99: cassandra config: Replication.Factor 99: outside [1, 10]", "--keyspace is required",
 				`--objects "file://relative/dir"`, "--balance-interval -1s: want a positive duration"}},
+		{[]string{"bookie", "--dir", dir, "--tls-cert", "c.pem"}, []string{"--tls-cert and --tls-key go together",
+			"--tls-cert needs --tls-ca on a bookie: its port takes only callers with a certificate from the cluster's CA (mTLS)"}},
+		{[]string{"bookie", "--dir", dir, "--tls-ca", "ca.pem"}, []string{"--tls-ca needs --tls-cert and --tls-key"}},
+		{[]string{"ingest", "--catalog-table", "t", "--tls-client-ca", "u.pem", "--tls-client-auth", "maybe"},
+			[]string{"--tls-ca and --tls-client-ca need --tls-cert and --tls-key", `--tls-client-auth "maybe": want require or request`}},
+		{[]string{"compactor", "--catalog-table", "t", "--objects", "mem://", "--tls-ca", "ca.pem"},
+			[]string{"--tls-ca needs --tls-cert and --tls-key: bookies with TLS take only callers with a certificate (mTLS)"}},
+		{[]string{"topic", "list", "--tls-cert", "c.pem"}, []string{"--tls-cert and --tls-key go together"}},
+		{[]string{"topic", "list", "--tls-ca", filepath.Join(dir, "missing.pem")}, []string{"--tls-ca/--tls-cert/--tls-key: tls: read CA file"}},
+		{[]string{"topic", "list", "--addr", "10.1.2.3:7420", "--token", "x"}, []string{"--token: a bearer token goes only over TLS (an https:// --addr, or --tls-ca) or to a loopback address; http://10.1.2.3:7420 is neither"}},
 	} {
 		code, _, stderr := runCLI(tc.args...)
 		if code != 2 {
@@ -221,7 +231,7 @@ func TestProduceFlagsAnywhere(t *testing.T) {
 		t.Errorf("--key after the values: records %q; want a and b with key k", got)
 	}
 	f = parseProduce(t, "a", "--topic", "t", "b", "--addr", "127.0.0.1:9", "--partition", "3")
-	if f.addr != "127.0.0.1:9" || f.topic != "t" || strings.Join(f.values, " ") != "a b" {
+	if f.ep.addr != "127.0.0.1:9" || f.topic != "t" || strings.Join(f.values, " ") != "a b" {
 		t.Errorf("flags between and after the values: %+v", f)
 	}
 	if p := produceRequest(f, f.values).Partition; p == nil || *p != 3 {
@@ -232,7 +242,7 @@ func TestProduceFlagsAnywhere(t *testing.T) {
 		t.Errorf("after --: records %q, key %q; want three values and no key", got, f.key)
 	}
 	f = parseProduce(t, "--topic=t", "--count", "10", "--size", "8")
-	if f.count != 10 || f.size != 8 || f.batch != 100 || f.inflight != 16 || f.partition != -1 || f.addr != devDefaultAddr || len(f.values) != 0 {
+	if f.count != 10 || f.size != 8 || f.batch != 100 || f.inflight != 16 || f.partition != -1 || f.ep.addr != devDefaultAddr || len(f.values) != 0 {
 		t.Errorf("load run defaults: %+v", f)
 	}
 }

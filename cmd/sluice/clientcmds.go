@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,28 +24,8 @@ import (
 	"github.com/sluicemq/sluice/pkg/sluice"
 	"github.com/sluicemq/sluice/pkg/sluice/avroserde"
 	"github.com/sluicemq/sluice/pkg/sluice/jsonserde"
-	"github.com/sluicemq/sluice/pkg/sluice/serde"
 	"github.com/sluicemq/sluice/services/ingest"
 )
-
-// clientHTTP speaks cleartext HTTP/2 (gRPC) to a Sluice address.
-var clientHTTP = func() *http.Client {
-	var p http.Protocols
-	p.SetUnencryptedHTTP2(true)
-	return &http.Client{Transport: &http.Transport{Protocols: &p}}
-}()
-
-func baseURL(addr string) string {
-	if strings.HasPrefix(addr, "http://") || strings.HasPrefix(addr, "https://") {
-		return strings.TrimSuffix(addr, "/")
-	}
-	return "http://" + addr
-}
-
-// addrFlag registers --addr, the Sluice address of the client commands.
-func addrFlag(fs *pflag.FlagSet, addr *string) {
-	fs.StringVar(addr, "addr", devDefaultAddr, "Sluice address, HOST:PORT or http(s)://HOST:PORT (sluice dev's default)")
-}
 
 // name checks that args is one name (a topic's, a group's) and returns it.
 func (c *flagCheck) name(what string, args []string) string {
@@ -72,7 +51,7 @@ func newTopicCmd() *cobra.Command {
 
 // topicCreateFlags are `sluice topic create`'s arguments.
 type topicCreateFlags struct {
-	addr       string
+	ep         endpoint
 	name       string
 	partitions int
 	config     string
@@ -93,7 +72,7 @@ rest takes the defaults; sluice topic describe shows them all).`,
 		RunE:    func(cmd *cobra.Command, _ []string) error { return topicCreate(cmd.Context(), f, cmd.OutOrStdout()) },
 	}
 	fs := cmd.Flags()
-	addrFlag(fs, &f.addr)
+	f.ep.register(fs)
 	fs.IntVar(&f.partitions, "partitions", 1, fmt.Sprintf("partitions (1..%d)", catalog.MaxPartitions))
 	fs.StringVar(&f.config, "config", "", "topic config as k=v,k=v, e.g. retention.ms=3600000")
 	return cmd
@@ -101,7 +80,7 @@ rest takes the defaults; sluice topic describe shows them all).`,
 
 func (f *topicCreateFlags) check(args []string) error {
 	var c flagCheck
-	c.serverAddr("addr", f.addr)
+	f.ep.check(&c)
 	if f.name = c.name("topic", args); f.name != "" {
 		if err := catalog.ValidateTopicName(f.name); err != nil {
 			c.badf("%s", catalogReason(err))
@@ -124,7 +103,7 @@ func (f *topicCreateFlags) check(args []string) error {
 }
 
 func topicCreate(ctx context.Context, f topicCreateFlags, stdout io.Writer) error {
-	resp, err := adminClient(f.addr).CreateTopic(ctx, connect.NewRequest(&sluicev1.CreateTopicRequest{Name: f.name, Partitions: int32(f.partitions), Config: f.conf}))
+	resp, err := f.ep.admin().CreateTopic(ctx, connect.NewRequest(&sluicev1.CreateTopicRequest{Name: f.name, Partitions: int32(f.partitions), Config: f.conf}))
 	if err != nil {
 		return err
 	}
@@ -132,51 +111,48 @@ func topicCreate(ctx context.Context, f topicCreateFlags, stdout io.Writer) erro
 	return nil
 }
 
-func adminClient(addr string) sluicev1connect.AdminServiceClient {
-	return sluicev1connect.NewAdminServiceClient(clientHTTP, baseURL(addr), connect.WithGRPC())
-}
-
 // newTopicNameCmd is a topic command that takes a name and --addr only.
 // newNameCmd is a client command on one named object of a kind ("topic",
 // "trigger"): `KIND USE NAME [--addr]`, the name checked with the kind's
 // rules before run is called.
-func newNameCmd(kind, use, short, long string, run func(ctx context.Context, addr, name string, stdout io.Writer) error) *cobra.Command {
-	var addr, name string
+func newNameCmd(kind, use, short, long string, run func(ctx context.Context, ep endpoint, name string, stdout io.Writer) error) *cobra.Command {
+	var ep endpoint
+	var name string
 	cmd := &cobra.Command{
 		Use:   use + " NAME",
 		Short: short,
 		Long:  long,
 		PreRunE: func(_ *cobra.Command, args []string) error {
 			var c flagCheck
-			c.serverAddr("addr", addr)
+			ep.check(&c)
 			name = c.name(kind, args)
 			return c.err()
 		},
-		RunE: func(cmd *cobra.Command, _ []string) error { return run(cmd.Context(), addr, name, cmd.OutOrStdout()) },
+		RunE: func(cmd *cobra.Command, _ []string) error { return run(cmd.Context(), ep, name, cmd.OutOrStdout()) },
 	}
-	addrFlag(cmd.Flags(), &addr)
+	ep.register(cmd.Flags())
 	return cmd
 }
 
-func newTopicNameCmd(use, short, long string, run func(ctx context.Context, addr, name string, stdout io.Writer) error) *cobra.Command {
+func newTopicNameCmd(use, short, long string, run func(ctx context.Context, ep endpoint, name string, stdout io.Writer) error) *cobra.Command {
 	return newNameCmd("topic", use, short, long, run)
 }
 
 // newListCmd is a client command with no arguments and only --addr.
-func newListCmd(short string, run func(ctx context.Context, addr string, stdout io.Writer) error) *cobra.Command {
-	var addr string
+func newListCmd(short string, run func(ctx context.Context, ep endpoint, stdout io.Writer) error) *cobra.Command {
+	var ep endpoint
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: short,
 		Args:  noArgs,
 		PreRunE: func(*cobra.Command, []string) error {
 			var c flagCheck
-			c.serverAddr("addr", addr)
+			ep.check(&c)
 			return c.err()
 		},
-		RunE: func(cmd *cobra.Command, _ []string) error { return run(cmd.Context(), addr, cmd.OutOrStdout()) },
+		RunE: func(cmd *cobra.Command, _ []string) error { return run(cmd.Context(), ep, cmd.OutOrStdout()) },
 	}
-	addrFlag(cmd.Flags(), &addr)
+	ep.register(cmd.Flags())
 	return cmd
 }
 
@@ -196,8 +172,8 @@ func newTopicListCmd() *cobra.Command {
 	return newListCmd("print the names of all topics", topicList)
 }
 
-func topicDescribe(ctx context.Context, addr, name string, stdout io.Writer) error {
-	resp, err := adminClient(addr).DescribeTopic(ctx, connect.NewRequest(&sluicev1.DescribeTopicRequest{Name: name}))
+func topicDescribe(ctx context.Context, ep endpoint, name string, stdout io.Writer) error {
+	resp, err := ep.admin().DescribeTopic(ctx, connect.NewRequest(&sluicev1.DescribeTopicRequest{Name: name}))
 	if err != nil {
 		return err
 	}
@@ -225,8 +201,8 @@ func topicDescribe(ctx context.Context, addr, name string, stdout io.Writer) err
 	return nil
 }
 
-func topicList(ctx context.Context, addr string, stdout io.Writer) error {
-	admin := adminClient(addr)
+func topicList(ctx context.Context, ep endpoint, stdout io.Writer) error {
+	admin := ep.admin()
 	token := ""
 	for {
 		resp, err := admin.ListTopics(ctx, connect.NewRequest(&sluicev1.ListTopicsRequest{PageToken: token}))
@@ -242,8 +218,8 @@ func topicList(ctx context.Context, addr string, stdout io.Writer) error {
 	}
 }
 
-func topicDelete(ctx context.Context, addr, name string, stdout io.Writer) error {
-	if _, err := adminClient(addr).DeleteTopic(ctx, connect.NewRequest(&sluicev1.DeleteTopicRequest{Name: name})); err != nil {
+func topicDelete(ctx context.Context, ep endpoint, name string, stdout io.Writer) error {
+	if _, err := ep.admin().DeleteTopic(ctx, connect.NewRequest(&sluicev1.DeleteTopicRequest{Name: name})); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "deleted topic %s\n", name)
@@ -263,7 +239,7 @@ const (
 
 // produceFlags are `sluice produce`'s checked arguments.
 type produceFlags struct {
-	addr      string
+	ep        endpoint
 	topic     string
 	key       string
 	partition int // -1: by key, else sticky
@@ -317,7 +293,7 @@ rate and the request latency percentiles.`,
 		},
 	}
 	fs := cmd.Flags()
-	addrFlag(fs, &f.addr)
+	f.ep.register(fs)
 	fs.StringVar(&f.topic, "topic", "", "topic (required)")
 	fs.StringVar(&f.key, "key", "", "record key (empty: no key, sticky partitioning)")
 	fs.IntVar(&f.partition, "partition", -1, fmt.Sprintf("explicit partition, 0..%d (-1: by key, else sticky)", catalog.MaxPartitions-1))
@@ -334,7 +310,7 @@ rate and the request latency percentiles.`,
 // check checks the command line; args are the values.
 func (f *produceFlags) check(fs *pflag.FlagSet, args []string) error {
 	var c flagCheck
-	c.serverAddr("addr", f.addr)
+	f.ep.check(&c)
 	c.required("topic", f.topic)
 	if f.partition < -1 || f.partition >= catalog.MaxPartitions {
 		c.badf("--partition %d: want -1 (by key, else sticky) or a partition 0..%d", f.partition, catalog.MaxPartitions-1)
@@ -391,7 +367,7 @@ func produceRequest(f produceFlags, values []string) *sluicev1.ProduceRequest {
 // produce is `sluice produce`: the values, or the lines of stdin, or a
 // load run.
 func produce(ctx context.Context, f produceFlags, stdin io.Reader, stdout io.Writer) error {
-	prod := sluicev1connect.NewProducerServiceClient(clientHTTP, baseURL(f.addr), connect.WithGRPC())
+	prod := f.ep.producer()
 	if f.count > 0 {
 		return produceLoad(ctx, prod, f.topic, f.count, f.size, f.batch, f.inflight, stdout)
 	}
@@ -437,20 +413,20 @@ func produce(ctx context.Context, f produceFlags, stdin io.Reader, stdout io.Wri
 func encodeValues(ctx context.Context, f produceFlags, values []string) ([]string, error) {
 	subject := f.subject
 	if subject == "" {
-		resp, err := adminClient(f.addr).DescribeTopic(ctx, connect.NewRequest(&sluicev1.DescribeTopicRequest{Name: f.topic}))
+		resp, err := f.ep.admin().DescribeTopic(ctx, connect.NewRequest(&sluicev1.DescribeTopicRequest{Name: f.topic}))
 		if err != nil {
-			return nil, explain(err, f.addr)
+			return nil, explain(err, f.ep.addr)
 		}
 		if subject = resp.Msg.GetTopic().GetConfig()[catalog.KeySchemaSubject]; subject == "" {
 			return nil, fmt.Errorf("--encode: topic %q has no %s; name the subject whose schema encodes the values with --subject", f.topic, catalog.KeySchemaSubject)
 		}
 	}
-	latest, err := schemaClient(f.addr).GetSubjectVersion(ctx, connect.NewRequest(&sluicev1.GetSubjectVersionRequest{Subject: subject}))
+	latest, err := f.ep.schemas().GetSubjectVersion(ctx, connect.NewRequest(&sluicev1.GetSubjectVersionRequest{Subject: subject}))
 	if err != nil {
-		return nil, fmt.Errorf("--encode: the latest schema of subject %q: %w", subject, explain(err, f.addr))
+		return nil, fmt.Errorf("--encode: the latest schema of subject %q: %w", subject, explain(err, f.ep.addr))
 	}
 	info := latest.Msg.GetVersion().GetSchema()
-	reg := serde.NewRegistry(clientHTTP, baseURL(f.addr), connect.WithGRPC())
+	reg := f.ep.registry()
 	var ser interface {
 		SerializeJSON(context.Context, []byte) ([]byte, error)
 	}
@@ -482,7 +458,7 @@ const produceDeliveryTimeout = 30 * time.Second
 // produceIdempotent sends values through the SDK's idempotent producer and
 // prints each record's partition and offset, in order.
 func produceIdempotent(ctx context.Context, f produceFlags, values []string, stdout io.Writer) error {
-	c, err := sluice.NewClient(f.addr)
+	c, err := f.ep.client()
 	if err != nil {
 		return err
 	}

@@ -33,6 +33,7 @@ type compactorFlags struct {
 	partMiB                int
 	once                   bool
 	logFormat              string
+	tls                    tlsFlags
 }
 
 func newCompactorCmd() *cobra.Command {
@@ -74,6 +75,7 @@ services/compactor/lambda.)`,
 	fs.IntVar(&f.partMiB, "upload-part-mib", compactor.DefaultUploadPartBytes>>20, fmt.Sprintf("object upload buffer in MiB: the multipart part size on S3 (%d..%d)", compactor.MinUploadPartBytes>>20, compactor.MaxUploadPartBytes>>20))
 	fs.BoolVar(&f.once, "once", false, "run one pass, print its report as JSON and exit")
 	logFormatFlag(cmd, &f.logFormat)
+	f.tls.register(cmd, tlsCaller)
 	return cmd
 }
 
@@ -94,6 +96,7 @@ func (f *compactorFlags) check() error {
 	c.intIn("max-ledgers-per-pass", f.maxLedgers, 1, compactor.MaxMaxLedgersPerPass)
 	c.intIn("upload-part-mib", f.partMiB, compactor.MinUploadPartBytes>>20, compactor.MaxUploadPartBytes>>20)
 	c.logFormat(f.logFormat)
+	f.tls.check(&c)
 	if err := c.err(); err != nil {
 		return err
 	}
@@ -153,7 +156,11 @@ func runCompactor(ctx context.Context, f compactorFlags, stdout, stderr io.Write
 		return err
 	}
 	defer bucket.Close()
-	ledgers, err := client.New(client.Config{Ledgers: cat, Bookies: cat, Logger: tel.Logger})
+	peerTLS, err := f.tls.client(tel.Logger)
+	if err != nil {
+		return err
+	}
+	ledgers, err := client.New(client.Config{Ledgers: cat, Bookies: cat, Logger: tel.Logger, TLS: peerTLS})
 	if err != nil {
 		return err
 	}

@@ -45,7 +45,7 @@ const defaultCLICommitInterval = time.Second
 
 // consumeFlags are `sluice consume`'s parsed arguments.
 type consumeFlags struct {
-	addr      string
+	ep        endpoint
 	topic     string
 	group     string
 	partition int // -1: every partition
@@ -96,7 +96,7 @@ with a warning.`,
 		},
 	}
 	fs := cmd.Flags()
-	addrFlag(fs, &f.addr)
+	f.ep.register(fs)
 	fs.StringVar(&f.group, "group", "", "consume as a member of this consumer group (leases, committed offsets)")
 	fs.IntVar(&f.partition, "partition", -1, fmt.Sprintf("read only this partition, 0..%d (without --group; -1: every partition)", catalog.MaxPartitions-1))
 	fs.StringVar(&from, "from", "earliest", "where to start: earliest, latest, an OFFSET, or a TIME (RFC 3339, e.g. 2026-12-01T10:00:00Z); with --group only earliest or latest, for partitions without a committed offset")
@@ -122,7 +122,7 @@ func (f *consumeFlags) readCommitted() sluice.ReadOption {
 // check checks `sluice consume`'s command line; args hold the topic.
 func (f *consumeFlags) check(fs *pflag.FlagSet, from string, args []string) error {
 	var c flagCheck
-	c.serverAddr("addr", f.addr)
+	f.ep.check(&c)
 	switch {
 	case len(args) == 0:
 		c.badf("give the topic to read: sluice consume TOPIC")
@@ -175,14 +175,14 @@ func (f *consumeFlags) check(fs *pflag.FlagSet, from string, args []string) erro
 // consume is `sluice consume`.
 func consume(ctx context.Context, f consumeFlags, stdout, stderr io.Writer) error {
 	f.stderr = stderr
-	c, err := sluice.NewClient(f.addr)
+	c, err := f.ep.client()
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	out := &recordPrinter{w: stdout, json: f.format == "json", limit: f.count}
 	if f.decode {
-		out.decode = newValueDecoder(ctx, serde.NewRegistry(clientHTTP, baseURL(f.addr), connect.WithGRPC()), stderr)
+		out.decode = newValueDecoder(ctx, f.ep.registry(), stderr)
 	}
 	if f.group != "" {
 		err = consumeGroup(ctx, c, f, out)
@@ -192,7 +192,7 @@ func consume(ctx context.Context, f consumeFlags, stdout, stderr io.Writer) erro
 	if ctx.Err() != nil {
 		return out.failed() // Ctrl-C: a normal way to stop
 	}
-	return explain(err, f.addr)
+	return explain(err, f.ep.addr)
 }
 
 // recordPrinter prints records, at most limit (0: no limit), from any
@@ -494,25 +494,25 @@ func newGroupCmd() *cobra.Command {
 }
 
 func newGroupListCmd() *cobra.Command {
-	var addr string
+	var ep endpoint
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "print the names of all consumer groups",
 		Args:  noArgs,
 		PreRunE: func(*cobra.Command, []string) error {
 			var c flagCheck
-			c.serverAddr("addr", addr)
+			ep.check(&c)
 			return c.err()
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := sluice.NewClient(addr)
+			c, err := ep.client()
 			if err != nil {
 				return err
 			}
 			defer c.Close()
 			groups, err := c.ListGroups(cmd.Context())
 			if err != nil {
-				return explain(err, addr)
+				return explain(err, ep.addr)
 			}
 			for _, g := range groups {
 				fmt.Fprintln(cmd.OutOrStdout(), g)
@@ -520,41 +520,43 @@ func newGroupListCmd() *cobra.Command {
 			return nil
 		},
 	}
-	addrFlag(cmd.Flags(), &addr)
+	ep.register(cmd.Flags())
 	return cmd
 }
 
 func newGroupDescribeCmd() *cobra.Command {
-	var addr, group string
+	var ep endpoint
+	var group string
 	cmd := &cobra.Command{
 		Use:   "describe GROUP",
 		Short: "print a group's live members and its partitions' owners, offsets and lag",
 		PreRunE: func(_ *cobra.Command, args []string) error {
 			var c flagCheck
-			c.serverAddr("addr", addr)
+			ep.check(&c)
 			group = c.name("group", args)
 			return c.err()
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := sluice.NewClient(addr)
+			c, err := ep.client()
 			if err != nil {
 				return err
 			}
 			defer c.Close()
 			d, err := c.DescribeGroup(cmd.Context(), group)
 			if err != nil {
-				return explainGroup(err, addr, group)
+				return explainGroup(err, ep.addr, group)
 			}
 			printGroup(cmd.OutOrStdout(), d)
 			return nil
 		},
 	}
-	addrFlag(cmd.Flags(), &addr)
+	ep.register(cmd.Flags())
 	return cmd
 }
 
 func newGroupResetCmd() *cobra.Command {
-	var addr, group, topic, to, partitions string
+	var ep endpoint
+	var group, topic, to, partitions string
 	var dryRun bool
 	var req resetArgs
 	cmd := &cobra.Command{
@@ -567,7 +569,7 @@ The group must have no live members.`,
   sluice group reset billing --topic orders --to 2026-12-01T10:00:00Z --partitions 0,2`,
 		PreRunE: func(_ *cobra.Command, args []string) error {
 			var c flagCheck
-			c.serverAddr("addr", addr)
+			ep.check(&c)
 			group = c.name("group", args)
 			var err error
 			if req, err = parseReset(topic, to, partitions); err != nil {
@@ -576,14 +578,14 @@ The group must have no live members.`,
 			return c.err()
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := sluice.NewClient(addr)
+			c, err := ep.client()
 			if err != nil {
 				return err
 			}
 			defer c.Close()
 			parts, err := c.ResetGroupOffsets(cmd.Context(), group, topic, req.to, sluice.ResetOptions{Partitions: req.partitions, DryRun: dryRun})
 			if err != nil {
-				return explainGroup(err, addr, group)
+				return explainGroup(err, ep.addr, group)
 			}
 			stdout := cmd.OutOrStdout()
 			printPartitions(stdout, parts)
@@ -596,7 +598,7 @@ The group must have no live members.`,
 		},
 	}
 	fs := cmd.Flags()
-	addrFlag(fs, &addr)
+	ep.register(fs)
 	fs.StringVar(&topic, "topic", "", "topic whose offsets to reset (required)")
 	fs.StringVar(&to, "to", "", "target: earliest, latest, OFFSET or TIME (required)")
 	fs.StringVar(&partitions, "partitions", "", "comma-separated partitions to reset (default all)")

@@ -38,7 +38,7 @@ func TestConsumeFlags(t *testing.T) {
 		return f
 	}
 	f := parse("--group", "g", "orders", "--follow", "--from", "latest", "--count", "5", "--format", "json")
-	if f.topic != "orders" || f.group != "g" || !f.follow || f.count != 5 || f.format != "json" || f.from != sluice.Latest() || f.partition != -1 || f.addr != devDefaultAddr {
+	if f.topic != "orders" || f.group != "g" || !f.follow || f.count != 5 || f.format != "json" || f.from != sluice.Latest() || f.partition != -1 || f.ep.addr != devDefaultAddr {
 		t.Fatalf("%+v", f)
 	}
 	f = parse("orders", "--partition", "2", "--from", "2026-12-01T10:00:00Z")

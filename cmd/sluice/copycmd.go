@@ -23,17 +23,18 @@ const TxnTagHeader = "sluice.txn"
 
 // copyFlags are `sluice copy`'s parsed arguments.
 type copyFlags struct {
-	addr, consumerAddr string
-	from, to           string
-	group, tidPrefix   string
-	isolation          string
-	tag                bool
-	maxPoll            int
-	sessionTimeout     time.Duration
-	txnTimeout         time.Duration
-	progress           time.Duration
-	idle               time.Duration // 0: run until stopped
-	hold               time.Duration // keep each transaction open after writing it
+	ep               endpoint
+	consumerAddr     string
+	from, to         string
+	group, tidPrefix string
+	isolation        string
+	tag              bool
+	maxPoll          int
+	sessionTimeout   time.Duration
+	txnTimeout       time.Duration
+	progress         time.Duration
+	idle             time.Duration // 0: run until stopped
+	hold             time.Duration // keep each transaction open after writing it
 }
 
 func newCopyCmd() *cobra.Command {
@@ -58,7 +59,7 @@ that transaction), for audits.`,
 		Args: cobra.ExactArgs(2),
 		PreRunE: func(cmd *cobra.Command, args []string) error {
 			var c flagCheck
-			c.serverAddr("addr", f.addr)
+			f.ep.check(&c)
 			if f.consumerAddr != "" {
 				c.serverAddr("consumer-addr", f.consumerAddr)
 			}
@@ -84,7 +85,7 @@ that transaction), for audits.`,
 		},
 	}
 	fs := cmd.Flags()
-	addrFlag(fs, &f.addr)
+	f.ep.register(fs)
 	fs.StringVar(&f.consumerAddr, "consumer-addr", "", "the fetch service's address when it is not --addr (split deployments)")
 	fs.StringVar(&f.group, "group", "", "consumer group of the copies (required)")
 	fs.StringVar(&f.tidPrefix, "transactional-id", "", "prefix of the transactional ids, one per input partition (required)")
@@ -108,7 +109,7 @@ func runCopy(ctx context.Context, f copyFlags, stderr io.Writer) error {
 	if f.consumerAddr != "" {
 		copts = append(copts, sluice.WithConsumerAddr(f.consumerAddr))
 	}
-	c, err := sluice.NewClient(f.addr, copts...)
+	c, err := f.ep.client(copts...)
 	if err != nil {
 		return err
 	}

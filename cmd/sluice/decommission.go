@@ -16,7 +16,7 @@ import (
 
 // decommissionOpts are `sluice bookie decommission`'s flags.
 type decommissionOpts struct {
-	addr     string
+	ep       endpoint
 	id       string
 	wait     bool
 	cancel   bool
@@ -42,7 +42,7 @@ there are none; then stop the bookie's process, and its registration expires.
 --cancel stops draining (copies already moved stay where they are).`,
 		PreRunE: func(_ *cobra.Command, args []string) error {
 			var c flagCheck
-			c.serverAddr("addr", o.addr)
+			o.ep.check(&c)
 			o.id = c.name("bookie", args)
 			c.positive("interval", o.interval, time.Hour)
 			if o.timeout < 0 {
@@ -63,7 +63,7 @@ there are none; then stop the bookie's process, and its registration expires.
 			return bookieDecommission(ctx, o, cmd.OutOrStdout())
 		},
 	}
-	addrFlag(cmd.Flags(), &o.addr)
+	o.ep.register(cmd.Flags())
 	cmd.Flags().BoolVar(&o.wait, "wait", false, "wait until no ledger names the bookie, printing progress")
 	cmd.Flags().BoolVar(&o.cancel, "cancel", false, "stop draining: the bookie takes new entries again")
 	cmd.Flags().DurationVar(&o.interval, "interval", o.interval, "with --wait: how often to count the ledgers left")
@@ -72,10 +72,10 @@ there are none; then stop the bookie's process, and its registration expires.
 }
 
 func bookieDecommission(ctx context.Context, o decommissionOpts, stdout io.Writer) error {
-	admin := adminClient(o.addr)
+	admin := o.ep.admin()
 	resp, err := admin.DecommissionBookie(ctx, connect.NewRequest(&sluicev1.DecommissionBookieRequest{BookieId: o.id, Cancel: o.cancel}))
 	if err != nil {
-		return explain(err, o.addr)
+		return explain(err, o.ep.addr)
 	}
 	if o.cancel {
 		fmt.Fprintf(stdout, "%s: draining cancelled; it is %s\n", o.id, resp.Msg.GetState())
@@ -99,7 +99,7 @@ func waitDrained(ctx context.Context, admin sluicev1connect.AdminServiceClient, 
 			if ctx.Err() != nil {
 				return waitEnded(ctx, o, last)
 			}
-			return explain(err, o.addr)
+			return explain(err, o.ep.addr)
 		}
 		var b *sluicev1.BookieInfo
 		for _, x := range resp.Msg.GetBookies() {

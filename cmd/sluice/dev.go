@@ -83,7 +83,10 @@ func runDev(ctx context.Context, f devFlags, stdout, stderr io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "sluice dev: opening 3 bookies, the catalog, bookkeeping, ingest, fetch and the compactor in %s ...\n", f.dataDir)
-	server := f.rpcConfig()
+	server, err := f.rpcConfig(tel.Logger)
+	if err != nil {
+		return err
+	}
 	server.AllowLocalhost = true
 	c, err := cluster.New(cluster.Config{
 		Dir: f.dataDir, Addr: f.addr, Telemetry: tel,
@@ -98,6 +101,6 @@ func runDev(ctx context.Context, f devFlags, stdout, stderr io.Writer) error {
 		}
 		return err
 	}
-	fmt.Fprintf(stdout, "sluice dev listening on http://%s (data in %s; %s)\n", c.Addr(), f.dataDir, f.triggers.where())
+	fmt.Fprintf(stdout, "sluice dev listening on %s://%s (data in %s; %s)\n", f.scheme(), c.Addr(), f.dataDir, f.triggers.where())
 	return c.Run(ctx)
 }

@@ -11,13 +11,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluicemq/sluice/bookkeeper/client"
+	"github.com/sluicemq/sluice/internal/rpcclient"
 	"github.com/sluicemq/sluice/internal/rpcserver"
 	"github.com/sluicemq/sluice/internal/telemetry"
-	"github.com/sluicemq/sluice/pkg/gen/sluice/peer/v1/peerv1connect"
 	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/pkg/objstore"
 	"github.com/sluicemq/sluice/services/admin"
 	"github.com/sluicemq/sluice/services/fetch"
+	"github.com/sluicemq/sluice/services/ingest"
 )
 
 // fetchFlags are `sluice fetch`'s flags.
@@ -58,7 +59,7 @@ Records a trigger sends to its on_failure_topic are produced through --ingest-ad
 		},
 	}
 	fs := cmd.Flags()
-	f.serverFlags.register(cmd, "127.0.0.1:7422", "address to serve ConsumerService and AdminService on (Connect, gRPC, gRPC-web; h2c)", "comma-separated browser origins allowed to call")
+	f.serverFlags.register(cmd, "127.0.0.1:7422", "address to serve ConsumerService and AdminService on (Connect, gRPC, gRPC-web; h2c, or HTTPS with --tls-cert)", "comma-separated browser origins allowed to call")
 	fs.StringVar(&f.advertise, "advertise", "", "address other fetch copies forward a session's calls to (default --addr)")
 	fs.StringVar(&f.table, "catalog-table", "", "DynamoDB catalog table (endpoint and credentials from the AWS environment) (required)")
 	f.cassandraFlags.register(cmd, "for groups, leases and offsets (required)")
@@ -125,12 +126,18 @@ func runFetch(ctx context.Context, f fetchFlags, stdout, stderr io.Writer) error
 		return err
 	}
 	defer bk.Close()
-	ledgers, err := client.New(client.Config{Ledgers: cat, Bookies: cat, Logger: tel.Logger})
+	peerTLS, err := f.tls.client(tel.Logger)
+	if err != nil {
+		return err
+	}
+	peers := rpcclient.New(peerTLS)
+	defer peers.Close()
+	ledgers, err := client.New(client.Config{Ledgers: cat, Bookies: cat, Logger: tel.Logger, TLS: peerTLS})
 	if err != nil {
 		return err
 	}
 	defer ledgers.Close()
-	deps := fetch.Deps{Catalog: cat, Ledgers: ledgers, Bookkeeping: bk, Forward: fetch.Forwarder(clientHTTP)}
+	deps := fetch.Deps{Catalog: cat, Ledgers: ledgers, Bookkeeping: bk, Forward: fetch.Forwarder(peers)}
 	if f.objects != "" {
 		if deps.Objects, err = objstore.Open(ctx, f.objects); err != nil {
 			return err
@@ -144,7 +151,7 @@ func runFetch(ctx context.Context, f fetchFlags, stdout, stderr io.Writer) error
 		deps.Triggers, deps.Meters = cat, tel.MeterProvider
 	}
 	if f.ingest != "" {
-		deps.Producer = sluicev1connect.NewProducerServiceClient(clientHTTP, baseURL(f.ingest), connect.WithGRPC())
+		deps.Producer = sluicev1connect.NewProducerServiceClient(peers.HTTP, peers.URL(f.ingest), connect.WithGRPC())
 	}
 	fcfg := f.config()
 	fcfg.Logger = tel.Logger
@@ -153,13 +160,15 @@ func runFetch(ctx context.Context, f fetchFlags, stdout, stderr io.Writer) error
 		return err
 	}
 	ad, err := admin.New(admin.Deps{Catalog: cat, Groups: svc.GroupAdmin(), Ledgers: ledgers, Bookies: ledgers, TopicDeleted: svc.TopicDeleted, TriggerStatus: svc.TriggerStatus,
-		Owners: func(a string) peerv1connect.PartitionServiceClient {
-			return peerv1connect.NewPartitionServiceClient(clientHTTP, baseURL(a), connect.WithGRPC())
-		}})
+		Owners: ingest.PartitionClients(peers)})
 	if err != nil {
 		return err
 	}
-	srv, err := rpcserver.New(f.rpcConfig(), tel)
+	rc, err := f.rpcConfig(tel.Logger)
+	if err != nil {
+		return err
+	}
+	srv, err := rpcserver.New(rc, tel)
 	if err != nil {
 		return err
 	}
@@ -169,7 +178,7 @@ func runFetch(ctx context.Context, f fetchFlags, stdout, stderr io.Writer) error
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w (pick another with --addr)", f.addr, err)
 	}
-	fmt.Fprintf(stdout, "sluice fetch listening on http://%s (catalog table %s, Cassandra %s; %s)\n", ln.Addr(), f.table, f.cassandra, f.triggers.where())
+	fmt.Fprintf(stdout, "sluice fetch listening on %s://%s (catalog table %s, Cassandra %s; %s)\n", f.scheme(), ln.Addr(), f.table, f.cassandra, f.triggers.where())
 
 	// Shutdown: sessions and trigger runners end first (members leave,
 	// their leases free at once), then the server drains.

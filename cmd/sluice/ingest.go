@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluicemq/sluice/bookkeeper/client"
+	"github.com/sluicemq/sluice/internal/rpcclient"
 	"github.com/sluicemq/sluice/internal/rpcserver"
 	"github.com/sluicemq/sluice/internal/telemetry"
 	"github.com/sluicemq/sluice/pkg/catalog"
@@ -46,7 +47,7 @@ catalog (sluice bookie --catalog-table).`,
 		},
 	}
 	fs := cmd.Flags()
-	f.serverFlags.register(cmd, "127.0.0.1:7421", "address to serve ProducerService and AdminService on (Connect, gRPC, gRPC-web; h2c)", "comma-separated browser origins allowed to call")
+	f.serverFlags.register(cmd, "127.0.0.1:7421", "address to serve ProducerService and AdminService on (Connect, gRPC, gRPC-web; h2c, or HTTPS with --tls-cert)", "comma-separated browser origins allowed to call")
 	fs.StringVar(&f.advertise, "advertise", "", "address other ingest copies forward to (default --addr)")
 	fs.StringVar(&f.id, "id", "", "this copy's owner id in the catalog (default the advertised address, with - for : and .)")
 	fs.StringVar(&f.table, "catalog-table", "", "DynamoDB catalog table (endpoint and credentials from the AWS environment) (required)")
@@ -111,14 +112,20 @@ func runIngest(ctx context.Context, f ingestFlags, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	ledgers, err := client.New(client.Config{Ledgers: cat, Bookies: cat, Logger: tel.Logger})
+	peerTLS, err := f.tls.client(tel.Logger)
+	if err != nil {
+		return err
+	}
+	peers := rpcclient.New(peerTLS)
+	defer peers.Close()
+	ledgers, err := client.New(client.Config{Ledgers: cat, Bookies: cat, Logger: tel.Logger, TLS: peerTLS})
 	if err != nil {
 		return err
 	}
 	defer ledgers.Close()
 	cfg := f.config()
 	cfg.Logger = tel.Logger
-	deps := ingest.Deps{Catalog: cat, Ledgers: ingest.LedgerClient(ledgers), Forward: ingest.Forwarder(clientHTTP), Partitions: ingest.PartitionClients(clientHTTP), Schemas: cat}
+	deps := ingest.Deps{Catalog: cat, Ledgers: ingest.LedgerClient(ledgers), Forward: ingest.Forwarder(peers), Partitions: ingest.PartitionClients(peers), Schemas: cat}
 	bk, err := f.cassandraFlags.open(ctx, tel.Logger)
 	if err != nil {
 		return err
@@ -132,11 +139,15 @@ func runIngest(ctx context.Context, f ingestFlags, stdout, stderr io.Writer) err
 		return err
 	}
 	ad, err := admin.New(admin.Deps{Catalog: cat, EndOffset: svc.EndOffset, StableOffset: svc.StableOffset, Ledgers: ledgers, Bookies: ledgers, TopicDeleted: svc.TopicDeleted,
-		Owners: ingest.PartitionClients(clientHTTP)})
+		Owners: ingest.PartitionClients(peers)})
 	if err != nil {
 		return err
 	}
-	srv, err := rpcserver.New(f.rpcConfig(), tel)
+	rc, err := f.rpcConfig(tel.Logger)
+	if err != nil {
+		return err
+	}
+	srv, err := rpcserver.New(rc, tel)
 	if err != nil {
 		return err
 	}
@@ -154,7 +165,7 @@ func runIngest(ctx context.Context, f ingestFlags, stdout, stderr io.Writer) err
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w (pick another with --addr)", f.addr, err)
 	}
-	fmt.Fprintf(stdout, "sluice ingest %s listening on http://%s (catalog table %s)\n", f.id, ln.Addr(), f.table)
+	fmt.Fprintf(stdout, "sluice ingest %s listening on %s://%s (catalog table %s)\n", f.id, f.scheme(), ln.Addr(), f.table)
 
 	// Shutdown: the ingest service hands its partitions over first (so
 	// other copies take them at once), then the server drains.

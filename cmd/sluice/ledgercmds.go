@@ -33,20 +33,20 @@ those copies at once. Prints nothing but a summary line when every ledger is ful
 }
 
 // newListCmdNamed is newListCmd under another name, with a long help.
-func newListCmdNamed(use, short, long string, run func(ctx context.Context, addr string, stdout io.Writer) error) *cobra.Command {
+func newListCmdNamed(use, short, long string, run func(ctx context.Context, ep endpoint, stdout io.Writer) error) *cobra.Command {
 	cmd := newListCmd(short, run)
 	cmd.Use, cmd.Long = use, long
 	return cmd
 }
 
-func ledgerUnderReplicated(ctx context.Context, addr string, stdout io.Writer) error {
-	admin := adminClient(addr)
+func ledgerUnderReplicated(ctx context.Context, ep endpoint, stdout io.Writer) error {
+	admin := ep.admin()
 	token, n, scanned := "", 0, 0
 	var live []string
 	for {
 		resp, err := admin.ListUnderReplicatedLedgers(ctx, connect.NewRequest(&sluicev1.ListUnderReplicatedLedgersRequest{PageToken: token}))
 		if err != nil {
-			return explain(err, addr)
+			return explain(err, ep.addr)
 		}
 		live = resp.Msg.GetLiveBookies()
 		scanned += int(resp.Msg.GetScanned())
@@ -87,10 +87,10 @@ draining bookie's as the compactor moves them off it.`,
 		bookieList)
 }
 
-func bookieList(ctx context.Context, addr string, stdout io.Writer) error {
-	resp, err := adminClient(addr).ListBookies(ctx, connect.NewRequest(&sluicev1.ListBookiesRequest{}))
+func bookieList(ctx context.Context, ep endpoint, stdout io.Writer) error {
+	resp, err := ep.admin().ListBookies(ctx, connect.NewRequest(&sluicev1.ListBookiesRequest{}))
 	if err != nil {
-		return explain(err, addr)
+		return explain(err, ep.addr)
 	}
 	fmt.Fprintf(stdout, "%-24s %-10s %-24s %-18s %s\n", "BOOKIE", "STATE", "ADDRESS", "FREE/TOTAL GiB", "LEDGERS")
 	for _, b := range resp.Msg.GetBookies() {

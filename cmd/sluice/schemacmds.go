@@ -14,7 +14,6 @@ import (
 
 	"github.com/sluicemq/sluice/pkg/catalog"
 	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
-	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/services/registry"
 )
 
@@ -32,10 +31,6 @@ default). Avro, Protobuf (--type PROTOBUF) and JSON Schema (--type JSON).`,
 	})
 	cmd.AddCommand(newSchemaRegisterCmd(), newSchemaGetCmd(), newSchemaListCmd(), newSchemaCheckCmd(), newSchemaDeleteCmd())
 	return cmd
-}
-
-func schemaClient(addr string) sluicev1connect.SchemaServiceClient {
-	return sluicev1connect.NewSchemaServiceClient(clientHTTP, baseURL(addr), connect.WithGRPC())
 }
 
 // schemaInputFlags are --file, --type and --ref.
@@ -143,7 +138,8 @@ func explainSchema(err error, addr string) error {
 }
 
 func newSchemaRegisterCmd() *cobra.Command {
-	var addr, subject string
+	var ep endpoint
+	var subject string
 	var in schemaInputFlags
 	cmd := &cobra.Command{
 		Use:   "register SUBJECT --file SCHEMA",
@@ -154,28 +150,29 @@ allows it (the refusal says why not). Confluent's serializers name a topic's val
 TOPIC-value.`,
 		PreRunE: func(cmd *cobra.Command, args []string) error {
 			var c flagCheck
-			c.serverAddr("addr", addr)
+			ep.check(&c)
 			subject = subjectArg(&c, args)
 			in.check(&c, cmd.InOrStdin())
 			return c.err()
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			resp, err := schemaClient(addr).RegisterSchema(cmd.Context(), connect.NewRequest(&sluicev1.RegisterSchemaRequest{Subject: subject, Schema: in.in}))
+			resp, err := ep.schemas().RegisterSchema(cmd.Context(), connect.NewRequest(&sluicev1.RegisterSchemaRequest{Subject: subject, Schema: in.in}))
 			if err != nil {
-				return explainSchema(err, addr)
+				return explainSchema(err, ep.addr)
 			}
 			v := resp.Msg.GetVersion()
 			fmt.Fprintf(cmd.OutOrStdout(), "subject %s version %d: schema id %d\n", v.GetSubject(), v.GetVersion(), v.GetSchema().GetId())
 			return nil
 		},
 	}
-	addrFlag(cmd.Flags(), &addr)
+	ep.register(cmd.Flags())
 	in.register(cmd)
 	return cmd
 }
 
 func newSchemaGetCmd() *cobra.Command {
-	var addr, subject, version string
+	var ep endpoint
+	var subject, version string
 	var id int64
 	var deleted bool
 	var v int32
@@ -185,7 +182,7 @@ func newSchemaGetCmd() *cobra.Command {
 		Long:  "Prints SUBJECT's --version (latest by default) with its schema id and schema, or with --id the schema with that global id.",
 		PreRunE: func(_ *cobra.Command, args []string) error {
 			var c flagCheck
-			c.serverAddr("addr", addr)
+			ep.check(&c)
 			switch {
 			case id != 0 && len(args) > 0:
 				c.badf("takes a SUBJECT or --id, not both")
@@ -198,18 +195,18 @@ func newSchemaGetCmd() *cobra.Command {
 			return c.err()
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, out, sc := cmd.Context(), cmd.OutOrStdout(), schemaClient(addr)
+			ctx, out, sc := cmd.Context(), cmd.OutOrStdout(), ep.schemas()
 			if id > 0 {
 				resp, err := sc.GetSchema(ctx, connect.NewRequest(&sluicev1.GetSchemaRequest{Id: id}))
 				if err != nil {
-					return explainSchema(err, addr)
+					return explainSchema(err, ep.addr)
 				}
 				printSchema(out, resp.Msg.GetSchema())
 				return nil
 			}
 			resp, err := sc.GetSubjectVersion(ctx, connect.NewRequest(&sluicev1.GetSubjectVersionRequest{Subject: subject, Version: v, Deleted: deleted}))
 			if err != nil {
-				return explainSchema(err, addr)
+				return explainSchema(err, ep.addr)
 			}
 			sv := resp.Msg.GetVersion()
 			state := ""
@@ -221,7 +218,7 @@ func newSchemaGetCmd() *cobra.Command {
 			return nil
 		},
 	}
-	addrFlag(cmd.Flags(), &addr)
+	ep.register(cmd.Flags())
 	cmd.Flags().StringVar(&version, "version", "latest", "the version: a number from 1, or latest")
 	cmd.Flags().Int64Var(&id, "id", 0, "print the schema with this global id instead")
 	cmd.Flags().BoolVar(&deleted, "deleted", false, "also find a version deleted softly")
@@ -237,7 +234,8 @@ func printSchema(out io.Writer, s *sluicev1.SchemaInfo) {
 }
 
 func newSchemaListCmd() *cobra.Command {
-	var addr, subject string
+	var ep endpoint
+	var subject string
 	var deleted bool
 	cmd := &cobra.Command{
 		Use:   "list [SUBJECT]",
@@ -245,18 +243,18 @@ func newSchemaListCmd() *cobra.Command {
 		Long:  "Prints every subject, one a line, or with SUBJECT its version numbers. --deleted includes what was deleted softly.",
 		PreRunE: func(_ *cobra.Command, args []string) error {
 			var c flagCheck
-			c.serverAddr("addr", addr)
+			ep.check(&c)
 			if len(args) > 0 {
 				subject = subjectArg(&c, args)
 			}
 			return c.err()
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, out, sc := cmd.Context(), cmd.OutOrStdout(), schemaClient(addr)
+			ctx, out, sc := cmd.Context(), cmd.OutOrStdout(), ep.schemas()
 			if subject == "" {
 				resp, err := sc.ListSubjects(ctx, connect.NewRequest(&sluicev1.ListSubjectsRequest{Deleted: deleted}))
 				if err != nil {
-					return explainSchema(err, addr)
+					return explainSchema(err, ep.addr)
 				}
 				for _, s := range resp.Msg.GetSubjects() {
 					fmt.Fprintln(out, s)
@@ -265,7 +263,7 @@ func newSchemaListCmd() *cobra.Command {
 			}
 			resp, err := sc.ListVersions(ctx, connect.NewRequest(&sluicev1.ListVersionsRequest{Subject: subject, Deleted: deleted}))
 			if err != nil {
-				return explainSchema(err, addr)
+				return explainSchema(err, ep.addr)
 			}
 			for _, v := range resp.Msg.GetVersions() {
 				fmt.Fprintln(out, v)
@@ -273,13 +271,14 @@ func newSchemaListCmd() *cobra.Command {
 			return nil
 		},
 	}
-	addrFlag(cmd.Flags(), &addr)
+	ep.register(cmd.Flags())
 	cmd.Flags().BoolVar(&deleted, "deleted", false, "include subjects and versions deleted softly")
 	return cmd
 }
 
 func newSchemaCheckCmd() *cobra.Command {
-	var addr, subject, version string
+	var ep endpoint
+	var subject, version string
 	var all bool
 	var v int32
 	var in schemaInputFlags
@@ -291,17 +290,17 @@ every version the subject's compatibility level reaches, and prints "compatible"
 "incompatible" with the reasons (and exits 1).`,
 		PreRunE: func(cmd *cobra.Command, args []string) error {
 			var c flagCheck
-			c.serverAddr("addr", addr)
+			ep.check(&c)
 			subject = subjectArg(&c, args)
 			v = versionFlag(&c, version)
 			in.check(&c, cmd.InOrStdin())
 			return c.err()
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			resp, err := schemaClient(addr).CheckCompatibility(cmd.Context(), connect.NewRequest(&sluicev1.CheckCompatibilityRequest{
+			resp, err := ep.schemas().CheckCompatibility(cmd.Context(), connect.NewRequest(&sluicev1.CheckCompatibilityRequest{
 				Subject: subject, Schema: in.in, Version: v, AllVersions: all}))
 			if err != nil {
-				return explainSchema(err, addr)
+				return explainSchema(err, ep.addr)
 			}
 			if resp.Msg.GetCompatible() {
 				fmt.Fprintln(cmd.OutOrStdout(), "compatible")
@@ -311,7 +310,7 @@ every version the subject's compatibility level reaches, and prints "compatible"
 			return fmt.Errorf("the schema may not follow %s (its compatibility level; 'sluice schema get %s' shows the version it was checked against)", subject, subject)
 		},
 	}
-	addrFlag(cmd.Flags(), &addr)
+	ep.register(cmd.Flags())
 	in.register(cmd)
 	cmd.Flags().StringVar(&version, "version", "latest", "the version to check against: a number from 1, or latest")
 	cmd.Flags().BoolVar(&all, "all", false, "check against every version the subject's level reaches (its _TRANSITIVE levels: all)")
@@ -319,7 +318,8 @@ every version the subject's compatibility level reaches, and prints "compatible"
 }
 
 func newSchemaDeleteCmd() *cobra.Command {
-	var addr, subject, version string
+	var ep endpoint
+	var subject, version string
 	var permanent bool
 	var v int32
 	cmd := &cobra.Command{
@@ -330,7 +330,7 @@ stay readable by id for the records that use them. --permanent deletes for good 
 softly before; a version number is never given again.`,
 		PreRunE: func(cmd *cobra.Command, args []string) error {
 			var c flagCheck
-			c.serverAddr("addr", addr)
+			ep.check(&c)
 			subject = subjectArg(&c, args)
 			if cmd.Flags().Changed("version") {
 				v = versionFlag(&c, version)
@@ -338,7 +338,7 @@ softly before; a version number is never given again.`,
 			return c.err()
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, out, sc := cmd.Context(), cmd.OutOrStdout(), schemaClient(addr)
+			ctx, out, sc := cmd.Context(), cmd.OutOrStdout(), ep.schemas()
 			how := "softly"
 			if permanent {
 				how = "for good"
@@ -346,20 +346,20 @@ softly before; a version number is never given again.`,
 			if !cmd.Flags().Changed("version") {
 				resp, err := sc.DeleteSubject(ctx, connect.NewRequest(&sluicev1.DeleteSubjectRequest{Subject: subject, Permanent: permanent}))
 				if err != nil {
-					return explainSchema(err, addr)
+					return explainSchema(err, ep.addr)
 				}
 				fmt.Fprintf(out, "deleted subject %s %s: versions %s\n", subject, how, strings.Trim(fmt.Sprint(resp.Msg.GetVersions()), "[]"))
 				return nil
 			}
 			resp, err := sc.DeleteVersion(ctx, connect.NewRequest(&sluicev1.DeleteVersionRequest{Subject: subject, Version: v, Permanent: permanent}))
 			if err != nil {
-				return explainSchema(err, addr)
+				return explainSchema(err, ep.addr)
 			}
 			fmt.Fprintf(out, "deleted subject %s version %d %s\n", subject, resp.Msg.GetVersion(), how)
 			return nil
 		},
 	}
-	addrFlag(cmd.Flags(), &addr)
+	ep.register(cmd.Flags())
 	cmd.Flags().StringVar(&version, "version", "", "delete only this version: a number from 1, or latest")
 	cmd.Flags().BoolVar(&permanent, "permanent", false, "delete for good what was deleted softly before")
 	return cmd

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 
 	"github.com/spf13/cobra"
@@ -18,6 +19,7 @@ type serverFlags struct {
 	logFormat  string
 	pprof      bool
 	maxRequest int
+	tls        tlsFlags
 
 	origins []string // from cors, by check
 }
@@ -31,6 +33,7 @@ func (f *serverFlags) register(cmd *cobra.Command, defaultAddr, addrUsage, corsU
 	logFormatFlag(cmd, &f.logFormat)
 	fs.BoolVar(&f.pprof, "pprof", false, "serve Go's runtime profiles under /debug/pprof/ on --addr (benchmarks, diagnosis)")
 	maxRequestBytesFlag(cmd, &f.maxRequest)
+	f.tls.register(cmd, tlsPublic)
 }
 
 // check checks the flags into c and parses --cors-origins.
@@ -39,11 +42,25 @@ func (f *serverFlags) check(c *flagCheck) {
 	f.origins = c.origins("cors-origins", f.cors)
 	c.logFormat(f.logFormat)
 	c.maxRequestBytes(f.maxRequest)
+	f.tls.check(c)
 }
 
-// rpcConfig is the RPC server's config from the flags.
-func (f *serverFlags) rpcConfig() rpcserver.Config {
-	return rpcserver.Config{CORSOrigins: f.origins, Pprof: f.pprof, MaxRequestBytes: f.maxRequest}
+// rpcConfig is the RPC server's config from the flags (it loads the TLS
+// files).
+func (f *serverFlags) rpcConfig(log *slog.Logger) (rpcserver.Config, error) {
+	tlsCfg, err := f.tls.server(log)
+	if err != nil {
+		return rpcserver.Config{}, err
+	}
+	return rpcserver.Config{CORSOrigins: f.origins, Pprof: f.pprof, MaxRequestBytes: f.maxRequest, TLS: tlsCfg}, nil
+}
+
+// scheme is the URL scheme --addr serves.
+func (f *serverFlags) scheme() string {
+	if f.tls.enabled() {
+		return "https"
+	}
+	return "http"
 }
 
 // serveThenStop serves srv on ln and runs a service's Run beside it until

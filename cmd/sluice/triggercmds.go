@@ -35,9 +35,10 @@ describe shows where each partition stands and its last error.`,
 
 // triggerFlags are the spec flags of `sluice trigger create` and `update`.
 type triggerFlags struct {
-	addr, name string
-	fs         *pflag.FlagSet
-	update     bool
+	ep     endpoint
+	name   string
+	fs     *pflag.FlagSet
+	update bool
 
 	topic, function, start, startTime, onFailureTopic  string
 	isolation                                          string
@@ -60,7 +61,7 @@ var triggerFlagFields = map[string]string{
 func (f *triggerFlags) register(cmd *cobra.Command) {
 	fs := cmd.Flags()
 	f.fs = fs
-	addrFlag(fs, &f.addr)
+	f.ep.register(fs)
 	if !f.update {
 		fs.StringVar(&f.topic, "topic", "", "topic the trigger reads (must exist; cannot change later)")
 	}
@@ -89,7 +90,7 @@ func (f *triggerFlags) set(flag string) bool { return !f.update || f.fs.Changed(
 
 func (f *triggerFlags) check(args []string) error {
 	var c flagCheck
-	c.serverAddr("addr", f.addr)
+	f.ep.check(&c)
 	if f.name = c.name("trigger", args); f.name != "" {
 		if err := catalog.ValidateTriggerName(f.name); err != nil {
 			c.badf("%s", catalogReason(err))
@@ -267,7 +268,7 @@ keep the trigger's values: the defaults below apply to create only.`,
 }
 
 func triggerCreate(ctx context.Context, f triggerFlags, stdout io.Writer) error {
-	resp, err := adminClient(f.addr).CreateTrigger(ctx, connect.NewRequest(&sluicev1.CreateTriggerRequest{Name: f.name, Spec: specMsg(f.spec)}))
+	resp, err := f.ep.admin().CreateTrigger(ctx, connect.NewRequest(&sluicev1.CreateTriggerRequest{Name: f.name, Spec: specMsg(f.spec)}))
 	if err != nil {
 		return err
 	}
@@ -277,7 +278,7 @@ func triggerCreate(ctx context.Context, f triggerFlags, stdout io.Writer) error 
 }
 
 func triggerUpdate(ctx context.Context, f triggerFlags, stdout io.Writer) error {
-	admin := adminClient(f.addr)
+	admin := f.ep.admin()
 	cur, err := admin.DescribeTrigger(ctx, connect.NewRequest(&sluicev1.DescribeTriggerRequest{Name: f.name}))
 	if err != nil {
 		return err
@@ -337,7 +338,7 @@ func triggerUpdate(ctx context.Context, f triggerFlags, stdout io.Writer) error 
 }
 
 // newTriggerNameCmd is a trigger command that takes a name and --addr only.
-func newTriggerNameCmd(use, short, long string, run func(ctx context.Context, addr, name string, stdout io.Writer) error) *cobra.Command {
+func newTriggerNameCmd(use, short, long string, run func(ctx context.Context, ep endpoint, name string, stdout io.Writer) error) *cobra.Command {
 	return newNameCmd("trigger", use, short, long, run)
 }
 
@@ -354,8 +355,8 @@ func newTriggerListCmd() *cobra.Command {
 	return newListCmd("print all triggers: name, topic, function and state", triggerList)
 }
 
-func triggerDescribe(ctx context.Context, addr, name string, stdout io.Writer) error {
-	resp, err := adminClient(addr).DescribeTrigger(ctx, connect.NewRequest(&sluicev1.DescribeTriggerRequest{Name: name}))
+func triggerDescribe(ctx context.Context, ep endpoint, name string, stdout io.Writer) error {
+	resp, err := ep.admin().DescribeTrigger(ctx, connect.NewRequest(&sluicev1.DescribeTriggerRequest{Name: name}))
 	if err != nil {
 		return err
 	}
@@ -438,8 +439,8 @@ func triggerDescribe(ctx context.Context, addr, name string, stdout io.Writer) e
 	return nil
 }
 
-func triggerList(ctx context.Context, addr string, stdout io.Writer) error {
-	admin := adminClient(addr)
+func triggerList(ctx context.Context, ep endpoint, stdout io.Writer) error {
+	admin := ep.admin()
 	token := ""
 	fmt.Fprintf(stdout, "%-24s %-24s %-40s %s\n", "NAME", "TOPIC", "FUNCTION", "STATE")
 	for {
@@ -460,8 +461,8 @@ func triggerList(ctx context.Context, addr string, stdout io.Writer) error {
 	}
 }
 
-func triggerDelete(ctx context.Context, addr, name string, stdout io.Writer) error {
-	if _, err := adminClient(addr).DeleteTrigger(ctx, connect.NewRequest(&sluicev1.DeleteTriggerRequest{Name: name})); err != nil {
+func triggerDelete(ctx context.Context, ep endpoint, name string, stdout io.Writer) error {
+	if _, err := ep.admin().DeleteTrigger(ctx, connect.NewRequest(&sluicev1.DeleteTriggerRequest{Name: name})); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "deleted trigger %s\n", name)

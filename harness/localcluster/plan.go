@@ -81,12 +81,29 @@ type Config struct {
 	// For the chaos scenarios that predate them.
 	NoIngestBookkeeping bool
 
+	// TLS, when set, runs every process with TLS (docs/DESIGN.md §2.12).
+	TLS *TLS `json:",omitempty"`
+
 	// Extra flags appended to every process of a role (RoleBookie, ...).
 	Extra map[string][]string
 	// AddrOf, when set, chooses the listening address of a named process
 	// (bookie-1, ingest-2, ...) instead of the BasePort scheme: the chaos
 	// harness takes free ports.
 	AddrOf func(name string) string `json:"-"`
+}
+
+// TLS is the certificate files of a cluster with TLS: one certificate for
+// every process (valid for both server and client authentication, for
+// Host), bookies with mTLS, ingest and fetch serving HTTPS only, and every
+// call between processes over mTLS.
+type TLS struct {
+	CAFile, CertFile, KeyFile string
+	// ClientCAFile, if set, holds the CAs of clients' certificates
+	// (--tls-client-ca of ingest and fetch).
+	ClientCAFile string
+	// ClientAuth is --tls-client-auth of ingest and fetch: require
+	// (default) or request.
+	ClientAuth string
 }
 
 // DefaultConfig is the cluster `task cluster:up` starts: 3 bookies, 2
@@ -154,6 +171,9 @@ func (cfg Config) Normalize() (Config, error) {
 	if cfg.Cassandra == "" && (cfg.Fetches > 0 || !cfg.NoIngestBookkeeping) {
 		bad("no Cassandra contact point (producer ids, transactions, consumer groups): start the stack with localstack/stack.sh up")
 	}
+	if t := cfg.TLS; t != nil && (t.CAFile == "" || t.CertFile == "" || t.KeyFile == "") {
+		bad("TLS needs the CA, certificate and key files")
+	}
 	for role := range cfg.Extra {
 		switch role {
 		case RoleBookie, RoleIngest, RoleFetch, RoleCompactor:
@@ -206,6 +226,17 @@ func (cfg Config) Plan() ([]Proc, error) {
 	with := func(role string, args ...string) []string {
 		if cfg.Pprof && role != RoleCompactor {
 			args = append(args, "--pprof")
+		}
+		if t := cfg.TLS; t != nil {
+			args = append(args, "--tls-cert", t.CertFile, "--tls-key", t.KeyFile, "--tls-ca", t.CAFile)
+			if role == RoleIngest || role == RoleFetch {
+				if t.ClientCAFile != "" {
+					args = append(args, "--tls-client-ca", t.ClientCAFile)
+				}
+				if t.ClientAuth != "" {
+					args = append(args, "--tls-client-auth", t.ClientAuth)
+				}
+			}
 		}
 		return append(args, cfg.Extra[role]...)
 	}

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/sluicemq/sluice/internal/tlsconf"
 )
 
 // State is what Up records in Dir/cluster.json, and what Down and Status
@@ -140,7 +142,7 @@ func Up(ctx context.Context, cfg Config, o Options) (State, error) {
 				fmt.Fprintf(out, "%-12s already running (pid %d)\n", r.Name, r.PID)
 				continue
 			}
-			c, err := start(st.Bin, cfg.Env(), r)
+			c, err := start(st.Bin, cfg.Env(), r, cfg.TLS)
 			if err != nil {
 				return st, err
 			}
@@ -190,11 +192,12 @@ func adopt(st *State, old State) error {
 type child struct {
 	r      *Running
 	exited chan struct{}
+	tls    *TLS // the cluster's, for the health check
 }
 
 // start runs r detached (its own session, output appended to its log) and
 // records its pid and start time in r.
-func start(bin string, env []string, r *Running) (*child, error) {
+func start(bin string, env []string, r *Running, tlsFiles *TLS) (*child, error) {
 	lf, err := os.OpenFile(r.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
@@ -212,7 +215,7 @@ func start(bin string, env []string, r *Running) (*child, error) {
 	if r.Start, err = procStart(r.PID); err != nil {
 		return nil, fmt.Errorf("start %s: %w", r.Name, err)
 	}
-	c := &child{r: r, exited: make(chan struct{})}
+	c := &child{r: r, exited: make(chan struct{}), tls: tlsFiles}
 	go func() { _ = cmd.Wait(); close(c.exited) }()
 	return c, nil
 }
@@ -240,7 +243,7 @@ func (c *child) waitReady(ctx context.Context, timeout time.Duration) error {
 			return exited()
 		default:
 		}
-		if Healthy(ctx, c.r.Addr) {
+		if Healthy(ctx, c.r.Addr, c.tls) {
 			return nil
 		}
 		if time.Now().After(deadline) {
@@ -255,16 +258,27 @@ func (c *child) waitReady(ctx context.Context, timeout time.Duration) error {
 }
 
 // Healthy reports whether addr answers the gRPC health check (over the
-// Connect protocol, JSON) with SERVING.
-func Healthy(ctx context.Context, addr string) bool {
+// Connect protocol, JSON) with SERVING; over mTLS with the cluster's
+// certificate when t is set.
+func Healthy(ctx context.Context, addr string, t *TLS) bool {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/grpc.health.v1.Health/Check", strings.NewReader("{}"))
+	hc, scheme := http.DefaultClient, "http://"
+	if t != nil {
+		cfg, err := tlsconf.Client{CAFile: t.CAFile, CertFile: t.CertFile, KeyFile: t.KeyFile}.Config()
+		if err != nil {
+			return false
+		}
+		tr := &http.Transport{TLSClientConfig: cfg}
+		defer tr.CloseIdleConnections()
+		hc, scheme = &http.Client{Transport: tr}, "https://"
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, scheme+addr+"/grpc.health.v1.Health/Check", strings.NewReader("{}"))
 	if err != nil {
 		return false
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return false
 	}
@@ -351,7 +365,7 @@ func Status(ctx context.Context, dir string) (State, []StatusLine, error) {
 			l.State = "DOWN"
 		case r.Addr == "":
 			l.State = "running"
-		case Healthy(ctx, r.Addr):
+		case Healthy(ctx, r.Addr, st.Config.TLS):
 			l.Serving, l.State = true, "serving"
 		default:
 			l.State = "not serving"

@@ -28,6 +28,7 @@ import (
 
 	"github.com/sluicemq/sluice/bookkeeper/bookie"
 	"github.com/sluicemq/sluice/bookkeeper/client"
+	"github.com/sluicemq/sluice/internal/rpcclient"
 	"github.com/sluicemq/sluice/internal/rpcserver"
 	"github.com/sluicemq/sluice/internal/telemetry"
 	"github.com/sluicemq/sluice/pkg/bookkeeping"
@@ -202,12 +203,12 @@ func New(cfg Config) (_ *Cluster, err error) {
 	if icfg.Logger == nil {
 		icfg.Logger = c.log
 	}
-	if c.Ingest, err = ingest.New(icfg, ingest.Deps{Catalog: icat, Ledgers: ingest.LedgerClient(c.Ledgers), Forward: ingest.Forwarder(h2c), Partitions: ingest.PartitionClients(h2c), Producers: c.Bookkeeping, Schemas: c.Catalog}); err != nil {
+	if c.Ingest, err = ingest.New(icfg, ingest.Deps{Catalog: icat, Ledgers: ingest.LedgerClient(c.Ledgers), Forward: ingest.Forwarder(peers), Partitions: ingest.PartitionClients(peers), Producers: c.Bookkeeping, Schemas: c.Catalog}); err != nil {
 		return nil, err
 	}
 	// The fetch service's triggers send failed records to their DLQ
 	// through this process's ingest service, in process.
-	fdeps := fetch.Deps{Catalog: c.Catalog, Ledgers: c.Ledgers, Bookkeeping: c.Bookkeeping, Forward: fetch.Forwarder(h2c), Objects: c.Objects,
+	fdeps := fetch.Deps{Catalog: c.Catalog, Ledgers: c.Ledgers, Bookkeeping: c.Bookkeeping, Forward: fetch.Forwarder(peers), Objects: c.Objects,
 		Producer: c.Ingest, Meters: tel.MeterProvider}
 	if cfg.Lambda != nil {
 		fdeps.Lambda, fdeps.Triggers = cfg.Lambda, c.Catalog
@@ -217,7 +218,7 @@ func New(cfg Config) (_ *Cluster, err error) {
 	}
 	if c.Admin, err = admin.New(admin.Deps{Catalog: c.Catalog, EndOffset: c.Ingest.EndOffset, StableOffset: c.Ingest.StableOffset, Groups: c.Fetch.GroupAdmin(), Ledgers: c.Ledgers, Bookies: c.Ledgers,
 		TopicDeleted: func(t catalog.Topic) { c.Ingest.TopicDeleted(t); c.Fetch.TopicDeleted(t) }, TriggerStatus: c.Fetch.TriggerStatus,
-		Owners: ingest.PartitionClients(h2c)}); err != nil {
+		Owners: ingest.PartitionClients(peers)}); err != nil {
 		return nil, err
 	}
 	c.public.Handle(c.Ingest.Handler(c.public.HandlerOptions()...))
@@ -248,11 +249,11 @@ func New(cfg Config) (_ *Cluster, err error) {
 		if ec.Logger == nil {
 			ec.Logger = c.log.With(slog.String("copy", ec.OwnerID))
 		}
-		if e.Ingest, err = ingest.New(ec, ingest.Deps{Catalog: icat, Ledgers: ingest.LedgerClient(c.Ledgers), Forward: ingest.Forwarder(h2c), Partitions: ingest.PartitionClients(h2c), Producers: c.Bookkeeping, Schemas: c.Catalog}); err != nil {
+		if e.Ingest, err = ingest.New(ec, ingest.Deps{Catalog: icat, Ledgers: ingest.LedgerClient(c.Ledgers), Forward: ingest.Forwarder(peers), Partitions: ingest.PartitionClients(peers), Producers: c.Bookkeeping, Schemas: c.Catalog}); err != nil {
 			return nil, err
 		}
 		ad, err := admin.New(admin.Deps{Catalog: c.Catalog, EndOffset: e.Ingest.EndOffset, StableOffset: e.Ingest.StableOffset, Groups: c.Fetch.GroupAdmin(), Ledgers: c.Ledgers, Bookies: c.Ledgers, TopicDeleted: e.Ingest.TopicDeleted,
-			Owners: ingest.PartitionClients(h2c)})
+			Owners: ingest.PartitionClients(peers)})
 		if err != nil {
 			return nil, err
 		}
@@ -393,10 +394,7 @@ func (c *Cluster) closeAll() error {
 	return errors.Join(errs...)
 }
 
-// h2c is the HTTP client for calls between Sluice's own processes:
-// cleartext HTTP/2 (gRPC needs HTTP/2; loopback and private networks).
-var h2c = func() *http.Client {
-	var p http.Protocols
-	p.SetUnencryptedHTTP2(true)
-	return &http.Client{Transport: &http.Transport{Protocols: &p, MaxIdleConnsPerHost: 4}}
-}()
+// peers carries the calls between the cluster's own parts (forwarding
+// between ingest copies, trigger produces): cleartext HTTP/2 on loopback
+// (Config.Server.TLS covers the public listener only).
+var peers = rpcclient.New(nil)

@@ -27,6 +27,9 @@ import (
 	"github.com/sluicemq/sluice/services/ingest"
 )
 
+// h2c is the cleartext HTTP/2 client the tests call the cluster with.
+var h2c = peers.HTTP
+
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // start runs a cluster on dir until the test ends (or stop is called).

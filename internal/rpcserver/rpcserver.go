@@ -40,6 +40,8 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -54,6 +56,7 @@ import (
 	"github.com/rs/cors"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/sluicemq/sluice/internal/logevery"
 	"github.com/sluicemq/sluice/internal/telemetry"
 )
 
@@ -281,7 +284,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
 		IdleTimeout:       s.cfg.IdleTimeout,
 		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: s.cfg.MaxConcurrentStreams},
-		ErrorLog:          nil,
+		ErrorLog:          log.New(&serverErrors{log: s.tel.Logger, every: logevery.Limiter{Every: serverErrorsEvery}}, "", 0),
 	}
 	gctx, stopGates := context.WithCancel(ctx)
 	gated := make(chan struct{})
@@ -331,4 +334,23 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("rpcserver: shutdown %s: %w", ln.Addr(), shutdownErr)
 	}
 	return nil
+}
+
+// serverErrors carries net/http's own error lines (TLS handshakes that
+// failed, a panic in a handler) to the structured log, at most one line
+// per serverErrorsEvery with the count of those held back: a scanner or a
+// client with the wrong CA must not flood the log.
+type serverErrors struct {
+	log   *slog.Logger
+	every logevery.Limiter
+}
+
+// serverErrorsEvery is the least time between two of net/http's lines.
+const serverErrorsEvery = 10 * time.Second
+
+func (w *serverErrors) Write(p []byte) (int, error) {
+	if ok, held := w.every.Allow(time.Now()); ok {
+		w.log.Warn("http server error", "err", strings.TrimSpace(string(p)), "held_back", held)
+	}
+	return len(p), nil
 }

@@ -1,13 +1,19 @@
 package rpcserver_test
 
 import (
+	"bytes"
+	"context"
+	"crypto/tls"
 	"io"
+	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluicemq/sluice/internal/rpcserver"
+	"github.com/sluicemq/sluice/internal/telemetry"
 	"github.com/sluicemq/sluice/internal/tlsconf"
 	"github.com/sluicemq/sluice/internal/tlsconf/tlstest"
 )
@@ -21,7 +27,7 @@ func TestServesTLS(t *testing.T) {
 	caFile := ca.WriteCA(t, dir, "ca")
 	certFile, keyFile := ca.Issue(t, dir, "server", 1)
 	clientCert, clientKey := ca.Issue(t, dir, "client", 2)
-	tlsCfg, err := tlsconf.Server{CertFile: certFile, KeyFile: keyFile, ClientCAFile: caFile}.Config()
+	tlsCfg, err := tlsconf.Server{CertFile: certFile, KeyFile: keyFile, ClientCAFiles: []string{caFile}}.Config()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,5 +77,77 @@ func TestServesTLS(t *testing.T) {
 	plain := &http.Client{Timeout: 5 * time.Second}
 	if _, body, err := check(plain, "http://"+addr); err == nil && strings.Contains(body, "SERVING") {
 		t.Fatal("a cleartext request was answered")
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for the server's goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// Failed TLS handshakes reach the structured log, not stderr, and a burst
+// of them makes one line: a client with the wrong CA, or a scanner, does
+// not flood the log.
+func TestHandshakeErrorsAreLoggedOnce(t *testing.T) {
+	dir := t.TempDir()
+	ca := tlstest.NewCA(t, "ca")
+	caFile := ca.WriteCA(t, dir, "ca")
+	certFile, keyFile := ca.Issue(t, dir, "server", 1)
+	tlsCfg, err := tlsconf.Server{CertFile: certFile, KeyFile: keyFile, ClientCAFiles: []string{caFile}}.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs lockedBuffer
+	tel, err := telemetry.New(telemetry.Config{Service: "test", Format: "json", Output: &logs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := rpcserver.New(rpcserver.Config{TLS: tlsCfg}, tel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, ln) }()
+	defer func() { cancel(); <-done }()
+
+	noCert, err := tlsconf.Client{CAFile: caFile}.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		c, err := tls.Dial("tcp", ln.Addr().String(), noCert)
+		if err == nil {
+			_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+			_, _ = c.Read(make([]byte, 1)) // TLS 1.3 reports the refusal here
+			_ = c.Close()
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(logs.String(), "handshake error") && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := strings.Count(logs.String(), "handshake error"); n != 1 {
+		t.Fatalf("%d log lines about failed handshakes after 5 of them; want 1:\n%s", n, logs.String())
+	}
+	if !strings.Contains(logs.String(), `"msg":"http server error"`) {
+		t.Fatalf("the handshake error is not a structured line:\n%s", logs.String())
 	}
 }

@@ -31,9 +31,14 @@ type Server struct {
 	// CertFile and KeyFile are the server's certificate chain and key
 	// (PEM). Required.
 	CertFile, KeyFile string
-	// ClientCAFile, if set, holds the CAs whose client certificates are
-	// accepted; every client must then present one (mTLS).
-	ClientCAFile string
+	// ClientCAFiles, if any, hold the CAs whose client certificates are
+	// accepted (mTLS); every client must then present one, unless
+	// ClientCertOptional.
+	ClientCAFiles []string
+	// ClientCertOptional lets clients without a certificate in (they
+	// authenticate otherwise: a bearer token); a certificate presented is
+	// still verified against ClientCAFiles.
+	ClientCertOptional bool
 	// OnReloadError hears of a certificate change that failed to load
 	// (the previous certificate stays in service). Optional.
 	OnReloadError func(error)
@@ -47,6 +52,9 @@ func (s Server) Config() (*tls.Config, error) {
 	if s.CertFile == "" || s.KeyFile == "" {
 		return nil, errors.New("tls: a certificate file and a key file are both required")
 	}
+	if s.ClientCertOptional && len(s.ClientCAFiles) == 0 {
+		return nil, errors.New("tls: optional client certificates need the CA files to check them against")
+	}
 	kp, err := newKeyPair(s.CertFile, s.KeyFile, s.OnReloadError, s.Now)
 	if err != nil {
 		return nil, err
@@ -56,13 +64,18 @@ func (s Server) Config() (*tls.Config, error) {
 		NextProtos:     []string{"h2", "http/1.1"},
 		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return kp.get(), nil },
 	}
-	if s.ClientCAFile != "" {
-		pool, err := certPool(s.ClientCAFile)
-		if err != nil {
-			return nil, err
+	if len(s.ClientCAFiles) > 0 {
+		pool := x509.NewCertPool()
+		for _, f := range s.ClientCAFiles {
+			if err := appendCerts(pool, f); err != nil {
+				return nil, err
+			}
 		}
 		cfg.ClientCAs = pool
 		cfg.ClientAuth = tls.RequireAndVerifyClientCert
+		if s.ClientCertOptional {
+			cfg.ClientAuth = tls.VerifyClientCertIfGiven
+		}
 	}
 	return cfg, nil
 }
@@ -109,15 +122,20 @@ func (c Client) Config() (*tls.Config, error) {
 
 // certPool reads a PEM bundle of CA certificates.
 func certPool(file string) (*x509.CertPool, error) {
+	pool := x509.NewCertPool()
+	return pool, appendCerts(pool, file)
+}
+
+// appendCerts adds a PEM bundle of CA certificates to pool.
+func appendCerts(pool *x509.CertPool, file string) error {
 	b, err := os.ReadFile(file)
 	if err != nil {
-		return nil, fmt.Errorf("tls: read CA file: %w", err)
+		return fmt.Errorf("tls: read CA file: %w", err)
 	}
-	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(b) {
-		return nil, fmt.Errorf("tls: %s holds no PEM certificate", file)
+		return fmt.Errorf("tls: %s holds no PEM certificate", file)
 	}
-	return pool, nil
+	return nil
 }
 
 // keyPair is a certificate and key re-read when their files change.

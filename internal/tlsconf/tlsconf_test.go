@@ -111,35 +111,41 @@ func TestServerReloadsItsCertificate(t *testing.T) {
 	}
 }
 
-// With a client CA, a client without a certificate, or with one from
-// another CA, is refused; one with a certificate from the CA is served.
-func TestServerRequiresClientCertificates(t *testing.T) {
+// With client CAs, a client without a certificate, or with one from
+// another CA, is refused; one with a certificate from either CA is served.
+// With ClientCertOptional a client without a certificate is served too,
+// but one from another CA still is not.
+func TestServerChecksClientCertificates(t *testing.T) {
 	dir := t.TempDir()
-	ca, other := tlstest.NewCA(t, "ca"), tlstest.NewCA(t, "other")
-	ca.WriteCA(t, dir, "ca")
+	ca, users, other := tlstest.NewCA(t, "ca"), tlstest.NewCA(t, "users"), tlstest.NewCA(t, "other")
+	caFile, usersFile := ca.WriteCA(t, dir, "ca"), users.WriteCA(t, dir, "users")
 	certFile, keyFile := ca.Issue(t, dir, "server", 1)
-	cfg, err := Server{CertFile: certFile, KeyFile: keyFile, ClientCAFile: filepath.Join(dir, "ca.pem")}.Config()
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := serve(t, cfg)
 	good, goodKey := ca.Issue(t, dir, "ingest", 10)
+	user, userKey := users.Issue(t, dir, "alice", 12)
 	stranger, strangerKey := other.Issue(t, dir, "stranger", 11)
-	for _, c := range []struct {
-		name      string
-		cert, key string
-		ok        bool
-	}{
-		{"no certificate", "", "", false},
-		{"a certificate from another CA", stranger, strangerKey, false},
-		{"a certificate from the CA", good, goodKey, true},
-	} {
-		client, err := Client{CAFile: filepath.Join(dir, "ca.pem"), CertFile: c.cert, KeyFile: c.key}.Config()
+	for _, optional := range []bool{false, true} {
+		cfg, err := Server{CertFile: certFile, KeyFile: keyFile, ClientCAFiles: []string{caFile, usersFile}, ClientCertOptional: optional}.Config()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := handshake(addr, client); (err == nil) != c.ok {
-			t.Errorf("%s: %v; want ok=%v", c.name, err, c.ok)
+		addr := serve(t, cfg)
+		for _, c := range []struct {
+			name      string
+			cert, key string
+			ok        bool
+		}{
+			{"no certificate", "", "", optional},
+			{"a certificate from another CA", stranger, strangerKey, false},
+			{"a certificate from the first CA", good, goodKey, true},
+			{"a certificate from the second CA", user, userKey, true},
+		} {
+			client, err := Client{CAFile: caFile, CertFile: c.cert, KeyFile: c.key}.Config()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := handshake(addr, client); (err == nil) != c.ok {
+				t.Errorf("optional=%v, %s: %v; want ok=%v", optional, c.name, err, c.ok)
+			}
 		}
 	}
 }
@@ -155,6 +161,10 @@ func TestConfigErrors(t *testing.T) {
 		{"server without a key", func() error { _, err := (Server{CertFile: "a"}).Config(); return err }, "both required"},
 		{"missing files", func() error { _, err := (Server{CertFile: "/nope.crt", KeyFile: "/nope.key"}).Config(); return err }, "nope"},
 		{"a CA file without certificates", func() error { _, err := (Client{CAFile: filepath.Join(dir, "empty.pem")}).Config(); return err }, "no PEM certificate"},
+		{"optional client certificates without CAs", func() error {
+			_, err := (Server{CertFile: "a", KeyFile: "b", ClientCertOptional: true}).Config()
+			return err
+		}, "need the CA files"},
 		{"a client cert without its key", func() error { _, err := (Client{CertFile: "a"}).Config(); return err }, "both its certificate file and its key file"},
 	} {
 		if err := c.err(); err == nil || !strings.Contains(err.Error(), c.says) {

@@ -2,6 +2,7 @@ package sluice
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
@@ -36,20 +37,20 @@ type Client struct {
 }
 
 // NewClient returns a Client for the server at addr: "host:port",
-// "http://host:port" (cleartext HTTP/2) or "https://host:port". It does no
-// I/O; the first RPC connects.
+// "http://host:port" (cleartext HTTP/2) or "https://host:port" (host:port
+// is https with WithTLS). It does no I/O; the first RPC connects.
 func NewClient(addr string, opts ...ClientOption) (*Client, error) {
-	base, err := baseURL(addr)
+	cfg, err := newClientConfig(opts)
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := newClientConfig(opts)
+	base, err := baseURL(addr, cfg.tls != nil)
 	if err != nil {
 		return nil, err
 	}
 	c := &Client{base: base, http: cfg.http, log: cfg.logger}
 	if c.http == nil {
-		c.http, c.ownsHTTP = defaultHTTPClient(), true
+		c.http, c.ownsHTTP = defaultHTTPClient(cfg.tls), true
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
@@ -62,14 +63,25 @@ func NewClient(addr string, opts ...ClientOption) (*Client, error) {
 	if cfg.protocol == ProtocolGRPC {
 		copts = append(copts, connect.WithGRPC())
 	}
+	if cfg.token != nil {
+		if err := CheckTokenTransport(base); err != nil {
+			return nil, err
+		}
+		copts = append(copts, connect.WithInterceptors(bearer{source: cfg.token}))
+	}
 	c.admin = sluicev1connect.NewAdminServiceClient(c.http, base, copts...)
 	c.producer = sluicev1connect.NewProducerServiceClient(c.http, base, copts...)
 	c.consumer = sluicev1connect.NewConsumerServiceClient(c.http, base, copts...)
 	c.groupAdmin = c.admin
 	if cfg.consumerAddr != "" {
-		cbase, err := baseURL(cfg.consumerAddr)
+		cbase, err := baseURL(cfg.consumerAddr, cfg.tls != nil)
 		if err != nil {
 			return nil, fmt.Errorf("%w: WithConsumerAddr: %w", ErrInvalidOption, err)
+		}
+		if cfg.token != nil {
+			if err := CheckTokenTransport(cbase); err != nil {
+				return nil, err
+			}
 		}
 		c.consumer = sluicev1connect.NewConsumerServiceClient(c.http, cbase, copts...)
 		c.groupAdmin = sluicev1connect.NewAdminServiceClient(c.http, cbase, copts...)
@@ -77,8 +89,9 @@ func NewClient(addr string, opts ...ClientOption) (*Client, error) {
 	return c, nil
 }
 
-// baseURL checks addr and returns the server's base URL.
-func baseURL(addr string) (string, error) {
+// baseURL checks addr and returns the server's base URL; a host:port is
+// https when secure, else http.
+func baseURL(addr string, secure bool) (string, error) {
 	bad := func(why string) (string, error) {
 		return "", fmt.Errorf("%w: address %q: %s", ErrInvalidOption, addr, why)
 	}
@@ -86,7 +99,11 @@ func baseURL(addr string) (string, error) {
 		return bad("empty")
 	}
 	if !strings.Contains(addr, "://") {
-		addr = "http://" + addr
+		if secure {
+			addr = "https://" + addr
+		} else {
+			addr = "http://" + addr
+		}
 	}
 	u, err := url.Parse(addr)
 	switch {
@@ -109,11 +126,15 @@ func baseURL(addr string) (string, error) {
 // https://. gRPC and bidirectional streams need HTTP/2. Idle connections are
 // pinged so a dead server (or a cut network) is noticed within about 30 s
 // even while a stream waits for answers.
-func defaultHTTPClient() *http.Client {
+func defaultHTTPClient(cfg *tls.Config) *http.Client {
 	var p http.Protocols
 	p.SetHTTP2(true)
 	p.SetUnencryptedHTTP2(true)
+	if cfg != nil {
+		cfg = cfg.Clone()
+	}
 	return &http.Client{Transport: &http.Transport{
+		TLSClientConfig:     cfg,
 		Protocols:           &p,
 		MaxIdleConnsPerHost: 4,
 		IdleConnTimeout:     90 * time.Second,

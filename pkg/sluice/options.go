@@ -1,6 +1,8 @@
 package sluice
 
 import (
+	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -263,6 +265,34 @@ func WithHTTPClient(hc *http.Client) ClientOption {
 	return func(c *clientConfig) { c.http, c.httpSet = hc, true }
 }
 
+// WithTLS makes the default HTTP client use cfg for https:// addresses:
+// its RootCAs check the server's certificate, and its certificates (or
+// GetClientCertificate) answer a server that asks for one (mTLS). An
+// address given as host:port is then reached over https. It cannot be
+// combined with WithHTTPClient (configure that client's TLS instead).
+func WithTLS(cfg *tls.Config) ClientOption {
+	return func(c *clientConfig) { c.tls, c.tlsSet = cfg, true }
+}
+
+// WithToken sends token as a bearer token (Authorization: Bearer) on
+// every call: a JWT from the cluster's identity provider. Tokens go only
+// over TLS, or to a loopback address.
+func WithToken(token string) ClientOption {
+	return func(c *clientConfig) {
+		c.tokenSet = true
+		c.token = nil
+		if token != "" {
+			c.token = func(context.Context) (string, error) { return token, nil }
+		}
+	}
+}
+
+// WithTokenSource is WithToken with a token fetched per call, for tokens
+// that expire and are renewed while the Client lives.
+func WithTokenSource(src TokenSource) ClientOption {
+	return func(c *clientConfig) { c.token, c.tokenSet = src, true }
+}
+
 // WithGRPC makes the Client speak gRPC (the default).
 func WithGRPC() ClientOption {
 	return func(c *clientConfig) { c.protocol = ProtocolGRPC }
@@ -294,6 +324,10 @@ type clientConfig struct {
 	protocol     Protocol
 	logger       *slog.Logger
 	loggerSet    bool
+	tls          *tls.Config
+	tlsSet       bool
+	token        TokenSource
+	tokenSet     bool
 }
 
 func newClientConfig(opts []ClientOption) (clientConfig, error) {
@@ -306,6 +340,15 @@ func newClientConfig(opts []ClientOption) (clientConfig, error) {
 	var errs []error
 	if c.httpSet && c.http == nil {
 		errs = append(errs, fmt.Errorf("%w: WithHTTPClient: nil client", ErrInvalidOption))
+	}
+	if c.tlsSet && c.tls == nil {
+		errs = append(errs, fmt.Errorf("%w: WithTLS: nil config", ErrInvalidOption))
+	}
+	if c.tlsSet && c.httpSet {
+		errs = append(errs, fmt.Errorf("%w: WithTLS and WithHTTPClient together: give the HTTP client its TLS config instead", ErrInvalidOption))
+	}
+	if c.tokenSet && c.token == nil {
+		errs = append(errs, fmt.Errorf("%w: WithToken: empty token", ErrInvalidOption))
 	}
 	if c.loggerSet && c.logger == nil {
 		errs = append(errs, fmt.Errorf("%w: WithLogger: nil logger", ErrInvalidOption))

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicemq/sluice/internal/cluster"
 	"github.com/sluicemq/sluice/internal/quota"
+	"github.com/sluicemq/sluice/internal/rpcclient"
 	"github.com/sluicemq/sluice/internal/rpcserver"
 	"github.com/sluicemq/sluice/internal/telemetry"
 	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
@@ -549,7 +550,7 @@ func TestSessionCallsRoutedAcrossCopies(t *testing.T) {
 		t.Fatal(err)
 	}
 	other, err := fetch.New(fetch.Config{Address: ln.Addr().String()}, fetch.Deps{
-		Catalog: e.c.Catalog, Ledgers: e.c.Ledgers, Bookkeeping: e.c.Bookkeeping, Forward: fetch.Forwarder(h2c)})
+		Catalog: e.c.Catalog, Ledgers: e.c.Ledgers, Bookkeeping: e.c.Bookkeeping, Forward: fetch.Forwarder(rpcclient.New(nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/sluicemq/sluice/internal/rpcclient"
 	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
 	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
 )
@@ -28,12 +29,12 @@ import (
 const forwardedHeader = "Sluice-Forwarded"
 
 // Forwarder returns a Deps.Forward reaching other copies' ConsumerService
-// with the gRPC protocol over hc (cleartext HTTP/2 for host:port).
-func Forwarder(hc connect.HTTPClient) func(address string) sluicev1connect.ConsumerServiceClient {
+// with the gRPC protocol through p.
+func Forwarder(p rpcclient.Peers) func(address string) sluicev1connect.ConsumerServiceClient {
 	return func(address string) sluicev1connect.ConsumerServiceClient {
 		// No gzip between copies: the payloads are record batches
 		// compressed by their producers, or small.
-		return sluicev1connect.NewConsumerServiceClient(hc, "http://"+address, connect.WithGRPC(),
+		return sluicev1connect.NewConsumerServiceClient(p.HTTP, p.URL(address), connect.WithGRPC(),
 			connect.WithAcceptCompression("gzip", nil, nil))
 	}
 }

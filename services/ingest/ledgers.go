@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicemq/sluice/bookkeeper/client"
 	"github.com/sluicemq/sluice/bookkeeper/ledger"
+	"github.com/sluicemq/sluice/internal/rpcclient"
 	"github.com/sluicemq/sluice/pkg/catalog"
 	"github.com/sluicemq/sluice/pkg/gen/sluice/peer/v1/peerv1connect"
 	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
@@ -62,21 +63,20 @@ func fenced(err error) error {
 }
 
 // Forwarder returns a Deps.Forward that reaches other copies' ProducerService
-// with the gRPC protocol over hc, which must speak cleartext HTTP/2 (h2c)
-// for addresses given as host:port. Clients are cheap; hc pools connections.
-func Forwarder(hc connect.HTTPClient) func(address string) sluicev1connect.ProducerServiceClient {
+// with the gRPC protocol through p. Clients are cheap; p pools connections.
+func Forwarder(p rpcclient.Peers) func(address string) sluicev1connect.ProducerServiceClient {
 	return func(address string) sluicev1connect.ProducerServiceClient {
 		// No gzip between copies: the payloads are record batches
 		// compressed by their producers.
-		return sluicev1connect.NewProducerServiceClient(hc, "http://"+address, connect.WithGRPC(),
+		return sluicev1connect.NewProducerServiceClient(p.HTTP, p.URL(address), connect.WithGRPC(),
 			connect.WithAcceptCompression("gzip", nil, nil))
 	}
 }
 
 // PartitionClients returns the constructor of clients for other copies'
-// PartitionService (Deps.Partitions) over hc.
-func PartitionClients(hc connect.HTTPClient) func(address string) peerv1connect.PartitionServiceClient {
+// PartitionService (Deps.Partitions) through p.
+func PartitionClients(p rpcclient.Peers) func(address string) peerv1connect.PartitionServiceClient {
 	return func(address string) peerv1connect.PartitionServiceClient {
-		return peerv1connect.NewPartitionServiceClient(hc, "http://"+address, connect.WithGRPC())
+		return peerv1connect.NewPartitionServiceClient(p.HTTP, p.URL(address), connect.WithGRPC())
 	}
 }
