@@ -29,13 +29,13 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // cluster is an in-process ledger tier for tests: real bookies (in-memory
 // filesystems) served over loopback h2c, registered in an embedded catalog.
 type cluster struct {
-	t       testing.TB
-	cat     *catalog.Catalog
+	t   testing.TB
+	cat *catalog.Catalog
 	// serverTLS, when set before bookies start, serves them over TLS
 	// (HTTP/2 by ALPN) with it.
 	serverTLS *tls.Config
-	mu      sync.Mutex
-	bookies map[string]*testBookie
+	mu        sync.Mutex
+	bookies   map[string]*testBookie
 }
 
 type testBookie struct {

@@ -25,7 +25,7 @@ func TestPeers(t *testing.T) {
 		}
 	}
 	for _, c := range []struct {
-		p                 Peers
+		p                Peers
 		h1, h2, h2c, tls bool
 	}{
 		{plain, false, false, true, false},
