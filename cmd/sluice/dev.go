@@ -61,7 +61,7 @@ Ready when grpc.health.v1.Health/Check answers SERVING.`,
 
 func (f *devFlags) check() error {
 	var c flagCheck
-	f.serverFlags.check(&c)
+	f.serverFlags.check(&c, false)
 	c.required("data-dir", f.dataDir)
 	f.offloadAge = noneIfZero(f.offloadAge)
 	if err := (compactor.Config{OffloadAge: f.offloadAge}).Validate(); err != nil {
@@ -83,7 +83,7 @@ func runDev(ctx context.Context, f devFlags, stdout, stderr io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "sluice dev: opening 3 bookies, the catalog, bookkeeping, ingest, fetch and the compactor in %s ...\n", f.dataDir)
-	server, err := f.rpcConfig(tel.Logger)
+	server, err := f.rpcConfig(ctx, tel.Logger)
 	if err != nil {
 		return err
 	}

@@ -74,7 +74,7 @@ Records a trigger sends to its on_failure_topic are produced through --ingest-ad
 // check checks the flags and fills in --advertise's default.
 func (f *fetchFlags) check() error {
 	var c flagCheck
-	f.serverFlags.check(&c)
+	f.serverFlags.check(&c, true)
 	c.advertiseAddr("advertise", f.advertise)
 	if f.advertise == "" {
 		f.advertise = f.addr
@@ -164,7 +164,7 @@ func runFetch(ctx context.Context, f fetchFlags, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	rc, err := f.rpcConfig(tel.Logger)
+	rc, err := f.rpcConfig(ctx, tel.Logger)
 	if err != nil {
 		return err
 	}

@@ -63,7 +63,7 @@ catalog (sluice bookie --catalog-table).`,
 // (--advertise, --id).
 func (f *ingestFlags) check() error {
 	var c flagCheck
-	f.serverFlags.check(&c)
+	f.serverFlags.check(&c, true)
 	f.cassandraFlags.check(&c, false)
 	c.advertiseAddr("advertise", f.advertise)
 	if f.advertise == "" {
@@ -143,7 +143,7 @@ func runIngest(ctx context.Context, f ingestFlags, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	rc, err := f.rpcConfig(tel.Logger)
+	rc, err := f.rpcConfig(ctx, tel.Logger)
 	if err != nil {
 		return err
 	}

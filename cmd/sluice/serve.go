@@ -20,6 +20,7 @@ type serverFlags struct {
 	pprof      bool
 	maxRequest int
 	tls        tlsFlags
+	auth       authFlags
 
 	origins []string // from cors, by check
 }
@@ -34,25 +35,32 @@ func (f *serverFlags) register(cmd *cobra.Command, defaultAddr, addrUsage, corsU
 	fs.BoolVar(&f.pprof, "pprof", false, "serve Go's runtime profiles under /debug/pprof/ on --addr (benchmarks, diagnosis)")
 	maxRequestBytesFlag(cmd, &f.maxRequest)
 	f.tls.register(cmd, tlsPublic)
+	f.auth.register(cmd)
 }
 
-// check checks the flags into c and parses --cors-origins.
-func (f *serverFlags) check(c *flagCheck) {
+// check checks the flags into c and parses --cors-origins; peers says
+// whether other copies call this server (ingest, fetch).
+func (f *serverFlags) check(c *flagCheck, peers bool) {
 	c.listenAddr("addr", f.addr)
 	f.origins = c.origins("cors-origins", f.cors)
 	c.logFormat(f.logFormat)
 	c.maxRequestBytes(f.maxRequest)
 	f.tls.check(c)
+	f.auth.check(c, &f.tls, peers)
 }
 
 // rpcConfig is the RPC server's config from the flags (it loads the TLS
-// files).
-func (f *serverFlags) rpcConfig(log *slog.Logger) (rpcserver.Config, error) {
+// files and the token keys).
+func (f *serverFlags) rpcConfig(ctx context.Context, log *slog.Logger) (rpcserver.Config, error) {
 	tlsCfg, err := f.tls.server(log)
 	if err != nil {
 		return rpcserver.Config{}, err
 	}
-	return rpcserver.Config{CORSOrigins: f.origins, Pprof: f.pprof, MaxRequestBytes: f.maxRequest, TLS: tlsCfg}, nil
+	authn, err := f.auth.middleware(ctx, &f.tls, log)
+	if err != nil {
+		return rpcserver.Config{}, err
+	}
+	return rpcserver.Config{CORSOrigins: f.origins, Pprof: f.pprof, MaxRequestBytes: f.maxRequest, TLS: tlsCfg, Authenticate: authn}, nil
 }
 
 // scheme is the URL scheme --addr serves.

@@ -90,6 +90,11 @@ type Config struct {
 	// instead of cleartext HTTP/1.1 and h2c (internal/tlsconf builds it;
 	// with its ClientCAs, clients need a certificate).
 	TLS *tls.Config
+	// Authenticate, when set, wraps every handler (inside CORS, so
+	// preflights pass): internal/auth's middleware, which puts the
+	// caller's principal in the request context and refuses bad
+	// credentials.
+	Authenticate func(http.Handler) http.Handler
 }
 
 const (
@@ -232,7 +237,11 @@ func (s *Server) Handler() http.Handler {
 			s.mux.Handle(path, limitRequests(h, max))
 		}
 	}
-	return s.withCORS(s.mux)
+	var h http.Handler = s.mux
+	if s.cfg.Authenticate != nil {
+		h = s.cfg.Authenticate(h)
+	}
+	return s.withCORS(h)
 }
 
 func (s *Server) withCORS(h http.Handler) http.Handler {
@@ -249,7 +258,7 @@ func (s *Server) withCORS(h http.Handler) http.Handler {
 			return allowLocal && isLocalOrigin(origin)
 		},
 		AllowedMethods: connectcors.AllowedMethods(),
-		AllowedHeaders: connectcors.AllowedHeaders(),
+		AllowedHeaders: append(connectcors.AllowedHeaders(), "Authorization"), // bearer tokens from browsers
 		ExposedHeaders: connectcors.ExposedHeaders(),
 		MaxAge:         7200,
 	})

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluicemq/sluice/internal/auth"
+)
+
+// authFlags are the authentication flags of the public servers (ingest,
+// fetch, dev): docs/DESIGN.md §2.12.
+type authFlags struct {
+	mode           string
+	jwks           string
+	issuer         string
+	audience       string
+	leeway         time.Duration
+	principalClaim string
+}
+
+func (f *authFlags) register(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	fs.StringVar(&f.mode, "auth", "none", "none: callers without credentials are served (bad credentials are still refused); required: every call but the health check needs a bearer token or a client certificate")
+	fs.StringVar(&f.jwks, "auth-jwks", "", "the token keys: a JWKS file (re-read when it changes) or an https:// URL (fetched again every 10 minutes, and for an unknown key id); enables bearer tokens")
+	fs.StringVar(&f.issuer, "auth-issuer", "", "the iss a token must carry (with --auth-jwks)")
+	fs.StringVar(&f.audience, "auth-audience", "", "a value a token's aud must hold (with --auth-jwks)")
+	fs.DurationVar(&f.leeway, "auth-leeway", auth.DefaultLeeway, "clock skew allowed on a token's exp, nbf and iat (at most 1m)")
+	fs.StringVar(&f.principalClaim, "auth-principal-claim", "sub", "the token claim that names the user (principal User:VALUE)")
+}
+
+// check checks the flags into c; tls is the process's TLS flags, peers
+// whether other copies call this one (ingest, fetch: they must then
+// authenticate by their certificates).
+func (f *authFlags) check(c *flagCheck, tls *tlsFlags, peers bool) {
+	switch f.mode {
+	case "", "none", "required":
+	default:
+		c.badf("--auth %q: want none or required", f.mode)
+	}
+	if f.jwks != "" && (f.issuer == "" || f.audience == "") {
+		c.badf("--auth-jwks needs --auth-issuer and --auth-audience: a token must be meant for this cluster")
+	}
+	if f.jwks == "" && (f.issuer != "" || f.audience != "") {
+		c.badf("--auth-issuer and --auth-audience apply with --auth-jwks only")
+	}
+	if f.leeway < 0 || f.leeway > auth.MaxLeeway {
+		c.badf("--auth-leeway %v: want 0s..%v", f.leeway, auth.MaxLeeway)
+	}
+	if f.mode != "required" {
+		return
+	}
+	if f.jwks == "" && tls.ca == "" && tls.clientCA == "" {
+		c.badf("--auth required needs a way to authenticate: --auth-jwks (bearer tokens) or --tls-client-ca (client certificates)")
+	}
+	if peers && (!tls.enabled() || tls.ca == "") {
+		c.badf("--auth required needs --tls-cert, --tls-key and --tls-ca: the other copies authenticate by their certificates")
+	}
+}
+
+// middleware is the rpcserver's Authenticate (nil with --auth none and no
+// way to authenticate at all).
+func (f *authFlags) middleware(ctx context.Context, tls *tlsFlags, log *slog.Logger) (func(http.Handler) http.Handler, error) {
+	if f.mode != "required" && f.jwks == "" && tls.ca == "" && tls.clientCA == "" {
+		return nil, nil
+	}
+	a, err := auth.New(ctx, auth.Config{
+		Required: f.mode == "required",
+		JWKS:     f.jwks, Issuer: f.issuer, Audience: f.audience, Leeway: f.leeway, PrincipalClaim: f.principalClaim,
+		ServiceCAFile: tls.ca,
+		OnError:       func(err error) { log.Error("JWKS reload failed", "err", err) },
+	})
+	if err != nil {
+		return nil, err
+	}
+	return a.Middleware, nil
+}
