@@ -14,7 +14,7 @@ import (
 //
 // Catalog implements every catalog interface (Topics, DeletedTopics,
 // Partitions, Writers, LedgerTrimmer, Owners, Ledgers, LedgerLister,
-// Bookies, Triggers, Schemas). Depend on the small interfaces, not on *Catalog,
+// Bookies, Triggers, Schemas, ACLs). Depend on the small interfaces, not on *Catalog,
 // except where the catalog is opened and closed. Safe for concurrent use
 // when the driver is (every backend's is).
 type Catalog struct {
@@ -33,6 +33,7 @@ var (
 	_ Bookies       = (*Catalog)(nil)
 	_ Triggers      = (*Catalog)(nil)
 	_ Schemas       = (*Catalog)(nil)
+	_ ACLs          = (*Catalog)(nil)
 )
 
 // New returns the catalog over d. Backends call it in their constructors;

@@ -3,6 +3,7 @@ package catalog_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -151,7 +152,14 @@ func (r *recorder) GetCompatibility(_ context.Context, subject string) (string, 
 func (r *recorder) SetCompatibility(_ context.Context, subject, level string) error {
 	return r.rec("SetCompatibility", subject, level)
 }
-func (r *recorder) Close() error { return r.rec("Close") }
+func (r *recorder) PutACLs(_ context.Context, acls []catalog.ACL) error {
+	return r.rec("PutACLs", acls)
+}
+func (r *recorder) RemoveACLs(_ context.Context, acls []catalog.ACL) error {
+	return r.rec("RemoveACLs", acls)
+}
+func (r *recorder) AllACLs(context.Context) ([]catalog.ACL, error) { return nil, r.rec("AllACLs") }
+func (r *recorder) Close() error                                   { return r.rec("Close") }
 
 // Valid arguments the cases below start from.
 var (
@@ -173,7 +181,24 @@ type invalidCall struct {
 
 func err1[T any](_ T, err error) error { return err }
 
+var goodACL = catalog.ACL{Principal: "User:alice", ResourceType: catalog.ResourceTopic, PatternType: catalog.PatternPrefix,
+	ResourceName: "orders.", Operation: catalog.OpProduce, Permission: catalog.Allow}
+
 var invalidCalls = []invalidCall{
+	{"CreateACLs", "principal", func(ctx context.Context, c *catalog.Catalog) error {
+		bad := goodACL
+		bad.Principal = "alice"
+		return c.CreateACLs(ctx, []catalog.ACL{goodACL, bad})
+	}},
+	{"CreateACLs", "acls", func(ctx context.Context, c *catalog.Catalog) error {
+		return c.CreateACLs(ctx, make([]catalog.ACL, catalog.MaxACLsPerCall+1))
+	}},
+	{"DeleteACLs", "operation", func(ctx context.Context, c *catalog.Catalog) error {
+		return err1(c.DeleteACLs(ctx, catalog.ACLFilter{Operation: "write"}))
+	}},
+	{"ListACLs", "resource_type", func(ctx context.Context, c *catalog.Catalog) error {
+		return err1(c.ListACLs(ctx, catalog.ACLFilter{ResourceType: "table"}))
+	}},
 	{"CreateTopic", "name", func(ctx context.Context, c *catalog.Catalog) error {
 		return err1(c.CreateTopic(ctx, "a/b", 1, cfg))
 	}},
@@ -435,9 +460,12 @@ func TestValidArgumentsReachTheDriverOnce(t *testing.T) {
 		{func(c *catalog.Catalog) error { return err1(c.DeleteSubjectVersion(ctx, "s", 3, true)) }, call{"DeleteSubjectVersion", []any{"s", 3, true}}},
 		{func(c *catalog.Catalog) error { return err1(c.GetCompatibility(ctx, "")) }, call{"GetCompatibility", []any{""}}},
 		{func(c *catalog.Catalog) error { return c.SetCompatibility(ctx, "s", "FULL") }, call{"SetCompatibility", []any{"s", "FULL"}}},
+		{func(c *catalog.Catalog) error { return err1(c.ListACLs(ctx, catalog.ACLFilter{Principal: "User:*"})) }, call{"AllACLs", nil}},
 		{func(c *catalog.Catalog) error { return c.Close() }, call{"Close", nil}},
 	}
-	reached := map[string]bool{}
+	// CreateACLs and DeleteACLs read the ACLs before they write:
+	// TestACLsOverTheDriver covers them.
+	reached := map[string]bool{"PutACLs": true, "RemoveACLs": true}
 	for _, tc := range cases {
 		r := &recorder{}
 		if err := tc.call(catalog.New(r)); err != nil {
@@ -494,4 +522,67 @@ func methods(t reflect.Type) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// aclDriver is a recorder that stores ACLs.
+type aclDriver struct {
+	recorder
+	acls map[string]catalog.ACL
+}
+
+func (d *aclDriver) PutACLs(_ context.Context, acls []catalog.ACL) error {
+	d.calls = append(d.calls, call{"PutACLs", []any{len(acls)}})
+	for _, a := range acls {
+		d.acls[catalog.ACLKey(a)] = a
+	}
+	return nil
+}
+
+func (d *aclDriver) RemoveACLs(_ context.Context, acls []catalog.ACL) error {
+	d.calls = append(d.calls, call{"RemoveACLs", []any{len(acls)}})
+	for _, a := range acls {
+		delete(d.acls, catalog.ACLKey(a))
+	}
+	return nil
+}
+
+func (d *aclDriver) AllACLs(context.Context) ([]catalog.ACL, error) {
+	d.calls = append(d.calls, call{"AllACLs", nil})
+	var out []catalog.ACL
+	for _, a := range d.acls {
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+// CreateACLs puts only the ACLs not stored (none when all are), and keeps
+// the bound; DeleteACLs removes what its filter selects and returns it.
+func TestACLsOverTheDriver(t *testing.T) {
+	ctx := t.Context()
+	d := &aclDriver{acls: map[string]catalog.ACL{}}
+	c := catalog.New(d)
+	deny := goodACL
+	deny.Permission = catalog.Deny
+	if err := c.CreateACLs(ctx, []catalog.ACL{goodACL, deny, goodACL}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CreateACLs(ctx, []catalog.ACL{deny}); err != nil {
+		t.Fatal(err)
+	}
+	want := []call{{"AllACLs", nil}, {"PutACLs", []any{2}}, {"AllACLs", nil}}
+	if !reflect.DeepEqual(d.calls, want) {
+		t.Fatalf("driver calls %v; want %v", d.calls, want)
+	}
+	gone, err := c.DeleteACLs(ctx, catalog.ACLFilter{Permission: catalog.Deny})
+	if err != nil || len(gone) != 1 || gone[0] != deny || len(d.acls) != 1 {
+		t.Fatalf("DeleteACLs(deny) = %v, %v; %d left", gone, err, len(d.acls))
+	}
+	for i := range catalog.MaxACLs - 1 {
+		a := goodACL
+		a.ResourceName = fmt.Sprintf("t%05d", i)
+		d.acls[catalog.ACLKey(a)] = a
+	}
+	if err := c.CreateACLs(ctx, []catalog.ACL{deny}); !errors.Is(err, catalog.ErrLimitExceeded) {
+		t.Fatalf("CreateACLs past MaxACLs: %v; want ErrLimitExceeded", err)
+	}
 }

@@ -39,6 +39,7 @@ type Driver interface {
 	Bookies
 	Triggers
 	Schemas
+	ACLDriver
 
 	// GetPartition is Partitions.GetPartition.
 	GetPartition(ctx context.Context, topic string, partition int) (Partition, error)

@@ -31,6 +31,7 @@ type Backend interface {
 	catalog.Bookies
 	catalog.Triggers
 	catalog.Schemas
+	catalog.ACLs
 }
 
 // Harness builds backends for the suite.
@@ -54,6 +55,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Races", func(t *testing.T) { runRaces(t, h) })
 	t.Run("Triggers", func(t *testing.T) { runTriggers(t, h) })
 	t.Run("Schemas", func(t *testing.T) { runSchemas(t, h) })
+	t.Run("ACLs", func(t *testing.T) { runACLs(t, h) })
 }
 
 // env is one test's backend, clock and context.

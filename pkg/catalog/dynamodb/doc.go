@@ -26,6 +26,7 @@
 //	ledgers-by-state#<STATE>               <id %020d>      index item (keys only)
 //	counters                               ledger-id       last: the last ledger id allocated (ADD)
 //	triggers                               <name>          trigger: topic, tid, fn, on, start, batch, ..., v
+//	acls                                   <catalog.ACLKey> ACL: principal, rtype, ptype, rname, op, perm
 //
 // Topics, deleted topics, owners, bookies and triggers each share one partition key,
 // so listing them is one Query in key order, and they are small, rarely

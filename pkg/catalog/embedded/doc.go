@@ -33,6 +33,7 @@
 //	b/<bookie id>                           bookie heartbeat
 //	l/<ledger id u64>                       ledger metadata
 //	tr/<trigger name>                       trigger
+//	acl/<ACL's six fields, 0x1f between>    ACL (catalog.ACLKey; no field holds 0x1f)
 //	lp/<topic id>/<partition u32><id u64>   index: ledgers by partition (empty value)
 //	ls/<state u8><id u64>                   index: ledgers by state (empty value)
 //	sr/...                                  the schema registry (schemas.go has its layout;
