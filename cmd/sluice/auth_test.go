@@ -92,3 +92,77 @@ func TestDevRequiresTokens(t *testing.T) {
 		}
 	}
 }
+
+// sluice dev with --authorization acl: a super-user creates topics and
+// grants; a user may do what the ACLs allow and nothing else (refused with
+// PermissionDenied naming what), sees only the topics it may describe, and
+// a deny wins over an allow; removing the grant takes effect at once.
+func TestDevACLs(t *testing.T) {
+	idp := authtest.New(t)
+	jwks := idp.WriteJWKS(t, t.TempDir())
+	addr, _ := startDev(t, "--auth", "required", "--auth-jwks", jwks, "--auth-issuer", authtest.Issuer, "--auth-audience", authtest.Audience,
+		"--authorization", "acl", "--super-users", "User:admin")
+	admin, alice := idp.Token(t, "admin"), idp.Token(t, "alice")
+	as := func(tok string, args ...string) (int, string, string) {
+		return runCLI(append(args, "--addr", addr, "--token", tok)...)
+	}
+	must := func(tok string, args ...string) string {
+		t.Helper()
+		code, out, stderr := as(tok, args...)
+		if code != 0 {
+			t.Fatalf("%q: exit %d, %s", args, code, stderr)
+		}
+		return out
+	}
+	refused := func(tok, says string, args ...string) {
+		t.Helper()
+		code, _, stderr := as(tok, args...)
+		if code == 0 || !strings.Contains(stderr, "permission_denied") && !strings.Contains(stderr, "permission denied") || !strings.Contains(stderr, says) {
+			t.Fatalf("%q: exit %d, %s; want a refusal saying %q", args, code, stderr, says)
+		}
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if code, _, _ := as(admin, "topic", "create", "orders"); code == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the super-user cannot create a topic")
+		}
+	}
+	must(admin, "topic", "create", "secret")
+	// The producer describes the topic first: that is what is refused.
+	refused(alice, `User:alice may not describe on topic "orders"`, "produce", "--topic", "orders", "v")
+	refused(alice, `User:alice may not create on topic "mine"`, "topic", "create", "mine")
+	refused(alice, `may not alter on cluster`, "acl", "add", "--principal", "User:alice", "--topic", "*", "--operation", "all")
+	out := must(admin, "acl", "add", "--principal", "User:alice", "--topic", "ord", "--prefix", "--operation", "produce,consume")
+	if !strings.Contains(out, `added: User:alice allow produce on topic names starting "ord"`) {
+		t.Fatalf("acl add printed %q", out)
+	}
+	must(alice, "produce", "--topic", "orders", "a1", "a2")
+	if out := must(alice, "consume", "orders", "--count", "2"); !strings.Contains(out, "a2") {
+		t.Fatalf("consume printed %q", out)
+	}
+	refused(alice, `User:alice may not describe on topic "secret"`, "produce", "--topic", "secret", "v")
+	if out := must(alice, "topic", "list"); !strings.Contains(out, "orders") || strings.Contains(out, "secret") {
+		t.Fatalf("alice's topic list %q: want orders (describe implied by produce) and not secret", out)
+	}
+	if out := must(admin, "topic", "list"); !strings.Contains(out, "secret") {
+		t.Fatalf("the super-user's topic list %q lacks secret", out)
+	}
+	must(admin, "acl", "add", "--principal", "User:alice", "--topic", "orders", "--operation", "consume", "--deny")
+	refused(alice, `User:alice may not consume on topic "orders"`, "consume", "orders", "--count", "1")
+	out = must(admin, "acl", "list", "--principal", "User:alice")
+	if strings.Count(out, "User:alice") != 3 || !strings.Contains(out, "deny") {
+		t.Fatalf("acl list printed:\n%s", out)
+	}
+	if out := must(admin, "acl", "remove", "--principal", "User:alice"); !strings.Contains(out, "3 ACLs removed") {
+		t.Fatalf("acl remove printed %q", out)
+	}
+	refused(alice, `User:alice may not describe on topic "orders"`, "produce", "--topic", "orders", "v")
+	// Describe alone: the produce stream's records are refused.
+	must(admin, "acl", "add", "--principal", "User:alice", "--topic", "orders", "--operation", "describe")
+	refused(alice, `User:alice may not produce on topic "orders"`, "produce", "--topic", "orders", "v")
+	if code, _, stderr := as(admin, "acl", "remove"); code != 2 || !strings.Contains(stderr, "--all") {
+		t.Fatalf("acl remove with no selection: exit %d, %s", code, stderr)
+	}
+}

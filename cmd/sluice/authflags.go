@@ -9,10 +9,16 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluicemq/sluice/internal/auth"
+	"github.com/sluicemq/sluice/internal/authz"
+	"github.com/sluicemq/sluice/internal/rpcserver"
+	"github.com/sluicemq/sluice/pkg/catalog"
+	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
+	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicemq/sluice/services/admin"
 )
 
-// authFlags are the authentication flags of the public servers (ingest,
-// fetch, dev): docs/DESIGN.md §2.12.
+// authFlags are the authentication and authorization flags of the public
+// servers (ingest, fetch, dev): docs/DESIGN.md §2.12.
 type authFlags struct {
 	mode           string
 	jwks           string
@@ -20,6 +26,10 @@ type authFlags struct {
 	audience       string
 	leeway         time.Duration
 	principalClaim string
+	authorization  string
+	superUsers     string
+
+	supers []string // from superUsers, by check
 }
 
 func (f *authFlags) register(cmd *cobra.Command) {
@@ -30,6 +40,8 @@ func (f *authFlags) register(cmd *cobra.Command) {
 	fs.StringVar(&f.audience, "auth-audience", "", "a value a token's aud must hold (with --auth-jwks)")
 	fs.DurationVar(&f.leeway, "auth-leeway", auth.DefaultLeeway, "clock skew allowed on a token's exp, nbf and iat (at most 1m)")
 	fs.StringVar(&f.principalClaim, "auth-principal-claim", "sub", "the token claim that names the user (principal User:VALUE)")
+	fs.StringVar(&f.authorization, "authorization", "none", "none: every caller may do anything; acl: the ACLs in the catalog decide (sluice acl), deny wins, and what none allows is denied")
+	fs.StringVar(&f.superUsers, "super-users", "", "comma-separated principals that may do anything with --authorization acl (User:admin,...); the cluster's own processes (certificates of --tls-ca) always may")
 }
 
 // check checks the flags into c; tls is the process's TLS flags, peers
@@ -49,6 +61,23 @@ func (f *authFlags) check(c *flagCheck, tls *tlsFlags, peers bool) {
 	}
 	if f.leeway < 0 || f.leeway > auth.MaxLeeway {
 		c.badf("--auth-leeway %v: want 0s..%v", f.leeway, auth.MaxLeeway)
+	}
+	switch f.authorization {
+	case "", "none":
+		if f.superUsers != "" {
+			c.badf("--super-users applies with --authorization acl only")
+		}
+	case "acl":
+	default:
+		c.badf("--authorization %q: want none or acl", f.authorization)
+	}
+	f.supers = nil
+	for _, s := range splitList(f.superUsers) {
+		if err := catalog.ValidatePrincipal("super user", s, false); err != nil {
+			c.badf("--super-users: %s", catalogReason(err))
+			continue
+		}
+		f.supers = append(f.supers, s)
 	}
 	if f.mode != "required" {
 		return
@@ -77,4 +106,41 @@ func (f *authFlags) middleware(ctx context.Context, tls *tlsFlags, log *slog.Log
 		return nil, err
 	}
 	return a.Middleware, nil
+}
+
+// authorizer is the ACL authorizer over acls (nil with --authorization
+// none).
+func (f *authFlags) authorizer(ctx context.Context, acls catalog.ACLs, log *slog.Logger) (*authz.Authorizer, error) {
+	if f.authorization != "acl" {
+		return nil, nil
+	}
+	return authz.New(ctx, authz.Config{ACLs: acls, SuperUsers: f.supers, Logger: log})
+}
+
+// secure applies the authorizer to a server's config and admin deps.
+func secure(az *authz.Authorizer, rc *rpcserver.Config, ad *admin.Deps) {
+	if az == nil {
+		return
+	}
+	rc.Interceptors = append(rc.Interceptors, az.Interceptor())
+	ad.ACLsChanged = func(ctx context.Context) { _ = az.Reload(ctx) }
+}
+
+// restWith puts the authorizer in front of the registry's REST API.
+func restWith(az *authz.Authorizer, h http.Handler) http.Handler {
+	if az == nil {
+		return h
+	}
+	return az.REST(h)
+}
+
+// authorizeProduce is ingest's per-request check (nil without an
+// authorizer).
+func authorizeProduce(az *authz.Authorizer) func(context.Context, *sluicev1.ProduceStreamRequest) error {
+	if az == nil {
+		return nil
+	}
+	return func(ctx context.Context, req *sluicev1.ProduceStreamRequest) error {
+		return az.CheckMessage(ctx, sluicev1connect.ProducerServiceProduceStreamProcedure, req)
+	}
 }

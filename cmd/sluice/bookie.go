@@ -34,6 +34,7 @@ type bookieFlags struct {
 	logFormat       string
 	pprof           bool
 	tls             tlsFlags
+	insecure        bool
 }
 
 func newBookieCmd() *cobra.Command {
@@ -73,6 +74,7 @@ Ready when grpc.health.v1.Health/Check answers SERVING.`,
 	logFormatFlag(cmd, &f.logFormat)
 	fs.BoolVar(&f.pprof, "pprof", false, "serve Go's runtime profiles under /debug/pprof/ (benchmarks, diagnosis)")
 	f.tls.register(cmd, tlsBookie)
+	insecureFlag(cmd, &f.insecure)
 	return cmd
 }
 
@@ -115,6 +117,7 @@ func (f *bookieFlags) check() error {
 	c.positive("checkpoint-interval", f.checkpoint, 0)
 	c.logFormat(f.logFormat)
 	f.tls.check(&c)
+	c.loopbackOnly(f.addr, f.tls.enabled(), f.insecure, "this bookie has no mTLS", "--tls-cert/--tls-key/--tls-ca")
 	if err := c.err(); err != nil {
 		return err
 	}

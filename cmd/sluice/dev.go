@@ -94,6 +94,12 @@ func runDev(ctx context.Context, f devFlags, stdout, stderr io.Writer) error {
 		Compactor: compactor.Config{OffloadAge: f.offloadAge},
 		Fetch:     fetch.Config{TriggerRefresh: f.triggers.refresh, TriggerSessionTimeout: f.triggers.sessionTimeout},
 		Lambda:    lambda,
+		Authorization: func() *cluster.Authorization {
+			if f.auth.authorization != "acl" {
+				return nil
+			}
+			return &cluster.Authorization{SuperUsers: f.auth.supers}
+		}(),
 	})
 	if err != nil {
 		if strings.Contains(err.Error(), "address already in use") {

@@ -159,12 +159,18 @@ func runFetch(ctx context.Context, f fetchFlags, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	ad, err := admin.New(admin.Deps{Catalog: cat, Groups: svc.GroupAdmin(), Ledgers: ledgers, Bookies: ledgers, TopicDeleted: svc.TopicDeleted, TriggerStatus: svc.TriggerStatus,
-		Owners: ingest.PartitionClients(peers)})
+	rc, err := f.rpcConfig(ctx, tel.Logger)
 	if err != nil {
 		return err
 	}
-	rc, err := f.rpcConfig(ctx, tel.Logger)
+	az, err := f.auth.authorizer(ctx, cat, tel.Logger)
+	if err != nil {
+		return err
+	}
+	adDeps := admin.Deps{Catalog: cat, Groups: svc.GroupAdmin(), Ledgers: ledgers, Bookies: ledgers, TopicDeleted: svc.TopicDeleted, TriggerStatus: svc.TriggerStatus,
+		Owners: ingest.PartitionClients(peers), ACLs: cat}
+	secure(az, &rc, &adDeps)
+	ad, err := admin.New(adDeps)
 	if err != nil {
 		return err
 	}

@@ -125,7 +125,12 @@ func runIngest(ctx context.Context, f ingestFlags, stdout, stderr io.Writer) err
 	defer ledgers.Close()
 	cfg := f.config()
 	cfg.Logger = tel.Logger
-	deps := ingest.Deps{Catalog: cat, Ledgers: ingest.LedgerClient(ledgers), Forward: ingest.Forwarder(peers), Partitions: ingest.PartitionClients(peers), Schemas: cat}
+	az, err := f.auth.authorizer(ctx, cat, tel.Logger)
+	if err != nil {
+		return err
+	}
+	deps := ingest.Deps{Catalog: cat, Ledgers: ingest.LedgerClient(ledgers), Forward: ingest.Forwarder(peers), Partitions: ingest.PartitionClients(peers), Schemas: cat,
+		Authorize: authorizeProduce(az)}
 	bk, err := f.cassandraFlags.open(ctx, tel.Logger)
 	if err != nil {
 		return err
@@ -138,12 +143,14 @@ func runIngest(ctx context.Context, f ingestFlags, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	ad, err := admin.New(admin.Deps{Catalog: cat, EndOffset: svc.EndOffset, StableOffset: svc.StableOffset, Ledgers: ledgers, Bookies: ledgers, TopicDeleted: svc.TopicDeleted,
-		Owners: ingest.PartitionClients(peers)})
+	rc, err := f.rpcConfig(ctx, tel.Logger)
 	if err != nil {
 		return err
 	}
-	rc, err := f.rpcConfig(ctx, tel.Logger)
+	adDeps := admin.Deps{Catalog: cat, EndOffset: svc.EndOffset, StableOffset: svc.StableOffset, Ledgers: ledgers, Bookies: ledgers, TopicDeleted: svc.TopicDeleted,
+		Owners: ingest.PartitionClients(peers), ACLs: cat}
+	secure(az, &rc, &adDeps)
+	ad, err := admin.New(adDeps)
 	if err != nil {
 		return err
 	}
@@ -159,7 +166,7 @@ func runIngest(ctx context.Context, f ingestFlags, stdout, stderr io.Writer) err
 		return err
 	}
 	srv.Handle(reg.Handler(srv.HandlerOptions()...))
-	srv.Mount(registry.RESTPrefix, reg.REST())
+	srv.Mount(registry.RESTPrefix, restWith(az, reg.REST()))
 	srv.Gate(svc.Ready()) // NOT_SERVING until a restarted copy took back its partitions
 	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {

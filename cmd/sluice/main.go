@@ -132,7 +132,8 @@ ends the flags (sluice produce --topic t -- --not-a-flag).`,
 		newConsumeCmd(consume),
 		newGroupCmd(),
 		newLedgerCmd(),
-		newSchemaCmd())
+		newSchemaCmd(),
+		newACLCmd())
 	add(groupOther, newBenchCmd(), newVersionCmd())
 	root.SetHelpCommand(newHelpCmd())
 	root.SetHelpCommandGroupID(groupOther)

@@ -21,6 +21,7 @@ type serverFlags struct {
 	maxRequest int
 	tls        tlsFlags
 	auth       authFlags
+	insecure   bool
 
 	origins []string // from cors, by check
 }
@@ -36,6 +37,32 @@ func (f *serverFlags) register(cmd *cobra.Command, defaultAddr, addrUsage, corsU
 	maxRequestBytesFlag(cmd, &f.maxRequest)
 	f.tls.register(cmd, tlsPublic)
 	f.auth.register(cmd)
+	insecureFlag(cmd, &f.insecure)
+}
+
+// insecureFlag registers --insecure.
+func insecureFlag(cmd *cobra.Command, v *bool) {
+	cmd.Flags().BoolVar(v, "insecure", false, "serve a non-loopback --addr without TLS and authentication (anyone who can reach it may do anything)")
+}
+
+// loopbackOnly checks that a listener without TLS and authentication
+// stays on loopback unless insecure says otherwise: why says what is
+// missing, fix the flags that add it.
+func (c *flagCheck) loopbackOnly(addr string, secured, insecure bool, why, fix string) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil || secured || insecure || isLoopback(host) {
+		return
+	}
+	c.badf("--addr %s is not a loopback address, and %s: anyone who can reach it could do anything. Add %s, or --insecure to serve it anyway", addr, why, fix)
+}
+
+// isLoopback reports whether host names this machine only.
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // check checks the flags into c and parses --cors-origins; peers says
@@ -47,6 +74,8 @@ func (f *serverFlags) check(c *flagCheck, peers bool) {
 	c.maxRequestBytes(f.maxRequest)
 	f.tls.check(c)
 	f.auth.check(c, &f.tls, peers)
+	c.loopbackOnly(f.addr, f.tls.enabled() && f.auth.mode == "required", f.insecure,
+		"this server lacks TLS or --auth required", "--tls-cert/--tls-key and --auth required")
 }
 
 // rpcConfig is the RPC server's config from the flags (it loads the TLS

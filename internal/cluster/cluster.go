@@ -21,6 +21,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -28,6 +29,7 @@ import (
 
 	"github.com/sluicemq/sluice/bookkeeper/bookie"
 	"github.com/sluicemq/sluice/bookkeeper/client"
+	"github.com/sluicemq/sluice/internal/authz"
 	"github.com/sluicemq/sluice/internal/rpcclient"
 	"github.com/sluicemq/sluice/internal/rpcserver"
 	"github.com/sluicemq/sluice/internal/telemetry"
@@ -35,6 +37,8 @@ import (
 	bkembedded "github.com/sluicemq/sluice/pkg/bookkeeping/embedded"
 	"github.com/sluicemq/sluice/pkg/catalog"
 	"github.com/sluicemq/sluice/pkg/catalog/embedded"
+	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
+	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/pkg/objstore"
 	"github.com/sluicemq/sluice/services/admin"
 	"github.com/sluicemq/sluice/services/compactor"
@@ -73,9 +77,17 @@ type Config struct {
 	Lambda *trigger.Invoker
 	// Telemetry is the observability set; nil discards.
 	Telemetry *telemetry.Telemetry
+	// Authorization, when set, makes the catalog's ACLs decide every call
+	// (internal/authz) with these super-users.
+	Authorization *Authorization
 	// IngestCatalog, if set, wraps the catalog the ingest copies see: a
 	// test seam (a slow catalog, injected errors).
 	IngestCatalog func(ingest.Catalog) ingest.Catalog
+}
+
+// Authorization configures the ACL authorizer of a cluster.
+type Authorization struct {
+	SuperUsers []string
 }
 
 // Cluster is a running in-process Sluice.
@@ -92,7 +104,9 @@ type Cluster struct {
 	// Objects holds the compactor's segments; fetch reads them.
 	Objects   *blob.Bucket
 	Compactor *compactor.Compactor
-	Extra     []*Copy
+	// Authz decides calls when Config.Authorization is set.
+	Authz *authz.Authorizer
+	Extra []*Copy
 	// Bookkeeping holds groups, leases and offsets (embedded, Pebble).
 	Bookkeeping *bookkeeping.Store
 
@@ -181,6 +195,12 @@ func New(cfg Config) (_ *Cluster, err error) {
 		return nil, err
 	}
 
+	if cfg.Authorization != nil {
+		if c.Authz, err = authz.New(context.Background(), authz.Config{ACLs: c.Catalog, SuperUsers: cfg.Authorization.SuperUsers, Logger: c.log}); err != nil {
+			return nil, err
+		}
+		cfg.Server.Interceptors = append(slices.Clone(cfg.Server.Interceptors), c.Authz.Interceptor())
+	}
 	if c.public, err = rpcserver.New(cfg.Server, tel); err != nil {
 		return nil, err
 	}
@@ -203,7 +223,7 @@ func New(cfg Config) (_ *Cluster, err error) {
 	if icfg.Logger == nil {
 		icfg.Logger = c.log
 	}
-	if c.Ingest, err = ingest.New(icfg, ingest.Deps{Catalog: icat, Ledgers: ingest.LedgerClient(c.Ledgers), Forward: ingest.Forwarder(peers), Partitions: ingest.PartitionClients(peers), Producers: c.Bookkeeping, Schemas: c.Catalog}); err != nil {
+	if c.Ingest, err = ingest.New(icfg, ingest.Deps{Catalog: icat, Ledgers: ingest.LedgerClient(c.Ledgers), Forward: ingest.Forwarder(peers), Partitions: ingest.PartitionClients(peers), Producers: c.Bookkeeping, Schemas: c.Catalog, Authorize: c.authorizeProduce()}); err != nil {
 		return nil, err
 	}
 	// The fetch service's triggers send failed records to their DLQ
@@ -218,7 +238,7 @@ func New(cfg Config) (_ *Cluster, err error) {
 	}
 	if c.Admin, err = admin.New(admin.Deps{Catalog: c.Catalog, EndOffset: c.Ingest.EndOffset, StableOffset: c.Ingest.StableOffset, Groups: c.Fetch.GroupAdmin(), Ledgers: c.Ledgers, Bookies: c.Ledgers,
 		TopicDeleted: func(t catalog.Topic) { c.Ingest.TopicDeleted(t); c.Fetch.TopicDeleted(t) }, TriggerStatus: c.Fetch.TriggerStatus,
-		Owners: ingest.PartitionClients(peers)}); err != nil {
+		Owners: ingest.PartitionClients(peers), ACLs: c.Catalog, ACLsChanged: c.aclsChanged}); err != nil {
 		return nil, err
 	}
 	c.public.Handle(c.Ingest.Handler(c.public.HandlerOptions()...))
@@ -230,7 +250,11 @@ func New(cfg Config) (_ *Cluster, err error) {
 		return nil, err
 	}
 	c.public.Handle(reg.Handler(c.public.HandlerOptions()...))
-	c.public.Mount(registry.RESTPrefix, reg.REST())
+	var rest http.Handler = reg.REST()
+	if c.Authz != nil {
+		rest = c.Authz.REST(rest)
+	}
+	c.public.Mount(registry.RESTPrefix, rest)
 	// Health stays NOT_SERVING until ingest took back the partitions this
 	// data directory's previous run wrote: until then their last
 	// acknowledged records may not be readable (ingest.Service.Ready).
@@ -249,7 +273,7 @@ func New(cfg Config) (_ *Cluster, err error) {
 		if ec.Logger == nil {
 			ec.Logger = c.log.With(slog.String("copy", ec.OwnerID))
 		}
-		if e.Ingest, err = ingest.New(ec, ingest.Deps{Catalog: icat, Ledgers: ingest.LedgerClient(c.Ledgers), Forward: ingest.Forwarder(peers), Partitions: ingest.PartitionClients(peers), Producers: c.Bookkeeping, Schemas: c.Catalog}); err != nil {
+		if e.Ingest, err = ingest.New(ec, ingest.Deps{Catalog: icat, Ledgers: ingest.LedgerClient(c.Ledgers), Forward: ingest.Forwarder(peers), Partitions: ingest.PartitionClients(peers), Producers: c.Bookkeeping, Schemas: c.Catalog, Authorize: c.authorizeProduce()}); err != nil {
 			return nil, err
 		}
 		ad, err := admin.New(admin.Deps{Catalog: c.Catalog, EndOffset: e.Ingest.EndOffset, StableOffset: e.Ingest.StableOffset, Groups: c.Fetch.GroupAdmin(), Ledgers: c.Ledgers, Bookies: c.Ledgers, TopicDeleted: e.Ingest.TopicDeleted,
@@ -284,6 +308,25 @@ func (e *Copy) Stop() error {
 	e.stop()
 	e.stop = nil
 	return <-e.done
+}
+
+// authorizeProduce is ingest's per-request check (nil without
+// authorization).
+func (c *Cluster) authorizeProduce() func(context.Context, *sluicev1.ProduceStreamRequest) error {
+	if c.Authz == nil {
+		return nil
+	}
+	return func(ctx context.Context, req *sluicev1.ProduceStreamRequest) error {
+		return c.Authz.CheckMessage(ctx, sluicev1connect.ProducerServiceProduceStreamProcedure, req)
+	}
+}
+
+// aclsChanged has the authorizer read the ACLs again (a change made here
+// holds at once).
+func (c *Cluster) aclsChanged(ctx context.Context) {
+	if c.Authz != nil {
+		_ = c.Authz.Reload(ctx)
+	}
 }
 
 // Addr is the public address.

@@ -95,6 +95,9 @@ type Config struct {
 	// caller's principal in the request context and refuses bad
 	// credentials.
 	Authenticate func(http.Handler) http.Handler
+	// Interceptors run inside the telemetry interceptor on every Connect
+	// handler registered with HandlerOptions (internal/authz's).
+	Interceptors []connect.Interceptor
 }
 
 const (
@@ -172,7 +175,7 @@ func New(cfg Config, tel *telemetry.Telemetry) (*Server, error) {
 		tel: tel,
 		mux: http.NewServeMux(),
 		opts: append([]connect.HandlerOption{
-			connect.WithInterceptors(ic),
+			connect.WithInterceptors(append([]connect.Interceptor{ic}, cfg.Interceptors...)...),
 			connect.WithReadMaxBytes(cfg.MaxRequestBytes), // a backstop: limit.go answers first
 			connect.WithCompressMinBytes(1024),
 		}, gzipWithin(int64(cfg.MaxRequestBytes))...),

@@ -77,6 +77,12 @@ type Deps struct {
 	// Bookies, if set, reaches bookies for DecommissionBookie (the ledger
 	// client); without it that RPC answers UNIMPLEMENTED.
 	Bookies BookieControl
+	// ACLs, if set, stores the access rules of the ACL RPCs; without it
+	// they answer UNIMPLEMENTED.
+	ACLs catalog.ACLs
+	// ACLsChanged, if set, is called after this service changed the ACLs
+	// (the authorizer reads them again, so the change holds here at once).
+	ACLsChanged func(context.Context)
 }
 
 // BookieControl changes a bookie's mode (the ledger client's

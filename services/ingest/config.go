@@ -11,6 +11,7 @@ import (
 	"github.com/sluicemq/sluice/pkg/bookkeeping"
 	"github.com/sluicemq/sluice/pkg/catalog"
 	"github.com/sluicemq/sluice/pkg/gen/sluice/peer/v1/peerv1connect"
+	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
 	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/pkg/record"
 	"github.com/sluicemq/sluice/services/ingest/balance"
@@ -230,6 +231,11 @@ type Catalog interface {
 // Deps are an ingest copy's dependencies.
 type Deps struct {
 	Catalog Catalog
+	// Authorize, if set, decides each ProduceStream request for the
+	// caller of ctx (internal/authz's CheckMessage): a refusal is that
+	// request's answer, and the stream goes on. With it, the forwarded
+	// header is believed from the cluster's own processes only.
+	Authorize func(ctx context.Context, req *sluicev1.ProduceStreamRequest) error
 	// Ledgers creates, recovers and reads ledgers (the ledger client).
 	Ledgers partition.Ledgers
 	// Forward returns a client for another copy's ProducerService at

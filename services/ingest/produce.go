@@ -12,6 +12,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/sluicemq/sluice/internal/apierr"
+	"github.com/sluicemq/sluice/internal/auth"
 	"github.com/sluicemq/sluice/pkg/catalog"
 	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
 	"github.com/sluicemq/sluice/pkg/record"
@@ -102,9 +103,21 @@ type forwardCall struct {
 	err  error
 }
 
+// trustsForwarding reports whether the forwarded header of a call is
+// believed: always without authorization (nothing is secured), else only
+// from the cluster's own processes — a client setting it would skip the
+// owner's transaction checks.
+func (s *Service) trustsForwarding(ctx context.Context) bool {
+	if s.d.Authorize == nil {
+		return true
+	}
+	p, ok := auth.FromContext(ctx)
+	return ok && p.Kind == auth.Service
+}
+
 // Produce appends records and answers once they are durable.
 func (s *Service) Produce(ctx context.Context, req *connect.Request[sluicev1.ProduceRequest]) (*connect.Response[sluicev1.ProduceResponse], error) {
-	forwarded := req.Header().Get(forwardedHeader) != ""
+	forwarded := req.Header().Get(forwardedHeader) != "" && s.trustsForwarding(ctx)
 	client, err := clientID(req.Header().Get(clientIDHeader))
 	if err != nil {
 		return nil, err
@@ -567,7 +580,7 @@ func (s *Service) produceError(err error) error {
 // goes on. When the copy shuts down, the stream stops taking requests,
 // answers those it took and ends with UNAVAILABLE.
 func (s *Service) ProduceStream(ctx context.Context, stream *connect.BidiStream[sluicev1.ProduceStreamRequest, sluicev1.ProduceStreamResponse]) error {
-	forwarded := stream.RequestHeader().Get(forwardedHeader) != ""
+	forwarded := stream.RequestHeader().Get(forwardedHeader) != "" && s.trustsForwarding(ctx)
 	client, err := clientID(stream.RequestHeader().Get(clientIDHeader))
 	if err != nil {
 		return err
@@ -598,6 +611,11 @@ func (s *Service) ProduceStream(ctx context.Context, stream *connect.BidiStream[
 		f := &inflight{id: req.GetCorrelationId()}
 		if req.GetRequest() == nil {
 			f.err = apierr.Invalid("request", "required")
+		} else if s.d.Authorize != nil {
+			f.err = s.d.Authorize(ctx, req) // answered in the stream, which goes on
+		}
+		if f.err != nil {
+			// answered below
 		} else if f.pl, f.err = s.prepare(ctx, req.GetRequest()); f.err == nil {
 			if !forwarded {
 				f.err = s.checkTxnBatches(ctx, req.GetTransactionalId(), f.pl)

@@ -212,6 +212,461 @@ func (TriggerState) EnumDescriptor() ([]byte, []int) {
 	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{2}
 }
 
+// Acl is an access rule: principal may (ALLOW) or may not (DENY) do
+// operation on the resources of resource_type that resource_name names
+// (LITERAL: that name, or "*" for all; PREFIX: every name starting with
+// it). Deny wins; what no rule allows is denied.
+type Acl struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// principal is "User:NAME" or "Service:NAME"; "User:*" is every user.
+	Principal string `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	// resource_type is cluster, topic, group, trigger, subject or
+	// transactional_id.
+	ResourceType string `protobuf:"bytes,2,opt,name=resource_type,json=resourceType,proto3" json:"resource_type,omitempty"`
+	// pattern_type is literal or prefix.
+	PatternType string `protobuf:"bytes,3,opt,name=pattern_type,json=patternType,proto3" json:"pattern_type,omitempty"`
+	// resource_name is the name, the prefix or "*"; the cluster's is
+	// "cluster".
+	ResourceName string `protobuf:"bytes,4,opt,name=resource_name,json=resourceName,proto3" json:"resource_name,omitempty"`
+	// operation is produce, consume, describe, create, delete, alter,
+	// commit, admin or all.
+	Operation string `protobuf:"bytes,5,opt,name=operation,proto3" json:"operation,omitempty"`
+	// permission is allow or deny.
+	Permission    string `protobuf:"bytes,6,opt,name=permission,proto3" json:"permission,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Acl) Reset() {
+	*x = Acl{}
+	mi := &file_sluice_v1_admin_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Acl) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Acl) ProtoMessage() {}
+
+func (x *Acl) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_admin_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Acl.ProtoReflect.Descriptor instead.
+func (*Acl) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *Acl) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *Acl) GetResourceType() string {
+	if x != nil {
+		return x.ResourceType
+	}
+	return ""
+}
+
+func (x *Acl) GetPatternType() string {
+	if x != nil {
+		return x.PatternType
+	}
+	return ""
+}
+
+func (x *Acl) GetResourceName() string {
+	if x != nil {
+		return x.ResourceName
+	}
+	return ""
+}
+
+func (x *Acl) GetOperation() string {
+	if x != nil {
+		return x.Operation
+	}
+	return ""
+}
+
+func (x *Acl) GetPermission() string {
+	if x != nil {
+		return x.Permission
+	}
+	return ""
+}
+
+// CreateAclsRequest adds acls (at most 100).
+type CreateAclsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Acls          []*Acl                 `protobuf:"bytes,1,rep,name=acls,proto3" json:"acls,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateAclsRequest) Reset() {
+	*x = CreateAclsRequest{}
+	mi := &file_sluice_v1_admin_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateAclsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateAclsRequest) ProtoMessage() {}
+
+func (x *CreateAclsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_admin_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateAclsRequest.ProtoReflect.Descriptor instead.
+func (*CreateAclsRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *CreateAclsRequest) GetAcls() []*Acl {
+	if x != nil {
+		return x.Acls
+	}
+	return nil
+}
+
+// CreateAclsResponse is empty.
+type CreateAclsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateAclsResponse) Reset() {
+	*x = CreateAclsResponse{}
+	mi := &file_sluice_v1_admin_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateAclsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateAclsResponse) ProtoMessage() {}
+
+func (x *CreateAclsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_admin_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateAclsResponse.ProtoReflect.Descriptor instead.
+func (*CreateAclsResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{2}
+}
+
+// AclFilter selects rules: each set field must equal, empty fields match
+// anything.
+type AclFilter struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Principal     string                 `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	ResourceType  string                 `protobuf:"bytes,2,opt,name=resource_type,json=resourceType,proto3" json:"resource_type,omitempty"`
+	PatternType   string                 `protobuf:"bytes,3,opt,name=pattern_type,json=patternType,proto3" json:"pattern_type,omitempty"`
+	ResourceName  string                 `protobuf:"bytes,4,opt,name=resource_name,json=resourceName,proto3" json:"resource_name,omitempty"`
+	Operation     string                 `protobuf:"bytes,5,opt,name=operation,proto3" json:"operation,omitempty"`
+	Permission    string                 `protobuf:"bytes,6,opt,name=permission,proto3" json:"permission,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AclFilter) Reset() {
+	*x = AclFilter{}
+	mi := &file_sluice_v1_admin_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AclFilter) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AclFilter) ProtoMessage() {}
+
+func (x *AclFilter) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_admin_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AclFilter.ProtoReflect.Descriptor instead.
+func (*AclFilter) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *AclFilter) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *AclFilter) GetResourceType() string {
+	if x != nil {
+		return x.ResourceType
+	}
+	return ""
+}
+
+func (x *AclFilter) GetPatternType() string {
+	if x != nil {
+		return x.PatternType
+	}
+	return ""
+}
+
+func (x *AclFilter) GetResourceName() string {
+	if x != nil {
+		return x.ResourceName
+	}
+	return ""
+}
+
+func (x *AclFilter) GetOperation() string {
+	if x != nil {
+		return x.Operation
+	}
+	return ""
+}
+
+func (x *AclFilter) GetPermission() string {
+	if x != nil {
+		return x.Permission
+	}
+	return ""
+}
+
+// DeleteAclsRequest removes the rules filter selects. An empty filter is
+// refused unless all is set.
+type DeleteAclsRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Filter *AclFilter             `protobuf:"bytes,1,opt,name=filter,proto3" json:"filter,omitempty"`
+	// all must be set to remove every rule with an empty filter.
+	All           bool `protobuf:"varint,2,opt,name=all,proto3" json:"all,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteAclsRequest) Reset() {
+	*x = DeleteAclsRequest{}
+	mi := &file_sluice_v1_admin_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteAclsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteAclsRequest) ProtoMessage() {}
+
+func (x *DeleteAclsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_admin_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteAclsRequest.ProtoReflect.Descriptor instead.
+func (*DeleteAclsRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *DeleteAclsRequest) GetFilter() *AclFilter {
+	if x != nil {
+		return x.Filter
+	}
+	return nil
+}
+
+func (x *DeleteAclsRequest) GetAll() bool {
+	if x != nil {
+		return x.All
+	}
+	return false
+}
+
+// DeleteAclsResponse lists the rules removed.
+type DeleteAclsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Acls          []*Acl                 `protobuf:"bytes,1,rep,name=acls,proto3" json:"acls,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteAclsResponse) Reset() {
+	*x = DeleteAclsResponse{}
+	mi := &file_sluice_v1_admin_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteAclsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteAclsResponse) ProtoMessage() {}
+
+func (x *DeleteAclsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_admin_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteAclsResponse.ProtoReflect.Descriptor instead.
+func (*DeleteAclsResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *DeleteAclsResponse) GetAcls() []*Acl {
+	if x != nil {
+		return x.Acls
+	}
+	return nil
+}
+
+// ListAclsRequest lists the rules filter selects (all of them when unset).
+type ListAclsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Filter        *AclFilter             `protobuf:"bytes,1,opt,name=filter,proto3" json:"filter,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAclsRequest) Reset() {
+	*x = ListAclsRequest{}
+	mi := &file_sluice_v1_admin_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAclsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAclsRequest) ProtoMessage() {}
+
+func (x *ListAclsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_admin_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAclsRequest.ProtoReflect.Descriptor instead.
+func (*ListAclsRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ListAclsRequest) GetFilter() *AclFilter {
+	if x != nil {
+		return x.Filter
+	}
+	return nil
+}
+
+// ListAclsResponse lists rules in principal, resource, operation order.
+type ListAclsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Acls          []*Acl                 `protobuf:"bytes,1,rep,name=acls,proto3" json:"acls,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAclsResponse) Reset() {
+	*x = ListAclsResponse{}
+	mi := &file_sluice_v1_admin_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAclsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAclsResponse) ProtoMessage() {}
+
+func (x *ListAclsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_admin_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAclsResponse.ProtoReflect.Descriptor instead.
+func (*ListAclsResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ListAclsResponse) GetAcls() []*Acl {
+	if x != nil {
+		return x.Acls
+	}
+	return nil
+}
+
 // CreateTopicRequest creates a topic.
 type CreateTopicRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -231,7 +686,7 @@ type CreateTopicRequest struct {
 
 func (x *CreateTopicRequest) Reset() {
 	*x = CreateTopicRequest{}
-	mi := &file_sluice_v1_admin_proto_msgTypes[0]
+	mi := &file_sluice_v1_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -243,7 +698,7 @@ func (x *CreateTopicRequest) String() string {
 func (*CreateTopicRequest) ProtoMessage() {}
 
 func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_admin_proto_msgTypes[0]
+	mi := &file_sluice_v1_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -256,7 +711,7 @@ func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicRequest.ProtoReflect.Descriptor instead.
 func (*CreateTopicRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{0}
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CreateTopicRequest) GetName() string {
@@ -291,7 +746,7 @@ type CreateTopicResponse struct {
 
 func (x *CreateTopicResponse) Reset() {
 	*x = CreateTopicResponse{}
-	mi := &file_sluice_v1_admin_proto_msgTypes[1]
+	mi := &file_sluice_v1_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -303,7 +758,7 @@ func (x *CreateTopicResponse) String() string {
 func (*CreateTopicResponse) ProtoMessage() {}
 
 func (x *CreateTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_admin_proto_msgTypes[1]
+	mi := &file_sluice_v1_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -316,7 +771,7 @@ func (x *CreateTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicResponse.ProtoReflect.Descriptor instead.
 func (*CreateTopicResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{1}
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CreateTopicResponse) GetTopic() *TopicInfo {
@@ -337,7 +792,7 @@ type DeleteTopicRequest struct {
 
 func (x *DeleteTopicRequest) Reset() {
 	*x = DeleteTopicRequest{}
-	mi := &file_sluice_v1_admin_proto_msgTypes[2]
+	mi := &file_sluice_v1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -349,7 +804,7 @@ func (x *DeleteTopicRequest) String() string {
 func (*DeleteTopicRequest) ProtoMessage() {}
 
 func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_admin_proto_msgTypes[2]
+	mi := &file_sluice_v1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -362,7 +817,7 @@ func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTopicRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{2}
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DeleteTopicRequest) GetName() string {
@@ -381,7 +836,7 @@ type DeleteTopicResponse struct {
 
 func (x *DeleteTopicResponse) Reset() {
 	*x = DeleteTopicResponse{}
-	mi := &file_sluice_v1_admin_proto_msgTypes[3]
+	mi := &file_sluice_v1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -393,7 +848,7 @@ func (x *DeleteTopicResponse) String() string {
 func (*DeleteTopicResponse) ProtoMessage() {}
 
 func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_admin_proto_msgTypes[3]
+	mi := &file_sluice_v1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -406,7 +861,7 @@ func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTopicResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{3}
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 // DescribeTopicRequest names the topic to describe.
@@ -420,7 +875,7 @@ type DescribeTopicRequest struct {
 
 func (x *DescribeTopicRequest) Reset() {
 	*x = DescribeTopicRequest{}
-	mi := &file_sluice_v1_admin_proto_msgTypes[4]
+	mi := &file_sluice_v1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -432,7 +887,7 @@ func (x *DescribeTopicRequest) String() string {
 func (*DescribeTopicRequest) ProtoMessage() {}
 
 func (x *DescribeTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_admin_proto_msgTypes[4]
+	mi := &file_sluice_v1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -445,7 +900,7 @@ func (x *DescribeTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTopicRequest.ProtoReflect.Descriptor instead.
 func (*DescribeTopicRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{4}
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DescribeTopicRequest) GetName() string {
@@ -466,7 +921,7 @@ type DescribeTopicResponse struct {
 
 func (x *DescribeTopicResponse) Reset() {
 	*x = DescribeTopicResponse{}
-	mi := &file_sluice_v1_admin_proto_msgTypes[5]
+	mi := &file_sluice_v1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -478,7 +933,7 @@ func (x *DescribeTopicResponse) String() string {
 func (*DescribeTopicResponse) ProtoMessage() {}
 
 func (x *DescribeTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_admin_proto_msgTypes[5]
+	mi := &file_sluice_v1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -491,7 +946,7 @@ func (x *DescribeTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTopicResponse.ProtoReflect.Descriptor instead.
 func (*DescribeTopicResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{5}
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DescribeTopicResponse) GetTopic() *TopicInfo {
@@ -521,7 +976,7 @@ type TopicInfo struct {
 
 func (x *TopicInfo) Reset() {
 	*x = TopicInfo{}
-	mi := &file_sluice_v1_admin_proto_msgTypes[6]
+	mi := &file_sluice_v1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -533,7 +988,7 @@ func (x *TopicInfo) String() string {
 func (*TopicInfo) ProtoMessage() {}
 
 func (x *TopicInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_admin_proto_msgTypes[6]
+	mi := &file_sluice_v1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -546,7 +1001,7 @@ func (x *TopicInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicInfo.ProtoReflect.Descriptor instead.
 func (*TopicInfo) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{6}
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *TopicInfo) GetName() string {
@@ -622,7 +1077,7 @@ type PartitionInfo struct {
 
 func (x *PartitionInfo) Reset() {
 	*x = PartitionInfo{}
-	mi := &file_sluice_v1_admin_proto_msgTypes[7]
+	mi := &file_sluice_v1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -634,7 +1089,7 @@ func (x *PartitionInfo) String() string {
 func (*PartitionInfo) ProtoMessage() {}
 
 func (x *PartitionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_admin_proto_msgTypes[7]
+	mi := &file_sluice_v1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -647,7 +1102,7 @@ func (x *PartitionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionInfo.ProtoReflect.Descriptor instead.
 func (*PartitionInfo) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{7}
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *PartitionInfo) GetPartition() int32 {
@@ -719,7 +1174,7 @@ type ListTopicsRequest struct {
 
 func (x *ListTopicsRequest) Reset() {
 	*x = ListTopicsRequest{}
-	mi := &file_sluice_v1_admin_proto_msgTypes[8]
+	mi := &file_sluice_v1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -731,7 +1186,7 @@ func (x *ListTopicsRequest) String() string {
 func (*ListTopicsRequest) ProtoMessage() {}
 
 func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_admin_proto_msgTypes[8]
+	mi := &file_sluice_v1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -744,7 +1199,7 @@ func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTopicsRequest.ProtoReflect.Descriptor instead.
 func (*ListTopicsRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{8}
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListTopicsRequest) GetPageSize() int32 {
@@ -774,7 +1229,7 @@ type ListTopicsResponse struct {
 
 func (x *ListTopicsResponse) Reset() {
 	*x = ListTopicsResponse{}
-	mi := &file_sluice_v1_admin_proto_msgTypes[9]
+	mi := &file_sluice_v1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -786,7 +1241,7 @@ func (x *ListTopicsResponse) String() string {
 func (*ListTopicsResponse) ProtoMessage() {}
 
 func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_admin_proto_msgTypes[9]
+	mi := &file_sluice_v1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -799,7 +1254,7 @@ func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTopicsResponse.ProtoReflect.Descriptor instead.
 func (*ListTopicsResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{9}
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListTopicsResponse) GetTopics() []*TopicInfo {
@@ -829,7 +1284,7 @@ type ListGroupsRequest struct {
 
 func (x *ListGroupsRequest) Reset() {
 	*x = ListGroupsRequest{}
-	mi := &file_sluice_v1_admin_proto_msgTypes[10]
+	mi := &file_sluice_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -841,7 +1296,7 @@ func (x *ListGroupsRequest) String() string {
 func (*ListGroupsRequest) ProtoMessage() {}
 
 func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_admin_proto_msgTypes[10]
+	mi := &file_sluice_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -854,7 +1309,7 @@ func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsRequest.ProtoReflect.Descriptor instead.
 func (*ListGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{10}
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListGroupsRequest) GetPageSize() int32 {
@@ -884,7 +1339,7 @@ type ListGroupsResponse struct {
 
 func (x *ListGroupsResponse) Reset() {
 	*x = ListGroupsResponse{}
-	mi := &file_sluice_v1_admin_proto_msgTypes[11]
+	mi := &file_sluice_v1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -896,7 +1351,7 @@ func (x *ListGroupsResponse) String() string {
 func (*ListGroupsResponse) ProtoMessage() {}
 
 func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_admin_proto_msgTypes[11]
+	mi := &file_sluice_v1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -909,7 +1364,7 @@ func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{11}
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListGroupsResponse) GetGroups() []string {
@@ -937,7 +1392,7 @@ type DescribeGroupRequest struct {
 
 func (x *DescribeGroupRequest) Reset() {
 	*x = DescribeGroupRequest{}
-	mi := &file_sluice_v1_admin_proto_msgTypes[12]
+	mi := &file_sluice_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -949,7 +1404,7 @@ func (x *DescribeGroupRequest) String() string {
 func (*DescribeGroupRequest) ProtoMessage() {}
 
 func (x *DescribeGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_admin_proto_msgTypes[12]
+	mi := &file_sluice_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -962,7 +1417,7 @@ func (x *DescribeGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeGroupRequest.ProtoReflect.Descriptor instead.
 func (*DescribeGroupRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{12}
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DescribeGroupRequest) GetGroup() string {
@@ -987,7 +1442,7 @@ type DescribeGroupResponse struct {
 
 func (x *DescribeGroupResponse) Reset() {
 	*x = DescribeGroupResponse{}
-	mi := &file_sluice_v1_admin_proto_msgTypes[13]
+	mi := &file_sluice_v1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -999,7 +1454,7 @@ func (x *DescribeGroupResponse) String() string {
 func (*DescribeGroupResponse) ProtoMessage() {}
 
 func (x *DescribeGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_admin_proto_msgTypes[13]
+	mi := &file_sluice_v1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1012,7 +1467,7 @@ func (x *DescribeGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeGroupResponse.ProtoReflect.Descriptor instead.
 func (*DescribeGroupResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{13}
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DescribeGroupResponse) GetGroup() string {
@@ -1051,7 +1506,7 @@ type GroupMember struct {
 
 func (x *GroupMember) Reset() {
 	*x = GroupMember{}
-	mi := &file_sluice_v1_admin_proto_msgTypes[14]
+	mi := &file_sluice_v1_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1063,7 +1518,7 @@ func (x *GroupMember) String() string {
 func (*GroupMember) ProtoMessage() {}
 
 func (x *GroupMember) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_admin_proto_msgTypes[14]
+	mi := &file_sluice_v1_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1076,7 +1531,7 @@ func (x *GroupMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMember.ProtoReflect.Descriptor instead.
 func (*GroupMember) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GroupMember) GetMemberId() string {
@@ -1138,7 +1593,7 @@ type GroupPartition struct {
 
 func (x *GroupPartition) Reset() {
 	*x = GroupPartition{}
-	mi := &file_sluice_v1_admin_proto_msgTypes[15]
+	mi := &file_sluice_v1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1150,7 +1605,7 @@ func (x *GroupPartition) String() string {
 func (*GroupPartition) ProtoMessage() {}
 
 func (x *GroupPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_admin_proto_msgTypes[15]
+	mi := &file_sluice_v1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1163,7 +1618,7 @@ func (x *GroupPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupPartition.ProtoReflect.Descriptor instead.
 func (*GroupPartition) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{15}
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GroupPartition) GetTopic() string {
@@ -1268,7 +1723,7 @@ type ResetGroupOffsetsRequest struct {
 
 func (x *ResetGroupOffsetsRequest) Reset() {
 	*x = ResetGroupOffsetsRequest{}
-	mi := &file_sluice_v1_admin_proto_msgTypes[16]
+	mi := &file_sluice_v1_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1280,7 +1735,7 @@ func (x *ResetGroupOffsetsRequest) String() string {
 func (*ResetGroupOffsetsRequest) ProtoMessage() {}
 
 func (x *ResetGroupOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_admin_proto_msgTypes[16]
+	mi := &file_sluice_v1_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1293,7 +1748,7 @@ func (x *ResetGroupOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetGroupOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*ResetGroupOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{16}
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ResetGroupOffsetsRequest) GetGroup() string {
@@ -1356,7 +1811,7 @@ type ResetGroupOffsetsResponse struct {
 
 func (x *ResetGroupOffsetsResponse) Reset() {
 	*x = ResetGroupOffsetsResponse{}
-	mi := &file_sluice_v1_admin_proto_msgTypes[17]
+	mi := &file_sluice_v1_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1368,7 +1823,7 @@ func (x *ResetGroupOffsetsResponse) String() string {
 func (*ResetGroupOffsetsResponse) ProtoMessage() {}
 
 func (x *ResetGroupOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_admin_proto_msgTypes[17]
+	mi := &file_sluice_v1_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1381,7 +1836,7 @@ func (x *ResetGroupOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetGroupOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*ResetGroupOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{17}
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ResetGroupOffsetsResponse) GetPartitions() []*GroupPartition {
@@ -1454,7 +1909,7 @@ type TriggerSpec struct {
 
 func (x *TriggerSpec) Reset() {
 	*x = TriggerSpec{}
-	mi := &file_sluice_v1_admin_proto_msgTypes[18]
+	mi := &file_sluice_v1_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1466,7 +1921,7 @@ func (x *TriggerSpec) String() string {
 func (*TriggerSpec) ProtoMessage() {}
 
 func (x *TriggerSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_admin_proto_msgTypes[18]
+	mi := &file_sluice_v1_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1479,7 +1934,7 @@ func (x *TriggerSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerSpec.ProtoReflect.Descriptor instead.
 func (*TriggerSpec) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{18}
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *TriggerSpec) GetTopic() string {
@@ -1623,7 +2078,7 @@ type TriggerPartition struct {
 
 func (x *TriggerPartition) Reset() {
 	*x = TriggerPartition{}
-	mi := &file_sluice_v1_admin_proto_msgTypes[19]
+	mi := &file_sluice_v1_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1635,7 +2090,7 @@ func (x *TriggerPartition) String() string {
 func (*TriggerPartition) ProtoMessage() {}
 
 func (x *TriggerPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_admin_proto_msgTypes[19]
+	mi := &file_sluice_v1_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1648,7 +2103,7 @@ func (x *TriggerPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerPartition.ProtoReflect.Descriptor instead.
 func (*TriggerPartition) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{19}
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *TriggerPartition) GetPartition() int32 {
@@ -1739,7 +2194,7 @@ type TriggerInfo struct {
 
 func (x *TriggerInfo) Reset() {
 	*x = TriggerInfo{}
-	mi := &file_sluice_v1_admin_proto_msgTypes[20]
+	mi := &file_sluice_v1_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1751,7 +2206,7 @@ func (x *TriggerInfo) String() string {
 func (*TriggerInfo) ProtoMessage() {}
 
 func (x *TriggerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_admin_proto_msgTypes[20]
+	mi := &file_sluice_v1_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1764,7 +2219,7 @@ func (x *TriggerInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerInfo.ProtoReflect.Descriptor instead.
 func (*TriggerInfo) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{20}
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *TriggerInfo) GetName() string {
@@ -1836,7 +2291,7 @@ type CreateTriggerRequest struct {
 
 func (x *CreateTriggerRequest) Reset() {
 	*x = CreateTriggerRequest{}
-	mi := &file_sluice_v1_admin_proto_msgTypes[21]
+	mi := &file_sluice_v1_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1848,7 +2303,7 @@ func (x *CreateTriggerRequest) String() string {
 func (*CreateTriggerRequest) ProtoMessage() {}
 
 func (x *CreateTriggerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_admin_proto_msgTypes[21]
+	mi := &file_sluice_v1_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1861,7 +2316,7 @@ func (x *CreateTriggerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTriggerRequest.ProtoReflect.Descriptor instead.
 func (*CreateTriggerRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{21}
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CreateTriggerRequest) GetName() string {
@@ -1889,7 +2344,7 @@ type CreateTriggerResponse struct {
 
 func (x *CreateTriggerResponse) Reset() {
 	*x = CreateTriggerResponse{}
-	mi := &file_sluice_v1_admin_proto_msgTypes[22]
+	mi := &file_sluice_v1_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1901,7 +2356,7 @@ func (x *CreateTriggerResponse) String() string {
 func (*CreateTriggerResponse) ProtoMessage() {}
 
 func (x *CreateTriggerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_admin_proto_msgTypes[22]
+	mi := &file_sluice_v1_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1914,7 +2369,7 @@ func (x *CreateTriggerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTriggerResponse.ProtoReflect.Descriptor instead.
 func (*CreateTriggerResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{22}
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CreateTriggerResponse) GetTrigger() *TriggerInfo {
@@ -1940,7 +2395,7 @@ type UpdateTriggerRequest struct {
 
 func (x *UpdateTriggerRequest) Reset() {
 	*x = UpdateTriggerRequest{}
-	mi := &file_sluice_v1_admin_proto_msgTypes[23]
+	mi := &file_sluice_v1_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1952,7 +2407,7 @@ func (x *UpdateTriggerRequest) String() string {
 func (*UpdateTriggerRequest) ProtoMessage() {}
 
 func (x *UpdateTriggerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_admin_proto_msgTypes[23]
+	mi := &file_sluice_v1_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1965,7 +2420,7 @@ func (x *UpdateTriggerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateTriggerRequest.ProtoReflect.Descriptor instead.
 func (*UpdateTriggerRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{23}
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *UpdateTriggerRequest) GetName() string {
@@ -2000,7 +2455,7 @@ type UpdateTriggerResponse struct {
 
 func (x *UpdateTriggerResponse) Reset() {
 	*x = UpdateTriggerResponse{}
-	mi := &file_sluice_v1_admin_proto_msgTypes[24]
+	mi := &file_sluice_v1_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2012,7 +2467,7 @@ func (x *UpdateTriggerResponse) String() string {
 func (*UpdateTriggerResponse) ProtoMessage() {}
 
 func (x *UpdateTriggerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_admin_proto_msgTypes[24]
+	mi := &file_sluice_v1_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2025,7 +2480,7 @@ func (x *UpdateTriggerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateTriggerResponse.ProtoReflect.Descriptor instead.
 func (*UpdateTriggerResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{24}
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *UpdateTriggerResponse) GetTrigger() *TriggerInfo {
@@ -2046,7 +2501,7 @@ type DeleteTriggerRequest struct {
 
 func (x *DeleteTriggerRequest) Reset() {
 	*x = DeleteTriggerRequest{}
-	mi := &file_sluice_v1_admin_proto_msgTypes[25]
+	mi := &file_sluice_v1_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2058,7 +2513,7 @@ func (x *DeleteTriggerRequest) String() string {
 func (*DeleteTriggerRequest) ProtoMessage() {}
 
 func (x *DeleteTriggerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_admin_proto_msgTypes[25]
+	mi := &file_sluice_v1_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2071,7 +2526,7 @@ func (x *DeleteTriggerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTriggerRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTriggerRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{25}
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *DeleteTriggerRequest) GetName() string {
@@ -2090,7 +2545,7 @@ type DeleteTriggerResponse struct {
 
 func (x *DeleteTriggerResponse) Reset() {
 	*x = DeleteTriggerResponse{}
-	mi := &file_sluice_v1_admin_proto_msgTypes[26]
+	mi := &file_sluice_v1_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2102,7 +2557,7 @@ func (x *DeleteTriggerResponse) String() string {
 func (*DeleteTriggerResponse) ProtoMessage() {}
 
 func (x *DeleteTriggerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_admin_proto_msgTypes[26]
+	mi := &file_sluice_v1_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2115,7 +2570,7 @@ func (x *DeleteTriggerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTriggerResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTriggerResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{26}
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{34}
 }
 
 // ListTriggersRequest pages through triggers.
@@ -2131,7 +2586,7 @@ type ListTriggersRequest struct {
 
 func (x *ListTriggersRequest) Reset() {
 	*x = ListTriggersRequest{}
-	mi := &file_sluice_v1_admin_proto_msgTypes[27]
+	mi := &file_sluice_v1_admin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2143,7 +2598,7 @@ func (x *ListTriggersRequest) String() string {
 func (*ListTriggersRequest) ProtoMessage() {}
 
 func (x *ListTriggersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_admin_proto_msgTypes[27]
+	mi := &file_sluice_v1_admin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2156,7 +2611,7 @@ func (x *ListTriggersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTriggersRequest.ProtoReflect.Descriptor instead.
 func (*ListTriggersRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{27}
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListTriggersRequest) GetPageSize() int32 {
@@ -2186,7 +2641,7 @@ type ListTriggersResponse struct {
 
 func (x *ListTriggersResponse) Reset() {
 	*x = ListTriggersResponse{}
-	mi := &file_sluice_v1_admin_proto_msgTypes[28]
+	mi := &file_sluice_v1_admin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2198,7 +2653,7 @@ func (x *ListTriggersResponse) String() string {
 func (*ListTriggersResponse) ProtoMessage() {}
 
 func (x *ListTriggersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_admin_proto_msgTypes[28]
+	mi := &file_sluice_v1_admin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2211,7 +2666,7 @@ func (x *ListTriggersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTriggersResponse.ProtoReflect.Descriptor instead.
 func (*ListTriggersResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{28}
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ListTriggersResponse) GetTriggers() []*TriggerInfo {
@@ -2239,7 +2694,7 @@ type DescribeTriggerRequest struct {
 
 func (x *DescribeTriggerRequest) Reset() {
 	*x = DescribeTriggerRequest{}
-	mi := &file_sluice_v1_admin_proto_msgTypes[29]
+	mi := &file_sluice_v1_admin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2251,7 +2706,7 @@ func (x *DescribeTriggerRequest) String() string {
 func (*DescribeTriggerRequest) ProtoMessage() {}
 
 func (x *DescribeTriggerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_admin_proto_msgTypes[29]
+	mi := &file_sluice_v1_admin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2264,7 +2719,7 @@ func (x *DescribeTriggerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTriggerRequest.ProtoReflect.Descriptor instead.
 func (*DescribeTriggerRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{29}
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *DescribeTriggerRequest) GetName() string {
@@ -2292,7 +2747,7 @@ type DescribeTriggerResponse struct {
 
 func (x *DescribeTriggerResponse) Reset() {
 	*x = DescribeTriggerResponse{}
-	mi := &file_sluice_v1_admin_proto_msgTypes[30]
+	mi := &file_sluice_v1_admin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2304,7 +2759,7 @@ func (x *DescribeTriggerResponse) String() string {
 func (*DescribeTriggerResponse) ProtoMessage() {}
 
 func (x *DescribeTriggerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_admin_proto_msgTypes[30]
+	mi := &file_sluice_v1_admin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2317,7 +2772,7 @@ func (x *DescribeTriggerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTriggerResponse.ProtoReflect.Descriptor instead.
 func (*DescribeTriggerResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{30}
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *DescribeTriggerResponse) GetTrigger() *TriggerInfo {
@@ -2361,7 +2816,7 @@ type ListUnderReplicatedLedgersRequest struct {
 
 func (x *ListUnderReplicatedLedgersRequest) Reset() {
 	*x = ListUnderReplicatedLedgersRequest{}
-	mi := &file_sluice_v1_admin_proto_msgTypes[31]
+	mi := &file_sluice_v1_admin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2373,7 +2828,7 @@ func (x *ListUnderReplicatedLedgersRequest) String() string {
 func (*ListUnderReplicatedLedgersRequest) ProtoMessage() {}
 
 func (x *ListUnderReplicatedLedgersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_admin_proto_msgTypes[31]
+	mi := &file_sluice_v1_admin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2386,7 +2841,7 @@ func (x *ListUnderReplicatedLedgersRequest) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use ListUnderReplicatedLedgersRequest.ProtoReflect.Descriptor instead.
 func (*ListUnderReplicatedLedgersRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{31}
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListUnderReplicatedLedgersRequest) GetPageSize() int32 {
@@ -2426,7 +2881,7 @@ type UnderReplicatedLedger struct {
 
 func (x *UnderReplicatedLedger) Reset() {
 	*x = UnderReplicatedLedger{}
-	mi := &file_sluice_v1_admin_proto_msgTypes[32]
+	mi := &file_sluice_v1_admin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2438,7 +2893,7 @@ func (x *UnderReplicatedLedger) String() string {
 func (*UnderReplicatedLedger) ProtoMessage() {}
 
 func (x *UnderReplicatedLedger) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_admin_proto_msgTypes[32]
+	mi := &file_sluice_v1_admin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2451,7 +2906,7 @@ func (x *UnderReplicatedLedger) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnderReplicatedLedger.ProtoReflect.Descriptor instead.
 func (*UnderReplicatedLedger) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{32}
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *UnderReplicatedLedger) GetLedgerId() int64 {
@@ -2527,7 +2982,7 @@ type DamagedCopy struct {
 
 func (x *DamagedCopy) Reset() {
 	*x = DamagedCopy{}
-	mi := &file_sluice_v1_admin_proto_msgTypes[33]
+	mi := &file_sluice_v1_admin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2539,7 +2994,7 @@ func (x *DamagedCopy) String() string {
 func (*DamagedCopy) ProtoMessage() {}
 
 func (x *DamagedCopy) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_admin_proto_msgTypes[33]
+	mi := &file_sluice_v1_admin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2552,7 +3007,7 @@ func (x *DamagedCopy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DamagedCopy.ProtoReflect.Descriptor instead.
 func (*DamagedCopy) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{33}
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *DamagedCopy) GetBookie() string {
@@ -2600,7 +3055,7 @@ type ListUnderReplicatedLedgersResponse struct {
 
 func (x *ListUnderReplicatedLedgersResponse) Reset() {
 	*x = ListUnderReplicatedLedgersResponse{}
-	mi := &file_sluice_v1_admin_proto_msgTypes[34]
+	mi := &file_sluice_v1_admin_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2612,7 +3067,7 @@ func (x *ListUnderReplicatedLedgersResponse) String() string {
 func (*ListUnderReplicatedLedgersResponse) ProtoMessage() {}
 
 func (x *ListUnderReplicatedLedgersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_admin_proto_msgTypes[34]
+	mi := &file_sluice_v1_admin_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2625,7 +3080,7 @@ func (x *ListUnderReplicatedLedgersResponse) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use ListUnderReplicatedLedgersResponse.ProtoReflect.Descriptor instead.
 func (*ListUnderReplicatedLedgersResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{34}
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ListUnderReplicatedLedgersResponse) GetLedgers() []*UnderReplicatedLedger {
@@ -2665,7 +3120,7 @@ type ListBookiesRequest struct {
 
 func (x *ListBookiesRequest) Reset() {
 	*x = ListBookiesRequest{}
-	mi := &file_sluice_v1_admin_proto_msgTypes[35]
+	mi := &file_sluice_v1_admin_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2677,7 +3132,7 @@ func (x *ListBookiesRequest) String() string {
 func (*ListBookiesRequest) ProtoMessage() {}
 
 func (x *ListBookiesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_admin_proto_msgTypes[35]
+	mi := &file_sluice_v1_admin_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2690,7 +3145,7 @@ func (x *ListBookiesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBookiesRequest.ProtoReflect.Descriptor instead.
 func (*ListBookiesRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{35}
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{43}
 }
 
 // BookieInfo is one bookie.
@@ -2716,7 +3171,7 @@ type BookieInfo struct {
 
 func (x *BookieInfo) Reset() {
 	*x = BookieInfo{}
-	mi := &file_sluice_v1_admin_proto_msgTypes[36]
+	mi := &file_sluice_v1_admin_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2728,7 +3183,7 @@ func (x *BookieInfo) String() string {
 func (*BookieInfo) ProtoMessage() {}
 
 func (x *BookieInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_admin_proto_msgTypes[36]
+	mi := &file_sluice_v1_admin_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2741,7 +3196,7 @@ func (x *BookieInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BookieInfo.ProtoReflect.Descriptor instead.
 func (*BookieInfo) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{36}
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *BookieInfo) GetId() string {
@@ -2808,7 +3263,7 @@ type ListBookiesResponse struct {
 
 func (x *ListBookiesResponse) Reset() {
 	*x = ListBookiesResponse{}
-	mi := &file_sluice_v1_admin_proto_msgTypes[37]
+	mi := &file_sluice_v1_admin_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2820,7 +3275,7 @@ func (x *ListBookiesResponse) String() string {
 func (*ListBookiesResponse) ProtoMessage() {}
 
 func (x *ListBookiesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_admin_proto_msgTypes[37]
+	mi := &file_sluice_v1_admin_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2833,7 +3288,7 @@ func (x *ListBookiesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBookiesResponse.ProtoReflect.Descriptor instead.
 func (*ListBookiesResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{37}
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ListBookiesResponse) GetBookies() []*BookieInfo {
@@ -2871,7 +3326,7 @@ type DecommissionBookieRequest struct {
 
 func (x *DecommissionBookieRequest) Reset() {
 	*x = DecommissionBookieRequest{}
-	mi := &file_sluice_v1_admin_proto_msgTypes[38]
+	mi := &file_sluice_v1_admin_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2883,7 +3338,7 @@ func (x *DecommissionBookieRequest) String() string {
 func (*DecommissionBookieRequest) ProtoMessage() {}
 
 func (x *DecommissionBookieRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_admin_proto_msgTypes[38]
+	mi := &file_sluice_v1_admin_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2896,7 +3351,7 @@ func (x *DecommissionBookieRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecommissionBookieRequest.ProtoReflect.Descriptor instead.
 func (*DecommissionBookieRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{38}
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *DecommissionBookieRequest) GetBookieId() string {
@@ -2926,7 +3381,7 @@ type DecommissionBookieResponse struct {
 
 func (x *DecommissionBookieResponse) Reset() {
 	*x = DecommissionBookieResponse{}
-	mi := &file_sluice_v1_admin_proto_msgTypes[39]
+	mi := &file_sluice_v1_admin_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2938,7 +3393,7 @@ func (x *DecommissionBookieResponse) String() string {
 func (*DecommissionBookieResponse) ProtoMessage() {}
 
 func (x *DecommissionBookieResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_admin_proto_msgTypes[39]
+	mi := &file_sluice_v1_admin_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2951,7 +3406,7 @@ func (x *DecommissionBookieResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecommissionBookieResponse.ProtoReflect.Descriptor instead.
 func (*DecommissionBookieResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{39}
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *DecommissionBookieResponse) GetState() string {
@@ -2972,7 +3427,37 @@ var File_sluice_v1_admin_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x15sluice/v1/admin.proto\x12\tsluice.v1\x1a\x18sluice/v1/consumer.proto\"\xc6\x01\n" +
+	"\x15sluice/v1/admin.proto\x12\tsluice.v1\x1a\x18sluice/v1/consumer.proto\"\xce\x01\n" +
+	"\x03Acl\x12\x1c\n" +
+	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x12#\n" +
+	"\rresource_type\x18\x02 \x01(\tR\fresourceType\x12!\n" +
+	"\fpattern_type\x18\x03 \x01(\tR\vpatternType\x12#\n" +
+	"\rresource_name\x18\x04 \x01(\tR\fresourceName\x12\x1c\n" +
+	"\toperation\x18\x05 \x01(\tR\toperation\x12\x1e\n" +
+	"\n" +
+	"permission\x18\x06 \x01(\tR\n" +
+	"permission\"7\n" +
+	"\x11CreateAclsRequest\x12\"\n" +
+	"\x04acls\x18\x01 \x03(\v2\x0e.sluice.v1.AclR\x04acls\"\x14\n" +
+	"\x12CreateAclsResponse\"\xd4\x01\n" +
+	"\tAclFilter\x12\x1c\n" +
+	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x12#\n" +
+	"\rresource_type\x18\x02 \x01(\tR\fresourceType\x12!\n" +
+	"\fpattern_type\x18\x03 \x01(\tR\vpatternType\x12#\n" +
+	"\rresource_name\x18\x04 \x01(\tR\fresourceName\x12\x1c\n" +
+	"\toperation\x18\x05 \x01(\tR\toperation\x12\x1e\n" +
+	"\n" +
+	"permission\x18\x06 \x01(\tR\n" +
+	"permission\"S\n" +
+	"\x11DeleteAclsRequest\x12,\n" +
+	"\x06filter\x18\x01 \x01(\v2\x14.sluice.v1.AclFilterR\x06filter\x12\x10\n" +
+	"\x03all\x18\x02 \x01(\bR\x03all\"8\n" +
+	"\x12DeleteAclsResponse\x12\"\n" +
+	"\x04acls\x18\x01 \x03(\v2\x0e.sluice.v1.AclR\x04acls\"?\n" +
+	"\x0fListAclsRequest\x12,\n" +
+	"\x06filter\x18\x01 \x01(\v2\x14.sluice.v1.AclFilterR\x06filter\"6\n" +
+	"\x10ListAclsResponse\x12\"\n" +
+	"\x04acls\x18\x01 \x03(\v2\x0e.sluice.v1.AclR\x04acls\"\xc6\x01\n" +
 	"\x12CreateTopicRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
 	"\n" +
@@ -3200,8 +3685,7 @@ const file_sluice_v1_admin_proto_rawDesc = "" +
 	"\x19TRIGGER_STATE_NOT_RUNNING\x10\x02\x12\x19\n" +
 	"\x15TRIGGER_STATE_RUNNING\x10\x03\x12\x19\n" +
 	"\x15TRIGGER_STATE_STOPPED\x10\x04\x12\x1f\n" +
-	"\x1bTRIGGER_STATE_TOPIC_DELETED\x10\x052\xb9\n" +
-	"\n" +
+	"\x1bTRIGGER_STATE_TOPIC_DELETED\x10\x052\x9a\f\n" +
 	"\fAdminService\x12N\n" +
 	"\vCreateTopic\x12\x1d.sluice.v1.CreateTopicRequest\x1a\x1e.sluice.v1.CreateTopicResponse\"\x00\x12N\n" +
 	"\vDeleteTopic\x12\x1d.sluice.v1.DeleteTopicRequest\x1a\x1e.sluice.v1.DeleteTopicResponse\"\x00\x12T\n" +
@@ -3219,7 +3703,12 @@ const file_sluice_v1_admin_proto_rawDesc = "" +
 	"\x1aListUnderReplicatedLedgers\x12,.sluice.v1.ListUnderReplicatedLedgersRequest\x1a-.sluice.v1.ListUnderReplicatedLedgersResponse\"\x00\x12N\n" +
 	"\vListBookies\x12\x1d.sluice.v1.ListBookiesRequest\x1a\x1e.sluice.v1.ListBookiesResponse\"\x00\x12c\n" +
 	"\x12DecommissionBookie\x12$.sluice.v1.DecommissionBookieRequest\x1a%.sluice.v1.DecommissionBookieResponse\"\x00\x12Z\n" +
-	"\x0fDescribeTrigger\x12!.sluice.v1.DescribeTriggerRequest\x1a\".sluice.v1.DescribeTriggerResponse\"\x00B\x97\x01\n" +
+	"\x0fDescribeTrigger\x12!.sluice.v1.DescribeTriggerRequest\x1a\".sluice.v1.DescribeTriggerResponse\"\x00\x12K\n" +
+	"\n" +
+	"CreateAcls\x12\x1c.sluice.v1.CreateAclsRequest\x1a\x1d.sluice.v1.CreateAclsResponse\"\x00\x12K\n" +
+	"\n" +
+	"DeleteAcls\x12\x1c.sluice.v1.DeleteAclsRequest\x1a\x1d.sluice.v1.DeleteAclsResponse\"\x00\x12E\n" +
+	"\bListAcls\x12\x1a.sluice.v1.ListAclsRequest\x1a\x1b.sluice.v1.ListAclsResponse\"\x00B\x97\x01\n" +
 	"\rcom.sluice.v1B\n" +
 	"AdminProtoP\x01Z5github.com/sluicemq/sluice/pkg/gen/sluice/v1;sluicev1\xa2\x02\x03SXX\xaa\x02\tSluice.V1\xca\x02\tSluice\\V1\xe2\x02\x15Sluice\\V1\\GPBMetadata\xea\x02\n" +
 	"Sluice::V1b\x06proto3"
@@ -3237,115 +3726,134 @@ func file_sluice_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_sluice_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_sluice_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
 var file_sluice_v1_admin_proto_goTypes = []any{
 	(CommittedOffsetState)(0),                  // 0: sluice.v1.CommittedOffsetState
 	(TriggerStartingPosition)(0),               // 1: sluice.v1.TriggerStartingPosition
 	(TriggerState)(0),                          // 2: sluice.v1.TriggerState
-	(*CreateTopicRequest)(nil),                 // 3: sluice.v1.CreateTopicRequest
-	(*CreateTopicResponse)(nil),                // 4: sluice.v1.CreateTopicResponse
-	(*DeleteTopicRequest)(nil),                 // 5: sluice.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),                // 6: sluice.v1.DeleteTopicResponse
-	(*DescribeTopicRequest)(nil),               // 7: sluice.v1.DescribeTopicRequest
-	(*DescribeTopicResponse)(nil),              // 8: sluice.v1.DescribeTopicResponse
-	(*TopicInfo)(nil),                          // 9: sluice.v1.TopicInfo
-	(*PartitionInfo)(nil),                      // 10: sluice.v1.PartitionInfo
-	(*ListTopicsRequest)(nil),                  // 11: sluice.v1.ListTopicsRequest
-	(*ListTopicsResponse)(nil),                 // 12: sluice.v1.ListTopicsResponse
-	(*ListGroupsRequest)(nil),                  // 13: sluice.v1.ListGroupsRequest
-	(*ListGroupsResponse)(nil),                 // 14: sluice.v1.ListGroupsResponse
-	(*DescribeGroupRequest)(nil),               // 15: sluice.v1.DescribeGroupRequest
-	(*DescribeGroupResponse)(nil),              // 16: sluice.v1.DescribeGroupResponse
-	(*GroupMember)(nil),                        // 17: sluice.v1.GroupMember
-	(*GroupPartition)(nil),                     // 18: sluice.v1.GroupPartition
-	(*ResetGroupOffsetsRequest)(nil),           // 19: sluice.v1.ResetGroupOffsetsRequest
-	(*ResetGroupOffsetsResponse)(nil),          // 20: sluice.v1.ResetGroupOffsetsResponse
-	(*TriggerSpec)(nil),                        // 21: sluice.v1.TriggerSpec
-	(*TriggerPartition)(nil),                   // 22: sluice.v1.TriggerPartition
-	(*TriggerInfo)(nil),                        // 23: sluice.v1.TriggerInfo
-	(*CreateTriggerRequest)(nil),               // 24: sluice.v1.CreateTriggerRequest
-	(*CreateTriggerResponse)(nil),              // 25: sluice.v1.CreateTriggerResponse
-	(*UpdateTriggerRequest)(nil),               // 26: sluice.v1.UpdateTriggerRequest
-	(*UpdateTriggerResponse)(nil),              // 27: sluice.v1.UpdateTriggerResponse
-	(*DeleteTriggerRequest)(nil),               // 28: sluice.v1.DeleteTriggerRequest
-	(*DeleteTriggerResponse)(nil),              // 29: sluice.v1.DeleteTriggerResponse
-	(*ListTriggersRequest)(nil),                // 30: sluice.v1.ListTriggersRequest
-	(*ListTriggersResponse)(nil),               // 31: sluice.v1.ListTriggersResponse
-	(*DescribeTriggerRequest)(nil),             // 32: sluice.v1.DescribeTriggerRequest
-	(*DescribeTriggerResponse)(nil),            // 33: sluice.v1.DescribeTriggerResponse
-	(*ListUnderReplicatedLedgersRequest)(nil),  // 34: sluice.v1.ListUnderReplicatedLedgersRequest
-	(*UnderReplicatedLedger)(nil),              // 35: sluice.v1.UnderReplicatedLedger
-	(*DamagedCopy)(nil),                        // 36: sluice.v1.DamagedCopy
-	(*ListUnderReplicatedLedgersResponse)(nil), // 37: sluice.v1.ListUnderReplicatedLedgersResponse
-	(*ListBookiesRequest)(nil),                 // 38: sluice.v1.ListBookiesRequest
-	(*BookieInfo)(nil),                         // 39: sluice.v1.BookieInfo
-	(*ListBookiesResponse)(nil),                // 40: sluice.v1.ListBookiesResponse
-	(*DecommissionBookieRequest)(nil),          // 41: sluice.v1.DecommissionBookieRequest
-	(*DecommissionBookieResponse)(nil),         // 42: sluice.v1.DecommissionBookieResponse
-	nil,                                        // 43: sluice.v1.CreateTopicRequest.ConfigEntry
-	nil,                                        // 44: sluice.v1.TopicInfo.ConfigEntry
-	(StartPosition)(0),                         // 45: sluice.v1.StartPosition
+	(*Acl)(nil),                                // 3: sluice.v1.Acl
+	(*CreateAclsRequest)(nil),                  // 4: sluice.v1.CreateAclsRequest
+	(*CreateAclsResponse)(nil),                 // 5: sluice.v1.CreateAclsResponse
+	(*AclFilter)(nil),                          // 6: sluice.v1.AclFilter
+	(*DeleteAclsRequest)(nil),                  // 7: sluice.v1.DeleteAclsRequest
+	(*DeleteAclsResponse)(nil),                 // 8: sluice.v1.DeleteAclsResponse
+	(*ListAclsRequest)(nil),                    // 9: sluice.v1.ListAclsRequest
+	(*ListAclsResponse)(nil),                   // 10: sluice.v1.ListAclsResponse
+	(*CreateTopicRequest)(nil),                 // 11: sluice.v1.CreateTopicRequest
+	(*CreateTopicResponse)(nil),                // 12: sluice.v1.CreateTopicResponse
+	(*DeleteTopicRequest)(nil),                 // 13: sluice.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),                // 14: sluice.v1.DeleteTopicResponse
+	(*DescribeTopicRequest)(nil),               // 15: sluice.v1.DescribeTopicRequest
+	(*DescribeTopicResponse)(nil),              // 16: sluice.v1.DescribeTopicResponse
+	(*TopicInfo)(nil),                          // 17: sluice.v1.TopicInfo
+	(*PartitionInfo)(nil),                      // 18: sluice.v1.PartitionInfo
+	(*ListTopicsRequest)(nil),                  // 19: sluice.v1.ListTopicsRequest
+	(*ListTopicsResponse)(nil),                 // 20: sluice.v1.ListTopicsResponse
+	(*ListGroupsRequest)(nil),                  // 21: sluice.v1.ListGroupsRequest
+	(*ListGroupsResponse)(nil),                 // 22: sluice.v1.ListGroupsResponse
+	(*DescribeGroupRequest)(nil),               // 23: sluice.v1.DescribeGroupRequest
+	(*DescribeGroupResponse)(nil),              // 24: sluice.v1.DescribeGroupResponse
+	(*GroupMember)(nil),                        // 25: sluice.v1.GroupMember
+	(*GroupPartition)(nil),                     // 26: sluice.v1.GroupPartition
+	(*ResetGroupOffsetsRequest)(nil),           // 27: sluice.v1.ResetGroupOffsetsRequest
+	(*ResetGroupOffsetsResponse)(nil),          // 28: sluice.v1.ResetGroupOffsetsResponse
+	(*TriggerSpec)(nil),                        // 29: sluice.v1.TriggerSpec
+	(*TriggerPartition)(nil),                   // 30: sluice.v1.TriggerPartition
+	(*TriggerInfo)(nil),                        // 31: sluice.v1.TriggerInfo
+	(*CreateTriggerRequest)(nil),               // 32: sluice.v1.CreateTriggerRequest
+	(*CreateTriggerResponse)(nil),              // 33: sluice.v1.CreateTriggerResponse
+	(*UpdateTriggerRequest)(nil),               // 34: sluice.v1.UpdateTriggerRequest
+	(*UpdateTriggerResponse)(nil),              // 35: sluice.v1.UpdateTriggerResponse
+	(*DeleteTriggerRequest)(nil),               // 36: sluice.v1.DeleteTriggerRequest
+	(*DeleteTriggerResponse)(nil),              // 37: sluice.v1.DeleteTriggerResponse
+	(*ListTriggersRequest)(nil),                // 38: sluice.v1.ListTriggersRequest
+	(*ListTriggersResponse)(nil),               // 39: sluice.v1.ListTriggersResponse
+	(*DescribeTriggerRequest)(nil),             // 40: sluice.v1.DescribeTriggerRequest
+	(*DescribeTriggerResponse)(nil),            // 41: sluice.v1.DescribeTriggerResponse
+	(*ListUnderReplicatedLedgersRequest)(nil),  // 42: sluice.v1.ListUnderReplicatedLedgersRequest
+	(*UnderReplicatedLedger)(nil),              // 43: sluice.v1.UnderReplicatedLedger
+	(*DamagedCopy)(nil),                        // 44: sluice.v1.DamagedCopy
+	(*ListUnderReplicatedLedgersResponse)(nil), // 45: sluice.v1.ListUnderReplicatedLedgersResponse
+	(*ListBookiesRequest)(nil),                 // 46: sluice.v1.ListBookiesRequest
+	(*BookieInfo)(nil),                         // 47: sluice.v1.BookieInfo
+	(*ListBookiesResponse)(nil),                // 48: sluice.v1.ListBookiesResponse
+	(*DecommissionBookieRequest)(nil),          // 49: sluice.v1.DecommissionBookieRequest
+	(*DecommissionBookieResponse)(nil),         // 50: sluice.v1.DecommissionBookieResponse
+	nil,                                        // 51: sluice.v1.CreateTopicRequest.ConfigEntry
+	nil,                                        // 52: sluice.v1.TopicInfo.ConfigEntry
+	(StartPosition)(0),                         // 53: sluice.v1.StartPosition
 }
 var file_sluice_v1_admin_proto_depIdxs = []int32{
-	43, // 0: sluice.v1.CreateTopicRequest.config:type_name -> sluice.v1.CreateTopicRequest.ConfigEntry
-	9,  // 1: sluice.v1.CreateTopicResponse.topic:type_name -> sluice.v1.TopicInfo
-	9,  // 2: sluice.v1.DescribeTopicResponse.topic:type_name -> sluice.v1.TopicInfo
-	44, // 3: sluice.v1.TopicInfo.config:type_name -> sluice.v1.TopicInfo.ConfigEntry
-	10, // 4: sluice.v1.TopicInfo.partitions:type_name -> sluice.v1.PartitionInfo
-	9,  // 5: sluice.v1.ListTopicsResponse.topics:type_name -> sluice.v1.TopicInfo
-	17, // 6: sluice.v1.DescribeGroupResponse.members:type_name -> sluice.v1.GroupMember
-	18, // 7: sluice.v1.DescribeGroupResponse.partitions:type_name -> sluice.v1.GroupPartition
-	0,  // 8: sluice.v1.GroupPartition.committed_offset_state:type_name -> sluice.v1.CommittedOffsetState
-	45, // 9: sluice.v1.ResetGroupOffsetsRequest.position:type_name -> sluice.v1.StartPosition
-	18, // 10: sluice.v1.ResetGroupOffsetsResponse.partitions:type_name -> sluice.v1.GroupPartition
-	1,  // 11: sluice.v1.TriggerSpec.starting_position:type_name -> sluice.v1.TriggerStartingPosition
-	21, // 12: sluice.v1.TriggerInfo.spec:type_name -> sluice.v1.TriggerSpec
-	2,  // 13: sluice.v1.TriggerInfo.state:type_name -> sluice.v1.TriggerState
-	21, // 14: sluice.v1.CreateTriggerRequest.spec:type_name -> sluice.v1.TriggerSpec
-	23, // 15: sluice.v1.CreateTriggerResponse.trigger:type_name -> sluice.v1.TriggerInfo
-	21, // 16: sluice.v1.UpdateTriggerRequest.spec:type_name -> sluice.v1.TriggerSpec
-	23, // 17: sluice.v1.UpdateTriggerResponse.trigger:type_name -> sluice.v1.TriggerInfo
-	23, // 18: sluice.v1.ListTriggersResponse.triggers:type_name -> sluice.v1.TriggerInfo
-	23, // 19: sluice.v1.DescribeTriggerResponse.trigger:type_name -> sluice.v1.TriggerInfo
-	22, // 20: sluice.v1.DescribeTriggerResponse.partitions:type_name -> sluice.v1.TriggerPartition
-	36, // 21: sluice.v1.UnderReplicatedLedger.damaged_copies:type_name -> sluice.v1.DamagedCopy
-	35, // 22: sluice.v1.ListUnderReplicatedLedgersResponse.ledgers:type_name -> sluice.v1.UnderReplicatedLedger
-	39, // 23: sluice.v1.ListBookiesResponse.bookies:type_name -> sluice.v1.BookieInfo
-	3,  // 24: sluice.v1.AdminService.CreateTopic:input_type -> sluice.v1.CreateTopicRequest
-	5,  // 25: sluice.v1.AdminService.DeleteTopic:input_type -> sluice.v1.DeleteTopicRequest
-	7,  // 26: sluice.v1.AdminService.DescribeTopic:input_type -> sluice.v1.DescribeTopicRequest
-	11, // 27: sluice.v1.AdminService.ListTopics:input_type -> sluice.v1.ListTopicsRequest
-	13, // 28: sluice.v1.AdminService.ListGroups:input_type -> sluice.v1.ListGroupsRequest
-	15, // 29: sluice.v1.AdminService.DescribeGroup:input_type -> sluice.v1.DescribeGroupRequest
-	19, // 30: sluice.v1.AdminService.ResetGroupOffsets:input_type -> sluice.v1.ResetGroupOffsetsRequest
-	24, // 31: sluice.v1.AdminService.CreateTrigger:input_type -> sluice.v1.CreateTriggerRequest
-	26, // 32: sluice.v1.AdminService.UpdateTrigger:input_type -> sluice.v1.UpdateTriggerRequest
-	28, // 33: sluice.v1.AdminService.DeleteTrigger:input_type -> sluice.v1.DeleteTriggerRequest
-	30, // 34: sluice.v1.AdminService.ListTriggers:input_type -> sluice.v1.ListTriggersRequest
-	34, // 35: sluice.v1.AdminService.ListUnderReplicatedLedgers:input_type -> sluice.v1.ListUnderReplicatedLedgersRequest
-	38, // 36: sluice.v1.AdminService.ListBookies:input_type -> sluice.v1.ListBookiesRequest
-	41, // 37: sluice.v1.AdminService.DecommissionBookie:input_type -> sluice.v1.DecommissionBookieRequest
-	32, // 38: sluice.v1.AdminService.DescribeTrigger:input_type -> sluice.v1.DescribeTriggerRequest
-	4,  // 39: sluice.v1.AdminService.CreateTopic:output_type -> sluice.v1.CreateTopicResponse
-	6,  // 40: sluice.v1.AdminService.DeleteTopic:output_type -> sluice.v1.DeleteTopicResponse
-	8,  // 41: sluice.v1.AdminService.DescribeTopic:output_type -> sluice.v1.DescribeTopicResponse
-	12, // 42: sluice.v1.AdminService.ListTopics:output_type -> sluice.v1.ListTopicsResponse
-	14, // 43: sluice.v1.AdminService.ListGroups:output_type -> sluice.v1.ListGroupsResponse
-	16, // 44: sluice.v1.AdminService.DescribeGroup:output_type -> sluice.v1.DescribeGroupResponse
-	20, // 45: sluice.v1.AdminService.ResetGroupOffsets:output_type -> sluice.v1.ResetGroupOffsetsResponse
-	25, // 46: sluice.v1.AdminService.CreateTrigger:output_type -> sluice.v1.CreateTriggerResponse
-	27, // 47: sluice.v1.AdminService.UpdateTrigger:output_type -> sluice.v1.UpdateTriggerResponse
-	29, // 48: sluice.v1.AdminService.DeleteTrigger:output_type -> sluice.v1.DeleteTriggerResponse
-	31, // 49: sluice.v1.AdminService.ListTriggers:output_type -> sluice.v1.ListTriggersResponse
-	37, // 50: sluice.v1.AdminService.ListUnderReplicatedLedgers:output_type -> sluice.v1.ListUnderReplicatedLedgersResponse
-	40, // 51: sluice.v1.AdminService.ListBookies:output_type -> sluice.v1.ListBookiesResponse
-	42, // 52: sluice.v1.AdminService.DecommissionBookie:output_type -> sluice.v1.DecommissionBookieResponse
-	33, // 53: sluice.v1.AdminService.DescribeTrigger:output_type -> sluice.v1.DescribeTriggerResponse
-	39, // [39:54] is the sub-list for method output_type
-	24, // [24:39] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	3,  // 0: sluice.v1.CreateAclsRequest.acls:type_name -> sluice.v1.Acl
+	6,  // 1: sluice.v1.DeleteAclsRequest.filter:type_name -> sluice.v1.AclFilter
+	3,  // 2: sluice.v1.DeleteAclsResponse.acls:type_name -> sluice.v1.Acl
+	6,  // 3: sluice.v1.ListAclsRequest.filter:type_name -> sluice.v1.AclFilter
+	3,  // 4: sluice.v1.ListAclsResponse.acls:type_name -> sluice.v1.Acl
+	51, // 5: sluice.v1.CreateTopicRequest.config:type_name -> sluice.v1.CreateTopicRequest.ConfigEntry
+	17, // 6: sluice.v1.CreateTopicResponse.topic:type_name -> sluice.v1.TopicInfo
+	17, // 7: sluice.v1.DescribeTopicResponse.topic:type_name -> sluice.v1.TopicInfo
+	52, // 8: sluice.v1.TopicInfo.config:type_name -> sluice.v1.TopicInfo.ConfigEntry
+	18, // 9: sluice.v1.TopicInfo.partitions:type_name -> sluice.v1.PartitionInfo
+	17, // 10: sluice.v1.ListTopicsResponse.topics:type_name -> sluice.v1.TopicInfo
+	25, // 11: sluice.v1.DescribeGroupResponse.members:type_name -> sluice.v1.GroupMember
+	26, // 12: sluice.v1.DescribeGroupResponse.partitions:type_name -> sluice.v1.GroupPartition
+	0,  // 13: sluice.v1.GroupPartition.committed_offset_state:type_name -> sluice.v1.CommittedOffsetState
+	53, // 14: sluice.v1.ResetGroupOffsetsRequest.position:type_name -> sluice.v1.StartPosition
+	26, // 15: sluice.v1.ResetGroupOffsetsResponse.partitions:type_name -> sluice.v1.GroupPartition
+	1,  // 16: sluice.v1.TriggerSpec.starting_position:type_name -> sluice.v1.TriggerStartingPosition
+	29, // 17: sluice.v1.TriggerInfo.spec:type_name -> sluice.v1.TriggerSpec
+	2,  // 18: sluice.v1.TriggerInfo.state:type_name -> sluice.v1.TriggerState
+	29, // 19: sluice.v1.CreateTriggerRequest.spec:type_name -> sluice.v1.TriggerSpec
+	31, // 20: sluice.v1.CreateTriggerResponse.trigger:type_name -> sluice.v1.TriggerInfo
+	29, // 21: sluice.v1.UpdateTriggerRequest.spec:type_name -> sluice.v1.TriggerSpec
+	31, // 22: sluice.v1.UpdateTriggerResponse.trigger:type_name -> sluice.v1.TriggerInfo
+	31, // 23: sluice.v1.ListTriggersResponse.triggers:type_name -> sluice.v1.TriggerInfo
+	31, // 24: sluice.v1.DescribeTriggerResponse.trigger:type_name -> sluice.v1.TriggerInfo
+	30, // 25: sluice.v1.DescribeTriggerResponse.partitions:type_name -> sluice.v1.TriggerPartition
+	44, // 26: sluice.v1.UnderReplicatedLedger.damaged_copies:type_name -> sluice.v1.DamagedCopy
+	43, // 27: sluice.v1.ListUnderReplicatedLedgersResponse.ledgers:type_name -> sluice.v1.UnderReplicatedLedger
+	47, // 28: sluice.v1.ListBookiesResponse.bookies:type_name -> sluice.v1.BookieInfo
+	11, // 29: sluice.v1.AdminService.CreateTopic:input_type -> sluice.v1.CreateTopicRequest
+	13, // 30: sluice.v1.AdminService.DeleteTopic:input_type -> sluice.v1.DeleteTopicRequest
+	15, // 31: sluice.v1.AdminService.DescribeTopic:input_type -> sluice.v1.DescribeTopicRequest
+	19, // 32: sluice.v1.AdminService.ListTopics:input_type -> sluice.v1.ListTopicsRequest
+	21, // 33: sluice.v1.AdminService.ListGroups:input_type -> sluice.v1.ListGroupsRequest
+	23, // 34: sluice.v1.AdminService.DescribeGroup:input_type -> sluice.v1.DescribeGroupRequest
+	27, // 35: sluice.v1.AdminService.ResetGroupOffsets:input_type -> sluice.v1.ResetGroupOffsetsRequest
+	32, // 36: sluice.v1.AdminService.CreateTrigger:input_type -> sluice.v1.CreateTriggerRequest
+	34, // 37: sluice.v1.AdminService.UpdateTrigger:input_type -> sluice.v1.UpdateTriggerRequest
+	36, // 38: sluice.v1.AdminService.DeleteTrigger:input_type -> sluice.v1.DeleteTriggerRequest
+	38, // 39: sluice.v1.AdminService.ListTriggers:input_type -> sluice.v1.ListTriggersRequest
+	42, // 40: sluice.v1.AdminService.ListUnderReplicatedLedgers:input_type -> sluice.v1.ListUnderReplicatedLedgersRequest
+	46, // 41: sluice.v1.AdminService.ListBookies:input_type -> sluice.v1.ListBookiesRequest
+	49, // 42: sluice.v1.AdminService.DecommissionBookie:input_type -> sluice.v1.DecommissionBookieRequest
+	40, // 43: sluice.v1.AdminService.DescribeTrigger:input_type -> sluice.v1.DescribeTriggerRequest
+	4,  // 44: sluice.v1.AdminService.CreateAcls:input_type -> sluice.v1.CreateAclsRequest
+	7,  // 45: sluice.v1.AdminService.DeleteAcls:input_type -> sluice.v1.DeleteAclsRequest
+	9,  // 46: sluice.v1.AdminService.ListAcls:input_type -> sluice.v1.ListAclsRequest
+	12, // 47: sluice.v1.AdminService.CreateTopic:output_type -> sluice.v1.CreateTopicResponse
+	14, // 48: sluice.v1.AdminService.DeleteTopic:output_type -> sluice.v1.DeleteTopicResponse
+	16, // 49: sluice.v1.AdminService.DescribeTopic:output_type -> sluice.v1.DescribeTopicResponse
+	20, // 50: sluice.v1.AdminService.ListTopics:output_type -> sluice.v1.ListTopicsResponse
+	22, // 51: sluice.v1.AdminService.ListGroups:output_type -> sluice.v1.ListGroupsResponse
+	24, // 52: sluice.v1.AdminService.DescribeGroup:output_type -> sluice.v1.DescribeGroupResponse
+	28, // 53: sluice.v1.AdminService.ResetGroupOffsets:output_type -> sluice.v1.ResetGroupOffsetsResponse
+	33, // 54: sluice.v1.AdminService.CreateTrigger:output_type -> sluice.v1.CreateTriggerResponse
+	35, // 55: sluice.v1.AdminService.UpdateTrigger:output_type -> sluice.v1.UpdateTriggerResponse
+	37, // 56: sluice.v1.AdminService.DeleteTrigger:output_type -> sluice.v1.DeleteTriggerResponse
+	39, // 57: sluice.v1.AdminService.ListTriggers:output_type -> sluice.v1.ListTriggersResponse
+	45, // 58: sluice.v1.AdminService.ListUnderReplicatedLedgers:output_type -> sluice.v1.ListUnderReplicatedLedgersResponse
+	48, // 59: sluice.v1.AdminService.ListBookies:output_type -> sluice.v1.ListBookiesResponse
+	50, // 60: sluice.v1.AdminService.DecommissionBookie:output_type -> sluice.v1.DecommissionBookieResponse
+	41, // 61: sluice.v1.AdminService.DescribeTrigger:output_type -> sluice.v1.DescribeTriggerResponse
+	5,  // 62: sluice.v1.AdminService.CreateAcls:output_type -> sluice.v1.CreateAclsResponse
+	8,  // 63: sluice.v1.AdminService.DeleteAcls:output_type -> sluice.v1.DeleteAclsResponse
+	10, // 64: sluice.v1.AdminService.ListAcls:output_type -> sluice.v1.ListAclsResponse
+	47, // [47:65] is the sub-list for method output_type
+	29, // [29:47] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_admin_proto_init() }
@@ -3360,7 +3868,7 @@ func file_sluice_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_admin_proto_rawDesc), len(file_sluice_v1_admin_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   42,
+			NumMessages:   50,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

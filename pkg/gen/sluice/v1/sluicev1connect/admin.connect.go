@@ -76,6 +76,12 @@ const (
 	// AdminServiceDescribeTriggerProcedure is the fully-qualified name of the AdminService's
 	// DescribeTrigger RPC.
 	AdminServiceDescribeTriggerProcedure = "/sluice.v1.AdminService/DescribeTrigger"
+	// AdminServiceCreateAclsProcedure is the fully-qualified name of the AdminService's CreateAcls RPC.
+	AdminServiceCreateAclsProcedure = "/sluice.v1.AdminService/CreateAcls"
+	// AdminServiceDeleteAclsProcedure is the fully-qualified name of the AdminService's DeleteAcls RPC.
+	AdminServiceDeleteAclsProcedure = "/sluice.v1.AdminService/DeleteAcls"
+	// AdminServiceListAclsProcedure is the fully-qualified name of the AdminService's ListAcls RPC.
+	AdminServiceListAclsProcedure = "/sluice.v1.AdminService/ListAcls"
 )
 
 // AdminServiceClient is a client for the sluice.v1.AdminService service.
@@ -136,6 +142,17 @@ type AdminServiceClient interface {
 	DecommissionBookie(context.Context, *connect.Request[v1.DecommissionBookieRequest]) (*connect.Response[v1.DecommissionBookieResponse], error)
 	// DescribeTrigger returns one trigger and its state.
 	DescribeTrigger(context.Context, *connect.Request[v1.DescribeTriggerRequest]) (*connect.Response[v1.DescribeTriggerResponse], error)
+	// CreateAcls adds access rules (those that exist change nothing).
+	// INVALID_ARGUMENT names the first bad field; FAILED_PRECONDITION when
+	// the cluster would hold more than 10,000 (remove some first). Needs
+	// alter on the cluster.
+	CreateAcls(context.Context, *connect.Request[v1.CreateAclsRequest]) (*connect.Response[v1.CreateAclsResponse], error)
+	// DeleteAcls removes the rules the filter selects (every empty field
+	// matches anything) and returns them. Needs alter on the cluster.
+	DeleteAcls(context.Context, *connect.Request[v1.DeleteAclsRequest]) (*connect.Response[v1.DeleteAclsResponse], error)
+	// ListAcls returns the rules the filter selects. Needs describe on the
+	// cluster.
+	ListAcls(context.Context, *connect.Request[v1.ListAclsRequest]) (*connect.Response[v1.ListAclsResponse], error)
 }
 
 // NewAdminServiceClient constructs a client for the sluice.v1.AdminService service. By default, it
@@ -239,6 +256,24 @@ func NewAdminServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(adminServiceMethods.ByName("DescribeTrigger")),
 			connect.WithClientOptions(opts...),
 		),
+		createAcls: connect.NewClient[v1.CreateAclsRequest, v1.CreateAclsResponse](
+			httpClient,
+			baseURL+AdminServiceCreateAclsProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("CreateAcls")),
+			connect.WithClientOptions(opts...),
+		),
+		deleteAcls: connect.NewClient[v1.DeleteAclsRequest, v1.DeleteAclsResponse](
+			httpClient,
+			baseURL+AdminServiceDeleteAclsProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("DeleteAcls")),
+			connect.WithClientOptions(opts...),
+		),
+		listAcls: connect.NewClient[v1.ListAclsRequest, v1.ListAclsResponse](
+			httpClient,
+			baseURL+AdminServiceListAclsProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("ListAcls")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -259,6 +294,9 @@ type adminServiceClient struct {
 	listBookies                *connect.Client[v1.ListBookiesRequest, v1.ListBookiesResponse]
 	decommissionBookie         *connect.Client[v1.DecommissionBookieRequest, v1.DecommissionBookieResponse]
 	describeTrigger            *connect.Client[v1.DescribeTriggerRequest, v1.DescribeTriggerResponse]
+	createAcls                 *connect.Client[v1.CreateAclsRequest, v1.CreateAclsResponse]
+	deleteAcls                 *connect.Client[v1.DeleteAclsRequest, v1.DeleteAclsResponse]
+	listAcls                   *connect.Client[v1.ListAclsRequest, v1.ListAclsResponse]
 }
 
 // CreateTopic calls sluice.v1.AdminService.CreateTopic.
@@ -336,6 +374,21 @@ func (c *adminServiceClient) DescribeTrigger(ctx context.Context, req *connect.R
 	return c.describeTrigger.CallUnary(ctx, req)
 }
 
+// CreateAcls calls sluice.v1.AdminService.CreateAcls.
+func (c *adminServiceClient) CreateAcls(ctx context.Context, req *connect.Request[v1.CreateAclsRequest]) (*connect.Response[v1.CreateAclsResponse], error) {
+	return c.createAcls.CallUnary(ctx, req)
+}
+
+// DeleteAcls calls sluice.v1.AdminService.DeleteAcls.
+func (c *adminServiceClient) DeleteAcls(ctx context.Context, req *connect.Request[v1.DeleteAclsRequest]) (*connect.Response[v1.DeleteAclsResponse], error) {
+	return c.deleteAcls.CallUnary(ctx, req)
+}
+
+// ListAcls calls sluice.v1.AdminService.ListAcls.
+func (c *adminServiceClient) ListAcls(ctx context.Context, req *connect.Request[v1.ListAclsRequest]) (*connect.Response[v1.ListAclsResponse], error) {
+	return c.listAcls.CallUnary(ctx, req)
+}
+
 // AdminServiceHandler is an implementation of the sluice.v1.AdminService service.
 type AdminServiceHandler interface {
 	// CreateTopic creates a topic with its partitions.
@@ -394,6 +447,17 @@ type AdminServiceHandler interface {
 	DecommissionBookie(context.Context, *connect.Request[v1.DecommissionBookieRequest]) (*connect.Response[v1.DecommissionBookieResponse], error)
 	// DescribeTrigger returns one trigger and its state.
 	DescribeTrigger(context.Context, *connect.Request[v1.DescribeTriggerRequest]) (*connect.Response[v1.DescribeTriggerResponse], error)
+	// CreateAcls adds access rules (those that exist change nothing).
+	// INVALID_ARGUMENT names the first bad field; FAILED_PRECONDITION when
+	// the cluster would hold more than 10,000 (remove some first). Needs
+	// alter on the cluster.
+	CreateAcls(context.Context, *connect.Request[v1.CreateAclsRequest]) (*connect.Response[v1.CreateAclsResponse], error)
+	// DeleteAcls removes the rules the filter selects (every empty field
+	// matches anything) and returns them. Needs alter on the cluster.
+	DeleteAcls(context.Context, *connect.Request[v1.DeleteAclsRequest]) (*connect.Response[v1.DeleteAclsResponse], error)
+	// ListAcls returns the rules the filter selects. Needs describe on the
+	// cluster.
+	ListAcls(context.Context, *connect.Request[v1.ListAclsRequest]) (*connect.Response[v1.ListAclsResponse], error)
 }
 
 // NewAdminServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -493,6 +557,24 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(adminServiceMethods.ByName("DescribeTrigger")),
 		connect.WithHandlerOptions(opts...),
 	)
+	adminServiceCreateAclsHandler := connect.NewUnaryHandler(
+		AdminServiceCreateAclsProcedure,
+		svc.CreateAcls,
+		connect.WithSchema(adminServiceMethods.ByName("CreateAcls")),
+		connect.WithHandlerOptions(opts...),
+	)
+	adminServiceDeleteAclsHandler := connect.NewUnaryHandler(
+		AdminServiceDeleteAclsProcedure,
+		svc.DeleteAcls,
+		connect.WithSchema(adminServiceMethods.ByName("DeleteAcls")),
+		connect.WithHandlerOptions(opts...),
+	)
+	adminServiceListAclsHandler := connect.NewUnaryHandler(
+		AdminServiceListAclsProcedure,
+		svc.ListAcls,
+		connect.WithSchema(adminServiceMethods.ByName("ListAcls")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/sluice.v1.AdminService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case AdminServiceCreateTopicProcedure:
@@ -525,6 +607,12 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 			adminServiceDecommissionBookieHandler.ServeHTTP(w, r)
 		case AdminServiceDescribeTriggerProcedure:
 			adminServiceDescribeTriggerHandler.ServeHTTP(w, r)
+		case AdminServiceCreateAclsProcedure:
+			adminServiceCreateAclsHandler.ServeHTTP(w, r)
+		case AdminServiceDeleteAclsProcedure:
+			adminServiceDeleteAclsHandler.ServeHTTP(w, r)
+		case AdminServiceListAclsProcedure:
+			adminServiceListAclsHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -592,4 +680,16 @@ func (UnimplementedAdminServiceHandler) DecommissionBookie(context.Context, *con
 
 func (UnimplementedAdminServiceHandler) DescribeTrigger(context.Context, *connect.Request[v1.DescribeTriggerRequest]) (*connect.Response[v1.DescribeTriggerResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.AdminService.DescribeTrigger is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) CreateAcls(context.Context, *connect.Request[v1.CreateAclsRequest]) (*connect.Response[v1.CreateAclsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.AdminService.CreateAcls is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) DeleteAcls(context.Context, *connect.Request[v1.DeleteAclsRequest]) (*connect.Response[v1.DeleteAclsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.AdminService.DeleteAcls is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) ListAcls(context.Context, *connect.Request[v1.ListAclsRequest]) (*connect.Response[v1.ListAclsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.AdminService.ListAcls is not implemented"))
 }
