@@ -2,9 +2,10 @@
 // clients from PEM files (issue 26, docs/open-work.md "Security"):
 // certificates are re-read when their files change, so a renewed
 // certificate takes effect without a restart; TLS 1.2 is the minimum and
-// 1.3 is preferred (Go's defaults for the rest); HTTP/2 and HTTP/1.1 are
-// offered by ALPN (gRPC and Connect over h2, gRPC-web and Connect from
-// browsers over either).
+// 1.3 is preferred (Go's defaults for the rest); servers offer HTTP/2 and
+// HTTP/1.1 by ALPN (gRPC and Connect over h2, gRPC-web and Connect from
+// browsers over either), and clients leave ALPN to their HTTP transport,
+// which offers only what it speaks.
 //
 // A reload is checked at most once per ReloadCheck, on a handshake: the
 // files' modification times and sizes are compared with those loaded. A
@@ -99,7 +100,9 @@ type Client struct {
 
 // Config loads the files and returns the client configuration.
 func (c Client) Config() (*tls.Config, error) {
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"}, ServerName: c.ServerName}
+	// No NextProtos: the HTTP transport offers what it speaks (a
+	// transport that speaks HTTP/1.1 only must not offer h2).
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: c.ServerName}
 	if c.CAFile != "" {
 		pool, err := certPool(c.CAFile)
 		if err != nil {
