@@ -17,6 +17,8 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/sluicemq/sluice/pkg/catalog"
 )
 
 // Bounds of a token.
@@ -219,8 +221,8 @@ func (a *Authenticator) verifyToken(ctx context.Context, raw string) (Principal,
 	if name == "" {
 		return Principal{}, refused("token has no %q claim to name its principal", a.cfg.PrincipalClaim)
 	}
-	if !nameRE.MatchString(name) {
-		return Principal{}, refused("token's %q claim is not a principal name (1..%d of A-Z a-z 0-9 . _ @ : / + = -)", a.cfg.PrincipalClaim, MaxNameBytes)
+	if !catalog.ValidPrincipalName(name) {
+		return Principal{}, refused("token's %q claim is not a principal name (1..%d of A-Z a-z 0-9 . _ @ : / + = -)", a.cfg.PrincipalClaim, catalog.MaxPrincipalNameLength)
 	}
 	return Principal{Kind: User, Name: name, Via: "jwt"}, nil
 }
@@ -264,8 +266,8 @@ func (a *Authenticator) certPrincipal(chains [][]*x509.Certificate) (Principal, 
 	default:
 		name = leaf.Subject.CommonName
 	}
-	if !nameRE.MatchString(name) {
-		return Principal{}, refused("client certificate names no principal (a URI or DNS SAN, or a CN, of 1..%d of A-Z a-z 0-9 . _ @ : / + = -)", MaxNameBytes)
+	if !catalog.ValidPrincipalName(name) {
+		return Principal{}, refused("client certificate names no principal (a URI or DNS SAN, or a CN, of 1..%d of A-Z a-z 0-9 . _ @ : / + = -)", catalog.MaxPrincipalNameLength)
 	}
 	kind := User
 	for _, chain := range chains {

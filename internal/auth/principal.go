@@ -13,9 +13,9 @@ package auth
 
 import (
 	"context"
-	"fmt"
-	"regexp"
 	"strings"
+
+	"github.com/sluicemq/sluice/pkg/catalog"
 )
 
 // Kind is the kind of a principal.
@@ -45,26 +45,14 @@ func (p Principal) String() string { return string(p.Kind) + ":" + p.Name }
 // IsZero reports whether p is no principal (an anonymous caller).
 func (p Principal) IsZero() bool { return p.Kind == "" }
 
-// MaxNameBytes bounds a principal's name.
-const MaxNameBytes = 256
-
-// nameRE is what a principal's name may hold: printable ASCII without
-// spaces or commas, which would make ACL listings and flags ambiguous;
-// e-mail addresses, URIs (spiffe://...) and DNS names pass.
-var nameRE = regexp.MustCompile(`^[A-Za-z0-9._@:/+=\-]{1,256}$`)
-
-// ParsePrincipal parses "User:alice" or "Service:ingest-1" (ACLs,
-// --super-users).
+// ParsePrincipal parses "User:alice" or "Service:ingest-1" (the rule is
+// catalog.ValidatePrincipal's).
 func ParsePrincipal(s string) (Principal, error) {
-	for _, k := range []Kind{User, Service} {
-		if rest, ok := strings.CutPrefix(s, string(k)+":"); ok {
-			if !nameRE.MatchString(rest) {
-				return Principal{}, fmt.Errorf("principal %q: the name after %s: must be 1..%d of A-Z a-z 0-9 . _ @ : / + = -", s, k, MaxNameBytes)
-			}
-			return Principal{Kind: k, Name: rest}, nil
-		}
+	if err := catalog.ValidatePrincipal("principal", s, false); err != nil {
+		return Principal{}, err
 	}
-	return Principal{}, fmt.Errorf("principal %q: want User:NAME or Service:NAME", s)
+	kind, name, _ := strings.Cut(s, ":")
+	return Principal{Kind: Kind(kind), Name: name}, nil
 }
 
 type ctxKey struct{}
