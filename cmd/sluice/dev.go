@@ -13,6 +13,7 @@ import (
 	"github.com/sluicemq/sluice/internal/telemetry"
 	"github.com/sluicemq/sluice/services/compactor"
 	"github.com/sluicemq/sluice/services/fetch"
+	"github.com/sluicemq/sluice/services/ingest"
 )
 
 // devDefaultAddr is the fixed default address scripts and the client
@@ -25,6 +26,7 @@ type devFlags struct {
 	dataDir    string
 	offloadAge time.Duration
 	triggers   runtimeFlags
+	quota      quotaFlags
 }
 
 func newDevCmd() *cobra.Command {
@@ -56,6 +58,7 @@ Ready when grpc.health.v1.Health/Check answers SERVING.`,
 	fs.StringVar(&f.dataDir, "data-dir", "./sluice-data", "where dev mode keeps its data")
 	fs.DurationVar(&f.offloadAge, "offload-age", compactor.DefaultOffloadAge, "the compactor moves a sealed ledger to the object store (DATA-DIR/objects) this long after it was sealed (0: at once)")
 	addRuntimeFlags(cmd, &f.triggers)
+	f.quota.register(cmd, "produced and of fetched bytes (each)")
 	return cmd
 }
 
@@ -68,6 +71,7 @@ func (f *devFlags) check() error {
 		c.badf("--offload-age %v: %v", f.offloadAge, err)
 	}
 	f.triggers.check(&c)
+	f.quota.check(&c)
 	return c.err()
 }
 
@@ -92,7 +96,8 @@ func runDev(ctx context.Context, f devFlags, stdout, stderr io.Writer) error {
 		Dir: f.dataDir, Addr: f.addr, Telemetry: tel,
 		Server:    server,
 		Compactor: compactor.Config{OffloadAge: f.offloadAge},
-		Fetch:     fetch.Config{TriggerRefresh: f.triggers.refresh, TriggerSessionTimeout: f.triggers.sessionTimeout},
+		Ingest:    ingest.Config{Quota: f.quota.cfg},
+		Fetch:     fetch.Config{TriggerRefresh: f.triggers.refresh, TriggerSessionTimeout: f.triggers.sessionTimeout, ClientQuota: f.quota.cfg},
 		Lambda:    lambda,
 		Authorization: func() *cluster.Authorization {
 			if f.auth.authorization != "acl" {

@@ -32,6 +32,7 @@ type fetchFlags struct {
 	balance  time.Duration
 	ingest   string
 	triggers runtimeFlags
+	quota    quotaFlags
 }
 
 // maxFetchCacheMiB is partlog.Config's bound on the entry cache.
@@ -68,6 +69,7 @@ Records a trigger sends to its on_failure_topic are produced through --ingest-ad
 	fs.DurationVar(&f.balance, "balance-interval", fetch.DefaultBalanceInterval, "how often each group session evens out its partition leases")
 	fs.StringVar(&f.ingest, "ingest-address", "", "an ingest copy (host:port) to produce triggers' failed records to their on_failure_topic through; empty: a trigger with an on_failure_topic stops on a failure instead, and says why")
 	addRuntimeFlags(cmd, &f.triggers)
+	f.quota.register(cmd, "fetched bytes (Fetch)")
 	return cmd
 }
 
@@ -80,6 +82,7 @@ func (f *fetchFlags) check() error {
 		f.advertise = f.addr
 	}
 	c.required("catalog-table", f.table)
+	f.quota.check(&c)
 	f.cassandraFlags.check(&c, true)
 	c.objectsURL("objects", f.objects)
 	if f.cacheMiB < 1 || f.cacheMiB > maxFetchCacheMiB {
@@ -106,7 +109,8 @@ func (f *fetchFlags) check() error {
 // config is the fetch service's config from the flags (Logger is set when
 // it starts).
 func (f *fetchFlags) config() fetch.Config {
-	cfg := fetch.Config{Address: f.advertise, BalanceInterval: f.balance, TriggerRefresh: f.triggers.refresh, TriggerSessionTimeout: f.triggers.sessionTimeout, Now: wallNow}
+	cfg := fetch.Config{Address: f.advertise, BalanceInterval: f.balance, TriggerRefresh: f.triggers.refresh, TriggerSessionTimeout: f.triggers.sessionTimeout, Now: wallNow,
+		ClientQuota: f.quota.cfg}
 	cfg.Log.CacheBytes = f.cacheMiB << 20
 	return cfg
 }

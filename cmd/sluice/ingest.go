@@ -29,6 +29,7 @@ type ingestFlags struct {
 	createTable         bool
 	ownerTTL, heartbeat time.Duration
 	balance             time.Duration
+	quota               quotaFlags
 }
 
 func newIngestCmd() *cobra.Command {
@@ -56,6 +57,7 @@ catalog (sluice bookie --catalog-table).`,
 	fs.DurationVar(&f.heartbeat, "heartbeat", ingest.DefaultHeartbeatInterval, "owner heartbeat interval (at most half of --owner-ttl)")
 	f.cassandraFlags.register(cmd, "for producer ids (InitProducer); without it, InitProducer answers UNIMPLEMENTED and SDK producers pick random ids")
 	fs.DurationVar(&f.balance, "balance-interval", ingest.DefaultBalanceInterval, "how often to even out partitions with the other copies (negative: never)")
+	f.quota.register(cmd, "produced bytes")
 	return cmd
 }
 
@@ -74,6 +76,7 @@ func (f *ingestFlags) check() error {
 	}
 	c.catalogID("id", f.id)
 	c.required("catalog-table", f.table)
+	f.quota.check(&c)
 	if f.ownerTTL < catalog.MinHeartbeatTTL || f.ownerTTL > catalog.MaxHeartbeatTTL {
 		c.badf("--owner-ttl %v: want %v..%v", f.ownerTTL, catalog.MinHeartbeatTTL, catalog.MaxHeartbeatTTL)
 	}
@@ -97,7 +100,7 @@ func (f *ingestFlags) check() error {
 func (f *ingestFlags) config() ingest.Config {
 	return ingest.Config{
 		OwnerID: f.id, Address: f.advertise, OwnerTTL: f.ownerTTL, HeartbeatInterval: f.heartbeat,
-		BalanceInterval: f.balance, Now: wallNow,
+		BalanceInterval: f.balance, Now: wallNow, Quota: f.quota.cfg,
 	}
 }
 

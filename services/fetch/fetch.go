@@ -27,6 +27,7 @@ import (
 
 	"github.com/sluicemq/sluice/bookkeeper/client"
 	"github.com/sluicemq/sluice/internal/apierr"
+	"github.com/sluicemq/sluice/internal/auth"
 	"github.com/sluicemq/sluice/internal/quota"
 	"github.com/sluicemq/sluice/pkg/catalog"
 	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
@@ -377,7 +378,7 @@ func (s *Service) Fetch(ctx context.Context, req *connect.Request[sluicev1.Fetch
 		if res.Count > 0 || res.Next > offset || wait == 0 || !time.Now().Before(deadline) {
 			resp := connect.NewResponse(fetchResponse(res))
 			resp.Msg.Offset = offset
-			if d := throttle(s.fetchQ, req.Header().Get("Sluice-Client-Id"), res.Bytes); d > 0 {
+			if d := throttle(s.fetchQ, quotaKey(ctx, req.Header().Get("Sluice-Client-Id")), res.Bytes); d > 0 {
 				resp.Msg.ThrottleTimeMs = int32(min(d, time.Minute).Milliseconds())
 				if err := sleepCtx(ctx, d); err != nil {
 					return nil, connect.NewError(connect.CodeCanceled, err)
@@ -405,6 +406,15 @@ func (s *Service) Fetch(ctx context.Context, req *connect.Request[sluicev1.Fetch
 }
 
 // throttle charges n bytes to a key's quota; the delay to apply.
+// quotaKey is who a Fetch counts against: its authenticated principal when
+// it has one (the client id header is anyone's to set), else the header.
+func quotaKey(ctx context.Context, header string) string {
+	if p, ok := auth.FromContext(ctx); ok {
+		return p.String()
+	}
+	return header
+}
+
 func throttle(q *quota.Limiter, key string, n int) time.Duration {
 	if key == "" || n == 0 {
 		return 0

@@ -118,7 +118,7 @@ func (s *Service) trustsForwarding(ctx context.Context) bool {
 // Produce appends records and answers once they are durable.
 func (s *Service) Produce(ctx context.Context, req *connect.Request[sluicev1.ProduceRequest]) (*connect.Response[sluicev1.ProduceResponse], error) {
 	forwarded := req.Header().Get(forwardedHeader) != "" && s.trustsForwarding(ctx)
-	client, err := clientID(req.Header().Get(clientIDHeader))
+	client, err := quotaKey(ctx, req.Header().Get(clientIDHeader), forwarded)
 	if err != nil {
 		return nil, err
 	}
@@ -150,17 +150,35 @@ func (s *Service) Produce(ctx context.Context, req *connect.Request[sluicev1.Pro
 // clientIDHeader names the client for quotas (Kafka's client.id).
 const clientIDHeader = "Sluice-Client-Id"
 
-func clientID(h string) (string, error) {
-	if len(h) > MaxClientIDLength {
-		return "", apierr.TooLarge(clientIDHeader, apierr.ClientIDBytes, int64(len(h)), MaxClientIDLength)
+// forwardedKey is the quota key of a forwarded request: not charged
+// again, since the copy the client called charged it (no header value
+// holds a NUL byte, so no client id is this).
+const forwardedKey = "\x00forwarded"
+
+// quotaKey is who a request counts against: its authenticated principal
+// when it has one (a client id header anyone can set must not let a
+// principal dodge its quota), else its client id header; forwardedKey for
+// a forwarded request.
+func quotaKey(ctx context.Context, header string, forwarded bool) (string, error) {
+	if len(header) > MaxClientIDLength {
+		return "", apierr.TooLarge(clientIDHeader, apierr.ClientIDBytes, int64(len(header)), MaxClientIDLength)
 	}
-	return h, nil
+	if forwarded {
+		return forwardedKey, nil
+	}
+	if p, ok := auth.FromContext(ctx); ok {
+		return p.String(), nil
+	}
+	return header, nil
 }
 
 // throttle charges the request's bytes to the client's quota and, when it
 // is over, delays the answer by the throttle time and reports it (Kafka's
 // produce quotas: the client is slowed, its data is not refused).
 func (s *Service) throttle(ctx context.Context, client string, pl *plan, resp *sluicev1.ProduceResponse) error {
+	if client == forwardedKey {
+		return nil
+	}
 	d := s.quotas.Record(client, pl.bytes, time.Now())
 	if d <= 0 {
 		return nil
@@ -581,7 +599,7 @@ func (s *Service) produceError(err error) error {
 // answers those it took and ends with UNAVAILABLE.
 func (s *Service) ProduceStream(ctx context.Context, stream *connect.BidiStream[sluicev1.ProduceStreamRequest, sluicev1.ProduceStreamResponse]) error {
 	forwarded := stream.RequestHeader().Get(forwardedHeader) != "" && s.trustsForwarding(ctx)
-	client, err := clientID(stream.RequestHeader().Get(clientIDHeader))
+	client, err := quotaKey(ctx, stream.RequestHeader().Get(clientIDHeader), forwarded)
 	if err != nil {
 		return err
 	}
