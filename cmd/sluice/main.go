@@ -134,7 +134,7 @@ ends the flags (sluice produce --topic t -- --not-a-flag).`,
 		newLedgerCmd(),
 		newSchemaCmd(),
 		newACLCmd())
-	add(groupOther, newBenchCmd(), newVersionCmd())
+	add(groupOther, newBenchCmd(), newAuthCmd(), newVersionCmd())
 	root.SetHelpCommand(newHelpCmd())
 	root.SetHelpCommandGroupID(groupOther)
 	root.SetCompletionCommandGroupID(groupOther)

@@ -43,7 +43,7 @@ func (a Action) String() string { return fmt.Sprintf("%s on %s %q", a.Op, a.Type
 
 // ErrDenied is the error of a refused action (PermissionDenied at the
 // edge).
-var ErrDenied = errors.New("permission denied")
+var ErrDenied = errors.New("not authorized")
 
 // Config configures an Authorizer.
 type Config struct {

@@ -96,7 +96,7 @@ func TestDecide(t *testing.T) {
 		}
 	}
 	if err := a.Authorize(user("alice"), act(catalog.OpProduce, T, "orders"), act(catalog.OpConsume, T, "orders")); !IsDenied(err) ||
-		err.Error() != `permission denied: User:alice may not consume on topic "orders"` {
+		err.Error() != `not authorized: User:alice may not consume on topic "orders"` {
 		t.Errorf("two actions, the second refused: %v", err)
 	}
 	if _, err := New(context.Background(), Config{ACLs: store, SuperUsers: []string{"root"}}); err == nil {
