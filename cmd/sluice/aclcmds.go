@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"connectrpc.com/connect"
@@ -113,17 +114,13 @@ func (f *aclFlags) check(c *flagCheck, cmd *cobra.Command, adding bool) {
 	if len(f.ops) > 1 && !adding {
 		c.badf("--operation: give one to select by (or none for all)")
 	}
-	probe := f.filter
 	for _, op := range f.ops {
-		probe.Operation = op
-		if err := catalog.ValidateACLFilter(probe); err != nil {
-			c.badf("%s", catalogReason(err))
+		if op != catalog.OpAll && !slices.Contains(catalog.Operations, op) {
+			c.badf("--operation %q: want produce, consume, describe, create, delete, alter, commit, admin or all", op)
 		}
 	}
-	if len(f.ops) == 0 {
-		if err := catalog.ValidateACLFilter(probe); err != nil {
-			c.badf("%s", catalogReason(err))
-		}
+	if err := catalog.ValidateACLFilter(f.filter); err != nil {
+		c.badf("%s", catalogReason(err))
 	}
 	if len(f.ops) == 1 {
 		f.filter.Operation = f.ops[0]

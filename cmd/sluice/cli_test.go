@@ -100,13 +100,28 @@ func TestUsageErrorsNameTheFlag(t *testing.T) {
 		{[]string{"topic", "list", "--tls-cert", "c.pem"}, []string{"--tls-cert and --tls-key go together"}},
 		{[]string{"topic", "list", "--tls-ca", filepath.Join(dir, "missing.pem")}, []string{"--tls-ca/--tls-cert/--tls-key: tls: read CA file"}},
 		{[]string{"topic", "list", "--addr", "10.1.2.3:7420", "--token", "x"}, []string{"--token: a bearer token goes only over TLS (an https:// --addr, or --tls-ca) or to a loopback address; http://10.1.2.3:7420 is neither"}},
+		{[]string{"fetch", "--catalog-table", "t", "--cassandra", "h", "--cassandra-tls-cert", "c.pem", "--cassandra-password-file", "pw"},
+			[]string{"--cassandra-tls-cert and --cassandra-tls-key go together", "--cassandra-tls-cert needs --cassandra-tls-ca",
+				"--cassandra-password-file needs --cassandra-username"}},
+		{[]string{"ingest", "--catalog-table", "t", "--addr", "0.0.0.0:7421"}, []string{"--addr 0.0.0.0:7421 is not a loopback address", "--insecure"}},
+		{[]string{"bookie", "--dir", dir, "--addr", "10.0.0.5:3181"}, []string{"--addr 10.0.0.5:3181 is not a loopback address, and this bookie has no mTLS"}},
+		{[]string{"ingest", "--catalog-table", "t", "--auth", "required", "--auth-jwks", "j.json"},
+			[]string{"--auth-jwks needs --auth-issuer and --auth-audience", "--auth required needs --tls-cert, --tls-key and --tls-ca"}},
+		{[]string{"dev", "--data-dir", dir, "--super-users", "User:a", "--authorization", "rbac"},
+			[]string{`--authorization "rbac": want none or acl`}},
+		{[]string{"dev", "--data-dir", dir, "--authorization", "acl", "--super-users", "admin"},
+			[]string{`--super-users: principal "admin": want User:NAME or Service:NAME`}},
+		{[]string{"acl", "add", "--principal", "User:a", "--topic", "t", "--group", "g", "--operation", "write"},
+			[]string{"give one", `--operation "write"`}},
+		{[]string{"acl", "remove"}, []string{"select the ACLs to remove", "--all"}},
+		{[]string{"auth", "token", "--key", "k", "--kid", "1", "--ttl", "48h"}, []string{"--issuer is required", "--ttl 48h0m0s"}},
 	} {
 		code, _, stderr := runCLI(tc.args...)
 		if code != 2 {
 			t.Errorf("%q: exit %d; want 2 (stderr %q)", tc.args, code, stderr)
 		}
 		name := "sluice " + tc.args[0]
-		if len(tc.args) > 1 && (tc.args[0] == "topic" || tc.args[0] == "group" || (tc.args[0] == "bench" && tc.args[1] == "ledger")) {
+		if len(tc.args) > 1 && (tc.args[0] == "topic" || tc.args[0] == "group" || tc.args[0] == "acl" || tc.args[0] == "auth" || (tc.args[0] == "bench" && tc.args[1] == "ledger")) {
 			name += " " + tc.args[1]
 		}
 		for _, w := range append(tc.want, name+": ", "Run '"+name+" --help' for usage.") {
