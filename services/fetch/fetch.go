@@ -353,6 +353,9 @@ func (s *Service) Fetch(ctx context.Context, req *connect.Request[sluicev1.Fetch
 	if err := validateFetch(m); err != nil {
 		return nil, err
 	}
+	if h := req.Header().Get(clientIDHeader); len(h) > MaxClientIDLength {
+		return nil, apierr.TooLarge(clientIDHeader, apierr.ClientIDBytes, int64(len(h)), MaxClientIDLength)
+	}
 	if _, err := s.partitionOf(ctx, "", m.Topic, m.Partition); err != nil {
 		return nil, err
 	}
@@ -378,7 +381,7 @@ func (s *Service) Fetch(ctx context.Context, req *connect.Request[sluicev1.Fetch
 		if res.Count > 0 || res.Next > offset || wait == 0 || !time.Now().Before(deadline) {
 			resp := connect.NewResponse(fetchResponse(res))
 			resp.Msg.Offset = offset
-			if d := throttle(s.fetchQ, quotaKey(ctx, req.Header().Get("Sluice-Client-Id")), res.Bytes); d > 0 {
+			if d := throttle(s.fetchQ, quotaKey(ctx, req.Header().Get(clientIDHeader)), res.Bytes); d > 0 {
 				resp.Msg.ThrottleTimeMs = int32(min(d, time.Minute).Milliseconds())
 				if err := sleepCtx(ctx, d); err != nil {
 					return nil, connect.NewError(connect.CodeCanceled, err)
@@ -406,6 +409,13 @@ func (s *Service) Fetch(ctx context.Context, req *connect.Request[sluicev1.Fetch
 }
 
 // throttle charges n bytes to a key's quota; the delay to apply.
+// clientIDHeader names the client for quotas (Kafka's client.id), as on
+// produce; MaxClientIDLength bounds it.
+const (
+	clientIDHeader    = "Sluice-Client-Id"
+	MaxClientIDLength = 255
+)
+
 // quotaKey is who a Fetch counts against: its authenticated principal when
 // it has one (the client id header is anyone's to set), else the header.
 func quotaKey(ctx context.Context, header string) string {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"strings"
 	"testing"
 	"time"
 
@@ -389,4 +390,20 @@ func TestFetchFollowsTailAcrossRollOvers(t *testing.T) {
 		t.Fatalf("only %d ledgers: the test did not roll over", len(p.Ledgers))
 	}
 	t.Logf("%d records over %d ledgers; worst produce-to-fetch %v", n, len(p.Ledgers), worst)
+}
+
+// A Fetch whose client id header is over MaxClientIDLength is refused
+// with INVALID_ARGUMENT naming the limit (the id keys a quota bucket).
+func TestFetchClientIDBounded(t *testing.T) {
+	e := startCluster(t, cluster.Config{})
+	e.createTopic(t, "t", 1)
+	req := connect.NewRequest(&sluicev1.FetchRequest{Topic: "t", MaxRecords: 1})
+	req.Header().Set("Sluice-Client-Id", strings.Repeat("c", fetch.MaxClientIDLength+1))
+	if _, err := e.cons.Fetch(t.Context(), req); connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "Sluice-Client-Id") {
+		t.Fatalf("an over-long client id: %v; want INVALID_ARGUMENT naming the header", err)
+	}
+	req.Header().Set("Sluice-Client-Id", strings.Repeat("c", fetch.MaxClientIDLength))
+	if _, err := e.cons.Fetch(t.Context(), req); err != nil {
+		t.Fatalf("a client id at the bound: %v", err)
+	}
 }
