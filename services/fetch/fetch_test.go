@@ -8,8 +8,8 @@ import (
 	"net/http"
 	"os"
 	"strconv"
-	"sync"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
