@@ -157,6 +157,13 @@ func runFetch(ctx context.Context, f fetchFlags, stdout, stderr io.Writer) error
 	if f.ingest != "" {
 		deps.Producer = sluicev1connect.NewProducerServiceClient(peers.HTTP, peers.URL(f.ingest), connect.WithGRPC())
 	}
+	az, err := f.auth.authorizer(ctx, cat, tel.Logger)
+	if err != nil {
+		return err
+	}
+	if az != nil {
+		deps.AuthorizeTrigger = az.AuthorizeTrigger
+	}
 	fcfg := f.config()
 	fcfg.Logger = tel.Logger
 	svc, err := fetch.New(fcfg, deps)
@@ -164,10 +171,6 @@ func runFetch(ctx context.Context, f fetchFlags, stdout, stderr io.Writer) error
 		return err
 	}
 	rc, err := f.rpcConfig(ctx, tel.Logger)
-	if err != nil {
-		return err
-	}
-	az, err := f.auth.authorizer(ctx, cat, tel.Logger)
 	if err != nil {
 		return err
 	}

@@ -188,3 +188,22 @@ func decide(own, any []catalog.ACL, act Action) bool {
 	}
 	return allowed
 }
+
+// AuthorizeTrigger says whether a trigger may run now: its RunAs principal
+// may consume its topic and produce to its on-failure topic. A trigger
+// without RunAs (made without authentication, or by the cluster's own
+// processes) runs.
+func (a *Authorizer) AuthorizeTrigger(spec catalog.TriggerSpec) error {
+	if spec.RunAs == "" {
+		return nil
+	}
+	p, err := auth.ParsePrincipal(spec.RunAs)
+	if err != nil {
+		return fmt.Errorf("%w: the trigger runs as %q: %w", ErrDenied, spec.RunAs, err)
+	}
+	acts := []Action{{Op: catalog.OpConsume, Type: catalog.ResourceTopic, Name: spec.Topic}}
+	if spec.OnFailureTopic != "" {
+		acts = append(acts, Action{Op: catalog.OpProduce, Type: catalog.ResourceTopic, Name: spec.OnFailureTopic})
+	}
+	return a.Authorize(p, acts...)
+}

@@ -233,6 +233,9 @@ func New(cfg Config) (_ *Cluster, err error) {
 	if cfg.Lambda != nil {
 		fdeps.Lambda, fdeps.Triggers = cfg.Lambda, c.Catalog
 	}
+	if c.Authz != nil {
+		fdeps.AuthorizeTrigger = c.Authz.AuthorizeTrigger
+	}
 	if c.Fetch, err = fetch.New(fcfg, fdeps); err != nil {
 		return nil, err
 	}

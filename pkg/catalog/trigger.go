@@ -108,6 +108,12 @@ type TriggerSpec struct {
 	// is read_committed: only committed transactions' records (and
 	// non-transactional ones), each once its transaction committed.
 	ReadUncommitted bool
+	// RunAs is the principal ("User:alice") that created or last updated
+	// the trigger, set by the admin service from the caller (never by the
+	// caller): with authorization on, the runtime invokes only while it
+	// may still consume Topic (and produce to OnFailureTopic). Empty when
+	// authentication was off.
+	RunAs string
 }
 
 // Trigger is a stored trigger.
@@ -272,6 +278,11 @@ func (spec TriggerSpec) violations() []error {
 	}
 	if s.MaxRecordAgeMs != 0 {
 		add(int64In("max_record_age_ms", s.MaxRecordAgeMs, MinTriggerRecordAgeMs, MaxTriggerRecordAgeMs))
+	}
+	if s.RunAs != "" {
+		if err := ValidatePrincipal("run_as", s.RunAs, false); err != nil {
+			add(err)
+		}
 	}
 	if s.OnFailureTopic != "" {
 		if err := ValidateTopicName(s.OnFailureTopic); err != nil {

@@ -6,6 +6,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/sluicemq/sluice/internal/apierr"
+	"github.com/sluicemq/sluice/internal/auth"
 	"github.com/sluicemq/sluice/pkg/catalog"
 	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
 )
@@ -26,6 +27,7 @@ func (s *Service) CreateTrigger(ctx context.Context, req *connect.Request[sluice
 	if err != nil {
 		return nil, err
 	}
+	spec.RunAs = runAs(ctx)
 	tr, err := s.d.Catalog.CreateTrigger(ctx, req.Msg.GetName(), spec)
 	if err != nil {
 		return nil, apierr.FromCatalog(err)
@@ -42,6 +44,7 @@ func (s *Service) UpdateTrigger(ctx context.Context, req *connect.Request[sluice
 	if err != nil {
 		return nil, err
 	}
+	spec.RunAs = runAs(ctx)
 	tr, err := s.d.Catalog.UpdateTrigger(ctx, req.Msg.GetName(), spec, req.Msg.GetExpectedVersion())
 	if err != nil {
 		return nil, apierr.FromCatalog(err)
@@ -113,6 +116,16 @@ func triggerSpec(m *sluicev1.TriggerSpec) (catalog.TriggerSpec, error) {
 		RetryBackoffInitialMs: m.GetRetryBackoffInitialMs(), RetryBackoffMaxMs: m.GetRetryBackoffMaxMs(),
 		MaxRecordAgeMs: m.GetMaxRecordAgeMs(), BisectOnError: m.GetBisectOnError(), OnFailureTopic: m.GetOnFailureTopic(), ReadUncommitted: m.GetReadUncommitted(),
 	}, nil
+}
+
+// runAs is the principal a trigger created or updated by the caller of
+// ctx runs as: the caller's ("" without authentication). Service
+// principals (another copy forwarding) and super-users get no check.
+func runAs(ctx context.Context) string {
+	if p, ok := auth.FromContext(ctx); ok && p.Kind == auth.User {
+		return p.String()
+	}
+	return ""
 }
 
 func triggerInfo(tr catalog.Trigger) *sluicev1.TriggerInfo {

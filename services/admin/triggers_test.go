@@ -10,6 +10,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/sluicemq/sluice/internal/auth"
 	"github.com/sluicemq/sluice/pkg/catalog"
 	"github.com/sluicemq/sluice/pkg/catalog/embedded"
 	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
@@ -163,5 +164,53 @@ func wantInvalid(t *testing.T, err error, what, field string) {
 	}
 	if !strings.Contains(ce.Message(), "invalid "+field+":") && !strings.HasPrefix(ce.Message(), field+":") {
 		t.Fatalf("%s: message does not name %s:\n%s", what, field, ce.Message())
+	}
+}
+
+// A trigger created or updated by an authenticated user runs as that
+// user; one made by the cluster's own processes, or without
+// authentication, runs as no one in particular.
+func TestTriggerRunAsIsTheCaller(t *testing.T) {
+	cat, err := embedded.Open(t.TempDir(), embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cat.Close() })
+	if _, err := cat.CreateTopic(t.Context(), "orders", 1, catalog.DefaultTopicConfig()); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Deps{Catalog: cat, Ledgers: noRecovery{t}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	as := func(p auth.Principal) context.Context { return auth.WithPrincipal(t.Context(), p) }
+	alice, bob := auth.Principal{Kind: auth.User, Name: "alice"}, auth.Principal{Kind: auth.User, Name: "bob"}
+	spec := &sluicev1.TriggerSpec{Topic: "orders", Function: "fn"}
+	for _, c := range []struct {
+		ctx  context.Context
+		want string
+	}{
+		{as(alice), "User:alice"},
+		{as(auth.Principal{Kind: auth.Service, Name: "fetch-1"}), ""},
+		{t.Context(), ""},
+	} {
+		if _, err := s.CreateTrigger(c.ctx, connect.NewRequest(&sluicev1.CreateTriggerRequest{Name: "t", Spec: spec})); err != nil {
+			t.Fatal(err)
+		}
+		tr, err := cat.GetTrigger(t.Context(), "t")
+		if err != nil || tr.RunAs != c.want {
+			t.Fatalf("RunAs %q, %v; want %q", tr.RunAs, err, c.want)
+		}
+		if c.want != "" {
+			if _, err := s.UpdateTrigger(as(bob), connect.NewRequest(&sluicev1.UpdateTriggerRequest{Name: "t", Spec: spec, ExpectedVersion: tr.Version})); err != nil {
+				t.Fatal(err)
+			}
+			if tr, _ := cat.GetTrigger(t.Context(), "t"); tr.RunAs != "User:bob" {
+				t.Fatalf("after bob's update RunAs %q; want User:bob", tr.RunAs)
+			}
+		}
+		if _, err := cat.DeleteTrigger(t.Context(), "t"); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -59,7 +59,16 @@ type Deps struct {
 	Producer ProducerClient
 	// Meters receives the trigger runtime's metrics; nil discards them.
 	Meters metric.MeterProvider
+	// AuthorizeTrigger, if set, says whether a trigger may run now: its
+	// RunAs principal may still consume its topic and produce to its
+	// on-failure topic (internal/authz). A refused trigger invokes
+	// nothing and backs off, looking again every TriggerAuthzRecheck.
+	AuthorizeTrigger func(spec catalog.TriggerSpec) error
 }
+
+// TriggerAuthzRecheck is how often a trigger refused by AuthorizeTrigger
+// looks again (a grant given back resumes it within this).
+const TriggerAuthzRecheck = 5 * time.Second
 
 // Service is one fetch copy. Create it with New, serve Handler (and
 // GroupAdmin through the admin service), and call Run; Run's end closes

@@ -520,6 +520,9 @@ func (w *triggerWorker) process(ctx context.Context, batch trigger.Batch, payloa
 		if err := w.awaitLive(ctx); err != nil {
 			return run.Finished(), err
 		}
+		if err := w.awaitAuthorized(ctx); err != nil {
+			return run.Finished(), err
+		}
 		id := trigger.InvocationID(trigger.InvocationKey{Trigger: r.tr.Name, Topic: r.tr.Topic, TopicID: r.tr.TopicID, Partition: w.partition,
 			FirstOffset: b.FirstOffset(), LastOffset: b.LastOffset(), LeaseEpoch: w.idEpoch})
 		start := time.Now()
@@ -551,6 +554,29 @@ func (w *triggerWorker) process(ctx context.Context, batch trigger.Batch, payloa
 		}
 		if st.Wait > 0 && !w.sleep(ctx, st.Wait) {
 			return run.Finished(), stopCause(ctx)
+		}
+	}
+}
+
+// awaitAuthorized waits until the trigger's principal may run it
+// (Deps.AuthorizeTrigger), backing off with the refusal as the
+// partition's status meanwhile; it returns the stop's cause if the worker
+// is stopped first.
+func (w *triggerWorker) awaitAuthorized(ctx context.Context) error {
+	check := w.r.s.d.AuthorizeTrigger
+	if check == nil {
+		return nil
+	}
+	for {
+		err := check(w.r.spec)
+		if err == nil {
+			return nil
+		}
+		if w.setStatus(partitionBackingOff, err) {
+			w.publishStatus(ctx)
+		}
+		if !w.sleep(ctx, TriggerAuthzRecheck) {
+			return stopCause(ctx)
 		}
 	}
 }

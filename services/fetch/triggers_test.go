@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
 	"github.com/sluicemq/sluice/internal/cluster"
+	"github.com/sluicemq/sluice/pkg/catalog"
 	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
 	"github.com/sluicemq/sluice/pkg/sluice"
 	"github.com/sluicemq/sluice/services/fetch"
@@ -601,5 +602,62 @@ func TestTriggerReadsCommittedByDefault(t *testing.T) {
 	}
 	if d := e.describeTrigger(t, "uncommitted"); !d.GetTrigger().GetSpec().GetReadUncommitted() {
 		t.Fatalf("DescribeTrigger does not show read_uncommitted: %v", d.GetTrigger().GetSpec())
+	}
+}
+
+// A trigger runs as the principal that made it: with authorization on,
+// once that principal may no longer consume the topic, the trigger invokes
+// nothing and its partitions back off saying why; given back the grant,
+// it goes on from where it stopped.
+func TestTriggerRunsAsItsPrincipal(t *testing.T) {
+	var got seen
+	f := newFakeLambda(t, func(inv invocation) (int, string, string) { return got.processed(inv) })
+	e := startCluster(t, cluster.Config{Lambda: f.invoker(), Authorization: &cluster.Authorization{SuperUsers: []string{"User:ANONYMOUS"}},
+		Fetch: fetch.Config{TriggerRefresh: 50 * time.Millisecond, BalanceInterval: 100 * time.Millisecond}})
+	ctx := context.Background()
+	e.createTopic(t, "orders", 1)
+	grant := catalog.ACL{Principal: "User:alice", ResourceType: catalog.ResourceTopic, PatternType: catalog.PatternLiteral,
+		ResourceName: "orders", Operation: catalog.OpConsume, Permission: catalog.Allow}
+	setGrant := func(on bool) {
+		t.Helper()
+		var err error
+		if on {
+			err = e.c.Catalog.CreateACLs(ctx, []catalog.ACL{grant})
+		} else {
+			_, err = e.c.Catalog.DeleteACLs(ctx, catalog.ACLFilter{Principal: "User:alice"})
+		}
+		if err == nil {
+			err = e.c.Authz.Reload(ctx)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	setGrant(true)
+	if _, err := e.c.Catalog.CreateTrigger(ctx, "orders-fn", catalog.TriggerSpec{Topic: "orders", Function: "fn", Enabled: true,
+		StartingPosition: catalog.StartEarliest, RunAs: "User:alice"}); err != nil {
+		t.Fatal(err)
+	}
+	e.produce(t, "orders", 0, 0, 10, 10)
+	waitFor(t, "the first records invoked", 20*time.Second, func() bool { return len(got.get(0)) >= 10 })
+
+	setGrant(false)
+	e.produce(t, "orders", 0, 10, 10, 10)
+	waitFor(t, "the partition backing off on the refusal", 20*time.Second, func() bool {
+		for _, p := range e.describeTrigger(t, "orders-fn").GetPartitions() {
+			if p.GetState() == "BACKING_OFF" && strings.Contains(p.GetLastError(), `User:alice may not consume on topic "orders"`) {
+				return true
+			}
+		}
+		return false
+	})
+	if n := len(got.get(0)); n != 10 {
+		t.Fatalf("%d records invoked after the grant was taken away; want the first 10 only", n)
+	}
+
+	setGrant(true)
+	waitFor(t, "the rest invoked after the grant came back", fetch.TriggerAuthzRecheck+15*time.Second, func() bool { return len(got.get(0)) >= 20 })
+	if g := got.get(0); !slices.Equal(g, values(0, 20)) {
+		t.Fatalf("the function saw %v; want v0..v19 once each in order", g)
 	}
 }

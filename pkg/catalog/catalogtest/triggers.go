@@ -50,7 +50,7 @@ func fullSpec(topic string) catalog.TriggerSpec {
 		StartingPosition: catalog.StartTimestamp, StartingTimestampMs: Start.Add(-time.Hour).UnixMilli(),
 		BatchSize: 500, MaxBatchBytes: 1 << 20, BatchWindowMs: 250, Parallelization: 4, MaxRetries: 7,
 		RetryBackoffInitialMs: 200, RetryBackoffMaxMs: 60_000, MaxRecordAgeMs: 3_600_000,
-		BisectOnError: true, OnFailureTopic: topic + "-dlq", ReadUncommitted: true,
+		BisectOnError: true, OnFailureTopic: topic + "-dlq", ReadUncommitted: true, RunAs: "User:spiffe://sluice.test/etl",
 	}
 }
 
@@ -133,6 +133,7 @@ func triggerCreateValidation(e *env) {
 		{"t", func(s *catalog.TriggerSpec) { s.RetryBackoffInitialMs, s.RetryBackoffMaxMs = 1000, 10 }, "retry_backoff_max_ms"},
 		{"t", func(s *catalog.TriggerSpec) { s.MaxRecordAgeMs = 10 }, "max_record_age_ms"},
 		{"t", func(s *catalog.TriggerSpec) { s.OnFailureTopic = "orders" }, "on_failure_topic"},
+		{"t", func(s *catalog.TriggerSpec) { s.RunAs = "alice" }, "run_as"},
 	}
 	for _, c := range cases {
 		s := ok

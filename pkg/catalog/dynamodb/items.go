@@ -271,6 +271,9 @@ func triggerItem(t catalog.Trigger) map[string]av {
 	if t.OnFailureTopic != "" {
 		it["dlq"] = s(t.OnFailureTopic)
 	}
+	if t.RunAs != "" {
+		it["runAs"] = s(t.RunAs)
+	}
 	it["created"] = n(ms(t.CreatedAt))
 	it["updated"] = n(ms(t.UpdatedAt))
 	it[attrVersion] = n(t.Version)
@@ -288,7 +291,7 @@ func decodeTrigger(it map[string]av) (catalog.Trigger, error) {
 		BatchSize: int(r.num("batch")), MaxBatchBytes: int(r.num("batchBytes")), BatchWindowMs: r.num("window"),
 		Parallelization: int(r.num("par")), MaxRetries: int(r.num("retries")),
 		RetryBackoffInitialMs: r.num("backoff0"), RetryBackoffMaxMs: r.num("backoffMax"), MaxRecordAgeMs: r.num("maxAge"),
-		BisectOnError: r.boolean("bisect"), OnFailureTopic: r.optStr("dlq"), ReadUncommitted: r.optBool("uncommitted"),
+		BisectOnError: r.boolean("bisect"), OnFailureTopic: r.optStr("dlq"), ReadUncommitted: r.optBool("uncommitted"), RunAs: r.optStr("runAs"),
 	}, CreatedAt: fromMs(r.num("created")), UpdatedAt: fromMs(r.num("updated")), Version: r.num(attrVersion)}
 	if err := r.err(); err != nil {
 		return catalog.Trigger{}, err

@@ -50,6 +50,7 @@ type triggerRec struct {
 	BisectOnError         bool   `json:"bisectOnError"`
 	OnFailureTopic        string `json:"onFailureTopic,omitempty"`
 	ReadUncommitted       bool   `json:"readUncommitted,omitempty"`
+	RunAs                 string `json:"runAs,omitempty"`
 	CreatedMs             int64  `json:"createdMs"`
 	UpdatedMs             int64  `json:"updatedMs"`
 	Version               int64  `json:"version"`
@@ -233,7 +234,7 @@ func toTriggerRec(t catalog.Trigger) triggerRec {
 		BatchSize: t.BatchSize, MaxBatchBytes: t.MaxBatchBytes, BatchWindowMs: t.BatchWindowMs,
 		Parallelization: t.Parallelization, MaxRetries: t.MaxRetries,
 		RetryBackoffInitialMs: t.RetryBackoffInitialMs, RetryBackoffMaxMs: t.RetryBackoffMaxMs,
-		MaxRecordAgeMs: t.MaxRecordAgeMs, BisectOnError: t.BisectOnError, OnFailureTopic: t.OnFailureTopic, ReadUncommitted: t.ReadUncommitted,
+		MaxRecordAgeMs: t.MaxRecordAgeMs, BisectOnError: t.BisectOnError, OnFailureTopic: t.OnFailureTopic, ReadUncommitted: t.ReadUncommitted, RunAs: t.RunAs,
 		CreatedMs: ms(t.CreatedAt), UpdatedMs: ms(t.UpdatedAt), Version: t.Version}
 }
 
@@ -246,7 +247,7 @@ func (r triggerRec) trigger() (catalog.Trigger, error) {
 		BatchSize: r.BatchSize, MaxBatchBytes: r.MaxBatchBytes, BatchWindowMs: r.BatchWindowMs,
 		Parallelization: r.Parallelization, MaxRetries: r.MaxRetries,
 		RetryBackoffInitialMs: r.RetryBackoffInitialMs, RetryBackoffMaxMs: r.RetryBackoffMaxMs,
-		MaxRecordAgeMs: r.MaxRecordAgeMs, BisectOnError: r.BisectOnError, OnFailureTopic: r.OnFailureTopic, ReadUncommitted: r.ReadUncommitted,
+		MaxRecordAgeMs: r.MaxRecordAgeMs, BisectOnError: r.BisectOnError, OnFailureTopic: r.OnFailureTopic, ReadUncommitted: r.ReadUncommitted, RunAs: r.RunAs,
 	}, CreatedAt: fromMs(r.CreatedMs), UpdatedAt: fromMs(r.UpdatedMs), Version: r.Version}
 	if err := catalog.ValidateTrigger(t.Name, t.TriggerSpec); err != nil {
 		return catalog.Trigger{}, err
