@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -18,10 +20,12 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/known/emptypb"
 
+	"github.com/sluicemq/sluice/bookkeeper/bookie"
 	"github.com/sluicemq/sluice/internal/auth"
 	"github.com/sluicemq/sluice/internal/auth/authtest"
 	"github.com/sluicemq/sluice/internal/authz"
 	"github.com/sluicemq/sluice/internal/rpcserver"
+	"github.com/sluicemq/sluice/internal/telemetry"
 	"github.com/sluicemq/sluice/internal/tlsconf"
 	"github.com/sluicemq/sluice/internal/tlsconf/tlstest"
 	"github.com/sluicemq/sluice/pkg/catalog"
@@ -167,10 +171,82 @@ func TestSecurityMatrix(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("security matrix: %d procedures × %d credentials = %d calls; %d of %d negative cases refused", len(procs), len(creds), total, refused, negatives)
+	// The bookie protocol: a bookie with mTLS takes the cluster's own
+	// certificates only, whatever else a caller brings.
+	bookieAddr := serveTLSBookie(t, dir, serverCert, serverKey, caFile)
+	bookieProcs := servicesProcedures(t, "sluice.bookie.v1.BookieService")
+	for _, proc := range bookieProcs {
+		md := methodOf(t, proc)
+		for _, cr := range creds {
+			want := noHandshake
+			if cr.name == "valid mTLS certificate" {
+				want = passed
+			}
+			got, detail := call(cr.hc, "https://"+bookieAddr, proc, md, nil, cr.token)
+			total++
+			if want != passed {
+				negatives++
+				if got != passed {
+					refused++
+				}
+			}
+			if got != want {
+				t.Errorf("%s with %s: %s (%s); want %s", proc, cr.name, got, detail, want)
+			}
+		}
+	}
+	t.Logf("security matrix: %d public and peer procedures and %d bookie procedures × %d credentials = %d calls; %d of %d negative cases refused",
+		len(procs), len(bookieProcs), len(creds), total, refused, negatives)
 	if refused != negatives {
 		t.Errorf("%d negative cases were let through", negatives-refused)
 	}
+}
+
+// serveTLSBookie serves a bookie with mTLS (the cluster's CA) on a loopback
+// port until the test ends.
+func serveTLSBookie(t *testing.T, dir, certFile, keyFile, caFile string) string {
+	t.Helper()
+	b, err := bookie.Open(bookie.Config{ID: "tls-bookie", InstanceID: "matrix", Dir: filepath.Join(dir, "tls-bookie")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tcfg, err := tlsconf.Server{CertFile: certFile, KeyFile: keyFile, ClientCAFiles: []string{caFile}}.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := rpcserver.New(rpcserver.Config{TLS: tcfg}, telemetry.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Handle(b.Handler(srv.HandlerOptions()...))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		_ = b.Close()
+	})
+	return ln.Addr().String()
+}
+
+// servicesProcedures lists the procedures of a service.
+func servicesProcedures(t *testing.T, service string) []string {
+	t.Helper()
+	d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(service))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := d.(protoreflect.ServiceDescriptor).Methods()
+	var out []string
+	for i := range ms.Len() {
+		out = append(out, "/"+service+"/"+string(ms.Get(i).Name()))
+	}
+	return out
 }
 
 // serverTLSConfig is a public server config with TLS and authentication.
@@ -227,7 +303,9 @@ func call(hc *http.Client, base, proc string, md protoreflect.MethodDescriptor, 
 		}
 		st := cl.CallBidiStream(ctx)
 		set(st.RequestHeader())
-		if err = st.Send(req); err == nil {
+		// A Send that finds the stream over (io.EOF) leaves the server's
+		// answer to Receive.
+		if err = st.Send(req); err == nil || errors.Is(err, io.EOF) {
 			_ = st.CloseRequest()
 			_, err = st.Receive()
 		}
