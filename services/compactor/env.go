@@ -28,6 +28,12 @@ const (
 	// the grace again.
 	EnvRereplicateGrace     = "SLUICE_COMPACTOR_REREPLICATE_GRACE"       // Go duration
 	EnvRereplicateMiBPerSec = "SLUICE_COMPACTOR_REREPLICATE_MIB_PER_SEC" // integer
+	// The Lambda's TLS toward bookies with mTLS (the flags --tls-ca,
+	// --tls-cert, --tls-key of `sluice compactor`): PEM files in the
+	// deployment package or a layer.
+	EnvTLSCA   = "SLUICE_TLS_CA"
+	EnvTLSCert = "SLUICE_TLS_CERT"
+	EnvTLSKey  = "SLUICE_TLS_KEY"
 )
 
 // ConfigFromEnv reads the EnvXxx settings through getenv (os.Getenv); unset

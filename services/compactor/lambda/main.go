@@ -9,7 +9,9 @@
 // SLUICE_CATALOG_TABLE (DynamoDB catalog), SLUICE_OBJECTS (object store
 // URL, e.g. s3://bucket?region=eu-west-1), SLUICE_COMPACTOR_* limits; AWS
 // credentials, region and endpoint the usual way (AWS_REGION,
-// AWS_ENDPOINT_URL, the function's role). The function must reach the
+// AWS_ENDPOINT_URL, the function's role); SLUICE_TLS_CA, SLUICE_TLS_CERT
+// and SLUICE_TLS_KEY (PEM files) reach bookies that serve mTLS, as
+// `sluice compactor --tls-ca/--tls-cert/--tls-key` does. The function must reach the
 // bookies at the addresses they register in the catalog (run it in their
 // VPC). Give it a reserved concurrency of 1: passes of two instances at
 // once are safe (every catalog change is a compare-and-set) but do
@@ -22,6 +24,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -32,6 +35,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 
 	"github.com/sluicemq/sluice/bookkeeper/client"
+	"github.com/sluicemq/sluice/internal/tlsconf"
 	catdynamo "github.com/sluicemq/sluice/pkg/catalog/dynamodb"
 	"github.com/sluicemq/sluice/pkg/objstore"
 	"github.com/sluicemq/sluice/services/compactor"
@@ -78,10 +82,31 @@ func open(ctx context.Context, log *slog.Logger) (*compactor.Compactor, error) {
 	if err != nil {
 		return nil, err
 	}
-	ledgers, err := client.New(client.Config{Ledgers: cat, Bookies: cat, Logger: log})
+	bookieTLS, err := tlsFromEnv(os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	ledgers, err := client.New(client.Config{Ledgers: cat, Bookies: cat, Logger: log, TLS: bookieTLS})
 	if err != nil {
 		return nil, err
 	}
 	// The bucket and client live as long as the execution environment.
 	return compactor.New(cfg, compactor.Deps{Catalog: cat, Ledgers: ledgers, Objects: bucket})
+}
+
+// tlsFromEnv is the TLS config toward bookies from SLUICE_TLS_* (nil when
+// SLUICE_TLS_CA is unset).
+func tlsFromEnv(getenv func(string) string) (*tls.Config, error) {
+	ca, cert, key := getenv(compactor.EnvTLSCA), getenv(compactor.EnvTLSCert), getenv(compactor.EnvTLSKey)
+	if ca == "" {
+		if cert != "" || key != "" {
+			return nil, errors.New(compactor.EnvTLSCert + " and " + compactor.EnvTLSKey + " need " + compactor.EnvTLSCA)
+		}
+		return nil, nil
+	}
+	cfg, err := tlsconf.Client{CAFile: ca, CertFile: cert, KeyFile: key}.Config()
+	if err != nil {
+		return nil, fmt.Errorf("%s/%s/%s: %w", compactor.EnvTLSCA, compactor.EnvTLSCert, compactor.EnvTLSKey, err)
+	}
+	return cfg, nil
 }
