@@ -409,6 +409,9 @@ func triggerDescribe(ctx context.Context, ep endpoint, name string, stdout io.Wr
 	} {
 		fmt.Fprintf(stdout, "%-17s %s\n", kv[0]+":", kv[1])
 	}
+	if r := t.GetRunAs(); r != "" {
+		fmt.Fprintf(stdout, "%-17s %s\n", "runs as:", r)
+	}
 	if g := resp.Msg.GetGroup(); g != "" {
 		copies := fmt.Sprintf("%d fetch copies run it", resp.Msg.GetMembers())
 		if resp.Msg.GetMembers() == 1 {

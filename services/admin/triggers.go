@@ -147,6 +147,7 @@ func triggerInfo(tr catalog.Trigger) *sluicev1.TriggerInfo {
 			MaxRecordAgeMs: tr.MaxRecordAgeMs, BisectOnError: tr.BisectOnError, OnFailureTopic: tr.OnFailureTopic, ReadUncommitted: tr.ReadUncommitted,
 		},
 		StateMessage: enabledMessage,
+		RunAs:        tr.RunAs,
 	}
 	if !tr.Enabled {
 		info.State, info.StateMessage = sluicev1.TriggerState_TRIGGER_STATE_DISABLED, "disabled: stored, not run"

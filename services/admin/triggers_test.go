@@ -194,8 +194,12 @@ func TestTriggerRunAsIsTheCaller(t *testing.T) {
 		{as(auth.Principal{Kind: auth.Service, Name: "fetch-1"}), ""},
 		{t.Context(), ""},
 	} {
-		if _, err := s.CreateTrigger(c.ctx, connect.NewRequest(&sluicev1.CreateTriggerRequest{Name: "t", Spec: spec})); err != nil {
+		resp, err := s.CreateTrigger(c.ctx, connect.NewRequest(&sluicev1.CreateTriggerRequest{Name: "t", Spec: spec}))
+		if err != nil {
 			t.Fatal(err)
+		}
+		if got := resp.Msg.GetTrigger().GetRunAs(); got != c.want {
+			t.Fatalf("TriggerInfo.run_as %q; want %q", got, c.want)
 		}
 		tr, err := cat.GetTrigger(t.Context(), "t")
 		if err != nil || tr.RunAs != c.want {

@@ -2187,7 +2187,12 @@ type TriggerInfo struct {
 	// What the runtime does with it.
 	State TriggerState `protobuf:"varint,7,opt,name=state,proto3,enum=sluice.v1.TriggerState" json:"state,omitempty"`
 	// The state in words.
-	StateMessage  string `protobuf:"bytes,8,opt,name=state_message,json=stateMessage,proto3" json:"state_message,omitempty"`
+	StateMessage string `protobuf:"bytes,8,opt,name=state_message,json=stateMessage,proto3" json:"state_message,omitempty"`
+	// run_as is the principal the trigger runs as: the user who created or
+	// last updated it (empty when authentication was off). With ACLs on, it
+	// must still be allowed to consume the topic and produce to the
+	// on-failure topic, or the trigger backs off.
+	RunAs         string `protobuf:"bytes,9,opt,name=run_as,json=runAs,proto3" json:"run_as,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2274,6 +2279,13 @@ func (x *TriggerInfo) GetState() TriggerState {
 func (x *TriggerInfo) GetStateMessage() string {
 	if x != nil {
 		return x.StateMessage
+	}
+	return ""
+}
+
+func (x *TriggerInfo) GetRunAs() string {
+	if x != nil {
+		return x.RunAs
 	}
 	return ""
 }
@@ -3583,7 +3595,7 @@ const file_sluice_v1_admin_proto_rawDesc = "" +
 	"\x05state\x18\a \x01(\tR\x05state\x12\x1d\n" +
 	"\n" +
 	"last_error\x18\b \x01(\tR\tlastError\x12'\n" +
-	"\x10last_error_at_ms\x18\t \x01(\x03R\rlastErrorAtMs\"\x9e\x02\n" +
+	"\x10last_error_at_ms\x18\t \x01(\x03R\rlastErrorAtMs\"\xb5\x02\n" +
 	"\vTriggerInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12*\n" +
 	"\x04spec\x18\x02 \x01(\v2\x16.sluice.v1.TriggerSpecR\x04spec\x12\x19\n" +
@@ -3592,7 +3604,8 @@ const file_sluice_v1_admin_proto_rawDesc = "" +
 	"\rcreated_at_ms\x18\x05 \x01(\x03R\vcreatedAtMs\x12\"\n" +
 	"\rupdated_at_ms\x18\x06 \x01(\x03R\vupdatedAtMs\x12-\n" +
 	"\x05state\x18\a \x01(\x0e2\x17.sluice.v1.TriggerStateR\x05state\x12#\n" +
-	"\rstate_message\x18\b \x01(\tR\fstateMessage\"V\n" +
+	"\rstate_message\x18\b \x01(\tR\fstateMessage\x12\x15\n" +
+	"\x06run_as\x18\t \x01(\tR\x05runAs\"V\n" +
 	"\x14CreateTriggerRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12*\n" +
 	"\x04spec\x18\x02 \x01(\v2\x16.sluice.v1.TriggerSpecR\x04spec\"I\n" +
