@@ -331,3 +331,34 @@ func TestJWKSRotation(t *testing.T) {
 		t.Fatalf("Basic: %v; want an auth.Error", err)
 	}
 }
+
+// A verified token is remembered, but never past its expiry (with the
+// leeway): the same token is refused once it has expired.
+func TestTokenCacheHonoursExpiry(t *testing.T) {
+	var now atomic.Int64
+	now.Store(time.Now().UnixNano())
+	clock := func() time.Time { return time.Unix(0, now.Load()) }
+	idp := authtest.New(t)
+	idp.Now = clock
+	a, err := auth.New(context.Background(), auth.Config{JWKS: idp.WriteJWKS(t, t.TempDir()), Issuer: authtest.Issuer, Audience: authtest.Audience,
+		Leeway: time.Second, Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := idp.Claims("alice")
+	c["exp"] = clock().Add(10 * time.Second).Unix()
+	tok := idp.Sign(t, c)
+	check := func() error {
+		_, err := a.Authenticate(context.Background(), http.Header{"Authorization": {"Bearer " + tok}}, nil)
+		return err
+	}
+	for range 3 {
+		if err := check(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now.Add(int64(12 * time.Second))
+	if err := check(); err == nil || !strings.Contains(err.Error(), "expired") {
+		t.Fatalf("an expired token, verified before: %v; want expired", err)
+	}
+}

@@ -3,6 +3,7 @@ package auth
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -13,6 +14,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"connectrpc.com/connect"
@@ -71,6 +73,48 @@ type Authenticator struct {
 	keys     *keySource // nil: tokens are not taken
 	parser   *jwt.Parser
 	services [][]byte // the raw certificates of the cluster's CA
+	verified tokenCache
+}
+
+// Bounds of the verified-token cache: a token is checked once, then its
+// principal is remembered until it expires, at most tokenCacheTTL (so a
+// key removed from the JWKS stops its tokens within that), for at most
+// tokenCacheMax tokens (a full cache is emptied).
+const (
+	tokenCacheTTL = time.Minute
+	tokenCacheMax = 10_000
+)
+
+// tokenCache maps a token's SHA-256 to its principal and the time it
+// stops being good.
+type tokenCache struct {
+	// mu guards m. Leaf lock.
+	mu sync.Mutex
+	m  map[[32]byte]cachedToken
+}
+
+type cachedToken struct {
+	p     Principal
+	until time.Time
+}
+
+func (c *tokenCache) get(k [32]byte, now time.Time) (Principal, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[k]
+	if !ok || !now.Before(e.until) {
+		return Principal{}, false
+	}
+	return e.p, true
+}
+
+func (c *tokenCache) put(k [32]byte, e cachedToken) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= tokenCacheMax {
+		c.m = make(map[[32]byte]cachedToken)
+	}
+	c.m[k] = e
 }
 
 // New loads the JWKS and the service CA, failing if they do not load.
@@ -192,6 +236,11 @@ func (a *Authenticator) verifyToken(ctx context.Context, raw string) (Principal,
 	if len(raw) > MaxTokenBytes {
 		return Principal{}, refused("bearer token of %d bytes; at most %d", len(raw), MaxTokenBytes)
 	}
+	sum := sha256.Sum256([]byte(raw))
+	now := a.cfg.Now()
+	if p, ok := a.verified.get(sum, now); ok {
+		return p, nil
+	}
 	var keyErr error
 	tok, err := a.parser.Parse(raw, func(t *jwt.Token) (any, error) {
 		kid, _ := t.Header["kid"].(string)
@@ -224,7 +273,13 @@ func (a *Authenticator) verifyToken(ctx context.Context, raw string) (Principal,
 	if !catalog.ValidPrincipalName(name) {
 		return Principal{}, refused("token's %q claim is not a principal name (1..%d of A-Z a-z 0-9 . _ @ : / + = -)", a.cfg.PrincipalClaim, catalog.MaxPrincipalNameLength)
 	}
-	return Principal{Kind: User, Name: name, Via: "jwt"}, nil
+	p := Principal{Kind: User, Name: name, Via: "jwt"}
+	until := now.Add(tokenCacheTTL)
+	if exp, err := claims.GetExpirationTime(); err == nil && exp != nil && exp.Add(a.cfg.Leeway).Before(until) {
+		until = exp.Add(a.cfg.Leeway)
+	}
+	a.verified.put(sum, cachedToken{p: p, until: until})
+	return p, nil
 }
 
 // tokenError says what was wrong with a token in words a user can act on.
