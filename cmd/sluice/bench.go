@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -17,6 +18,7 @@ import (
 	"github.com/sluicemq/sluice/harness/loadgen/kafkadriver"
 	"github.com/sluicemq/sluice/harness/loadgen/memdriver"
 	"github.com/sluicemq/sluice/harness/loadgen/sluicedriver"
+	"github.com/sluicemq/sluice/internal/tlsconf"
 )
 
 // benchFlags are `sluice bench`'s flags.
@@ -28,6 +30,7 @@ type benchFlags struct {
 	sluiceSlowBatch             time.Duration
 	sluicePerRecord             bool
 	sluiceSchema                string
+	sluiceTLSCA, sluiceToken    string
 	workload, out, label        string
 	serverPIDs                  string
 	rate, recoveryRate          float64
@@ -39,8 +42,10 @@ type benchFlags struct {
 	kafkaCompression            string
 	kafkaTopicConfigs           kvFlag
 
-	// By check: the parsed --server-pids, and which overrides were given.
+	// By check: the parsed --server-pids, the client TLS configuration of
+	// --sluice-tls-ca (nil: cleartext), and which overrides were given.
 	servers                                     []loadgen.ServerProcess
+	sluiceTLS                                   *tls.Config
 	setRate, setRecovery, setTestDur, setWarmup bool
 }
 
@@ -80,6 +85,8 @@ Kafka for them: localstack/kafka.sh up.`,
 	fs.DurationVar(&f.sluiceSlowBatch, "sluice-slow-batch", 0, "sluice: log produce batches acknowledged later than this after their first record (at most one line a second), with when they were sent (0: off)")
 	fs.BoolVar(&f.sluicePerRecord, "sluice-per-record", false, "sluice: consumers ask for one message per record (as browsers do) instead of the stored record batches")
 	fs.StringVar(&f.sluiceSchema, "sluice-schema", "", "sluice: \"avro\" validates every value at produce: registers an Avro schema under <topic>-value, creates the topics with schema.subject, and sends each value as one datum of it in Confluent's wire format, the message size in total (default: no schema)")
+	fs.StringVar(&f.sluiceTLSCA, "sluice-tls-ca", "", "sluice: CA certificates (PEM) that sign the server's certificate: every client connects over TLS (https; a HOST:PORT address is https) (default: cleartext HTTP/2)")
+	fs.StringVar(&f.sluiceToken, "sluice-token", "", "sluice: bearer token (a JWT) sent on every call, producers', consumers' and admin's, for a server with --auth required; only over TLS or to loopback (default: none)")
 	fs.StringVar(&f.workload, "workload", "", "workload YAML file, e.g. bench/workloads/s1.yaml (required)")
 	fs.StringVar(&f.out, "out", "", "directory for results.json and results.md (created; required)")
 	fs.StringVar(&f.label, "label", "", "name of this run in the tables (default \"<driver> <workload name>\")")
@@ -133,6 +140,22 @@ func (f *benchFlags) check(fs *pflag.FlagSet) error {
 	}
 	if f.sluiceSchema != "" {
 		c.oneOf("sluice-schema", f.sluiceSchema, sluicedriver.SchemaAvro)
+	}
+	f.sluiceTLS = nil
+	if f.sluiceTLSCA != "" {
+		cfg, err := tlsconf.Client{CAFile: f.sluiceTLSCA}.Config()
+		if err != nil {
+			c.badf("--sluice-tls-ca: %v", err)
+		} else {
+			f.sluiceTLS = cfg
+		}
+	}
+	if f.sluiceTLS != nil || f.sluiceToken != "" {
+		// What the driver will check at its start, reported with the
+		// other flags: the token's transport, cleartext addresses.
+		if err := f.sluiceConfig().Validate(); err != nil {
+			c.badf("--sluice-tls-ca/--sluice-token: %v", err)
+		}
 	}
 	if f.sluiceSlowBatch < 0 {
 		c.badf("--sluice-slow-batch %v: want 0 (off) or a positive duration", f.sluiceSlowBatch)
@@ -213,8 +236,9 @@ func runBench(ctx context.Context, f benchFlags, stdout, stderr io.Writer) error
 	case "mem":
 		drv = memdriver.New()
 	case "sluice":
-		drv, err = sluicedriver.New(sluicedriver.Config{Addr: f.sluiceAddr, FetchAddr: f.sluiceFetchAddr, PerRecord: f.sluicePerRecord,
-			Schema: f.sluiceSchema, SlowBatch: f.sluiceSlowBatch, SlowLog: stderr})
+		cfg := f.sluiceConfig()
+		cfg.SlowLog = stderr
+		drv, err = sluicedriver.New(cfg)
 		if err != nil {
 			return err
 		}
@@ -239,6 +263,13 @@ func runBench(ctx context.Context, f benchFlags, stdout, stderr io.Writer) error
 	loadgen.WriteMarkdown(stdout, res)
 	fmt.Fprintf(stderr, "[bench] done in %v; wrote %s/results.json and %s/results.md\n", time.Since(start).Round(time.Second), f.out, f.out)
 	return nil
+}
+
+// sluiceConfig is the Sluice driver's configuration from the flags (after
+// check, which loads --sluice-tls-ca). SlowLog is the caller's.
+func (f *benchFlags) sluiceConfig() sluicedriver.Config {
+	return sluicedriver.Config{Addr: f.sluiceAddr, FetchAddr: f.sluiceFetchAddr, PerRecord: f.sluicePerRecord,
+		Schema: f.sluiceSchema, SlowBatch: f.sluiceSlowBatch, TLS: f.sluiceTLS, Token: f.sluiceToken}
 }
 
 // servePprof serves net/http/pprof on addr until stop is called (which

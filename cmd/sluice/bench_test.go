@@ -65,6 +65,10 @@ func TestBenchRejectsBadInvocations(t *testing.T) {
 		{[]string{"bench", "--driver", "mem", "--workload", "/nonexistent.yaml", "--out", t.TempDir()}, 1, "nonexistent.yaml"},
 		{[]string{"bench", "--driver", "sluice", "--workload", wl, "--out", t.TempDir(), "--sluice-schema", "json"}, 2, `--sluice-schema "json": want avro`},
 		{[]string{"bench", "--driver", "sluice", "--workload", tiny, "--out", t.TempDir(), "--sluice-schema", "avro"}, 1, "messageSize 21 is too small for --sluice-schema avro (at least 22 bytes"},
+		{[]string{"bench", "--driver", "sluice", "--workload", wl, "--out", t.TempDir(), "--sluice-tls-ca", "/nonexistent/ca.pem"}, 2, "--sluice-tls-ca: "},
+		{[]string{"bench", "--driver", "sluice", "--workload", wl, "--out", t.TempDir(), "--sluice-addr", "sluice.example:7420", "--sluice-token", "t"},
+			2, "--sluice-tls-ca/--sluice-token: sluice driver: Token:"},
+		{[]string{"bench", "--driver", "sluice", "--workload", wl, "--out", t.TempDir(), "--sluice-token", "Bearer t"}, 2, "Token has white space"},
 	} {
 		var errOut bytes.Buffer
 		if code := run(context.Background(), tc.args, io.Discard, &errOut); code != tc.code || !strings.Contains(errOut.String(), tc.want) {

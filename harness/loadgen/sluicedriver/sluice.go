@@ -10,6 +10,7 @@ package sluicedriver
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -36,6 +37,17 @@ type Config struct {
 	// FetchAddr is a fetch copy's address for the consumers (empty: Addr,
 	// as with sluice dev, which serves everything on one address).
 	FetchAddr string
+	// TLS, when set, has every client (the SDK's producers and admin
+	// calls, the consumers', the schema registry's) reach the server over
+	// https with this configuration (its RootCAs check the server's
+	// certificate); a host:port address is then https. Nil: cleartext
+	// HTTP/2 (h2c), as sluice dev serves by default.
+	TLS *tls.Config
+	// Token, when set, is sent as a bearer token (Authorization: Bearer)
+	// on every call, producers', consumers' and admin's alike: a JWT for a
+	// server with --auth required. It goes only over TLS or to a loopback
+	// address.
+	Token string
 	// Linger and BatchBytes are the SDK producer's batching settings
 	// (zero: the SDK's defaults).
 	Linger     time.Duration
@@ -127,6 +139,26 @@ func (c Config) Validate() error {
 	if c.SessionTimeout != 0 && (c.SessionTimeout < time.Second || c.SessionTimeout > 300*time.Second) {
 		errs = append(errs, fmt.Errorf("sluice driver: SessionTimeout %v is outside [1s, 300s]", c.SessionTimeout))
 	}
+	if strings.ContainsAny(c.Token, " \t\r\n") {
+		errs = append(errs, errors.New("sluice driver: Token has white space (want the token alone, without \"Bearer \")"))
+	}
+	if c.TLS != nil {
+		for _, a := range []string{c.Addr, c.FetchAddr} {
+			if strings.HasPrefix(a, "http://") {
+				errs = append(errs, fmt.Errorf("sluice driver: address %s is cleartext, but TLS is set: want https:// or host:port", a))
+			}
+		}
+	}
+	if c.Token != "" {
+		for _, a := range []string{c.Addr, c.FetchAddr} {
+			if a == "" {
+				continue
+			}
+			if err := sluice.CheckTokenTransport(c.baseURL(a)); err != nil {
+				errs = append(errs, fmt.Errorf("sluice driver: Token: %w", err))
+			}
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -151,38 +183,64 @@ func New(cfg Config) (*Driver, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	c, err := sluice.NewClient(cfg.Addr)
+	c, err := sluice.NewClient(cfg.Addr, cfg.clientOptions()...)
 	if err != nil {
 		return nil, err
 	}
-	base := httpBase(cfg.Addr)
+	base := cfg.baseURL(cfg.Addr)
 	if cfg.FetchAddr != "" {
-		base = httpBase(cfg.FetchAddr)
+		base = cfg.baseURL(cfg.FetchAddr)
 	}
-	hc := h2cClient()
+	hc := h2Client(cfg.TLS)
+	copts := []connect.ClientOption{connect.WithGRPC()}
+	if tok := cfg.Token; tok != "" {
+		copts = append(copts, connect.WithInterceptors(sluice.BearerInterceptor(func(context.Context) (string, error) { return tok, nil })))
+	}
 	return &Driver{cfg: cfg, c: c, http: hc, schemaIDs: map[string]int64{},
-		schemas: sluicev1connect.NewSchemaServiceClient(hc, httpBase(cfg.Addr), connect.WithGRPC()),
-		cons: sluicev1connect.NewConsumerServiceClient(hc, base, connect.WithGRPC(), connect.WithReadMaxBytes(maxFrameBytes),
+		schemas: sluicev1connect.NewSchemaServiceClient(hc, cfg.baseURL(cfg.Addr), copts...),
+		cons: sluicev1connect.NewConsumerServiceClient(hc, base, append(copts, connect.WithReadMaxBytes(maxFrameBytes),
 			// No gzip: the producers send uncompressed (as the Kafka
 			// driver's), and gzip of the load generator's random payloads
 			// costs the server CPU for nothing.
-			connect.WithAcceptCompression("gzip", nil, nil))}, nil
+			connect.WithAcceptCompression("gzip", nil, nil))...)}, nil
 }
 
-func httpBase(addr string) string {
-	if !strings.Contains(addr, "://") {
-		return "http://" + addr
+// clientOptions are the SDK client's options: TLS and the token.
+func (c Config) clientOptions() []sluice.ClientOption {
+	var opts []sluice.ClientOption
+	if c.TLS != nil {
+		opts = append(opts, sluice.WithTLS(c.TLS))
 	}
-	return addr
+	if c.Token != "" {
+		opts = append(opts, sluice.WithToken(c.Token))
+	}
+	return opts
 }
 
-// h2cClient speaks cleartext HTTP/2 (gRPC needs HTTP/2), as the SDK's
-// default client does; every consumer of the driver shares its connection.
-func h2cClient() *http.Client {
+// baseURL is addr as a URL: a host:port is https with TLS, else http
+// (as the SDK's NewClient reads it).
+func (c Config) baseURL(addr string) string {
+	if strings.Contains(addr, "://") {
+		return addr
+	}
+	if c.TLS != nil {
+		return "https://" + addr
+	}
+	return "http://" + addr
+}
+
+// h2Client speaks HTTP/2 (gRPC needs it): over TLS with cfg for https://
+// addresses, cleartext (h2c) for http://, as the SDK's default client
+// does; every consumer of the driver shares its connection.
+func h2Client(cfg *tls.Config) *http.Client {
 	var p http.Protocols
 	p.SetHTTP2(true)
 	p.SetUnencryptedHTTP2(true)
+	if cfg != nil {
+		cfg = cfg.Clone()
+	}
 	return &http.Client{Transport: &http.Transport{
+		TLSClientConfig:     cfg,
 		Protocols:           &p,
 		MaxIdleConnsPerHost: 4,
 		IdleConnTimeout:     90 * time.Second,
@@ -279,6 +337,14 @@ func (d *Driver) Describe(ctx context.Context, topic string) (map[string]string,
 		"consumer.credits":   fmt.Sprintf("%d records / %d bytes, returned at half", d.cfg.CreditRecords, d.cfg.CreditBytes),
 		"consumer.commit":    "every " + d.cfg.CommitInterval.String() + ", with lease epochs",
 		"topic.partitions":   strconv.Itoa(len(t.GetPartitions())),
+	}
+	if d.cfg.TLS != nil {
+		out["client.transport"] = "TLS (https, HTTP/2), the server's certificate checked"
+	} else {
+		out["client.transport"] = "cleartext HTTP/2 (h2c)"
+	}
+	if d.cfg.Token != "" {
+		out["client.auth"] = "bearer token (Authorization: Bearer) on every call"
 	}
 	if d.cfg.TxnSize > 0 {
 		out["producer.transactions"] = fmt.Sprintf("a transaction every %d messages (TransactionalProducer: flush, EndTxn)", d.cfg.TxnSize)
