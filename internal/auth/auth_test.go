@@ -191,9 +191,18 @@ func TestMiddlewareHTTP(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := a.Middleware(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("served")) }))
-	for path, want := range map[string]int{"/registry/subjects": 401, "/metrics": 401, auth.HealthPrefix + "Check": 200} {
+	for _, c := range []struct {
+		method, path string
+		want         int
+	}{
+		{http.MethodGet, "/registry/subjects", 401},
+		{http.MethodGet, "/metrics", 401},
+		{http.MethodOptions, "/metrics", 401}, // any method: a handler that ignores it must not leak
+		{http.MethodPost, auth.HealthPrefix + "Check", 200},
+	} {
+		path, want := c.path, c.want
 		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		h.ServeHTTP(rec, httptest.NewRequest(c.method, path, nil))
 		if rec.Code != want {
 			t.Errorf("%s: %d; want %d (%s)", path, rec.Code, want, rec.Body)
 		}

@@ -338,14 +338,15 @@ func (a *Authenticator) certPrincipal(chains [][]*x509.Certificate) (Principal, 
 // HealthPrefix is the path of the health service, which stays open.
 const HealthPrefix = "/grpc.health.v1.Health/"
 
-// Middleware authenticates every request but the health check and CORS
-// preflights: the principal rides in the request's context; a refused
+// Middleware authenticates every request but the health check (CORS
+// preflights are answered by the CORS handler in front of it, and never
+// reach it): the principal rides in the request's context; a refused
 // request gets Unauthenticated in its protocol (Connect, gRPC, gRPC-web)
 // or HTTP 401 with a JSON body (the REST registry, /metrics).
 func (a *Authenticator) Middleware(next http.Handler) http.Handler {
 	ew := connect.NewErrorWriter(connect.WithRequireConnectProtocolHeader()) // plain HTTP (REST, /metrics) gets its own body
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasPrefix(r.URL.Path, HealthPrefix) || r.Method == http.MethodOptions {
+		if strings.HasPrefix(r.URL.Path, HealthPrefix) {
 			next.ServeHTTP(w, r)
 			return
 		}

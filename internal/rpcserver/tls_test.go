@@ -151,3 +151,45 @@ func TestHandshakeErrorsAreLoggedOnce(t *testing.T) {
 		t.Fatalf("the handshake error is not a structured line:\n%s", logs.String())
 	}
 }
+
+// With authentication in front of the handlers, a browser's CORS
+// preflight is still answered (the CORS handler answers it before
+// authentication) and offers the Authorization header; the call itself
+// without credentials is refused.
+func TestPreflightBeforeAuthentication(t *testing.T) {
+	refuse := func(http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusUnauthorized) })
+	}
+	const origin = "https://app.example"
+	base, _ := start(t, rpcserver.Config{CORSOrigins: []string{origin}, Authenticate: refuse})
+	pre, err := http.NewRequest(http.MethodOptions, base+"/sluice.v1.AdminService/ListTopics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pre.Header.Set("Origin", origin)
+	pre.Header.Set("Access-Control-Request-Method", "POST")
+	pre.Header.Set("Access-Control-Request-Headers", "authorization,connect-protocol-version,content-type") // lowercased and sorted, as browsers send it
+	resp, err := http.DefaultClient.Do(pre)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode >= 300 || resp.Header.Get("Access-Control-Allow-Origin") != origin ||
+		!strings.Contains(strings.ToLower(resp.Header.Get("Access-Control-Allow-Headers")), "authorization") {
+		t.Fatalf("preflight: %s, allow-origin %q, allow-headers %q", resp.Status, resp.Header.Get("Access-Control-Allow-Origin"), resp.Header.Get("Access-Control-Allow-Headers"))
+	}
+	call, err := http.NewRequest(http.MethodPost, base+"/sluice.v1.AdminService/ListTopics", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	call.Header.Set("Origin", origin)
+	call.Header.Set("Content-Type", "application/json")
+	resp, err = http.DefaultClient.Do(call)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("the call without credentials: %s; want 401", resp.Status)
+	}
+}
