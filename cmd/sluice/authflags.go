@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -52,6 +53,9 @@ func (f *authFlags) check(c *flagCheck, tls *tlsFlags, peers bool) {
 	case "", "none", "required":
 	default:
 		c.badf("--auth %q: want none or required", f.mode)
+	}
+	if u, err := url.Parse(f.jwks); err == nil && u.Scheme == "http" && !isLoopback(u.Hostname()) {
+		c.badf("--auth-jwks %s: fetch token keys over https (anyone on the path could swap them); http is for loopback only", f.jwks)
 	}
 	if f.jwks != "" && (f.issuer == "" || f.audience == "") {
 		c.badf("--auth-jwks needs --auth-issuer and --auth-audience: a token must be meant for this cluster")

@@ -107,6 +107,8 @@ func TestUsageErrorsNameTheFlag(t *testing.T) {
 		{[]string{"bookie", "--dir", dir, "--addr", "10.0.0.5:3181"}, []string{"--addr 10.0.0.5:3181 is not a loopback address, and this bookie has no mTLS"}},
 		{[]string{"ingest", "--catalog-table", "t", "--auth", "required", "--auth-jwks", "j.json"},
 			[]string{"--auth-jwks needs --auth-issuer and --auth-audience", "--auth required needs --tls-cert, --tls-key and --tls-ca"}},
+		{[]string{"dev", "--data-dir", dir, "--auth-jwks", "http://idp.example/jwks.json", "--auth-issuer", "i", "--auth-audience", "a"},
+			[]string{"--auth-jwks http://idp.example/jwks.json: fetch token keys over https"}},
 		{[]string{"dev", "--data-dir", dir, "--super-users", "User:a", "--authorization", "rbac"},
 			[]string{`--authorization "rbac": want none or acl`}},
 		{[]string{"dev", "--data-dir", dir, "--authorization", "acl", "--super-users", "admin"},
