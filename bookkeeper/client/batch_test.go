@@ -10,6 +10,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/sluicemq/sluice/internal/rpcclient"
 	"github.com/sluicemq/sluice/pkg/catalog"
 	bookiev1 "github.com/sluicemq/sluice/pkg/gen/sluice/bookie/v1"
 	"github.com/sluicemq/sluice/pkg/gen/sluice/bookie/v1/bookiev1connect"
@@ -118,8 +119,9 @@ func (c recordingConn) Receive(m any) error {
 // gatedDial holds every bookie's identity check (the first thing a
 // stream's sender does) until gate closes, so adds queue up meanwhile.
 func gatedDial(t testing.TB, gate chan struct{}) func(string) bookiev1connect.BookieServiceClient {
-	hc, tr := defaultHTTPClient(nil)
-	t.Cleanup(tr.CloseIdleConnections)
+	peers := rpcclient.New(nil)
+	t.Cleanup(peers.Close)
+	hc := peers.HTTP
 	dial := grpcDialer(hc, false, 8<<20)
 	return func(addr string) bookiev1connect.BookieServiceClient { return gatedClient{dial(addr), gate} }
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/sluicemq/sluice/internal/rpcclient"
 	"github.com/sluicemq/sluice/pkg/catalog"
 )
 
@@ -26,9 +27,10 @@ type Client struct {
 	// exits) and public calls in progress.
 	wg sync.WaitGroup
 
-	// transport is the default HTTP client's, closed by Close; nil when the
-	// caller supplied HTTPClient or Dial.
-	transport *http.Transport
+	// ownHTTP is the HTTP client New made (internal/rpcclient's, as every
+	// Sluice process uses to reach its peers), its idle connections closed
+	// by Close; nil when the caller supplied HTTPClient or Dial.
+	ownHTTP *http.Client
 
 	bookies *registry
 
@@ -61,9 +63,9 @@ func New(cfg Config) (*Client, error) {
 	if dial == nil {
 		hc := cfg.HTTPClient
 		if hc == nil {
-			var h *http.Client
-			h, c.transport = defaultHTTPClient(cfg.TLS)
-			hc = h
+			peers := rpcclient.New(cfg.TLS)
+			c.ownHTTP = peers.HTTP
+			hc = peers.HTTP
 		}
 		dial = grpcDialer(hc, cfg.TLS != nil, cfg.MaxEntryBytes+rpcOverhead)
 	}
@@ -89,8 +91,8 @@ func (c *Client) Close() error {
 	c.mu.Unlock()
 	c.cancel(ErrClientClosed)
 	c.wg.Wait()
-	if c.transport != nil {
-		c.transport.CloseIdleConnections()
+	if c.ownHTTP != nil {
+		c.ownHTTP.CloseIdleConnections()
 	}
 	return nil
 }

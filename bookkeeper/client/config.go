@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"time"
 
 	"connectrpc.com/connect"
@@ -319,19 +318,4 @@ func (c Config) backoff(n int) time.Duration {
 		d *= 2
 	}
 	return min(d, c.RetryBackoff*maxBackoffFactor)
-}
-
-// defaultHTTPClient speaks HTTP/2 only — AddEntries is a bidi stream,
-// which HTTP/1.1 cannot carry — over TLS with cfg, cleartext without.
-func defaultHTTPClient(cfg *tls.Config) (*http.Client, *http.Transport) {
-	var p http.Protocols
-	tr := &http.Transport{MaxIdleConnsPerHost: 4, IdleConnTimeout: 90 * time.Second}
-	if cfg != nil {
-		p.SetHTTP2(true)
-		tr.TLSClientConfig = cfg.Clone()
-	} else {
-		p.SetUnencryptedHTTP2(true)
-	}
-	tr.Protocols = &p
-	return &http.Client{Transport: tr}, tr
 }

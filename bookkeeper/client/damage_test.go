@@ -9,6 +9,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/sluicemq/sluice/internal/rpcclient"
 	"github.com/sluicemq/sluice/pkg/catalog"
 	bookiev1 "github.com/sluicemq/sluice/pkg/gen/sluice/bookie/v1"
 	"github.com/sluicemq/sluice/pkg/gen/sluice/bookie/v1/bookiev1connect"
@@ -31,8 +32,9 @@ func TestReadersMarkDamagedCopies(t *testing.T) {
 	// meets the bad copy first.
 	corrupt := new(atomic.Bool)
 	corrupt.Store(true)
-	hc, tr := defaultHTTPClient(nil)
-	t.Cleanup(tr.CloseIdleConnections)
+	peers := rpcclient.New(nil)
+	t.Cleanup(peers.Close)
+	hc := peers.HTTP
 	b1 := cl.bookies["b1"].addr
 	dial := func(cfg *Config) {
 		cfg.Dial = func(addr string) bookiev1connect.BookieServiceClient {

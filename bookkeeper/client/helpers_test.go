@@ -18,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sluicemq/sluice/bookkeeper/bookie"
+	"github.com/sluicemq/sluice/internal/rpcclient"
 	"github.com/sluicemq/sluice/pkg/catalog"
 	"github.com/sluicemq/sluice/pkg/catalog/embedded"
 	bookiev1 "github.com/sluicemq/sluice/pkg/gen/sluice/bookie/v1"
@@ -184,8 +185,9 @@ func (c *cluster) rpc(t testing.TB, id string) bookiev1connect.BookieServiceClie
 	c.mu.Lock()
 	addr := c.bookies[id].addr
 	c.mu.Unlock()
-	hc, tr := defaultHTTPClient(nil)
-	t.Cleanup(tr.CloseIdleConnections)
+	peers := rpcclient.New(nil)
+	t.Cleanup(peers.Close)
+	hc := peers.HTTP
 	return grpcDialer(hc, false, 8<<20)(addr)
 }
 

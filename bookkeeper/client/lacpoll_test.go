@@ -12,6 +12,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/sluicemq/sluice/internal/rpcclient"
 	"github.com/sluicemq/sluice/pkg/catalog"
 	bookiev1 "github.com/sluicemq/sluice/pkg/gen/sluice/bookie/v1"
 	"github.com/sluicemq/sluice/pkg/gen/sluice/bookie/v1/bookiev1connect"
@@ -27,8 +28,9 @@ type lacSpy struct {
 }
 
 func (s *lacSpy) dial(t testing.TB) func(string) bookiev1connect.BookieServiceClient {
-	hc, tr := defaultHTTPClient(nil)
-	t.Cleanup(tr.CloseIdleConnections)
+	peers := rpcclient.New(nil)
+	t.Cleanup(peers.Close)
+	hc := peers.HTTP
 	return func(addr string) bookiev1connect.BookieServiceClient {
 		spy := spyInterceptor{s: s, addr: addr}
 		return bookiev1connect.NewBookieServiceClient(hc, "http://"+addr, connect.WithGRPC(), connect.WithInterceptors(spy))

@@ -12,6 +12,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/sluicemq/sluice/bookkeeper/ledger"
+	"github.com/sluicemq/sluice/internal/rpcclient"
 	"github.com/sluicemq/sluice/pkg/catalog"
 	bookiev1 "github.com/sluicemq/sluice/pkg/gen/sluice/bookie/v1"
 	"github.com/sluicemq/sluice/pkg/gen/sluice/bookie/v1/bookiev1connect"
@@ -169,8 +170,9 @@ func TestChecksumMismatch(t *testing.T) {
 		corrupt[cl.bookies[b].addr] = new(atomic.Bool)
 	}
 	corrupt[cl.bookies["b1"].addr].Store(true)
-	hc, tr := defaultHTTPClient(nil)
-	t.Cleanup(tr.CloseIdleConnections)
+	peers := rpcclient.New(nil)
+	t.Cleanup(peers.Close)
+	hc := peers.HTTP
 	rc := cl.client(t, func(cfg *Config) {
 		cfg.SpeculativeReadTimeout = time.Minute // every read waits for its first replica
 		cfg.Dial = func(addr string) bookiev1connect.BookieServiceClient {
@@ -220,8 +222,9 @@ func TestSpeculativeRead(t *testing.T) {
 	cl := newCluster(t, 3)
 	id := closedLedger(t, cl.client(t), 8)
 	slow := cl.bookies["b1"].addr // the first replica of entries 0..ReadRun-1 (ledger.Schedule.ReadOrder)
-	hc, tr := defaultHTTPClient(nil)
-	t.Cleanup(tr.CloseIdleConnections)
+	peers := rpcclient.New(nil)
+	t.Cleanup(peers.Close)
+	hc := peers.HTTP
 	rc := cl.client(t, func(cfg *Config) {
 		cfg.ReadTimeout = time.Minute
 		cfg.SpeculativeReadTimeout = 10 * time.Millisecond
@@ -266,8 +269,9 @@ func TestRangeReads(t *testing.T) {
 		t.Fatalf("%d ReadEntries calls for 100 entries; want range reads (at most 10)", s.ReadsSent)
 	}
 
-	hc, tr := defaultHTTPClient(nil)
-	t.Cleanup(tr.CloseIdleConnections)
+	peers := rpcclient.New(nil)
+	t.Cleanup(peers.Close)
+	hc := peers.HTTP
 	lacking := cl.bookies["b1"].addr // the first replica of entries 0..63
 	gc := cl.client(t, func(cfg *Config) {
 		cfg.SpeculativeReadTimeout = time.Minute // only the gap may send a read elsewhere
