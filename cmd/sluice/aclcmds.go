@@ -42,6 +42,20 @@ type aclFlags struct {
 	ops    []catalog.Operation
 }
 
+// attach gives cmd the ACL flags (those of an added rule when adding, a
+// selection's otherwise), refuses arguments, and checks the flags before
+// the command runs.
+func (f *aclFlags) attach(cmd *cobra.Command, adding bool) *cobra.Command {
+	cmd.Args = noArgs
+	cmd.PreRunE = func(cmd *cobra.Command, _ []string) error {
+		var c flagCheck
+		f.check(&c, cmd, adding)
+		return c.err()
+	}
+	f.register(cmd, adding)
+	return cmd
+}
+
 func (f *aclFlags) register(cmd *cobra.Command, adding bool) {
 	fs := cmd.Flags()
 	f.ep.register(fs)
@@ -157,12 +171,6 @@ func newACLAddCmd() *cobra.Command {
   sluice acl add --principal User:etl --topic logs. --prefix --operation consume
   sluice acl add --principal User:etl --group etl --operation consume,commit
   sluice acl add --principal User:mallory --topic '*' --operation all --deny`,
-		Args: noArgs,
-		PreRunE: func(cmd *cobra.Command, _ []string) error {
-			var c flagCheck
-			f.check(&c, cmd, true)
-			return c.err()
-		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			acls := f.acls()
 			if _, err := f.ep.admin().CreateAcls(cmd.Context(), connect.NewRequest(&sluicev1.CreateAclsRequest{Acls: acls})); err != nil {
@@ -174,8 +182,7 @@ func newACLAddCmd() *cobra.Command {
 			return nil
 		},
 	}
-	f.register(cmd, true)
-	return cmd
+	return f.attach(cmd, true)
 }
 
 func newACLRemoveCmd() *cobra.Command {
@@ -186,12 +193,6 @@ func newACLRemoveCmd() *cobra.Command {
 		Long:  "Removes every ACL that the selection picks: each flag given must match, flags not given match anything.",
 		Example: `  sluice acl remove --principal User:alice
   sluice acl remove --principal User:etl --topic logs. --prefix --operation consume`,
-		Args: noArgs,
-		PreRunE: func(cmd *cobra.Command, _ []string) error {
-			var c flagCheck
-			f.check(&c, cmd, false)
-			return c.err()
-		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			resp, err := f.ep.admin().DeleteAcls(cmd.Context(), connect.NewRequest(&sluicev1.DeleteAclsRequest{Filter: f.filterMsg(), All: f.all}))
 			if err != nil {
@@ -204,8 +205,7 @@ func newACLRemoveCmd() *cobra.Command {
 			return nil
 		},
 	}
-	f.register(cmd, false)
-	return cmd
+	return f.attach(cmd, false)
 }
 
 func newACLListCmd() *cobra.Command {
@@ -213,18 +213,11 @@ func newACLListCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "list [selection]",
 		Short: "print the access rules (all, or those a selection picks)",
-		Args:  noArgs,
-		PreRunE: func(cmd *cobra.Command, _ []string) error {
-			var c flagCheck
-			f.check(&c, cmd, false)
-			return c.err()
-		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return aclList(cmd.Context(), f, cmd.OutOrStdout())
 		},
 	}
-	f.register(cmd, false)
-	return cmd
+	return f.attach(cmd, false)
 }
 
 func aclList(ctx context.Context, f aclFlags, out io.Writer) error {
