@@ -59,24 +59,7 @@ func TestIntegrationTLSCluster(t *testing.T) {
 		AWSEndpoint: testenv.AWSEndpoint(t), Cassandra: testenv.Cassandra(t),
 		TLS: &TLS{CAFile: caFile, CertFile: nodeCert, KeyFile: nodeKey, ClientCAFile: usersFile},
 	}
-	st, err := Up(ctx, cfg, Options{Bin: bin})
-	t.Cleanup(func() {
-		if err := Wipe(context.Background(), cfg.Dir, 10*time.Second); err != nil {
-			t.Errorf("wipe the cluster: %v", err)
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	addrOf := func(name string) string {
-		for _, r := range st.Procs {
-			if r.Name == name {
-				return r.Addr
-			}
-		}
-		t.Fatalf("no process %s", name)
-		return ""
-	}
+	_, addrOf := upForTest(ctx, t, cfg, bin)
 	ingest1, ingest2, fetch1, bookie1 := addrOf("ingest-1"), addrOf("ingest-2"), addrOf("fetch-1"), addrOf("bookie-1")
 
 	run := func(stdin string, args ...string) (string, error) {
@@ -208,24 +191,7 @@ func TestIntegrationSecureCluster(t *testing.T) {
 		TLS:   &TLS{CAFile: caFile, CertFile: nodeCert, KeyFile: nodeKey, ClientAuth: "request"},
 		Extra: map[string][]string{RoleIngest: secured, RoleFetch: secured},
 	}
-	st, err := Up(ctx, cfg, Options{Bin: bin})
-	t.Cleanup(func() {
-		if err := Wipe(context.Background(), cfg.Dir, 10*time.Second); err != nil {
-			t.Errorf("wipe the cluster: %v", err)
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	addrOf := func(name string) string {
-		for _, r := range st.Procs {
-			if r.Name == name {
-				return r.Addr
-			}
-		}
-		t.Fatalf("no process %s", name)
-		return ""
-	}
+	st, addrOf := upForTest(ctx, t, cfg, bin)
 	ingest1, ingest2, fetch1 := addrOf("ingest-1"), addrOf("ingest-2"), addrOf("fetch-1")
 	admin, alice, bob := idp.Token(t, "admin"), idp.Token(t, "alice"), idp.Token(t, "bob")
 	run := func(stdin, token string, args ...string) (string, error) {
@@ -344,5 +310,31 @@ func TestIntegrationSecureCluster(t *testing.T) {
 				t.Fatalf("%s logged a token", r.Name)
 			}
 		}
+	}
+}
+
+// upForTest starts the cluster cfg describes with the binary bin, wipes it
+// when the test ends, and returns the address of a named process
+// ("ingest-1").
+func upForTest(ctx context.Context, t *testing.T, cfg Config, bin string) (State, func(name string) string) {
+	t.Helper()
+	st, err := Up(ctx, cfg, Options{Bin: bin})
+	t.Cleanup(func() {
+		if err := Wipe(context.Background(), cfg.Dir, 10*time.Second); err != nil {
+			t.Errorf("wipe the cluster: %v", err)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, func(name string) string {
+		t.Helper()
+		for _, r := range st.Procs {
+			if r.Name == name {
+				return r.Addr
+			}
+		}
+		t.Fatalf("no process %s", name)
+		return ""
 	}
 }
