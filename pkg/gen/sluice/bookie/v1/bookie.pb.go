@@ -229,7 +229,14 @@ type Add struct {
 	Crc32C uint32 `protobuf:"fixed32,4,opt,name=crc32c,proto3" json:"crc32c,omitempty"`
 	// Recovery add: allowed on a fenced ledger (re-replication by the
 	// recovering writer only).
-	Recovery      bool `protobuf:"varint,5,opt,name=recovery,proto3" json:"recovery,omitempty"`
+	Recovery bool `protobuf:"varint,5,opt,name=recovery,proto3" json:"recovery,omitempty"`
+	// The client's add span, when the add is traced (sampled): W3C trace
+	// context in binary, 25 bytes — trace id (16), span id (8), trace
+	// flags (1). The bookie's span for the add's journal commit is its
+	// child. Per add, not in request headers: one AddEntries stream carries
+	// the adds of every ledger of a client, for minutes. Empty otherwise; a
+	// malformed one is ignored.
+	TraceContext  []byte `protobuf:"bytes,6,opt,name=trace_context,json=traceContext,proto3" json:"trace_context,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -297,6 +304,13 @@ func (x *Add) GetRecovery() bool {
 		return x.Recovery
 	}
 	return false
+}
+
+func (x *Add) GetTraceContext() []byte {
+	if x != nil {
+		return x.TraceContext
+	}
+	return nil
 }
 
 // AddEntriesResponse carries results of adds, grouped by ledger, in the
@@ -1728,13 +1742,14 @@ const file_sluice_bookie_v1_bookie_proto_rawDesc = "" +
 	"master_key\x18\x02 \x01(\fR\tmasterKey\x12)\n" +
 	"\x04adds\x18\x03 \x03(\v2\x15.sluice.bookie.v1.AddR\x04adds\x12\x15\n" +
 	"\x03lac\x18\x04 \x01(\x03H\x00R\x03lac\x88\x01\x01B\x06\n" +
-	"\x04_lac\"\x80\x01\n" +
+	"\x04_lac\"\xa5\x01\n" +
 	"\x03Add\x12\x19\n" +
 	"\bentry_id\x18\x01 \x01(\x03R\aentryId\x12\x10\n" +
 	"\x03lac\x18\x02 \x01(\x03R\x03lac\x12\x18\n" +
 	"\apayload\x18\x03 \x01(\fR\apayload\x12\x16\n" +
 	"\x06crc32c\x18\x04 \x01(\aR\x06crc32c\x12\x1a\n" +
-	"\brecovery\x18\x05 \x01(\bR\brecovery\"{\n" +
+	"\brecovery\x18\x05 \x01(\bR\brecovery\x12#\n" +
+	"\rtrace_context\x18\x06 \x01(\fR\ftraceContext\"{\n" +
 	"\x12AddEntriesResponse\x129\n" +
 	"\aledgers\x18\x06 \x03(\v2\x1f.sluice.bookie.v1.LedgerResultsR\aledgersJ\x04\b\x01\x10\x06R\bentry_idR\x06statusR\tledger_idR\aresults\"c\n" +
 	"\rLedgerResults\x12\x1b\n" +
