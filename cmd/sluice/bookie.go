@@ -138,11 +138,11 @@ func (f *bookieFlags) config() bookie.Config {
 }
 
 func runBookie(ctx context.Context, f bookieFlags, stdout, stderr io.Writer) error {
-	tel, err := telemetry.New(telemetry.Config{Service: "bookie", Format: f.logFormat, Output: stderr})
+	tel, err := telemetry.New(telemetry.Config{Service: "bookie", Format: f.logFormat, Output: stderr, TracesFromEnv: true})
 	if err != nil {
 		return err
 	}
-	defer func() { _ = tel.Shutdown(context.Background()) }()
+	defer shutdownTelemetry(tel)
 
 	cfg := f.config()
 	cfg.Logger = tel.Logger

@@ -142,11 +142,11 @@ func (f *compactorFlags) config() compactor.Config {
 }
 
 func runCompactor(ctx context.Context, f compactorFlags, stdout, stderr io.Writer) error {
-	tel, err := telemetry.New(telemetry.Config{Service: "compactor", Format: f.logFormat, Output: stderr})
+	tel, err := telemetry.New(telemetry.Config{Service: "compactor", Format: f.logFormat, Output: stderr, TracesFromEnv: true})
 	if err != nil {
 		return err
 	}
-	defer func() { _ = tel.Shutdown(context.Background()) }()
+	defer shutdownTelemetry(tel)
 	cat, err := dynamoCatalog(ctx, f.table, false)
 	if err != nil {
 		return err

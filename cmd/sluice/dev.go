@@ -76,11 +76,11 @@ func (f *devFlags) check() error {
 }
 
 func runDev(ctx context.Context, f devFlags, stdout, stderr io.Writer) error {
-	tel, err := telemetry.New(telemetry.Config{Service: "dev", Format: f.logFormat, Output: stderr})
+	tel, err := telemetry.New(telemetry.Config{Service: "dev", Format: f.logFormat, Output: stderr, TracesFromEnv: true})
 	if err != nil {
 		return err
 	}
-	defer func() { _ = tel.Shutdown(context.Background()) }()
+	defer shutdownTelemetry(tel)
 
 	lambda, err := f.triggers.invoker(ctx)
 	if err != nil {

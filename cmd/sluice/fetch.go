@@ -116,11 +116,11 @@ func (f *fetchFlags) config() fetch.Config {
 }
 
 func runFetch(ctx context.Context, f fetchFlags, stdout, stderr io.Writer) error {
-	tel, err := telemetry.New(telemetry.Config{Service: "fetch", Format: f.logFormat, Output: stderr})
+	tel, err := telemetry.New(telemetry.Config{Service: "fetch", Format: f.logFormat, Output: stderr, TracesFromEnv: true})
 	if err != nil {
 		return err
 	}
-	defer func() { _ = tel.Shutdown(context.Background()) }()
+	defer shutdownTelemetry(tel)
 	cat, err := dynamoCatalog(ctx, f.table, false)
 	if err != nil {
 		return err

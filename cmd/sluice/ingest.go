@@ -105,11 +105,11 @@ func (f *ingestFlags) config() ingest.Config {
 }
 
 func runIngest(ctx context.Context, f ingestFlags, stdout, stderr io.Writer) error {
-	tel, err := telemetry.New(telemetry.Config{Service: "ingest", Format: f.logFormat, Output: stderr})
+	tel, err := telemetry.New(telemetry.Config{Service: "ingest", Format: f.logFormat, Output: stderr, TracesFromEnv: true})
 	if err != nil {
 		return err
 	}
-	defer func() { _ = tel.Shutdown(context.Background()) }()
+	defer shutdownTelemetry(tel)
 
 	cat, err := dynamoCatalog(ctx, f.table, f.createTable)
 	if err != nil {
