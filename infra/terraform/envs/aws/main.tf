@@ -1,12 +1,19 @@
-# Sluice on real AWS.
+# Sluice on real AWS: every module of ../../modules, wired together.
 #
-# Today this environment holds the storage tier only (segment bucket + catalog table).
-# The services — ingest, fetch and compactor on ECS, the compactor's scheduled Lambda
-# function, bookies, and their IAM roles — will be added here as they land. Cassandra is
-# provisioned separately (see modules/sluice-storage).
+#   storage        S3 segment bucket, DynamoDB catalog table
+#   metadata       Amazon Keyspaces keyspace and tables (or a self-managed Cassandra)
+#   bookies        EC2 Auto Scaling group on NVMe instance storage, one bookie per instance
+#   services       ingest and fetch on ECS Fargate behind a Network Load Balancer
+#   compactor      the compactor as a scheduled Lambda function
+#   triggers       the fetch role's permission to invoke the triggers' functions
+#   observability  CloudWatch alarms, an SNS topic, a Prometheus workspace
+#
+# The network (VPC, private subnets in three zones, NAT or VPC endpoints for DynamoDB,
+# S3, ECR, CloudWatch Logs and Secrets Manager) is an input: most accounts already have
+# one. README.md walks through a deployment.
 #
 #   terraform -chdir=infra/terraform/envs/aws init
-#   terraform -chdir=infra/terraform/envs/aws plan -var bucket_name=<globally-unique-name>
+#   terraform -chdir=infra/terraform/envs/aws plan -var-file=prod.tfvars
 
 terraform {
   required_version = ">= 1.5"
@@ -44,6 +51,10 @@ provider "aws" {
   }
 }
 
+locals {
+  name = "sluice-${var.environment}"
+}
+
 module "storage" {
   source = "../../modules/sluice-storage"
 
@@ -55,22 +66,101 @@ module "storage" {
   # deletion protection on.
 }
 
-output "bucket_name" {
-  description = "Segment bucket."
-  value       = module.storage.bucket_name
+module "metadata" {
+  source = "../../modules/sluice-metadata"
+
+  name_prefix = local.name
+  # Empty: Amazon Keyspaces. Hosts: a self-managed Cassandra 4.1+, nothing created.
+  cassandra_hosts = var.cassandra_hosts
+  keyspace_name   = var.keyspace_name
 }
 
-output "bucket_arn" {
-  description = "Segment bucket ARN."
-  value       = module.storage.bucket_arn
+module "services" {
+  source = "../../modules/sluice-services"
+
+  name_prefix        = local.name
+  image              = var.image
+  vpc_id             = var.vpc_id
+  subnet_ids         = var.private_subnet_ids
+  client_cidr_blocks = var.client_cidr_blocks
+
+  # h2c inside the VPC (internal load balancer, security groups). Turn off only with TLS
+  # and authentication flags in *_extra_args (DESIGN.md 2.12).
+  insecure          = true
+  ingest_extra_args = var.ingest_extra_args
+  fetch_extra_args  = var.fetch_extra_args
+  ingest            = var.ingest
+  fetch             = var.fetch
+
+  catalog_table_name = module.storage.table_name
+  catalog_table_arn  = module.storage.table_arn
+  bucket_arn         = module.storage.bucket_arn
+  objects_url        = module.storage.objects_url
+
+  cassandra_hosts               = module.metadata.cassandra_hosts
+  keyspace                      = module.metadata.keyspace_name
+  cassandra_tls_ca_file         = module.metadata.keyspaces ? var.cassandra_tls_ca_file : ""
+  cassandra_username            = var.cassandra_username
+  cassandra_password_secret_arn = var.cassandra_password_secret_arn
 }
 
-output "table_name" {
-  description = "Catalog table."
-  value       = module.storage.table_name
+module "bookies" {
+  source = "../../modules/sluice-bookies"
+
+  name_prefix          = local.name
+  vpc_id               = var.vpc_id
+  subnet_ids           = var.private_subnet_ids
+  bookie_count         = var.bookie_count
+  instance_type        = var.bookie_instance_type
+  architecture         = var.bookie_architecture
+  sluice_binary_url    = var.sluice_binary_url
+  sluice_binary_sha256 = var.sluice_binary_sha256
+  catalog_table_name   = module.storage.table_name
+  catalog_table_arn    = module.storage.table_arn
+  insecure             = true
+
+  client_security_group_ids = [
+    module.services.task_security_group_id,
+    module.compactor.security_group_id,
+  ]
 }
 
-output "table_arn" {
-  description = "Catalog table ARN."
-  value       = module.storage.table_arn
+module "compactor" {
+  source = "../../modules/sluice-compactor"
+
+  name_prefix        = local.name
+  function_name      = "${local.name}-compactor"
+  zip_path           = var.compactor_zip_path
+  vpc_id             = var.vpc_id
+  subnet_ids         = var.private_subnet_ids
+  catalog_table_name = module.storage.table_name
+  catalog_table_arn  = module.storage.table_arn
+  objects_url        = module.storage.objects_url
+  bucket_arn         = module.storage.bucket_arn
+}
+
+module "triggers" {
+  source = "../../modules/sluice-triggers"
+
+  name_prefix     = local.name
+  fetch_role_name = module.services.task_role_names["fetch"]
+  function_arns   = var.trigger_function_arns
+}
+
+module "observability" {
+  source = "../../modules/sluice-observability"
+
+  name_prefix                   = local.name
+  alarm_emails                  = var.alarm_emails
+  bookie_autoscaling_group_name = module.bookies.autoscaling_group_name
+  bookie_count                  = module.bookies.bookie_count
+  bookie_port                   = module.bookies.port
+  lb_arn_suffix                 = module.services.lb_arn_suffix
+  target_group_arn_suffixes     = module.services.target_group_arn_suffixes
+  ecs_cluster_name              = module.services.cluster_name
+  service_names                 = module.services.service_names
+  discovery_names               = module.services.discovery_names
+  service_ports                 = module.services.ports
+  compactor_function_name       = module.compactor.function_name
+  catalog_table_name            = module.storage.table_name
 }

@@ -1,4 +1,4 @@
-# Sluice storage on a local AWS emulator: moto (`localstack/moto.sh up`, what CI uses) or
+# Sluice's AWS storage on a local AWS emulator: moto (`localstack/moto.sh up`, what CI uses) or
 # LocalStack (`localstack/compose.yml`, for people with Docker). Both serve every AWS API
 # on one endpoint, http://127.0.0.1:4566 by default, and accept any credentials.
 #
@@ -64,6 +64,15 @@ module "storage" {
   point_in_time_recovery = false
 }
 
+# The bookkeeping on the local Cassandra (localstack/cassandra.sh): the module in its
+# self-managed mode creates nothing and passes the hosts through — Keyspaces, ECS, EC2 and
+# EventBridge schedules are what the emulators do not host (README: what runs where).
+module "metadata" {
+  source = "../../modules/sluice-metadata"
+
+  cassandra_hosts = var.cassandra_hosts
+}
+
 output "endpoint" {
   description = "AWS endpoint the services should use (AWS_ENDPOINT_URL)."
   value       = var.endpoint
@@ -77,4 +86,14 @@ output "bucket_name" {
 output "table_name" {
   description = "Catalog table."
   value       = module.storage.table_name
+}
+
+output "objects_url" {
+  description = "Object store URL of the segment bucket (--objects); add &endpoint=<endpoint>&use_path_style=true for the emulator."
+  value       = module.storage.objects_url
+}
+
+output "cassandra_hosts" {
+  description = "The bookkeeping's contact points (--cassandra)."
+  value       = module.metadata.cassandra_hosts
 }

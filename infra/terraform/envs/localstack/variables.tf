@@ -15,3 +15,9 @@ variable "table_name" {
   type        = string
   default     = "sluice-catalog"
 }
+
+variable "cassandra_hosts" {
+  description = "Contact points of the local Cassandra (localstack/cassandra.sh listens on 127.0.0.1:$SLUICE_CASSANDRA_PORT, 9042 by default)."
+  type        = list(string)
+  default     = ["127.0.0.1:9042"]
+}

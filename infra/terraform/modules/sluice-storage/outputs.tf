@@ -17,3 +17,8 @@ output "table_arn" {
   description = "ARN of the catalog table, for IAM policies of the services that use the catalog."
   value       = aws_dynamodb_table.catalog.arn
 }
+
+output "objects_url" {
+  description = "Object store URL of the segment bucket, as the compactor's --objects / SLUICE_OBJECTS and fetch's --objects take it (pkg/objstore)."
+  value       = "s3://${aws_s3_bucket.segments.id}?region=${aws_s3_bucket.segments.region}"
+}
