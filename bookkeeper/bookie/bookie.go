@@ -45,6 +45,7 @@ type Bookie struct {
 	j      *journal.Journal
 	cookie storage.Cookie
 	lacs   *lacWatch
+	meters *meters
 
 	readOnly     atomic.Bool   // disk watermark reached
 	operatorRO   atomic.Bool   // SetReadOnly
@@ -85,6 +86,11 @@ func Open(cfg Config) (*Bookie, error) {
 		beatKick: make(chan struct{}, 1),
 	}
 	b.recordBuffer.New = func() any { return new([]byte) }
+	ms, err := newMeters(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("bookie metrics: %w", err)
+	}
+	b.meters = ms
 	st, cookie, err := openStorage(cfg)
 	if err != nil {
 		return nil, err
@@ -98,7 +104,13 @@ func Open(cfg Config) (*Bookie, error) {
 		b.drainingMs.Store(since.UnixMilli())
 	}
 	replayed := 0
-	j, err := journal.Open(cfg.journalConfig(), func(seq uint64, rec []byte) error {
+	jc := cfg.journalConfig()
+	slow := jc.Hooks.GroupCommitted
+	jc.Hooks.GroupCommitted = func(g journal.GroupInfo) {
+		slow(g)
+		ms.groupCommitted(g)
+	}
+	j, err := journal.Open(jc, func(seq uint64, rec []byte) error {
 		r, err := decodeRecord(rec)
 		if err != nil {
 			return fmt.Errorf("journal record %d: %w", seq, err)
@@ -124,6 +136,9 @@ func Open(cfg Config) (*Bookie, error) {
 		if err := b.checkpoint(); err != nil {
 			return nil, errors.Join(err, b.closeStores())
 		}
+	}
+	if err := ms.observe(cfg, b); err != nil {
+		return nil, errors.Join(fmt.Errorf("bookie metrics: %w", err), b.closeStores())
 	}
 	b.checkDisk()
 	return b, nil
@@ -335,6 +350,7 @@ func (b *Bookie) Fence(ledger int64, masterKey []byte) (storage.LedgerInfo, erro
 	}
 	if err == nil {
 		b.lacs.fence(ledger)
+		b.meters.fences.Add(1)
 	}
 	return info, err
 }
@@ -484,12 +500,14 @@ func (b *Bookie) checkpoint() error {
 // between WritableBelow and ReadOnlyAt).
 func (b *Bookie) checkDisk() {
 	var d diskStatus
+	var dirs [3]dirUsage // for the disk gauges, in diskDirNames' order
 	known := false
-	for _, dir := range []string{b.cfg.JournalDir, b.cfg.LedgerDir, b.cfg.IndexDir} {
+	for i, dir := range []string{b.cfg.JournalDir, b.cfg.LedgerDir, b.cfg.IndexDir} {
 		u, err := b.cfg.DiskUsage(dir)
 		if err != nil || u.TotalBytes == 0 {
 			continue
 		}
+		dirs[i] = dirUsage{known: true, used: int64(u.UsedBytes), available: int64(u.AvailBytes), total: int64(u.TotalBytes)}
 		usage := float64(u.UsedBytes) / float64(u.TotalBytes)
 		if !known || usage > d.usage {
 			d.usage = usage
@@ -499,6 +517,7 @@ func (b *Bookie) checkDisk() {
 		}
 		known = true
 	}
+	b.meters.disks.Store(&dirs)
 	if !known {
 		return
 	}
@@ -528,6 +547,7 @@ func (b *Bookie) Run(ctx context.Context) error {
 		gcC = gc.C
 	}
 	gcStopped := false
+	b.countLedgers(time.Now())
 	for {
 		if f := b.failed.Load(); f != nil {
 			return f.err
@@ -539,8 +559,9 @@ func (b *Bookie) Run(ctx context.Context) error {
 			b.runCheckpoint()
 		case <-b.ckptKick:
 			b.runCheckpoint()
-		case <-disk.C:
+		case now := <-disk.C:
 			b.checkDisk()
+			b.countLedgers(now)
 		case <-gcC:
 			if gcStopped {
 				continue
@@ -586,6 +607,9 @@ func (b *Bookie) Close() error {
 			if err := b.checkpoint(); err != nil {
 				errs = append(errs, err)
 			}
+		}
+		if r := b.meters.collecting; r != nil {
+			errs = append(errs, r.Unregister())
 		}
 		errs = append(errs, b.closeStores())
 		b.closeErr = errors.Join(errs...)

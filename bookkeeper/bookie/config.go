@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluicemq/sluice/bookkeeper/journal"
 	"github.com/sluicemq/sluice/bookkeeper/storage"
@@ -62,6 +64,13 @@ type Config struct {
 	FS vfs.FS
 	// Logger receives the bookie's events; nil discards them.
 	Logger *slog.Logger
+	// MeterProvider receives the bookie's metrics (package doc, "Metrics
+	// and traces"); nil records none.
+	MeterProvider metric.MeterProvider
+	// TracerProvider makes the bookie's spans: one per traced add, the
+	// child of the client's add span (Add.trace_context). Nil, or a no-op
+	// provider, makes none and costs nothing per add.
+	TracerProvider trace.TracerProvider
 
 	// MaxEntryBytes bounds one entry's payload. Zero means
 	// DefaultMaxEntryBytes; at most storage.MaxEntrySizeLimit.

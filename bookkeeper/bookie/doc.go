@@ -91,6 +91,49 @@
 // DRAINING in the journal directory (format in drain.go), so it survives
 // restarts; a damaged one stops Open.
 //
+// # Metrics and traces
+//
+// Config.MeterProvider gets the instruments below (names in metrics.go;
+// the Prometheus exporter writes dots as underscores and adds the unit and
+// _total: sluice_bookie_journal_fsync_duration_seconds). They sit at the
+// edges — the journal's GroupCommitted hook (its writer goroutine), the
+// RPC handlers, Run's loop — never in the journal or storage themselves.
+// An add costs no SDK call: counters on the add path are atomics that
+// observable instruments read when the provider collects, and histograms
+// are recorded once per group commit or per ReadEntries call with
+// attribute sets bound at Open.
+//
+//	sluice.bookie.journal.fsync.duration   histogram s    fdatasync of each group commit that succeeded
+//	sluice.bookie.journal.commit.duration  histogram s    a group's first record queued → its fdatasync done
+//	sluice.bookie.journal.group.entries    histogram      records (adds) per group commit
+//	sluice.bookie.journal.written          counter By     bytes written by group commits, framing included
+//	sluice.bookie.journal.entries          counter        records made durable
+//	sluice.bookie.journal.rotations        counter        journal files started after the first
+//	sluice.bookie.journal.queue_full       counter        adds refused: journal queue full for AddQueueWait
+//	sluice.bookie.adds                     counter        adds answered, by status: ok, fenced, unauthorized, bad_checksum, rejected, error
+//	sluice.bookie.read.entries, .bytes     counter        entries and payload bytes returned, by rpc: ReadEntries, ReadLac, WatchLac
+//	sluice.bookie.read.duration            histogram s    ReadEntries calls, by outcome: ok, not_found, error
+//	sluice.bookie.fences                   counter        fences that succeeded (Fence, fencing recovery reads)
+//	sluice.bookie.ledgers                  gauge          ledgers stored, counted by Run at most once a minute
+//	sluice.bookie.disk.used, .available, .size  gauge By  each directory's disk, by dir: journal, ledger, index
+//	sluice.bookie.read_only                gauge 0/1      refusing normal adds, by reason: disk, operator, draining
+//	sluice.bookie.failed                   gauge 0/1      a write or fsync failed: every call refused until restart
+//	sluice.bookie.entrylog.files           gauge          entry log files
+//	sluice.bookie.storage.flushes          counter        write buffer flushes to the entry log and index
+//	sluice.bookie.gc.files_removed, .reclaimed (By), .entries_moved  counter  entry log garbage collection
+//
+// Config.TracerProvider makes one span per traced add, SpanJournalCommit
+// ("bookie.journal.commit"): the client puts its add span's context in
+// the add (Add.trace_context, bookkeeper/wire) because one AddEntries
+// stream, and so its RPC headers, carries every ledger's adds for minutes.
+// The span is that span's child, from the bookie taking the add to its
+// group's fdatasync (or its refusal, then with an error status), with the
+// ledger, entry, payload size and bookie id. A span per add rather than
+// one per group commit with links: each trace then shows the bookie's
+// share of its own add's latency without a hop, untraced adds cost one
+// length check, and no commit ever makes a root span (a trace per group
+// commit, thousands a second, whatever the sampling of the adds).
+//
 // # Goroutines and locks
 //
 // Open starts none of its own (the journal and storage start theirs). Run
@@ -109,6 +152,7 @@
 //	bookie.go    Open (identity, replay), Add, Read, Fence, LACs, Status, Run, Close
 //	lac.go       LAC long-poll wake-ups and watch registrations
 //	service.go   the RPC edge: BookieService, error and status mapping
+//	metrics.go   metric names and instruments, the add's journal-commit span
 //	watch.go     the RPC edge: the WatchLac stream
 //	registry.go  the registry heartbeat
 //	drain.go     draining: the DRAINING marker's format, SetDraining

@@ -88,6 +88,7 @@ func (s service) AddEntries(ctx context.Context, stream *connect.BidiStream[book
 						break drain
 					}
 				}
+				b.meters.answered(ready)
 				if sendErr == nil {
 					sendErr = sendResults(send, ready)
 				}
@@ -174,7 +175,9 @@ func (s service) addGroup(ctx context.Context, g *bookiev1.LedgerAdds, slots cha
 			return ctx.Err()
 		}
 		entry := a.GetEntryId()
+		span := b.meters.startCommitSpan(ctx, b.cfg.ID, ledger, a) // nil unless traced
 		answer := func(st bookiev1.AddStatus) {
+			endCommitSpan(span, st)
 			out <- addResult{ledger: ledger, entry: entry, status: st}
 		}
 		if groupErr != nil {
@@ -309,10 +312,13 @@ func (s service) ReadEntries(_ context.Context, req *connect.Request[bookiev1.Re
 	if m.GetFenceAndRead() && len(m.GetMasterKey()) == 0 {
 		return nil, code(fmt.Errorf("%w: master_key is required with fence_and_read", ErrInvalid))
 	}
+	start := time.Now()
 	ents, info, err := s.b.Read(m.GetLedgerId(), m.GetFirstEntry(), m.GetLastEntry(), maxBytes, m.GetFenceAndRead(), m.GetMasterKey())
+	s.b.meters.readDone(start, err)
 	if err != nil {
 		return nil, code(err)
 	}
+	s.b.meters.read(rpcReadEntries, ents)
 	return connect.NewResponse(&bookiev1.ReadEntriesResponse{Lac: info.LAC, Fenced: info.Fenced, Entries: wireEntries(ents)}), nil
 }
 
@@ -331,15 +337,16 @@ func (s service) ReadLac(ctx context.Context, req *connect.Request[bookiev1.Read
 		return nil, code(err)
 	}
 	return connect.NewResponse(&bookiev1.ReadLacResponse{
-		Lac: lac, Fenced: fenced, Entries: s.advanceEntries(m.GetLedgerId(), m.GetPreviousLac(), lac, maxBytes),
+		Lac: lac, Fenced: fenced, Entries: s.advanceEntries(rpcReadLac, m.GetLedgerId(), m.GetPreviousLac(), lac, maxBytes),
 	}), nil
 }
 
 // advanceEntries reads the entries a LAC advance from prev to lac made
 // readable, within maxBytes (0: none), for a ReadLac or WatchLac answer.
 // Best effort: an entry this bookie lacks (or any read error) only means
-// the reader reads it the usual way.
-func (s service) advanceEntries(ledger, prev, lac int64, maxBytes int) []*bookiev1.Entry {
+// the reader reads it the usual way. rpc names the caller for the read
+// counters.
+func (s service) advanceEntries(rpc int, ledger, prev, lac int64, maxBytes int) []*bookiev1.Entry {
 	if maxBytes <= 0 || lac <= prev {
 		return nil
 	}
@@ -347,6 +354,7 @@ func (s service) advanceEntries(ledger, prev, lac int64, maxBytes int) []*bookie
 	if err != nil {
 		return nil
 	}
+	s.b.meters.read(rpc, ents)
 	return wireEntries(ents)
 }
 

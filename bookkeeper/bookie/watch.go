@@ -192,6 +192,6 @@ func (s service) advance(r *lacReg) *bookiev1.LacAdvance {
 	// r.lac and r.fenced were set before r was pushed; take (under the
 	// stream's lock) orders that write before this read.
 	a.Lac, a.Fenced = max(lac, r.lac), fenced || r.fenced
-	a.Entries = s.advanceEntries(r.ledger, r.prev, a.Lac, r.maxBytes)
+	a.Entries = s.advanceEntries(rpcWatchLac, r.ledger, r.prev, a.Lac, r.maxBytes)
 	return a
 }

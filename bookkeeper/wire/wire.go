@@ -1,6 +1,8 @@
 // Package wire holds what both ends of the bookie protocol agree on beyond
 // the generated messages (pkg/gen/sluice/bookie/v1): the entry checksum,
-// and limits both ends must know (MaxMissingLedgersIDs). The ledger client (bookkeeper/client) computes it, the bookie
+// limits both ends must know (MaxMissingLedgersIDs), and the binary trace
+// context an add carries (trace.go: Add.trace_context, the client's add
+// span, so the bookie's journal-commit span is its child). The ledger client (bookkeeper/client) computes the checksum, the bookie
 // verifies it and its storage (bookkeeper/storage) keeps it in every entry
 // log frame and returns it with every read — one checksum end to end, so
 // neither end imports the other's internals to agree on it.

@@ -146,6 +146,7 @@ func runBookie(ctx context.Context, f bookieFlags, stdout, stderr io.Writer) err
 
 	cfg := f.config()
 	cfg.Logger = tel.Logger
+	cfg.MeterProvider, cfg.TracerProvider = tel.MeterProvider, tel.TracerProvider
 	if cfg.FS, err = bookieFS(tel.Logger, cfg); err != nil {
 		return err
 	}
