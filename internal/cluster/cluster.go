@@ -223,7 +223,8 @@ func New(cfg Config) (_ *Cluster, err error) {
 	if icfg.Logger == nil {
 		icfg.Logger = c.log
 	}
-	if c.Ingest, err = ingest.New(icfg, ingest.Deps{Catalog: icat, Ledgers: ingest.LedgerClient(c.Ledgers), Forward: ingest.Forwarder(peers), Partitions: ingest.PartitionClients(peers), Producers: c.Bookkeeping, Schemas: c.Catalog, Authorize: c.authorizeProduce()}); err != nil {
+	if c.Ingest, err = ingest.New(icfg, ingest.Deps{Catalog: icat, Ledgers: ingest.LedgerClient(c.Ledgers), Forward: ingest.Forwarder(peers), Partitions: ingest.PartitionClients(peers), Producers: c.Bookkeeping, Schemas: c.Catalog, Authorize: c.authorizeProduce(),
+		Meters: tel.MeterProvider}); err != nil {
 		return nil, err
 	}
 	// The fetch service's triggers send failed records to their DLQ

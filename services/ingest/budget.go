@@ -52,3 +52,10 @@ func (b *budget) release(n int64) {
 	b.space = make(chan struct{})
 	b.mu.Unlock()
 }
+
+// inUse is the bytes held now.
+func (b *budget) inUse() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.used
+}

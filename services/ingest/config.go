@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+
 	"github.com/sluicemq/sluice/internal/quota"
 	"github.com/sluicemq/sluice/pkg/bookkeeping"
 	"github.com/sluicemq/sluice/pkg/catalog"
@@ -254,6 +256,9 @@ type Deps struct {
 	// schema.subject (validation at produce, schemas.go); nil refuses
 	// their records with FAILED_PRECONDITION.
 	Schemas catalog.Schemas
+	// Meters receives the copy's metrics (metrics.go; docs/metrics.md);
+	// nil records none.
+	Meters metric.MeterProvider
 }
 
 // ProducerStore is the bookkeeping of producer sessions and transactions,

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/goleak"
 
 	"github.com/sluicemq/sluice/pkg/catalog"
@@ -235,6 +236,8 @@ type fixture struct {
 	cat     *catalog.Catalog
 	ledgers *memLedgers
 	topic   catalog.Topic
+	// meters, if set, receives the copies' metrics.
+	meters metric.MeterProvider
 }
 
 // newFixture creates topic "t" with the given partitions. The test fails
@@ -275,7 +278,7 @@ func (f *fixture) copyWith(id string, cat Catalog, mod func(*Config)) *Service {
 	if mod != nil {
 		mod(&cfg)
 	}
-	s, err := New(cfg, Deps{Catalog: cat, Ledgers: f.ledgers, Forward: unreachable})
+	s, err := New(cfg, Deps{Catalog: cat, Ledgers: f.ledgers, Forward: unreachable, Meters: f.meters})
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -85,6 +85,8 @@ type Service struct {
 	// schemas validates records of topics with a schema.subject (nil
 	// without Deps.Schemas; schemas.go).
 	schemas *registry.Validator
+	// m: the instruments (metrics.go).
+	m *meters
 }
 
 type cachedRoute struct {
@@ -150,7 +152,7 @@ func New(cfg Config, d Deps) (*Service, error) {
 		schemas = registry.NewValidator(reg, registry.ValidatorConfig{})
 	}
 	fctx, fcancel := context.WithCancel(context.Background())
-	return &Service{
+	s := &Service{
 		schemas: schemas,
 		cfg:     cfg, d: d, log: cfg.Logger, balancer: bal, quotas: q, buffered: newBudget(cfg.MaxBufferedBytes),
 		fwdCtx: fctx, fwdCancel: fcancel,
@@ -163,7 +165,12 @@ func New(cfg Config, d Deps) (*Service, error) {
 		heartbeatOK: make(chan struct{}),
 		ready:       make(chan struct{}),
 		txnMemo:     newTxnMemo(),
-	}, nil
+	}
+	if s.m, err = newMeters(d.Meters, s); err != nil {
+		fcancel()
+		return nil, fmt.Errorf("ingest: metrics: %w", err)
+	}
+	return s, nil
 }
 
 // Handler returns ProducerService's path and handler.
@@ -281,6 +288,9 @@ func (s *Service) shutdown() error {
 	s.retiring.Wait()
 	s.txnMemo.shutdown()
 	s.closeForwarding()
+	if err := s.m.registration.Unregister(); err != nil {
+		errs = append(errs, fmt.Errorf("unregister the metrics' callback: %w", err))
+	}
 	if err := s.d.Catalog.RemoveOwner(ctx, s.cfg.OwnerID); err != nil && !errors.Is(err, catalog.ErrNotFound) {
 		errs = append(errs, fmt.Errorf("remove owner record: %w", err))
 	}
@@ -349,6 +359,7 @@ func (s *Service) recreated(t catalog.Topic) error {
 // drop the writers of topics other copies deleted.
 func (s *Service) TopicDeleted(t catalog.Topic) {
 	s.forgetTopic(t.ID)
+	s.m.forgetTopic(t.Name)
 	s.dropWriters(func(k slotKey, _ *slot) bool { return k.topic == t.ID })
 }
 
@@ -579,6 +590,7 @@ func (s *Service) open(ctx context.Context, t catalog.Topic, p int) error {
 		sl.err = err
 		return err
 	}
+	defer func() { s.m.acquired(ctx, sl.err) }()
 	if part.TopicID != t.ID {
 		// The name is another incarnation's now; hand back what we took.
 		if err := s.d.Catalog.ReleaseWriter(octx, part.Lease()); err != nil {

@@ -116,8 +116,14 @@ func (s *Service) trustsForwarding(ctx context.Context) bool {
 }
 
 // Produce appends records and answers once they are durable.
-func (s *Service) Produce(ctx context.Context, req *connect.Request[sluicev1.ProduceRequest]) (*connect.Response[sluicev1.ProduceResponse], error) {
+func (s *Service) Produce(ctx context.Context, req *connect.Request[sluicev1.ProduceRequest]) (_ *connect.Response[sluicev1.ProduceResponse], err error) {
+	since := time.Now()
 	forwarded := req.Header().Get(forwardedHeader) != "" && s.trustsForwarding(ctx)
+	defer func() {
+		if err != nil {
+			s.m.failed(ctx, forwarded, err)
+		}
+	}()
 	client, err := quotaKey(ctx, req.Header().Get(clientIDHeader), forwarded)
 	if err != nil {
 		return nil, err
@@ -141,6 +147,7 @@ func (s *Service) Produce(ctx context.Context, req *connect.Request[sluicev1.Pro
 	if err != nil {
 		return nil, err
 	}
+	s.m.acked(ctx, pl, since, forwarded)
 	if err := s.throttle(ctx, client, pl, resp); err != nil {
 		return nil, err
 	}
@@ -184,6 +191,7 @@ func (s *Service) throttle(ctx context.Context, client string, pl *plan, resp *s
 		return nil
 	}
 	resp.ThrottleTimeMs = int32(d.Milliseconds())
+	s.m.throttledFor(ctx, d)
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -619,14 +627,14 @@ func (s *Service) ProduceStream(ctx context.Context, stream *connect.BidiStream[
 			break
 		}
 		if first {
-			answer := func(f *inflight) *sluicev1.ProduceStreamResponse { return s.answer(ctx, client, f) }
+			answer := func(f *inflight) *sluicev1.ProduceStreamResponse { return s.answer(ctx, client, forwarded, f) }
 			if req.GetAnyOrder() {
 				ans = newUnorderedAnswerer(stream, answer, s.cfg.MaxStreamInFlight)
 			} else {
 				ans = newOrderedAnswerer(stream, answer, s.cfg.MaxStreamInFlight)
 			}
 		}
-		f := &inflight{id: req.GetCorrelationId()}
+		f := &inflight{id: req.GetCorrelationId(), since: time.Now()}
 		if req.GetRequest() == nil {
 			f.err = apierr.Invalid("request", "required")
 		} else if s.d.Authorize != nil {
@@ -663,13 +671,14 @@ func (s *Service) ProduceStream(ctx context.Context, stream *connect.BidiStream[
 // inflight is one received ProduceStream request: its plan (started), or
 // why it fails.
 type inflight struct {
-	id  uint64
-	pl  *plan
-	err error
+	id    uint64
+	pl    *plan
+	err   error
+	since time.Time // when it was received
 }
 
 // answer waits for f's plan and builds its answer.
-func (s *Service) answer(ctx context.Context, client string, f *inflight) *sluicev1.ProduceStreamResponse {
+func (s *Service) answer(ctx context.Context, client string, forwarded bool, f *inflight) *sluicev1.ProduceStreamResponse {
 	out := &sluicev1.ProduceStreamResponse{CorrelationId: f.id}
 	err := f.err
 	if err == nil {
@@ -677,11 +686,14 @@ func (s *Service) answer(ctx context.Context, client string, f *inflight) *sluic
 		s.done(f.pl)
 	}
 	if err == nil {
+		s.m.acked(ctx, f.pl, f.since, forwarded)
 		err = s.throttle(ctx, client, f.pl, out.Response)
 	}
 	if err != nil {
 		out.Response = nil
-		out.Error = streamError(s.produceError(err))
+		err = s.produceError(err)
+		s.m.failed(ctx, forwarded, err)
+		out.Error = streamError(err)
 	}
 	return out
 }

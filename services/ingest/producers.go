@@ -137,10 +137,12 @@ func (s *Service) EndTxn(ctx context.Context, req *connect.Request[sluicev1.EndT
 	if err != nil {
 		return nil, err
 	}
+	since := time.Now()
 	r, err := s.coordinate(ctx, tid, txn.EndTxn{ProducerID: pid, Epoch: epoch, Commit: req.Msg.GetCommit(), Now: s.cfg.Now()})
 	if err != nil {
 		return nil, s.txnError(err)
 	}
+	s.m.txnEnd(ctx, req.Msg.GetCommit(), since)
 	return connect.NewResponse(&sluicev1.EndTxnResponse{ProducerEpoch: int32(r.Epoch)}), nil
 }
 
