@@ -141,7 +141,7 @@ func runFetch(ctx context.Context, f fetchFlags, stdout, stderr io.Writer) error
 		return err
 	}
 	defer ledgers.Close()
-	deps := fetch.Deps{Catalog: cat, Ledgers: ledgers, Bookkeeping: bk, Forward: fetch.Forwarder(peers)}
+	deps := fetch.Deps{Catalog: cat, Ledgers: ledgers, Bookkeeping: bk, Forward: fetch.Forwarder(peers), Meters: tel.MeterProvider}
 	if f.objects != "" {
 		if deps.Objects, err = objstore.Open(ctx, f.objects); err != nil {
 			return err
@@ -152,7 +152,7 @@ func runFetch(ctx context.Context, f fetchFlags, stdout, stderr io.Writer) error
 		return err
 	}
 	if deps.Lambda != nil {
-		deps.Triggers, deps.Meters = cat, tel.MeterProvider
+		deps.Triggers = cat
 	}
 	if f.ingest != "" {
 		deps.Producer = sluicev1connect.NewProducerServiceClient(peers.HTTP, peers.URL(f.ingest), connect.WithGRPC())

@@ -101,6 +101,10 @@ type Config struct {
 	// trigger sends (Lambda's Kafka event names the brokers); default
 	// Address.
 	TriggerBootstrapServers string
+	// LagInterval is how often the copy measures the lag of the groups
+	// its sessions belong to, for the sluice.fetch.group.lag gauge
+	// (metrics.go); default DefaultLagInterval.
+	LagInterval time.Duration
 	// Logger receives the service's events; nil discards them.
 	Logger *slog.Logger
 	// Now is the clock of group membership and sessions: the heartbeat
@@ -133,6 +137,7 @@ func (c Config) withDefaults() Config {
 	setd(&c.RetryAfter, DefaultRetryAfter)
 	setd(&c.TriggerRefresh, DefaultTriggerRefresh)
 	setd(&c.TriggerSessionTimeout, DefaultTriggerSessionTimeout)
+	setd(&c.LagInterval, DefaultLagInterval)
 	if c.TriggerBootstrapServers == "" {
 		c.TriggerBootstrapServers = c.Address
 	}
@@ -181,6 +186,7 @@ func (c Config) Validate() error {
 	dur("RetryAfter", c.RetryAfter, time.Millisecond, time.Minute)
 	dur("TriggerRefresh", c.TriggerRefresh, 10*time.Millisecond, time.Hour)
 	dur("TriggerSessionTimeout", c.TriggerSessionTimeout, MinSessionTimeout, MaxSessionTimeout)
+	dur("LagInterval", c.LagInterval, 10*time.Millisecond, time.Hour)
 	return errors.Join(errs...)
 }
 

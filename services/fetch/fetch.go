@@ -57,7 +57,8 @@ type Deps struct {
 	// ingest copy's ProducerService); nil: a trigger with a DLQ stops on
 	// the failure instead, and says why.
 	Producer ProducerClient
-	// Meters receives the trigger runtime's metrics; nil discards them.
+	// Meters receives the copy's metrics (metrics.go, trigger_metrics.go;
+	// docs/metrics.md); nil discards them.
 	Meters metric.MeterProvider
 	// AuthorizeTrigger, if set, says whether a trigger may run now: its
 	// RunAs principal may still consume its topic and produce to its
@@ -89,6 +90,7 @@ type Service struct {
 	sessions map[string]*session
 	closing  bool
 	triggers *triggerHost    // nil: this copy runs no triggers
+	m        *meters         // the instruments (metrics.go)
 	ctx      context.Context // ends when Run returns; sessions derive from it
 	stop     context.CancelFunc
 	wg       sync.WaitGroup
@@ -125,6 +127,9 @@ func New(cfg Config, d Deps) (*Service, error) {
 		return nil, err
 	}
 	s.logs = logs
+	if s.m, err = newMeters(d.Meters, s); err != nil {
+		return nil, fmt.Errorf("fetch: metrics: %w", err)
+	}
 	s.ctx, s.stop = context.WithCancel(context.Background())
 	if d.Lambda != nil && d.Triggers != nil {
 		meters, err := newTriggerMeters(d.Meters)
@@ -158,15 +163,21 @@ func (s *Service) Run(ctx context.Context) error {
 			s.runTriggers(ctx) // stops every runner when ctx ends
 		}
 	}()
+	lagDone := make(chan struct{})
+	go func() {
+		defer close(lagDone)
+		s.runLag(ctx)
+	}()
 	<-ctx.Done()
 	<-trigDone
+	<-lagDone
 	s.mu.Lock()
 	s.closing = true
 	s.mu.Unlock()
 	s.stop()
 	s.wg.Wait()
 	s.logs.Close()
-	return nil
+	return s.m.registration.Unregister()
 }
 
 var _ sluicev1connect.ConsumerServiceHandler = (*Service)(nil)
@@ -390,7 +401,9 @@ func (s *Service) Fetch(ctx context.Context, req *connect.Request[sluicev1.Fetch
 		if res.Count > 0 || res.Next > offset || wait == 0 || !time.Now().Before(deadline) {
 			resp := connect.NewResponse(fetchResponse(res))
 			resp.Msg.Offset = offset
+			s.m.delivered(ctx, m.Topic, res, false, time.Now())
 			if d := throttle(s.fetchQ, quotaKey(ctx, req.Header().Get(clientIDHeader)), res.Bytes); d > 0 {
+				s.m.throttledFor(ctx, d)
 				resp.Msg.ThrottleTimeMs = int32(min(d, time.Minute).Milliseconds())
 				if err := sleepCtx(ctx, d); err != nil {
 					return nil, connect.NewError(connect.CodeCanceled, err)

@@ -418,6 +418,7 @@ func (m *member) acquire(ctx context.Context, topic string, w membership.Want) (
 			return nil, err
 		}
 	}
+	s.m.leaseAcquired(ctx, m.group)
 	return &membership.Lease{Key: tp{Topic: topic, Partition: p}, Epoch: epoch, Offset: next}, nil
 }
 

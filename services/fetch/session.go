@@ -315,7 +315,9 @@ func (ss *session) deliverOne(stream *connect.ServerStream[sluicev1.SubscribeRes
 	ss.credBytes -= int64(res.Bytes)
 	ss.stepLocked(membership.Advance{Key: k, Epoch: epoch, From: next, To: res.Next})
 	ss.mu.Unlock()
+	s.m.delivered(ss.ctx, k.Topic, res, true, time.Now())
 	if d := throttle(s.groupQ, ss.group, res.Bytes); d > 0 {
+		s.m.throttledFor(ss.ctx, min(d, time.Minute))
 		if err := sleepCtx(ss.ctx, min(d, time.Minute)); err != nil {
 			return false, nil
 		}
