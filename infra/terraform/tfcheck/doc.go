@@ -3,7 +3,8 @@
 // `terraform validate` and `plan` cannot run there; these tests are what
 // checks the configuration instead, hermetically (no network, no services):
 //
-//   - every .tf and .tfvars file parses (HCL native syntax, hashicorp/hcl/v2);
+//   - every .tf and .tfvars file parses (HCL native syntax, hashicorp/hcl/v2),
+//     and every templatefile() template uses exactly the variables passed;
 //   - every module variable has a description and is used, every output has a
 //     description, and every argument an environment passes to a module is one
 //     of its variables (and every variable without a default is passed);
@@ -19,12 +20,16 @@
 //     AWS SDK v2 operation inputs (dynamodb.GetItemInput{...}), DynamoDB
 //     transaction members, and gocloud.dev/blob Bucket methods (the S3
 //     driver's calls), and the result must equal both the table of calls in
-//     iam_test.go and the policy documents' actions.
+//     iam_test.go and the policy documents' actions;
+//   - every flag passed to sluice ingest, fetch and bookie is one that
+//     command's --help lists (the binary is built from the tree), and every
+//     SLUICE_* environment variable set is one the code reads.
 //
 // `terraform fmt -check` runs in `task lint` where a terraform binary is
 // installed.
 //
 // Files: hcl_test.go (loading modules, evaluating literals), terraform_test.go
-// (parsing, variables, module calls), catalog_test.go, keyspaces_test.go,
-// iam_test.go (the role table and the code scanner).
+// (parsing, templates, variables, module calls), catalog_test.go,
+// keyspaces_test.go, iam_test.go (the role table and the code scanner),
+// flags_test.go (flags and environment variables).
 package tfcheck

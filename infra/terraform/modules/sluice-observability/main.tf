@@ -160,7 +160,7 @@ locals {
   # Task addresses come from the services' Cloud Map names (one A record per task);
   # bookies from EC2 discovery by their sluice:role tag.
   scrape_config = !var.prometheus ? null : yamlencode({
-    global = { scrape_interval = "15s" }
+    global = { scrape_interval = var.scrape_interval }
     scrape_configs = concat(
       [for svc, name in var.discovery_names : {
         job_name = "sluice-${svc}"

@@ -85,3 +85,9 @@ variable "tags" {
   type        = map(string)
   default     = {}
 }
+
+variable "scrape_interval" {
+  description = "How often the collector scrapes each target. The Prometheus workspace bills per sample ingested, so this sets most of its cost (README: cost)."
+  type        = string
+  default     = "30s"
+}
