@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"go.opentelemetry.io/otel/trace"
 
 	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
 	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
@@ -34,6 +35,8 @@ type Client struct {
 	groupAdmin sluicev1connect.AdminServiceClient
 	producer   sluicev1connect.ProducerServiceClient
 	consumer   sluicev1connect.ConsumerServiceClient
+	// tracer starts the Client's spans (WithTracerProvider); nil: none.
+	tracer trace.Tracer
 }
 
 // NewClient returns a Client for the server at addr: "host:port",
@@ -68,6 +71,14 @@ func NewClient(addr string, opts ...ClientOption) (*Client, error) {
 			return nil, err
 		}
 		copts = append(copts, connect.WithInterceptors(bearer{source: cfg.token}))
+	}
+	if cfg.tracerProvider != nil {
+		ic, err := rpcTracing(cfg.tracerProvider)
+		if err != nil {
+			return nil, fmt.Errorf("sluice: RPC tracing: %w", err)
+		}
+		copts = append(copts, connect.WithInterceptors(ic))
+		c.tracer = cfg.tracerProvider.Tracer(tracerName)
 	}
 	c.admin = sluicev1connect.NewAdminServiceClient(c.http, base, copts...)
 	c.producer = sluicev1connect.NewProducerServiceClient(c.http, base, copts...)

@@ -2,7 +2,7 @@
 // administration, an idempotent, batching, asynchronous producer
 // (DESIGN.md §2.4, §2.7, §2.8, §3), a partition Reader and a consumer-group
 // Consumer (see "Consuming"). It depends only on the generated API (pkg/gen), the record-batch
-// format (pkg/record) and Connect; a test keeps it that way.
+// format (pkg/record), Connect and the OpenTelemetry API (see "Tracing"); a test keeps it that way.
 //
 // # Usage
 //
@@ -226,6 +226,28 @@
 // options), reader.go, consumer.go (Poll, state), consumer_session.go
 // (sessions, credits, keepalive), consumer_commit.go (commits, fencing),
 // groups.go (group admin).
+//
+// # Tracing
+//
+// A record carries the W3C trace context of the span it was produced in, in
+// its "traceparent" (and "tracestate") headers, unless it has one of these
+// headers already. WithTracerProvider adds spans: a client span per RPC
+// (otelconnect, the context sent in the request headers, so the servers'
+// spans join the trace), and a "send <topic>" producer span per record,
+// from Produce to its outcome, which the record's headers then name. A
+// consumer continues the producer's trace with StartProcessSpan (a
+// "process <topic>" span, child of the producer's) or RecordContext:
+//
+//	c, _ := sluice.NewClient(addr, sluice.WithTracerProvider(tp))
+//	...
+//	for _, rec := range recs {
+//		ctx, span := consumer.StartProcessSpan(ctx, rec)
+//		handle(ctx, rec)
+//		span.End()
+//	}
+//
+// Without WithTracerProvider the SDK starts no span and a record produced
+// outside any span gets no header: tracing costs nothing when unused.
 //
 // # Design
 //

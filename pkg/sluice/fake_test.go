@@ -72,7 +72,7 @@ type fakeServer interface {
 
 // serveFake serves srv over h2c on a loopback port until the test ends
 // (register producers' Close before, so it runs first).
-func serveFake(t *testing.T, srv fakeServer) string {
+func serveFake(t testing.TB, srv fakeServer) string {
 	t.Helper()
 	mux := http.NewServeMux()
 	mux.Handle(sluicev1connect.NewProducerServiceHandler(srv))

@@ -10,7 +10,7 @@ import (
 )
 
 // The SDK imports only the standard library, Connect and protobuf runtime
-// code, generated code and pkg/record (STYLE.md: layering enforced by a
+// code, the OpenTelemetry API, generated code and pkg/record (STYLE.md: layering enforced by a
 // test): never services/ or internal/, so users get a small dependency
 // tree and the server's internals can change freely. Tests may import more
 // (internal/cluster).
@@ -21,6 +21,14 @@ func TestSDKImportsOnlyAllowedPackages(t *testing.T) {
 		"google.golang.org/genproto/googleapis/rpc/errdetails",
 		"github.com/sluicemq/sluice/pkg/gen/",
 		"github.com/sluicemq/sluice/pkg/record",
+		// Tracing: the OpenTelemetry API and otelconnect (tracing.go),
+		// never the OpenTelemetry SDK or an exporter, which are the
+		// application's choice.
+		"connectrpc.com/otelconnect",
+		"go.opentelemetry.io/otel/attribute",
+		"go.opentelemetry.io/otel/codes",
+		"go.opentelemetry.io/otel/propagation",
+		"go.opentelemetry.io/otel/trace",
 	}
 	files, err := filepath.Glob("*.go")
 	if err != nil {

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/sluicemq/sluice/pkg/record"
 )
 
@@ -328,6 +330,9 @@ type clientConfig struct {
 	tlsSet       bool
 	token        TokenSource
 	tokenSet     bool
+	// tracerProvider traces the Client (WithTracerProvider); nil: no spans.
+	tracerProvider trace.TracerProvider
+	tracerSet      bool
 }
 
 func newClientConfig(opts []ClientOption) (clientConfig, error) {
@@ -349,6 +354,9 @@ func newClientConfig(opts []ClientOption) (clientConfig, error) {
 	}
 	if c.tokenSet && c.token == nil {
 		errs = append(errs, fmt.Errorf("%w: WithToken: empty token", ErrInvalidOption))
+	}
+	if c.tracerSet && c.tracerProvider == nil {
+		errs = append(errs, fmt.Errorf("%w: WithTracerProvider: nil provider", ErrInvalidOption))
 	}
 	if c.loggerSet && c.logger == nil {
 		errs = append(errs, fmt.Errorf("%w: WithLogger: nil logger", ErrInvalidOption))

@@ -257,6 +257,11 @@ func newProducerID() int64 {
 // caller's goroutine. Callbacks must be quick and must not block on the
 // producer (Produce into a full buffer, Flush, Close): that would stall
 // every other callback. cb may be nil.
+//
+// The record carries the trace context of ctx's span (or, with
+// WithTracerProvider, of its own "send" span, a child of ctx's) in the
+// traceparent and tracestate headers, unless r already has one of them
+// (tracing.go). r itself is not changed.
 func (p *Producer) Produce(ctx context.Context, r *Record, cb func(Result)) {
 	if cb == nil {
 		cb = func(Result) {}
@@ -265,8 +270,9 @@ func (p *Producer) Produce(ctx context.Context, r *Record, cb func(Result)) {
 		cb(Result{Partition: AnyPartition, Offset: -1, Err: fmt.Errorf("%w: nil record", ErrInvalidRecord)})
 		return
 	}
+	th, cb := p.traceRecord(ctx, r, cb)
 	fail := func(err error) { cb(Result{Topic: r.Topic, Partition: r.Partition, Offset: -1, Err: err}) }
-	size := recordSize(r)
+	size := recordSize(r) + th.size()
 	if size > p.cfg.maxBuffered {
 		fail(fmt.Errorf("%w: %d bytes, more than the %d bytes of buffer", ErrRecordTooLarge, size, p.cfg.maxBuffered))
 		return
@@ -289,7 +295,7 @@ func (p *Producer) Produce(ctx context.Context, r *Record, cb func(Result)) {
 		ts = time.Now()
 	}
 	p.mu.Lock()
-	err = p.appendRecord(tm, r, ts.UnixMilli(), cb, size)
+	err = p.appendRecord(tm, r, th.headers(), ts.UnixMilli(), cb, size)
 	p.mu.Unlock()
 	if err != nil {
 		p.buf.release(size, 1)
@@ -381,9 +387,9 @@ func (p *Producer) isClosing() bool {
 	return p.closing
 }
 
-// appendRecord adds a record to its partition's open batch. Called with
-// p.mu held.
-func (p *Producer) appendRecord(tm *topicMeta, r *Record, ts int64, cb func(Result), size int64) error {
+// appendRecord adds a record to its partition's open batch, with the trace
+// context headers th after its own. Called with p.mu held.
+func (p *Producer) appendRecord(tm *topicMeta, r *Record, th []record.Header, ts int64, cb func(Result), size int64) error {
 	if p.closing {
 		return ErrClosed
 	}
@@ -396,6 +402,7 @@ func (p *Producer) appendRecord(tm *topicMeta, r *Record, ts int64, cb func(Resu
 	for _, h := range r.Headers {
 		p.hdrs = append(p.hdrs, record.Header{Key: h.Key, Value: h.Value})
 	}
+	p.hdrs = append(p.hdrs, th...)
 	rec := record.Record{Timestamp: ts, Key: r.Key, Value: r.Value, Headers: p.hdrs}
 	err = p.appendToBatch(ps, &rec, cb, size, time.Now())
 	clear(p.hdrs) // drop references to the caller's header values

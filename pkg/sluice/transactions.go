@@ -226,6 +226,10 @@ func (t *TransactionalProducer) Send(ctx context.Context, r *Record) error {
 	for _, h := range r.Headers {
 		rec.Headers = append(rec.Headers, record.Header{Key: h.Key, Value: h.Value})
 	}
+	if !hasTraceHeader(r.Headers) {
+		th := injectHeaders(ctx) // ctx's span, as Producer.Produce without a tracer
+		rec.Headers = append(rec.Headers, th.headers()...)
+	}
 	for attempt := 0; ; attempt++ {
 		b := t.filling[tp]
 		if b == nil {
