@@ -29,7 +29,7 @@ data "aws_ssm_parameter" "al2023" {
 }
 
 locals {
-  ami_id = var.ami_id == null ? data.aws_ssm_parameter.al2023[0].value : var.ami_id
+  ami_id = var.ami_id == null ? data.aws_ssm_parameter.al2023[0].insecure_value : var.ami_id
 
   bookie_args = concat(
     ["--instance", var.cluster_instance, "--catalog-table", var.catalog_table_name, "--log-format", "json"],

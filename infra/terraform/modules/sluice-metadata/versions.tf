@@ -3,8 +3,9 @@ terraform {
 
   required_providers {
     aws = {
-      source  = "hashicorp/aws"
-      version = "~> 5.0"
+      source = "hashicorp/aws"
+      # 5.40+: NLB security groups, Keyspaces client-side timestamps.
+      version = "~> 5.40"
     }
   }
 }
