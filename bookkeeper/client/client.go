@@ -48,8 +48,9 @@ type Client struct {
 	muxes    map[string]*addMux
 	lacMuxes map[string]*lacMux
 
-	stats clientStats
-	slow  slowAdds
+	stats  clientStats
+	slow   slowAdds
+	meters *meters
 }
 
 // New returns a client. It starts no goroutine: writers start theirs.
@@ -59,6 +60,11 @@ func New(cfg Config) (*Client, error) {
 	}
 	cfg = cfg.withDefaults()
 	c := &Client{cfg: cfg, log: cfg.Logger, muxes: map[string]*addMux{}, lacMuxes: map[string]*lacMux{}}
+	ms, err := newMeters(cfg, &c.stats)
+	if err != nil {
+		return nil, fmt.Errorf("ledger client metrics: %w", err)
+	}
+	c.meters = ms
 	dial := cfg.Dial
 	if dial == nil {
 		hc := cfg.HTTPClient
@@ -93,6 +99,9 @@ func (c *Client) Close() error {
 	c.wg.Wait()
 	if c.ownHTTP != nil {
 		c.ownHTTP.CloseIdleConnections()
+	}
+	if r := c.meters.collecting; r != nil {
+		return r.Unregister()
 	}
 	return nil
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluicemq/sluice/bookkeeper/ledger"
 	"github.com/sluicemq/sluice/pkg/catalog"
@@ -67,6 +69,13 @@ type Config struct {
 	Bookies catalog.Bookies
 	// Logger receives the client's events; nil discards them.
 	Logger *slog.Logger
+	// MeterProvider receives the client's metrics (package doc, "Metrics
+	// and traces"); nil records none.
+	MeterProvider metric.MeterProvider
+	// TracerProvider makes the client's spans: one per append made with a
+	// traced context (AppendAsyncContext, Append), one per traced Recover.
+	// Nil, or a no-op provider, makes none.
+	TracerProvider trace.TracerProvider
 	// Now is read for add deadlines (checked every TickInterval) and for
 	// the registry and metadata refresh intervals; nil means time.Now.
 	// Tests move it to time adds out without waiting. (Timers — ticks,

@@ -79,6 +79,7 @@ func (c *Client) noteDamage(meta catalog.LedgerMetadata, bookie string, entry in
 	case c.damage.queue <- r:
 	default:
 		c.stats.damageReportsDropped.Add(1)
+		c.meters.damage(why, damageDropped)
 	}
 }
 
@@ -146,6 +147,7 @@ func (c *Client) markDamaged(r damageReport) error {
 		}
 		if err == nil {
 			c.stats.damageReports.Add(1)
+			c.meters.damage(r.d.Reason, damageMarked)
 			c.log.Warn("marked a damaged copy for re-replication", slog.Int64("ledger", int64(r.ledger)),
 				slog.String("bookie", r.d.Bookie), slog.Int64("entry", r.d.Entry), slog.String("reason", string(r.d.Reason)))
 		}

@@ -144,6 +144,49 @@
 // recovery: OPEN → IN_RECOVERY, then IN_RECOVERY → CLOSED, and a recovery
 // that loses re-reads and returns the winner's record.
 //
+// # Metrics and traces
+//
+// Config.MeterProvider gets the instruments below (names in metrics.go;
+// the Prometheus exporter writes dots as underscores and adds the unit and
+// _total: sluice_ledger_add_duration_seconds). They are fed at the I/O
+// edges — the writer loop, the stream code, a read's collecting loop,
+// Recover, the damage reporter — never by the ledger machines. An append
+// costs two atomic adds and one histogram value without attributes;
+// failures, ensemble changes, fallbacks and recoveries use attribute sets
+// built once per distinct value and cached (bookie ids are bounded by the
+// cluster's size).
+//
+//	sluice.ledger.add.duration       histogram s  append taken → acknowledged (Qa fsynced it and every earlier entry)
+//	sluice.ledger.add.entries        counter      appends acknowledged
+//	sluice.ledger.add.bytes          counter By   their payload bytes
+//	sluice.ledger.add.failed         counter      appends taken that failed (callback with an error)
+//	sluice.ledger.bookie.errors      counter      requests a bookie failed, by bookie, op (add, read, fence)
+//	                                              and reason: timeout, unavailable (stream broke), rejected,
+//	                                              fenced, unauthorized, error, checksum
+//	sluice.ledger.ensemble_changes   counter      bookies replaced in a writer's ensemble, by the reason the
+//	                                              bookie failed (timeout, unavailable, rejected, error) and
+//	                                              result: replaced, rejoined (no spare; it came back), failed
+//	                                              (an attempt that found no bookie or no catalog; retried)
+//	sluice.ledger.recoveries         counter      Recover calls, by outcome: recovered, already_closed, failed
+//	sluice.ledger.recovery.duration  histogram s  the same calls' time, by outcome
+//	sluice.ledger.read.fallbacks     counter      entry reads sent to another copy, by reason: speculative,
+//	                                              error, checksum, no_entry
+//	sluice.ledger.damaged_copies     counter      damaged copies of CLOSED ledgers, by reason (missing,
+//	                                              checksum) and result (marked in the catalog, dropped)
+//	sluice.ledger.ledgers.created, .closed  counter  ledgers created, sealed by their writer
+//	sluice.ledger.add_streams.opened counter      AddEntries streams opened (many: streams keep breaking)
+//
+// Config.TracerProvider makes a span per append made with a traced
+// context (AppendAsyncContext, Append): SpanAdd ("ledger.add"), a child
+// of the caller's span, from the call to the acknowledgement or failure,
+// with the ledger id, entry id and payload size, and an event per bookie
+// answer. Its context travels with the entry (Add.trace_context,
+// bookkeeper/wire) so each bookie's journal-commit span is its child
+// (bookkeeper/bookie, "Metrics and traces"). An append without a traced
+// context gets no span — never a root span per entry — and with a no-op
+// provider nothing is done at all. Recover with a traced context gets
+// SpanRecover ("ledger.recover").
+//
 // # Locks
 //
 // Every mutex is a leaf: none is held while another is taken (apart from
@@ -177,6 +220,7 @@
 //	drain.go       SetBookieDraining: start or cancel a bookie's draining (bookkeeper/DESIGN.md §4.2)
 //	reader.go     Reader: Read, WaitLAC, Refresh; Client.ReadEntries
 //	delete.go     DeleteLedger: drop a sealed ledger from its bookies (the compactor)
+//	metrics.go    metric names and instruments, the append and recovery spans
 //
 // # Tests
 //
@@ -187,5 +231,7 @@
 // writer, concurrent recoveries, recovery keeping an entry on Qa bookies
 // and working with a bookie down or failing without coverage, readers never
 // past the LAC, tail reading with WaitLAC, read byte bounds, checksum
-// mismatches, speculative reads.
+// mismatches, speculative reads; the metrics through a manual reader and
+// the spans through a span recorder, across the real AddEntries stream
+// (metrics_test.go).
 package client

@@ -15,6 +15,7 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/goleak"
 
 	"github.com/sluicemq/sluice/bookkeeper/bookie"
@@ -35,8 +36,11 @@ type cluster struct {
 	// serverTLS, when set before bookies start, serves them over TLS
 	// (HTTP/2 by ALPN) with it.
 	serverTLS *tls.Config
-	mu        sync.Mutex
-	bookies   map[string]*testBookie
+	// bookieTracer, when set before bookies start, is their
+	// TracerProvider.
+	bookieTracer trace.TracerProvider
+	mu           sync.Mutex
+	bookies      map[string]*testBookie
 }
 
 type testBookie struct {
@@ -98,6 +102,7 @@ func (c *cluster) openBookie(id string, fs vfs.FS, opts ...connect.HandlerOption
 		ID: id, InstanceID: "test", Dir: "/data", FS: fs,
 		MaxEntryBytes: 1 << 20, MaxReadBytes: 4 << 20, WriteBufferBytes: 4 << 20,
 		CheckpointInterval: time.Hour, DiskCheckInterval: time.Hour, GCInterval: -1,
+		TracerProvider: c.bookieTracer,
 	})
 	if err != nil {
 		c.t.Fatal(err)

@@ -641,11 +641,27 @@ func (rr *rangeRead) wait(ctx context.Context, timer *time.Timer) {
 		timer.Reset(max(time.Until(earliest), 0))
 		timerC = timer.C
 	}
+	ms := rr.r.c.meters
 	select {
 	case as := <-rr.answers:
 		rr.outstanding--
 		for _, a := range as {
+			reason := ""
+			switch ev := a.ev.(type) {
+			case ledger.ReadFailed:
+				reason = reasonError
+				if a.checkErr != nil {
+					reason = reasonChecksum
+				}
+				ms.bookieError(ev.Bookie, opRead, reason, 1)
+			case ledger.ReadNoEntry:
+				reason = reasonNoEntry
+			}
+			sent := len(rr.sends)
 			rr.feed(a)
+			if reason != "" && len(rr.sends) > sent { // the machine asks another copy
+				ms.fallback(reason)
+			}
 		}
 	case <-timerC:
 		now := time.Now()
@@ -653,7 +669,11 @@ func (rr *rangeRead) wait(ctx context.Context, timer *time.Timer) {
 			if !now.Before(d) {
 				rr.spec[e] = now.Add(rr.r.c.cfg.SpeculativeReadTimeout)
 				rr.r.c.stats.speculativeReads.Add(1)
+				sent := len(rr.sends)
 				rr.handle(rr.r.step(ledger.SpeculativeTimeout{Entry: e}))
+				if len(rr.sends) > sent {
+					ms.fallback(reasonSpeculative)
+				}
 			}
 		}
 	case <-ctx.Done():

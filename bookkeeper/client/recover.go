@@ -39,9 +39,30 @@ func (c *Client) Recover(ctx context.Context, id catalog.LedgerID, lastOffset fu
 	if lastOffset == nil {
 		return catalog.LedgerMetadata{}, fmt.Errorf("recover ledger %d: %w: nil lastOffset", id, ErrInvalidArgument)
 	}
+	start := time.Now()
+	ctx, span := c.meters.startRecover(ctx, id)
+	m, sealedHere, err := c.recoverLedger(ctx, id, lastOffset)
+	outcome := outcomeAlreadyClosed
+	switch {
+	case err != nil:
+		outcome = outcomeFailed
+	case sealedHere:
+		outcome = outcomeRecovered
+	}
+	c.meters.recovered(start, outcome)
+	if span != nil {
+		span.SetAttributes(attrOutcome.String(outcome))
+		endSpan(span, err)
+	}
+	return m, err
+}
+
+// recoverLedger is Recover; sealedHere reports that this call stored the
+// ledger CLOSED (not a recovery that found it sealed or lost the race).
+func (c *Client) recoverLedger(ctx context.Context, id catalog.LedgerID, lastOffset func(lastEntry int64, payload []byte) (int64, error)) (_ catalog.LedgerMetadata, sealedHere bool, _ error) {
 	ctx, leave, err := c.enter(ctx)
 	if err != nil {
-		return catalog.LedgerMetadata{}, err
+		return catalog.LedgerMetadata{}, false, err
 	}
 	defer leave()
 	failures, conflicts := 0, 0
@@ -55,10 +76,10 @@ func (c *Client) Recover(ctx context.Context, id catalog.LedgerID, lastOffset fu
 	for {
 		m, err := c.getLedger(ctx, id)
 		if err != nil {
-			return catalog.LedgerMetadata{}, fmt.Errorf("recover ledger %d: %w", id, err)
+			return catalog.LedgerMetadata{}, false, fmt.Errorf("recover ledger %d: %w", id, err)
 		}
 		if m.State.Sealed() {
-			return m, nil
+			return m, false, nil
 		}
 		if m.State == catalog.LedgerOpen {
 			p := m
@@ -66,29 +87,29 @@ func (c *Client) Recover(ctx context.Context, id catalog.LedgerID, lastOffset fu
 			m, err = c.updateLedger(ctx, p)
 			if errors.Is(err, catalog.ErrVersionConflict) {
 				if err := lost(err); err != nil {
-					return catalog.LedgerMetadata{}, err
+					return catalog.LedgerMetadata{}, false, err
 				}
 				continue
 			}
 			if err != nil {
-				return catalog.LedgerMetadata{}, fmt.Errorf("recover ledger %d: %w", id, err)
+				return catalog.LedgerMetadata{}, false, fmt.Errorf("recover ledger %d: %w", id, err)
 			}
 		}
 		end, payload, err := c.recoverEnd(ctx, m)
 		if errors.Is(err, ledger.ErrRecoveryFailed) && ctx.Err() == nil {
 			failures++
 			if failures >= c.cfg.RecoveryAttempts {
-				return catalog.LedgerMetadata{}, fmt.Errorf("recover ledger %d: %d attempts: %w", id, failures, err)
+				return catalog.LedgerMetadata{}, false, fmt.Errorf("recover ledger %d: %d attempts: %w", id, failures, err)
 			}
 			d := c.cfg.backoff(failures - 1)
 			c.log.Warn("ledger recovery failed; retrying", slog.Int64("ledger", int64(id)), slog.Duration("backoff", d), slog.Any("err", err))
 			if err := sleep(ctx, d); err != nil {
-				return catalog.LedgerMetadata{}, fmt.Errorf("recover ledger %d: %w", id, ctxErr(ctx))
+				return catalog.LedgerMetadata{}, false, fmt.Errorf("recover ledger %d: %w", id, ctxErr(ctx))
 			}
 			continue
 		}
 		if err != nil {
-			return catalog.LedgerMetadata{}, fmt.Errorf("recover ledger %d: %w", id, err)
+			return catalog.LedgerMetadata{}, false, fmt.Errorf("recover ledger %d: %w", id, err)
 		}
 		p := m
 		p.State, p.LastEntry, p.LastOffset = catalog.LedgerClosed, end, m.FirstOffset-1
@@ -98,11 +119,11 @@ func (c *Client) Recover(ctx context.Context, id catalog.LedgerID, lastOffset fu
 				// recovery read nothing itself: read the entry (acknowledged,
 				// so on Qa bookies of its segment).
 				if payload, err = c.readOne(ctx, m, end); err != nil {
-					return catalog.LedgerMetadata{}, fmt.Errorf("recover ledger %d: read last entry %d: %w", id, end, err)
+					return catalog.LedgerMetadata{}, false, fmt.Errorf("recover ledger %d: read last entry %d: %w", id, end, err)
 				}
 			}
 			if p.LastOffset, err = lastOffset(end, payload); err != nil {
-				return catalog.LedgerMetadata{}, fmt.Errorf("recover ledger %d: last offset of entry %d: %w", id, end, err)
+				return catalog.LedgerMetadata{}, false, fmt.Errorf("recover ledger %d: last offset of entry %d: %w", id, end, err)
 			}
 		}
 		out, err := c.updateLedger(ctx, p)
@@ -110,16 +131,16 @@ func (c *Client) Recover(ctx context.Context, id catalog.LedgerID, lastOffset fu
 			// Another recovery closed it (or re-marked it): the loop
 			// re-reads and returns the winner's record.
 			if err := lost(err); err != nil {
-				return catalog.LedgerMetadata{}, err
+				return catalog.LedgerMetadata{}, false, err
 			}
 			continue
 		}
 		if err != nil {
-			return catalog.LedgerMetadata{}, fmt.Errorf("recover ledger %d: %w", id, err)
+			return catalog.LedgerMetadata{}, false, fmt.Errorf("recover ledger %d: %w", id, err)
 		}
 		c.stats.ledgersRecovered.Add(1)
 		c.log.Info("ledger recovered", slog.Int64("ledger", int64(id)), slog.Int64("last_entry", end), slog.Int64("last_offset", out.LastOffset))
-		return out, nil
+		return out, true, nil
 	}
 }
 
@@ -173,7 +194,7 @@ func (c *Client) recoverEnd(ctx context.Context, m catalog.LedgerMetadata) (int6
 					send(c.readEntry(rctx, m.ID, a.Bookie, a.Entry, a.Fence, key).ev)
 				}()
 			case ledger.SendAdd:
-				adds.send(a)
+				adds.send(a, nil)
 			case ledger.CloseLedger:
 				c.log.Debug("recovery decided the end", slog.Int64("ledger", int64(m.ID)), slog.Int64("last_entry", a.LastEntry))
 				// Every write-back reached Qa; give the rest of the write

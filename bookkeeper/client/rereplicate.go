@@ -281,7 +281,7 @@ func (c *Client) writeWindow(ctx context.Context, m catalog.LedgerMetadata, to s
 	}()
 	byID := make(map[int64]*bookiev1.Entry, len(ents))
 	send := func(e *bookiev1.Entry) {
-		adds.send(ledger.SendAdd{Bookie: to, Entry: e.GetEntryId(), LAC: e.GetLac(), Payload: e.GetPayload(), Recovery: true})
+		adds.send(ledger.SendAdd{Bookie: to, Entry: e.GetEntryId(), LAC: e.GetLac(), Payload: e.GetPayload(), Recovery: true}, nil)
 	}
 	for _, e := range ents {
 		byID[e.GetEntryId()] = e

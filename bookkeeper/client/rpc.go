@@ -34,6 +34,7 @@ func (c *Client) fence(ctx context.Context, id catalog.LedgerID, bookie string, 
 		c.log.Debug("fence abandoned", slog.Int64("ledger", int64(id)), slog.String("bookie", bookie))
 	} else {
 		c.log.Warn("fence failed", slog.Int64("ledger", int64(id)), slog.String("bookie", bookie), slog.Any("err", err))
+		c.meters.bookieError(bookie, opFence, reasonError, 1)
 	}
 	return ledger.FenceFailed{Bookie: bookie}
 }

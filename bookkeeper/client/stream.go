@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -56,6 +57,11 @@ type addSet struct {
 	// share one message (its checksum computed once). Messages are never
 	// modified once built, so senders may marshal one concurrently.
 	last *bookiev1.Add
+
+	// failed is why each bookie last failed an add (a reason of
+	// sluice.ledger.bookie.errors), for the ensemble change that replaces
+	// it to be counted by reason.
+	failed map[string]string
 }
 
 // streamEvent is a stream goroutine's report: answers for the handle's
@@ -155,11 +161,13 @@ func (s *addSet) stream(bookie string) *addStream {
 	return st
 }
 
-// send queues a SendAdd on its bookie's stream.
-func (s *addSet) send(a ledger.SendAdd) {
+// send queues a SendAdd on its bookie's stream; tc is the entry's trace
+// context (Add.trace_context), nil when it is not traced.
+func (s *addSet) send(a ledger.SendAdd, tc []byte) {
 	st := s.stream(a.Bookie)
 	if l := s.last; l == nil || l.GetEntryId() != a.Entry || l.GetLac() != a.LAC || l.GetRecovery() != a.Recovery || len(l.GetPayload()) != len(a.Payload) {
 		s.last = addMessage(s.ledger, a)
+		s.last.TraceContext = tc
 	}
 	gen := st.gen
 	if st.mux != nil {
@@ -233,18 +241,45 @@ func (s *addSet) answer(ev streamEvent) []ledger.Event {
 			s.c.log.Warn("bookie add stream broke", slog.Int64("ledger", s.ledger), slog.String("bookie", ev.bookie),
 				slog.Int("pending", len(st.pending)), slog.Any("err", ev.err))
 		}
-		return s.failGen(st, ev.gen)
+		reason := reasonUnavailable
+		if errors.Is(ev.err, errAddTimeout) { // another writer's add on the shared stream timed out
+			reason = reasonTimeout
+		}
+		return s.failGen(st, ev.gen, reason)
 	}
 	out := make([]ledger.Event, 0, len(ev.results))
 	for _, r := range ev.results {
 		if e, ok := st.settle(ev.gen, r); ok {
 			if _, failed := e.(ledger.AddFailed); failed {
 				s.c.stats.addFailures.Add(1)
+				s.noteFailed(st.bookie, addFailReason(r.GetStatus()), 1)
 			}
 			out = append(out, e)
 		}
 	}
 	return out
+}
+
+// noteFailed counts n adds bookie failed for reason (not once the
+// handle is ending: its streams then break on purpose) and remembers the
+// reason for the ensemble change.
+func (s *addSet) noteFailed(bookie, reason string, n int) {
+	if n == 0 || s.ctx.Err() != nil {
+		return
+	}
+	s.c.meters.bookieError(bookie, opAdd, reason, n)
+	if s.failed == nil {
+		s.failed = map[string]string{}
+	}
+	s.failed[bookie] = reason
+}
+
+// failReason is why bookie last failed an add ("error" if it never did).
+func (s *addSet) failReason(bookie string) string {
+	if r, ok := s.failed[bookie]; ok {
+		return r
+	}
+	return reasonError
 }
 
 // settle removes the pending add r answers and returns its event; false
@@ -298,15 +333,15 @@ func (s *addSet) timeouts(now time.Time) []ledger.Event {
 				// answers none of them in time.
 				st.mux.fail(p.gen, fmt.Errorf("%w: ledger %d entry %d unanswered after %v", errAddTimeout, s.ledger, p.entry, s.c.cfg.AddTimeout))
 			}
-			out = append(out, s.failGen(st, p.gen)...)
+			out = append(out, s.failGen(st, p.gen, reasonTimeout)...)
 		}
 	}
 	return out
 }
 
-// failGen fails the pending adds stream generation gen carried; an own
-// stream is dropped (it carries one generation).
-func (s *addSet) failGen(st *addStream, gen uint64) []ledger.Event {
+// failGen fails the pending adds stream generation gen carried, for
+// reason; an own stream is dropped (it carries one generation).
+func (s *addSet) failGen(st *addStream, gen uint64, reason string) []ledger.Event {
 	var out []ledger.Event
 	kept := st.pending[:0]
 	for _, p := range st.pending {
@@ -323,6 +358,7 @@ func (s *addSet) failGen(st *addStream, gen uint64) []ledger.Event {
 		delete(s.streams, st.bookie)
 	}
 	s.c.stats.addFailures.Add(int64(len(out)))
+	s.noteFailed(st.bookie, reason, len(out))
 	return out
 }
 

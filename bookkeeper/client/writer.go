@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluicemq/sluice/bookkeeper/ledger"
 	"github.com/sluicemq/sluice/pkg/catalog"
@@ -78,6 +81,7 @@ type Writer struct {
 type writerReq struct {
 	payload    []byte
 	done       func(entry int64, err error)
+	span       trace.Span // the append's span, nil when not traced
 	close      bool
 	lastOffset int64
 }
@@ -186,6 +190,15 @@ func (w *Writer) LAC() int64 { return w.lac.Load() }
 // done must not call Close or Abort, nor wait for anything that waits for
 // them: Close waits for every callback to return.
 func (w *Writer) AppendAsync(payload []byte, done func(entry int64, err error)) error {
+	return w.AppendAsyncContext(context.Background(), payload, done)
+}
+
+// AppendAsyncContext is AppendAsync within the caller's trace: when ctx
+// carries a span and the client has a tracer, the append gets a span
+// (SpanAdd), a child of ctx's, from here to its acknowledgement or
+// failure, whose context goes with the entry to the bookies. ctx is used
+// for nothing else: it does not bound the append.
+func (w *Writer) AppendAsyncContext(ctx context.Context, payload []byte, done func(entry int64, err error)) error {
 	if done == nil {
 		return fmt.Errorf("append to ledger %d: %w: nil callback", w.id, ErrInvalidArgument)
 	}
@@ -204,14 +217,15 @@ func (w *Writer) AppendAsync(payload []byte, done func(entry int64, err error)) 
 		return fmt.Errorf("append to ledger %d: %w: %d appends await their callback", w.id, ledger.ErrInFlightLimit, w.outstanding)
 	}
 	w.outstanding++
-	w.reqs <- writerReq{payload: payload, done: done} // never blocks: see reqs
+	span := w.c.meters.startAdd(ctx, w.id, len(payload))          // nil unless traced
+	w.reqs <- writerReq{payload: payload, done: done, span: span} // never blocks: see reqs
 	return nil
 }
 
 // Append appends payload and waits until it is acknowledged, returning its
 // entry id. While MaxInFlight appends are outstanding it waits for room.
 // If ctx ends first the entry's outcome is unknown: it may still be
-// acknowledged.
+// acknowledged. A traced ctx traces the append (AppendAsyncContext).
 func (w *Writer) Append(ctx context.Context, payload []byte) (int64, error) {
 	type result struct {
 		entry int64
@@ -222,7 +236,7 @@ func (w *Writer) Append(ctx context.Context, payload []byte) (int64, error) {
 		w.mu.Lock()
 		space := w.space
 		w.mu.Unlock()
-		err := w.AppendAsync(payload, func(entry int64, err error) { ch <- result{entry, err} })
+		err := w.AppendAsyncContext(ctx, payload, func(entry int64, err error) { ch <- result{entry, err} })
 		if err == nil {
 			break
 		}
@@ -318,6 +332,10 @@ type writerLoop struct {
 	// one: the machine never asks for a seal during an ensemble change).
 	op        chan opResult
 	opRunning bool
+	// change is the ensemble change in flight (its failed bookies) and
+	// why each failed, for sluice.ledger.ensemble_changes.
+	change        []string
+	changeReasons []string
 	// retry delays reporting a failed ensemble change, so retries are
 	// spaced by the backoff rather than by ticks.
 	retry    *time.Timer
@@ -336,7 +354,10 @@ type waitingAppend struct {
 	entry int64
 	done  func(int64, error)
 	start time.Time    // when the writer took it
+	bytes int          // payload size
 	acks  []bookieTime // answers so far, in arrival order (for the slow-add log)
+	span  trace.Span   // nil when not traced
+	trace []byte       // Add.trace_context of its adds: span's context, when sampled
 }
 
 // bookieTime is when a bookie answered an add, after the writer took it.
@@ -476,10 +497,18 @@ func (l *writerLoop) request(r writerReq) {
 	if err != nil {
 		// The machine stopped meanwhile (the loop then finishes) — never
 		// ErrInFlightLimit: outstanding bounds pending.
-		l.w.cbs.push(callback{fn: r.done, entry: -1, err: fmt.Errorf("append to ledger %d: %w", l.w.id, err)})
+		err = fmt.Errorf("append to ledger %d: %w", l.w.id, err)
+		endSpan(r.span, err)
+		l.w.c.meters.addFailed.Add(1)
+		l.w.cbs.push(callback{fn: r.done, entry: -1, err: err})
 		return
 	}
-	l.waiting = append(l.waiting, waitingAppend{entry: entry, done: r.done, start: l.w.c.cfg.Now()})
+	wa := waitingAppend{entry: entry, done: r.done, start: l.w.c.cfg.Now(), bytes: len(r.payload), span: r.span}
+	if r.span != nil {
+		r.span.SetAttributes(attrEntry.Int64(entry))
+		wa.trace = traceContext(r.span)
+	}
+	l.waiting = append(l.waiting, wa)
 	l.do(acts)
 }
 
@@ -507,7 +536,7 @@ func (l *writerLoop) do(acts []ledger.Action) {
 	for _, a := range acts {
 		switch a := a.(type) {
 		case ledger.SendAdd:
-			l.adds.send(a)
+			l.adds.send(a, l.traceOf(a.Entry))
 		case ledger.SendWriteLac:
 			l.adds.pushLac(a.Bookie, a.LAC)
 		case ledger.Acknowledge:
@@ -516,6 +545,10 @@ func (l *writerLoop) do(acts []ledger.Action) {
 		case ledger.FailAppend:
 			l.settle(a.Entry, fmt.Errorf("append to ledger %d: %w", w.id, a.Err))
 		case ledger.EnsembleChangeNeeded:
+			l.change, l.changeReasons = a.Failed, make([]string, len(a.Failed))
+			for i, b := range a.Failed {
+				l.changeReasons[i] = l.adds.failReason(b)
+			}
 			m := l.meta
 			l.startOp(func(ctx context.Context) opResult { return l.changeEnsemble(ctx, m, a) })
 		case ledger.CloseLedger:
@@ -535,6 +568,18 @@ func (l *writerLoop) do(acts []ledger.Action) {
 	}
 }
 
+// traceOf is the trace context the adds of a pending entry carry (nil
+// when it is not traced).
+func (l *writerLoop) traceOf(entry int64) []byte {
+	if len(l.waiting) == 0 {
+		return nil
+	}
+	if i := entry - l.waiting[0].entry; i >= 0 && i < int64(len(l.waiting)) {
+		return l.waiting[i].trace
+	}
+	return nil
+}
+
 // settle hands entry's outcome to its callback (entries settle in order).
 func (l *writerLoop) settle(entry int64, err error) {
 	if len(l.waiting) == 0 || l.waiting[0].entry != entry {
@@ -543,9 +588,14 @@ func (l *writerLoop) settle(entry int64, err error) {
 	wa := l.waiting[0]
 	l.waiting[0] = waitingAppend{}
 	l.waiting = l.waiting[1:]
+	c := l.w.c
 	if err == nil {
-		l.w.c.slow.note(l.w.c, int64(l.w.id), &wa)
+		c.slow.note(c, int64(l.w.id), &wa)
+		c.meters.acked(c.cfg.Now().Sub(wa.start), wa.bytes)
+	} else {
+		c.meters.addFailed.Add(1)
 	}
+	endSpan(wa.span, err)
 	l.w.cbs.push(callback{fn: wa.done, entry: entry, err: err})
 }
 
@@ -569,6 +619,9 @@ func (l *writerLoop) noteAnswers(evs []ledger.Event) {
 		}
 		if i := entry - first; i >= 0 && i < int64(len(l.waiting)) {
 			wa := &l.waiting[i]
+			if wa.span != nil {
+				noteAnswer(wa.span, ev)
+			}
 			if len(wa.acks) < maxNotedAnswers {
 				bt.after = now.Sub(wa.start)
 				wa.acks = append(wa.acks, bt)
@@ -608,6 +661,7 @@ func (l *writerLoop) opDone(res opResult) {
 			l.finish(closeResult{err: res.err})
 		}
 	case opEnsemble:
+		l.countChange(res.ev)
 		if f, ok := res.ev.(ledger.EnsembleChangeFailed); ok {
 			d := l.w.c.cfg.backoff(l.failures)
 			l.w.c.stats.ensembleChangeFailures.Add(1)
@@ -632,6 +686,26 @@ func (l *writerLoop) opDone(res opResult) {
 			l.failures = 0
 		}
 		l.step(res.ev)
+	}
+}
+
+// countChange counts an ensemble change's outcome per bookie it was to
+// replace, by the reason that bookie failed.
+func (l *writerLoop) countChange(ev ledger.Event) {
+	ms := l.w.c.meters
+	switch e := ev.(type) {
+	case ledger.EnsembleChangeFailed:
+		for _, r := range l.changeReasons {
+			ms.ensembleChange(r, resultFailed)
+		}
+	case ledger.BookieReplaced:
+		for i, b := range l.change {
+			result := resultReplaced
+			if slices.Contains(e.Rejoined, b) {
+				result = resultRejoined
+			}
+			ms.ensembleChange(l.changeReasons[i], result)
+		}
 	}
 }
 
@@ -660,14 +734,20 @@ drain:
 		select {
 		case r := <-w.reqs:
 			if !r.close {
-				w.cbs.push(callback{fn: r.done, entry: -1, err: fmt.Errorf("append to ledger %d: %w", w.id, errAfter)})
+				err := fmt.Errorf("append to ledger %d: %w", w.id, errAfter)
+				endSpan(r.span, err)
+				w.c.meters.addFailed.Add(1)
+				w.cbs.push(callback{fn: r.done, entry: -1, err: err})
 			}
 		default:
 			break drain
 		}
 	}
 	for _, wa := range l.waiting { // empty: a machine that stops fails its pending entries first
-		w.cbs.push(callback{fn: wa.done, entry: wa.entry, err: fmt.Errorf("append to ledger %d: %w", w.id, errAfter)})
+		err := fmt.Errorf("append to ledger %d: %w", w.id, errAfter)
+		endSpan(wa.span, err)
+		w.c.meters.addFailed.Add(1)
+		w.cbs.push(callback{fn: wa.done, entry: wa.entry, err: err})
 	}
 	l.waiting = nil
 	if l.retry != nil {
