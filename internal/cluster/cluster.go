@@ -230,7 +230,7 @@ func New(cfg Config) (_ *Cluster, err error) {
 	// The fetch service's triggers send failed records to their DLQ
 	// through this process's ingest service, in process.
 	fdeps := fetch.Deps{Catalog: c.Catalog, Ledgers: c.Ledgers, Bookkeeping: c.Bookkeeping, Forward: fetch.Forwarder(peers), Objects: c.Objects,
-		Producer: c.Ingest, Meters: tel.MeterProvider}
+		Producer: c.Ingest, Meters: tel.MeterProvider, Tracer: tel.TracerProvider}
 	if cfg.Lambda != nil {
 		fdeps.Lambda, fdeps.Triggers = cfg.Lambda, c.Catalog
 	}

@@ -52,9 +52,9 @@ type Config struct {
 	// (TracesRequested, traces.go) when they ask for it. Mains set it;
 	// tests leave it off, whatever the developer's shell exports.
 	TracesFromEnv bool
-	// SpanExporter, if set, receives the spans whatever the environment
-	// says (tests: an in-memory exporter). The resource names the service
-	// as with the environment.
+	// SpanExporter, if set, receives each span as it ends, whatever the
+	// environment says (tests: an in-memory exporter). The resource names
+	// the service as with the environment.
 	SpanExporter sdktrace.SpanExporter
 }
 

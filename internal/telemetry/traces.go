@@ -81,7 +81,13 @@ func newTracerProvider(cfg Config) (trace.TracerProvider, func(context.Context) 
 	// default, parent-based always-on, unless OTEL_TRACES_SAMPLER says
 	// otherwise: a trace a producer started is recorded by every process
 	// it crosses, or by none.
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+	var processor sdktrace.SpanProcessor
+	if cfg.SpanExporter != nil {
+		processor = sdktrace.NewSimpleSpanProcessor(exp) // tests: each span as it ends
+	} else {
+		processor = sdktrace.NewBatchSpanProcessor(exp)
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(processor), sdktrace.WithResource(res))
 	return tp, tp.Shutdown, nil
 }
 

@@ -22,6 +22,7 @@ import (
 
 	"connectrpc.com/connect"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 	"gocloud.dev/blob"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 
@@ -60,6 +61,9 @@ type Deps struct {
 	// Meters receives the copy's metrics (metrics.go, trigger_metrics.go;
 	// docs/metrics.md); nil discards them.
 	Meters metric.MeterProvider
+	// Tracer makes the copy's spans (trigger invocations:
+	// trigger_tracing.go); nil makes none.
+	Tracer trace.TracerProvider
 	// AuthorizeTrigger, if set, says whether a trigger may run now: its
 	// RunAs principal may still consume its topic and produce to its
 	// on-failure topic (internal/authz). A refused trigger invokes
@@ -136,7 +140,7 @@ func New(cfg Config, d Deps) (*Service, error) {
 		if err != nil {
 			return nil, err
 		}
-		s.triggers = &triggerHost{invoker: d.Lambda, dlq: d.Producer, meters: meters, cat: d.Triggers, runners: map[string]*triggerRunner{}}
+		s.triggers = &triggerHost{invoker: d.Lambda, dlq: d.Producer, meters: meters, tracer: newTriggerTracer(d.Tracer), cat: d.Triggers, runners: map[string]*triggerRunner{}}
 	}
 	return s, nil
 }

@@ -70,21 +70,7 @@ func newTriggerMeters(mp metric.MeterProvider) (*triggerMeters, error) {
 // invoked records one invocation of n records whose first has timestamp
 // firstTs (ms).
 func (m *triggerMeters) invoked(ctx context.Context, name string, res trigger.Result, n int, took time.Duration, firstTs int64) {
-	outcome := "success"
-	switch res.Outcome {
-	case trigger.Success:
-		if len(res.Failed) > 0 {
-			outcome = "partial"
-		}
-	case trigger.FunctionError:
-		outcome = "function_error"
-	case trigger.Throttled:
-		outcome = "throttled"
-	case trigger.Transient:
-		outcome = "transient"
-	case trigger.Rejected:
-		outcome = "rejected"
-	}
+	outcome := triggerOutcome(res)
 	t := metric.WithAttributes(attribute.String("trigger", name))
 	m.invocations.Add(ctx, 1, metric.WithAttributes(attribute.String("trigger", name), attribute.String("outcome", outcome)))
 	m.duration.Record(ctx, took.Seconds(), t)
@@ -98,4 +84,24 @@ func (m *triggerMeters) invoked(ctx context.Context, name string, res trigger.Re
 // dlq records n records sent to the DLQ.
 func (m *triggerMeters) dlq(ctx context.Context, name string, n int) {
 	m.dlqRecords.Add(ctx, int64(n), metric.WithAttributes(attribute.String("trigger", name)))
+}
+
+// triggerOutcome names an invocation's outcome for the metric and the span:
+// success, partial, function_error, throttled, transient, rejected.
+func triggerOutcome(res trigger.Result) string {
+	switch res.Outcome {
+	case trigger.Success:
+		if len(res.Failed) > 0 {
+			return "partial"
+		}
+	case trigger.FunctionError:
+		return "function_error"
+	case trigger.Throttled:
+		return "throttled"
+	case trigger.Transient:
+		return "transient"
+	case trigger.Rejected:
+		return "rejected"
+	}
+	return "success"
 }

@@ -527,8 +527,10 @@ func (w *triggerWorker) process(ctx context.Context, batch trigger.Batch, payloa
 			FirstOffset: b.FirstOffset(), LastOffset: b.LastOffset(), LeaseEpoch: w.idEpoch})
 		start := time.Now()
 		ictx, cancel := context.WithTimeout(ctx, maxInvokeTime)
+		ictx, span := r.s.triggers.tracer.start(ictx, r.tr.Name, r.spec.Function, b)
 		res := r.s.triggers.invoker.Invoke(ictx, r.spec.Function, id, b, payload)
 		cancel()
+		r.s.triggers.tracer.end(span, res)
 		r.s.triggers.meters.invoked(ctx, r.tr.Name, res, len(recs), time.Since(start), recs[0].Timestamp)
 		if ctx.Err() != nil {
 			return run.Finished(), ctx.Err()

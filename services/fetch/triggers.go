@@ -69,6 +69,7 @@ type triggerHost struct {
 	invoker *trigger.Invoker
 	dlq     ProducerClient
 	meters  *triggerMeters
+	tracer  triggerTracer // a span per invocation (trigger_tracing.go)
 	cat     catalog.Triggers
 
 	// mu guards runners; a leaf (a runner's start, called under it,
