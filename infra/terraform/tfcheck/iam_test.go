@@ -38,6 +38,10 @@ type role struct {
 	calls []string
 }
 
+// cmdNoRole are the files of cmd/sluice that call AWS for commands no
+// deployed role runs.
+var cmdNoRole = []string{}
+
 // catalogCalls are the DynamoDB catalog's calls (pkg/catalog/dynamodb),
 // which every process that opens the catalog makes.
 var catalogCalls = []string{
@@ -381,6 +385,21 @@ func scan() (map[string]map[string][]string, error) {
 	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("loading the code: %s", strings.Join(errs, "\n"))
+	}
+
+	// A file of cmd/sluice that calls AWS must belong to a role's command (or
+	// be a command no role runs): otherwise a server's call there would go
+	// unseen.
+	covered := map[string]bool{}
+	for _, r := range roles {
+		for _, f := range r.cmdFiles {
+			covered[f] = true
+		}
+	}
+	for f, calls := range cmdCalls {
+		if len(calls) > 0 && !covered[f] && !slices.Contains(cmdNoRole, f) {
+			return nil, fmt.Errorf("cmd/sluice/%s calls AWS (%v) but is in no role's cmdFiles nor in cmdNoRole: say which process runs it", f, slices.Sorted(maps.Keys(calls)))
+		}
 	}
 
 	out := map[string]map[string][]string{}
