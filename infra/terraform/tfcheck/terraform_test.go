@@ -218,3 +218,29 @@ func moduleOutputRefs(m *module, name string) []string {
 	}
 	return out
 }
+
+// TestExampleVariables: envs/aws/example.tfvars sets only variables of
+// envs/aws, and every one it requires.
+func TestExampleVariables(t *testing.T) {
+	const env = envsDir + "/aws"
+	f, diags := hclparse.NewParser().ParseHCLFile(env + "/example.tfvars")
+	if diags.HasErrors() {
+		t.Fatal(diags.Error())
+	}
+	set := f.Body.(*hclsyntax.Body).Attributes
+	m := loadModule(t, env)
+	vars := map[string]bool{}
+	for _, v := range m.find("variable") {
+		vars[v.Labels[0]] = true
+		if _, hasDefault := v.Body.Attributes["default"]; !hasDefault {
+			if _, ok := set[v.Labels[0]]; !ok {
+				t.Errorf("example.tfvars does not set %s, which envs/aws requires", v.Labels[0])
+			}
+		}
+	}
+	for name := range set {
+		if !vars[name] {
+			t.Errorf("example.tfvars sets %s, which is not a variable of envs/aws", name)
+		}
+	}
+}
