@@ -141,7 +141,7 @@ func runFetch(ctx context.Context, f fetchFlags, stdout, stderr io.Writer) error
 		return err
 	}
 	defer ledgers.Close()
-	deps := fetch.Deps{Catalog: cat, Ledgers: ledgers, Bookkeeping: bk, Forward: fetch.Forwarder(peers), Meters: tel.MeterProvider}
+	deps := fetch.Deps{Catalog: cat, Ledgers: ledgers, Bookkeeping: bk, Forward: fetch.Forwarder(peers), Meters: tel.MeterProvider, Tracer: tel.TracerProvider}
 	if f.objects != "" {
 		if deps.Objects, err = objstore.Open(ctx, f.objects); err != nil {
 			return err

@@ -133,7 +133,7 @@ func runIngest(ctx context.Context, f ingestFlags, stdout, stderr io.Writer) err
 		return err
 	}
 	deps := ingest.Deps{Catalog: cat, Ledgers: ingest.LedgerClient(ledgers), Forward: ingest.Forwarder(peers), Partitions: ingest.PartitionClients(peers), Schemas: cat,
-		Authorize: authorizeProduce(az), Meters: tel.MeterProvider}
+		Authorize: authorizeProduce(az), Meters: tel.MeterProvider, Tracer: tel.TracerProvider}
 	bk, err := f.cassandraFlags.open(ctx, tel.Logger)
 	if err != nil {
 		return err

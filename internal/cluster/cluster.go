@@ -224,7 +224,7 @@ func New(cfg Config) (_ *Cluster, err error) {
 		icfg.Logger = c.log
 	}
 	if c.Ingest, err = ingest.New(icfg, ingest.Deps{Catalog: icat, Ledgers: ingest.LedgerClient(c.Ledgers), Forward: ingest.Forwarder(peers), Partitions: ingest.PartitionClients(peers), Producers: c.Bookkeeping, Schemas: c.Catalog, Authorize: c.authorizeProduce(),
-		Meters: tel.MeterProvider}); err != nil {
+		Meters: tel.MeterProvider, Tracer: tel.TracerProvider}); err != nil {
 		return nil, err
 	}
 	// The fetch service's triggers send failed records to their DLQ
@@ -277,7 +277,7 @@ func New(cfg Config) (_ *Cluster, err error) {
 		if ec.Logger == nil {
 			ec.Logger = c.log.With(slog.String("copy", ec.OwnerID))
 		}
-		if e.Ingest, err = ingest.New(ec, ingest.Deps{Catalog: icat, Ledgers: ingest.LedgerClient(c.Ledgers), Forward: ingest.Forwarder(peers), Partitions: ingest.PartitionClients(peers), Producers: c.Bookkeeping, Schemas: c.Catalog, Authorize: c.authorizeProduce()}); err != nil {
+		if e.Ingest, err = ingest.New(ec, ingest.Deps{Catalog: icat, Ledgers: ingest.LedgerClient(c.Ledgers), Forward: ingest.Forwarder(peers), Partitions: ingest.PartitionClients(peers), Producers: c.Bookkeeping, Schemas: c.Catalog, Authorize: c.authorizeProduce(), Tracer: tel.TracerProvider}); err != nil {
 			return nil, err
 		}
 		ad, err := admin.New(admin.Deps{Catalog: c.Catalog, EndOffset: e.Ingest.EndOffset, StableOffset: e.Ingest.StableOffset, Groups: c.Fetch.GroupAdmin(), Ledgers: c.Ledgers, Bookies: c.Ledgers, TopicDeleted: e.Ingest.TopicDeleted,

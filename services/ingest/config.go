@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluicemq/sluice/internal/quota"
 	"github.com/sluicemq/sluice/pkg/bookkeeping"
@@ -259,6 +260,9 @@ type Deps struct {
 	// Meters receives the copy's metrics (metrics.go; docs/metrics.md);
 	// nil records none.
 	Meters metric.MeterProvider
+	// Tracer makes the copy's spans: one per produce request whose records
+	// carry a trace context (tracing.go); nil makes none.
+	Tracer trace.TracerProvider
 }
 
 // ProducerStore is the bookkeeping of producer sessions and transactions,

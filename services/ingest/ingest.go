@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluicemq/sluice/internal/quota"
 	"github.com/sluicemq/sluice/pkg/catalog"
@@ -87,6 +88,8 @@ type Service struct {
 	schemas *registry.Validator
 	// m: the instruments (metrics.go).
 	m *meters
+	// tracer makes the append spans (tracing.go); nil: none.
+	tracer trace.Tracer
 }
 
 type cachedRoute struct {
@@ -166,6 +169,7 @@ func New(cfg Config, d Deps) (*Service, error) {
 		ready:       make(chan struct{}),
 		txnMemo:     newTxnMemo(),
 	}
+	s.tracer = newTracer(d.Tracer)
 	if s.m, err = newMeters(d.Meters, s); err != nil {
 		fcancel()
 		return nil, fmt.Errorf("ingest: metrics: %w", err)

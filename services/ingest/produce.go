@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluicemq/sluice/internal/apierr"
 	"github.com/sluicemq/sluice/internal/auth"
@@ -124,6 +125,8 @@ func (s *Service) Produce(ctx context.Context, req *connect.Request[sluicev1.Pro
 			s.m.failed(ctx, forwarded, err)
 		}
 	}()
+	ctx, span := s.traceProduce(ctx, req.Msg) // tracing.go
+	defer func() { endProduceSpan(span, err) }()
 	client, err := quotaKey(ctx, req.Header().Get(clientIDHeader), forwarded)
 	if err != nil {
 		return nil, err
@@ -635,6 +638,8 @@ func (s *Service) ProduceStream(ctx context.Context, stream *connect.BidiStream[
 			}
 		}
 		f := &inflight{id: req.GetCorrelationId(), since: time.Now()}
+		rctx, span := s.traceProduce(ctx, req.GetRequest()) // tracing.go; answer ends it
+		f.span = span
 		if req.GetRequest() == nil {
 			f.err = apierr.Invalid("request", "required")
 		} else if s.d.Authorize != nil {
@@ -642,17 +647,18 @@ func (s *Service) ProduceStream(ctx context.Context, stream *connect.BidiStream[
 		}
 		if f.err != nil {
 			// answered below
-		} else if f.pl, f.err = s.prepare(ctx, req.GetRequest()); f.err == nil {
+		} else if f.pl, f.err = s.prepare(rctx, req.GetRequest()); f.err == nil {
 			if !forwarded {
-				f.err = s.checkTxnBatches(ctx, req.GetTransactionalId(), f.pl)
+				f.err = s.checkTxnBatches(rctx, req.GetTransactionalId(), f.pl)
 			}
 			if f.err != nil {
 				f.pl = nil
-			} else if f.err = s.admit(ctx, f.pl); f.err == nil {
-				s.start(ctx, f.pl, forwarded)
+			} else if f.err = s.admit(rctx, f.pl); f.err == nil {
+				s.start(rctx, f.pl, forwarded)
 			}
 		}
 		if !ans.add(ctx, f) {
+			endProduceSpan(f.span, context.Cause(ctx))
 			s.done(f.pl) // never answered: its bytes go back to the budget
 			recvErr = ctx.Err()
 			break
@@ -674,7 +680,8 @@ type inflight struct {
 	id    uint64
 	pl    *plan
 	err   error
-	since time.Time // when it was received
+	since time.Time  // when it was received
+	span  trace.Span // its append span (tracing.go); nil: not traced
 }
 
 // answer waits for f's plan and builds its answer.
@@ -695,6 +702,7 @@ func (s *Service) answer(ctx context.Context, client string, forwarded bool, f *
 		s.m.failed(ctx, forwarded, err)
 		out.Error = streamError(err)
 	}
+	endProduceSpan(f.span, err)
 	return out
 }
 
