@@ -19,7 +19,10 @@
 //     process's code calls: the Go sources are type-checked and searched for
 //     AWS SDK v2 operation inputs (dynamodb.GetItemInput{...}), DynamoDB
 //     transaction members, and gocloud.dev/blob Bucket methods (the S3
-//     driver's calls), and the result must equal both the table of calls in
+//     driver's calls) — in the catalog only those of the functions the
+//     role's code reaches (reach_test.go), elsewhere every call of every
+//     package the role's command imports — and the result must equal both
+//     the table of calls in
 //     iam_test.go and the policy documents' actions;
 //   - every flag passed to sluice ingest, fetch and bookie is one that
 //     command's --help lists (the binary is built from the tree), and every
@@ -31,5 +34,6 @@
 // Files: hcl_test.go (loading modules, evaluating literals), terraform_test.go
 // (parsing, templates, variables, module calls), catalog_test.go,
 // keyspaces_test.go, iam_test.go (the role table and the code scanner),
+// reach_test.go (which catalog functions a role reaches),
 // flags_test.go (flags and environment variables).
 package tfcheck

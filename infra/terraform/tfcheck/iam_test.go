@@ -42,8 +42,10 @@ type role struct {
 // deployed role runs.
 var cmdNoRole = []string{}
 
-// catalogCalls are the DynamoDB catalog's calls (pkg/catalog/dynamodb),
-// which every process that opens the catalog makes.
+// catalogCalls are the DynamoDB catalog's calls (pkg/catalog/dynamodb) that
+// ingest and fetch make: between them they use all of the catalog. The
+// scanner attributes the catalog's calls per function (reach_test.go), so a
+// process that uses less of it gets less.
 var catalogCalls = []string{
 	"dynamodb:BatchGetItem",
 	"dynamodb:BatchWriteItem",
@@ -82,7 +84,9 @@ var roles = []role{
 		name:     "bookie",
 		cmdFiles: append([]string{"bookie.go", "bookiefs_default.go"}, commonCmdFiles...),
 		policies: [][2]string{{"sluice-bookies", "bookie_code"}},
-		calls:    catalogCalls,
+		// Its registration (HeartbeatBookie) and the catalog GC's reads of
+		// ledger metadata (GetLedger).
+		calls: []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"},
 	},
 	{
 		name:     "compactor",
@@ -98,7 +102,9 @@ var roles = []role{
 			"blob:NewWriter",
 			"blob:ReadAll",
 			"blob:WriteAll",
-		}, catalogCalls...),
+		}, slices.DeleteFunc(slices.Clone(catalogCalls), func(c string) bool {
+			return c == "dynamodb:TransactWriteItems.ConditionCheck" // no conditional transaction of its own
+		})...),
 	},
 }
 
@@ -359,8 +365,9 @@ func scan() (map[string]map[string][]string, error) {
 		return nil, err
 	}
 	var errs []string
-	callsIn := map[string]map[string][]string{}     // package -> call -> where
-	var cmdCalls = map[string]map[string][]string{} // cmd/sluice file -> call -> where
+	callsIn := map[string]map[string][]string{}  // package -> call -> where
+	cmdCalls := map[string]map[string][]string{} // cmd/sluice file -> call -> where
+	g := newRefGraph(pkgs)
 	for _, p := range pkgs {
 		for _, e := range p.Errors {
 			errs = append(errs, e.Error())
@@ -370,16 +377,26 @@ func scan() (map[string]map[string][]string, error) {
 		}
 		for _, f := range p.Syntax {
 			file := p.Fset.Position(f.Pos()).Filename
-			calls := findCalls(p, f, absRoot)
-			if p.PkgPath == modulePath+"/cmd/sluice" {
+			byFunc := findCalls(p, f, absRoot)
+			g.addFile(p, f, byFunc)
+			calls := map[string][]string{}
+			for _, fc := range byFunc {
+				for c, where := range fc {
+					calls[c] = append(calls[c], where...)
+				}
+			}
+			switch {
+			case p.PkgPath == modulePath+"/cmd/sluice":
 				cmdCalls[filepath.Base(file)] = calls
-				continue
-			}
-			if callsIn[p.PkgPath] == nil {
-				callsIn[p.PkgPath] = map[string][]string{}
-			}
-			for c, where := range calls {
-				callsIn[p.PkgPath][c] = append(callsIn[p.PkgPath][c], where...)
+			case slices.Contains(refinedPkgs, p.PkgPath):
+				// attributed per function below
+			default:
+				if callsIn[p.PkgPath] == nil {
+					callsIn[p.PkgPath] = map[string][]string{}
+				}
+				for c, where := range calls {
+					callsIn[p.PkgPath][c] = append(callsIn[p.PkgPath][c], where...)
+				}
 			}
 		}
 	}
@@ -414,6 +431,10 @@ func scan() (map[string]map[string][]string, error) {
 			for c, where := range cmdCalls[f] {
 				calls[c] = append(calls[c], where...)
 			}
+		}
+		// The catalog's calls: those of the functions the role's code reaches.
+		for c, where := range g.reachedCalls(closures[r.name], r.cmdFiles) {
+			calls[c] = append(calls[c], where...)
 		}
 		out[r.name] = calls
 	}
@@ -454,22 +475,21 @@ const (
 //   - a method call on *blob.Bucket: "blob:Method".
 //
 // Calls listed in notDeployed are left out when made in their functions.
-func findCalls(p *packages.Package, f *ast.File, root string) map[string][]string {
-	out := map[string][]string{}
+func findCalls(p *packages.Package, f *ast.File, root string) map[string]map[string][]string {
+	out := map[string]map[string][]string{} // function -> call -> where
 	relPkg := strings.TrimPrefix(p.PkgPath, modulePath+"/")
 	for _, d := range f.Decls {
-		fd, ok := d.(*ast.FuncDecl)
-		fn := relPkg + "." + "<package scope>"
-		if ok {
-			fn = relPkg + "." + funcName(fd)
-		}
+		fn := declNode(relPkg, d)
 		add := func(call string, pos token.Pos) {
 			if nd, ok := notDeployed[call]; ok && slices.Contains(nd.funcs, fn) {
 				return
 			}
 			where := p.Fset.Position(pos)
 			rel, _ := filepath.Rel(root, where.Filename)
-			out[call] = append(out[call], fmt.Sprintf("%s:%d %s", rel, where.Line, fn))
+			if out[fn] == nil {
+				out[fn] = map[string][]string{}
+			}
+			out[fn][call] = append(out[fn][call], fmt.Sprintf("%s:%d %s", rel, where.Line, fn))
 		}
 		ast.Inspect(d, func(n ast.Node) bool {
 			switch n := n.(type) {

@@ -90,21 +90,13 @@ resource "aws_iam_role" "bookie" {
   tags               = var.tags
 }
 
-# bookie: the catalog (pkg/catalog/dynamodb): its registration and heartbeat, and the
-# catalog GC's reads of ledger metadata (--catalog-gc-interval).
+# bookie: the part of the catalog (pkg/catalog/dynamodb) it uses — its registration and
+# heartbeat (HeartbeatBookie), and the catalog GC's reads of ledger metadata
+# (GetLedger, --catalog-gc-interval).
 data "aws_iam_policy_document" "bookie_code" {
   statement {
-    sid = "Catalog"
-    actions = [
-      "dynamodb:BatchGetItem",
-      "dynamodb:BatchWriteItem",
-      "dynamodb:ConditionCheckItem",
-      "dynamodb:DeleteItem",
-      "dynamodb:GetItem",
-      "dynamodb:PutItem",
-      "dynamodb:Query",
-      "dynamodb:UpdateItem",
-    ]
+    sid       = "Catalog"
+    actions   = ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"]
     resources = [var.catalog_table_arn]
   }
 }

@@ -68,7 +68,6 @@ data "aws_iam_policy_document" "compactor_code" {
     actions = [
       "dynamodb:BatchGetItem",
       "dynamodb:BatchWriteItem",
-      "dynamodb:ConditionCheckItem",
       "dynamodb:DeleteItem",
       "dynamodb:GetItem",
       "dynamodb:PutItem",
