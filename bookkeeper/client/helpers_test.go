@@ -15,6 +15,7 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/goleak"
 
@@ -39,6 +40,9 @@ type cluster struct {
 	// bookieTracer, when set before bookies start, is their
 	// TracerProvider.
 	bookieTracer trace.TracerProvider
+	// bookieMeters, when set before bookies start, is their
+	// MeterProvider.
+	bookieMeters metric.MeterProvider
 	mu           sync.Mutex
 	bookies      map[string]*testBookie
 }
@@ -102,7 +106,7 @@ func (c *cluster) openBookie(id string, fs vfs.FS, opts ...connect.HandlerOption
 		ID: id, InstanceID: "test", Dir: "/data", FS: fs,
 		MaxEntryBytes: 1 << 20, MaxReadBytes: 4 << 20, WriteBufferBytes: 4 << 20,
 		CheckpointInterval: time.Hour, DiskCheckInterval: time.Hour, GCInterval: -1,
-		TracerProvider: c.bookieTracer,
+		TracerProvider: c.bookieTracer, MeterProvider: c.bookieMeters,
 	})
 	if err != nil {
 		c.t.Fatal(err)
