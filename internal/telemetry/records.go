@@ -105,6 +105,22 @@ func BatchSpanContexts(batch []byte) []trace.SpanContext {
 	return out
 }
 
+// RunSpanContexts is BatchSpanContexts over a run of whole batches back to
+// back (as fetch reads them from a ledger entry), at most MaxRecordLinks
+// in all.
+func RunSpanContexts(run []byte) []trace.SpanContext {
+	var out []trace.SpanContext
+	for rest := run; len(rest) > 0 && len(out) < MaxRecordLinks; {
+		bt, r, err := record.Split(rest)
+		if err != nil {
+			break
+		}
+		rest = r
+		out = append(out, BatchSpanContexts(bt)...)
+	}
+	return out[:min(len(out), MaxRecordLinks)]
+}
+
 // StartRecordsSpan starts a span over the work on some records whose trace
 // contexts are scs: a child of the first (so the work appears in that
 // producer's trace), linked to the others, and linked to ctx's span if ctx

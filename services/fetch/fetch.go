@@ -61,8 +61,8 @@ type Deps struct {
 	// Meters receives the copy's metrics (metrics.go, trigger_metrics.go;
 	// docs/metrics.md); nil discards them.
 	Meters metric.MeterProvider
-	// Tracer makes the copy's spans (trigger invocations:
-	// trigger_tracing.go); nil makes none.
+	// Tracer makes the copy's spans (deliveries: tracing.go; trigger
+	// invocations: trigger_tracing.go); nil makes none.
 	Tracer trace.TracerProvider
 	// AuthorizeTrigger, if set, says whether a trigger may run now: its
 	// RunAs principal may still consume its topic and produce to its
@@ -87,6 +87,8 @@ type Service struct {
 	reads  chan struct{} // the read budget
 	groupQ *quota.Limiter
 	fetchQ *quota.Limiter
+	// deliveries makes the delivery spans (tracing.go).
+	deliveries deliveryTracer
 
 	// mu guards the fields below; a leaf: nothing else is locked under it.
 	mu       sync.Mutex
@@ -135,6 +137,7 @@ func New(cfg Config, d Deps) (*Service, error) {
 		return nil, fmt.Errorf("fetch: metrics: %w", err)
 	}
 	s.ctx, s.stop = context.WithCancel(context.Background())
+	s.deliveries = newDeliveryTracer(d.Tracer)
 	if d.Lambda != nil && d.Triggers != nil {
 		meters, err := newTriggerMeters(d.Meters)
 		if err != nil {
@@ -403,6 +406,8 @@ func (s *Service) Fetch(ctx context.Context, req *connect.Request[sluicev1.Fetch
 			return nil, err
 		}
 		if res.Count > 0 || res.Next > offset || wait == 0 || !time.Now().Before(deadline) {
+			span := s.deliveries.start(ctx, m.Topic, int32(p), "", res) // tracing.go
+			defer s.deliveries.end(span, nil)
 			resp := connect.NewResponse(fetchResponse(res))
 			resp.Msg.Offset = offset
 			s.m.delivered(ctx, m.Topic, res, false, time.Now())

@@ -329,7 +329,9 @@ func (ss *session) deliverOne(stream *connect.ServerStream[sluicev1.SubscribeRes
 	if ss.batches {
 		d.CreditsSpent = &sluicev1.Credits{Records: int64(res.Count), Bytes: int64(res.Bytes)}
 	}
+	span := s.deliveries.start(ss.ctx, k.Topic, k.Partition, ss.group, res) // tracing.go
 	err = stream.Send(&sluicev1.SubscribeResponse{Event: &sluicev1.SubscribeResponse_Records{Records: d}})
+	s.deliveries.end(span, err)
 	return res.Count > 0, err
 }
 

@@ -1,0 +1,107 @@
+package sluice_test
+
+import (
+	"context"
+	"io"
+	"testing"
+	"time"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/sluicemq/sluice/internal/cluster"
+	"github.com/sluicemq/sluice/internal/telemetry"
+	"github.com/sluicemq/sluice/pkg/sluice"
+)
+
+// One record's trace through the in-process cluster: the producer's "send"
+// span, the server's "append" and "deliver" spans as its children, and the
+// consumer's "process" span, all in the trace the application started.
+// (cmd/sluice's TestIntegrationTraceSpansProducerToConsumer does the same
+// across processes, through an OTLP receiver.)
+func TestTraceFollowsARecord(t *testing.T) {
+	server := tracetest.NewInMemoryExporter()
+	tel, err := telemetry.New(telemetry.Config{Output: io.Discard, SpanExporter: server, Service: "dev"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tel.Shutdown(context.Background()) }()
+	tc := startCluster(t, func(c *cluster.Config) { c.Telemetry = tel })
+	app := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(app))
+	c, err := sluice.NewClient(tc.addr, sluice.WithTracerProvider(tp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := c.CreateTopic(ctx, "traced", 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.NewProducer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = p.Close(ctx) }()
+	rctx, root := tp.Tracer("app").Start(ctx, "checkout")
+	if _, err := p.ProduceSync(rctx, sluice.NewRecord("traced", []byte("k"), []byte("v"))); err != nil {
+		t.Fatal(err)
+	}
+	root.End()
+
+	k, err := c.NewConsumer("g", []string{"traced"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = k.Close(ctx) }()
+	var recs []sluice.ConsumedRecord
+	for len(recs) == 0 {
+		if recs, err = k.Poll(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, span := k.StartProcessSpan(ctx, recs[0])
+	span.End()
+
+	traceID := root.SpanContext().TraceID()
+	var send trace.SpanContext
+	for _, s := range app.Ended() {
+		if s.Name() == "send traced" {
+			send = s.SpanContext()
+		}
+	}
+	if send.TraceID() != traceID {
+		t.Fatalf("send span %v, want one in trace %v", send, traceID)
+	}
+	// The server's spans end as they are answered: wait for them.
+	want := map[string]bool{"append traced": false, "deliver traced": false}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		for _, s := range server.GetSpans() {
+			if _, ok := want[s.Name]; ok && s.SpanContext.TraceID() == traceID {
+				if s.Parent.SpanID() != send.SpanID() {
+					t.Fatalf("%q's parent is %v, want the send span %v", s.Name, s.Parent.SpanID(), send.SpanID())
+				}
+				want[s.Name] = true
+			}
+		}
+		if want["append traced"] && want["deliver traced"] {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server spans in the record's trace: %v", want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	var process sdktrace.ReadOnlySpan
+	for _, s := range app.Ended() {
+		if s.Name() == "process traced" {
+			process = s
+		}
+	}
+	if process == nil || process.SpanContext().TraceID() != traceID || process.Parent().SpanID() != send.SpanID() {
+		t.Fatalf("process span %v, want a child of the send span in trace %v", process, traceID)
+	}
+}
