@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -261,7 +262,11 @@ func TestReaderFollowsMovedReplicas(t *testing.T) {
 func TestRereplicateWindowsAreBoundedInBytes(t *testing.T) {
 	cl := newCluster(t, 4)
 	rep := catalog.Replication{Ensemble: 3, WriteQuorum: 3, AckQuorum: 2}
-	w, err := cl.client(t).CreateLedger(ctxT(t), spec(rep, "b1", "b2", "b3"))
+	// 24 MiB written three times can take seconds on a loaded machine:
+	// a generous add timeout keeps the ensemble as created (b4 is the
+	// target, so it must not join the ledger by an ensemble change).
+	patient := func(c *Config) { c.AddTimeout = 2 * time.Minute }
+	w, err := cl.client(t, patient).CreateLedger(ctxT(t), spec(rep, "b1", "b2", "b3"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,8 +277,12 @@ func TestRereplicateWindowsAreBoundedInBytes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := w.Close(ctxT(t), 100+n-1); err != nil {
+	md, err := w.Close(ctxT(t), 100+n-1)
+	if err != nil {
 		t.Fatal(err)
+	}
+	if len(md.Ensembles) != 1 {
+		t.Fatalf("the ensemble changed while writing (%v): the test needs the ledger on b1-b3 only", md.Ensembles)
 	}
 	cl.stopBookie("b1")
 	var windows []int
