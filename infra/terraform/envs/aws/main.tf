@@ -163,4 +163,5 @@ module "observability" {
   service_ports                 = module.services.ports
   compactor_function_name       = module.compactor.function_name
   catalog_table_name            = module.storage.table_name
+  alert_rules_file              = var.alert_rules_file
 }

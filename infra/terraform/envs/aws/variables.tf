@@ -145,3 +145,9 @@ variable "alarm_emails" {
   type        = list(string)
   default     = []
 }
+
+variable "alert_rules_file" {
+  description = "Prometheus alerting rules for the workspace, e.g. \"../../../observability/prometheus/sluice-alerts.yml\" (relative to envs/aws). null: none."
+  type        = string
+  default     = null
+}

@@ -214,3 +214,61 @@ resource "aws_iam_policy" "collector" {
   policy      = data.aws_iam_policy_document.collector[0].json
   tags        = var.tags
 }
+
+# The repository's Prometheus alerting rules (infra/observability/prometheus), evaluated by
+# the workspace, and its alert manager sending to the same SNS topic as the alarms.
+resource "aws_prometheus_rule_group_namespace" "sluice" {
+  count = var.prometheus && var.alert_rules_file != null ? 1 : 0
+
+  name         = "sluice"
+  workspace_id = aws_prometheus_workspace.this[0].id
+  data         = file(var.alert_rules_file)
+}
+
+resource "aws_prometheus_alert_manager_definition" "this" {
+  count = var.prometheus && var.alert_rules_file != null ? 1 : 0
+
+  workspace_id = aws_prometheus_workspace.this[0].id
+  definition = yamlencode({
+    alertmanager_config = yamlencode({
+      route = { receiver = "sns", group_by = ["alertname"] }
+      receivers = [{
+        name = "sns"
+        sns_configs = [{
+          topic_arn = aws_sns_topic.alarms.arn
+          sigv4     = { region = data.aws_region.current.name }
+        }]
+      }]
+    })
+  })
+}
+
+# The workspace's alert manager may publish to the alarm topic.
+data "aws_iam_policy_document" "alarm_topic" {
+  statement {
+    sid       = "ManagedPrometheusAlerts"
+    actions   = ["sns:Publish", "sns:GetTopicAttributes"]
+    resources = [aws_sns_topic.alarms.arn]
+
+    principals {
+      type        = "Service"
+      identifiers = ["aps.amazonaws.com"]
+    }
+  }
+
+  statement {
+    sid       = "CloudWatchAlarms"
+    actions   = ["sns:Publish"]
+    resources = [aws_sns_topic.alarms.arn]
+
+    principals {
+      type        = "Service"
+      identifiers = ["cloudwatch.amazonaws.com"]
+    }
+  }
+}
+
+resource "aws_sns_topic_policy" "alarms" {
+  arn    = aws_sns_topic.alarms.arn
+  policy = data.aws_iam_policy_document.alarm_topic.json
+}

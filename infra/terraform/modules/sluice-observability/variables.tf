@@ -91,3 +91,9 @@ variable "scrape_interval" {
   type        = string
   default     = "30s"
 }
+
+variable "alert_rules_file" {
+  description = "Path of a Prometheus alerting rules file (groups: ...) for the workspace to evaluate, e.g. the repository's infra/observability/prometheus/sluice-alerts.yml; its alerts go to the alarm topic. null: no rules."
+  type        = string
+  default     = null
+}
