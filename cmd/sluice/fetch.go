@@ -136,7 +136,7 @@ func runFetch(ctx context.Context, f fetchFlags, stdout, stderr io.Writer) error
 	}
 	peers := rpcclient.New(peerTLS)
 	defer peers.Close()
-	ledgers, err := client.New(client.Config{Ledgers: cat, Bookies: cat, Logger: tel.Logger, TLS: peerTLS})
+	ledgers, err := client.New(client.Config{Ledgers: cat, Bookies: cat, Logger: tel.Logger, TLS: peerTLS, TracerProvider: tel.TracerProvider})
 	if err != nil {
 		return err
 	}

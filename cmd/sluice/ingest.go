@@ -121,7 +121,7 @@ func runIngest(ctx context.Context, f ingestFlags, stdout, stderr io.Writer) err
 	}
 	peers := rpcclient.New(peerTLS)
 	defer peers.Close()
-	ledgers, err := client.New(client.Config{Ledgers: cat, Bookies: cat, Logger: tel.Logger, TLS: peerTLS})
+	ledgers, err := client.New(client.Config{Ledgers: cat, Bookies: cat, Logger: tel.Logger, TLS: peerTLS, TracerProvider: tel.TracerProvider})
 	if err != nil {
 		return err
 	}

@@ -148,7 +148,8 @@ func New(cfg Config) (_ *Cluster, err error) {
 		id := fmt.Sprintf("bookie-%d", i+1)
 		b, err := bookie.Open(bookie.Config{
 			ID: id, InstanceID: "sluice-dev", Dir: filepath.Join(cfg.Dir, id),
-			Logger: c.log.With(slog.String("bookie", id)),
+			Logger:         c.log.With(slog.String("bookie", id)),
+			TracerProvider: tel.TracerProvider, // a span per traced add's journal commit
 		})
 		if err != nil {
 			return nil, fmt.Errorf("open %s: %w", id, err)
@@ -171,7 +172,7 @@ func New(cfg Config) (_ *Cluster, err error) {
 			return nil, err
 		}
 	}
-	if c.Ledgers, err = client.New(client.Config{Ledgers: c.Catalog, Bookies: c.Catalog, Logger: c.log}); err != nil {
+	if c.Ledgers, err = client.New(client.Config{Ledgers: c.Catalog, Bookies: c.Catalog, Logger: c.log, TracerProvider: tel.TracerProvider}); err != nil {
 		return nil, err
 	}
 	if c.Bookkeeping, err = bkembedded.Open(filepath.Join(cfg.Dir, "bookkeeping"), bkembedded.WithLogger(c.log)); err != nil {
