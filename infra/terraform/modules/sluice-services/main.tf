@@ -425,6 +425,9 @@ resource "aws_ecs_service" "this" {
   desired_count   = each.value.size.min
   launch_type     = "FARGATE"
 
+  # ECS replaces a task the load balancer finds unhealthy, after this much time to start.
+  health_check_grace_period_seconds = 60
+
   # Rolling: start new copies before stopping old ones; an ingest copy's partitions move
   # to the others through the catalog's writer leases when it stops.
   deployment_minimum_healthy_percent = 100
