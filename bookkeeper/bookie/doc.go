@@ -119,6 +119,7 @@
 //	sluice.bookie.read_only                gauge 0/1      refusing normal adds, by reason: disk, operator, draining
 //	sluice.bookie.failed                   gauge 0/1      a write or fsync failed: every call refused until restart
 //	sluice.bookie.entrylog.files           gauge          entry log files
+//	sluice.bookie.entrylog.files_created   counter        entry log files started (rotations)
 //	sluice.bookie.storage.flushes          counter        write buffer flushes to the entry log and index
 //	sluice.bookie.gc.files_removed, .reclaimed (By), .entries_moved  counter  entry log garbage collection
 //

@@ -43,6 +43,7 @@ const (
 	metricReadOnly         = "sluice.bookie.read_only"
 	metricFailed           = "sluice.bookie.failed"
 	metricEntryLogFiles    = "sluice.bookie.entrylog.files"
+	metricEntryLogCreated  = "sluice.bookie.entrylog.files_created"
 	metricFlushes          = "sluice.bookie.storage.flushes"
 	metricGCFiles          = "sluice.bookie.gc.files_removed"
 	metricGCBytes          = "sluice.bookie.gc.reclaimed"
@@ -219,6 +220,7 @@ func (ms *meters) observe(cfg Config, b *Bookie) error {
 	readEnts := counter(metricReadEntries, "{entry}", "entries returned, by rpc (ReadEntries, ReadLac, WatchLac)")
 	readBytes := counter(metricReadBytes, "By", "entry payload bytes returned, by rpc (ReadEntries, ReadLac, WatchLac)")
 	fences := counter(metricFences, "{fence}", "fence requests that succeeded (Fence calls and fencing recovery reads; a ledger fenced again counts again)")
+	logCreated := counter(metricEntryLogCreated, "{file}", "entry log files started (rotations, the first after start included)")
 	flushes := counter(metricFlushes, "{flush}", "storage flushes of the write buffer to the entry log and index (checkpoints and full buffers)")
 	gcFiles := counter(metricGCFiles, "{file}", "entry log files removed by garbage collection (compaction)")
 	gcBytes := counter(metricGCBytes, "By", "disk bytes garbage collection reclaimed")
@@ -270,6 +272,7 @@ func (ms *meters) observe(cfg Config, b *Bookie) error {
 		}
 		o.ObserveInt64(fences, ms.fences.Load())
 		o.ObserveInt64(flushes, int64(ss.Flushes))
+		o.ObserveInt64(logCreated, int64(ss.LogFilesCreated))
 		o.ObserveInt64(gcFiles, int64(ss.FilesRemoved))
 		o.ObserveInt64(gcBytes, int64(ss.BytesReclaimed))
 		o.ObserveInt64(gcMoved, int64(ss.EntriesMoved))

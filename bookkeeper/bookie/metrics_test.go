@@ -176,6 +176,15 @@ func TestMetricsFollowTheBookie(t *testing.T) {
 	if !s.Has(metricEntryLogFiles) {
 		t.Fatal("entry log files gauge missing")
 	}
+	// A checkpoint flushes the buffer: entry log files appear.
+	if err := b.checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	s = mr.Collect(t)
+	if s.Int(metricFlushes) < 1 || s.Int(metricEntryLogCreated) < 1 || s.Int(metricEntryLogFiles) < 1 {
+		t.Fatalf("after a checkpoint: flushes %d, entry log files created %d, now %d",
+			s.Int(metricFlushes), s.Int(metricEntryLogCreated), s.Int(metricEntryLogFiles))
+	}
 }
 
 // The names an operator scrapes: the Prometheus exporter's translation of
@@ -213,6 +222,7 @@ func TestMetricsPrometheusNames(t *testing.T) {
 	want := []string{
 		"sluice_bookie_adds_total",
 		"sluice_bookie_entrylog_files",
+		"sluice_bookie_entrylog_files_created_total",
 		"sluice_bookie_failed",
 		"sluice_bookie_fences_total",
 		"sluice_bookie_gc_entries_moved_total",

@@ -261,10 +261,11 @@ type Stats struct {
 	BytesReclaimed  uint64 // their sizes
 	EntriesMoved    uint64 // live entries GC copied
 	LogFiles        int    // entry log files now
+	LogFilesCreated uint64 // entry log files started since Open (a rotation each, the first one included)
 }
 
 type stats struct {
-	adds, addBytes, replayDropped, bufferWaits, bufferErrs atomic.Uint64
-	reads, readBytes, flushes, flushedEntries, flushBytes  atomic.Uint64
-	filesRemoved, bytesReclaimed, entriesMoved             atomic.Uint64
+	adds, addBytes, replayDropped, bufferWaits, bufferErrs   atomic.Uint64
+	reads, readBytes, flushes, flushedEntries, flushBytes    atomic.Uint64
+	filesRemoved, bytesReclaimed, entriesMoved, filesCreated atomic.Uint64
 }

@@ -250,6 +250,7 @@ func (s *Storage) fileCreated(id uint64) {
 	s.mu.Lock()
 	s.files[id] = true
 	s.mu.Unlock()
+	s.stats.filesCreated.Add(1)
 }
 
 // Cookie returns the ledger dir's cookie: the identity the storage was
@@ -269,7 +270,7 @@ func (s *Storage) Stats() Stats {
 		Reads: st.reads.Load(), ReadBytes: st.readBytes.Load(), LogReads: s.cache.logReads.Load(),
 		Flushes: st.flushes.Load(), FlushedEntries: st.flushedEntries.Load(), FlushedBytes: st.flushBytes.Load(),
 		FilesRemoved: st.filesRemoved.Load(), BytesReclaimed: st.bytesReclaimed.Load(), EntriesMoved: st.entriesMoved.Load(),
-		LogFiles: files,
+		LogFiles: files, LogFilesCreated: st.filesCreated.Load(),
 	}
 }
 
