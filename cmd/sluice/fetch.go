@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluicemq/sluice/bookkeeper/client"
-	"github.com/sluicemq/sluice/internal/rpcclient"
 	"github.com/sluicemq/sluice/internal/rpcserver"
 	"github.com/sluicemq/sluice/internal/telemetry"
 	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
@@ -134,7 +133,10 @@ func runFetch(ctx context.Context, f fetchFlags, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	peers := rpcclient.New(peerTLS)
+	peers, err := tracedPeers(tel, peerTLS)
+	if err != nil {
+		return err
+	}
 	defer peers.Close()
 	ledgers, err := client.New(client.Config{Ledgers: cat, Bookies: cat, Logger: tel.Logger, TLS: peerTLS, TracerProvider: tel.TracerProvider})
 	if err != nil {
@@ -155,7 +157,7 @@ func runFetch(ctx context.Context, f fetchFlags, stdout, stderr io.Writer) error
 		deps.Triggers = cat
 	}
 	if f.ingest != "" {
-		deps.Producer = sluicev1connect.NewProducerServiceClient(peers.HTTP, peers.URL(f.ingest), connect.WithGRPC())
+		deps.Producer = sluicev1connect.NewProducerServiceClient(peers.HTTP, peers.URL(f.ingest), peers.Options(connect.WithGRPC())...)
 	}
 	az, err := f.auth.authorizer(ctx, cat, tel.Logger)
 	if err != nil {

@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluicemq/sluice/bookkeeper/client"
-	"github.com/sluicemq/sluice/internal/rpcclient"
 	"github.com/sluicemq/sluice/internal/rpcserver"
 	"github.com/sluicemq/sluice/internal/telemetry"
 	"github.com/sluicemq/sluice/pkg/catalog"
@@ -119,7 +118,10 @@ func runIngest(ctx context.Context, f ingestFlags, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	peers := rpcclient.New(peerTLS)
+	peers, err := tracedPeers(tel, peerTLS)
+	if err != nil {
+		return err
+	}
 	defer peers.Close()
 	ledgers, err := client.New(client.Config{Ledgers: cat, Bookies: cat, Logger: tel.Logger, TLS: peerTLS, TracerProvider: tel.TracerProvider})
 	if err != nil {

@@ -133,6 +133,11 @@ func New(cfg Config) (_ *Cluster, err error) {
 		tel = telemetry.Discard()
 	}
 	c := &Cluster{cfg: cfg, tel: tel, log: tel.Logger}
+	pic, err := tel.ClientInterceptor()
+	if err != nil {
+		return nil, err
+	}
+	peers := sharedPeers.WithInterceptors(pic)
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, c.closeAll())
@@ -442,7 +447,8 @@ func (c *Cluster) closeAll() error {
 	return errors.Join(errs...)
 }
 
-// peers carries the calls between the cluster's own parts (forwarding
-// between ingest copies, trigger produces): cleartext HTTP/2 on loopback
-// (Config.Server.TLS covers the public listener only).
-var peers = rpcclient.New(nil)
+// sharedPeers carries the calls between the cluster's own parts
+// (forwarding between ingest copies, trigger produces): cleartext HTTP/2 on
+// loopback (Config.Server.TLS covers the public listener only). One HTTP
+// client for every cluster of the process; each adds its tracing.
+var sharedPeers = rpcclient.New(nil)

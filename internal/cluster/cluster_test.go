@@ -28,7 +28,7 @@ import (
 )
 
 // h2c is the cleartext HTTP/2 client the tests call the cluster with.
-var h2c = peers.HTTP
+var h2c = sharedPeers.HTTP
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 

@@ -6,14 +6,20 @@
 // Peers speak HTTP/2 only — the bidirectional streams (ProduceStream,
 // AddEntries) cannot be carried by HTTP/1.1 — cleartext (h2c) without TLS
 // and HTTPS with it, presenting the process's own certificate when the
-// TLS configuration has one (mTLS).
+// TLS configuration has one (mTLS). Every client built on Peers takes
+// Options: the process's interceptors (tracing: a client span per call,
+// its context sent in the request headers so the peer's spans join the
+// caller's trace).
 package rpcclient
 
 import (
 	"crypto/tls"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
+
+	"connectrpc.com/connect"
 )
 
 // Peers is the HTTP client and URL scheme for calls to other Sluice
@@ -23,6 +29,8 @@ type Peers struct {
 	HTTP *http.Client
 	// secure says the peers serve HTTPS.
 	secure bool
+	// interceptors go on every client built with Options.
+	interceptors []connect.Interceptor
 }
 
 // New returns the Peers of a process: over TLS with cfg (its roots, its
@@ -38,6 +46,22 @@ func New(cfg *tls.Config) Peers {
 	}
 	tr.Protocols = &p
 	return Peers{HTTP: &http.Client{Transport: tr}, secure: cfg != nil}
+}
+
+// WithInterceptors returns p whose clients (Options) also run ics, as
+// telemetry's ClientInterceptor. The HTTP client stays shared.
+func (p Peers) WithInterceptors(ics ...connect.Interceptor) Peers {
+	p.interceptors = append(slices.Clone(p.interceptors), ics...)
+	return p
+}
+
+// Options returns the options of a client of a peer: p's interceptors,
+// then opts.
+func (p Peers) Options(opts ...connect.ClientOption) []connect.ClientOption {
+	if len(p.interceptors) == 0 {
+		return opts
+	}
+	return append([]connect.ClientOption{connect.WithInterceptors(p.interceptors...)}, opts...)
 }
 
 // Secure reports whether the peers are reached over TLS.

@@ -34,8 +34,8 @@ func Forwarder(p rpcclient.Peers) func(address string) sluicev1connect.ConsumerS
 	return func(address string) sluicev1connect.ConsumerServiceClient {
 		// No gzip between copies: the payloads are record batches
 		// compressed by their producers, or small.
-		return sluicev1connect.NewConsumerServiceClient(p.HTTP, p.URL(address), connect.WithGRPC(),
-			connect.WithAcceptCompression("gzip", nil, nil))
+		return sluicev1connect.NewConsumerServiceClient(p.HTTP, p.URL(address), p.Options(connect.WithGRPC(),
+			connect.WithAcceptCompression("gzip", nil, nil))...)
 	}
 }
 

@@ -68,8 +68,8 @@ func Forwarder(p rpcclient.Peers) func(address string) sluicev1connect.ProducerS
 	return func(address string) sluicev1connect.ProducerServiceClient {
 		// No gzip between copies: the payloads are record batches
 		// compressed by their producers.
-		return sluicev1connect.NewProducerServiceClient(p.HTTP, p.URL(address), connect.WithGRPC(),
-			connect.WithAcceptCompression("gzip", nil, nil))
+		return sluicev1connect.NewProducerServiceClient(p.HTTP, p.URL(address), p.Options(connect.WithGRPC(),
+			connect.WithAcceptCompression("gzip", nil, nil))...)
 	}
 }
 
@@ -77,6 +77,6 @@ func Forwarder(p rpcclient.Peers) func(address string) sluicev1connect.ProducerS
 // PartitionService (Deps.Partitions) through p.
 func PartitionClients(p rpcclient.Peers) func(address string) peerv1connect.PartitionServiceClient {
 	return func(address string) peerv1connect.PartitionServiceClient {
-		return peerv1connect.NewPartitionServiceClient(p.HTTP, p.URL(address), connect.WithGRPC())
+		return peerv1connect.NewPartitionServiceClient(p.HTTP, p.URL(address), p.Options(connect.WithGRPC())...)
 	}
 }
