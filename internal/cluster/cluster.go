@@ -25,6 +25,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	"gocloud.dev/blob"
 
 	"github.com/sluicemq/sluice/bookkeeper/bookie"
@@ -155,6 +156,8 @@ func New(cfg Config) (_ *Cluster, err error) {
 			ID: id, InstanceID: "sluice-dev", Dir: filepath.Join(cfg.Dir, id),
 			Logger:         c.log.With(slog.String("bookie", id)),
 			TracerProvider: tel.TracerProvider, // a span per traced add's journal commit
+			// Each bookie's series carry otel_scope_bookie="bookie-N".
+			MeterProvider: telemetry.Scoped(tel.MeterProvider, attribute.String("bookie", id)),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("open %s: %w", id, err)
@@ -177,7 +180,7 @@ func New(cfg Config) (_ *Cluster, err error) {
 			return nil, err
 		}
 	}
-	if c.Ledgers, err = client.New(client.Config{Ledgers: c.Catalog, Bookies: c.Catalog, Logger: c.log, TracerProvider: tel.TracerProvider}); err != nil {
+	if c.Ledgers, err = client.New(client.Config{Ledgers: c.Catalog, Bookies: c.Catalog, Logger: c.log, TracerProvider: tel.TracerProvider, MeterProvider: tel.MeterProvider}); err != nil {
 		return nil, err
 	}
 	if c.Bookkeeping, err = bkembedded.Open(filepath.Join(cfg.Dir, "bookkeeping"), bkembedded.WithLogger(c.log)); err != nil {

@@ -1,6 +1,8 @@
 package compactor
 
 import (
+	"context"
+
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
 )
@@ -58,6 +60,11 @@ func newMeters(mp metric.MeterProvider) (*meters, error) {
 	ms.rereplBytes = counter(metricRereplBytes, "By", "payload bytes copied by re-replication")
 	if err != nil {
 		return nil, err
+	}
+	// The counters start at zero rather than appearing on their first
+	// event, so rates and alerts work from the first scrape.
+	for _, c := range []metric.Int64Counter{ms.offloaded, ms.offloadBytes, ms.bookieDeletes, ms.trimmed, ms.purged, ms.orphans, ms.compacted, ms.errors, ms.rereplicated, ms.rereplBytes} {
+		c.Add(context.Background(), 0)
 	}
 	if ms.underReplicated, err = m.Int64Gauge(metricUnderRepl, metric.WithUnit("{ledger}"),
 		metric.WithDescription("ledgers the last pass saw with a copy on a bookie missing from the registry")); err != nil {
