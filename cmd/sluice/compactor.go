@@ -160,7 +160,7 @@ func runCompactor(ctx context.Context, f compactorFlags, stdout, stderr io.Write
 	if err != nil {
 		return err
 	}
-	ledgers, err := client.New(client.Config{Ledgers: cat, Bookies: cat, Logger: tel.Logger, TLS: peerTLS})
+	ledgers, err := client.New(client.Config{Ledgers: cat, Bookies: cat, Logger: tel.Logger, TLS: peerTLS, MeterProvider: tel.MeterProvider, TracerProvider: tel.TracerProvider})
 	if err != nil {
 		return err
 	}

@@ -123,7 +123,7 @@ func runIngest(ctx context.Context, f ingestFlags, stdout, stderr io.Writer) err
 		return err
 	}
 	defer peers.Close()
-	ledgers, err := client.New(client.Config{Ledgers: cat, Bookies: cat, Logger: tel.Logger, TLS: peerTLS, TracerProvider: tel.TracerProvider})
+	ledgers, err := client.New(client.Config{Ledgers: cat, Bookies: cat, Logger: tel.Logger, TLS: peerTLS, MeterProvider: tel.MeterProvider, TracerProvider: tel.TracerProvider})
 	if err != nil {
 		return err
 	}
