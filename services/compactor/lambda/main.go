@@ -3,7 +3,8 @@
 // invocation, invoked on a schedule by an EventBridge rule (the payload is
 // an events.CloudWatchEvent, "Scheduled Event"; its content is not used).
 // It answers the pass's compactor.Report as JSON, or the pass's error (a
-// later invocation retries whatever failed).
+// later invocation retries whatever failed), and writes the report as
+// metrics in CloudWatch's embedded metric format (emf.go).
 //
 // Configuration is the environment (compactor.ConfigFromEnv):
 // SLUICE_CATALOG_TABLE (DynamoDB catalog), SLUICE_OBJECTS (object store
@@ -29,6 +30,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
@@ -55,7 +57,11 @@ func main() {
 			return compactor.Report{}, fmt.Errorf("compactor function cannot start: %w", err)
 		}
 		log.Info("scheduled pass", slog.String("event", ev.ID), slog.String("source", ev.Source), slog.Time("time", ev.Time))
-		return c.Pass(ctx)
+		r, perr := c.Pass(ctx)
+		if err := writeEMF(os.Stdout, os.Getenv("AWS_LAMBDA_FUNCTION_NAME"), r, time.Now()); err != nil {
+			log.Warn("compactor metrics not written", slog.Any("err", err))
+		}
+		return r, perr
 	})
 }
 
