@@ -26,7 +26,8 @@
 //     iam_test.go and the policy documents' actions;
 //   - every flag passed to sluice ingest, fetch and bookie is one that
 //     command's --help lists (the binary is built from the tree), and every
-//     SLUICE_* environment variable set is one the code reads.
+//     SLUICE_* environment variable set is one the code reads;
+//   - the alarms on the compactor function's metrics name metrics it writes.
 //
 // `terraform fmt -check` runs in `task lint` where a terraform binary is
 // installed.
@@ -35,5 +36,5 @@
 // (parsing, templates, variables, module calls), catalog_test.go,
 // keyspaces_test.go, iam_test.go (the role table and the code scanner),
 // reach_test.go (which catalog functions a role reaches),
-// flags_test.go (flags and environment variables).
+// flags_test.go (flags and environment variables), alarms_test.go.
 package tfcheck

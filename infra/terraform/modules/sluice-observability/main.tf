@@ -3,7 +3,9 @@
 #   - CloudWatch alarms on what AWS measures without any agent: a bookie instance down,
 #     no healthy ingest or fetch copy behind the load balancer, a service pinned at its
 #     autoscaling maximum, the compactor failing or not running, the catalog table
-#     throttled. They notify an SNS topic (var.alarm_emails subscribe to it).
+#     throttled; and on what the compactor function reports of each pass: ledgers
+#     under-replicated, passes with errors. They notify an SNS topic (var.alarm_emails
+#     subscribe to it).
 #   - Optionally (var.prometheus) an Amazon Managed Service for Prometheus workspace, and
 #     the scrape configuration for a collector in the VPC that scrapes the services' and
 #     bookies' /metrics (Prometheus text) and remote-writes to the workspace: the
@@ -121,6 +123,47 @@ resource "aws_cloudwatch_metric_alarm" "compactor_not_running" {
   comparison_operator = "LessThanThreshold"
   threshold           = 1
   treat_missing_data  = "breaching"
+  alarm_actions       = local.alarm_actions
+  ok_actions          = local.alarm_actions
+  tags                = var.tags
+}
+
+# What the compactor function reports of each pass (CloudWatch embedded metric format,
+# services/compactor/lambda/emf.go): ledgers whose copies are fewer than their ensemble
+# needs, for 15 minutes (a lost bookie's ledgers are rebuilt after --rereplicate-grace, 2
+# minutes by default; longer means re-replication is stuck or has nowhere to go).
+resource "aws_cloudwatch_metric_alarm" "under_replicated" {
+  alarm_name          = "${var.name_prefix}-ledgers-under-replicated"
+  alarm_description   = "Ledgers under-replicated for 15 minutes: re-replication is not catching up (too few bookies, or the compactor failing; sluice ledger under-replicated lists them)."
+  namespace           = "Sluice/Compactor"
+  metric_name         = "LedgersUnderReplicated"
+  dimensions          = { FunctionName = var.compactor_function_name }
+  statistic           = "Minimum"
+  period              = 300
+  evaluation_periods  = 3
+  comparison_operator = "GreaterThanThreshold"
+  threshold           = 0
+  treat_missing_data  = "notBreaching"
+  alarm_actions       = local.alarm_actions
+  ok_actions          = local.alarm_actions
+  tags                = var.tags
+}
+
+# Passes that finished but failed some of their work (a ledger that could not be
+# offloaded, an object that could not be deleted): the function itself succeeded, so
+# compactor-errors does not see them.
+resource "aws_cloudwatch_metric_alarm" "compactor_pass_errors" {
+  alarm_name          = "${var.name_prefix}-compactor-pass-errors"
+  alarm_description   = "Compactor passes reported errors in 3 consecutive 5-minute periods (see the function's logs)."
+  namespace           = "Sluice/Compactor"
+  metric_name         = "Errors"
+  dimensions          = { FunctionName = var.compactor_function_name }
+  statistic           = "Sum"
+  period              = 300
+  evaluation_periods  = 3
+  comparison_operator = "GreaterThanThreshold"
+  threshold           = 0
+  treat_missing_data  = "notBreaching"
   alarm_actions       = local.alarm_actions
   ok_actions          = local.alarm_actions
   tags                = var.tags
