@@ -221,7 +221,7 @@ func TestProduceSendSpan(t *testing.T) {
 	}
 	attrs := map[string]string{}
 	for _, kv := range send.Attributes() {
-		attrs[string(kv.Key)] = kv.Value.Emit()
+		attrs[string(kv.Key)] = kv.Value.String()
 	}
 	for k, v := range map[string]string{
 		"messaging.system": "sluice", "messaging.operation.name": "send", "messaging.destination.name": "t",

@@ -66,7 +66,7 @@ func TestTriggerInvocationSpan(t *testing.T) {
 	})
 	attrs := map[string]string{}
 	for _, kv := range span.Attributes {
-		attrs[string(kv.Key)] = kv.Value.Emit()
+		attrs[string(kv.Key)] = kv.Value.String()
 	}
 	for k, v := range map[string]string{
 		"sluice.trigger.name": "orders-fn", "sluice.trigger.outcome": "success", "messaging.destination.name": "orders",
