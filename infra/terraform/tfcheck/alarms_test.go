@@ -4,9 +4,14 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"os"
+	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
+
+	"github.com/hashicorp/hcl/v2/hclsyntax"
 )
 
 // The compactor function's metrics: CloudWatch embedded metric format
@@ -70,4 +75,50 @@ func emfMetricNames(t *testing.T) []string {
 		t.Fatalf("%s: found only %v in emfMetrics: has its shape changed?", compactorEMF, names)
 	}
 	return names
+}
+
+// The repository's Prometheus alerting rules, which envs/aws can load into
+// the Prometheus workspace (alert_rules_file).
+const (
+	alertRulesFromEnv = "../../../observability/prometheus/sluice-alerts.yml" // as envs/aws names it
+	alertRules        = envsDir + "/aws/" + alertRulesFromEnv
+)
+
+// TestScrapeJobsMatchAlertRules: every scrape job the repository's alerting
+// rules select (job="...") is one the workspace's scrape configuration
+// defines: sluice-<service> for each service of sluice-services, and
+// sluice-bookie. A rule on a job nobody scrapes never fires.
+func TestScrapeJobsMatchAlertRules(t *testing.T) {
+	src, err := os.ReadFile(alertRules)
+	if err != nil {
+		t.Fatalf("the alerting rules envs/aws points at (%s): %v", alertRulesFromEnv, err)
+	}
+	obs := loadModule(t, modulesDir+"/sluice-observability")
+	var text strings.Builder
+	for _, f := range obs.files {
+		text.Write(f.Bytes)
+	}
+	jobs := map[string]bool{}
+	if strings.Contains(text.String(), `job_name = "sluice-bookie"`) {
+		jobs["sluice-bookie"] = true
+	}
+	if strings.Contains(text.String(), `job_name = "sluice-${svc}"`) {
+		services := loadModule(t, modulesDir+"/sluice-services")
+		obj, ok := localExpr(t, services, "services").(*hclsyntax.ObjectConsExpr)
+		if !ok {
+			t.Fatal("sluice-services: local.services is not an object")
+		}
+		for _, item := range obj.Items {
+			jobs["sluice-"+services.source(item.KeyExpr)] = true
+		}
+	}
+	if len(jobs) < 3 {
+		t.Fatalf("the scrape configuration's jobs: %v; has its shape changed?", jobs)
+	}
+	used := regexp.MustCompile(`job\s*=~?\s*"([^"]+)"`).FindAllStringSubmatch(string(src), -1)
+	for _, m := range used {
+		if !jobs[m[1]] {
+			t.Errorf("%s selects job %q, which the workspace's scrape configuration does not define (%v)", relPath(alertRules), m[1], jobs)
+		}
+	}
 }

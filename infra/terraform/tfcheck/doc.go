@@ -27,7 +27,8 @@
 //   - every flag passed to sluice ingest, fetch and bookie is one that
 //     command's --help lists (the binary is built from the tree), and every
 //     SLUICE_* environment variable set is one the code reads;
-//   - the alarms on the compactor function's metrics name metrics it writes.
+//   - the alarms on the compactor function's metrics name metrics it writes,
+//     and the scrape jobs the repository's alerting rules select exist.
 //
 // `terraform fmt -check` runs in `task lint` where a terraform binary is
 // installed.
