@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"time"
 
@@ -32,6 +34,7 @@ type compactorFlags struct {
 	workers, maxLedgers    int
 	partMiB                int
 	once                   bool
+	metricsAddr            string
 	logFormat              string
 	tls                    tlsFlags
 }
@@ -74,6 +77,7 @@ services/compactor/lambda.)`,
 	fs.IntVar(&f.maxLedgers, "max-ledgers-per-pass", compactor.DefaultMaxLedgersPerPass, fmt.Sprintf("ledgers one pass offloads (and, separately, purges) at most (1..%d)", compactor.MaxMaxLedgersPerPass))
 	fs.IntVar(&f.partMiB, "upload-part-mib", compactor.DefaultUploadPartBytes>>20, fmt.Sprintf("object upload buffer in MiB: the multipart part size on S3 (%d..%d)", compactor.MinUploadPartBytes>>20, compactor.MaxUploadPartBytes>>20))
 	fs.BoolVar(&f.once, "once", false, "run one pass, print its report as JSON and exit")
+	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve the compactor's Prometheus metrics on http://ADDR/metrics (docs/metrics.md; e.g. :9466); empty: none")
 	logFormatFlag(cmd, &f.logFormat)
 	f.tls.register(cmd, tlsCaller)
 	return cmd
@@ -191,6 +195,32 @@ func runCompactor(ctx context.Context, f compactorFlags, stdout, stderr io.Write
 		fmt.Fprintf(stdout, "%s\n", out)
 		return err
 	}
+	if f.metricsAddr != "" {
+		stop, err := serveMetrics(f.metricsAddr, tel)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		fmt.Fprintf(stdout, "metrics on http://%s/metrics\n", f.metricsAddr)
+	}
 	fmt.Fprintf(stdout, "sluice compactor running (catalog table %s, objects %s, a pass every %v)\n", f.table, f.objects, f.interval)
 	return c.Run(ctx)
+}
+
+// serveMetrics serves tel's metrics on http://addr/metrics until stop is
+// called: the compactor has no RPC port to carry them.
+func serveMetrics(addr string, tel *telemetry.Telemetry) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-addr %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", tel.MetricsHandler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}, nil
 }
