@@ -5,9 +5,13 @@ package compactor
 import (
 	"context"
 	"maps"
+	"net/http"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/sluicemq/sluice/harness/localcluster"
 	"github.com/sluicemq/sluice/pkg/catalog"
@@ -28,7 +32,7 @@ func TestIntegrationRefillWipedBookie(t *testing.T) {
 		Bookies: 4, Ingests: 1, Fetches: 1, Compactors: 1, BasePort: 27900,
 		Extra: map[string][]string{
 			localcluster.RoleBookie:    {"--heartbeat", "1s"},
-			localcluster.RoleCompactor: {"--interval", "1s", "--offload-age", "1h"},
+			localcluster.RoleCompactor: {"--interval", "1s", "--offload-age", "1h", "--metrics-addr", wipedMetricsAddr},
 		},
 	})
 	ingest, fetch, sluice := c.proc("ingest-1").Addr, c.proc("fetch-1").Addr, c.sluice
@@ -107,4 +111,45 @@ func TestIntegrationRefillWipedBookie(t *testing.T) {
 	if n := c.consumeOnce("orders", total, fetch); n != total {
 		t.Fatalf("read %d records after wiping %s and destroying %s, want %d", n, wiped, second, total)
 	}
+	// The compactor process served its metrics all along (--metrics-addr):
+	// its passes and the copies it rebuilt.
+	m := scrapeMetrics(t, "http://"+wipedMetricsAddr+"/metrics")
+	if m["sluice_compactor_pass_duration_seconds_count"] < 5 || m["sluice_compactor_ledgers_rereplicated_total"] < 1 {
+		t.Fatalf("the compactor's metrics: passes %v, ledgers re-replicated %v; want passes and copies rebuilt",
+			m["sluice_compactor_pass_duration_seconds_count"], m["sluice_compactor_ledgers_rereplicated_total"])
+	}
+}
+
+// wipedMetricsAddr is where the compactor of TestIntegrationRefillWipedBookie
+// serves its metrics: a port of its cluster's range that no process uses.
+const wipedMetricsAddr = "127.0.0.1:27979"
+
+// scrapeMetrics reads url's Prometheus text and returns each unlabelled
+// series' value, and each labelled one's summed under its name.
+func scrapeMetrics(t *testing.T, url string) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for name, f := range fams {
+		for _, m := range f.GetMetric() {
+			switch {
+			case m.GetCounter() != nil:
+				out[name] += m.GetCounter().GetValue()
+			case m.GetGauge() != nil:
+				out[name] += m.GetGauge().GetValue()
+			case m.GetHistogram() != nil:
+				out[name+"_count"] += float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	return out
 }
