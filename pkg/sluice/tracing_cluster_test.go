@@ -3,15 +3,19 @@ package sluice_test
 import (
 	"context"
 	"io"
+	"net/http"
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluicemq/sluice/internal/cluster"
 	"github.com/sluicemq/sluice/internal/telemetry"
+	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
+	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/pkg/sluice"
 )
 
@@ -104,4 +108,44 @@ func TestTraceFollowsARecord(t *testing.T) {
 	if process == nil || process.SpanContext().TraceID() != traceID || process.Parent().SpanID() != send.SpanID() {
 		t.Fatalf("process span %v, want a child of the send span in trace %v", process, traceID)
 	}
+}
+
+// A plain record (the JSON and browser clients' Produce) with a
+// traceparent header gets its append span in that trace too.
+func TestTraceOfAPlainRecord(t *testing.T) {
+	server := tracetest.NewInMemoryExporter()
+	tel, err := telemetry.New(telemetry.Config{Output: io.Discard, SpanExporter: server})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tel.Shutdown(context.Background()) }()
+	tc := startCluster(t, func(c *cluster.Config) { c.Telemetry = tel })
+	c, err := sluice.NewClient(tc.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := c.CreateTopic(ctx, "plain", 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	var protos http.Protocols
+	protos.SetUnencryptedHTTP2(true)
+	prod := sluicev1connect.NewProducerServiceClient(&http.Client{Transport: &http.Transport{Protocols: &protos}}, "http://"+tc.addr)
+	const traceID, spanID = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
+	if _, err := prod.Produce(ctx, connect.NewRequest(&sluicev1.ProduceRequest{Topic: "plain", Records: []*sluicev1.Record{
+		{Value: []byte("v"), Headers: []*sluicev1.Header{{Key: "traceparent", Value: []byte("00-" + traceID + "-" + spanID + "-01")}}},
+	}})); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range server.GetSpans() {
+		if s.Name == "append plain" {
+			if s.SpanContext.TraceID().String() != traceID || s.Parent.SpanID().String() != spanID {
+				t.Fatalf("append span in trace %v under %v, want %s under %s", s.SpanContext.TraceID(), s.Parent.SpanID(), traceID, spanID)
+			}
+			return
+		}
+	}
+	t.Fatal("no append span (it ends before Produce answers)")
 }
