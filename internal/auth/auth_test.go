@@ -183,7 +183,7 @@ func TestAuthenticationOptional(t *testing.T) {
 }
 
 // A plain HTTP client (the REST registry) gets 401 with a JSON body; the
-// health check stays open.
+// health checks stay open.
 func TestMiddlewareHTTP(t *testing.T) {
 	a, err := auth.New(context.Background(), auth.Config{Required: true, JWKS: authtest.New(t).WriteJWKS(t, t.TempDir()),
 		Issuer: authtest.Issuer, Audience: authtest.Audience})
@@ -199,6 +199,8 @@ func TestMiddlewareHTTP(t *testing.T) {
 		{http.MethodGet, "/metrics", 401},
 		{http.MethodOptions, "/metrics", 401}, // any method: a handler that ignores it must not leak
 		{http.MethodPost, auth.HealthPrefix + "Check", 200},
+		{http.MethodGet, auth.HealthzPath, 200},
+		{http.MethodGet, auth.HealthzPath + "x", 401}, // the exact path only
 	} {
 		path, want := c.path, c.want
 		rec := httptest.NewRecorder()

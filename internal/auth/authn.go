@@ -338,7 +338,11 @@ func (a *Authenticator) certPrincipal(chains [][]*x509.Certificate) (Principal, 
 // HealthPrefix is the path of the health service, which stays open.
 const HealthPrefix = "/grpc.health.v1.Health/"
 
-// Middleware authenticates every request but the health check (CORS
+// HealthzPath is the plain HTTP health check (GET, for load balancers
+// whose checks cannot speak the health service), open as it is.
+const HealthzPath = "/healthz"
+
+// Middleware authenticates every request but the health checks (CORS
 // preflights are answered by the CORS handler in front of it, and never
 // reach it): the principal rides in the request's context; a refused
 // request gets Unauthenticated in its protocol (Connect, gRPC, gRPC-web)
@@ -346,7 +350,7 @@ const HealthPrefix = "/grpc.health.v1.Health/"
 func (a *Authenticator) Middleware(next http.Handler) http.Handler {
 	ew := connect.NewErrorWriter(connect.WithRequireConnectProtocolHeader()) // plain HTTP (REST, /metrics) gets its own body
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasPrefix(r.URL.Path, HealthPrefix) {
+		if strings.HasPrefix(r.URL.Path, HealthPrefix) || r.URL.Path == HealthzPath {
 			next.ServeHTTP(w, r)
 			return
 		}

@@ -51,6 +51,20 @@ func (h *health) handler(opts ...connect.HandlerOption) (string, http.Handler) {
 	return "/" + HealthService + "/", mux
 }
 
+// healthz answers a plain HTTP GET with the server's overall status:
+// 200 "SERVING" while it serves, 503 "NOT_SERVING" before its readiness
+// gate opens and once it drains — the readiness check of a load balancer
+// whose health checks are HTTP GETs (AWS's NLB and ALB).
+func (h *health) healthz(w http.ResponseWriter, _ *http.Request) {
+	st, _, _, _ := h.get("")
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	if st != healthpb.HealthCheckResponse_SERVING {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}
+	fmt.Fprintln(w, st.String())
+}
+
 // setAll sets the status of the server and every service (a readiness
 // gate: Server.Gate); a draining server stays NOT_SERVING.
 func (h *health) setAll(st healthpb.HealthCheckResponse_ServingStatus) {

@@ -222,8 +222,13 @@ func (s *Server) Gate(ready <-chan struct{}) { s.gates = append(s.gates, ready) 
 // Services lists the fully-qualified names of the registered services.
 func (s *Server) Services() []string { return slices.Clone(s.services) }
 
-// Handler returns the complete HTTP handler: registered services, health,
-// reflection, metrics and CORS. Call after every Handle.
+// healthzPath is the plain HTTP health check (internal/auth.HealthzPath,
+// open without credentials as the health service is).
+const healthzPath = "/healthz"
+
+// Handler returns the complete HTTP handler: registered services, health
+// (the health service, and GET /healthz), reflection, metrics and CORS.
+// Call after every Handle.
 func (s *Server) Handler() http.Handler {
 	if s.health == nil {
 		// Health and reflection: the request limit, without telemetry.
@@ -239,6 +244,7 @@ func (s *Server) Handler() http.Handler {
 			path, h := ph()
 			s.mux.Handle(path, limitRequests(h, max))
 		}
+		s.mux.HandleFunc("GET "+healthzPath, s.health.healthz)
 	}
 	var h http.Handler = s.mux
 	if s.cfg.Authenticate != nil {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -364,4 +365,64 @@ func TestReflectionListsHealth(t *testing.T) {
 	if err != nil || len(files) == 0 || files[0].GetName() != "grpc/health/v1/health.proto" {
 		t.Fatalf("reflection of %s: %d files, %v; want grpc/health/v1/health.proto", rpcserver.HealthService, len(files), err)
 	}
+}
+
+// GET /healthz is the health check of load balancers that only send HTTP
+// GETs: 503 NOT_SERVING until the readiness gate opens, 200 SERVING
+// after, 503 again once the server drains; other methods are refused.
+func TestHealthzFollowsTheGateAndDrain(t *testing.T) {
+	s, err := rpcserver.New(rpcserver.Config{ShutdownTimeout: time.Second}, telemetry.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan struct{})
+	s.Gate(ready)
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	get := func(method string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(method, srv.URL+"/healthz", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, strings.TrimSpace(string(body))
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, ln) }()
+	waitHealthz := func(wantCode int, wantBody string) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			code, body := get(http.MethodGet)
+			if code == wantCode && body == wantBody {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("GET /healthz = %d %q, want %d %q", code, body, wantCode, wantBody)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	waitHealthz(http.StatusServiceUnavailable, "NOT_SERVING")
+	close(ready)
+	waitHealthz(http.StatusOK, "SERVING")
+	if code, _ := get(http.MethodPost); code != http.StatusMethodNotAllowed {
+		t.Errorf("POST /healthz = %d, want 405", code)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	waitHealthz(http.StatusServiceUnavailable, "NOT_SERVING")
 }
