@@ -174,8 +174,13 @@ resource "aws_lb_target_group" "this" {
   # (10 s, DESIGN.md 4.5) and some.
   deregistration_delay = 30
 
+  # GET /healthz answers 200 only while the copy serves: 503 before its
+  # start-up (readiness gate) and while it drains, so the NLB sends it no new
+  # connection then. It is open without credentials.
   health_check {
-    protocol            = "TCP"
+    protocol            = "HTTP"
+    path                = "/healthz"
+    matcher             = "200"
     port                = "traffic-port"
     interval            = 10
     healthy_threshold   = 2
