@@ -46,6 +46,11 @@ func (l ledgerWriter) AppendAsync(payload []byte, done func(int64, error)) error
 	return fenced(l.w.AppendAsync(payload, func(entry int64, err error) { done(entry, fenced(err)) }))
 }
 
+// AppendAsyncContext is AppendAsync in ctx's trace (partition.tracedLedger).
+func (l ledgerWriter) AppendAsyncContext(ctx context.Context, payload []byte, done func(int64, error)) error {
+	return fenced(l.w.AppendAsyncContext(ctx, payload, func(entry int64, err error) { done(entry, fenced(err)) }))
+}
+
 func (l ledgerWriter) Close(ctx context.Context, lastOffset int64) (catalog.LedgerMetadata, error) {
 	m, err := l.w.Close(ctx, lastOffset)
 	return m, fenced(err)

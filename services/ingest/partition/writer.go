@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/sluicemq/sluice/pkg/catalog"
 	"github.com/sluicemq/sluice/pkg/record"
 	"github.com/sluicemq/sluice/services/ingest/dedup"
@@ -116,6 +118,29 @@ type waiter struct {
 	res  Appended
 	err  error
 	done chan struct{}
+	// trace is the span context of the Enqueue's ctx (the request's
+	// "append" span): an entry's ledger append is traced in the first
+	// traced batch's trace (tracedLedger).
+	trace trace.SpanContext
+}
+
+// tracedLedger is a Ledger whose appends can join a trace (the ledger
+// client's AppendAsyncContext); the others append untraced.
+type tracedLedger interface {
+	AppendAsyncContext(ctx context.Context, payload []byte, done func(entry int64, err error)) error
+}
+
+// appendAsync sends an entry, in the trace of the first of its batches
+// (tags) that has one.
+func appendAsync(l Ledger, tags []any, payload []byte, done func(int64, error)) error {
+	if tl, ok := l.(tracedLedger); ok {
+		for _, t := range tags {
+			if wt, ok := t.(*waiter); ok && wt.trace.IsValid() {
+				return tl.AppendAsyncContext(trace.ContextWithSpanContext(context.Background(), wt.trace), payload, done)
+			}
+		}
+	}
+	return l.AppendAsync(payload, done)
 }
 
 // Open starts the writer of p under lease, which the caller just acquired
@@ -437,7 +462,9 @@ func (p Pending) Wait(ctx context.Context) (Appended, error) {
 // needs to keep a producer's order. While MaxBufferedBytes is full it waits
 // up to QueueWait (then ErrBusy); ctx bounds only that wait.
 func (w *Writer) Enqueue(ctx context.Context, batch []byte) (Pending, error) {
+	sc := trace.SpanContextFromContext(ctx)
 	return w.offer(ctx, func(wt *waiter) (machine.Verdict, []machine.Action) {
+		wt.trace = sc
 		return w.m.Enqueue(machine.Enqueue{Batch: batch, Tag: wt, Now: w.cfg.Now()})
 	})
 }
@@ -520,7 +547,7 @@ func (w *Writer) runLocked(acts []machine.Action) {
 				continue
 			}
 			gen, seq := a.Gen, a.Seq
-			if err := a.Handle.(Ledger).AppendAsync(a.Payload, func(_ int64, err error) {
+			if err := appendAsync(a.Handle.(Ledger), a.Tags, a.Payload, func(_ int64, err error) {
 				w.mu.Lock()
 				defer w.mu.Unlock()
 				w.runLocked(w.m.Settle(machine.Settled{Gen: gen, Seq: seq, Err: err, Now: w.cfg.Now()}))
