@@ -1,6 +1,7 @@
 package tfcheck
 
 import (
+	"bytes"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -11,9 +12,11 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclparse"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/hashicorp/hcl/v2/hclwrite"
 )
 
-// TestEveryFileParses parses every .tf and .tfvars file under infra/terraform.
+// TestEveryFileParses parses every .tf and .tfvars file under
+// infra/terraform and checks it is laid out as terraform fmt lays it out.
 func TestEveryFileParses(t *testing.T) {
 	p := hclparse.NewParser()
 	n := 0
@@ -28,6 +31,17 @@ func TestEveryFileParses(t *testing.T) {
 			n++
 			if _, diags := p.ParseHCLFile(path); diags.HasErrors() {
 				t.Errorf("%s", diags.Error())
+				return nil
+			}
+			// terraform fmt's layout is hclwrite's: a file it would
+			// change is not formatted (and this holds without the
+			// terraform binary).
+			src, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			if !bytes.Equal(hclwrite.Format(src), src) {
+				t.Errorf("%s is not formatted: run terraform fmt -recursive infra/terraform", path)
 			}
 		}
 		return nil
