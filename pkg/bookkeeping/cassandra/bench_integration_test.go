@@ -484,3 +484,47 @@ func openBenchStore(b *testing.B) *store {
 	b.Cleanup(func() { _ = s.Close() })
 	return s
 }
+
+// BenchmarkIntegrationCassandraPutTxn: the transaction coordinator's
+// compare-and-set (one LWT conditioned on the record's version), each
+// client on a transactional id of its own, as producers with one
+// transaction in flight each are (issue 24's T1M: two of these per
+// transaction). Cassandra's own CPU per call is what bounds T1M on a
+// machine it shares: measure it beside this (docs/open-work.md,
+// "Transactions").
+func BenchmarkIntegrationCassandraPutTxn(b *testing.B) {
+	s := openBenchStore(b)
+	for _, cl := range benchClients {
+		txns := make([]bookkeeping.Txn, cl)
+		for c := range txns {
+			tid := fmt.Sprintf("bench-%d-%d", cl, c)
+			p, err := s.InitProducer(b.Context(), tid)
+			if err != nil {
+				b.Fatal(err)
+			}
+			t, found, err := s.txn(b.Context(), tid)
+			if err != nil || !found {
+				b.Fatalf("read %s: %v (found %v)", tid, err, found)
+			}
+			t.ProducerID, t.Epoch = p.ID, p.Epoch
+			txns[c] = t
+		}
+		b.Run(fmt.Sprintf("clients=%d", cl), func(b *testing.B) {
+			r := runClients(b, cl, func(client int) error {
+				t := txns[client]
+				t.Status = bookkeeping.TxnOngoing
+				if t.Version%2 == 0 {
+					t.Status = bookkeeping.TxnPrepareCommit
+				}
+				t.Partitions = []bookkeeping.TxnPartition{{TopicID: "orders-1", Partition: int32(client)}}
+				next, err := s.PutTxn(b.Context(), t)
+				if err != nil {
+					return err
+				}
+				txns[client] = next
+				return nil
+			}, nil)
+			r.report(b, 1)
+		})
+	}
+}
