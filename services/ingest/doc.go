@@ -30,6 +30,7 @@
 //	forward.go    forwarding streams to the copies that own partitions
 //	balance.go    the balancing rounds over package balance; the roll-over off leaving bookies
 //	budget.go     the node-wide bound on buffered produce bytes
+//	metrics.go    the copy's instruments (docs/metrics.md)
 //	drain.go      the open ProduceStreams, closed at shutdown
 //	ledgers.go    the ledger client adapted for partition writers
 //	config.go     Config (limits and intervals, validated), Deps
