@@ -362,9 +362,11 @@ func outcomeOf(err error) (outcome, string) {
 		return denied, err.Error()
 	}
 	// TLS 1.3 tells a client its certificate was refused after the
-	// handshake: its first write finds the connection closed.
+	// handshake: its first write finds the connection closed — or, when
+	// the server's close wins the race with the request, the HTTP/2
+	// transport finds its new connection closed already.
 	if s := err.Error(); strings.Contains(s, "tls:") || strings.Contains(s, "certificate") ||
-		strings.Contains(s, "client conn could not be established") || errors.Is(err, io.EOF) ||
+		strings.Contains(s, "client conn could not be established") || strings.Contains(s, "http2: client conn is closed") || errors.Is(err, io.EOF) ||
 		errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) {
 		return noHandshake, s
 	}
