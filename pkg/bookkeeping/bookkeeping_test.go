@@ -170,6 +170,7 @@ func TestTxnValidateRefuses(t *testing.T) {
 		{"txn.status", func(x *bookkeeping.Txn) { x.Status = bookkeeping.TxnCompleteAbort + 1 }},
 		{"txn.timeout", func(x *bookkeeping.Txn) { x.Timeout = -time.Nanosecond }},
 		{"txn.timeout", func(x *bookkeeping.Txn) { x.Timeout = bookkeeping.MaxTxnTimeout + time.Millisecond }},
+		{"txn.prev_producer_id", func(x *bookkeeping.Txn) { x.PrevProducerID = -1 }},
 		{"txn.deadline", func(x *bookkeeping.Txn) { x.Deadline = time.Unix(0, 0) }},
 		{"txn.deadline", func(x *bookkeeping.Txn) { x.Deadline = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC) }},
 		{"txn.partitions", func(x *bookkeeping.Txn) {

@@ -118,6 +118,9 @@ type Txn struct {
 	// BumpedByCoordinator: the last epoch bump was the coordinator's (an
 	// InitProducer, or a timeout's abort), not the client's EndTxn.
 	BumpedByCoordinator bool
+	// PrevProducerID is the producer id an EndTxn replaced with ProducerID
+	// because its epochs were spent (KIP-890); 0 for none. ≥ 0.
+	PrevProducerID int64
 	// Version is the compare-and-set token: 0 when nothing is stored,
 	// 1 once the record is created, one more with every write (PutTxn or
 	// InitProducer). Records stored before the transaction state existed
@@ -200,6 +203,9 @@ func (t Txn) Validate() error {
 	}
 	if err := ValidateTxnOffsets("txn.offsets", t.Offsets); err != nil {
 		return err
+	}
+	if t.PrevProducerID < 0 {
+		return invalid("txn.prev_producer_id", "%d is not a producer id (ids start at 1; 0 for none)", t.PrevProducerID)
 	}
 	if t.Version < 0 || t.Version == math.MaxInt64 {
 		return invalid("txn.version", "%d is outside [0, %d)", t.Version, int64(math.MaxInt64))

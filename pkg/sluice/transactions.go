@@ -470,6 +470,9 @@ func (t *TransactionalProducer) end(ctx context.Context, commit bool) error {
 	if err != nil {
 		return t.fail(err)
 	}
+	if id := resp.Msg.GetProducerId(); id != 0 {
+		t.pid = id // the old id's epochs are spent: a new one, at epoch 0
+	}
 	t.epoch = int16(resp.Msg.GetProducerEpoch())
 	t.open, t.failed = false, nil
 	return nil

@@ -11,6 +11,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/sluicemq/sluice/pkg/bookkeeping"
 	"github.com/sluicemq/sluice/pkg/sluice"
 )
 
@@ -152,6 +153,52 @@ func TestClusterTransactionalProducer(t *testing.T) {
 	}
 	if got := fmt.Sprint(readCommitted(t, c, "a", 2)); got != "[c1 c2 c3 c4]" {
 		t.Fatalf("read_committed after the fenced session: %s", got)
+	}
+}
+
+// A TransactionalProducer outlives its producer id's epochs: the commit
+// whose bump would reach the last epoch answers with a new producer id,
+// which the producer goes on with.
+func TestClusterTransactionalProducerOutlivesTheEpochSpace(t *testing.T) {
+	tc := startCluster(t, nil)
+	c := tc.client()
+	ctx := contextWithTimeout(t, 60*time.Second)
+	if _, err := c.CreateTopic(ctx, "a", 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	// As if the transactional id had ended 32,764 transactions: the
+	// InitProducer's bump gives 32765.
+	pid, err := tc.c.Bookkeeping.AllocateProducerID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tc.c.Bookkeeping.PutTxn(ctx, bookkeeping.Txn{TransactionalID: "worn", ProducerID: pid, Epoch: 32764, Status: bookkeeping.TxnCompleteCommit}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.NewTransactionalProducer(ctx, "worn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(ctx)
+	var sessions []string
+	for i := range 3 {
+		sessions = append(sessions, fmt.Sprintf("%d/%d", p.ProducerID(), p.Epoch()))
+		if err := p.Begin(); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Send(ctx, sluice.NewRecord("a", nil, fmt.Appendf(nil, "v%d", i))); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Commit(ctx); err != nil {
+			t.Fatalf("commit %d at %s: %v", i, sessions[i], err)
+		}
+	}
+	next := p.ProducerID()
+	if want := fmt.Sprintf("[%d/32765 %d/32766 %d/0]", pid, pid, next); fmt.Sprint(sessions) != want || next == pid {
+		t.Fatalf("sessions %v; want %s with a new producer id", sessions, want)
+	}
+	if got := fmt.Sprint(readCommitted(t, c, "a", 1)); got != "[v0 v1 v2]" {
+		t.Fatalf("read_committed: %s; want [v0 v1 v2]", got)
 	}
 }
 

@@ -78,9 +78,7 @@ func (s *Service) coordinate(ctx context.Context, tid string, ev txn.Event) (txn
 			if err != nil {
 				return txn.Reply{}, fmt.Errorf("allocate a producer id: %w", err)
 			}
-			ip := ev.(txn.InitProducer)
-			ip.FreshID = id
-			d = txn.Step(tid, cur, ip)
+			d = txn.Step(tid, cur, txn.WithFreshID(ev, id))
 		}
 		if d.Store == nil && remembered {
 			fresh = true
@@ -303,7 +301,7 @@ func stateOf(t bookkeeping.Txn) txn.State {
 	st := txn.State{
 		ID: t.TransactionalID, ProducerID: t.ProducerID, Epoch: t.Epoch, Status: txn.Status(t.Status),
 		Timeout: t.Timeout, Deadline: t.Deadline, Groups: t.Groups,
-		BumpedByCoordinator: t.BumpedByCoordinator, Version: t.Version,
+		BumpedByCoordinator: t.BumpedByCoordinator, PrevProducerID: t.PrevProducerID, Version: t.Version,
 	}
 	if st.Timeout == 0 {
 		st.Timeout = DefaultTxnTimeout // a record only the old InitProducer wrote
@@ -321,7 +319,7 @@ func recordOf(st txn.State) bookkeeping.Txn {
 	t := bookkeeping.Txn{
 		TransactionalID: st.ID, ProducerID: st.ProducerID, Epoch: st.Epoch, Status: bookkeeping.TxnStatus(st.Status),
 		Timeout: st.Timeout, Deadline: st.Deadline, Groups: st.Groups,
-		BumpedByCoordinator: st.BumpedByCoordinator, Version: st.Version,
+		BumpedByCoordinator: st.BumpedByCoordinator, PrevProducerID: st.PrevProducerID, Version: st.Version,
 	}
 	for _, p := range st.Partitions {
 		t.Partitions = append(t.Partitions, bookkeeping.TxnPartition{TopicID: p.TopicID, Partition: p.Partition})

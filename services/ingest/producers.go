@@ -143,7 +143,7 @@ func (s *Service) EndTxn(ctx context.Context, req *connect.Request[sluicev1.EndT
 		return nil, s.txnError(err)
 	}
 	s.m.txnEnd(ctx, req.Msg.GetCommit(), since)
-	return connect.NewResponse(&sluicev1.EndTxnResponse{ProducerEpoch: int32(r.Epoch)}), nil
+	return connect.NewResponse(&sluicev1.EndTxnResponse{ProducerEpoch: int32(r.Epoch), ProducerId: r.ProducerID}), nil
 }
 
 // ReasonLeaseFenced is SendOffsetsToTxn's answer for offsets of a

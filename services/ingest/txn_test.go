@@ -94,6 +94,9 @@ func (c *txnClient) end(commit bool) error {
 	if err != nil {
 		return err
 	}
+	if id := resp.Msg.ProducerId; id != 0 {
+		c.pid = id
+	}
 	c.epoch = resp.Msg.ProducerEpoch
 	clear(c.seq)
 	return nil
@@ -252,6 +255,73 @@ func TestCoordinatorMemoryIsOnlyAHint(t *testing.T) {
 	}
 	if err := fresh.end(true); err != nil {
 		t.Fatalf("the new session's commit through main: %v", err)
+	}
+}
+
+// A producer id's epochs run out after 32,766 transactions (every EndTxn
+// bumps the epoch, KIP-890): the EndTxn whose bump would reach the last
+// epoch moves the transactional id to a fresh producer id at epoch 0. The
+// transaction commits (its markers at the old id's last epoch end it, and
+// read_committed shows it), the client continues under the new id, and the
+// old id is fenced, in the coordinator and at the partition.
+func TestTransactionsOutliveTheEpochSpace(t *testing.T) {
+	tc := startCluster(t, nil)
+	ctx := context.Background()
+	admin := sluicev1connect.NewAdminServiceClient(http.DefaultClient, tc.url)
+	if _, err := admin.CreateTopic(ctx, connect.NewRequest(&sluicev1.CreateTopicRequest{Name: "t", Partitions: 2})); err != nil {
+		t.Fatal(err)
+	}
+	c, err := newTxnClient(t, tc.url, "worn", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// As if the producer had ended 32,765 transactions.
+	st, err := tc.c.Bookkeeping.GetTxn(ctx, "worn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Epoch = 32765
+	if _, err := tc.c.Bookkeeping.PutTxn(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	c.epoch = 32765
+	first := c.pid
+	commit := func(parts ...int32) {
+		t.Helper()
+		if err := c.add("t", parts...); err != nil {
+			t.Fatalf("AddPartitions at %d/%d: %v", c.pid, c.epoch, err)
+		}
+		if err := c.send("t", parts...); err != nil {
+			t.Fatalf("produce at %d/%d: %v", c.pid, c.epoch, err)
+		}
+		if err := c.end(true); err != nil {
+			t.Fatalf("EndTxn at %d/%d: %v", c.pid, c.epoch, err)
+		}
+	}
+	commit(0)
+	if c.pid != first || c.epoch != 32766 {
+		t.Fatalf("after a commit at epoch 32765: %d/%d, want %d/32766", c.pid, c.epoch, first)
+	}
+	commit(0, 1)
+	if c.pid == first || c.epoch != 0 {
+		t.Fatalf("after a commit at epoch 32766: %d/%d, want a new producer id at epoch 0", c.pid, c.epoch)
+	}
+	// The replaced id is fenced: by the coordinator, and by the partition
+	// (its last marker is at the last epoch).
+	old := &txnClient{t: t, prod: c.prod, tid: "worn", pid: first, epoch: 32766, seq: map[int32]int32{}}
+	wantReason(t, "AddPartitions of the replaced producer id", old.add("t", 0), connect.CodeFailedPrecondition, ingest.ReasonProducerFenced)
+	if err := old.send("t", 0); connect.CodeOf(err) != connect.CodeFailedPrecondition {
+		t.Fatalf("a batch of the replaced producer id: %v, want FAILED_PRECONDITION", err)
+	}
+	commit(0)
+	// Every transaction is visible to read_committed, and none is left
+	// open: p0 holds three records and their markers, its LSO at its end.
+	offs, next, lso := fetchOffsets(t, tc.url, "t", 0, true, false, 0)
+	if fmt.Sprint(offs) != "[0 2 4]" || next != 6 || lso != 6 {
+		t.Fatalf("read_committed of p0: records %v, next %d, LSO %d; want [0 2 4], 6, 6", offs, next, lso)
+	}
+	if e := ends(t, tc.url, "t"); e[0] != 6 || e[1] != 2 {
+		t.Fatalf("ends %v, want [6 2]", e)
 	}
 }
 

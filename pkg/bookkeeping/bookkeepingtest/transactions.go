@@ -207,7 +207,7 @@ func testTxnRoundTrip(t *testing.T, e *env) {
 				{Group: strings.Repeat("g", bookkeeping.MaxNameBytes), Topic: strings.Repeat("t", bookkeeping.MaxNameBytes),
 					TopicID: strings.Repeat("i", bookkeeping.MaxNameBytes), Partition: bookkeeping.MaxPartitions - 1, Offset: bookkeeping.MaxOffset},
 			},
-			BumpedByCoordinator: i%2 == 0, Version: version,
+			BumpedByCoordinator: i%2 == 0, PrevProducerID: int64(i%3) * (1<<61 + 5), Version: version,
 		}
 		if i == len(statuses)-1 {
 			x.Epoch = bookkeeping.MaxProducerEpoch
@@ -236,7 +236,7 @@ func testTxnRoundTrip(t *testing.T, e *env) {
 func testTxnAtTheLimits(t *testing.T, e *env) {
 	id := e.tid("limits")
 	x := bookkeeping.Txn{TransactionalID: id, ProducerID: math.MaxInt64, Epoch: bookkeeping.MaxProducerEpoch, Status: bookkeeping.TxnPrepareCommit,
-		Timeout: bookkeeping.MaxTxnTimeout, Deadline: time.Date(9999, 12, 31, 23, 59, 59, 999_000_000, time.UTC)}
+		Timeout: bookkeeping.MaxTxnTimeout, Deadline: time.Date(9999, 12, 31, 23, 59, 59, 999_000_000, time.UTC), PrevProducerID: math.MaxInt64 - 1}
 	for i := range bookkeeping.MaxTxnPartitions {
 		x.Partitions = append(x.Partitions, bookkeeping.TxnPartition{
 			TopicID: fmt.Sprintf("%0*d", bookkeeping.MaxNameBytes, i/100), Partition: int32(i % 100 * 600)})
@@ -526,6 +526,7 @@ func testTxnValidation(t *testing.T, e *env) {
 		{"txn.partitions[1]", func(x *bookkeeping.Txn) { x.Partitions = append(x.Partitions, x.Partitions[0]) }},
 		{"txn.groups[0]", func(x *bookkeeping.Txn) { x.Groups[0] = "tab\there" }},
 		{"txn.groups[1]", func(x *bookkeeping.Txn) { x.Groups = append(x.Groups, x.Groups[0]) }},
+		{"txn.prev_producer_id", func(x *bookkeeping.Txn) { x.PrevProducerID = -1 }},
 		{"txn.version", func(x *bookkeeping.Txn) { x.Version = -1 }},
 	} {
 		x := openTxn(id, 1, 0)

@@ -133,7 +133,9 @@
 // token(?) LIMIT n`, at the regular consistency. Timeouts and deadlines are
 // stored in milliseconds (the timestamp type's precision). Schema v6 adds
 // the transaction's consumer offsets (offsets, a frozen list of tuples);
-// null on older rows, read as none.
+// null on older rows, read as none. Schema v7 adds prev_producer_id, the
+// producer id an EndTxn replaced when its epochs were spent; null on older
+// rows, read as 0.
 //
 // CommitTxnOffsets applies a committed transaction's offsets per (group,
 // topic): a serial read of the partitions' rows, then one conditional batch
@@ -147,7 +149,8 @@
 // The schema is versioned CQL embedded in the binary: schema/v<N>/*.cql,
 // applied in version order and file-name order (v1 groups, v2 producer ids,
 // v3 member topics and the group list, v4 committed topic ids, v5 the
-// transaction state, v6 a transaction's consumer offsets). Open applies the versions the
+// transaction state, v6 a transaction's consumer offsets, v7 the replaced
+// producer id). Open applies the versions the
 // keyspace lacks and records each in schema_version; every statement is
 // idempotent (IF NOT EXISTS), so a migration interrupted half-way is simply
 // applied again. A version may also have a data step in Go (dataMigration:

@@ -87,10 +87,11 @@ func TestIntegrationCassandraMigratesFromV1(t *testing.T) {
 
 	s := openStore(t, cfg)
 	got := appliedVersions(t, raw)
-	if len(got) != 6 || got[1].description != "001_consumer_groups.cql" || got[2].description != "001_producer_ids.cql" ||
+	if len(got) != 7 || got[1].description != "001_consumer_groups.cql" || got[2].description != "001_producer_ids.cql" ||
 		got[3].description != "001_groups_and_member_topics.cql" || got[4].description != "001_committed_topic_id.cql" ||
-		got[5].description != "001_transaction_state.cql" || got[6].description != "001_transaction_offsets.cql" {
-		t.Fatalf("schema_version after Open = %+v, want v1 to v6 with their files", got)
+		got[5].description != "001_transaction_state.cql" || got[6].description != "001_transaction_offsets.cql" ||
+		got[7].description != "001_replaced_producer_id.cql" {
+		t.Fatalf("schema_version after Open = %+v, want v1 to v7 with their files", got)
 	}
 	// v3 listed the groups v1 stored, and reads v1 members.
 	if gs, more, err := s.ListGroups(ctx, "", 10); err != nil || more || !slices.Equal(gs, []string{"old-group", "old-members"}) {
@@ -155,8 +156,8 @@ func TestIntegrationCassandraMigratesFromV3(t *testing.T) {
 	}
 
 	s := openStore(t, cfg)
-	if got := appliedVersions(t, raw); len(got) != 6 || got[4].description != "001_committed_topic_id.cql" {
-		t.Fatalf("schema_version after Open = %+v, want v1 to v6", got)
+	if got := appliedVersions(t, raw); len(got) != 7 || got[4].description != "001_committed_topic_id.cql" {
+		t.Fatalf("schema_version after Open = %+v, want v1 to v7", got)
 	}
 	want := bookkeeping.Committed{Offset: 500, Metadata: "from v3", Epoch: 1}
 	if c, err := s.FetchOffset(ctx, "g", "orders", 0); err != nil || c != want {
@@ -216,8 +217,8 @@ func TestIntegrationCassandraMigratesFromV4(t *testing.T) {
 	}
 
 	s := openDriver(t, cfg) // the conformance suite covers the Store; this is the rows
-	if got := appliedVersions(t, raw); len(got) != 6 || got[5].description != "001_transaction_state.cql" {
-		t.Fatalf("schema_version after Open = %+v, want v1 to v6", got)
+	if got := appliedVersions(t, raw); len(got) != 7 || got[5].description != "001_transaction_state.cql" {
+		t.Fatalf("schema_version after Open = %+v, want v1 to v7", got)
 	}
 	a := bookkeeping.Txn{TransactionalID: "a", ProducerID: 7, Epoch: 3, Status: bookkeeping.TxnEmpty, Version: 1}
 	if got, err := s.GetTxn(ctx, "a"); err != nil || !reflect.DeepEqual(got, a) {
@@ -337,8 +338,8 @@ func TestIntegrationCassandraMigratesFromV5(t *testing.T) {
 		t.Fatalf("%s: %v", stmt, err)
 	}
 	s := openDriver(t, cfg)
-	if got := appliedVersions(t, raw); len(got) != 6 || got[6].description != "001_transaction_offsets.cql" {
-		t.Fatalf("schema_version after Open = %+v, want v1 to v6", got)
+	if got := appliedVersions(t, raw); len(got) != 7 || got[6].description != "001_transaction_offsets.cql" {
+		t.Fatalf("schema_version after Open = %+v, want v1 to v7", got)
 	}
 	a := bookkeeping.Txn{TransactionalID: "a", ProducerID: 7, Epoch: 3, Status: bookkeeping.TxnOngoing, Timeout: time.Minute,
 		Partitions: []bookkeeping.TxnPartition{{TopicID: "t1", Partition: 0}}, Groups: []string{"g"}, Version: 4}
@@ -352,5 +353,42 @@ func TestIntegrationCassandraMigratesFromV5(t *testing.T) {
 	}
 	if got, err := s.GetTxn(ctx, "a"); err != nil || !reflect.DeepEqual(got, put) || len(got.Offsets) != 1 {
 		t.Fatalf("GetTxn after a PutTxn with offsets = %+v, %v; want %+v", got, err, put)
+	}
+}
+
+// TestIntegrationCassandraMigratesFromV6: a transaction state a v6 binary
+// stored (no prev_producer_id column) reads after the migration to v7 with
+// no replaced producer id, and a PutTxn with one over it stores it.
+func TestIntegrationCassandraMigratesFromV6(t *testing.T) {
+	ctx := t.Context()
+	cfg := testConfig(t)
+	raw := session(t, cfg)
+	ms, err := loadMigrations(schemaFiles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := migrate(ctx, raw, gocql.LocalQuorum, ms, 6); err != nil || v != 6 {
+		t.Fatalf("migrate to v6: version %d, %v", v, err)
+	}
+	stmt := `INSERT INTO transactional_producers (transactional_id, producer_id, epoch, status, timeout_ms, partitions, groups, bumped_by_coordinator, version, offsets) ` +
+		`VALUES ('a', 7, 32766, 5, 60000, [], [], false, 4, [])`
+	if err := raw.Query(stmt).Exec(); err != nil {
+		t.Fatalf("%s: %v", stmt, err)
+	}
+	s := openDriver(t, cfg)
+	if got := appliedVersions(t, raw); len(got) != 7 || got[7].description != "001_replaced_producer_id.cql" {
+		t.Fatalf("schema_version after Open = %+v, want v1 to v7", got)
+	}
+	a := bookkeeping.Txn{TransactionalID: "a", ProducerID: 7, Epoch: 32766, Status: bookkeeping.TxnCompleteCommit, Timeout: time.Minute, Version: 4}
+	if got, err := s.GetTxn(ctx, "a"); err != nil || !reflect.DeepEqual(got, a) {
+		t.Fatalf("GetTxn of a v6 row = %+v, %v; want %+v", got, err, a)
+	}
+	a.ProducerID, a.Epoch, a.PrevProducerID = 8, 0, 7
+	put, err := s.PutTxn(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.GetTxn(ctx, "a"); err != nil || !reflect.DeepEqual(got, put) || got.PrevProducerID != 7 {
+		t.Fatalf("GetTxn after a PutTxn with a replaced producer id = %+v, %v; want %+v", got, err, put)
 	}
 }

@@ -103,7 +103,7 @@ func (s *store) InitProducer(ctx context.Context, transactionalID string) (bookk
 		}
 		next := cur
 		next.TransactionalID, next.Status, next.Version = transactionalID, bookkeeping.TxnEmpty, cur.Version+1
-		next.Deadline, next.Partitions, next.Groups = time.Time{}, nil, nil
+		next.Deadline, next.Partitions, next.Groups, next.PrevProducerID = time.Time{}, nil, nil, 0
 		if !found || cur.Epoch == bookkeeping.MaxProducerEpoch {
 			// First use, or the epoch space is spent: a new id starts at 0.
 			if next.ProducerID, err = s.AllocateProducerID(ctx); err != nil {

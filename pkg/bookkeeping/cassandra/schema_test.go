@@ -11,8 +11,8 @@ func TestEmbeddedSchema(t *testing.T) {
 	if err != nil {
 		t.Fatalf("embedded schema: %v", err)
 	}
-	if len(ms) != 6 {
-		t.Fatalf("%d schema versions, want 6", len(ms))
+	if len(ms) != 7 {
+		t.Fatalf("%d schema versions, want 7", len(ms))
 	}
 	tables := map[string]bool{}
 	columns := map[string]bool{} // table.column, of ALTER TABLE … ADD IF NOT EXISTS

@@ -14,16 +14,16 @@ import (
 	"github.com/sluicemq/sluice/pkg/bookkeeping"
 )
 
-// The columns of a transactional id's record (schema v2, v5 and v6), in
-// the order txnRow scans them and txnArgs binds them.
-const txnColumns = `producer_id, epoch, status, timeout_ms, deadline, partitions, groups, bumped_by_coordinator, version, offsets`
+// The columns of a transactional id's record (schema v2, v5, v6 and v7),
+// in the order txnRow scans them and txnArgs binds them.
+const txnColumns = `producer_id, epoch, status, timeout_ms, deadline, partitions, groups, bumped_by_coordinator, version, offsets, prev_producer_id`
 
 const (
 	selectTxnRow = `SELECT ` + txnColumns + ` FROM transactional_producers WHERE transactional_id = ?`
-	insertTxnRow = `INSERT INTO transactional_producers (transactional_id, ` + txnColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) IF NOT EXISTS`
+	insertTxnRow = `INSERT INTO transactional_producers (transactional_id, ` + txnColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) IF NOT EXISTS`
 
 	setTxnRow = `UPDATE transactional_producers SET producer_id = ?, epoch = ?, status = ?, timeout_ms = ?, deadline = ?, ` +
-		`partitions = ?, groups = ?, bumped_by_coordinator = ?, version = ?, offsets = ? WHERE transactional_id = ? `
+		`partitions = ?, groups = ?, bumped_by_coordinator = ?, version = ?, offsets = ?, prev_producer_id = ? WHERE transactional_id = ? `
 	// putTxnIf is PutTxn over a stored version ≥ 2. putTxnIfV1 is PutTxn
 	// over version 1, which is also a row written before schema v5 (null
 	// version); `producer_id > 0` keeps it from creating a row that does
@@ -66,11 +66,12 @@ type txnRow struct {
 	bumped     bool
 	version    *int64
 	offsets    []bookkeeping.TxnOffset
+	prevID     int64 // null (older rows, none replaced) scans as 0
 }
 
 // dest are the scan destinations of txnColumns.
 func (r *txnRow) dest() []any {
-	return []any{&r.producerID, &r.epoch, &r.status, &r.timeoutMS, &r.deadline, &r.partitions, &r.groups, &r.bumped, &r.version, &r.offsets}
+	return []any{&r.producerID, &r.epoch, &r.status, &r.timeoutMS, &r.deadline, &r.partitions, &r.groups, &r.bumped, &r.version, &r.offsets, &r.prevID}
 }
 
 // txn converts the row; a row that does not make a valid Txn is an error
@@ -78,7 +79,7 @@ func (r *txnRow) dest() []any {
 func (r txnRow) txn() (bookkeeping.Txn, error) {
 	t := bookkeeping.Txn{
 		TransactionalID: r.id, ProducerID: r.producerID, Status: bookkeeping.TxnEmpty,
-		Timeout: time.Duration(r.timeoutMS) * time.Millisecond, BumpedByCoordinator: r.bumped, Version: 1,
+		Timeout: time.Duration(r.timeoutMS) * time.Millisecond, BumpedByCoordinator: r.bumped, PrevProducerID: r.prevID, Version: 1,
 		Partitions: nilIfEmpty(r.partitions), Groups: nilIfEmpty(r.groups), Offsets: nilIfEmpty(r.offsets),
 	}
 	if r.epoch < 0 || r.epoch > bookkeeping.MaxProducerEpoch {
@@ -134,7 +135,7 @@ func txnArgs(t bookkeeping.Txn) []any {
 	if offsets == nil {
 		offsets = []bookkeeping.TxnOffset{}
 	}
-	return []any{t.ProducerID, int(t.Epoch), int(t.Status), t.Timeout.Milliseconds(), deadline, partitions, groups, t.BumpedByCoordinator, t.Version, offsets}
+	return []any{t.ProducerID, int(t.Epoch), int(t.Status), t.Timeout.Milliseconds(), deadline, partitions, groups, t.BumpedByCoordinator, t.Version, offsets, t.PrevProducerID}
 }
 
 // txn reads the record of id serially (completing any Paxos round in

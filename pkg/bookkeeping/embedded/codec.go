@@ -36,11 +36,12 @@ const memberVersion byte = 2
 
 // txnVersion is the format version transactional id records are written
 // in: version 2 added the transaction coordinator's state and the record's
-// Version; version 3 the transaction's consumer offsets. Version 1 records
-// (producer id and epoch, written by older binaries) are still read, as
-// idle records at Version 1; version 2 records as records without
-// offsets.
-const txnVersion byte = 3
+// Version; version 3 the transaction's consumer offsets; version 4 the
+// replaced producer id. Version 1 records (producer id and epoch, written
+// by older binaries) are still read, as idle records at Version 1; version
+// 2 records as records without offsets; versions 2 and 3 as records
+// without a replaced producer id.
+const txnVersion byte = 4
 
 // partitionVersion is the format version partition records are written in:
 // version 2 added the topic id of the committed offset. Version 1 records
@@ -289,6 +290,7 @@ func decodeCounter(v []byte) (counterRecord, error) {
 //	        {topic-id(str) partition(int)}… group-count(int) {group(str)}…
 //	txn v3: v2 fields, then offset-count(int) {group(str) topic(str)
 //	        topic-id(str) partition(int) offset(int)}…
+//	txn v4: v3 fields, then prev-producer-id(int, 0 = none)
 //
 // t is in its stored form (bookkeeping.Txn.Stored: whole milliseconds).
 func encodeTxn(t bookkeeping.Txn) []byte {
@@ -325,6 +327,7 @@ func encodeTxn(t bookkeeping.Txn) []byte {
 		e.int(int64(o.Partition))
 		e.int(o.Offset)
 	}
+	e.int(t.PrevProducerID)
 	return e.seal()
 }
 
@@ -374,6 +377,9 @@ func decodeTxn(id string, v []byte) (bookkeeping.Txn, error) {
 			o.Partition, o.Offset = int32(partition), d.int()
 			t.Offsets = append(t.Offsets, o)
 		}
+	}
+	if d.version >= 4 {
+		t.PrevProducerID = d.int()
 	}
 	if d.err == nil {
 		err := t.Validate()

@@ -40,7 +40,7 @@ func TestRecordsRoundTrip(t *testing.T) {
 	for _, x := range []bookkeeping.Txn{
 		{TransactionalID: "tx", ProducerID: 9, Epoch: bookkeeping.MaxProducerEpoch, Status: bookkeeping.TxnEmpty, Version: 1},
 		{TransactionalID: "tx", ProducerID: math.MaxInt64, Epoch: 3, Status: bookkeeping.TxnPrepareCommit, Timeout: bookkeeping.MaxTxnTimeout,
-			Deadline: time.UnixMilli(1_767_322_445_678).UTC(), BumpedByCoordinator: true, Version: math.MaxInt64 - 1,
+			Deadline: time.UnixMilli(1_767_322_445_678).UTC(), BumpedByCoordinator: true, PrevProducerID: math.MaxInt64 - 1, Version: math.MaxInt64 - 1,
 			Partitions: []bookkeeping.TxnPartition{{TopicID: "t2", Partition: 0}, {TopicID: strings.Repeat("i", bookkeeping.MaxNameBytes), Partition: bookkeeping.MaxPartitions - 1}},
 			Groups:     []string{"g", "ü"},
 			Offsets: []bookkeeping.TxnOffset{{Group: "g", Topic: "in", TopicID: "t2", Partition: 3, Offset: 0},
@@ -53,22 +53,28 @@ func TestRecordsRoundTrip(t *testing.T) {
 }
 
 // TestGoldenTxnRecord pins the layout of transactional id records: version
-// 3 as written; version 2 (no offsets) and version 1 as older binaries
-// wrote them (producer id and epoch; read as an idle record at version 1)
-// are still read.
+// 4 as written; version 3 (no replaced producer id), version 2 (no
+// offsets either) and version 1 as older binaries wrote them (producer id
+// and epoch; read as an idle record at version 1) are still read.
 func TestGoldenTxnRecord(t *testing.T) {
 	x := bookkeeping.Txn{TransactionalID: "tx", ProducerID: 5, Epoch: 2, Status: bookkeeping.TxnOngoing, Timeout: 3 * time.Millisecond,
-		Deadline: time.UnixMilli(1).UTC(), BumpedByCoordinator: true, Version: 7,
+		Deadline: time.UnixMilli(1).UTC(), BumpedByCoordinator: true, PrevProducerID: 4, Version: 7,
 		Partitions: []bookkeeping.TxnPartition{{TopicID: "t", Partition: 1}}, Groups: []string{"g"},
 		Offsets: []bookkeeping.TxnOffset{{Group: "g", Topic: "i", TopicID: "t", Partition: 1, Offset: 9}}}
 	got := encodeTxn(x)
 	v1Fields := []byte{10, 4}
 	v2Fields := append(append([]byte(nil), v1Fields...), 4, 6, 2, 2, 14, 2, 1, 't', 2, 2, 1, 'g')
-	want := append(append([]byte{'T', 3}, v2Fields...), 2, 1, 'g', 1, 'i', 1, 't', 2, 18)
+	v3Fields := append(append([]byte(nil), v2Fields...), 2, 1, 'g', 1, 'i', 1, 't', 2, 18)
+	want := append(append([]byte{'T', 4}, v3Fields...), 8)
 	if !bytes.Equal(got[:len(got)-4], want) {
 		t.Fatalf("txn record body = %v, want %v", got[:len(got)-4], want)
 	}
-	v2 := x
+	v3 := x
+	v3.PrevProducerID = 0
+	if r, err := decodeTxn("tx", resealVersion('T', 3, v3Fields)); err != nil || !reflect.DeepEqual(r, v3) {
+		t.Fatalf("version 3 txn record = %+v, %v; want %+v", r, err, v3)
+	}
+	v2 := v3
 	v2.Offsets = nil
 	if r, err := decodeTxn("tx", resealVersion('T', 2, v2Fields)); err != nil || !reflect.DeepEqual(r, v2) {
 		t.Fatalf("version 2 txn record = %+v, %v; want %+v", r, err, v2)
@@ -172,11 +178,12 @@ func TestDecodeRejectsInvalidRecords(t *testing.T) {
 		"partition out of range": encodeTxn(with(ok, func(x *bookkeeping.Txn) {
 			x.Partitions = []bookkeeping.TxnPartition{{TopicID: "t", Partition: -1}}
 		})),
-		"empty group":        encodeTxn(with(ok, func(x *bookkeeping.Txn) { x.Groups = []string{""} })),
-		"too many groups":    resealVersion('T', 2, []byte{2, 0, 2, 0, 0, 0, 2, 0, 0xd2, 0x0f}),
-		"group past the end": resealVersion('T', 2, []byte{2, 0, 2, 0, 0, 0, 2, 0, 2, 4, 'g'}),
-		"trailing bytes":     resealVersion('T', 3, append(append([]byte(nil), okFields...), 0)),
-		"unknown version":    withVersion(encodeTxn(ok), 4),
+		"empty group":                   encodeTxn(with(ok, func(x *bookkeeping.Txn) { x.Groups = []string{""} })),
+		"too many groups":               resealVersion('T', 2, []byte{2, 0, 2, 0, 0, 0, 2, 0, 0xd2, 0x0f}),
+		"group past the end":            resealVersion('T', 2, []byte{2, 0, 2, 0, 0, 0, 2, 0, 2, 4, 'g'}),
+		"trailing bytes":                resealVersion('T', 3, append(append([]byte(nil), okFields...), 0)),
+		"unknown version":               withVersion(encodeTxn(ok), 5),
+		"negative replaced producer id": encodeTxn(with(ok, func(x *bookkeeping.Txn) { x.PrevProducerID = -1 })),
 		"offset out of range": encodeTxn(with(ok, func(x *bookkeeping.Txn) {
 			x.Offsets = []bookkeeping.TxnOffset{{Group: "g", Topic: "i", TopicID: "t", Offset: -1}}
 		})),

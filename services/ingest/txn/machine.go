@@ -66,11 +66,14 @@ type AddOffsets struct {
 	Now        time.Time
 }
 
-// EndTxn commits or aborts the producer's transaction.
+// EndTxn commits or aborts the producer's transaction. FreshID is a
+// producer id the driver allocated because the previous Decision asked for
+// one (NeedProducerID: the bump would spend the epoch space); 0 otherwise.
 type EndTxn struct {
 	ProducerID int64
 	Epoch      int16
 	Commit     bool
+	FreshID    int64
 	Now        time.Time
 }
 
@@ -132,8 +135,31 @@ type Reply struct {
 	Epoch      int16
 }
 
-// MaxEpoch is the largest producer epoch (Kafka's record batch field).
+// MaxEpoch is the largest producer epoch (Kafka's record batch field). A
+// client's session never reaches it: the bump to it is a fresh producer id
+// (InitProducer, EndTxn), so the markers that end a session's transactions
+// always have a greater epoch than its data. Only a coordinator's abort
+// writes markers at MaxEpoch, and the next InitProducer then takes a fresh
+// id.
 const MaxEpoch = 1<<15 - 1
+
+// spent reports an epoch whose bump would reach MaxEpoch.
+func spent(epoch int16) bool { return epoch >= MaxEpoch-1 }
+
+// WithFreshID returns ev with the producer id the driver allocated for a
+// Decision that asked for one (NeedProducerID: only InitProducer and
+// EndTxn do).
+func WithFreshID(ev Event, id int64) Event {
+	switch e := ev.(type) {
+	case InitProducer:
+		e.FreshID = id
+		return e
+	case EndTxn:
+		e.FreshID = id
+		return e
+	}
+	panic(fmt.Sprintf("txn: %T takes no producer id", ev))
+}
 
 // Step decides what ev does to the transactional id whose current state is
 // cur (nil when it was never initialised). It is a pure function of its
@@ -160,7 +186,7 @@ func Step(id string, cur *State, ev Event) Decision {
 
 func initProducer(id string, cur *State, e InitProducer) Decision {
 	switch {
-	case cur == nil || cur.Epoch == MaxEpoch && cur.Status.idle():
+	case cur == nil || spent(cur.Epoch) && cur.Status.idle():
 		// First use, or the epoch space is spent: a new id at epoch 0.
 		if e.FreshID == 0 {
 			return Decision{NeedProducerID: true}
@@ -173,7 +199,7 @@ func initProducer(id string, cur *State, e InitProducer) Decision {
 	case cur.Status.idle():
 		next := cur.clone()
 		next.Epoch++
-		next.Status, next.Timeout, next.BumpedByCoordinator = Empty, e.Timeout, true
+		next.Status, next.Timeout, next.BumpedByCoordinator, next.PrevProducerID = Empty, e.Timeout, true, 0
 		next.Partitions, next.Groups, next.Offsets = nil, nil, nil
 		return Decision{Store: &next, Reply: Reply{next.ProducerID, next.Epoch}}
 	case cur.Status == Ongoing && sabotageInitFence:
@@ -181,7 +207,7 @@ func initProducer(id string, cur *State, e InitProducer) Decision {
 		// transaction instead of ending it.
 		next := cur.clone()
 		next.Epoch++
-		next.Timeout = e.Timeout
+		next.Timeout, next.PrevProducerID = e.Timeout, 0
 		return Decision{Store: &next, Reply: Reply{next.ProducerID, next.Epoch}}
 	case cur.Status == Ongoing:
 		// Abort the open transaction at a bumped epoch (fencing its
@@ -199,6 +225,8 @@ func initProducer(id string, cur *State, e InitProducer) Decision {
 // check verifies that the request's producer session is the current one.
 func check(cur *State, pid int64, epoch int16) error {
 	switch {
+	case cur != nil && cur.PrevProducerID != 0 && pid == cur.PrevProducerID:
+		return fmt.Errorf("%w: producer id %d spent its epochs and was replaced by %d", ErrFenced, pid, cur.ProducerID)
 	case cur == nil || pid != cur.ProducerID:
 		return ErrUnknownProducer
 	case epoch < cur.Epoch:
@@ -238,9 +266,9 @@ func endTxn(cur *State, e EndTxn) Decision {
 		want, other = PrepareCommit, CompleteCommit
 	}
 	// A retry of an EndTxn already decided comes with the epoch before the
-	// bump (KIP-890): answer it with the outcome, or refuse the opposite.
-	if cur != nil && e.ProducerID == cur.ProducerID && e.Epoch == cur.Epoch-1 && !cur.BumpedByCoordinator &&
-		(cur.Status.preparing() || cur.Status == CompleteCommit || cur.Status == CompleteAbort) {
+	// bump (KIP-890), or the replaced producer id's last one: answer it
+	// with the outcome, or refuse the opposite.
+	if cur != nil && retriedEnd(cur, e) {
 		if cur.Status == want || cur.Status == other {
 			d := Decision{Reply: Reply{cur.ProducerID, cur.Epoch}}
 			if cur.Status.preparing() {
@@ -255,30 +283,56 @@ func endTxn(cur *State, e EndTxn) Decision {
 		return Decision{Err: err}
 	}
 	switch cur.Status {
-	case Ongoing:
-		next := cur.clone()
-		if !sabotageTxnBump { // chaos sabotage build only: no per-transaction bump
-			next.Epoch++
+	case Ongoing, Empty, CompleteCommit, CompleteAbort:
+		if spent(cur.Epoch) && e.FreshID == 0 {
+			return Decision{NeedProducerID: true}
 		}
-		next.Status, next.Deadline, next.BumpedByCoordinator = want, time.Time{}, false
-		return Decision{Store: &next, Markers: markersOf(&next), Reply: Reply{next.ProducerID, next.Epoch}, Pending: true}
-	case Empty, CompleteCommit, CompleteAbort:
-		// Nothing was added: there is nothing to commit or abort. The
-		// epoch is bumped all the same, so every EndTxn ends an epoch.
 		next := cur.clone()
-		next.Epoch++
-		next.Status, next.BumpedByCoordinator = other, false
-		return Decision{Store: &next, Reply: Reply{next.ProducerID, next.Epoch}}
+		next.Deadline, next.BumpedByCoordinator = time.Time{}, false
+		switch {
+		case spent(cur.Epoch):
+			// The bump would reach MaxEpoch: the producer continues under
+			// a fresh id; this transaction's markers are the old id's, at
+			// MaxEpoch (markersOf).
+			next.PrevProducerID, next.ProducerID, next.Epoch = cur.ProducerID, e.FreshID, 0
+		case !sabotageTxnBump || cur.Status != Ongoing: // chaos sabotage build only: no per-transaction bump
+			next.Epoch++
+			next.PrevProducerID = 0
+		}
+		reply := Reply{next.ProducerID, next.Epoch}
+		if cur.Status != Ongoing {
+			// Nothing was added: there is nothing to commit or abort. The
+			// epoch is bumped all the same, so every EndTxn ends an epoch.
+			next.Status = other
+			return Decision{Store: &next, Reply: reply}
+		}
+		next.Status = want
+		return Decision{Store: &next, Markers: markersOf(&next), Reply: reply, Pending: true}
 	}
 	return Decision{Err: fmt.Errorf("%w: %q is %v", ErrConcurrent, cur.ID, cur.Status)}
 }
 
-// abortAt decides to abort cur's open transaction at a bumped epoch.
+// retriedEnd reports whether e is a retry of the EndTxn that cur's
+// current or last transaction ended with.
+func retriedEnd(cur *State, e EndTxn) bool {
+	if cur.BumpedByCoordinator || !(cur.Status.preparing() || cur.Status == CompleteCommit || cur.Status == CompleteAbort) {
+		return false
+	}
+	if cur.PrevProducerID != 0 {
+		return e.ProducerID == cur.PrevProducerID && spent(e.Epoch)
+	}
+	return e.ProducerID == cur.ProducerID && e.Epoch == cur.Epoch-1
+}
+
+// abortAt decides to abort cur's open transaction at a bumped epoch (at
+// most MaxEpoch: a session's epoch is below it, so the abort markers still
+// fence its data; the next InitProducer takes a fresh id).
 func abortAt(cur *State) Decision {
 	next := cur.clone()
 	if next.Epoch < MaxEpoch {
 		next.Epoch++
 	}
+	next.PrevProducerID = 0
 	next.Status, next.Deadline, next.BumpedByCoordinator = PrepareAbort, time.Time{}, true
 	return Decision{Store: &next, Markers: markersOf(&next), Reply: Reply{next.ProducerID, next.Epoch}, Pending: true}
 }
@@ -310,8 +364,15 @@ func markersWritten(cur *State) Decision {
 	return Decision{Store: &next, Reply: Reply{next.ProducerID, next.Epoch}}
 }
 
+// markersOf is what a Prepare state s asks to be written: markers at its
+// producer id and epoch, or at the replaced id's MaxEpoch when its EndTxn
+// spent the epoch space.
 func markersOf(s *State) *Markers {
-	m := &Markers{ProducerID: s.ProducerID, Epoch: s.Epoch, Commit: s.Status == PrepareCommit,
+	pid, epoch := s.ProducerID, s.Epoch
+	if s.PrevProducerID != 0 {
+		pid, epoch = s.PrevProducerID, MaxEpoch
+	}
+	m := &Markers{ProducerID: pid, Epoch: epoch, Commit: s.Status == PrepareCommit,
 		Partitions: s.Partitions, Groups: s.Groups}
 	if m.Commit {
 		m.Offsets = s.Offsets

@@ -25,7 +25,8 @@ import (
 // no Prepare is left before all its markers are written, that a fenced
 // epoch never gets a request accepted, and that once the faults stop the
 // sweeper leaves nothing open past its deadline or half-written.
-// SIM_SEEDS=N runs more seeds; SIM_SEED=S replays one.
+// SIM_SEEDS=N runs more seeds; SIM_SEED=S replays one (SIM_TRACE=1 prints
+// its requests and decisions).
 func TestSimulation(t *testing.T) {
 	seeds := 500
 	if v, err := strconv.Atoi(os.Getenv("SIM_SEEDS")); err == nil {
@@ -35,18 +36,36 @@ func TestSimulation(t *testing.T) {
 	if v, err := strconv.ParseUint(os.Getenv("SIM_SEED"), 10, 64); err == nil {
 		first, seeds = v, 1
 	}
+	spentRuns := 0
 	for s := first; s < first+uint64(seeds); s++ {
-		if err := simulate(s); err != nil {
+		spent, err := simulate(s)
+		if err != nil {
 			t.Fatalf("seed %d: %v (replay with SIM_SEED=%d)", s, err, s)
 		}
+		if spent {
+			spentRuns++
+		}
 	}
+	if seeds >= 100 && spentRuns < seeds/10 {
+		t.Fatalf("only %d of %d runs spent a producer id's epochs at an EndTxn", spentRuns, seeds)
+	}
+	t.Logf("%d of %d runs spent a producer id's epochs at an EndTxn", spentRuns, seeds)
 }
 
-// txnKey names one transaction: a producer session's epoch at which it
-// was decided.
+var simTrace = os.Getenv("SIM_TRACE") != ""
+
+// txnKey names one transaction: the producer id and epoch of its markers
+// (its session's, bumped; or the replaced id's MaxEpoch when its EndTxn
+// spent the epoch space).
 type txnKey struct {
 	pid   int64
 	epoch int16
+}
+
+// keyOf is the transaction a Prepare state decides.
+func keyOf(st *State) txnKey {
+	m := markersOf(st)
+	return txnKey{m.ProducerID, m.Epoch}
 }
 
 type simStore struct {
@@ -135,7 +154,9 @@ type simWorld struct {
 	faults    bool
 }
 
-func simulate(seed uint64) error {
+// simulate runs one seed; spent reports whether an EndTxn moved the
+// transactional id to a fresh producer id.
+func simulate(seed uint64) (spent bool, err error) {
 	w := &simWorld{rng: rand.New(rand.NewPCG(seed, seed*7+1)), now: time.Unix(0, 0), nextID: 100,
 		decided: map[txnKey]bool{}, markers: map[txnKey]map[Partition]bool{}, committed: map[txnKey][]Partition{},
 		applied: map[txnKey][]Offset{}, offsets: map[txnKey][]Offset{}, faults: true,
@@ -149,10 +170,16 @@ func simulate(seed uint64) error {
 	// first's restart, both keep sending (the first is a zombie once the
 	// second initialised).
 	w.producers = []*simProducer{{}, {}}
+	if w.rng.IntN(2) == 0 {
+		// A transactional id whose producer id is near the end of its
+		// epochs: a bump spends them within the run (a fresh id at
+		// InitProducer or EndTxn).
+		w.store.cas(&State{ID: "tx", ProducerID: 99, Epoch: MaxEpoch - 2 - int16(w.rng.IntN(3)), Status: CompleteCommit, Timeout: 5 * time.Second})
+	}
 	steps := 200 + w.rng.IntN(400)
 	for i := 0; i < steps; i++ {
 		if err := w.step(); err != nil {
-			return fmt.Errorf("step %d: %w", i, err)
+			return false, fmt.Errorf("step %d: %w", i, err)
 		}
 	}
 	// Faults stop: the sweeper runs until nothing is open or half done.
@@ -160,7 +187,7 @@ func simulate(seed uint64) error {
 	w.now = w.now.Add(time.Hour)
 	for i := 0; i < 10; i++ {
 		if err := w.request(Expire{Now: w.now}, nil); err != nil {
-			return err
+			return false, err
 		}
 		for _, c := range w.copies {
 			for len(c.deferred) > 0 {
@@ -169,9 +196,14 @@ func simulate(seed uint64) error {
 		}
 	}
 	if c := w.store.cur; c != nil && !c.Status.idle() {
-		return fmt.Errorf("after the sweeper: %v", c)
+		return false, fmt.Errorf("after the sweeper: %v", c)
 	}
-	return w.checkEnd()
+	for _, st := range w.store.history {
+		if st.PrevProducerID != 0 {
+			spent = true
+		}
+	}
+	return spent, w.checkEnd()
 }
 
 func (w *simWorld) step() error {
@@ -246,11 +278,12 @@ func (w *simWorld) request(ev Event, p *simProducer) error {
 		}
 		d := Step("tx", cur, ev)
 		if d.NeedProducerID {
-			e := ev.(InitProducer)
-			e.FreshID = w.nextID
+			ev = WithFreshID(ev, w.nextID)
 			w.nextID++
-			ev = e
 			d = Step("tx", cur, ev)
+		}
+		if simTrace {
+			fmt.Printf("%T%+v on %v (remembered %v, folded %v): store %v markers %+v reply %+v err %v\n", ev, ev, cur, remembered, folded, d.Store, d.Markers, d.Reply, d.Err)
 		}
 		if d.Store == nil && remembered {
 			fresh = true
@@ -272,7 +305,7 @@ func (w *simWorld) request(ev Event, p *simProducer) error {
 			c.remember(stored)
 			cur = stored
 			if stored.Status.preparing() {
-				w.decided[txnKey{stored.ProducerID, stored.Epoch}] = stored.Status == PrepareCommit
+				w.decided[keyOf(stored)] = stored.Status == PrepareCommit
 			}
 		}
 		if d.Markers != nil {
@@ -349,6 +382,9 @@ func (w *simWorld) write(m *Markers) error {
 // only once every marker it asks for is written (its Complete, or a state
 // decided on its folded Complete).
 func (w *simWorld) checkStore(cur, next *State) error {
+	if err := checkInvariants(next); err != nil {
+		return err
+	}
 	if cur == nil {
 		return nil
 	}
@@ -362,7 +398,7 @@ func (w *simWorld) checkStore(cur, next *State) error {
 		return fmt.Errorf("decision flipped: %v → %v", cur, next)
 	}
 	if cur.Status.preparing() && next.Status != cur.Status {
-		k := txnKey{cur.ProducerID, cur.Epoch}
+		k := keyOf(cur)
 		for _, p := range cur.Partitions {
 			if got, ok := w.markers[k][p]; !ok || got != (cur.Status == PrepareCommit) {
 				return fmt.Errorf("%v left (now %v) before its marker in %v was written", cur, next.Status, p)
@@ -386,15 +422,15 @@ func (w *simWorld) answer(ev Event, d Decision, p *simProducer) error {
 		// The other instance, if it shares the session, is now a zombie.
 		p.pid, p.epoch, p.ok, p.added, p.offsets = d.Reply.ProducerID, d.Reply.Epoch, true, map[Partition]bool{}, nil
 	case AddPartitions:
-		if cur := w.store.cur; e.Epoch < cur.Epoch && !(cur.Status.preparing() || cur.Status == CompleteCommit || cur.Status == CompleteAbort) {
-			return fmt.Errorf("fenced epoch %d accepted at %v", e.Epoch, cur)
+		if cur := w.store.cur; e.ProducerID != cur.ProducerID || e.Epoch < cur.Epoch && !(cur.Status.preparing() || cur.Status == CompleteCommit || cur.Status == CompleteAbort) {
+			return fmt.Errorf("fenced session %d/%d accepted at %v", e.ProducerID, e.Epoch, cur)
 		}
 		for _, pt := range e.Partitions {
 			p.added[pt] = true
 		}
 	case AddOffsets:
-		if cur := w.store.cur; e.Epoch < cur.Epoch && !(cur.Status.preparing() || cur.Status == CompleteCommit || cur.Status == CompleteAbort) {
-			return fmt.Errorf("fenced epoch %d accepted offsets at %v", e.Epoch, cur)
+		if cur := w.store.cur; e.ProducerID != cur.ProducerID || e.Epoch < cur.Epoch && !(cur.Status.preparing() || cur.Status == CompleteCommit || cur.Status == CompleteAbort) {
+			return fmt.Errorf("fenced session %d/%d accepted offsets at %v", e.ProducerID, e.Epoch, cur)
 		}
 		p.offsets = append(p.offsets, e.Offsets...)
 	case EndTxn:
@@ -402,17 +438,23 @@ func (w *simWorld) answer(ev Event, d Decision, p *simProducer) error {
 			// A retry answered from a completed state.
 			break
 		}
+		// The transaction's markers: at the reply's session, or at the
+		// request's id's MaxEpoch when the EndTxn spent its epochs.
+		k := txnKey{d.Reply.ProducerID, d.Reply.Epoch}
+		if d.Reply.ProducerID != e.ProducerID {
+			k = txnKey{e.ProducerID, MaxEpoch}
+		}
 		if e.Commit && len(p.added) > 0 {
 			var parts []Partition
 			for pt := range p.added {
 				parts = append(parts, pt)
 			}
-			w.committed[txnKey{d.Reply.ProducerID, d.Reply.Epoch}] = parts
+			w.committed[k] = parts
 		}
 		if e.Commit && len(p.offsets) > 0 {
-			w.offsets[txnKey{d.Reply.ProducerID, d.Reply.Epoch}] = p.offsets
+			w.offsets[k] = p.offsets
 		}
-		p.epoch, p.added, p.offsets = d.Reply.Epoch, map[Partition]bool{}, nil
+		p.pid, p.epoch, p.added, p.offsets = d.Reply.ProducerID, d.Reply.Epoch, map[Partition]bool{}, nil
 	}
 	return nil
 }
@@ -440,7 +482,7 @@ func (w *simWorld) checkEnd() error {
 		if !st.Status.preparing() {
 			continue
 		}
-		k := txnKey{st.ProducerID, st.Epoch}
+		k := keyOf(&st)
 		for _, p := range st.Partitions {
 			if got, ok := w.markers[k][p]; !ok || got != (st.Status == PrepareCommit) {
 				return fmt.Errorf("%v decided %v: %v has marker %v (%v)", k, st.Status, p, got, ok)

@@ -76,6 +76,12 @@ type Offset struct {
 //     Groups sorted and distinct otherwise, Offsets distinct by (group,
 //     topic, partition), each of a group in Groups.
 //   - Deadline is set (non-zero) exactly while Ongoing.
+//   - Epoch never exceeds MaxEpoch-1 in a session given to a client
+//     (InitProducer and EndTxn move to a fresh producer id instead, so a
+//     marker always has a greater epoch than the data it ends); only a
+//     coordinator's abort can store MaxEpoch.
+//   - PrevProducerID is set only at Epoch 0, by an EndTxn that spent the
+//     epoch space, and only while no epoch bump followed.
 type State struct {
 	ID         string // the transactional id
 	ProducerID int64
@@ -96,6 +102,13 @@ type State struct {
 	// InitProducer, or a timeout's abort), not the client's EndTxn. An
 	// EndTxn at the epoch before is then a fenced producer's, not a retry.
 	BumpedByCoordinator bool
+	// PrevProducerID is the producer id an EndTxn replaced because its
+	// epochs were spent (KIP-890: the bump past MaxEpoch-1 is a fresh id at
+	// epoch 0). That transaction's markers are at (PrevProducerID,
+	// MaxEpoch), a retry of its EndTxn comes with (PrevProducerID,
+	// MaxEpoch-1), and any other request of PrevProducerID is fenced. 0
+	// when the current id was not given by an EndTxn.
+	PrevProducerID int64
 	// Version is the store's compare-and-set token (0: not stored yet).
 	Version int64
 }
@@ -117,8 +130,12 @@ func (s State) String() string {
 		}
 		offs = " offsets=[" + strings.Join(os, " ") + "]"
 	}
-	return fmt.Sprintf("%s pid=%d epoch=%d %v deadline=%s partitions=[%s] groups=[%s]%s v%d",
-		s.ID, s.ProducerID, s.Epoch, s.Status, d, strings.Join(parts, " "), strings.Join(s.Groups, " "), offs, s.Version)
+	prev := ""
+	if s.PrevProducerID != 0 {
+		prev = fmt.Sprintf(" prev-pid=%d", s.PrevProducerID)
+	}
+	return fmt.Sprintf("%s pid=%d epoch=%d %v deadline=%s partitions=[%s] groups=[%s]%s%s v%d",
+		s.ID, s.ProducerID, s.Epoch, s.Status, d, strings.Join(parts, " "), strings.Join(s.Groups, " "), offs, prev, s.Version)
 }
 
 // clone returns s with its own slices.

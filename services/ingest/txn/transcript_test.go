@@ -29,6 +29,7 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of testda
 //	offsets pid=N epoch=E g=GROUP o=TOPIC/P@OFFSET,...
 //	end pid=N epoch=E commit|abort
 //	expire | markers-written | tick D | state
+//	set-epoch E (sets the stored epoch, as if E transactions had ended)
 func TestTranscripts(t *testing.T) {
 	transcript.Files(t, "testdata/*.txt", *rewrite, "(nothing)", func(t *testing.T) func(string) []string {
 		h := &harness{t: t, now: time.Unix(0, 0), nextID: 100}
@@ -87,6 +88,10 @@ func (h *harness) run(cmd string) []string {
 		ev = Expire{Now: h.now}
 	case "markers-written":
 		ev = MarkersWritten{}
+	case "set-epoch":
+		// As if the id's producer had ended that many transactions.
+		h.cur.Epoch, h.cur.PrevProducerID = int16(h.num(pos[0])), 0
+		return []string{h.cur.String()}
 	case "tick":
 		h.now = h.now.Add(h.dur(pos[0]))
 		return nil
@@ -107,10 +112,8 @@ func (h *harness) step(ev Event) []string {
 	d := Step("tx", h.cur, ev)
 	if d.NeedProducerID {
 		out = append(out, fmt.Sprintf("allocate producer id %d", h.nextID))
-		e := ev.(InitProducer)
-		e.FreshID = h.nextID
+		d = Step("tx", h.cur, WithFreshID(ev, h.nextID))
 		h.nextID++
-		d = Step("tx", h.cur, e)
 	}
 	if d.Err != nil {
 		if d.Store != nil {
@@ -149,16 +152,28 @@ func (h *harness) store(next *State) string {
 	if h.cur != nil && next.ProducerID == h.cur.ProducerID && next.Epoch < h.cur.Epoch {
 		h.t.Fatalf("epoch moved back: %d after %d", next.Epoch, h.cur.Epoch)
 	}
-	if next.Status.idle() && (len(next.Partitions) > 0 || len(next.Groups) > 0 || len(next.Offsets) > 0) {
-		h.t.Fatalf("partitions in state %v", next.Status)
-	}
-	if (next.Status == Ongoing) != !next.Deadline.IsZero() {
-		h.t.Fatalf("deadline %v in state %v", next.Deadline, next.Status)
+	if err := checkInvariants(next); err != nil {
+		h.t.Fatal(err)
 	}
 	s := next.clone()
 	s.Version = want + 1
 	h.cur = &s
 	return "store " + s.String()
+}
+
+// checkInvariants checks State's invariants on a state to be stored.
+func checkInvariants(s *State) error {
+	switch {
+	case s.Status.idle() && (len(s.Partitions) > 0 || len(s.Groups) > 0 || len(s.Offsets) > 0):
+		return fmt.Errorf("partitions, groups or offsets in state %v", s)
+	case (s.Status == Ongoing) != !s.Deadline.IsZero():
+		return fmt.Errorf("deadline %v in state %v", s.Deadline, s)
+	case s.Epoch < 0 || s.Epoch > MaxEpoch || s.Epoch == MaxEpoch && !s.BumpedByCoordinator:
+		return fmt.Errorf("epoch %d given to a client: %v", s.Epoch, s)
+	case s.PrevProducerID != 0 && (s.Epoch != 0 || s.BumpedByCoordinator):
+		return fmt.Errorf("a replaced producer id after a bump: %v", s)
+	}
+	return nil
 }
 
 func markersString(m *Markers) string {

@@ -91,7 +91,7 @@ locals {
       ttl                    = false
       client_side_timestamps = false
     }
-    # v2, v5 (version ... groups), v6 (offsets)
+    # v2, v5 (version ... groups), v6 (offsets), v7 (prev_producer_id)
     transactional_producers = {
       columns = {
         transactional_id      = "text"
@@ -105,6 +105,7 @@ locals {
         partitions            = "frozen<list<frozen<tuple<text, int>>>>"
         groups                = "frozen<list<text>>"
         offsets               = "frozen<list<frozen<tuple<text, text, text, int, bigint>>>>"
+        prev_producer_id      = "bigint"
       }
       partition_key          = ["transactional_id"]
       clustering_key         = []

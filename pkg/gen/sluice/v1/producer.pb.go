@@ -478,6 +478,11 @@ type EndTxnResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The bumped epoch: the next transaction's batches and requests use it.
 	ProducerEpoch int32 `protobuf:"varint,1,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	// The producer id the next transaction uses: the request's, or a new one
+	// (with producer_epoch 0) when the bump would have reached the last
+	// epoch, 32767 (KIP-890). A client must continue with this id; the old
+	// one is fenced from then on.
+	ProducerId    int64 `protobuf:"varint,2,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -515,6 +520,13 @@ func (*EndTxnResponse) Descriptor() ([]byte, []int) {
 func (x *EndTxnResponse) GetProducerEpoch() int32 {
 	if x != nil {
 		return x.ProducerEpoch
+	}
+	return 0
+}
+
+func (x *EndTxnResponse) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
 	}
 	return 0
 }
@@ -1276,9 +1288,11 @@ const file_sluice_v1_producer_proto_rawDesc = "" +
 	"\x1aAddPartitionsToTxnResponse\"X\n" +
 	"\rEndTxnRequest\x12/\n" +
 	"\asession\x18\x01 \x01(\v2\x15.sluice.v1.TxnSessionR\asession\x12\x16\n" +
-	"\x06commit\x18\x02 \x01(\bR\x06commit\"7\n" +
+	"\x06commit\x18\x02 \x01(\bR\x06commit\"X\n" +
 	"\x0eEndTxnResponse\x12%\n" +
-	"\x0eproducer_epoch\x18\x01 \x01(\x05R\rproducerEpoch\"v\n" +
+	"\x0eproducer_epoch\x18\x01 \x01(\x05R\rproducerEpoch\x12\x1f\n" +
+	"\vproducer_id\x18\x02 \x01(\x03R\n" +
+	"producerId\"v\n" +
 	"\x13InitProducerRequest\x12)\n" +
 	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x124\n" +
 	"\x16transaction_timeout_ms\x18\x02 \x01(\x05R\x14transactionTimeoutMs\"^\n" +
