@@ -34,14 +34,17 @@ package cassandra
 // by b.N's ramp-up runs.
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"net"
+	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -528,3 +531,101 @@ func BenchmarkIntegrationCassandraPutTxn(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkIntegrationCassandraBatchedCAS: the lever docs/open-work.md
+// ("Transactions") names for the coordinator's Cassandra cost — several
+// transactional ids' compare-and-sets in one conditional batch, which
+// Cassandra runs as one Paxos round when the rows share a partition (a
+// bucketed table). One op is one batch of rows=N version-conditioned
+// updates of distinct rows of one partition (rows=1: what PutTxn costs
+// today, on a row of the size of a transaction's record). Beside the usual
+// metrics it reports cass-cpu-ms/row: the CPU time the local Cassandra
+// process spent per row updated, from /proc (not reported when no
+// CassandraDaemon runs on this machine).
+func BenchmarkIntegrationCassandraBatchedCAS(b *testing.B) {
+	s := openBenchStore(b)
+	ctx := b.Context()
+	const table = `CREATE TABLE IF NOT EXISTS bench_txn_buckets (bucket int, id text, version bigint, state blob, PRIMARY KEY (bucket, id))`
+	if err := s.session.Query(table).ExecContext(ctx); err != nil {
+		b.Fatal(err)
+	}
+	const update = `UPDATE bench_txn_buckets SET version = ?, state = ? WHERE bucket = ? AND id = ? IF version = ?`
+	state := make([]byte, 160) // about a record with one partition, one group
+	for _, rows := range []int{1, 4, 16} {
+		// Each client owns its bucket; each batch moves every row of it
+		// one version on.
+		const clients = 4
+		versions := make([][]int64, clients)
+		for c := range clients {
+			versions[c] = make([]int64, rows)
+			for r := range rows {
+				q := s.session.Query(`INSERT INTO bench_txn_buckets (bucket, id, version, state) VALUES (?, ?, 0, ?)`, rows*100+c, fmt.Sprintf("tx-%d", r), state)
+				if err := q.ExecContext(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		b.Run(fmt.Sprintf("rows=%d/clients=%d", rows, clients), func(b *testing.B) {
+			var cpu0 time.Duration
+			res := runClients(b, clients, func(client int) error {
+				bt := s.lwtBatch()
+				for r := range rows {
+					v := versions[client][r]
+					bt.Query(update, v+1, state, rows*100+client, fmt.Sprintf("tx-%d", r), v)
+				}
+				applied, iter, err := bt.MapExecCASContext(ctx, map[string]any{})
+				if iter != nil {
+					_ = iter.Close()
+				}
+				if err != nil {
+					return err
+				}
+				if !applied {
+					return fmt.Errorf("batch of bucket %d not applied: %w", rows*100+client, bookkeeping.ErrConflict)
+				}
+				for r := range rows {
+					versions[client][r]++
+				}
+				return nil
+			}, func() { cpu0 = cassandraCPU() })
+			cpu := cassandraCPU() - cpu0
+			res.report(b, 1)
+			if cpu0 > 0 && res.ok > 0 {
+				b.ReportMetric(float64(cpu.Microseconds())/1000/float64(int(res.ok)*rows), "cass-cpu-ms/row")
+			}
+		})
+	}
+}
+
+// cassandraCPU is the CPU time (user + system) the Cassandra process on
+// this machine has used, from /proc/PID/stat; 0 when none is found.
+func cassandraCPU() time.Duration {
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil {
+			continue
+		}
+		cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil || !bytes.Contains(cmd, []byte("org.apache.cassandra.service.CassandraDaemon")) {
+			continue
+		}
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return 0
+		}
+		// Fields after the command's closing parenthesis: state is the
+		// 3rd field, utime and stime the 14th and 15th.
+		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+2:]))
+		if len(f) < 13 {
+			return 0
+		}
+		ut, _ := strconv.ParseInt(f[11], 10, 64)
+		st, _ := strconv.ParseInt(f[12], 10, 64)
+		return time.Duration(ut+st) * time.Second / clockTicks
+	}
+	return 0
+}
+
+// clockTicks is USER_HZ, the unit of /proc's CPU times (100 on Linux).
+const clockTicks = 100
