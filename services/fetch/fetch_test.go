@@ -1,6 +1,7 @@
 package fetch_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -272,6 +273,43 @@ func TestFetchAtEndSeesTheFirstLedgerAtOnce(t *testing.T) {
 	e.produce(t, "t", 0, 0, 2, 2)
 	if got := fetch(); len(got.GetRecords()) != 2 || got.GetHighWatermark() != 2 {
 		t.Fatalf("right after 2 records were acknowledged: %d records, high watermark %d; want 2 and 2", len(got.GetRecords()), got.GetHighWatermark())
+	}
+}
+
+// A fetch without wait at the end sees a record acknowledged in a ledger
+// that a roll-over added after the fetch service cached the partition's
+// chain: the tail it cached was sealed, which a poll of its bookies tells
+// (the writer fences the ledger it closed), and a sealed tail sends the
+// read to the catalog for its successor. No tail watcher runs here (no
+// long poll, no session), so nothing else would refresh the chain for a
+// second.
+func TestFetchAtEndSeesANewLedgerAtOnce(t *testing.T) {
+	cfg := smallLedgers()
+	cfg.Ingest.Writer.RollBytes, cfg.Ingest.Writer.MaxEntryBytes = 4<<10, 4<<10
+	e := startCluster(t, cfg)
+	e.createTopic(t, "t", 1)
+	ctx := context.Background()
+	big := bytes.Repeat([]byte("x"), 3<<10) // every record fills most of a ledger
+	p := int32(0)
+	for i := range 20 {
+		resp, err := e.prod.Produce(ctx, connect.NewRequest(&sluicev1.ProduceRequest{Topic: "t", Partition: &p, Records: []*sluicev1.Record{{Value: big}}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if off := resp.Msg.Results[0].Offset; off != int64(i) {
+			t.Fatalf("record %d acknowledged at offset %d", i, off)
+		}
+		r, err := e.cons.Fetch(ctx, connect.NewRequest(&sluicev1.FetchRequest{Topic: "t", Offset: int64(i)}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(r.Msg.Records) != 1 || r.Msg.HighWatermark != int64(i)+1 {
+			t.Fatalf("a fetch right after record %d was acknowledged: %d records, high watermark %d; want it, and %d",
+				i, len(r.Msg.Records), r.Msg.HighWatermark, i+1)
+		}
+	}
+	if ls, err := e.c.Catalog.GetPartition(ctx, "t", 0); err != nil || len(ls.Ledgers) < 10 {
+		t.Fatalf("%d ledgers (%v): the test meant a roll-over between most records", len(ls.Ledgers), err)
 	}
 }
 

@@ -55,7 +55,10 @@
 // trim for about ChainTTL plus one catalog read. A read that finds nothing
 // at the end of a partition no tail watcher follows does ask (readPoll):
 // the chain if older than a second, and at once when it holds no ledger —
-// the partition's first ledger, new since, holds acknowledged records.
+// the partition's first ledger, new since, holds acknowledged records — or
+// when its tail ledger is sealed (known, or learned from the poll of its
+// bookies: a writer fences the ledger it closes): the records acknowledged
+// since are in a ledger after it.
 //
 // # Locks
 //

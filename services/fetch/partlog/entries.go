@@ -58,6 +58,12 @@ func (st *ledgerState) refresh(ctx context.Context) (catalog.LedgerMetadata, err
 	if err != nil {
 		return m, err
 	}
+	return st.adopt(ctx, m), nil
+}
+
+// adopt takes metadata the reader learned (a refresh, or PollLAC's after a
+// bookie said "fenced") if newer than what st holds, and returns st's.
+func (st *ledgerState) adopt(ctx context.Context, m catalog.LedgerMetadata) catalog.LedgerMetadata {
 	st.mu.Lock()
 	if m.Version > st.meta.Version {
 		st.meta = m
@@ -68,7 +74,7 @@ func (st *ledgerState) refresh(ctx context.Context) (catalog.LedgerMetadata, err
 	if wr != nil && m.State.Sealed() {
 		_, _ = wr.Refresh(ctx)
 	}
-	return m, nil
+	return m
 }
 
 // ledger returns the read state of a ledger of the chain, opening it.

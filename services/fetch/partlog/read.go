@@ -300,9 +300,14 @@ func (lg *Log) readOnce(ctx context.Context, offset int64, lim Limits, mode read
 // come from the tail, and a read_committed read held at an LSO learned
 // from an older ledger would otherwise never see the tail move it on. In
 // readPoll mode — a read at the end or held at the LSO with no tail
-// watcher — the chain is first re-read if older than pollChainAge: a
-// roll-over or a new writer may have added a ledger, which only the chain
-// shows (a reader cannot tell a sealed tail from an idle one by its LAC).
+// watcher — the chain is first re-read if older than pollChainAge: a new
+// writer may have added a ledger, which only the chain shows. A tail that
+// is sealed — known, or learned from this poll (a writer fences the ledger
+// it closes, so its bookies answer "fenced") — was closed by a roll-over
+// or a hand-over, and the records acknowledged since are in a ledger after
+// it: in readPoll mode the chain is then re-read at once (one catalog read
+// per poll while the tail stays sealed with no successor, as for a
+// partition with no ledger), and the successor's LAC polled in turn.
 func (lg *Log) pollTail(ctx context.Context, p catalog.Partition, mode readMode) (catalog.Partition, error) {
 	if mode == readPoll {
 		q, err := lg.chain(ctx, pollChainAge)
@@ -314,17 +319,36 @@ func (lg *Log) pollTail(ctx context.Context, p catalog.Partition, mode readMode)
 		}
 		p = q
 	}
-	ref := p.Ledgers[len(p.Ledgers)-1]
-	st, err := lg.ledger(ctx, ref.ID)
-	if err != nil {
-		return p, &ledgerErr{ref.ID, err}
-	}
-	if _, sealed := st.readable(); !sealed {
-		if _, err := st.rd.PollLAC(ctx); err != nil && ctx.Err() != nil {
+	for reread := false; ; reread = true {
+		ref := p.Ledgers[len(p.Ledgers)-1]
+		st, err := lg.ledger(ctx, ref.ID)
+		if err != nil {
+			return p, &ledgerErr{ref.ID, err}
+		}
+		_, sealed := st.readable()
+		if !sealed {
+			if _, err := st.rd.PollLAC(ctx); err != nil && ctx.Err() != nil {
+				return p, err
+			}
+			// A bookie that said "fenced" made the reader re-read the
+			// ledger's metadata: closed, it has the ledger's end.
+			if m := st.rd.Metadata(); m.State.Sealed() {
+				st.adopt(ctx, m)
+			}
+			_, sealed = st.readable()
+		}
+		if !sealed || mode != readPoll || reread {
+			return p, nil
+		}
+		q, err := lg.chain(ctx, 0)
+		if err != nil {
 			return p, err
 		}
+		if len(q.Ledgers) == 0 || q.Ledgers[len(q.Ledgers)-1].ID == ref.ID {
+			return q, nil // no successor yet: nothing acknowledged after it
+		}
+		p = q
 	}
-	return p, nil
 }
 
 // pollChainAge bounds how stale a chain a polling read (readPoll) takes:
