@@ -49,6 +49,15 @@ func (p *flushPacer) wait(written int64) {
 		return
 	}
 	p.next = written + paceStep
+	select {
+	case <-p.hurry:
+		// Hurried before this check: adds blocked on buffer space stop
+		// arriving, so the idle check below would return too, but the
+		// flush is hurried, and says so.
+		p.next, p.hurried = p.total+1, true
+		return
+	default:
+	}
 	if time.Since(time.Unix(0, p.lastAdd.Load())) > paceIdle {
 		return
 	}
