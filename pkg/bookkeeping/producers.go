@@ -21,7 +21,8 @@ type Producers interface {
 	// returns a fresh id with epoch 0. With a transactional id it returns the
 	// id registered for it with the epoch bumped by one (epoch 0 on first
 	// use), fencing every earlier session of that transactional id; when the
-	// epoch would pass MaxProducerEpoch it registers a new id with epoch 0.
+	// bump would reach MaxProducerEpoch (an epoch left to transaction
+	// markers) it registers a new id with epoch 0.
 	// Concurrent calls for one transactional id each get a distinct epoch.
 	//
 	// The id and epoch are those of the transactional id's Txn record

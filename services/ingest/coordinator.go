@@ -306,6 +306,11 @@ func stateOf(t bookkeeping.Txn) txn.State {
 	if st.Timeout == 0 {
 		st.Timeout = DefaultTxnTimeout // a record only the old InitProducer wrote
 	}
+	if st.Epoch != 0 || st.BumpedByCoordinator {
+		// A replaced id is kept only until the next bump: one left here
+		// is a binary's before schema v7, which bumped without clearing it.
+		st.PrevProducerID = 0
+	}
 	for _, p := range t.Partitions {
 		st.Partitions = append(st.Partitions, txn.Partition{TopicID: p.TopicID, Partition: p.Partition})
 	}

@@ -233,6 +233,10 @@ func (s *Service) checkTxnBatches(ctx context.Context, tid string, pl *plan) err
 			if !h.transactional {
 				continue
 			}
+			if h.epoch == txn.MaxEpoch {
+				// Markers need a greater epoch than the data they end.
+				return apierr.WithReason(connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("%w: a transactional batch at epoch %d, which only markers use; InitProducer again for a new producer id", txn.ErrFenced, h.epoch)), ReasonProducerFenced, nil)
+			}
 			key := txnPart{h.producerID, h.epoch, string(pl.topic.ID), int32(p)}
 			if s.txnParts.has(key) {
 				continue
@@ -246,6 +250,9 @@ func (s *Service) checkTxnBatches(ctx context.Context, tid string, pl *plan) err
 			st, err := s.loadTxn(ctx, tid)
 			if err != nil {
 				return err
+			}
+			if st != nil && st.PrevProducerID != 0 && st.PrevProducerID == h.producerID {
+				return apierr.WithReason(connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("%w: producer id %d spent its epochs and was replaced by %d", txn.ErrFenced, h.producerID, st.ProducerID)), ReasonProducerFenced, nil)
 			}
 			if st == nil || st.ProducerID != h.producerID {
 				return apierr.WithReason(connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("producer id %d is not transactional id %q's", h.producerID, tid)), ReasonInvalidProducerIDMapping, nil)

@@ -77,7 +77,7 @@ func (s *store) InitProducer(ctx context.Context, transactionalID string) (bookk
 	next := cur
 	next.TransactionalID, next.Status, next.Version = transactionalID, bookkeeping.TxnEmpty, cur.Version+1
 	next.Deadline, next.Partitions, next.Groups, next.PrevProducerID = time.Time{}, nil, nil, 0
-	if !found || cur.Epoch == bookkeeping.MaxProducerEpoch {
+	if !found || cur.Epoch >= bookkeeping.MaxProducerEpoch-1 {
 		// First use, or the epoch space is spent: a new id starts at 0.
 		id, err := s.allocate(b)
 		if err != nil {

@@ -192,17 +192,21 @@ type Log struct {
 	// member.mu); only Logs.goMu is taken and no I/O runs while it is held
 	// (followers are signalled without blocking, the watcher and a chain
 	// re-read start on their own goroutines).
-	mu        sync.Mutex
-	part      catalog.Partition
-	partAt    time.Time
-	rereading bool // a background re-read of the chain runs (chainCached)
-	ledgers   map[catalog.LedgerID]*ledgerState
-	hw        int64 // highest high watermark seen; -1 unknown
-	notify    chan struct{}
-	watching  bool
-	touched   time.Time
-	moved     time.Time          // when hw last rose
-	hints     map[int64]position // next offset → where it is
+	mu     sync.Mutex
+	part   catalog.Partition
+	partAt time.Time
+	// sealedTail is the last tail ledger a read at the end found sealed
+	// with no successor, and sealedAt when (pollTail).
+	sealedTail catalog.LedgerID
+	sealedAt   time.Time
+	rereading  bool // a background re-read of the chain runs (chainCached)
+	ledgers    map[catalog.LedgerID]*ledgerState
+	hw         int64 // highest high watermark seen; -1 unknown
+	notify     chan struct{}
+	watching   bool
+	touched    time.Time
+	moved      time.Time          // when hw last rose
+	hints      map[int64]position // next offset → where it is
 	// followers are signalled (without blocking) when hw rises.
 	followers map[chan struct{}]int
 

@@ -301,13 +301,18 @@ func (lg *Log) readOnce(ctx context.Context, offset int64, lim Limits, mode read
 // from an older ledger would otherwise never see the tail move it on. In
 // readPoll mode — a read at the end or held at the LSO with no tail
 // watcher — the chain is first re-read if older than pollChainAge: a new
-// writer may have added a ledger, which only the chain shows. A tail that
-// is sealed — known, or learned from this poll (a writer fences the ledger
-// it closes, so its bookies answer "fenced") — was closed by a roll-over
-// or a hand-over, and the records acknowledged since are in a ledger after
-// it: in readPoll mode the chain is then re-read at once (one catalog read
-// per poll while the tail stays sealed with no successor, as for a
-// partition with no ledger), and the successor's LAC polled in turn.
+// writer may have added a ledger, which only the chain shows.
+//
+// A tail that is sealed — known, or learned from this poll (a writer
+// fences the ledger it closes, so its bookies answer "fenced") — was
+// closed by a roll-over or a hand-over, and records acknowledged since are
+// in a ledger after it. In readPoll mode the chain is then re-read at once
+// for sealedFresh after this copy first saw that tail sealed with no
+// successor (a roll-over registers the next ledger within milliseconds of
+// the seal: a record acknowledged in it is in the answer), and at most
+// once per pollChainAge after that (an idle partition whose writer closed
+// its ledger costs what it did before), and the successor's LAC is polled
+// in turn. A failed re-read keeps the chain the read has.
 func (lg *Log) pollTail(ctx context.Context, p catalog.Partition, mode readMode) (catalog.Partition, error) {
 	if mode == readPoll {
 		q, err := lg.chain(ctx, pollChainAge)
@@ -340,16 +345,36 @@ func (lg *Log) pollTail(ctx context.Context, p catalog.Partition, mode readMode)
 		if !sealed || mode != readPoll || reread {
 			return p, nil
 		}
-		q, err := lg.chain(ctx, 0)
-		if err != nil {
-			return p, err
+		q, err := lg.chain(ctx, lg.sealedChainAge(ref.ID))
+		if err != nil || len(q.Ledgers) == 0 || q.TopicID != p.TopicID {
+			return p, nil // the chain the read has (a new incarnation: the next read takes it)
 		}
-		if len(q.Ledgers) == 0 || q.Ledgers[len(q.Ledgers)-1].ID == ref.ID {
+		if q.Ledgers[len(q.Ledgers)-1].ID == ref.ID {
 			return q, nil // no successor yet: nothing acknowledged after it
 		}
 		p = q
 	}
 }
+
+// sealedChainAge is how old a chain whose tail ledger id is sealed may be
+// for a read at the end: 0 within sealedFresh of when this copy first saw
+// it sealed there, pollChainAge after.
+func (lg *Log) sealedChainAge(id catalog.LedgerID) time.Duration {
+	now := lg.ls.cfg.Now()
+	lg.mu.Lock()
+	defer lg.mu.Unlock()
+	if lg.sealedTail != id {
+		lg.sealedTail, lg.sealedAt = id, now
+	}
+	if now.Sub(lg.sealedAt) < sealedFresh {
+		return 0
+	}
+	return pollChainAge
+}
+
+// sealedFresh is how long after a tail was first seen sealed every read at
+// the end re-reads the chain for its successor.
+const sealedFresh = time.Second
 
 // pollChainAge bounds how stale a chain a polling read (readPoll) takes:
 // a client polling a partition held at its end costs at most one catalog

@@ -202,7 +202,7 @@ func initProducer(id string, cur *State, e InitProducer) Decision {
 		next.Status, next.Timeout, next.BumpedByCoordinator, next.PrevProducerID = Empty, e.Timeout, true, 0
 		next.Partitions, next.Groups, next.Offsets = nil, nil, nil
 		return Decision{Store: &next, Reply: Reply{next.ProducerID, next.Epoch}}
-	case cur.Status == Ongoing && sabotageInitFence:
+	case cur.Status == Ongoing && sabotageInitFence && !spent(cur.Epoch):
 		// Chaos sabotage build only: the new session inherits the open
 		// transaction instead of ending it.
 		next := cur.clone()
@@ -229,6 +229,10 @@ func check(cur *State, pid int64, epoch int16) error {
 		return fmt.Errorf("%w: producer id %d spent its epochs and was replaced by %d", ErrFenced, pid, cur.ProducerID)
 	case cur == nil || pid != cur.ProducerID:
 		return ErrUnknownProducer
+	case epoch == MaxEpoch:
+		// Only a binary before the fix of the epoch overflow gave a
+		// session the last epoch; markers could not end its data.
+		return fmt.Errorf("%w: epoch %d is past a session's last; InitProducer again for a new producer id", ErrFenced, epoch)
 	case epoch < cur.Epoch:
 		return fmt.Errorf("%w: epoch %d, current %d", ErrFenced, epoch, cur.Epoch)
 	case epoch > cur.Epoch:

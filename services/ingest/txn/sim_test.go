@@ -131,6 +131,11 @@ type simProducer struct {
 	ok      bool // initialised
 	added   map[Partition]bool
 	offsets []Offset // sent with the open transaction
+	// lastEnd is the last EndTxn answered without an error, and
+	// lastReply its answer: what a retry of it must get again while the
+	// stored state is still that transaction's.
+	lastEnd   *EndTxn
+	lastReply Reply
 }
 
 type simWorld struct {
@@ -152,6 +157,9 @@ type simWorld struct {
 	producers []*simProducer
 	copies    []*simCopy
 	faults    bool
+	// answered is the decision the last request answered its client with
+	// (nil when it crashed first).
+	answered *Decision
 }
 
 // simulate runs one seed; spent reports whether an EndTxn moved the
@@ -208,7 +216,9 @@ func simulate(seed uint64) (spent bool, err error) {
 
 func (w *simWorld) step() error {
 	p := w.producers[w.rng.IntN(len(w.producers))]
-	switch w.rng.IntN(11) {
+	switch w.rng.IntN(12) {
+	case 10:
+		return w.retryEnd(p)
 	case 0:
 		return w.request(InitProducer{Timeout: 5 * time.Second, Now: w.now}, p)
 	case 1, 2, 3:
@@ -260,6 +270,7 @@ func (w *simWorld) step() error {
 // lost compare-and-set forgets and reads again; markers, then a deferred
 // completion. With faults on, the coordinator may crash after storing.
 func (w *simWorld) request(ev Event, p *simProducer) error {
+	w.answered = nil
 	c := w.copies[w.rng.IntN(len(w.copies))]
 	fresh := false
 	for attempt := 0; attempt < 8; attempt++ {
@@ -318,10 +329,39 @@ func (w *simWorld) request(ev Event, p *simProducer) error {
 			c.written = cur.Version
 			c.deferred = append(c.deferred, cur.clone())
 		}
+		w.answered = &d
 		if p != nil {
 			return w.answer(ev, d, p)
 		}
 		return nil
+	}
+	return nil
+}
+
+// retryEnd sends p's last answered EndTxn again, as a client that lost the
+// answer does (its view stays as it was), and checks the answer: while the
+// stored state is still that transaction's outcome — its session, decided
+// or complete, bumped by no one else — the retry gets the same answer,
+// across a change of producer id too.
+func (w *simWorld) retryEnd(p *simProducer) error {
+	if p.lastEnd == nil {
+		return nil
+	}
+	e := *p.lastEnd
+	e.Now, e.FreshID = w.now, 0
+	cur := w.store.load()
+	if err := w.request(e, nil); err != nil {
+		return err
+	}
+	d := w.answered
+	same := cur != nil && (Reply{cur.ProducerID, cur.Epoch}) == p.lastReply && !cur.BumpedByCoordinator &&
+		(cur.Status.preparing() || cur.Status == CompleteCommit || cur.Status == CompleteAbort)
+	switch {
+	case d == nil || !same:
+	case d.Err != nil:
+		return fmt.Errorf("a retry of %+v (answered %+v) refused at %v: %v", e, p.lastReply, cur, d.Err)
+	case d.Reply != p.lastReply:
+		return fmt.Errorf("a retry of %+v answered %+v, first %+v, at %v", e, d.Reply, p.lastReply, cur)
 	}
 	return nil
 }
@@ -455,6 +495,7 @@ func (w *simWorld) answer(ev Event, d Decision, p *simProducer) error {
 			w.offsets[k] = p.offsets
 		}
 		p.pid, p.epoch, p.added, p.offsets = d.Reply.ProducerID, d.Reply.Epoch, map[Partition]bool{}, nil
+		p.lastEnd, p.lastReply = &e, d.Reply
 	}
 	return nil
 }
