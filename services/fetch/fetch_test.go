@@ -313,6 +313,32 @@ func TestFetchAtEndSeesANewLedgerAtOnce(t *testing.T) {
 	}
 }
 
+// A fetch from a time finds a record acknowledged just before it, though
+// the fetch service had read the partition earlier (its tail's LAC as it
+// knew it was older): the end it answers with when nothing it knows of
+// qualifies is never past a record that does.
+func TestFetchFromATimeSeesARecordJustAcknowledged(t *testing.T) {
+	e := startCluster(t, cluster.Config{})
+	e.createTopic(t, "t", 1)
+	ctx := context.Background()
+	for i := range 10 {
+		e.produce(t, "t", 0, 2*i, 1, 1) // timestamp 1_000_000 + 2i
+		if _, err := e.cons.Fetch(ctx, connect.NewRequest(&sluicev1.FetchRequest{Topic: "t", Offset: int64(i)})); err != nil {
+			t.Fatal(err)
+		}
+		e.produce(t, "t", 0, 2*i+1, 1, 1) // acknowledged: the next fetch must see it
+		r, err := e.cons.Fetch(ctx, connect.NewRequest(&sluicev1.FetchRequest{Topic: "t",
+			Start: sluicev1.StartPosition_START_POSITION_TIMESTAMP, StartTimestampMs: 1_000_000 + int64(2*i+1)}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(r.Msg.Records) == 0 || r.Msg.Records[0].Offset != int64(2*i+1) {
+			t.Fatalf("round %d: a fetch from the time of the record just acknowledged at offset %d returned %d records from offset %d",
+				i, 2*i+1, len(r.Msg.Records), r.Msg.Offset)
+		}
+	}
+}
+
 func TestFetchLongPollWakesOnProduce(t *testing.T) {
 	e := startCluster(t, cluster.Config{})
 	e.createTopic(t, "t", 1)

@@ -160,7 +160,18 @@ func (ls *Logs) OffsetForTime(ctx context.Context, topic string, partition int, 
 
 func (lg *Log) offsetForTime(ctx context.Context, ts int64) (int64, error) {
 	ls := lg.ls
-	p, err := lg.chain(ctx, 0)
+	// The end first, from a fresh chain and the tail's LAC asked of its
+	// bookies: every entry below it is readable from then on (LACs only
+	// grow), so the search below sees it, and the end answered when no
+	// entry qualifies is never past a record that does. (Searching the
+	// entries as known and then asking for the end could answer an end
+	// past records acknowledged meanwhile: a reader from that time would
+	// skip them.)
+	_, end, err := ls.bounds(ctx, lg.key.topic, lg.key.partition, 0)
+	if err != nil {
+		return 0, err
+	}
+	p, err := lg.chain(ctx, pollChainAge) // the one bounds read, or newer
 	if err != nil {
 		return 0, err
 	}
@@ -210,8 +221,7 @@ func (lg *Log) offsetForTime(ctx context.Context, ts int64) (int64, error) {
 		return 0, ferr
 	}
 	if i == len(spans) {
-		_, end, err := ls.Bounds(ctx, lg.key.topic, lg.key.partition)
-		return end, err
+		return end, nil
 	}
 	s := spans[i]
 	if s.st.object {
