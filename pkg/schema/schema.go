@@ -176,7 +176,17 @@ func Parse(f Format, text string, refs []Resolved, lim Limits) (Schema, error) {
 // candidate; FULL: both; the _TRANSITIVE forms check every existing
 // version, not only the latest; NONE checks nothing. A version of another
 // format is incompatible in every mode but NONE.
+//
+// The messages name the existing versions 1, 2, … in order; CheckVersions
+// names them as the subject numbers them.
 func Check(mode Compatibility, candidate Schema, existing []Schema) []string {
+	return CheckVersions(mode, candidate, existing, nil)
+}
+
+// CheckVersions is Check with the subject's version number of each
+// existing schema (versions[i] is existing[i]'s), which the messages name;
+// nil numbers them 1, 2, … in order.
+func CheckVersions(mode Compatibility, candidate Schema, existing []Schema, versions []int) []string {
 	if mode == None || len(existing) == 0 {
 		return nil
 	}
@@ -192,6 +202,9 @@ func Check(mode Compatibility, candidate Schema, existing []Schema) []string {
 	var out []string
 	for i, old := range against {
 		version := len(existing) - len(against) + i + 1 // 1-based, among the given versions
+		if len(versions) == len(existing) {
+			version = versions[len(existing)-len(against)+i]
+		}
 		if old.Format() != candidate.Format() {
 			out = append(out, fmt.Sprintf("version %d is %s, the new schema %s", version, old.Format(), candidate.Format()))
 			continue

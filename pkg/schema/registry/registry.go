@@ -317,6 +317,7 @@ func (r *Registry) Register(ctx context.Context, subject string, in Input) (Vers
 			return Version{}, err
 		}
 		var existing []schema.Schema
+		var numbers []int
 		for _, v := range vs.Versions {
 			old, err := r.record(ctx, v.SchemaID)
 			if err != nil {
@@ -329,13 +330,13 @@ func (r *Registry) Register(ctx context.Context, subject string, in Input) (Vers
 			if err != nil {
 				return Version{}, err
 			}
-			existing = append(existing, s)
+			existing, numbers = append(existing, s), append(numbers, v.Version)
 		}
 		level, err := r.Compatibility(ctx, subject)
 		if err != nil {
 			return Version{}, err
 		}
-		if msgs := schema.Check(level, cand, existing); len(msgs) > 0 {
+		if msgs := schema.CheckVersions(level, cand, existing, numbers); len(msgs) > 0 {
 			return Version{}, &Error{Code: CodeIncompatibleSchema, Message: fmt.Sprintf(
 				"Schema being registered is incompatible with an earlier schema for subject \"%s\" (%s): %s", subject, level, msgs[0]),
 				Err: &IncompatibleError{Messages: msgs}}
@@ -550,14 +551,15 @@ func (r *Registry) CheckCompatibility(ctx context.Context, subject string, versi
 		level = nonTransitive(level) // one version named: the level's direction, that version only
 	}
 	var existing []schema.Schema
+	var numbers []int
 	for _, v := range against {
 		s, err := r.Compiled(ctx, v.SchemaID)
 		if err != nil {
 			return nil, err
 		}
-		existing = append(existing, s)
+		existing, numbers = append(existing, s), append(numbers, v.Version)
 	}
-	return schema.Check(level, cand, existing), nil
+	return schema.CheckVersions(level, cand, existing, numbers), nil
 }
 
 // nonTransitive is the level's direction without its reach.

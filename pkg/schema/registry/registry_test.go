@@ -221,6 +221,22 @@ func TestCompatibility(t *testing.T) {
 	if err != nil || len(msgs) != 1 || !strings.Contains(msgs[0], "version 1") {
 		t.Fatalf("against every version: %v, %v", msgs, err)
 	}
+	// A message names the subject's version, also when only the latest is
+	// checked (it is version 2, not the first of the versions checked).
+	noID := `{"type":"record","name":"Order","fields":[{"name":"id","type":"int"}]}`
+	msgs, err = r.CheckCompatibility(ctx, "s", LatestVersion, false, Input{Schema: noID})
+	if err != nil || len(msgs) != 1 || !strings.Contains(msgs[0], "version 2") {
+		t.Fatalf("an incompatible schema against the latest: %v, %v; want one message naming version 2", msgs, err)
+	}
+	msgs, err = r.CheckCompatibility(ctx, "s", 1, false, Input{Schema: noID})
+	if err != nil || len(msgs) != 1 || !strings.Contains(msgs[0], "version 1") {
+		t.Fatalf("an incompatible schema against version 1: %v, %v; want one message naming version 1", msgs, err)
+	}
+	var inc *IncompatibleError
+	if _, err := r.Register(ctx, "s", Input{Schema: noID}); !errors.As(err, &inc) || len(inc.Messages) != 2 ||
+		!strings.Contains(inc.Messages[0], "version 1") || !strings.Contains(inc.Messages[1], "version 2") {
+		t.Fatalf("registering an incompatible schema (BACKWARD_TRANSITIVE): %v; want messages naming versions 1 and 2", err)
+	}
 	if _, err := r.SetCompatibility(ctx, "s", ""); err != nil {
 		t.Fatal(err)
 	}
