@@ -263,15 +263,17 @@ func newProduceCmd(run func(ctx context.Context, f produceFlags, stdin io.Reader
 	cmd := &cobra.Command{
 		Use:   "produce --topic T [flags] [VALUE]...",
 		Short: "produce records (arguments or stdin), or a load run with --count",
-		Long: `Produces one record per VALUE, or without values one per line of stdin, and prints
-the partition and offset of every record once it is durable (acknowledged by the ack
-quorum of bookies). Every record gets --key (none when empty); --partition picks the
-partition, else the key does, else the sticky partitioner. Flags may come after the
-values; after -- everything is a value.
+		Long: `Produces one record per VALUE, or without values one per line of stdin (each line
+sent as soon as it is read, so "tail -f app.log | sluice produce --topic logs" works; a
+line holds at most 64 MiB), and prints the partition and offset of every record, in
+order, once it is durable (acknowledged by the ack quorum of bookies). Every record gets
+--key (none when empty); --partition picks the partition, else the key does, else the
+sticky partitioner. Flags may come after the values; after -- everything is a value.
 
 Records go through the Go SDK's idempotent producer: a failover or throttling is
 retried (for up to 30 s) and the server stores each record once, in order.
---idempotent=false sends one plain Produce request instead, not retried.
+--idempotent=false reads all of stdin and sends one plain Produce request instead, not
+retried (a topic with schema.validation=dlq dead-letters only such plain records).
 
 With --encode each value is JSON, written with the latest version of the topic's
 schema.subject (or --subject) in Confluent's wire format, as a schema registry serializer
@@ -371,28 +373,65 @@ func produce(ctx context.Context, f produceFlags, stdin io.Reader, stdout io.Wri
 	if f.count > 0 {
 		return produceLoad(ctx, prod, f.topic, f.count, f.size, f.batch, f.inflight, stdout)
 	}
-	values := f.values
-	if len(values) == 0 {
+	var next func() (string, bool, error) // the next value; false at the end
+	if len(f.values) > 0 {
+		i := 0
+		next = func() (string, bool, error) {
+			if i == len(f.values) {
+				return "", false, nil
+			}
+			i++
+			return f.values[i-1], true, nil
+		}
+	} else {
 		sc := bufio.NewScanner(stdin)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			values = append(values, sc.Text())
+		sc.Buffer(make([]byte, 64<<10), maxStdinLine)
+		line := 0
+		next = func() (string, bool, error) {
+			if sc.Scan() {
+				line++
+				return sc.Text(), true, nil
+			}
+			if errors.Is(sc.Err(), bufio.ErrTooLong) {
+				return "", false, fmt.Errorf("line %d of stdin is longer than %d bytes, the most `sluice produce` reads as one record", line+1, maxStdinLine)
+			}
+			return "", false, sc.Err()
 		}
-		if err := sc.Err(); err != nil {
-			return err
-		}
-	}
-	if len(values) == 0 {
-		return errors.New("nothing to produce: give values as arguments or on stdin")
 	}
 	if f.encode {
-		var err error
-		if values, err = encodeValues(ctx, f, values); err != nil {
+		enc, err := newValueEncoder(ctx, f)
+		if err != nil {
 			return err
+		}
+		raw, i := next, 0
+		next = func() (string, bool, error) {
+			v, ok, err := raw()
+			if !ok || err != nil {
+				return v, ok, err
+			}
+			i++
+			if v, err = enc(ctx, v); err != nil {
+				return "", false, fmt.Errorf("--encode: value %d: %w", i, err)
+			}
+			return v, true, nil
 		}
 	}
 	if f.idempotent {
-		return produceIdempotent(ctx, f, values, stdout)
+		return produceIdempotent(ctx, f, next, stdout)
+	}
+	var values []string
+	for {
+		v, ok, err := next()
+		if err != nil {
+			return err
+		}
+		if !ok {
+			break
+		}
+		values = append(values, v)
+	}
+	if len(values) == 0 {
+		return errNothingToProduce
 	}
 	resp, err := prod.Produce(ctx, connect.NewRequest(produceRequest(f, values)))
 	if err != nil {
@@ -408,9 +447,16 @@ func produce(ctx context.Context, f produceFlags, stdin io.Reader, stdout io.Wri
 	return nil
 }
 
-// encodeValues is --encode: each JSON value encoded with the latest schema
-// of the subject and framed.
-func encodeValues(ctx context.Context, f produceFlags, values []string) ([]string, error) {
+// errNothingToProduce: no values and an empty stdin.
+var errNothingToProduce = errors.New("nothing to produce: give values as arguments or on stdin")
+
+// maxStdinLine bounds a line of stdin, one record's value: the largest
+// max.message.bytes a topic takes.
+const maxStdinLine = catalog.MaxMaxMessageBytes
+
+// newValueEncoder is --encode: a function that encodes a JSON value with
+// the latest schema of the subject and frames it.
+func newValueEncoder(ctx context.Context, f produceFlags) (func(context.Context, string) (string, error), error) {
 	subject := f.subject
 	if subject == "" {
 		resp, err := f.ep.admin().DescribeTopic(ctx, connect.NewRequest(&sluicev1.DescribeTopicRequest{Name: f.topic}))
@@ -441,23 +487,23 @@ func encodeValues(ctx context.Context, f produceFlags, values []string) ([]strin
 	if err != nil {
 		return nil, err
 	}
-	out := make([]string, len(values))
-	for i, v := range values {
+	return func(ctx context.Context, v string) (string, error) {
 		b, err := ser.SerializeJSON(ctx, []byte(v))
 		if err != nil {
-			return nil, fmt.Errorf("--encode: value %d (%s): %w", i, v, err)
+			return "", fmt.Errorf("(%s): %w", v, err)
 		}
-		out[i] = string(b)
-	}
-	return out, nil
+		return string(b), nil
+	}, nil
 }
 
 // produceDeliveryTimeout bounds how long `sluice produce` retries a record.
 const produceDeliveryTimeout = 30 * time.Second
 
-// produceIdempotent sends values through the SDK's idempotent producer and
-// prints each record's partition and offset, in order.
-func produceIdempotent(ctx context.Context, f produceFlags, values []string, stdout io.Writer) error {
+// produceIdempotent sends the values next gives, as it gives them (a line
+// of stdin goes as soon as it is read: `tail -f log | sluice produce`),
+// through the SDK's idempotent producer, and prints each record's partition
+// and offset in order, as soon as it and those before it are durable.
+func produceIdempotent(ctx context.Context, f produceFlags, next func() (string, bool, error), stdout io.Writer) error {
 	c, err := f.ep.client()
 	if err != nil {
 		return err
@@ -468,9 +514,44 @@ func produceIdempotent(ctx context.Context, f produceFlags, values []string, std
 		return err
 	}
 	defer func() { _ = p.Close(context.WithoutCancel(ctx)) }()
-	results := make([]sluice.Result, len(values))
-	var wg sync.WaitGroup
-	for i, v := range values {
+	var (
+		mu      sync.Mutex
+		done    = map[int]sluice.Result{} // finished, not printed yet
+		printed int                       // records printed (or counted failed)
+		failed  []error
+		wg      sync.WaitGroup
+	)
+	// report prints the finished records that follow those printed.
+	report := func() {
+		for {
+			r, ok := done[printed]
+			if !ok {
+				return
+			}
+			delete(done, printed)
+			switch {
+			case r.Err != nil:
+				failed = append(failed, fmt.Errorf("record %d: %w", printed, r.Err))
+			case r.DeadLetter != nil:
+				d := r.DeadLetter
+				fmt.Fprintf(stdout, "dead-lettered to %s partition %d offset %d: %s\n", d.Topic, d.Partition, d.Offset, d.Reason)
+			default:
+				fmt.Fprintf(stdout, "partition %d offset %d\n", r.Partition, r.Offset)
+			}
+			printed++
+		}
+	}
+	n := 0
+	var readErr error
+	for {
+		v, ok, err := next()
+		if err != nil {
+			readErr = err
+			break
+		}
+		if !ok {
+			break
+		}
 		r := &sluice.Record{Topic: f.topic, Partition: sluice.AnyPartition, Value: []byte(v)}
 		if f.key != "" {
 			r.Key = []byte(f.key)
@@ -478,28 +559,27 @@ func produceIdempotent(ctx context.Context, f produceFlags, values []string, std
 		if f.partition >= 0 {
 			r.Partition = int32(f.partition)
 		}
+		i := n
+		n++
 		wg.Add(1)
 		p.Produce(ctx, r, func(res sluice.Result) {
-			results[i] = res
+			mu.Lock()
+			done[i] = res
+			report()
+			mu.Unlock()
 			wg.Done()
 		})
 	}
 	flushErr := p.Flush(ctx)
 	wg.Wait()
-	var failed []error
-	for i, r := range results {
-		if r.Err != nil {
-			failed = append(failed, fmt.Errorf("record %d: %w", i, r.Err))
-			continue
-		}
-		if d := r.DeadLetter; d != nil {
-			fmt.Fprintf(stdout, "dead-lettered to %s partition %d offset %d: %s\n", d.Topic, d.Partition, d.Offset, d.Reason)
-			continue
-		}
-		fmt.Fprintf(stdout, "partition %d offset %d\n", r.Partition, r.Offset)
+	if readErr != nil {
+		return errors.Join(readErr, flushErr)
+	}
+	if n == 0 {
+		return errNothingToProduce
 	}
 	if len(failed) > 0 {
-		return fmt.Errorf("%d of %d records not stored: %w", len(failed), len(values), errors.Join(failed...))
+		return fmt.Errorf("%d of %d records not stored: %w", len(failed), n, errors.Join(failed...))
 	}
 	return flushErr
 }

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"sort"
@@ -163,6 +165,64 @@ func TestCopyCommand(t *testing.T) {
 	sort.Strings(values)
 	if got := strings.Join(values, ""); got != "abcde" {
 		t.Fatalf("read_committed copy holds %q; want abcde, each once", got)
+	}
+}
+
+// `sluice produce` sends each line of stdin as it is read and prints its
+// offset once it is durable, before the next line comes: `tail -f log |
+// sluice produce` works.
+func TestProduceStreamsStdin(t *testing.T) {
+	c := startCLICluster(t)
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), []string{"topic", "create", "t", "--addr", c.Addr()}, &out, &errOut); code != 0 {
+		t.Fatalf("topic create: exit %d: %s", code, errOut.String())
+	}
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	cmd := newProduceCmd(produce)
+	cmd.SetIn(inR)
+	cmd.SetOut(outW)
+	cmd.SetErr(io.Discard)
+	cmd.SetArgs([]string{"--topic", "t", "--addr", c.Addr()})
+	done := make(chan error, 1)
+	go func() {
+		err := cmd.ExecuteContext(context.Background())
+		_ = outW.Close()
+		done <- err
+	}()
+	lines := bufio.NewScanner(outR)
+	for i := range 3 {
+		if _, err := fmt.Fprintf(inW, "line-%d\n", i); err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan string, 1)
+		go func() {
+			if lines.Scan() {
+				got <- lines.Text()
+			}
+			close(got)
+		}()
+		select {
+		case l := <-got:
+			if want := fmt.Sprintf("partition 0 offset %d", i); l != want {
+				t.Fatalf("after line %d: %q; want %q", i, l, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("line %d written, stdin still open: no offset printed within 10 s", i)
+		}
+	}
+	_ = inW.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	// A line longer than any record is refused, naming the limit.
+	cmd = newProduceCmd(produce)
+	cmd.SetIn(strings.NewReader(strings.Repeat("x", maxStdinLine+1) + "\n"))
+	cmd.SetOut(io.Discard)
+	cmd.SetErr(io.Discard)
+	cmd.SetArgs([]string{"--topic", "t", "--addr", c.Addr()})
+	if err := cmd.ExecuteContext(context.Background()); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("line 1 of stdin is longer than %d bytes", maxStdinLine)) {
+		t.Fatalf("a line over %d bytes: %v; want an error naming the limit", maxStdinLine, err)
 	}
 }
 
