@@ -50,10 +50,12 @@ type consumeFlags struct {
 	group     string
 	partition int // -1: every partition
 	from      sluice.Position
-	follow    bool
-	count     int // 0: no limit
-	format    string
-	idle      time.Duration
+	// fromOffset: from is an offset (a partition's; several need --partition).
+	fromOffset bool
+	follow     bool
+	count      int // 0: no limit
+	format     string
+	idle       time.Duration
 	// isolation: read_uncommitted (every stored record) or
 	// read_committed (committed transactions' and non-transactional
 	// records only).
@@ -99,7 +101,7 @@ with a warning.`,
 	f.ep.register(fs)
 	fs.StringVar(&f.group, "group", "", "consume as a member of this consumer group (leases, committed offsets)")
 	fs.IntVar(&f.partition, "partition", -1, fmt.Sprintf("read only this partition, 0..%d (without --group; -1: every partition)", catalog.MaxPartitions-1))
-	fs.StringVar(&from, "from", "earliest", "where to start: earliest, latest, an OFFSET, or a TIME (RFC 3339, e.g. 2026-12-01T10:00:00Z); with --group only earliest or latest, for partitions without a committed offset")
+	fs.StringVar(&from, "from", "earliest", "where to start: earliest, latest, an OFFSET (of one partition: with --partition on a topic of several), or a TIME (RFC 3339, e.g. 2026-12-01T10:00:00Z); with --group only earliest or latest, for partitions without a committed offset")
 	fs.BoolVar(&f.follow, "follow", false, "keep waiting for new records (until Ctrl-C or --count)")
 	fs.IntVar(&f.count, "count", 0, "stop after this many records (0: no limit)")
 	fs.StringVar(&f.format, "format", "text", "output: text or json")
@@ -135,6 +137,8 @@ func (f *consumeFlags) check(fs *pflag.FlagSet, from string, args []string) erro
 	if f.from, err = sluice.ParsePosition(from); err != nil {
 		c.badf("--from: %v", err)
 	}
+	_, offErr := strconv.ParseInt(from, 10, 64)
+	f.fromOffset = err == nil && offErr == nil
 	c.oneOf("format", f.format, "text", "json")
 	c.oneOf("isolation", f.isolation, "read_uncommitted", "read_committed")
 	if f.count < 0 {
@@ -308,6 +312,9 @@ func consumePartitions(ctx context.Context, c *sluice.Client, f consumeFlags, ou
 		}
 		parts = append(parts, int32(f.partition))
 	} else {
+		if f.fromOffset && n > 1 {
+			return fmt.Errorf("--from %v is an offset, and offsets are per partition: topic %s has %d; name one with --partition N (0..%d)", f.from, f.topic, n, n-1)
+		}
 		for p := range n {
 			parts = append(parts, int32(p))
 		}

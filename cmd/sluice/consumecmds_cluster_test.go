@@ -85,6 +85,12 @@ func TestConsumeAndGroupCommands(t *testing.T) {
 	if got, want := sluice("consume", "t", "--partition", "0", "--from", "1", "--count", "1"), "0\t1\t\tb\n"; got != want {
 		t.Fatalf("consume --from 1 --count 1: %q; want %q", got, want)
 	}
+	// An offset is a partition's: on a topic of two it needs --partition.
+	var offErr bytes.Buffer
+	if code := run(context.Background(), []string{"consume", "t", "--from", "1", "--addr", addr}, io.Discard, &offErr); code == 0 ||
+		!strings.Contains(offErr.String(), "--from 1 is an offset, and offsets are per partition: topic t has 2; name one with --partition N (0..1)") {
+		t.Fatalf("consume --from 1 on two partitions: exit %d: %s", code, offErr.String())
+	}
 	if got := sluice("consume", "t", "--format", "json", "--partition", "1"); !strings.Contains(got, `"key":"k"`) || !strings.Contains(got, `"value":"d"`) {
 		t.Fatalf("json: %s", got)
 	}
