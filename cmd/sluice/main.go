@@ -23,14 +23,16 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+// version is set at build time with -ldflags "-X main.version=..."; empty
+// reads as a development build (versionString).
+var version = ""
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -197,13 +199,44 @@ func newHelpCmd() *cobra.Command {
 	}
 }
 
+// versionString is the version set at build time, else "development
+// build" with the commit the binary was built from when Go recorded it.
+func versionString() string {
+	if version != "" {
+		return version
+	}
+	s := "development build"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		var rev, modified string
+		for _, kv := range bi.Settings {
+			switch kv.Key {
+			case "vcs.revision":
+				rev = kv.Value
+			case "vcs.modified":
+				modified = kv.Value
+			}
+		}
+		if len(rev) > 12 {
+			rev = rev[:12]
+		}
+		if rev != "" {
+			s += " (commit " + rev
+			if modified == "true" {
+				s += ", modified"
+			}
+			s += ")"
+		}
+	}
+	return s
+}
+
 func newVersionCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
 		Short: "print the version",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, err := fmt.Fprintf(cmd.OutOrStdout(), "sluice %s\n", version)
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "sluice %s\n", versionString())
 			return err
 		},
 	}
