@@ -93,12 +93,19 @@ func TestProduceLimits(t *testing.T) {
 			"request: 20971533 bytes is over the server's request size limit of 8388608 bytes; send less per request, or raise the limit with the server's --max-request-bytes flag"},
 		{"record over max.message.bytes", &sluicev1.ProduceRequest{Topic: "t", Records: recs(1, value(atLimit+1))}, "", apierr.MaxMessageBytes,
 			"records[0]: 1048589 bytes is over the topic's max.message.bytes of 1048588 bytes; send fewer or smaller records per request, or use a topic created with a larger max.message.bytes (sluice topic create NAME --config max.message.bytes=N)"},
-		{"value just over 1 MiB", &sluicev1.ProduceRequest{Topic: "t", Records: recs(1, value(1<<20+1))}, "", apierr.MaxMessageBytes,
-			"records[0]: 1048651 bytes is over the topic's max.message.bytes of 1048588 bytes"},
+		// Over the value limit too: a larger max.message.bytes would not
+		// let it through, so the answer names the value limit.
+		{"value just over 1 MiB", &sluicev1.ProduceRequest{Topic: "t", Records: recs(1, value(1<<20+1))}, "", apierr.ValueBytes,
+			"records[0].value: 1048577 bytes is over the server's record value size limit of 1048576 bytes"},
 		{"records of one partition over max.message.bytes", &sluicev1.ProduceRequest{Topic: "t", Partition: &p0, Records: recs(3, value(400_000))}, "", apierr.MaxMessageBytes,
 			"records for partition 0: over the topic's max.message.bytes of 1048588 bytes; send fewer or smaller records per request"},
-		{"record over the server's batch limit", &sluicev1.ProduceRequest{Topic: "big", Records: recs(1, value(5<<20))}, "", apierr.ServerBatchBytes,
-			"records[0]: 5242954 bytes is over the server's batch size limit of 4194304 bytes; send fewer or smaller records per request (this server limit caps every topic's max.message.bytes)"},
+		// A value no topic config would let through names the server's
+		// value limit, not the batch limits (max.message.bytes would be a
+		// false hint).
+		{"value over the server's limit, on a topic taking larger batches", &sluicev1.ProduceRequest{Topic: "big", Records: recs(1, value(5<<20))}, "", apierr.ValueBytes,
+			"records[0].value: 5242880 bytes is over the server's record value size limit of 1048576 bytes; use a smaller value, e.g. store a large payload elsewhere and send its address (a server limit, whatever the topic's max.message.bytes)"},
+		{"records of one partition over the server's batch limit", &sluicev1.ProduceRequest{Topic: "big", Partition: &p0, Records: recs(5, value(1_000_000))}, "", apierr.ServerBatchBytes,
+			"records for partition 0: over the server's batch size limit of 4194304 bytes; send fewer or smaller records per request (this server limit caps every topic's max.message.bytes)"},
 		{"value", &sluicev1.ProduceRequest{Topic: "big", Records: recs(2, func(i int) *sluicev1.Record { return &sluicev1.Record{Value: make([]byte, (i+1)<<20)} })}, "", apierr.ValueBytes,
 			"records[1].value: 2097152 bytes is over the server's record value size limit of 1048576 bytes; use a smaller value"},
 		{"key", &sluicev1.ProduceRequest{Topic: "t", Records: recs(1, func(int) *sluicev1.Record { return &sluicev1.Record{Key: make([]byte, 64<<10+1)} })}, "", apierr.KeyBytes,

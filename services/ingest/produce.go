@@ -342,8 +342,13 @@ func (s *Service) prepare(ctx context.Context, m *sluicev1.ProduceRequest) (*pla
 		for _, h := range r.GetHeaders() {
 			rec.Headers = append(rec.Headers, record.Header{Key: h.GetKey(), Value: h.GetValue()})
 		}
-		// Whether the record fits a batch at all comes first: near the
-		// limit, that is the limit the user knows (max.message.bytes).
+		// A value over the server's value limit first: no topic config
+		// would let it through, so naming max.message.bytes would mislead.
+		// Then whether the record fits a batch at all: near the limit,
+		// that is the limit the user knows (max.message.bytes).
+		if n := len(rec.Value); n > lim.MaxValueBytes {
+			return nil, apierr.TooLarge(fmt.Sprintf("records[%d].value", i), apierr.ValueBytes, int64(n), int64(lim.MaxValueBytes))
+		}
 		if n := record.BatchSize(rec); n > lim.MaxBatchBytes {
 			return nil, apierr.TooLarge(fmt.Sprintf("records[%d]", i), batchLimit, int64(n), int64(lim.MaxBatchBytes))
 		}
