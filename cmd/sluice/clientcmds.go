@@ -620,7 +620,7 @@ func produceLoad(ctx context.Context, prod sluicev1connect.ProducerServiceClient
 		}
 		lat = append(lat, time.Since(<-window))
 		if e := resp.GetError(); e != nil {
-			return fmt.Errorf("request %d failed: code %d: %s", i, e.GetCode(), e.GetMessage())
+			return fmt.Errorf("request %d failed: %v: %s", i, connect.Code(e.GetCode()), e.GetMessage())
 		}
 		if time.Since(last) > 2*time.Second {
 			last = time.Now()
