@@ -78,7 +78,9 @@ func (p *flushPacer) wait(written int64) {
 }
 
 // report returns how long the flush waited for its schedule, the span of
-// that schedule, and whether a hurry cut a wait short.
+// that schedule, and whether it was hurried (adds waited for buffer space,
+// or the storage closed) while it had writes left: a wait cut short, or a
+// check that found the hurry.
 func (p *flushPacer) report() (paced, spread time.Duration, hurried bool) {
 	if p == nil {
 		return 0, 0, false
