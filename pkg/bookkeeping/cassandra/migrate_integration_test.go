@@ -62,13 +62,7 @@ func TestIntegrationCassandraMigratesFromV1(t *testing.T) {
 	ctx := t.Context()
 	cfg := testConfig(t)
 	raw := session(t, cfg)
-	ms, err := loadMigrations(schemaFiles)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v, err := migrate(ctx, raw, gocql.LocalQuorum, ms, 1); err != nil || v != 1 {
-		t.Fatalf("migrate to v1: version %d, %v", v, err)
-	}
+	migrateTo(t, raw, 1)
 	// What a v1 binary would have stored: a group's committed offset, and
 	// a live member of another group (written a second ago).
 	written := time.Now().Add(-time.Second).Truncate(time.Microsecond)
@@ -138,13 +132,7 @@ func TestIntegrationCassandraMigratesFromV3(t *testing.T) {
 	ctx := t.Context()
 	cfg := testConfig(t)
 	raw := session(t, cfg)
-	ms, err := loadMigrations(schemaFiles)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v, err := migrate(ctx, raw, gocql.LocalQuorum, ms, 3); err != nil || v != 3 {
-		t.Fatalf("migrate to v3: version %d, %v", v, err)
-	}
+	migrateTo(t, raw, 3)
 	for _, stmt := range []string{
 		`INSERT INTO group_topics (group_id, topic) VALUES ('g', 'orders')`,
 		`INSERT INTO consumer_partitions (group_id, topic, partition_id, owner, epoch, committed_offset, metadata, commit_epoch) VALUES ('g', 'orders', 0, 'm', 1, 500, 'from v3', 1)`,
@@ -200,13 +188,7 @@ func TestIntegrationCassandraMigratesFromV4(t *testing.T) {
 	ctx := t.Context()
 	cfg := testConfig(t)
 	raw := session(t, cfg)
-	ms, err := loadMigrations(schemaFiles)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v, err := migrate(ctx, raw, gocql.LocalQuorum, ms, 4); err != nil || v != 4 {
-		t.Fatalf("migrate to v4: version %d, %v", v, err)
-	}
+	migrateTo(t, raw, 4)
 	for _, stmt := range []string{
 		`INSERT INTO transactional_producers (transactional_id, producer_id, epoch) VALUES ('a', 7, 3)`,
 		`INSERT INTO transactional_producers (transactional_id, producer_id, epoch) VALUES ('b', 8, 0)`,
@@ -325,13 +307,7 @@ func TestIntegrationCassandraMigratesFromV5(t *testing.T) {
 	ctx := t.Context()
 	cfg := testConfig(t)
 	raw := session(t, cfg)
-	ms, err := loadMigrations(schemaFiles)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v, err := migrate(ctx, raw, gocql.LocalQuorum, ms, 5); err != nil || v != 5 {
-		t.Fatalf("migrate to v5: version %d, %v", v, err)
-	}
+	migrateTo(t, raw, 5)
 	stmt := `INSERT INTO transactional_producers (transactional_id, producer_id, epoch, status, timeout_ms, partitions, groups, bumped_by_coordinator, version) ` +
 		`VALUES ('a', 7, 3, 2, 60000, [('t1', 0)], ['g'], false, 4)`
 	if err := raw.Query(stmt).Exec(); err != nil {
@@ -363,13 +339,7 @@ func TestIntegrationCassandraMigratesFromV6(t *testing.T) {
 	ctx := t.Context()
 	cfg := testConfig(t)
 	raw := session(t, cfg)
-	ms, err := loadMigrations(schemaFiles)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v, err := migrate(ctx, raw, gocql.LocalQuorum, ms, 6); err != nil || v != 6 {
-		t.Fatalf("migrate to v6: version %d, %v", v, err)
-	}
+	migrateTo(t, raw, 6)
 	stmt := `INSERT INTO transactional_producers (transactional_id, producer_id, epoch, status, timeout_ms, partitions, groups, bumped_by_coordinator, version, offsets) ` +
 		`VALUES ('a', 7, 32766, 5, 60000, [], [], false, 4, [])`
 	if err := raw.Query(stmt).Exec(); err != nil {
@@ -390,5 +360,18 @@ func TestIntegrationCassandraMigratesFromV6(t *testing.T) {
 	}
 	if got, err := s.GetTxn(ctx, "a"); err != nil || !reflect.DeepEqual(got, put) || got.PrevProducerID != 7 {
 		t.Fatalf("GetTxn after a PutTxn with a replaced producer id = %+v, %v; want %+v", got, err, put)
+	}
+}
+
+// migrateTo leaves the keyspace of raw at schema version v, as a binary of
+// that version would.
+func migrateTo(t *testing.T, raw *gocql.Session, v int) {
+	t.Helper()
+	ms, err := loadMigrations(schemaFiles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := migrate(t.Context(), raw, gocql.LocalQuorum, ms, v); err != nil || got != v {
+		t.Fatalf("migrate to v%d: version %d, %v", v, got, err)
 	}
 }
