@@ -47,6 +47,15 @@ type Config struct {
 	// [1, 1_000_000]. Default 1000. Unused ids of a block are lost when the
 	// process stops.
 	ProducerIDBlock int64
+	// TxnBuckets is the number of partitions (buckets) of the
+	// transactions table, written to the keyspace when Open migrates it to
+	// schema v8 and fixed from then on: the stored number is what every
+	// binary uses, and a different one here is logged and ignored. The
+	// writes of one bucket's records from one process go to Cassandra
+	// together, one Paxos round per batch (txnbatch.go): fewer buckets
+	// batch more, more buckets spread the records and the processes'
+	// rounds over more partitions. In [1, 4096]; 0 means the default, 1.
+	TxnBuckets int
 	// Logger receives the driver's messages. Default: discarded.
 	Logger *slog.Logger
 	// Now is the clock of members' heartbeat_at. Default time.Now. (The
@@ -79,6 +88,8 @@ const (
 	defaultConnectTimeout  = 10 * time.Second
 	defaultProducerIDBlock = 1000
 	maxProducerIDBlock     = 1_000_000
+	defaultTxnBuckets      = 1
+	maxTxnBuckets          = 4096
 	maxReplicationFactor   = 10
 	maxTimeout             = 5 * time.Minute
 	networkTopology        = "NetworkTopologyStrategy"
@@ -135,6 +146,14 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// withTxnBuckets is the number of buckets a migration to schema v8 writes.
+func (c Config) withTxnBuckets() int {
+	if c.TxnBuckets == 0 {
+		return defaultTxnBuckets
+	}
+	return c.TxnBuckets
+}
+
 // Validate reports every problem of c (after defaults), joined.
 func (c Config) Validate() error {
 	c = c.withDefaults()
@@ -170,6 +189,9 @@ func (c Config) Validate() error {
 	}
 	if c.ProducerIDBlock < 1 || c.ProducerIDBlock > maxProducerIDBlock {
 		bad("ProducerIDBlock %d: outside [1, %d]", c.ProducerIDBlock, maxProducerIDBlock)
+	}
+	if c.TxnBuckets < 0 || c.TxnBuckets > maxTxnBuckets {
+		bad("TxnBuckets %d: outside [1, %d] (0 for the default, %d)", c.TxnBuckets, maxTxnBuckets, defaultTxnBuckets)
 	}
 	errs = append(errs, c.Replication.validate()...)
 	return errors.Join(errs...)

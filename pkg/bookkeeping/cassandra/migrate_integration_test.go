@@ -81,11 +81,11 @@ func TestIntegrationCassandraMigratesFromV1(t *testing.T) {
 
 	s := openStore(t, cfg)
 	got := appliedVersions(t, raw)
-	if len(got) != 7 || got[1].description != "001_consumer_groups.cql" || got[2].description != "001_producer_ids.cql" ||
+	if len(got) != 8 || got[1].description != "001_consumer_groups.cql" || got[2].description != "001_producer_ids.cql" ||
 		got[3].description != "001_groups_and_member_topics.cql" || got[4].description != "001_committed_topic_id.cql" ||
 		got[5].description != "001_transaction_state.cql" || got[6].description != "001_transaction_offsets.cql" ||
-		got[7].description != "001_replaced_producer_id.cql" {
-		t.Fatalf("schema_version after Open = %+v, want v1 to v7 with their files", got)
+		got[7].description != "001_replaced_producer_id.cql" || got[8].description != "001_transaction_buckets.cql" {
+		t.Fatalf("schema_version after Open = %+v, want v1 to v8 with their files", got)
 	}
 	// v3 listed the groups v1 stored, and reads v1 members.
 	if gs, more, err := s.ListGroups(ctx, "", 10); err != nil || more || !slices.Equal(gs, []string{"old-group", "old-members"}) {
@@ -144,8 +144,8 @@ func TestIntegrationCassandraMigratesFromV3(t *testing.T) {
 	}
 
 	s := openStore(t, cfg)
-	if got := appliedVersions(t, raw); len(got) != 7 || got[4].description != "001_committed_topic_id.cql" {
-		t.Fatalf("schema_version after Open = %+v, want v1 to v7", got)
+	if got := appliedVersions(t, raw); len(got) != 8 || got[4].description != "001_committed_topic_id.cql" {
+		t.Fatalf("schema_version after Open = %+v, want v1 to v8", got)
 	}
 	want := bookkeeping.Committed{Offset: 500, Metadata: "from v3", Epoch: 1}
 	if c, err := s.FetchOffset(ctx, "g", "orders", 0); err != nil || c != want {
@@ -183,7 +183,7 @@ func TestIntegrationCassandraMigratesFromV3(t *testing.T) {
 // migration to v5 as idle records at version 1; InitProducer bumps them at
 // version 2, a PutTxn at version 1 replaces them and one at version 0
 // conflicts; a v4 binary's bump (which does not move the version) is never
-// undone by a later InitProducer.
+// undone by a later InitProducer. The migration to v8 carries them over.
 func TestIntegrationCassandraMigratesFromV4(t *testing.T) {
 	ctx := t.Context()
 	cfg := testConfig(t)
@@ -198,31 +198,31 @@ func TestIntegrationCassandraMigratesFromV4(t *testing.T) {
 		}
 	}
 
-	s := openDriver(t, cfg) // the conformance suite covers the Store; this is the rows
-	if got := appliedVersions(t, raw); len(got) != 7 || got[5].description != "001_transaction_state.cql" {
-		t.Fatalf("schema_version after Open = %+v, want v1 to v7", got)
+	// A v4 binary bumps the epoch without moving the version (here beside
+	// v7 ones: binaries before v8 must not run beside a v8 keyspace); the
+	// migration to v8 copies the row as it is.
+	migrateTo(t, raw, 7)
+	if err := raw.Query(`UPDATE transactional_producers SET epoch = 9 WHERE transactional_id = 'a' IF producer_id = 7 AND epoch = 3`).Exec(); err != nil {
+		t.Fatal(err)
 	}
-	a := bookkeeping.Txn{TransactionalID: "a", ProducerID: 7, Epoch: 3, Status: bookkeeping.TxnEmpty, Version: 1}
+
+	s := openDriver(t, cfg) // the conformance suite covers the Store; this is the rows
+	if got := appliedVersions(t, raw); len(got) != 8 || got[5].description != "001_transaction_state.cql" || got[8].description != "001_transaction_buckets.cql" {
+		t.Fatalf("schema_version after Open = %+v, want v1 to v8", got)
+	}
+	a := bookkeeping.Txn{TransactionalID: "a", ProducerID: 7, Epoch: 9, Status: bookkeeping.TxnEmpty, Version: 1}
 	if got, err := s.GetTxn(ctx, "a"); err != nil || !reflect.DeepEqual(got, a) {
 		t.Fatalf("GetTxn of a v4 row = %+v, %v; want %+v", got, err, a)
 	}
 	if txns, more, err := s.ListTxns(ctx, "", 10); err != nil || more || len(txns) != 2 {
 		t.Fatalf("ListTxns of v4 rows = %+v (more %v), %v; want both", txns, more, err)
 	}
-	if p, err := s.InitProducer(ctx, "a"); err != nil || p != (bookkeeping.Producer{ID: 7, Epoch: 4}) {
-		t.Fatalf("InitProducer over a v4 row = %+v, %v; want id 7 epoch 4", p, err)
+	if p, err := s.InitProducer(ctx, "a"); err != nil || p != (bookkeeping.Producer{ID: 7, Epoch: 10}) {
+		t.Fatalf("InitProducer over a v4 row = %+v, %v; want id 7 epoch 10", p, err)
 	}
-	a.Epoch, a.BumpedByCoordinator, a.Version = 4, true, 2
+	a.Epoch, a.BumpedByCoordinator, a.Version = 10, true, 2
 	if got, err := s.GetTxn(ctx, "a"); err != nil || !reflect.DeepEqual(got, a) {
 		t.Fatalf("GetTxn after InitProducer = %+v, %v; want %+v", got, err, a)
-	}
-	// A v4 binary bumps the epoch without moving the version; the next
-	// InitProducer reads it and bumps past it.
-	if err := raw.Query(`UPDATE transactional_producers SET epoch = 9 WHERE transactional_id = 'a' IF producer_id = 7 AND epoch = 4`).Exec(); err != nil {
-		t.Fatal(err)
-	}
-	if p, err := s.InitProducer(ctx, "a"); err != nil || p != (bookkeeping.Producer{ID: 7, Epoch: 10}) {
-		t.Fatalf("InitProducer after a v4 binary's bump = %+v, %v; want id 7 epoch 10", p, err)
 	}
 
 	b := bookkeeping.Txn{TransactionalID: "b", ProducerID: 8, Epoch: 1, Status: bookkeeping.TxnOngoing, Timeout: time.Minute,
@@ -259,7 +259,7 @@ func TestIntegrationCassandraNoMigrateNeedsCurrentSchema(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := migrate(t.Context(), raw, gocql.LocalQuorum, ms, 1); err != nil {
+	if _, err := migrate(t.Context(), raw, testMigrationEnv, ms, 1); err != nil {
 		t.Fatal(err)
 	}
 	cfg.NoMigrate = true
@@ -314,8 +314,8 @@ func TestIntegrationCassandraMigratesFromV5(t *testing.T) {
 		t.Fatalf("%s: %v", stmt, err)
 	}
 	s := openDriver(t, cfg)
-	if got := appliedVersions(t, raw); len(got) != 7 || got[6].description != "001_transaction_offsets.cql" {
-		t.Fatalf("schema_version after Open = %+v, want v1 to v7", got)
+	if got := appliedVersions(t, raw); len(got) != 8 || got[6].description != "001_transaction_offsets.cql" {
+		t.Fatalf("schema_version after Open = %+v, want v1 to v8", got)
 	}
 	a := bookkeeping.Txn{TransactionalID: "a", ProducerID: 7, Epoch: 3, Status: bookkeeping.TxnOngoing, Timeout: time.Minute,
 		Partitions: []bookkeeping.TxnPartition{{TopicID: "t1", Partition: 0}}, Groups: []string{"g"}, Version: 4}
@@ -346,8 +346,8 @@ func TestIntegrationCassandraMigratesFromV6(t *testing.T) {
 		t.Fatalf("%s: %v", stmt, err)
 	}
 	s := openDriver(t, cfg)
-	if got := appliedVersions(t, raw); len(got) != 7 || got[7].description != "001_replaced_producer_id.cql" {
-		t.Fatalf("schema_version after Open = %+v, want v1 to v7", got)
+	if got := appliedVersions(t, raw); len(got) != 8 || got[7].description != "001_replaced_producer_id.cql" {
+		t.Fatalf("schema_version after Open = %+v, want v1 to v8", got)
 	}
 	a := bookkeeping.Txn{TransactionalID: "a", ProducerID: 7, Epoch: 32766, Status: bookkeeping.TxnCompleteCommit, Timeout: time.Minute, Version: 4}
 	if got, err := s.GetTxn(ctx, "a"); err != nil || !reflect.DeepEqual(got, a) {
@@ -363,6 +363,10 @@ func TestIntegrationCassandraMigratesFromV6(t *testing.T) {
 	}
 }
 
+// testMigrationEnv is what the tests migrate with (Open's defaults on a
+// one-node Cassandra).
+var testMigrationEnv = migrationEnv{cons: gocql.LocalQuorum, serial: gocql.LocalSerial, txnBuckets: defaultTxnBuckets}
+
 // migrateTo leaves the keyspace of raw at schema version v, as a binary of
 // that version would.
 func migrateTo(t *testing.T, raw *gocql.Session, v int) {
@@ -371,7 +375,7 @@ func migrateTo(t *testing.T, raw *gocql.Session, v int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := migrate(t.Context(), raw, gocql.LocalQuorum, ms, v); err != nil || got != v {
+	if got, err := migrate(t.Context(), raw, testMigrationEnv, ms, v); err != nil || got != v {
 		t.Fatalf("migrate to v%d: version %d, %v", v, got, err)
 	}
 }

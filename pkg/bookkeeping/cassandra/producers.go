@@ -2,6 +2,7 @@ package cassandra
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -85,8 +86,9 @@ func (s *store) AllocateProducerID(ctx context.Context) (int64, error) {
 
 // InitProducer implements bookkeeping.Producers: a compare-and-set writer
 // of the transactional id's record, like PutTxn — a serial read, the
-// decision, and one LWT conditioned on the version it read (and on the
-// producer id and epoch, see initTxnIf).
+// decision, and one compare-and-set conditioned on the version it read
+// (and on the producer id and epoch, see initTxnIf), batched with the
+// bucket's other writes like PutTxn's (txnbatch.go).
 func (s *store) InitProducer(ctx context.Context, transactionalID string) (bookkeeping.Producer, error) {
 	if transactionalID == "" {
 		id, err := s.AllocateProducerID(ctx)
@@ -114,20 +116,21 @@ func (s *store) InitProducer(ctx context.Context, transactionalID string) (bookk
 			next.Epoch++
 			next.BumpedByCoordinator = true
 		}
-		var q *gocql.Query
+		b := s.bucket(transactionalID)
+		w := &txnWrite{next: next, expect: txnExpect{version: cur.Version, bump: found, producerID: cur.ProducerID, epoch: cur.Epoch}}
 		switch {
 		case !found:
-			q = s.lwt(insertTxnRow, append([]any{transactionalID}, txnArgs(next)...)...)
+			w.stmt, w.args = insertTxnRow, append([]any{b, transactionalID}, txnArgs(next)...)
 		case cur.Version == 1:
-			q = s.lwt(initTxnIfV1, append(txnArgs(next), transactionalID, cur.ProducerID, int(cur.Epoch))...)
+			w.stmt, w.args = initTxnIfV1, append(txnArgs(next), b, transactionalID, cur.ProducerID, int(cur.Epoch))
 		default:
-			q = s.lwt(initTxnIf, append(txnArgs(next), transactionalID, cur.Version, cur.ProducerID, int(cur.Epoch))...)
+			w.stmt, w.args = initTxnIf, append(txnArgs(next), b, transactionalID, cur.Version, cur.ProducerID, int(cur.Epoch))
 		}
-		applied, err := q.MapScanCASContext(ctx, map[string]any{})
+		err = s.batches.do(ctx, b, w)
 		switch {
-		case err == nil && applied:
+		case err == nil:
 			return bookkeeping.Producer{ID: next.ProducerID, Epoch: next.Epoch}, nil
-		case err == nil || unknownOutcome(err):
+		case errors.Is(err, bookkeeping.ErrConflict) || unknownOutcome(err):
 			// Lost a race, or do not know (a bump may have applied: that
 			// epoch is then simply skipped, never handed out twice).
 		default:

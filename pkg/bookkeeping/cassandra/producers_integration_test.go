@@ -71,7 +71,7 @@ func TestIntegrationCassandraProducerEpochExhausted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.session.Query(`UPDATE transactional_producers SET epoch = ? WHERE transactional_id = 'txn'`, bookkeeping.MaxProducerEpoch).Exec(); err != nil {
+	if err := s.session.Query(`UPDATE transactions SET epoch = ? WHERE bucket = ? AND transactional_id = 'txn'`, bookkeeping.MaxProducerEpoch, s.bucket("txn")).Exec(); err != nil {
 		t.Fatal(err)
 	}
 	next, err := s.InitProducer(ctx, "txn")

@@ -129,20 +129,30 @@ func schemaVersion(ctx context.Context, s *gocql.Session, cons gocql.Consistency
 	return current, nil
 }
 
+// migrationEnv is what migrations run with: the consistency levels and
+// the settings they write into the keyspace.
+type migrationEnv struct {
+	cons, serial gocql.Consistency
+	txnBuckets   int // the txn_buckets setting v8 writes
+}
+
 // dataMigration returns the step in Go that a schema version runs after its
 // statements and before it is recorded as applied, or nil. Like the
 // statements, a step must be idempotent: it runs again when interrupted.
-func dataMigration(version int) func(ctx context.Context, s *gocql.Session, cons gocql.Consistency) error {
+func dataMigration(version int) func(ctx context.Context, s *gocql.Session, env migrationEnv) error {
 	switch version {
 	case 3:
-		return backfillGroups
+		return func(ctx context.Context, s *gocql.Session, env migrationEnv) error { return backfillGroups(ctx, s, env.cons) }
+	case 8:
+		return moveTxnsToBuckets
 	}
 	return nil
 }
 
 // migrate applies the versions after the keyspace's current one, up to and
 // including upTo, and returns the version the keyspace is at afterwards.
-func migrate(ctx context.Context, s *gocql.Session, cons gocql.Consistency, ms []migration, upTo int) (int, error) {
+func migrate(ctx context.Context, s *gocql.Session, env migrationEnv, ms []migration, upTo int) (int, error) {
+	cons := env.cons
 	current, err := schemaVersion(ctx, s, cons)
 	if err != nil {
 		return 0, err
@@ -161,7 +171,7 @@ func migrate(ctx context.Context, s *gocql.Session, cons gocql.Consistency, ms [
 			}
 		}
 		if step := dataMigration(m.version); step != nil {
-			if err := step(ctx, s, cons); err != nil {
+			if err := step(ctx, s, env); err != nil {
 				return current, fmt.Errorf("migrate to schema v%d: %w", m.version, err)
 			}
 		}

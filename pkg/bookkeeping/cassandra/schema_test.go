@@ -11,8 +11,8 @@ func TestEmbeddedSchema(t *testing.T) {
 	if err != nil {
 		t.Fatalf("embedded schema: %v", err)
 	}
-	if len(ms) != 7 {
-		t.Fatalf("%d schema versions, want 7", len(ms))
+	if len(ms) != 8 {
+		t.Fatalf("%d schema versions, want 8", len(ms))
 	}
 	tables := map[string]bool{}
 	columns := map[string]bool{} // table.column, of ALTER TABLE … ADD IF NOT EXISTS
@@ -30,7 +30,7 @@ func TestEmbeddedSchema(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"group_members", "consumer_partitions", "group_topics", "producer_id_blocks", "transactional_producers", "consumer_groups"} {
+	for _, want := range []string{"group_members", "consumer_partitions", "group_topics", "producer_id_blocks", "transactional_producers", "consumer_groups", "transactions", "keyspace_settings"} {
 		if !tables[want] {
 			t.Errorf("no migration creates table %s (have %v)", want, tables)
 		}

@@ -22,6 +22,10 @@ type store struct {
 	serial  gocql.Consistency // LWTs and serial reads
 	ids     *idBlocks
 	now     func() time.Time // heartbeat_at of members
+	// txnBuckets is the keyspace's txn_buckets setting (schema v8), read
+	// at open: every record's bucket is txnBucket(id, txnBuckets).
+	txnBuckets int
+	batches    *txnBatcher // every write of a transactional id's record
 }
 
 var _ bookkeeping.Driver = (*store)(nil)
@@ -63,9 +67,18 @@ func open(ctx context.Context, cfg Config) (*store, error) {
 		now:     cfg.Now,
 	}
 	s.ids = &idBlocks{store: s, size: cfg.ProducerIDBlock}
+	s.batches = &txnBatcher{s: s, queues: map[int]*txnQueue{}}
 	if err := s.ensureSchema(ctx, cfg, ms); err != nil {
 		session.Close()
 		return nil, err
+	}
+	if s.txnBuckets, err = readTxnBuckets(ctx, s.session, s.cons); err != nil {
+		session.Close()
+		return nil, fmt.Errorf("cassandra bookkeeping: keyspace %s: %w", cfg.Keyspace, err)
+	}
+	if cfg.TxnBuckets != 0 && cfg.TxnBuckets != s.txnBuckets {
+		cfg.Logger.Warn("cassandra bookkeeping: the keyspace's transaction buckets were set when it was migrated to schema v8; the configured number is not used",
+			"keyspace", cfg.Keyspace, "stored", s.txnBuckets, "configured", cfg.TxnBuckets)
 	}
 	return s, nil
 }
@@ -82,7 +95,8 @@ func (s *store) ensureSchema(ctx context.Context, cfg Config, ms []migration) er
 		}
 		return nil
 	}
-	if _, err := migrate(ctx, s.session, s.cons, ms, latest); err != nil {
+	env := migrationEnv{cons: s.cons, serial: s.serial, txnBuckets: cfg.withTxnBuckets()}
+	if _, err := migrate(ctx, s.session, env, ms, latest); err != nil {
 		return fmt.Errorf("cassandra bookkeeping: keyspace %s: %w", cfg.Keyspace, err)
 	}
 	return nil

@@ -1,10 +1,10 @@
 package cassandra
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"math"
 	"slices"
 	"time"
@@ -14,16 +14,18 @@ import (
 	"github.com/sluicemq/sluice/pkg/bookkeeping"
 )
 
-// The columns of a transactional id's record (schema v2, v5, v6 and v7),
-// in the order txnRow scans them and txnArgs binds them.
+// The columns of a transactional id's record (schema v2, v5, v6 and v7;
+// in the bucketed table transactions since v8), in the order txnRow scans
+// them and txnArgs binds them.
 const txnColumns = `producer_id, epoch, status, timeout_ms, deadline, partitions, groups, bumped_by_coordinator, version, offsets, prev_producer_id`
 
 const (
-	selectTxnRow = `SELECT ` + txnColumns + ` FROM transactional_producers WHERE transactional_id = ?`
-	insertTxnRow = `INSERT INTO transactional_producers (transactional_id, ` + txnColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) IF NOT EXISTS`
+	selectTxnRow  = `SELECT ` + txnColumns + ` FROM transactions WHERE bucket = ? AND transactional_id = ?`
+	selectTxnRows = `SELECT transactional_id, ` + txnColumns + ` FROM transactions WHERE bucket = ? AND transactional_id IN ?`
+	insertTxnRow  = `INSERT INTO transactions (bucket, transactional_id, ` + txnColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) IF NOT EXISTS`
 
-	setTxnRow = `UPDATE transactional_producers SET producer_id = ?, epoch = ?, status = ?, timeout_ms = ?, deadline = ?, ` +
-		`partitions = ?, groups = ?, bumped_by_coordinator = ?, version = ?, offsets = ?, prev_producer_id = ? WHERE transactional_id = ? `
+	setTxnRow = `UPDATE transactions SET producer_id = ?, epoch = ?, status = ?, timeout_ms = ?, deadline = ?, ` +
+		`partitions = ?, groups = ?, bumped_by_coordinator = ?, version = ?, offsets = ?, prev_producer_id = ? WHERE bucket = ? AND transactional_id = ? `
 	// putTxnIf is PutTxn over a stored version ≥ 2. putTxnIfV1 is PutTxn
 	// over version 1, which is also a row written before schema v5 (null
 	// version); `producer_id > 0` keeps it from creating a row that does
@@ -37,13 +39,10 @@ const (
 	initTxnIf   = setTxnRow + `IF version = ? AND producer_id = ? AND epoch = ?`
 	initTxnIfV1 = setTxnRow + `IF version IN (1, null) AND producer_id = ? AND epoch = ?`
 
-	// ListTxns pages in token order: the table's own order, a scan of its
-	// token ranges. A page after a transactional id reads the rows that
-	// share its token (the same id, or a hash collision) and then the rows
-	// of the tokens after it.
-	listTxnsFrom      = `SELECT transactional_id, ` + txnColumns + ` FROM transactional_producers LIMIT ?`
-	listTxnsSameToken = `SELECT transactional_id, ` + txnColumns + ` FROM transactional_producers WHERE token(transactional_id) = token(?)`
-	listTxnsAfter     = `SELECT transactional_id, ` + txnColumns + ` FROM transactional_producers WHERE token(transactional_id) > token(?) LIMIT ?`
+	// ListTxns pages in (bucket, transactional id) order: the rest of the
+	// bucket of the id it continues after, then each following bucket.
+	listTxnsBucket      = `SELECT transactional_id, ` + txnColumns + ` FROM transactions WHERE bucket = ? LIMIT ?`
+	listTxnsBucketAfter = `SELECT transactional_id, ` + txnColumns + ` FROM transactions WHERE bucket = ? AND transactional_id > ? LIMIT ?`
 
 	// txnPageSize is the driver's page size of ListTxns' reads: records can
 	// be large (up to MaxTxnPartitions partitions), so a page of the
@@ -125,25 +124,27 @@ func txnArgs(t bookkeeping.Txn) []any {
 	if !t.Deadline.IsZero() {
 		deadline = t.Deadline
 	}
-	partitions, groups, offsets := t.Partitions, t.Groups, t.Offsets
-	if partitions == nil {
-		partitions = []bookkeeping.TxnPartition{}
-	}
-	if groups == nil {
-		groups = []string{}
-	}
-	if offsets == nil {
-		offsets = []bookkeeping.TxnOffset{}
-	}
-	return []any{t.ProducerID, int(t.Epoch), int(t.Status), t.Timeout.Milliseconds(), deadline, partitions, groups, t.BumpedByCoordinator, t.Version, offsets, t.PrevProducerID}
+	return []any{t.ProducerID, int(t.Epoch), int(t.Status), t.Timeout.Milliseconds(), deadline, nonNil(t.Partitions), nonNil(t.Groups), t.BumpedByCoordinator, t.Version, nonNil(t.Offsets), t.PrevProducerID}
 }
+
+// txnBucket is the bucket of a transactional id's row among n: FNV-1a (32
+// bits) of the id's bytes, modulo n. A stored format: every binary on a
+// keyspace must compute the same bucket (schema v8).
+func txnBucket(id string, n int) int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(id))
+	return int(h.Sum32() % uint32(n))
+}
+
+// bucket is the bucket of id in this keyspace.
+func (s *store) bucket(id string) int { return txnBucket(id, s.txnBuckets) }
 
 // txn reads the record of id serially (completing any Paxos round in
 // flight, so it is the settled outcome of every earlier write); found is
 // false when there is none.
 func (s *store) txn(ctx context.Context, id string) (t bookkeeping.Txn, found bool, err error) {
 	r := txnRow{id: id}
-	err = s.serialRead(selectTxnRow, id).ScanContext(ctx, r.dest()...)
+	err = s.serialRead(selectTxnRow, s.bucket(id), id).ScanContext(ctx, r.dest()...)
 	switch {
 	case errors.Is(err, gocql.ErrNotFound):
 		return bookkeeping.Txn{}, false, nil
@@ -167,45 +168,34 @@ func (s *store) GetTxn(ctx context.Context, transactionalID string) (bookkeeping
 	return t, nil
 }
 
-// PutTxn implements bookkeeping.Transactions: one LWT conditioned on the
-// version (INSERT … IF NOT EXISTS at version 0). An LWT whose outcome is
-// unknown is settled by a serial read: the record as written is success,
-// the version unchanged is a retry, anything else a conflict.
+// PutTxn implements bookkeeping.Transactions: one compare-and-set
+// conditioned on the version (INSERT … IF NOT EXISTS at version 0), which
+// the bucket's batcher sends with the other writes of the bucket waiting
+// at that moment as one conditional batch (txnbatch.go). A write whose
+// outcome is unknown is settled by a serial read: the record as written is
+// success, the version unchanged a retry, anything else a conflict.
 func (s *store) PutTxn(ctx context.Context, t bookkeeping.Txn) (bookkeeping.Txn, error) {
-	wrap := func(err error) error { return fmt.Errorf("put transaction %q: %w", t.TransactionalID, err) }
+	w := s.putWrite(t)
+	if err := s.batches.do(ctx, s.bucket(t.TransactionalID), w); err != nil {
+		return bookkeeping.Txn{}, fmt.Errorf("put transaction %q: %w", t.TransactionalID, err)
+	}
+	return w.next, nil
+}
+
+// putWrite is PutTxn's conditional write of t at its next version.
+func (s *store) putWrite(t bookkeeping.Txn) *txnWrite {
 	next := t
 	next.Version++
-	stmt, args := putTxnIf, append(txnArgs(next), t.TransactionalID, t.Version)
+	w := &txnWrite{next: next, expect: txnExpect{version: t.Version}}
+	b := s.bucket(t.TransactionalID)
+	w.stmt, w.args = putTxnIf, append(txnArgs(next), b, t.TransactionalID, t.Version)
 	switch t.Version {
 	case 0:
-		stmt, args = insertTxnRow, append([]any{t.TransactionalID}, txnArgs(next)...)
+		w.stmt, w.args = insertTxnRow, append([]any{b, t.TransactionalID}, txnArgs(next)...)
 	case 1:
-		stmt, args = putTxnIfV1, args[:len(args)-1]
+		w.stmt, w.args = putTxnIfV1, w.args[:len(w.args)-1]
 	}
-	var err error
-	for range maxCASAttempts {
-		var applied bool
-		applied, err = s.lwt(stmt, args...).MapScanCASContext(ctx, map[string]any{})
-		switch {
-		case err == nil && applied:
-			return next, nil
-		case err == nil:
-			return bookkeeping.Txn{}, wrap(fmt.Errorf("%w: the stored version is not %d", bookkeeping.ErrConflict, t.Version))
-		case !unknownOutcome(err):
-			return bookkeeping.Txn{}, wrap(err)
-		}
-		cur, found, rerr := s.txn(ctx, t.TransactionalID)
-		switch {
-		case rerr != nil:
-			return bookkeeping.Txn{}, wrap(errors.Join(err, rerr))
-		case found && sameTxn(cur, next):
-			return next, nil // it applied (or an identical write did)
-		case found && cur.Version != t.Version, !found && t.Version != 0:
-			return bookkeeping.Txn{}, wrap(fmt.Errorf("%w: the stored version is not %d", bookkeeping.ErrConflict, t.Version))
-		}
-		// Not applied, and nothing else was written: try again.
-	}
-	return bookkeeping.Txn{}, wrap(fmt.Errorf("%d attempts with unknown outcomes, none applied: %w", maxCASAttempts, err))
+	return w
 }
 
 // sameTxn reports whether a and b are the same record.
@@ -213,33 +203,27 @@ func sameTxn(a, b bookkeeping.Txn) bool {
 	return a.TransactionalID == b.TransactionalID && a.ProducerID == b.ProducerID && a.Epoch == b.Epoch &&
 		a.Status == b.Status && a.Timeout == b.Timeout && a.Deadline.Equal(b.Deadline) &&
 		slices.Equal(a.Partitions, b.Partitions) && slices.Equal(a.Groups, b.Groups) &&
-		slices.Equal(a.Offsets, b.Offsets) && a.BumpedByCoordinator == b.BumpedByCoordinator && a.Version == b.Version
+		slices.Equal(a.Offsets, b.Offsets) && a.BumpedByCoordinator == b.BumpedByCoordinator && a.Version == b.Version &&
+		a.PrevProducerID == b.PrevProducerID
 }
 
-// ListTxns implements bookkeeping.Transactions in token order (the
-// partitioner's token of the id, then the id's bytes): the rows sharing
-// after's token with an id above it, then a read of the tokens after it.
-// Reads at the regular consistency.
+// ListTxns implements bookkeeping.Transactions in (bucket, transactional
+// id) order: the ids after `after` in its bucket, then every following
+// bucket in turn. Reads at the regular consistency.
 func (s *store) ListTxns(ctx context.Context, after string, limit int) ([]bookkeeping.Txn, bool, error) {
-	wrap := func(err error) error { return fmt.Errorf("list transactions: %w", err) }
 	txns := []bookkeeping.Txn{}
-	var rest *gocql.Query
-	if after == "" {
-		rest = s.read(listTxnsFrom, limit+1)
-	} else {
-		same, err := s.scanTxns(ctx, s.read(listTxnsSameToken, after), math.MaxInt)
-		if err != nil {
-			return nil, false, wrap(err)
-		}
-		same = slices.DeleteFunc(same, func(t bookkeeping.Txn) bool { return t.TransactionalID <= after })
-		slices.SortFunc(same, func(a, b bookkeeping.Txn) int { return cmp.Compare(a.TransactionalID, b.TransactionalID) })
-		txns = append(txns, same...)
-		rest = s.read(listTxnsAfter, after, max(limit+1-len(txns), 1))
+	first := 0
+	if after != "" {
+		first = s.bucket(after)
 	}
-	if len(txns) <= limit {
-		more, err := s.scanTxns(ctx, rest, limit+1-len(txns))
+	for b := first; b < s.txnBuckets && len(txns) <= limit; b++ {
+		q := s.read(listTxnsBucket, b, limit+1-len(txns))
+		if b == first && after != "" {
+			q = s.read(listTxnsBucketAfter, b, after, limit+1-len(txns))
+		}
+		more, err := s.scanTxns(ctx, q, limit+1-len(txns))
 		if err != nil {
-			return nil, false, wrap(err)
+			return nil, false, fmt.Errorf("list transactions: %w", err)
 		}
 		txns = append(txns, more...)
 	}
@@ -269,4 +253,77 @@ func (s *store) scanTxns(ctx context.Context, q *gocql.Query, n int) ([]bookkeep
 		return nil, err
 	}
 	return out, nil
+}
+
+// The keyspace setting schema v8 writes, and v8's copy of the records.
+const (
+	txnBucketsSetting = "txn_buckets"
+	insertSetting     = `INSERT INTO keyspace_settings (name, value) VALUES (?, ?) IF NOT EXISTS`
+	selectSetting     = `SELECT value FROM keyspace_settings WHERE name = ?`
+	selectOldTxnRows  = `SELECT transactional_id, ` + txnColumns + ` FROM transactional_producers`
+)
+
+// readTxnBuckets reads the keyspace's txn_buckets setting.
+func readTxnBuckets(ctx context.Context, s *gocql.Session, cons gocql.Consistency) (int, error) {
+	var n int64
+	err := s.Query(selectSetting, txnBucketsSetting).Consistency(cons).Idempotent(true).ScanContext(ctx, &n)
+	switch {
+	case errors.Is(err, gocql.ErrNotFound):
+		return 0, fmt.Errorf("no %s setting in keyspace_settings: the migration to schema v8 did not finish (run it again)", txnBucketsSetting)
+	case err != nil:
+		return 0, fmt.Errorf("read the %s setting: %w", txnBucketsSetting, err)
+	case n < 1 || n > maxTxnBuckets:
+		return 0, fmt.Errorf("stored %s setting %d: outside [1, %d]", txnBucketsSetting, n, maxTxnBuckets)
+	}
+	return int(n), nil
+}
+
+// moveTxnsToBuckets is schema v8's data step: it writes the txn_buckets
+// setting (unless a first run of the step already did) and copies every
+// row of transactional_producers into transactions at its bucket, as it
+// is (a column null there stays null). Each copy is INSERT … IF NOT
+// EXISTS: a step run again after an interruption, or by two processes
+// migrating at once, never overwrites a row a v8 binary has written since.
+func moveTxnsToBuckets(ctx context.Context, s *gocql.Session, env migrationEnv) error {
+	lwt := func(stmt string, args ...any) error {
+		_, err := s.Query(stmt, args...).Consistency(env.cons).SerialConsistency(env.serial).MapScanCASContext(ctx, map[string]any{})
+		return err
+	}
+	if err := lwt(insertSetting, txnBucketsSetting, int64(env.txnBuckets)); err != nil && !unknownOutcome(err) {
+		return fmt.Errorf("write the %s setting: %w", txnBucketsSetting, err)
+	}
+	n, err := readTxnBuckets(ctx, s, env.cons)
+	if err != nil {
+		return err
+	}
+	iter := s.Query(selectOldTxnRows).Consistency(env.cons).Idempotent(true).PageSize(txnPageSize).IterContext(ctx)
+	for {
+		r := txnRow{}
+		if !iter.Scan(append([]any{&r.id}, r.dest()...)...) {
+			break
+		}
+		var deadline any
+		if !r.deadline.IsZero() {
+			deadline = r.deadline
+		}
+		args := []any{txnBucket(r.id, n), r.id, r.producerID, r.epoch, r.status, r.timeoutMS, deadline,
+			nonNil(r.partitions), nonNil(r.groups), r.bumped, r.version, nonNil(r.offsets), r.prevID}
+		if err := lwt(insertTxnRow, args...); err != nil {
+			_ = iter.Close()
+			return fmt.Errorf("copy the record of %q to transactions: %w", r.id, err)
+		}
+	}
+	if err := iter.Close(); err != nil {
+		return fmt.Errorf("scan transactional_producers: %w", err)
+	}
+	return nil
+}
+
+// nonNil is s, or an empty slice for nil: lists are written empty, never
+// null (a null cell is a tombstone).
+func nonNil[S ~[]E, E any](s S) S {
+	if s == nil {
+		return S{}
+	}
+	return s
 }
