@@ -142,7 +142,9 @@ type migrationEnv struct {
 func dataMigration(version int) func(ctx context.Context, s *gocql.Session, env migrationEnv) error {
 	switch version {
 	case 3:
-		return func(ctx context.Context, s *gocql.Session, env migrationEnv) error { return backfillGroups(ctx, s, env.cons) }
+		return func(ctx context.Context, s *gocql.Session, env migrationEnv) error {
+			return backfillGroups(ctx, s, env.cons)
+		}
 	case 8:
 		return moveTxnsToBuckets
 	}
