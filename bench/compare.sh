@@ -31,6 +31,9 @@
 #                          Sluice needs ~1.5 min for takeovers on the emulated catalog, and
 #                          every S4 run of both systems in every repetition would not fit the
 #                          45-minute budget
+#   SLUICE_ARGS="..."      more harness/clusterctl `up` flags for Sluice's processes (e.g.
+#                          "--ingest-arg=--cassandra-txn-buckets=4 --fetch-arg=--cassandra-txn-buckets=4");
+#                          the results are then not the defaults'
 #   BENCH_ARGS="..."       more `sluice bench` flags for every run (e.g. "--test-duration 120s"
 #                          for a long look at one scenario); the results are then not the compare's
 #   QUICK=1                short windows, one repetition, s4 at 256 only: proves the harness
@@ -155,7 +158,7 @@ start_sluice() {
   # to offload during a run). Flags and start order: harness/localcluster.
   if ! "$clusterctl" up --dir "$data" --bin "$bin" --bookies 3 --ingests 1 --fetches 1 --compactors 0 \
       --base-port 17500 --pprof --table "$table" --keyspace "$keyspace" \
-      --aws-endpoint "$SLUICE_TEST_AWS_ENDPOINT" --cassandra "$SLUICE_TEST_CASSANDRA" --lambda-endpoint "" >&2; then
+      --aws-endpoint "$SLUICE_TEST_AWS_ENDPOINT" --cassandra "$SLUICE_TEST_CASSANDRA" --lambda-endpoint "" ${SLUICE_ARGS:-} >&2; then
     cp "$data"/log/*.log "$logs/" 2>/dev/null || true
     die "sluice did not start; see $logs"
   fi

@@ -9,6 +9,7 @@ import (
 
 	gocql "github.com/apache/cassandra-gocql-driver/v2"
 	"github.com/spf13/cobra"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/sluicemq/sluice/internal/tlsconf"
 	"github.com/sluicemq/sluice/pkg/bookkeeping"
@@ -22,6 +23,7 @@ type cassandraFlags struct {
 	cassandra string
 	keyspace  string
 	rf        int
+	buckets   int
 	tlsCA     string
 	tlsCert   string
 	tlsKey    string
@@ -40,6 +42,7 @@ func (f *cassandraFlags) register(cmd *cobra.Command, usage string) {
 	fs.StringVar(&f.cassandra, "cassandra", "", "comma-separated Cassandra contact points host[:port] "+usage)
 	fs.StringVar(&f.keyspace, "keyspace", "sluice", "Cassandra keyspace (created and migrated at start-up)")
 	fs.IntVar(&f.rf, "replication-factor", 3, "replication factor of the keyspace when this process creates it (per data center; 1 for a single-node Cassandra)")
+	fs.IntVar(&f.buckets, "cassandra-txn-buckets", 1, "Cassandra partitions (buckets) of the transactions table, set when this process migrates the keyspace to schema v8 and fixed after: one batches more compare-and-sets per Paxos round; more spread many ingest copies or transactional ids")
 	fs.StringVar(&f.tlsCA, "cassandra-tls-ca", "", "CA certificates (PEM) of Cassandra's certificates: connect over TLS, checking the nodes' host names")
 	fs.StringVar(&f.tlsCert, "cassandra-tls-cert", "", "client certificate (PEM) for Cassandra nodes that require one, with --cassandra-tls-key")
 	fs.StringVar(&f.tlsKey, "cassandra-tls-key", "", "the key of --cassandra-tls-cert (PEM)")
@@ -73,6 +76,11 @@ func (f *cassandraFlags) check(c *flagCheck, required bool) {
 		c.badf("--replication-factor 0: want 1 or more")
 	} else if err := (bkcassandra.Config{Hosts: []string{"h"}, Replication: bkcassandra.Replication{Factor: f.rf}}).Validate(); err != nil {
 		c.badf("--replication-factor %d: %v", f.rf, err)
+	}
+	if f.buckets < 1 {
+		c.badf("--cassandra-txn-buckets %d: want 1 or more", f.buckets)
+	} else if err := (bkcassandra.Config{Hosts: []string{"h"}, TxnBuckets: f.buckets}).Validate(); err != nil {
+		c.badf("--cassandra-txn-buckets %d: %v", f.buckets, err)
 	}
 }
 
@@ -129,7 +137,7 @@ func (f *cassandraFlags) configure() (func(*gocql.ClusterConfig), error) {
 }
 
 // open opens the store (nil, nil without --cassandra).
-func (f *cassandraFlags) open(ctx context.Context, log *slog.Logger) (*bookkeeping.Store, error) {
+func (f *cassandraFlags) open(ctx context.Context, log *slog.Logger, mp metric.MeterProvider) (*bookkeeping.Store, error) {
 	if f.cassandra == "" {
 		return nil, nil
 	}
@@ -138,7 +146,7 @@ func (f *cassandraFlags) open(ctx context.Context, log *slog.Logger) (*bookkeepi
 		return nil, err
 	}
 	bk, err := bkcassandra.Open(ctx, bkcassandra.Config{Hosts: f.hosts, Keyspace: f.keyspace,
-		Replication: bkcassandra.Replication{Factor: f.rf}, Logger: log, Now: wallNow, Configure: configure})
+		Replication: bkcassandra.Replication{Factor: f.rf}, TxnBuckets: f.buckets, MeterProvider: mp, Logger: log, Now: wallNow, Configure: configure})
 	if err != nil {
 		return nil, fmt.Errorf("open Cassandra bookkeeping at %s: %w (is Cassandra up? localstack/stack.sh up cassandra)", f.cassandra, err)
 	}

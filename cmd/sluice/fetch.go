@@ -124,7 +124,7 @@ func runFetch(ctx context.Context, f fetchFlags, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	bk, err := f.cassandraFlags.open(ctx, tel.Logger)
+	bk, err := f.cassandraFlags.open(ctx, tel.Logger, tel.MeterProvider)
 	if err != nil {
 		return err
 	}

@@ -136,7 +136,7 @@ func runIngest(ctx context.Context, f ingestFlags, stdout, stderr io.Writer) err
 	}
 	deps := ingest.Deps{Catalog: cat, Ledgers: ingest.LedgerClient(ledgers), Forward: ingest.Forwarder(peers), Partitions: ingest.PartitionClients(peers), Schemas: cat,
 		Authorize: authorizeProduce(az), Meters: tel.MeterProvider, Tracer: tel.TracerProvider}
-	bk, err := f.cassandraFlags.open(ctx, tel.Logger)
+	bk, err := f.cassandraFlags.open(ctx, tel.Logger, tel.MeterProvider)
 	if err != nil {
 		return err
 	}

@@ -101,7 +101,7 @@
 // and leaves the record idle, and refuses (ErrConflict, nothing written)
 // while a transaction is open or ending, which only the coordinator may end.
 // [Transactions.ListTxns] pages through every record for the sweeper, in the
-// backend's order (id order embedded, token order on Cassandra). The store
+// backend's order (id order embedded, (bucket, id) order on Cassandra). The store
 // keeps Timeout and Deadline to the millisecond; it checks the fields'
 // bounds, not the coordinator's rules.
 //

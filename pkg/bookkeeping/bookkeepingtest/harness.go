@@ -58,7 +58,7 @@ type Store struct {
 	Timing       Timing
 	// ListTxnsInIDOrder: the backend's ListTxns lists transactional ids in
 	// byte order (the embedded store), and the suite checks that order.
-	// Without it (Cassandra lists in token order) the suite checks only
+	// Without it (Cassandra lists in (bucket, id) order) the suite checks only
 	// what the contract asks of any order: one total order that every page
 	// size and every cursor follows.
 	ListTxnsInIDOrder bool

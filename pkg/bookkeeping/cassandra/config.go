@@ -11,6 +11,7 @@ import (
 	"time"
 
 	gocql "github.com/apache/cassandra-gocql-driver/v2"
+	"go.opentelemetry.io/otel/metric"
 )
 
 // Config configures Open. The zero value of every field but Hosts is a safe
@@ -56,6 +57,10 @@ type Config struct {
 	// batch more, more buckets spread the records and the processes'
 	// rounds over more partitions. In [1, 4096]; 0 means the default, 1.
 	TxnBuckets int
+	// MeterProvider receives the store's metrics (txnbatch.go:
+	// sluice_bookkeeping_txn_rounds_total and _writes_total). Default:
+	// none.
+	MeterProvider metric.MeterProvider
 	// Logger receives the driver's messages. Default: discarded.
 	Logger *slog.Logger
 	// Now is the clock of members' heartbeat_at. Default time.Now. (The

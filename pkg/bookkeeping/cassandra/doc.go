@@ -13,7 +13,9 @@
 //	group_topics         ((group_id), topic)                  topics of a group, for listing
 //	consumer_groups      ((bucket), group_id)                 every group, for ListGroups (bucket 0)
 //	producer_id_blocks   ((name))                             next unreserved producer id
-//	transactional_producers ((transactional_id))              producer id + epoch; transaction state (v5)
+//	transactions         ((bucket), transactional_id)         producer id + epoch; transaction state (v8)
+//	keyspace_settings    ((name))                             txn_buckets, fixed at v8
+//	transactional_producers ((transactional_id))              before v8; copied to transactions, unused
 //	schema_version       ((version))                          applied migrations
 //
 // The lease (owner, epoch) and the committed offset of a partition live in
@@ -52,6 +54,10 @@
 // and never the empty string (Commit and Reset require an id), so a null
 // read as "" is unambiguous, and conditions match it with a null bind value
 // or `IN (?, null)`.
+//
+// The writes of transactional ids' records are group-committed per bucket
+// (txnbatch.go): the writes of one bucket that arrive while its round is in
+// flight go as the next conditional batch, one Paxos round for all.
 //
 // An LWT that times out has an unknown outcome. Acquire, the producer id
 // calls and PutTxn settle it by a serial read (which completes any in-flight
@@ -127,15 +133,17 @@
 // never undone; PutTxn's does not (it does not know what it replaces), so
 // the coordinator must not run while binaries older than v5 serve
 // InitProducer. GetTxn is a serial read (linearizable); ListTxns pages the
-// table in token order (the partitioner's token of the id, then the id's
-// bytes): a page after id reads the rows of id's token above it
-// (`token(transactional_id) = token(?)`), then `token(transactional_id) >
-// token(?) LIMIT n`, at the regular consistency. Timeouts and deadlines are
+// table in (bucket, id) order: a page after id reads the rest of id's
+// bucket (`transactional_id > ?`), then the following buckets in turn, at
+// the regular consistency (schema v8; token order before). Timeouts and deadlines are
 // stored in milliseconds (the timestamp type's precision). Schema v6 adds
 // the transaction's consumer offsets (offsets, a frozen list of tuples);
 // null on older rows, read as none. Schema v7 adds prev_producer_id, the
 // producer id an EndTxn replaced when its epochs were spent; null on older
-// rows, read as 0.
+// rows, read as 0. Schema v8 moves every record to the bucketed table
+// transactions (same columns; the data step copies them) and records the
+// number of buckets in keyspace_settings; binaries before v8 must not run
+// beside it (they would write the old table).
 //
 // CommitTxnOffsets applies a committed transaction's offsets per (group,
 // topic): a serial read of the partitions' rows, then one conditional batch

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	gocql "github.com/apache/cassandra-gocql-driver/v2"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/sluicemq/sluice/pkg/bookkeeping"
 )
@@ -26,6 +27,7 @@ type store struct {
 	// at open: every record's bucket is txnBucket(id, txnBuckets).
 	txnBuckets int
 	batches    *txnBatcher // every write of a transactional id's record
+	metrics    metric.Registration // nil without Config.MeterProvider
 }
 
 var _ bookkeeping.Driver = (*store)(nil)
@@ -76,6 +78,10 @@ func open(ctx context.Context, cfg Config) (*store, error) {
 		session.Close()
 		return nil, fmt.Errorf("cassandra bookkeeping: keyspace %s: %w", cfg.Keyspace, err)
 	}
+	if s.metrics, err = s.batches.register(cfg.MeterProvider); err != nil {
+		session.Close()
+		return nil, fmt.Errorf("cassandra bookkeeping: metrics: %w", err)
+	}
 	if cfg.TxnBuckets != 0 && cfg.TxnBuckets != s.txnBuckets {
 		cfg.Logger.Warn("cassandra bookkeeping: the keyspace's transaction buckets were set when it was migrated to schema v8; the configured number is not used",
 			"keyspace", cfg.Keyspace, "stored", s.txnBuckets, "configured", cfg.TxnBuckets)
@@ -122,6 +128,9 @@ func createKeyspace(ctx context.Context, cfg Config) error {
 // Close closes the session.
 func (s *store) Close() error {
 	s.session.Close()
+	if s.metrics != nil {
+		return s.metrics.Unregister()
+	}
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	gocql "github.com/apache/cassandra-gocql-driver/v2"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/sluicemq/sluice/pkg/bookkeeping"
 )
@@ -276,6 +277,35 @@ func (b *txnBatcher) exec(bucket int, batch []*txnWrite) (again []*txnWrite) {
 		}
 	}
 	return again
+}
+
+// Metric names (docs/metrics.md).
+const (
+	metricTxnRounds = "sluice_bookkeeping_txn_rounds_total"
+	metricTxnWrites = "sluice_bookkeeping_txn_writes_total"
+)
+
+// register reports rounds and rows to mp (nil: nothing to register).
+func (b *txnBatcher) register(mp metric.MeterProvider) (metric.Registration, error) {
+	if mp == nil {
+		return nil, nil
+	}
+	m := mp.Meter("github.com/sluicemq/sluice/pkg/bookkeeping/cassandra")
+	rounds, err := m.Int64ObservableCounter(metricTxnRounds, metric.WithUnit("{round}"),
+		metric.WithDescription("conditional batches (Paxos rounds) that wrote transactional ids' records"))
+	if err != nil {
+		return nil, err
+	}
+	writes, err := m.Int64ObservableCounter(metricTxnWrites, metric.WithUnit("{write}"),
+		metric.WithDescription("writes of transactional ids' records those rounds carried (per round: the batching achieved)"))
+	if err != nil {
+		return nil, err
+	}
+	return m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		o.ObserveInt64(rounds, b.rounds.Load())
+		o.ObserveInt64(writes, b.rows.Load())
+		return nil
+	}, rounds, writes)
 }
 
 // conflict is the error of a write whose condition failed.

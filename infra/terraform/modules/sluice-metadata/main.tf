@@ -91,7 +91,7 @@ locals {
       ttl                    = false
       client_side_timestamps = false
     }
-    # v2, v5 (version ... groups), v6 (offsets), v7 (prev_producer_id)
+    # v2, v5 (version ... groups), v6 (offsets), v7 (prev_producer_id); unused from v8
     transactional_producers = {
       columns = {
         transactional_id      = "text"
@@ -108,6 +108,40 @@ locals {
         prev_producer_id      = "bigint"
       }
       partition_key          = ["transactional_id"]
+      clustering_key         = []
+      ttl                    = false
+      client_side_timestamps = false
+    }
+    # v8: transactional_producers' records, partitioned by bucket (the services' migration
+    # copies the rows and writes txn_buckets into keyspace_settings at start-up)
+    transactions = {
+      columns = {
+        bucket                = "int"
+        transactional_id      = "text"
+        producer_id           = "bigint"
+        epoch                 = "int"
+        version               = "bigint"
+        status                = "int"
+        timeout_ms            = "bigint"
+        deadline              = "timestamp"
+        bumped_by_coordinator = "boolean"
+        partitions            = "frozen<list<frozen<tuple<text, int>>>>"
+        groups                = "frozen<list<text>>"
+        offsets               = "frozen<list<frozen<tuple<text, text, text, int, bigint>>>>"
+        prev_producer_id      = "bigint"
+      }
+      partition_key          = ["bucket"]
+      clustering_key         = ["transactional_id"]
+      ttl                    = false
+      client_side_timestamps = false
+    }
+    # v8
+    keyspace_settings = {
+      columns = {
+        name  = "text"
+        value = "bigint"
+      }
+      partition_key          = ["name"]
       clustering_key         = []
       ttl                    = false
       client_side_timestamps = false
