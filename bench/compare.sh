@@ -211,6 +211,10 @@ run() {
       --kafka-topic-config flush.messages=1) ;;
     sluice) args+=(--driver sluice --sluice-addr "$ingest_addr" --sluice-fetch-addr "$fetch_addr" --server-pids "$sluice_pids") ;;
   esac
+  # Cassandra works on after a transactional run (memtable flushes, compactions of the Paxos
+  # state): let it settle before each of Sluice's runs, not only the first, so one run's
+  # aftermath is not the next one's load.
+  if [ "$sys" = sluice ]; then settle_cassandra; fi
   say "$sys $w (rep $rep)"
   profile "$sys" "$w" "$rep"
   echo "$(date -u +%FT%TZ) $sys $w r$rep: load $(cut -d' ' -f1-3 /proc/loadavg)" >> "$out/load.txt"
