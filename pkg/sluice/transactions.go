@@ -110,6 +110,20 @@ type TransactionalProducer struct {
 	// buffered: bytes of records sent since the last flush (bounded by
 	// maxBuffered: Send flushes beyond it).
 	buffered int64
+	// adding is the AddPartitionsToTxn call Send started for the first
+	// partition new to the transaction, so that the coordinator's
+	// compare-and-set runs while records are buffered rather than on
+	// Commit's path (Kafka's producer sends it ahead too); nil when none
+	// is pending. Partitions new while it is pending are added by flush.
+	// Its partitions are in added; flush and Abort wait for it.
+	adding *txnAdd
+}
+
+// txnAdd is an AddPartitionsToTxn call in the background.
+type txnAdd struct {
+	parts []TopicPartition
+	done  chan struct{} // closed when err is set
+	err   error
 }
 
 type txnTopic struct {
@@ -189,7 +203,7 @@ func (t *TransactionalProducer) Begin() error {
 	t.added = make(map[TopicPartition]bool)
 	t.seq = make(map[TopicPartition]int32)
 	t.filling = make(map[TopicPartition]*record.Builder)
-	t.ready, t.buffered = nil, 0
+	t.ready, t.buffered, t.adding = nil, 0, nil
 	return nil
 }
 
@@ -218,6 +232,9 @@ func (t *TransactionalProducer) Send(ctx context.Context, r *Record) error {
 		return fmt.Errorf("%w: %w", ErrInvalidRecord, err)
 	}
 	tp := TopicPartition{Topic: r.Topic, Partition: p}
+	if !t.added[tp] && t.adding == nil {
+		t.addAhead(ctx, tp)
+	}
 	ts := r.Timestamp.UnixMilli()
 	if r.Timestamp.IsZero() {
 		ts = time.Now().UnixMilli()
@@ -297,7 +314,51 @@ func (t *TransactionalProducer) Flush(ctx context.Context) error {
 	return t.flush(ctx)
 }
 
+// addAhead starts adding tp to the transaction in the background.
+func (t *TransactionalProducer) addAhead(ctx context.Context, tp TopicPartition) {
+	a := &txnAdd{parts: []TopicPartition{tp}, done: make(chan struct{})}
+	t.added[tp], t.adding = true, a
+	req := &sluicev1.AddPartitionsToTxnRequest{Session: t.session(),
+		Topics: []*sluicev1.TxnTopic{{Topic: tp.Topic, Partitions: []int32{tp.Partition}}}}
+	// Send's context may end when Send returns: the call is bounded by
+	// the retry timeout instead, and flush gives up waiting with its own.
+	ctx = context.WithoutCancel(ctx)
+	go func() {
+		a.err = t.retry(ctx, "AddPartitionsToTxn", func(ctx context.Context) error {
+			_, err := t.client.producer.AddPartitionsToTxn(ctx, connect.NewRequest(req))
+			return err
+		})
+		close(a.done)
+	}()
+}
+
+// awaitAdd waits for the background AddPartitionsToTxn call, if any: its
+// error fails the transaction (its partitions are no longer counted as
+// added). ctx ending first leaves it pending.
+func (t *TransactionalProducer) awaitAdd(ctx context.Context) error {
+	a := t.adding
+	if a == nil {
+		return nil
+	}
+	select {
+	case <-a.done:
+	case <-ctx.Done():
+		return fmt.Errorf("AddPartitionsToTxn (transactional id %q): %w", t.tid, ctx.Err())
+	}
+	t.adding = nil
+	if a.err != nil {
+		for _, tp := range a.parts {
+			delete(t.added, tp)
+		}
+		return t.fail(a.err)
+	}
+	return nil
+}
+
 func (t *TransactionalProducer) flush(ctx context.Context) error {
+	if err := t.awaitAdd(ctx); err != nil {
+		return err
+	}
 	for tp := range t.filling {
 		if err := t.seal(tp); err != nil {
 			return t.fail(err)
@@ -457,6 +518,17 @@ func (t *TransactionalProducer) Abort(ctx context.Context) error {
 		return ErrNoTransaction
 	}
 	t.filling, t.ready, t.buffered = nil, nil, 0
+	if a := t.adding; a != nil {
+		// Its outcome does not matter to an abort, but it must reach the
+		// coordinator first (an add after EndTxn would be fenced, yet
+		// could race it).
+		select {
+		case <-a.done:
+		case <-ctx.Done():
+			return fmt.Errorf("abort (transactional id %q): waiting for AddPartitionsToTxn: %w", t.tid, ctx.Err())
+		}
+		t.adding = nil
+	}
 	return t.end(ctx, false)
 }
 

@@ -454,3 +454,53 @@ func TestClusterRunTransactionsStartsOverWhenFencedWhileLeased(t *testing.T) {
 	}
 	wantCopiedOnce(t, readCommitted(t, c, "out", 1), n)
 }
+
+// The first record of a transaction adds its partition in the background
+// (the coordinator's compare-and-set off Commit's path): the transaction is
+// ongoing with that partition before anything is flushed, and a commit
+// after it stores the records as usual.
+func TestClusterTransactionalProducerAddsItsPartitionAhead(t *testing.T) {
+	tc := startCluster(t, nil)
+	c := tc.client()
+	ctx := contextWithTimeout(t, 60*time.Second)
+	if _, err := c.CreateTopic(ctx, "ahead", 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.NewTransactionalProducer(ctx, "ahead-w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(ctx)
+	if err := p.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Send(ctx, sluice.NewRecord("ahead", nil, []byte("v0"))); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		rec, err := tc.c.Bookkeeping.GetTxn(ctx, "ahead-w")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Status == bookkeeping.TxnOngoing && len(rec.Partitions) == 1 && rec.Partitions[0].Partition == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("10 s after the first Send, with nothing flushed, the record is %+v; want the transaction ongoing with partition 0", rec)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := readCommitted(t, c, "ahead", 1); len(got) != 0 {
+		t.Fatalf("read_committed sees %v before the commit", got)
+	}
+	if err := p.Send(ctx, sluice.NewRecord("ahead", nil, []byte("v1"))); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := readCommitted(t, c, "ahead", 1); len(got) != 2 {
+		t.Fatalf("read_committed after the commit: %v; want v0 and v1", got)
+	}
+}
