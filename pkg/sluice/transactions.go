@@ -43,6 +43,7 @@ type txnConfig struct {
 	batchBytes   int
 	retryTimeout time.Duration
 	maxBuffered  int64
+	linger       time.Duration
 }
 
 // DefaultTxnMaxBuffered is how many bytes of records a TransactionalProducer
@@ -55,6 +56,16 @@ const DefaultTxnMaxBuffered = 32 << 20
 // it goes, not held in memory until Commit.
 func WithTxnMaxBuffered(n int64) TxnOption {
 	return func(c *txnConfig) { c.maxBuffered = n }
+}
+
+// WithTxnLinger is how long a record may wait in the producer before Send
+// hands what is buffered for the transaction's partitions to a produce in
+// the background (default DefaultLinger, as the Producer's; 0: records
+// wait for Flush or Commit). Records sent ahead are stored, still
+// invisible to read_committed readers until the commit, so Commit has
+// only the rest to write before it ends the transaction.
+func WithTxnLinger(d time.Duration) TxnOption {
+	return func(c *txnConfig) { c.linger = d }
 }
 
 // WithTransactionTimeout is how long a transaction may stay open before
@@ -117,6 +128,19 @@ type TransactionalProducer struct {
 	// is pending. Partitions new while it is pending are added by flush.
 	// Its partitions are in added; flush and Abort wait for it.
 	adding *txnAdd
+	// sending is the produce Send started in the background (linger):
+	// one at a time, so a partition's batches are stored in sequence
+	// order; flush and Abort wait for it, and its failure fails the
+	// transaction. oldest is when the oldest record not handed to a
+	// produce was buffered (zero: none).
+	sending *txnSend
+	oldest  time.Time
+}
+
+// txnSend is a produce in the background.
+type txnSend struct {
+	done chan struct{} // closed when err is set
+	err  error
 }
 
 // txnAdd is an AddPartitionsToTxn call in the background.
@@ -145,7 +169,8 @@ type txnBatch struct {
 // retrying within ctx — while a transaction an older session left is
 // aborted or completed.
 func (c *Client) NewTransactionalProducer(ctx context.Context, transactionalID string, opts ...TxnOption) (*TransactionalProducer, error) {
-	cfg := txnConfig{timeout: time.Minute, batchBytes: 1 << 20, retryTimeout: 30 * time.Second, maxBuffered: DefaultTxnMaxBuffered}
+	cfg := txnConfig{timeout: time.Minute, batchBytes: 1 << 20, retryTimeout: 30 * time.Second, maxBuffered: DefaultTxnMaxBuffered,
+		linger: DefaultLinger}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -158,6 +183,8 @@ func (c *Client) NewTransactionalProducer(ctx context.Context, transactionalID s
 		return nil, fmt.Errorf("%w: WithTxnMaxBuffered %d is below 1 KiB", ErrInvalidOption, cfg.maxBuffered)
 	case cfg.retryTimeout <= 0:
 		return nil, fmt.Errorf("%w: WithTxnRetryTimeout %v must be positive", ErrInvalidOption, cfg.retryTimeout)
+	case cfg.linger < 0 || cfg.linger > time.Minute:
+		return nil, fmt.Errorf("%w: WithTxnLinger %v outside [0, 1m]", ErrInvalidOption, cfg.linger)
 	}
 	t := &TransactionalProducer{client: c, tid: transactionalID, cfg: cfg, topics: make(map[string]*txnTopic)}
 	var resp *connect.Response[sluicev1.InitProducerResponse]
@@ -203,7 +230,7 @@ func (t *TransactionalProducer) Begin() error {
 	t.added = make(map[TopicPartition]bool)
 	t.seq = make(map[TopicPartition]int32)
 	t.filling = make(map[TopicPartition]*record.Builder)
-	t.ready, t.buffered, t.adding = nil, 0, nil
+	t.ready, t.buffered, t.adding, t.sending, t.oldest = nil, 0, nil, nil, time.Time{}
 	return nil
 }
 
@@ -261,6 +288,9 @@ func (t *TransactionalProducer) Send(ctx context.Context, r *Record) error {
 		switch {
 		case err == nil:
 			t.buffered += recordSize(r)
+			if t.oldest.IsZero() {
+				t.oldest = time.Now()
+			}
 			if b.Size() >= t.cfg.batchBytes {
 				if err := t.seal(tp); err != nil {
 					return err
@@ -269,7 +299,7 @@ func (t *TransactionalProducer) Send(ctx context.Context, r *Record) error {
 			if t.buffered >= t.cfg.maxBuffered {
 				return t.flush(ctx)
 			}
-			return nil
+			return t.sendAhead(ctx)
 		case errors.Is(err, record.ErrBatchFull) && b.Len() > 0 && attempt == 0:
 			if err := t.seal(tp); err != nil {
 				return err
@@ -284,7 +314,12 @@ func (t *TransactionalProducer) Send(ctx context.Context, r *Record) error {
 
 // seal builds tp's filling batch and queues it; its sequence numbers are
 // taken.
-func (t *TransactionalProducer) seal(tp TopicPartition) error {
+func (t *TransactionalProducer) seal(tp TopicPartition) error { return t.sealAs(tp, true) }
+
+// sealAs is seal; rotate says whether the sticky partitioner moves on (a
+// batch sealed only to be sent ahead does not end the partition's turn:
+// a transaction keeps touching few partitions).
+func (t *TransactionalProducer) sealAs(tp TopicPartition, rotate bool) error {
 	b := t.filling[tp]
 	delete(t.filling, tp)
 	if b == nil || b.Len() == 0 {
@@ -297,7 +332,7 @@ func (t *TransactionalProducer) seal(tp TopicPartition) error {
 	}
 	t.seq[tp] = addSeq(t.seq[tp], n)
 	t.ready = append(t.ready, txnBatch{tp, data})
-	if tm := t.topics[tp.Topic]; tm != nil {
+	if tm := t.topics[tp.Topic]; rotate && tm != nil {
 		tm.part.BatchDone(tp.Partition)
 	}
 	return nil
@@ -359,6 +394,9 @@ func (t *TransactionalProducer) flush(ctx context.Context) error {
 	if err := t.awaitAdd(ctx); err != nil {
 		return err
 	}
+	if err := t.awaitSend(ctx); err != nil {
+		return err
+	}
 	for tp := range t.filling {
 		if err := t.seal(tp); err != nil {
 			return t.fail(err)
@@ -395,13 +433,109 @@ func (t *TransactionalProducer) flush(ctx context.Context) error {
 	if err := t.produce(ctx, t.ready); err != nil {
 		return t.fail(err)
 	}
-	t.ready, t.buffered = nil, 0
+	t.ready, t.buffered, t.oldest = nil, 0, time.Time{}
+	return nil
+}
+
+// sendAhead hands the records buffered for the transaction's partitions
+// to a produce in the background once the oldest has waited the linger,
+// unless a produce is still in flight. Partitions not yet added wait for
+// flush, which adds them first. A produce that failed fails the
+// transaction here.
+func (t *TransactionalProducer) sendAhead(ctx context.Context) error {
+	if t.cfg.linger <= 0 || t.oldest.IsZero() || time.Since(t.oldest) < t.cfg.linger {
+		return nil
+	}
+	if s := t.sending; s != nil {
+		select {
+		case <-s.done:
+		default:
+			return nil
+		}
+		t.sending = nil
+		if s.err != nil {
+			return t.fail(s.err)
+		}
+	}
+	for tp := range t.filling {
+		if t.added[tp] {
+			if err := t.sealAs(tp, false); err != nil {
+				return t.fail(err)
+			}
+		}
+	}
+	var batches, rest []txnBatch
+	for _, b := range t.ready {
+		if t.added[b.tp] {
+			batches = append(batches, b)
+		} else {
+			rest = append(rest, b)
+		}
+	}
+	if len(batches) == 0 {
+		return nil
+	}
+	t.ready = rest
+	if len(rest) == 0 && len(t.filling) == 0 {
+		t.buffered, t.oldest = 0, time.Time{}
+	} else {
+		t.oldest = time.Now() // what stays waits a linger more at most
+	}
+	s := &txnSend{done: make(chan struct{})}
+	t.sending = s
+	add, sess := t.adding, t.sessionIDs()
+	ctx = context.WithoutCancel(ctx) // as addAhead's
+	go func() {
+		defer close(s.done)
+		if add != nil {
+			<-add.done
+			if add.err != nil {
+				s.err = add.err
+				return
+			}
+		}
+		s.err = t.produceAs(ctx, sess, batches)
+	}()
+	return nil
+}
+
+// awaitSend waits for the background produce, if any: its error fails the
+// transaction. ctx ending first leaves it pending.
+func (t *TransactionalProducer) awaitSend(ctx context.Context) error {
+	s := t.sending
+	if s == nil {
+		return nil
+	}
+	select {
+	case <-s.done:
+	case <-ctx.Done():
+		return fmt.Errorf("produce (transactional id %q): %w", t.tid, ctx.Err())
+	}
+	t.sending = nil
+	if s.err != nil {
+		return t.fail(s.err)
+	}
 	return nil
 }
 
 // produce stores batches on ProduceStreams, retrying the ones that fail
 // retriably (the same bytes: the server deduplicates a batch it stored).
 func (t *TransactionalProducer) produce(ctx context.Context, batches []txnBatch) error {
+	return t.produceAs(ctx, t.sessionIDs(), batches)
+}
+
+// txnIDs are a session's producer id and epoch, as a background call
+// captured them.
+type txnIDs struct {
+	pid   int64
+	epoch int16
+}
+
+func (t *TransactionalProducer) sessionIDs() txnIDs { return txnIDs{t.pid, t.epoch} }
+
+// produceAs is produce for the session sess (safe without mu: it reads
+// only what never changes, so Send may run it in the background).
+func (t *TransactionalProducer) produceAs(ctx context.Context, sess txnIDs, batches []txnBatch) error {
 	left := batches
 	return t.retry(ctx, "produce", func(ctx context.Context) error {
 		sctx, cancel := context.WithCancel(ctx)
@@ -410,7 +544,7 @@ func (t *TransactionalProducer) produce(ctx context.Context, batches []txnBatch)
 		defer func() { _ = st.CloseResponse() }()
 		for i, b := range left {
 			req := &sluicev1.ProduceStreamRequest{CorrelationId: uint64(i), AnyOrder: true, TransactionalId: t.tid,
-				ProducerId: t.pid, ProducerEpoch: int32(t.epoch),
+				ProducerId: sess.pid, ProducerEpoch: int32(sess.epoch),
 				Request: &sluicev1.ProduceRequest{Topic: b.tp.Topic, Batches: []*sluicev1.EncodedBatch{{Partition: b.tp.Partition, Data: b.data}}}}
 			if err := st.Send(req); err != nil {
 				return err
@@ -517,17 +651,25 @@ func (t *TransactionalProducer) Abort(ctx context.Context) error {
 	if !t.open {
 		return ErrNoTransaction
 	}
-	t.filling, t.ready, t.buffered = nil, nil, 0
+	t.filling, t.ready, t.buffered, t.oldest = nil, nil, 0, time.Time{}
+	// The background calls' outcomes do not matter to an abort, but they
+	// must reach the server first (a late one would be fenced by the
+	// abort's epoch, yet could race it).
 	if a := t.adding; a != nil {
-		// Its outcome does not matter to an abort, but it must reach the
-		// coordinator first (an add after EndTxn would be fenced, yet
-		// could race it).
 		select {
 		case <-a.done:
 		case <-ctx.Done():
 			return fmt.Errorf("abort (transactional id %q): waiting for AddPartitionsToTxn: %w", t.tid, ctx.Err())
 		}
 		t.adding = nil
+	}
+	if st := t.sending; st != nil {
+		select {
+		case <-st.done:
+		case <-ctx.Done():
+			return fmt.Errorf("abort (transactional id %q): waiting for a produce: %w", t.tid, ctx.Err())
+		}
+		t.sending = nil
 	}
 	return t.end(ctx, false)
 }

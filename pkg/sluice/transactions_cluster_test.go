@@ -504,3 +504,77 @@ func TestClusterTransactionalProducerAddsItsPartitionAhead(t *testing.T) {
 		t.Fatalf("read_committed after the commit: %v; want v0 and v1", got)
 	}
 }
+
+// With a linger, Send writes what waited that long in the background: the
+// records are stored (still invisible to read_committed readers) before any
+// Flush, the transaction stays on its sticky partition, and Commit makes
+// them all visible.
+func TestClusterTransactionalProducerSendsAhead(t *testing.T) {
+	tc := startCluster(t, nil)
+	c := tc.client()
+	ctx := contextWithTimeout(t, 60*time.Second)
+	if _, err := c.CreateTopic(ctx, "linger", 4, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.NewTransactionalProducer(ctx, "bad", sluice.WithTxnLinger(-time.Millisecond)); !errors.Is(err, sluice.ErrInvalidOption) {
+		t.Fatalf("WithTxnLinger(-1ms): %v; want ErrInvalidOption", err)
+	}
+	p, err := c.NewTransactionalProducer(ctx, "linger-w", sluice.WithTxnLinger(time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(ctx)
+	if err := p.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	stored := func() int64 {
+		info, err := c.DescribeTopic(ctx, "linger")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n int64
+		for _, part := range info.GetPartitions() {
+			n += part.GetEndOffset()
+		}
+		return n
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for i := 0; stored() == 0; i++ {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d records sent over 10 s with a 1 ms linger and no Flush; none stored", i)
+		}
+		if err := p.Send(ctx, sluice.NewRecord("linger", nil, fmt.Appendf(nil, "v%03d", i))); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	if got := readCommitted(t, c, "linger", 4); len(got) != 0 {
+		t.Fatalf("read_committed sees %d records of an open transaction", len(got))
+	}
+	for i := range 20 {
+		if err := p.Send(ctx, sluice.NewRecord("linger", nil, fmt.Appendf(nil, "w%03d", i))); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	if err := p.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := readCommitted(t, c, "linger", 4)
+	if n := stored(); len(got) < 21 || int64(len(got)) > n {
+		t.Fatalf("read_committed after the commit: %d records (%d offsets stored); want every record sent", len(got), n)
+	}
+	info, err := c.DescribeTopic(ctx, "linger")
+	if err != nil {
+		t.Fatal(err)
+	}
+	touched := 0
+	for _, part := range info.GetPartitions() {
+		if part.GetEndOffset() > 0 {
+			touched++
+		}
+	}
+	if touched != 1 {
+		t.Fatalf("the transaction's keyless records went to %d partitions; want its one sticky partition", touched)
+	}
+}

@@ -347,7 +347,7 @@ func (d *Driver) Describe(ctx context.Context, topic string) (map[string]string,
 		out["client.auth"] = "bearer token (Authorization: Bearer) on every call"
 	}
 	if d.cfg.TxnSize > 0 {
-		out["producer.transactions"] = fmt.Sprintf("a transaction every %d messages (TransactionalProducer: flush, EndTxn)", d.cfg.TxnSize)
+		out["producer.transactions"] = fmt.Sprintf("a transaction every %d messages (TransactionalProducer: its first partition added and records written ahead after the linger, then flush, EndTxn)", d.cfg.TxnSize)
 	}
 	if d.cfg.ReadCommitted {
 		out["consumer.isolation"] = "read_committed"
@@ -378,7 +378,7 @@ func (d *Driver) NewProducer(ctx context.Context, topic string) (loadgen.Produce
 		return nil, err
 	}
 	if d.cfg.TxnSize > 0 {
-		return newTxnProducer(ctx, d.c, topic, d.cfg.TxnSize, f)
+		return newTxnProducer(ctx, d.c, topic, d.cfg.TxnSize, d.cfg.Linger, f)
 	}
 	// No compression, as the Kafka driver: the load generator reuses one
 	// random payload per producer, so batches of it compress far better
@@ -466,9 +466,13 @@ type txnProducer struct {
 // txnIDs numbers the benchmark's transactional ids within the process.
 var txnIDs atomic.Int64
 
-func newTxnProducer(ctx context.Context, c *sluice.Client, topic string, size int, f *avroFramer) (*txnProducer, error) {
+func newTxnProducer(ctx context.Context, c *sluice.Client, topic string, size int, linger time.Duration, f *avroFramer) (*txnProducer, error) {
 	id := fmt.Sprintf("bench-%d-%d", time.Now().UnixNano(), txnIDs.Add(1))
-	p, err := c.NewTransactionalProducer(ctx, id, sluice.WithTxnCompression(record.CodecNone))
+	opts := []sluice.TxnOption{sluice.WithTxnCompression(record.CodecNone)}
+	if linger > 0 { // the Producer's setting, as for the plain producers; else the SDK's default
+		opts = append(opts, sluice.WithTxnLinger(linger))
+	}
+	p, err := c.NewTransactionalProducer(ctx, id, opts...)
 	if err != nil {
 		return nil, err
 	}
