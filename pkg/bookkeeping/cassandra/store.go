@@ -26,7 +26,7 @@ type store struct {
 	// txnBuckets is the keyspace's txn_buckets setting (schema v8), read
 	// at open: every record's bucket is txnBucket(id, txnBuckets).
 	txnBuckets int
-	batches    *txnBatcher // every write of a transactional id's record
+	batches    *txnBatcher         // every write of a transactional id's record
 	metrics    metric.Registration // nil without Config.MeterProvider
 }
 
