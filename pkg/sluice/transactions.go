@@ -95,8 +95,11 @@ func WithTxnRetryTimeout(d time.Duration) TxnOption {
 // The transactional id names the producer across restarts: a new
 // TransactionalProducer with the same id fences the older one (its calls
 // then fail with ErrProducerFenced) and aborts the transaction it left
-// open. Records are buffered until Flush or Commit sends them; a record
-// that fits no batch of the topic's max.message.bytes fails at Send.
+// open. Records are buffered, and written in the background once the
+// oldest has waited the linger (WithTxnLinger); Flush and Commit write the
+// rest. The first partition of a transaction is added to it in the
+// background at its first Send. A record that fits no batch of the topic's
+// max.message.bytes fails at Send.
 //
 // Safe for concurrent use; calls are serialised.
 type TransactionalProducer struct {
