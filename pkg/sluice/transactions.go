@@ -60,10 +60,13 @@ func WithTxnMaxBuffered(n int64) TxnOption {
 
 // WithTxnLinger is how long a record may wait in the producer before Send
 // hands what is buffered for the transaction's partitions to a produce in
-// the background (default DefaultLinger, as the Producer's; 0: records
-// wait for Flush or Commit). Records sent ahead are stored, still
-// invisible to read_committed readers until the commit, so Commit has
-// only the rest to write before it ends the transaction.
+// the background (default 0: records wait for Flush or Commit, or for
+// WithTxnMaxBuffered). Records sent ahead are stored, still invisible to
+// read_committed readers until the commit, so Commit has only the rest to
+// write — but still one produce before EndTxn, so it gains only the time
+// the rest takes less than the whole: worth it for large transactions,
+// not for small ones, whose extra, smaller writes cost the server more
+// (bench/results/2026-12-07-transactions-batched).
 func WithTxnLinger(d time.Duration) TxnOption {
 	return func(c *txnConfig) { c.linger = d }
 }
@@ -95,9 +98,8 @@ func WithTxnRetryTimeout(d time.Duration) TxnOption {
 // The transactional id names the producer across restarts: a new
 // TransactionalProducer with the same id fences the older one (its calls
 // then fail with ErrProducerFenced) and aborts the transaction it left
-// open. Records are buffered, and written in the background once the
-// oldest has waited the linger (WithTxnLinger); Flush and Commit write the
-// rest. The first partition of a transaction is added to it in the
+// open. Records are buffered until Flush or Commit writes them (or, with
+// WithTxnLinger, in the background once the oldest waited that long). The first partition of a transaction is added to it in the
 // background at its first Send. A record that fits no batch of the topic's
 // max.message.bytes fails at Send.
 //
@@ -173,7 +175,7 @@ type txnBatch struct {
 // aborted or completed.
 func (c *Client) NewTransactionalProducer(ctx context.Context, transactionalID string, opts ...TxnOption) (*TransactionalProducer, error) {
 	cfg := txnConfig{timeout: time.Minute, batchBytes: 1 << 20, retryTimeout: 30 * time.Second, maxBuffered: DefaultTxnMaxBuffered,
-		linger: DefaultLinger}
+		linger: 0}
 	for _, o := range opts {
 		o(&cfg)
 	}

@@ -347,7 +347,7 @@ func (d *Driver) Describe(ctx context.Context, topic string) (map[string]string,
 		out["client.auth"] = "bearer token (Authorization: Bearer) on every call"
 	}
 	if d.cfg.TxnSize > 0 {
-		out["producer.transactions"] = fmt.Sprintf("a transaction every %d messages (TransactionalProducer: its first partition added and records written ahead after the linger, then flush, EndTxn)", d.cfg.TxnSize)
+		out["producer.transactions"] = fmt.Sprintf("a transaction every %d messages (TransactionalProducer: its first partition added ahead, records held to the commit, then flush, EndTxn)", d.cfg.TxnSize)
 	}
 	if d.cfg.ReadCommitted {
 		out["consumer.isolation"] = "read_committed"
@@ -469,7 +469,7 @@ var txnIDs atomic.Int64
 func newTxnProducer(ctx context.Context, c *sluice.Client, topic string, size int, linger time.Duration, f *avroFramer) (*txnProducer, error) {
 	id := fmt.Sprintf("bench-%d-%d", time.Now().UnixNano(), txnIDs.Add(1))
 	opts := []sluice.TxnOption{sluice.WithTxnCompression(record.CodecNone)}
-	if linger > 0 { // the Producer's setting, as for the plain producers; else the SDK's default
+	if linger > 0 { // a workload's explicit linger writes ahead; else the SDK's default, none
 		opts = append(opts, sluice.WithTxnLinger(linger))
 	}
 	p, err := c.NewTransactionalProducer(ctx, id, opts...)
