@@ -31,6 +31,9 @@ type cassandraFlags struct {
 	pwFile    string
 
 	hosts []string // from cassandra, by check
+	// bucketsSet: --cassandra-txn-buckets was given (the default is not
+	// compared with a keyspace's stored number, so it is not warned of).
+	bucketsSet func() bool
 }
 
 // cassandraPasswordEnv names the environment variable holding the
@@ -39,6 +42,7 @@ const cassandraPasswordEnv = "SLUICE_CASSANDRA_PASSWORD"
 
 func (f *cassandraFlags) register(cmd *cobra.Command, usage string) {
 	fs := cmd.Flags()
+	f.bucketsSet = func() bool { return fs.Changed("cassandra-txn-buckets") }
 	fs.StringVar(&f.cassandra, "cassandra", "", "comma-separated Cassandra contact points host[:port] "+usage)
 	fs.StringVar(&f.keyspace, "keyspace", "sluice", "Cassandra keyspace (created and migrated at start-up)")
 	fs.IntVar(&f.rf, "replication-factor", 3, "replication factor of the keyspace when this process creates it (per data center; 1 for a single-node Cassandra)")
@@ -145,8 +149,12 @@ func (f *cassandraFlags) open(ctx context.Context, log *slog.Logger, mp metric.M
 	if err != nil {
 		return nil, err
 	}
+	buckets := 0 // the store's default
+	if f.bucketsSet != nil && f.bucketsSet() {
+		buckets = f.buckets
+	}
 	bk, err := bkcassandra.Open(ctx, bkcassandra.Config{Hosts: f.hosts, Keyspace: f.keyspace,
-		Replication: bkcassandra.Replication{Factor: f.rf}, TxnBuckets: f.buckets, MeterProvider: mp, Logger: log, Now: wallNow, Configure: configure})
+		Replication: bkcassandra.Replication{Factor: f.rf}, TxnBuckets: buckets, MeterProvider: mp, Logger: log, Now: wallNow, Configure: configure})
 	if err != nil {
 		return nil, fmt.Errorf("open Cassandra bookkeeping at %s: %w (is Cassandra up? localstack/stack.sh up cassandra)", f.cassandra, err)
 	}
