@@ -138,21 +138,32 @@ type TransactionalProducer struct {
 	// order; flush and Abort wait for it, and its failure fails the
 	// transaction. oldest is when the oldest record not handed to a
 	// produce was buffered (zero: none).
-	sending *txnSend
+	sending *bgCall
 	oldest  time.Time
 }
 
-// txnSend is a produce in the background.
-type txnSend struct {
+// bgCall is a call running in the background (a produce, or txnAdd's).
+type bgCall struct {
 	done chan struct{} // closed when err is set
 	err  error
 }
 
+func newBgCall() *bgCall { return &bgCall{done: make(chan struct{})} }
+
+// wait waits for the call to end; false when ctx ended first.
+func (c *bgCall) wait(ctx context.Context) bool {
+	select {
+	case <-c.done:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
 // txnAdd is an AddPartitionsToTxn call in the background.
 type txnAdd struct {
+	*bgCall
 	parts []TopicPartition
-	done  chan struct{} // closed when err is set
-	err   error
 }
 
 type txnTopic struct {
@@ -356,7 +367,7 @@ func (t *TransactionalProducer) Flush(ctx context.Context) error {
 
 // addAhead starts adding tp to the transaction in the background.
 func (t *TransactionalProducer) addAhead(ctx context.Context, tp TopicPartition) {
-	a := &txnAdd{parts: []TopicPartition{tp}, done: make(chan struct{})}
+	a := &txnAdd{bgCall: newBgCall(), parts: []TopicPartition{tp}}
 	t.added[tp], t.adding = true, a
 	req := &sluicev1.AddPartitionsToTxnRequest{Session: t.session(),
 		Topics: []*sluicev1.TxnTopic{{Topic: tp.Topic, Partitions: []int32{tp.Partition}}}}
@@ -380,9 +391,7 @@ func (t *TransactionalProducer) awaitAdd(ctx context.Context) error {
 	if a == nil {
 		return nil
 	}
-	select {
-	case <-a.done:
-	case <-ctx.Done():
+	if !a.wait(ctx) {
 		return fmt.Errorf("AddPartitionsToTxn (transactional id %q): %w", t.tid, ctx.Err())
 	}
 	t.adding = nil
@@ -486,7 +495,7 @@ func (t *TransactionalProducer) sendAhead(ctx context.Context) error {
 	} else {
 		t.oldest = time.Now() // what stays waits a linger more at most
 	}
-	s := &txnSend{done: make(chan struct{})}
+	s := newBgCall()
 	t.sending = s
 	add, sess := t.adding, t.sessionIDs()
 	ctx = context.WithoutCancel(ctx) // as addAhead's
@@ -511,9 +520,7 @@ func (t *TransactionalProducer) awaitSend(ctx context.Context) error {
 	if s == nil {
 		return nil
 	}
-	select {
-	case <-s.done:
-	case <-ctx.Done():
+	if !s.wait(ctx) {
 		return fmt.Errorf("produce (transactional id %q): %w", t.tid, ctx.Err())
 	}
 	t.sending = nil
@@ -660,22 +667,14 @@ func (t *TransactionalProducer) Abort(ctx context.Context) error {
 	// The background calls' outcomes do not matter to an abort, but they
 	// must reach the server first (a late one would be fenced by the
 	// abort's epoch, yet could race it).
-	if a := t.adding; a != nil {
-		select {
-		case <-a.done:
-		case <-ctx.Done():
-			return fmt.Errorf("abort (transactional id %q): waiting for AddPartitionsToTxn: %w", t.tid, ctx.Err())
-		}
-		t.adding = nil
+	if a := t.adding; a != nil && !a.wait(ctx) {
+		return fmt.Errorf("abort (transactional id %q): waiting for AddPartitionsToTxn: %w", t.tid, ctx.Err())
 	}
-	if st := t.sending; st != nil {
-		select {
-		case <-st.done:
-		case <-ctx.Done():
-			return fmt.Errorf("abort (transactional id %q): waiting for a produce: %w", t.tid, ctx.Err())
-		}
-		t.sending = nil
+	t.adding = nil
+	if st := t.sending; st != nil && !st.wait(ctx) {
+		return fmt.Errorf("abort (transactional id %q): waiting for a produce: %w", t.tid, ctx.Err())
 	}
+	t.sending = nil
 	return t.end(ctx, false)
 }
 
