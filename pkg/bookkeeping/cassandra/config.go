@@ -94,7 +94,6 @@ const (
 	defaultProducerIDBlock = 1000
 	maxProducerIDBlock     = 1_000_000
 	defaultTxnBuckets      = 1
-	maxTxnBuckets          = 4096
 	maxReplicationFactor   = 10
 	maxTimeout             = 5 * time.Minute
 	networkTopology        = "NetworkTopologyStrategy"
@@ -151,6 +150,9 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// MaxTxnBuckets bounds Config.TxnBuckets.
+const MaxTxnBuckets = 4096
+
 // withTxnBuckets is the number of buckets a migration to schema v8 writes.
 func (c Config) withTxnBuckets() int {
 	if c.TxnBuckets == 0 {
@@ -195,8 +197,8 @@ func (c Config) Validate() error {
 	if c.ProducerIDBlock < 1 || c.ProducerIDBlock > maxProducerIDBlock {
 		bad("ProducerIDBlock %d: outside [1, %d]", c.ProducerIDBlock, maxProducerIDBlock)
 	}
-	if c.TxnBuckets < 0 || c.TxnBuckets > maxTxnBuckets {
-		bad("TxnBuckets %d: outside [1, %d] (0 for the default, %d)", c.TxnBuckets, maxTxnBuckets, defaultTxnBuckets)
+	if c.TxnBuckets < 0 || c.TxnBuckets > MaxTxnBuckets {
+		bad("TxnBuckets %d: outside [1, %d] (0 for the default, %d)", c.TxnBuckets, MaxTxnBuckets, defaultTxnBuckets)
 	}
 	errs = append(errs, c.Replication.validate()...)
 	return errors.Join(errs...)

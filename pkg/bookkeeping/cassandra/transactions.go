@@ -272,8 +272,8 @@ func readTxnBuckets(ctx context.Context, s *gocql.Session, cons gocql.Consistenc
 		return 0, fmt.Errorf("no %s setting in keyspace_settings: the migration to schema v8 did not finish (run it again)", txnBucketsSetting)
 	case err != nil:
 		return 0, fmt.Errorf("read the %s setting: %w", txnBucketsSetting, err)
-	case n < 1 || n > maxTxnBuckets:
-		return 0, fmt.Errorf("stored %s setting %d: outside [1, %d]", txnBucketsSetting, n, maxTxnBuckets)
+	case n < 1 || n > MaxTxnBuckets:
+		return 0, fmt.Errorf("stored %s setting %d: outside [1, %d]", txnBucketsSetting, n, MaxTxnBuckets)
 	}
 	return int(n), nil
 }
