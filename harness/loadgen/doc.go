@@ -27,7 +27,11 @@
 //     when producers end it within 100 ms of their schedule and
 //     acknowledgements and deliveries reach 98% of the rate — counting as
 //     reached, with transactionSize, the messages of the transactions open
-//     at the step's end, which are acknowledged only when they commit).
+//     at the step's end, which are acknowledged only when they commit; and
+//     a producer waiting for its commit, which blocks it as Kafka's
+//     commitTransaction does, as behind as it was when the commit began:
+//     the wait is in the publish latency, and commits slower than the
+//     schedule allows start further behind each time).
 //  3. Measure for testDuration at the fixed or found rate. CPU is sampled at
 //     the window's two ends: /proc/<pid>/stat utime+stime of every server
 //     pid given (pid and start time, so a restarted server is noticed), and

@@ -1,6 +1,9 @@
 package loadgen
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Driver connects the load generator to one messaging system. One Driver
 // serves one run; the runner calls it from one goroutine except where noted.
@@ -58,6 +61,20 @@ type Producer interface {
 	Flush(ctx context.Context) error
 	// Close stops the producer; messages not yet acknowledged fail.
 	Close() error
+}
+
+// CommitWaiter is a Producer of a transactional workload whose Send waits
+// on the sending goroutine for its transaction's commit, as a Kafka
+// producer's commitTransaction does (TxnBatcher). CommittingSince returns
+// when the commit in progress started (ok false when none is); it is
+// called from another goroutine than Send. The rate search counts what a
+// producer was behind when its commit began, not the commit's own wait:
+// that wait is in the publish latency, and a producer whose commits
+// outlast its transactions' schedule still falls behind by more at each
+// commit's start.
+type CommitWaiter interface {
+	Producer
+	CommittingSince() (start time.Time, ok bool)
 }
 
 // Consumer is one member of a subscription. Close stops delivery: no

@@ -37,13 +37,16 @@ const (
 // SearchSample is what one step of the search observed while holding Rate
 // for Seconds.
 type SearchSample struct {
-	Rate     float64       // the target rate held, messages/s
-	Seconds  float64       // the length of the step
-	Sent     int64         // messages handed to producers in the step
-	Acked    int64         // acknowledgements in the step
-	Received int64         // deliveries in the step, all subscriptions
-	Subs     int           // subscriptions per topic (each message is received Subs times)
-	Lag      time.Duration // the worst producer's lag behind schedule at the end of the step
+	Rate     float64 // the target rate held, messages/s
+	Seconds  float64 // the length of the step
+	Sent     int64   // messages handed to producers in the step
+	Acked    int64   // acknowledgements in the step
+	Received int64   // deliveries in the step, all subscriptions
+	Subs     int     // subscriptions per topic (each message is received Subs times)
+	// Lag is the worst producer's lag behind schedule at the end of the
+	// step; a producer waiting for its transaction's commit counts as
+	// behind by what it was when the commit began (run.searchLag).
+	Lag time.Duration
 	// Held is how many messages may be sent and not yet acknowledged at
 	// either end of a step without any falling behind: those of the open
 	// transactions (producers × transactionSize), acknowledged together

@@ -3,6 +3,8 @@ package loadgen
 import (
 	"context"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // TxnBatcher is the part of a TransactionalDriver's producer that is the
@@ -11,6 +13,11 @@ import (
 // messages of a transaction complete (their done is called) once it
 // committed or failed. Flush and Close may come from another goroutine
 // than Send.
+//
+// A commit blocks the sending goroutine, as a Kafka producer's
+// commitTransaction does: CommittingSince tells the run when the one in
+// progress started, so that its rate search does not take that wait for
+// a producer falling behind (see run.searchLag).
 type TxnBatcher struct {
 	Size int
 	// Begin opens a transaction; Commit ends it (flushing what was sent)
@@ -20,6 +27,17 @@ type TxnBatcher struct {
 
 	mu   sync.Mutex
 	done []func(error)
+
+	committing atomic.Pointer[time.Time] // the commit in progress's start; nil when none is
+}
+
+// CommittingSince returns when the commit in progress started (ok false
+// when none is). Safe from any goroutine.
+func (b *TxnBatcher) CommittingSince() (start time.Time, ok bool) {
+	if t := b.committing.Load(); t != nil {
+		return *t, true
+	}
+	return time.Time{}, false
 }
 
 // Send adds a message: send hands it to the system's producer.
@@ -53,7 +71,10 @@ func (b *TxnBatcher) commitLocked(ctx context.Context) {
 	if len(b.done) == 0 {
 		return
 	}
+	start := time.Now()
+	b.committing.Store(&start)
 	err := b.Commit(ctx)
+	b.committing.Store(nil)
 	for _, d := range b.done {
 		d(err)
 	}

@@ -128,7 +128,10 @@ type Driver struct {
 	admin *kgo.Client
 }
 
-var _ loadgen.Driver = (*Driver)(nil)
+var (
+	_ loadgen.Driver       = (*Driver)(nil)
+	_ loadgen.CommitWaiter = (*txnProducer)(nil)
+)
 
 // New validates cfg and connects an admin client; it fails when no broker
 // answers within ctx.
@@ -422,6 +425,9 @@ func (p *txnProducer) Send(ctx context.Context, key, payload []byte, done func(e
 		return nil
 	}, done)
 }
+
+// CommittingSince implements loadgen.CommitWaiter.
+func (p *txnProducer) CommittingSince() (time.Time, bool) { return p.b.CommittingSince() }
 
 func (p *txnProducer) Flush(ctx context.Context) error {
 	p.b.Flush(ctx)

@@ -175,7 +175,10 @@ type Driver struct {
 	schemaIDs map[string]int64 // topic → its values' schema id (Config.Schema); guarded by mu
 }
 
-var _ loadgen.Driver = (*Driver)(nil)
+var (
+	_ loadgen.Driver       = (*Driver)(nil)
+	_ loadgen.CommitWaiter = (*txnProducer)(nil)
+)
 
 // New connects to addr.
 func New(cfg Config) (*Driver, error) {
@@ -506,6 +509,9 @@ func (p *txnProducer) Send(ctx context.Context, key, payload []byte, done func(e
 		done(err)
 	})
 }
+
+// CommittingSince implements loadgen.CommitWaiter.
+func (p *txnProducer) CommittingSince() (time.Time, bool) { return p.b.CommittingSince() }
 
 func (p *txnProducer) Flush(ctx context.Context) error {
 	p.b.Flush(ctx)
