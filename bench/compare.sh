@@ -34,6 +34,8 @@
 #   SLUICE_ARGS="..."      more harness/clusterctl `up` flags for Sluice's processes (e.g.
 #                          "--ingest-arg=--cassandra-txn-buckets=4 --fetch-arg=--cassandra-txn-buckets=4");
 #                          the results are then not the defaults'
+#   WARM_SECONDS=60 WARM_RATE=2000  before the transactional runs of each started system, an
+#                          unmeasured T1M at that rate (warm); WARM_SECONDS=0: none
 #   BENCH_ARGS="..."       more `sluice bench` flags for every run (e.g. "--test-duration 120s"
 #                          for a long look at one scenario); the results are then not the compare's
 #   QUICK=1                short windows, one repetition, s4 at 256 only: proves the harness
@@ -199,18 +201,43 @@ start_kafka() {
 
 # --- one run -----------------------------------------------------------------------------------
 
+# driver_args SYSTEM: appends to args the `sluice bench` flags that aim it at the running SYSTEM.
+driver_args() {
+  case $1 in
+    kafka) args+=(--driver kafka --brokers "$(bash localstack/kafka.sh brokers)" --server-pids "$(bash localstack/kafka.sh pids)") ;;
+    kafka-fsync) args+=(--driver kafka --brokers "$(bash localstack/kafka.sh brokers)" --server-pids "$(bash localstack/kafka.sh pids)"
+      --kafka-topic-config flush.messages=1) ;;
+    sluice) args+=(--driver sluice --sluice-addr "$ingest_addr" --sluice-fetch-addr "$fetch_addr" --server-pids "$sluice_pids") ;;
+  esac
+}
+
+# warm SYSTEM SCENARIOS: before a system's runs of a repetition that include a transactional one (t1, t1m, t2, t2u), an
+# unmeasured T1M at WARM_RATE msg/s (default 2000, below what either system holds) for
+# WARM_SECONDS (default 60; 0: none), its results in the logs directory. The JVMs are fresh at
+# that point — Kafka's brokers every repetition, Cassandra (Sluice's transaction coordinator's
+# store) once per compare — and their transaction paths were not compiled yet: a JFR recording
+# of Cassandra in Sluice's first T1M put its JIT compiler threads at three times the CPU of its
+# request threads, and the first T1M of a compare used 13 s of Cassandra's CPU per window
+# against 8.6 s by the third. Both systems are warmed the same way; a long-running deployment
+# is warm.
+warm() {
+  local sys=$1 secs=${WARM_SECONDS:-60} args
+  [ "$secs" -gt 0 ] && [ "$quick" != 1 ] || return 0
+  case " $2 " in *" t1 "* | *" t1m "* | *" t2 "* | *" t2u "*) ;; *) return 0 ;; esac
+  say "$sys: warming its transaction paths (T1M at ${WARM_RATE:-2000} msg/s for $secs s; not measured)"
+  args=(--workload bench/workloads/t1m.yaml --out "$logs/warm-$sys" --label "$sys warm-up"
+    --rate "${WARM_RATE:-2000}" --warmup-duration 0s --test-duration "${secs}s" --drain-timeout 20s)
+  driver_args "$sys"
+  "$bin" bench "${args[@]}" > "$logs/warm-$sys.out" 2>&1 || say "$sys warm-up failed (see $logs/warm-$sys.out); measuring anyway"
+}
+
 # run SYSTEM WORKLOAD REP [bench flags...]: one workload against the running SYSTEM.
 run() {
   local sys=$1 w=$2 rep=$3
   shift 3
   local dir="$out/$sys-$w-r$rep"
   local args=(--workload "bench/workloads/$w.yaml" --out "$dir" --label "$sys $w r$rep" "${extra[@]}" "$@")
-  case $sys in
-    kafka) args+=(--driver kafka --brokers "$(bash localstack/kafka.sh brokers)" --server-pids "$(bash localstack/kafka.sh pids)") ;;
-    kafka-fsync) args+=(--driver kafka --brokers "$(bash localstack/kafka.sh brokers)" --server-pids "$(bash localstack/kafka.sh pids)"
-      --kafka-topic-config flush.messages=1) ;;
-    sluice) args+=(--driver sluice --sluice-addr "$ingest_addr" --sluice-fetch-addr "$fetch_addr" --server-pids "$sluice_pids") ;;
-  esac
+  driver_args "$sys"
   # Cassandra works on after a transactional run (memtable flushes, compactions of the Paxos
   # state): let it settle before each of Sluice's runs, not only the first, so one run's
   # aftermath is not the next one's load.
@@ -322,6 +349,7 @@ for rep in $(seq "$reps"); do
       list=""
       for s in $scenarios; do if [[ " $fsync_scenarios " == *" $s "* ]]; then list+=" $s"; fi; done
     fi
+    warm "$sys" "$list"
     for s in $list; do scenario "$sys" "$s" "$rep"; done
   done
   stop_kafka
