@@ -17,7 +17,28 @@ import (
 	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
 	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/pkg/sluice"
+	"github.com/sluicemq/sluice/services/ingest"
 )
+
+// tracedCluster starts an in-process cluster that exports its spans to
+// server, and a client whose spans (from tp) app records.
+func tracedCluster(t *testing.T) (server *tracetest.InMemoryExporter, app *tracetest.SpanRecorder, tp *sdktrace.TracerProvider, c *sluice.Client) {
+	t.Helper()
+	server = tracetest.NewInMemoryExporter()
+	tel, err := telemetry.New(telemetry.Config{Output: io.Discard, SpanExporter: server, Service: "dev"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
+	tc := startCluster(t, func(c *cluster.Config) { c.Telemetry = tel })
+	app = tracetest.NewSpanRecorder()
+	tp = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(app))
+	if c, err = sluice.NewClient(tc.addr, sluice.WithTracerProvider(tp)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return server, app, tp, c
+}
 
 // One record's trace through the in-process cluster: the producer's "send"
 // span, the server's "append" and "deliver" spans as its children, and the
@@ -25,20 +46,7 @@ import (
 // (cmd/sluice's TestIntegrationTraceSpansProducerToConsumer does the same
 // across processes, through an OTLP receiver.)
 func TestTraceFollowsARecord(t *testing.T) {
-	server := tracetest.NewInMemoryExporter()
-	tel, err := telemetry.New(telemetry.Config{Output: io.Discard, SpanExporter: server, Service: "dev"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tel.Shutdown(context.Background()) }()
-	tc := startCluster(t, func(c *cluster.Config) { c.Telemetry = tel })
-	app := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(app))
-	c, err := sluice.NewClient(tc.addr, sluice.WithTracerProvider(tp))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	server, app, tp, c := tracedCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if _, err := c.CreateTopic(ctx, "traced", 1, nil); err != nil {
@@ -148,4 +156,75 @@ func TestTraceOfAPlainRecord(t *testing.T) {
 		}
 	}
 	t.Fatal("no append span (it ends before Produce answers)")
+}
+
+// A traced commit shows the coordinator's work in the application's
+// trace: the decision's compare-and-set (txn.store) and the markers
+// (txn.markers), under the server's EndTxn span.
+func TestTraceShowsTheCoordinatorsWork(t *testing.T) {
+	server, _, tp, c := tracedCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := c.CreateTopic(ctx, "txn-traced", 2, nil); err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.NewTransactionalProducer(ctx, "traced-writer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = p.Close(ctx) }()
+	if err := p.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	for part := range int32(2) {
+		if err := p.Send(ctx, &sluice.Record{Topic: "txn-traced", Partition: part, Value: []byte("v")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rctx, root := tp.Tracer("app").Start(ctx, "commit")
+	if err := p.Commit(rctx); err != nil {
+		t.Fatal(err)
+	}
+	root.End()
+	traceID := root.SpanContext().TraceID()
+
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var endTxn trace.SpanID
+		for _, s := range server.GetSpans() {
+			if s.SpanContext.TraceID() == traceID && s.Name == "sluice.v1.ProducerService/EndTxn" {
+				endTxn = s.SpanContext.SpanID()
+			}
+		}
+		got := map[string]bool{}
+		for _, s := range server.GetSpans() {
+			if s.SpanContext.TraceID() != traceID || s.Parent.SpanID() != endTxn || !endTxn.IsValid() {
+				continue
+			}
+			switch s.Name {
+			case ingest.SpanTxnStore:
+				got[s.Name] = true
+			case ingest.SpanTxnMarkers:
+				for _, a := range s.Attributes {
+					if a.Key == "sluice.txn.partitions" && a.Value.AsInt64() == 2 {
+						got[s.Name] = true
+					}
+				}
+			}
+		}
+		if got[ingest.SpanTxnStore] && got[ingest.SpanTxnMarkers] {
+			return
+		}
+		if time.Now().After(deadline) {
+			var names []string
+			for _, s := range server.GetSpans() {
+				if s.SpanContext.TraceID() == traceID {
+					names = append(names, s.Name)
+				}
+			}
+			t.Fatalf("spans under the EndTxn span of the commit's trace: %v (all in the trace: %v); want %s and %s (2 partitions)",
+				got, names, ingest.SpanTxnStore, ingest.SpanTxnMarkers)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/sluicemq/sluice/internal/apierr"
 	"github.com/sluicemq/sluice/pkg/bookkeeping"
@@ -92,7 +93,9 @@ func (s *Service) coordinate(ctx context.Context, tid string, ev txn.Event) (txn
 			d.Store = cur
 		}
 		if d.Store != nil {
-			stored, err := s.storeTxn(ctx, *d.Store)
+			sctx, span := s.startTxnSpan(ctx, SpanTxnStore, tid, attribute.Int("sluice.txn.status", int(d.Store.Status)))
+			stored, err := s.storeTxn(sctx, *d.Store)
+			endProduceSpan(span, err)
 			if errors.Is(err, bookkeeping.ErrConflict) {
 				s.txnMemo.forget(tid)
 				fresh = true
@@ -104,7 +107,11 @@ func (s *Service) coordinate(ctx context.Context, tid string, ev txn.Event) (txn
 			cur = &stored
 		}
 		if d.Markers != nil {
-			if err := s.finishTxn(ctx, tid, cur, d.Markers); err != nil {
+			mctx, span := s.startTxnSpan(ctx, SpanTxnMarkers, tid,
+				attribute.Bool("sluice.txn.commit", d.Markers.Commit), attribute.Int("sluice.txn.partitions", len(d.Markers.Partitions)))
+			err := s.finishTxn(mctx, tid, cur, d.Markers)
+			endProduceSpan(span, err)
+			if err != nil {
 				return txn.Reply{}, err
 			}
 		}

@@ -24,6 +24,29 @@ import (
 // request.
 const SpanAppend = "append"
 
+// The transaction coordinator's spans (coordinator.go), children of the
+// request's span — an EndTxn's, an AddPartitionsToTxn's — when that is
+// traced (the Go SDK propagates its RPC spans), never roots: SpanTxnStore
+// around the compare-and-set of a decision (a Paxos round in Cassandra,
+// batched with other ids' — pkg/bookkeeping/cassandra's txnbatch.go),
+// SpanTxnMarkers around writing a decision's markers into its partitions
+// (and applying a commit's offsets); the markers' ledger adds are its
+// children. Where a slow commit spends its time.
+const (
+	SpanTxnStore   = "txn.store"
+	SpanTxnMarkers = "txn.markers"
+)
+
+// startTxnSpan starts the coordinator's span name under ctx's span, if
+// there is a traced one; ctx as it is and a nil span otherwise.
+func (s *Service) startTxnSpan(ctx context.Context, name, tid string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+	if s.tracer == nil || !trace.SpanContextFromContext(ctx).IsSampled() {
+		return ctx, nil
+	}
+	attrs = append(attrs, attribute.String("sluice.transactional_id", tid))
+	return s.tracer.Start(ctx, name, trace.WithAttributes(attrs...))
+}
+
 // newTracer returns the tracer of the append spans; nil (no span, no
 // header read) without a provider or with the no-op one.
 func newTracer(tp trace.TracerProvider) trace.Tracer {
@@ -74,8 +97,8 @@ func (s *Service) traceProduce(ctx context.Context, m *sluicev1.ProduceRequest) 
 		))
 }
 
-// endProduceSpan ends an append span with the request's outcome (a nil
-// span: not traced).
+// endProduceSpan ends an append or coordinator span with the request's
+// outcome (a nil span: not traced).
 func endProduceSpan(span trace.Span, err error) {
 	if span == nil {
 		return
