@@ -356,7 +356,14 @@ func eventually(t *testing.T, what string, cond func() bool) {
 // can hold a call at a point of a race.
 type hookedCatalog struct {
 	Catalog
-	getPartition, removeOwner func()
+	getPartition, removeOwner, getTopic func()
+}
+
+func (h *hookedCatalog) GetTopic(ctx context.Context, name string) (catalog.Topic, error) {
+	if h.getTopic != nil {
+		h.getTopic()
+	}
+	return h.Catalog.GetTopic(ctx, name)
 }
 
 func (h *hookedCatalog) GetPartition(ctx context.Context, topic string, p int) (catalog.Partition, error) {
