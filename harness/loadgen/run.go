@@ -621,15 +621,7 @@ func (r *run) runSearch(ctx context.Context, rs *rateSearch, warmEnd int64) floa
 }
 
 // lag is the worst producer's lag behind its schedule at now.
-func (r *run) lag(now int64) time.Duration {
-	var worst time.Duration
-	for _, p := range r.producers {
-		if d := now - p.nextDue.Load(); d > 0 && time.Duration(d) > worst {
-			worst = time.Duration(d)
-		}
-	}
-	return worst
-}
+func (r *run) lag(now int64) time.Duration { return r.worstLag(now, false) }
 
 // searchLag is lag as the rate search judges it: a producer waiting for
 // its transaction's commit (a CommitWaiter) is as far behind as it was
@@ -638,11 +630,15 @@ func (r *run) lag(now int64) time.Duration {
 // in the publish latency; a producer whose commits outlast the time its
 // schedule gives a transaction starts each commit further behind, and
 // fails the step by that.
-func (r *run) searchLag(now int64) time.Duration {
+func (r *run) searchLag(now int64) time.Duration { return r.worstLag(now, true) }
+
+// worstLag is the worst producer's lag at now; with commits, measured at
+// the start of a commit in progress.
+func (r *run) worstLag(now int64, commits bool) time.Duration {
 	var worst time.Duration
 	for _, p := range r.producers {
 		at := now
-		if cw, ok := p.prod.(CommitWaiter); ok {
+		if cw, ok := p.prod.(CommitWaiter); ok && commits {
 			if start, ok := cw.CommittingSince(); ok {
 				at = min(at, int64(start.Sub(r.base)))
 			}
