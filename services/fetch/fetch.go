@@ -95,11 +95,15 @@ type Service struct {
 	topics   map[string]cachedTopic
 	sessions map[string]*session
 	closing  bool
-	triggers *triggerHost    // nil: this copy runs no triggers
-	m        *meters         // the instruments (metrics.go)
-	ctx      context.Context // ends when Run returns; sessions derive from it
-	stop     context.CancelFunc
-	wg       sync.WaitGroup
+	// topicRefresh: the topics whose cached metadata is being read again
+	// in the background (topic); refreshes is what Run waits for.
+	topicRefresh map[string]bool
+	refreshes    sync.WaitGroup
+	triggers     *triggerHost    // nil: this copy runs no triggers
+	m            *meters         // the instruments (metrics.go)
+	ctx          context.Context // ends when Run returns; sessions derive from it
+	stop         context.CancelFunc
+	wg           sync.WaitGroup
 }
 
 type cachedTopic struct {
@@ -118,7 +122,7 @@ func New(cfg Config, d Deps) (*Service, error) {
 	cfg = cfg.withDefaults()
 	s := &Service{cfg: cfg, d: d, log: cfg.Logger,
 		reads:  make(chan struct{}, cfg.MaxReadsInFlight),
-		topics: make(map[string]cachedTopic), sessions: make(map[string]*session)}
+		topics: make(map[string]cachedTopic), topicRefresh: make(map[string]bool), sessions: make(map[string]*session)}
 	lcfg := cfg.Log
 	lcfg.ReadGate = s.acquireRead
 	lcfg.Objects = d.Objects
@@ -183,19 +187,72 @@ func (s *Service) Run(ctx context.Context) error {
 	s.mu.Unlock()
 	s.stop()
 	s.wg.Wait()
+	s.refreshes.Wait()
 	s.logs.Close()
 	return s.m.registration.Unregister()
 }
 
 var _ sluicev1connect.ConsumerServiceHandler = (*Service)(nil)
 
+// topic returns a live topic's metadata, cached for TopicCacheTTL.
+//
+// An entry in the second half of its TTL still answers, and is read again
+// in the background, once at a time per topic: a busy topic's requests
+// never wait on the catalog for metadata the copy has (every TTL, each
+// request of a topic that found its entry expired read the catalog
+// itself — the stall issue 24 found in ingest's copy of this cache). An
+// entry past its TTL is never answered, so a copy still notices a topic
+// deleted (or deleted and created again) elsewhere within the TTL
+// (docs/DESIGN.md, "Topic identity").
 func (s *Service) topic(ctx context.Context, name string) (catalog.Topic, error) {
 	s.mu.Lock()
 	ct, ok := s.topics[name]
 	s.mu.Unlock()
-	if ok && time.Since(ct.fetched) < s.cfg.TopicCacheTTL {
-		return ct.t, nil
+	if ok {
+		switch age := time.Since(ct.fetched); {
+		case age < s.cfg.TopicCacheTTL/2:
+			return ct.t, nil
+		case age < s.cfg.TopicCacheTTL:
+			s.refreshTopic(name)
+			return ct.t, nil
+		}
 	}
+	return s.loadTopic(ctx, name)
+}
+
+// refreshTopic reads name's metadata again in the background, unless a
+// refresh of it is running or the copy is closing. Its errors only leave
+// the entry to expire (a deleted topic is forgotten by loadTopic).
+func (s *Service) refreshTopic(name string) {
+	s.mu.Lock()
+	if s.closing || s.topicRefresh[name] {
+		s.mu.Unlock()
+		return
+	}
+	s.topicRefresh[name] = true
+	s.refreshes.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.refreshes.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.TopicCacheTTL)
+		defer cancel()
+		_, err := s.loadTopic(ctx, name)
+		s.mu.Lock()
+		delete(s.topicRefresh, name)
+		s.mu.Unlock()
+		if err != nil && !errors.Is(err, catalog.ErrNotFound) {
+			s.log.Debug("topic metadata refresh failed; the cached one answers until its TTL", slog.String("topic", name), slog.Any("err", err))
+		}
+	}()
+}
+
+// loadTopic reads name's metadata from the catalog and caches it; a topic
+// the catalog no longer has, or has as another incarnation, is forgotten
+// with its cached chains.
+func (s *Service) loadTopic(ctx context.Context, name string) (catalog.Topic, error) {
+	s.mu.Lock()
+	ct, ok := s.topics[name]
+	s.mu.Unlock()
 	t, err := s.d.Catalog.GetTopic(ctx, name)
 	if err != nil {
 		if ok && errors.Is(err, catalog.ErrNotFound) {
