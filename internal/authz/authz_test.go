@@ -8,6 +8,8 @@ import (
 
 	"github.com/sluicemq/sluice/internal/auth"
 	"github.com/sluicemq/sluice/pkg/catalog"
+	sluicev1 "github.com/sluicemq/sluice/pkg/gen/sluice/v1"
+	"github.com/sluicemq/sluice/pkg/gen/sluice/v1/sluicev1connect"
 )
 
 // memACLs is an ACL store in memory that counts its reads.
@@ -138,5 +140,23 @@ func TestRefresh(t *testing.T) {
 	store.acls = nil
 	if err := a.Reload(context.Background()); err != nil || a.Allowed(user("u"), grant) {
 		t.Fatalf("after Reload: %v, still allowed", err)
+	}
+}
+
+// CommitTxn writes its batches to their topics: it needs produce on each,
+// as ProduceStream would, besides the transactional id.
+func TestCommitTxnNeedsItsBatchesTopics(t *testing.T) {
+	rule := Rules[sluicev1connect.ProducerServiceCommitTxnProcedure]
+	got := rule.Actions(&sluicev1.CommitTxnRequest{Session: &sluicev1.TxnSession{TransactionalId: "tx"},
+		Produce: []*sluicev1.ProduceRequest{{Topic: "a"}, {Topic: "b"}}})
+	want := []Action{{Op: catalog.OpProduce, Type: catalog.ResourceTransactionalID, Name: "tx"},
+		{Op: catalog.OpProduce, Type: catalog.ResourceTopic, Name: "a"}, {Op: catalog.OpProduce, Type: catalog.ResourceTopic, Name: "b"}}
+	if len(got) != len(want) {
+		t.Fatalf("actions %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("action %d: %v, want %v", i, got[i], want[i])
+		}
 	}
 }

@@ -169,6 +169,13 @@ var Rules = map[string]Rule{
 	sluicev1connect.ProducerServiceEndTxnProcedure: one(func(m *sluicev1.EndTxnRequest) []Action {
 		return []Action{on(catalog.OpProduce, catalog.ResourceTransactionalID, m.GetSession().GetTransactionalId())}
 	}),
+	sluicev1connect.ProducerServiceCommitTxnProcedure: one(func(m *sluicev1.CommitTxnRequest) []Action {
+		acts := []Action{on(catalog.OpProduce, catalog.ResourceTransactionalID, m.GetSession().GetTransactionalId())}
+		for _, p := range m.GetProduce() { // the batches it stores
+			acts = append(acts, on(catalog.OpProduce, catalog.ResourceTopic, p.GetTopic()))
+		}
+		return acts
+	}),
 	sluicev1connect.ProducerServiceSendOffsetsToTxnProcedure: one(func(m *sluicev1.SendOffsetsToTxnRequest) []Action {
 		return []Action{on(catalog.OpProduce, catalog.ResourceTransactionalID, m.GetSession().GetTransactionalId()),
 			on(catalog.OpCommit, catalog.ResourceGroup, m.GetGroup()), on(catalog.OpConsume, catalog.ResourceTopic, m.GetTopic())}

@@ -140,6 +140,9 @@ type TransactionalProducer struct {
 	// produce was buffered (zero: none).
 	sending *bgCall
 	oldest  time.Time
+	// noCommitTxn: the server answered CommitTxn UNIMPLEMENTED (an older
+	// one); commits store their last batches before EndTxn.
+	noCommitTxn bool
 }
 
 // bgCall is a call running in the background (a produce, or txnAdd's).
@@ -405,6 +408,20 @@ func (t *TransactionalProducer) awaitAdd(ctx context.Context) error {
 }
 
 func (t *TransactionalProducer) flush(ctx context.Context) error {
+	if err := t.readyAll(ctx); err != nil || len(t.ready) == 0 {
+		return err
+	}
+	if err := t.produce(ctx, t.ready); err != nil {
+		return t.fail(err)
+	}
+	t.ready, t.buffered, t.oldest = nil, 0, time.Time{}
+	return nil
+}
+
+// readyAll seals every batch the transaction buffers into t.ready, once
+// the background calls ended and the batches' partitions joined the
+// transaction: what is left is to store them.
+func (t *TransactionalProducer) readyAll(ctx context.Context) error {
 	if err := t.awaitAdd(ctx); err != nil {
 		return err
 	}
@@ -444,10 +461,6 @@ func (t *TransactionalProducer) flush(ctx context.Context) error {
 			return t.fail(err)
 		}
 	}
-	if err := t.produce(ctx, t.ready); err != nil {
-		return t.fail(err)
-	}
-	t.ready, t.buffered, t.oldest = nil, 0, time.Time{}
 	return nil
 }
 
@@ -645,10 +658,24 @@ func (t *TransactionalProducer) Commit(ctx context.Context) error {
 	if err := t.usable(); err != nil {
 		return err
 	}
-	if err := t.flush(ctx); err != nil {
+	if err := t.readyAll(ctx); err != nil {
 		return err
 	}
-	return t.end(ctx, true)
+	// A last batch left alone goes with the commit (EndTxnRequest.produce):
+	// one round trip less, in a request the size of one the producer sends
+	// anyway (so within the server's request limit when those are). Several
+	// are stored first, as Flush does.
+	if len(t.ready) > 1 {
+		if err := t.produce(ctx, t.ready); err != nil {
+			return t.fail(err)
+		}
+		t.ready = nil
+	}
+	if err := t.end(ctx, true, t.ready); err != nil {
+		return err
+	}
+	t.ready, t.buffered, t.oldest = nil, 0, time.Time{}
+	return nil
 }
 
 // Abort aborts the transaction: its records are never shown to
@@ -675,25 +702,64 @@ func (t *TransactionalProducer) Abort(ctx context.Context) error {
 		return fmt.Errorf("abort (transactional id %q): waiting for a produce: %w", t.tid, ctx.Err())
 	}
 	t.sending = nil
-	return t.end(ctx, false)
+	return t.end(ctx, false, nil)
 }
 
-func (t *TransactionalProducer) end(ctx context.Context, commit bool) error {
-	var resp *connect.Response[sluicev1.EndTxnResponse]
-	err := t.retry(ctx, "EndTxn", func(ctx context.Context) error {
-		var err error
-		resp, err = t.client.producer.EndTxn(ctx, connect.NewRequest(&sluicev1.EndTxnRequest{Session: t.session(), Commit: commit}))
-		return err
-	})
+// end ends the transaction. A commit with batches stores them first: in
+// the same call (CommitTxn; the server deduplicates a retry's), or before
+// EndTxn on a server without CommitTxn.
+func (t *TransactionalProducer) end(ctx context.Context, commit bool, batches []txnBatch) error {
+	next, ok, err := t.commitWith(ctx, batches)
+	if !ok && err == nil {
+		if len(batches) > 0 {
+			if err := t.produce(ctx, batches); err != nil {
+				return t.fail(err)
+			}
+		}
+		err = t.retry(ctx, "EndTxn", func(ctx context.Context) error {
+			resp, err := t.client.producer.EndTxn(ctx, connect.NewRequest(&sluicev1.EndTxnRequest{Session: t.session(), Commit: commit}))
+			if err == nil {
+				next = txnIDs{resp.Msg.GetProducerId(), int16(resp.Msg.GetProducerEpoch())}
+			}
+			return err
+		})
+	}
 	if err != nil {
 		return t.fail(err)
 	}
-	if id := resp.Msg.GetProducerId(); id != 0 {
-		t.pid = id // the old id's epochs are spent: a new one, at epoch 0
+	if next.pid != 0 {
+		t.pid = next.pid // the old id's epochs are spent: a new one, at epoch 0
 	}
-	t.epoch = int16(resp.Msg.GetProducerEpoch())
+	t.epoch = next.epoch
 	t.open, t.failed = false, nil
 	return nil
+}
+
+// commitWith commits the transaction with its last batches in one
+// CommitTxn call, and returns the session's next ids (a producer id only
+// when it changed). ok false: there are none, or the server has no
+// CommitTxn (remembered: the producer stores them before EndTxn).
+func (t *TransactionalProducer) commitWith(ctx context.Context, batches []txnBatch) (next txnIDs, ok bool, err error) {
+	if len(batches) == 0 || t.noCommitTxn {
+		return txnIDs{}, false, nil
+	}
+	req := &sluicev1.CommitTxnRequest{Session: t.session()}
+	for _, b := range batches {
+		req.Produce = append(req.Produce, &sluicev1.ProduceRequest{Topic: b.tp.Topic,
+			Batches: []*sluicev1.EncodedBatch{{Partition: b.tp.Partition, Data: b.data}}})
+	}
+	err = t.retry(ctx, "CommitTxn", func(ctx context.Context) error {
+		resp, err := t.client.producer.CommitTxn(ctx, connect.NewRequest(req))
+		if err == nil {
+			next = txnIDs{resp.Msg.GetProducerId(), int16(resp.Msg.GetProducerEpoch())}
+		}
+		return err
+	})
+	if connect.CodeOf(err) == connect.CodeUnimplemented {
+		t.noCommitTxn = true
+		return txnIDs{}, false, nil
+	}
+	return next, err == nil, err
 }
 
 // Close aborts an open transaction (within ctx) and ends the producer.

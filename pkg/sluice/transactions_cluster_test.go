@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"path"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -576,5 +580,94 @@ func TestClusterTransactionalProducerSendsAhead(t *testing.T) {
 	}
 	if touched != 1 {
 		t.Fatalf("the transaction's keyless records went to %d partitions; want its one sticky partition", touched)
+	}
+}
+
+// countingTransport counts the RPCs of a client by method name and, when
+// refuse is set, answers the ones named so with HTTP 404 (a server
+// without the method: UNIMPLEMENTED).
+type countingTransport struct {
+	next   http.RoundTripper
+	refuse string
+	mu     sync.Mutex
+	calls  map[string]int
+}
+
+func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	method := path.Base(r.URL.Path)
+	c.mu.Lock()
+	c.calls[method]++
+	c.mu.Unlock()
+	if method == c.refuse {
+		if r.Body != nil {
+			_ = r.Body.Close()
+		}
+		return &http.Response{StatusCode: http.StatusNotFound, Status: "404 Not Found", Proto: "HTTP/2.0", ProtoMajor: 2,
+			Header: http.Header{}, Body: io.NopCloser(strings.NewReader("")), Request: r}, nil
+	}
+	return c.next.RoundTrip(r)
+}
+
+func (c *countingTransport) take() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := c.calls
+	c.calls = map[string]int{}
+	return out
+}
+
+// A commit whose last batch is the only one left stores it in the commit
+// call (CommitTxn: no ProduceStream, no EndTxn), and a producer whose
+// server has no CommitTxn stores it first and ends with EndTxn, asking
+// once.
+func TestClusterTransactionalProducerCommitsItsLastBatchInOneCall(t *testing.T) {
+	tc := startCluster(t, nil)
+	ctx := contextWithTimeout(t, 60*time.Second)
+	if _, err := tc.client().CreateTopic(ctx, "t", 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	var h2c http.Protocols
+	h2c.SetUnencryptedHTTP2(true)
+	for _, refuse := range []string{"", "CommitTxn"} {
+		ct := &countingTransport{next: &http.Transport{Protocols: &h2c}, refuse: refuse, calls: map[string]int{}}
+		c := tc.client(sluice.WithHTTPClient(&http.Client{Transport: ct}))
+		p, err := c.NewTransactionalProducer(ctx, "writer-"+refuse)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 2 {
+			if err := p.Begin(); err != nil {
+				t.Fatal(err)
+			}
+			for j := range 3 {
+				if err := p.Send(ctx, sluice.NewRecord("t", nil, fmt.Appendf(nil, "%s%d%d", refuse, i, j))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ct.take()
+			if err := p.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			got := ct.take()
+			delete(got, "AddPartitionsToTxn") // sent by Send, in the background
+			var want map[string]int
+			switch {
+			case refuse == "":
+				want = map[string]int{"CommitTxn": 1}
+			case i == 0:
+				want = map[string]int{"CommitTxn": 1, "ProduceStream": 1, "EndTxn": 1}
+			default:
+				want = map[string]int{"ProduceStream": 1, "EndTxn": 1}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("server without %q, commit %d: calls %v; want %v", refuse, i, got, want)
+			}
+		}
+		if err := p.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := fmt.Sprint(readCommitted(t, tc.client(), "t", 1)); got != "[00 01 02 10 11 12 CommitTxn00 CommitTxn01 CommitTxn02 CommitTxn10 CommitTxn11 CommitTxn12]" {
+		t.Fatalf("read_committed: %s", got)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluicemq/sluice/internal/apierr"
 	"github.com/sluicemq/sluice/pkg/bookkeeping"
@@ -137,13 +138,128 @@ func (s *Service) EndTxn(ctx context.Context, req *connect.Request[sluicev1.EndT
 	if err != nil {
 		return nil, err
 	}
-	since := time.Now()
-	r, err := s.coordinate(ctx, tid, txn.EndTxn{ProducerID: pid, Epoch: epoch, Commit: req.Msg.GetCommit(), Now: s.cfg.Now()})
+	r, err := s.endTxn(ctx, tid, txn.EndTxn{ProducerID: pid, Epoch: epoch, Commit: req.Msg.GetCommit(), Now: s.cfg.Now()}, time.Now())
 	if err != nil {
-		return nil, s.txnError(err)
+		return nil, err
 	}
-	s.m.txnEnd(ctx, req.Msg.GetCommit(), since)
 	return connect.NewResponse(&sluicev1.EndTxnResponse{ProducerEpoch: int32(r.Epoch), ProducerId: r.ProducerID}), nil
+}
+
+// CommitTxn commits the producer's transaction with its last batches (see
+// the RPC's documentation): stored first (storeEndBatches), then EndTxn.
+func (s *Service) CommitTxn(ctx context.Context, req *connect.Request[sluicev1.CommitTxnRequest]) (*connect.Response[sluicev1.CommitTxnResponse], error) {
+	if s.d.Producers == nil {
+		return nil, errNoProducerStore()
+	}
+	tid, pid, epoch, err := session(req.Msg.GetSession())
+	if err != nil {
+		return nil, err
+	}
+	since := time.Now()
+	ev := txn.EndTxn{ProducerID: pid, Epoch: epoch, Commit: true, Now: s.cfg.Now()}
+	if err := s.storeEndBatches(ctx, req.Header().Get(clientIDHeader), tid, ev, req.Msg.GetProduce()); err != nil {
+		return nil, err
+	}
+	r, err := s.endTxn(ctx, tid, ev, since)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&sluicev1.CommitTxnResponse{ProducerEpoch: int32(r.Epoch), ProducerId: r.ProducerID}), nil
+}
+
+// endTxn decides ev: the session the producer continues with.
+func (s *Service) endTxn(ctx context.Context, tid string, ev txn.EndTxn, since time.Time) (txn.Reply, error) {
+	r, err := s.coordinate(ctx, tid, ev)
+	if err != nil {
+		return txn.Reply{}, s.txnError(err)
+	}
+	s.m.txnEnd(ctx, ev.Commit, since)
+	return r, nil
+}
+
+// MaxCommitTxnProduce bounds the produce requests one CommitTxn carries.
+const MaxCommitTxnProduce = 1000
+
+// storeEndBatches stores the batches a CommitTxn carries as a
+// ProduceStream with the transactional id would — verified
+// in the transaction, within the buffer budget, charged to the client's
+// quota — and returns once all are durable, or the first error. That error
+// is the answer and nothing is decided, unless the request is a retry of
+// the CommitTxn that decided the transaction (its batches, stored then, may
+// now be fenced by the decision's bump): coordinate answers that with the
+// outcome.
+func (s *Service) storeEndBatches(ctx context.Context, clientID, tid string, ev txn.EndTxn, reqs []*sluicev1.ProduceRequest) error {
+	if len(reqs) > MaxCommitTxnProduce {
+		return apierr.Invalid("produce", "%d requests; at most %d", len(reqs), MaxCommitTxnProduce)
+	}
+	pid, epoch := ev.ProducerID, ev.Epoch
+	client, err := quotaKey(ctx, clientID, false)
+	if err != nil {
+		return err
+	}
+	type started struct {
+		pl    *plan
+		span  trace.Span
+		since time.Time
+	}
+	var run []started
+	var first error
+	for i, m := range reqs {
+		rctx, span := s.traceProduce(ctx, m) // tracing.go
+		pl, err := s.prepare(rctx, m)
+		if err == nil {
+			err = sessionBatches(fmt.Sprintf("produce[%d]", i), pl, pid, epoch)
+		}
+		if err == nil {
+			err = s.checkTxnBatches(rctx, tid, pl)
+		}
+		if err == nil {
+			err = s.admit(rctx, pl)
+		}
+		if err != nil {
+			endProduceSpan(span, err)
+			first = err
+			break
+		}
+		s.start(rctx, pl, false)
+		run = append(run, started{pl, span, time.Now()})
+	}
+	for _, r := range run {
+		resp, err := s.finish(ctx, r.pl)
+		s.done(r.pl)
+		if err == nil {
+			s.m.acked(ctx, r.pl, r.since, false)
+			err = s.throttle(ctx, client, r.pl, resp)
+		}
+		if err != nil {
+			err = s.produceError(err)
+			s.m.failed(ctx, false, err)
+		}
+		endProduceSpan(r.span, err)
+		if err != nil && first == nil {
+			first = err
+		}
+	}
+	if first == nil {
+		return nil
+	}
+	if cur, err := s.loadTxn(ctx, tid); err == nil && txn.Decided(cur, ev) {
+		return nil // a retry of the decided commit: coordinate answers it
+	}
+	return first
+}
+
+// sessionBatches refuses a plan holding anything but transactional
+// batches of the producer session (pid, epoch): what a commit may carry.
+func sessionBatches(field string, pl *plan, pid int64, epoch int16) error {
+	for p, pp := range pl.parts {
+		for _, b := range pp.batches {
+			if h := batchHeader(b); !h.transactional || h.producerID != pid || h.epoch != epoch {
+				return apierr.Invalid(field, "partition %d: a batch that is not a transactional batch of producer id %d at epoch %d (the session's); send other records with Produce", p, pid, epoch)
+			}
+		}
+	}
+	return nil
 }
 
 // ReasonLeaseFenced is SendOffsetsToTxn's answer for offsets of a

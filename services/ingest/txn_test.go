@@ -1,10 +1,12 @@
 package ingest_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 
@@ -57,21 +59,7 @@ func (c *txnClient) send(topic string, parts ...int32) error {
 	c.t.Helper()
 	st := c.prod.ProduceStream(context.Background())
 	defer func() { _ = st.CloseRequest(); _ = st.CloseResponse() }()
-	req := &sluicev1.ProduceRequest{Topic: topic}
-	for _, p := range parts {
-		b, err := record.NewBuilder(record.BuilderOptions{Producer: &record.Producer{ID: c.pid, Epoch: int16(c.epoch), BaseSequence: c.seq[p]}, Transactional: true})
-		if err != nil {
-			c.t.Fatal(err)
-		}
-		if err := b.Append(&record.Record{Timestamp: 1, Value: fmt.Appendf(nil, "%s-%d-%d", c.tid, c.epoch, c.seq[p])}); err != nil {
-			c.t.Fatal(err)
-		}
-		data, err := b.Build()
-		if err != nil {
-			c.t.Fatal(err)
-		}
-		req.Batches = append(req.Batches, &sluicev1.EncodedBatch{Partition: p, Data: data})
-	}
+	req := c.batches(topic, parts...)
 	c.corr++
 	if err := st.Send(&sluicev1.ProduceStreamRequest{CorrelationId: c.corr, Request: req, ProducerId: c.pid, ProducerEpoch: c.epoch, TransactionalId: c.tid}); err != nil {
 		return err
@@ -87,6 +75,28 @@ func (c *txnClient) send(topic string, parts ...int32) error {
 		c.seq[p]++
 	}
 	return nil
+}
+
+// batches is a request of one transactional record to each partition, at
+// the partitions' next sequence numbers (send takes them).
+func (c *txnClient) batches(topic string, parts ...int32) *sluicev1.ProduceRequest {
+	c.t.Helper()
+	req := &sluicev1.ProduceRequest{Topic: topic}
+	for _, p := range parts {
+		b, err := record.NewBuilder(record.BuilderOptions{Producer: &record.Producer{ID: c.pid, Epoch: int16(c.epoch), BaseSequence: c.seq[p]}, Transactional: true})
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		if err := b.Append(&record.Record{Timestamp: 1, Value: fmt.Appendf(nil, "%s-%d-%d", c.tid, c.epoch, c.seq[p])}); err != nil {
+			c.t.Fatal(err)
+		}
+		data, err := b.Build()
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		req.Batches = append(req.Batches, &sluicev1.EncodedBatch{Partition: p, Data: data})
+	}
+	return req
 }
 
 func (c *txnClient) end(commit bool) error {
@@ -676,4 +686,107 @@ func TestReadCommittedLearnsTheLSOFromANewLedger(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// CommitTxn stores a transaction's last batches and commits it in one call:
+// read_committed readers see them at once. A retry of the decided call
+// answers the same session and stores nothing twice. A batch to a partition
+// not added fails the call and decides nothing (the transaction stays open
+// at its epoch), and anything but the session's transactional batches is
+// refused.
+func TestCommitTxnStoresThenCommits(t *testing.T) {
+	tc := startCluster(t, nil)
+	ctx := context.Background()
+	admin := sluicev1connect.NewAdminServiceClient(http.DefaultClient, tc.url)
+	if _, err := admin.CreateTopic(ctx, connect.NewRequest(&sluicev1.CreateTopicRequest{Name: "t", Partitions: 2})); err != nil {
+		t.Fatal(err)
+	}
+	c, err := newTxnClient(t, tc.url, "a", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.add("t", 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.send("t", 0); err != nil { // offset 0
+		t.Fatal(err)
+	}
+	req := &sluicev1.CommitTxnRequest{Session: c.session(), Produce: []*sluicev1.ProduceRequest{c.batches("t", 0)}} // offset 1
+	first, err := c.prod.CommitTxn(ctx, connect.NewRequest(req))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Msg.ProducerEpoch != c.epoch+1 {
+		t.Fatalf("CommitTxn answered epoch %d; want the bump to %d", first.Msg.ProducerEpoch, c.epoch+1)
+	}
+	again, err := c.prod.CommitTxn(ctx, connect.NewRequest(req))
+	if err != nil {
+		t.Fatalf("a retry of the decided CommitTxn: %v; want its outcome", err)
+	}
+	if again.Msg.ProducerEpoch != first.Msg.ProducerEpoch || again.Msg.ProducerId != first.Msg.ProducerId {
+		t.Fatalf("the retry answered %v; the call %v", again.Msg, first.Msg)
+	}
+	if offs, lso := readCommitted(t, tc.url, "t"); !slices.Equal(offs, []int64{0, 1}) || lso != 3 {
+		t.Fatalf("read_committed after CommitTxn and its retry: offsets %v, LSO %d; want [0 1] and 3 (the marker at 2)", offs, lso)
+	}
+
+	c.epoch, c.pid = first.Msg.ProducerEpoch, cmp.Or(first.Msg.ProducerId, c.pid)
+	clear(c.seq)
+	if err := c.add("t", 0); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.prod.CommitTxn(ctx, connect.NewRequest(&sluicev1.CommitTxnRequest{Session: c.session(), Produce: []*sluicev1.ProduceRequest{c.batches("t", 1)}}))
+	wantReason(t, "CommitTxn with a batch to a partition not added", err, connect.CodeFailedPrecondition, ingest.ReasonInvalidTxnState)
+	if err := c.send("t", 0); err != nil {
+		t.Fatalf("the transaction's epoch after a failed CommitTxn: %v; want it still open", err)
+	}
+
+	plain := int32(0)
+	for name, bad := range map[string]*sluicev1.ProduceRequest{
+		"records":                   {Topic: "t", Partition: &plain, Records: []*sluicev1.Record{{Value: []byte("v")}}},
+		"a non-transactional batch": {Topic: "t", Batches: []*sluicev1.EncodedBatch{{Partition: 0, Data: plainBatch(t)}}},
+	} {
+		_, err := c.prod.CommitTxn(ctx, connect.NewRequest(&sluicev1.CommitTxnRequest{Session: c.session(), Produce: []*sluicev1.ProduceRequest{bad}}))
+		if connect.CodeOf(err) != connect.CodeInvalidArgument {
+			t.Errorf("CommitTxn carrying %s: %v; want INVALID_ARGUMENT", name, err)
+		}
+	}
+	if err := c.end(true); err != nil {
+		t.Fatal(err)
+	}
+	if offs, lso := readCommitted(t, tc.url, "t"); !slices.Equal(offs, []int64{0, 1, 3}) || lso != 5 {
+		t.Fatalf("read_committed at the end: offsets %v, LSO %d; want [0 1 3] (nothing of the refused calls) and 5", offs, lso)
+	}
+}
+
+// readCommitted reads partition 0 of topic from offset 0 as a read_committed
+// consumer does, on from each answer's next offset until one brings
+// nothing new, and returns the offsets and the last answer's LSO.
+func readCommitted(t *testing.T, url, topic string) (offs []int64, lso int64) {
+	t.Helper()
+	for next := int64(0); ; {
+		got, n, l := fetchOffsets(t, url, topic, next, true, false, 0)
+		offs, lso = append(offs, got...), l
+		if n == next {
+			return offs, lso
+		}
+		next = n
+	}
+}
+
+// plainBatch is a batch of one record outside any producer session.
+func plainBatch(t *testing.T) []byte {
+	t.Helper()
+	b, err := record.NewBuilder(record.BuilderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Append(&record.Record{Timestamp: 1, Value: []byte("plain")}); err != nil {
+		t.Fatal(err)
+	}
+	data, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
 }

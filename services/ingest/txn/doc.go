@@ -53,6 +53,7 @@
 //	state.go             Status, Partition, State and its invariants
 //	machine.go           events, Decision, Step and the rules
 //	transcript_test.go   transcripts in testdata/: commit, fencing, timeout
+//	decided_test.go      Decided: which EndTxn is a retry of the decision
 //	sim_test.go          coordinators with their memories racing over a compare-and-set store,
 //	                     crashes between decision and markers, zombie producers, offsets,
 //	                     the sweeper: no torn, flipped or lost transaction, no fenced

@@ -316,6 +316,20 @@ func endTxn(cur *State, e EndTxn) Decision {
 	return Decision{Err: fmt.Errorf("%w: %q is %v", ErrConcurrent, cur.ID, cur.Status)}
 }
 
+// Decided reports whether e is a retry of the EndTxn that decided cur's
+// current or last transaction, asking for the outcome it got: Step answers
+// it with that outcome and decides nothing (the driver stores no batch a
+// retried commit carries, EndTxnRequest.produce).
+func Decided(cur *State, e EndTxn) bool {
+	if cur == nil || !retriedEnd(cur, e) {
+		return false
+	}
+	if e.Commit {
+		return cur.Status == PrepareCommit || cur.Status == CompleteCommit
+	}
+	return cur.Status == PrepareAbort || cur.Status == CompleteAbort
+}
+
 // retriedEnd reports whether e is a retry of the EndTxn that cur's
 // current or last transaction ended with.
 func retriedEnd(cur *State, e EndTxn) bool {

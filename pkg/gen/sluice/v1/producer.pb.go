@@ -473,6 +473,119 @@ func (x *EndTxnRequest) GetCommit() bool {
 	return false
 }
 
+// CommitTxnRequest commits a transaction with its last batches.
+type CommitTxnRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The producer session. Required.
+	Session *TxnSession `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	// The batches to store before the commit is decided: pre-built
+	// transactional batches (`batches`, not `records`) of the session. At
+	// most 1,000 requests; none is EndTxn's commit.
+	Produce       []*ProduceRequest `protobuf:"bytes,2,rep,name=produce,proto3" json:"produce,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CommitTxnRequest) Reset() {
+	*x = CommitTxnRequest{}
+	mi := &file_sluice_v1_producer_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommitTxnRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommitTxnRequest) ProtoMessage() {}
+
+func (x *CommitTxnRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_producer_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommitTxnRequest.ProtoReflect.Descriptor instead.
+func (*CommitTxnRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *CommitTxnRequest) GetSession() *TxnSession {
+	if x != nil {
+		return x.Session
+	}
+	return nil
+}
+
+func (x *CommitTxnRequest) GetProduce() []*ProduceRequest {
+	if x != nil {
+		return x.Produce
+	}
+	return nil
+}
+
+// CommitTxnResponse is the producer's session for its next transaction, as
+// EndTxnResponse.
+type CommitTxnResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The bumped epoch (EndTxnResponse.producer_epoch).
+	ProducerEpoch int32 `protobuf:"varint,1,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	// The producer id the next transaction uses (EndTxnResponse.producer_id).
+	ProducerId    int64 `protobuf:"varint,2,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CommitTxnResponse) Reset() {
+	*x = CommitTxnResponse{}
+	mi := &file_sluice_v1_producer_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommitTxnResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommitTxnResponse) ProtoMessage() {}
+
+func (x *CommitTxnResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_producer_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommitTxnResponse.ProtoReflect.Descriptor instead.
+func (*CommitTxnResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *CommitTxnResponse) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
+func (x *CommitTxnResponse) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
 // EndTxnResponse is the producer's session for its next transaction.
 type EndTxnResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -489,7 +602,7 @@ type EndTxnResponse struct {
 
 func (x *EndTxnResponse) Reset() {
 	*x = EndTxnResponse{}
-	mi := &file_sluice_v1_producer_proto_msgTypes[8]
+	mi := &file_sluice_v1_producer_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -501,7 +614,7 @@ func (x *EndTxnResponse) String() string {
 func (*EndTxnResponse) ProtoMessage() {}
 
 func (x *EndTxnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_producer_proto_msgTypes[8]
+	mi := &file_sluice_v1_producer_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -514,7 +627,7 @@ func (x *EndTxnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndTxnResponse.ProtoReflect.Descriptor instead.
 func (*EndTxnResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{8}
+	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *EndTxnResponse) GetProducerEpoch() int32 {
@@ -548,7 +661,7 @@ type InitProducerRequest struct {
 
 func (x *InitProducerRequest) Reset() {
 	*x = InitProducerRequest{}
-	mi := &file_sluice_v1_producer_proto_msgTypes[9]
+	mi := &file_sluice_v1_producer_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -560,7 +673,7 @@ func (x *InitProducerRequest) String() string {
 func (*InitProducerRequest) ProtoMessage() {}
 
 func (x *InitProducerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_producer_proto_msgTypes[9]
+	mi := &file_sluice_v1_producer_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -573,7 +686,7 @@ func (x *InitProducerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitProducerRequest.ProtoReflect.Descriptor instead.
 func (*InitProducerRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{9}
+	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *InitProducerRequest) GetTransactionalId() string {
@@ -603,7 +716,7 @@ type InitProducerResponse struct {
 
 func (x *InitProducerResponse) Reset() {
 	*x = InitProducerResponse{}
-	mi := &file_sluice_v1_producer_proto_msgTypes[10]
+	mi := &file_sluice_v1_producer_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -615,7 +728,7 @@ func (x *InitProducerResponse) String() string {
 func (*InitProducerResponse) ProtoMessage() {}
 
 func (x *InitProducerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_producer_proto_msgTypes[10]
+	mi := &file_sluice_v1_producer_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -628,7 +741,7 @@ func (x *InitProducerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitProducerResponse.ProtoReflect.Descriptor instead.
 func (*InitProducerResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{10}
+	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *InitProducerResponse) GetProducerId() int64 {
@@ -668,7 +781,7 @@ type ProduceRequest struct {
 
 func (x *ProduceRequest) Reset() {
 	*x = ProduceRequest{}
-	mi := &file_sluice_v1_producer_proto_msgTypes[11]
+	mi := &file_sluice_v1_producer_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -680,7 +793,7 @@ func (x *ProduceRequest) String() string {
 func (*ProduceRequest) ProtoMessage() {}
 
 func (x *ProduceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_producer_proto_msgTypes[11]
+	mi := &file_sluice_v1_producer_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -693,7 +806,7 @@ func (x *ProduceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceRequest.ProtoReflect.Descriptor instead.
 func (*ProduceRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{11}
+	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ProduceRequest) GetTopic() string {
@@ -746,7 +859,7 @@ type EncodedBatch struct {
 
 func (x *EncodedBatch) Reset() {
 	*x = EncodedBatch{}
-	mi := &file_sluice_v1_producer_proto_msgTypes[12]
+	mi := &file_sluice_v1_producer_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -758,7 +871,7 @@ func (x *EncodedBatch) String() string {
 func (*EncodedBatch) ProtoMessage() {}
 
 func (x *EncodedBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_producer_proto_msgTypes[12]
+	mi := &file_sluice_v1_producer_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -771,7 +884,7 @@ func (x *EncodedBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EncodedBatch.ProtoReflect.Descriptor instead.
 func (*EncodedBatch) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{12}
+	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *EncodedBatch) GetPartition() int32 {
@@ -809,7 +922,7 @@ type ProduceResponse struct {
 
 func (x *ProduceResponse) Reset() {
 	*x = ProduceResponse{}
-	mi := &file_sluice_v1_producer_proto_msgTypes[13]
+	mi := &file_sluice_v1_producer_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -821,7 +934,7 @@ func (x *ProduceResponse) String() string {
 func (*ProduceResponse) ProtoMessage() {}
 
 func (x *ProduceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_producer_proto_msgTypes[13]
+	mi := &file_sluice_v1_producer_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -834,7 +947,7 @@ func (x *ProduceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceResponse.ProtoReflect.Descriptor instead.
 func (*ProduceResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{13}
+	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ProduceResponse) GetResults() []*ProduceResult {
@@ -887,7 +1000,7 @@ type ProduceResult struct {
 
 func (x *ProduceResult) Reset() {
 	*x = ProduceResult{}
-	mi := &file_sluice_v1_producer_proto_msgTypes[14]
+	mi := &file_sluice_v1_producer_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -899,7 +1012,7 @@ func (x *ProduceResult) String() string {
 func (*ProduceResult) ProtoMessage() {}
 
 func (x *ProduceResult) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_producer_proto_msgTypes[14]
+	mi := &file_sluice_v1_producer_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -912,7 +1025,7 @@ func (x *ProduceResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceResult.ProtoReflect.Descriptor instead.
 func (*ProduceResult) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{14}
+	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ProduceResult) GetPartition() int32 {
@@ -959,7 +1072,7 @@ type DeadLetter struct {
 
 func (x *DeadLetter) Reset() {
 	*x = DeadLetter{}
-	mi := &file_sluice_v1_producer_proto_msgTypes[15]
+	mi := &file_sluice_v1_producer_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -971,7 +1084,7 @@ func (x *DeadLetter) String() string {
 func (*DeadLetter) ProtoMessage() {}
 
 func (x *DeadLetter) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_producer_proto_msgTypes[15]
+	mi := &file_sluice_v1_producer_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -984,7 +1097,7 @@ func (x *DeadLetter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetter.ProtoReflect.Descriptor instead.
 func (*DeadLetter) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{15}
+	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *DeadLetter) GetTopic() string {
@@ -1041,7 +1154,7 @@ type ProduceStreamRequest struct {
 
 func (x *ProduceStreamRequest) Reset() {
 	*x = ProduceStreamRequest{}
-	mi := &file_sluice_v1_producer_proto_msgTypes[16]
+	mi := &file_sluice_v1_producer_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1053,7 +1166,7 @@ func (x *ProduceStreamRequest) String() string {
 func (*ProduceStreamRequest) ProtoMessage() {}
 
 func (x *ProduceStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_producer_proto_msgTypes[16]
+	mi := &file_sluice_v1_producer_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1066,7 +1179,7 @@ func (x *ProduceStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceStreamRequest.ProtoReflect.Descriptor instead.
 func (*ProduceStreamRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{16}
+	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ProduceStreamRequest) GetCorrelationId() uint64 {
@@ -1126,7 +1239,7 @@ type ProduceStreamResponse struct {
 
 func (x *ProduceStreamResponse) Reset() {
 	*x = ProduceStreamResponse{}
-	mi := &file_sluice_v1_producer_proto_msgTypes[17]
+	mi := &file_sluice_v1_producer_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1138,7 +1251,7 @@ func (x *ProduceStreamResponse) String() string {
 func (*ProduceStreamResponse) ProtoMessage() {}
 
 func (x *ProduceStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_producer_proto_msgTypes[17]
+	mi := &file_sluice_v1_producer_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1151,7 +1264,7 @@ func (x *ProduceStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceStreamResponse.ProtoReflect.Descriptor instead.
 func (*ProduceStreamResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{17}
+	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ProduceStreamResponse) GetCorrelationId() uint64 {
@@ -1198,7 +1311,7 @@ type ProduceError struct {
 
 func (x *ProduceError) Reset() {
 	*x = ProduceError{}
-	mi := &file_sluice_v1_producer_proto_msgTypes[18]
+	mi := &file_sluice_v1_producer_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1210,7 +1323,7 @@ func (x *ProduceError) String() string {
 func (*ProduceError) ProtoMessage() {}
 
 func (x *ProduceError) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_producer_proto_msgTypes[18]
+	mi := &file_sluice_v1_producer_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1223,7 +1336,7 @@ func (x *ProduceError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceError.ProtoReflect.Descriptor instead.
 func (*ProduceError) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{18}
+	return file_sluice_v1_producer_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ProduceError) GetCode() int32 {
@@ -1288,7 +1401,14 @@ const file_sluice_v1_producer_proto_rawDesc = "" +
 	"\x1aAddPartitionsToTxnResponse\"X\n" +
 	"\rEndTxnRequest\x12/\n" +
 	"\asession\x18\x01 \x01(\v2\x15.sluice.v1.TxnSessionR\asession\x12\x16\n" +
-	"\x06commit\x18\x02 \x01(\bR\x06commit\"X\n" +
+	"\x06commit\x18\x02 \x01(\bR\x06commit\"x\n" +
+	"\x10CommitTxnRequest\x12/\n" +
+	"\asession\x18\x01 \x01(\v2\x15.sluice.v1.TxnSessionR\asession\x123\n" +
+	"\aproduce\x18\x02 \x03(\v2\x19.sluice.v1.ProduceRequestR\aproduce\"[\n" +
+	"\x11CommitTxnResponse\x12%\n" +
+	"\x0eproducer_epoch\x18\x01 \x01(\x05R\rproducerEpoch\x12\x1f\n" +
+	"\vproducer_id\x18\x02 \x01(\x03R\n" +
+	"producerId\"X\n" +
 	"\x0eEndTxnResponse\x12%\n" +
 	"\x0eproducer_epoch\x18\x01 \x01(\x05R\rproducerEpoch\x12\x1f\n" +
 	"\vproducer_id\x18\x02 \x01(\x03R\n" +
@@ -1347,13 +1467,14 @@ const file_sluice_v1_producer_proto_rawDesc = "" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12$\n" +
 	"\x0eretry_after_ms\x18\x03 \x01(\x05R\fretryAfterMs\x12\x16\n" +
-	"\x06reason\x18\x04 \x01(\tR\x06reason2\x87\x04\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason2\xd1\x04\n" +
 	"\x0fProducerService\x12B\n" +
 	"\aProduce\x12\x19.sluice.v1.ProduceRequest\x1a\x1a.sluice.v1.ProduceResponse\"\x00\x12X\n" +
 	"\rProduceStream\x12\x1f.sluice.v1.ProduceStreamRequest\x1a .sluice.v1.ProduceStreamResponse\"\x00(\x010\x01\x12Q\n" +
 	"\fInitProducer\x12\x1e.sluice.v1.InitProducerRequest\x1a\x1f.sluice.v1.InitProducerResponse\"\x00\x12c\n" +
 	"\x12AddPartitionsToTxn\x12$.sluice.v1.AddPartitionsToTxnRequest\x1a%.sluice.v1.AddPartitionsToTxnResponse\"\x00\x12?\n" +
-	"\x06EndTxn\x12\x18.sluice.v1.EndTxnRequest\x1a\x19.sluice.v1.EndTxnResponse\"\x00\x12]\n" +
+	"\x06EndTxn\x12\x18.sluice.v1.EndTxnRequest\x1a\x19.sluice.v1.EndTxnResponse\"\x00\x12H\n" +
+	"\tCommitTxn\x12\x1b.sluice.v1.CommitTxnRequest\x1a\x1c.sluice.v1.CommitTxnResponse\"\x00\x12]\n" +
 	"\x10SendOffsetsToTxn\x12\".sluice.v1.SendOffsetsToTxnRequest\x1a#.sluice.v1.SendOffsetsToTxnResponse\"\x00B\x9a\x01\n" +
 	"\rcom.sluice.v1B\rProducerProtoP\x01Z5github.com/sluicemq/sluice/pkg/gen/sluice/v1;sluicev1\xa2\x02\x03SXX\xaa\x02\tSluice.V1\xca\x02\tSluice\\V1\xe2\x02\x15Sluice\\V1\\GPBMetadata\xea\x02\n" +
 	"Sluice::V1b\x06proto3"
@@ -1370,7 +1491,7 @@ func file_sluice_v1_producer_proto_rawDescGZIP() []byte {
 	return file_sluice_v1_producer_proto_rawDescData
 }
 
-var file_sluice_v1_producer_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_sluice_v1_producer_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_sluice_v1_producer_proto_goTypes = []any{
 	(*SendOffsetsToTxnRequest)(nil),    // 0: sluice.v1.SendOffsetsToTxnRequest
 	(*TxnPartitionOffset)(nil),         // 1: sluice.v1.TxnPartitionOffset
@@ -1380,19 +1501,21 @@ var file_sluice_v1_producer_proto_goTypes = []any{
 	(*AddPartitionsToTxnRequest)(nil),  // 5: sluice.v1.AddPartitionsToTxnRequest
 	(*AddPartitionsToTxnResponse)(nil), // 6: sluice.v1.AddPartitionsToTxnResponse
 	(*EndTxnRequest)(nil),              // 7: sluice.v1.EndTxnRequest
-	(*EndTxnResponse)(nil),             // 8: sluice.v1.EndTxnResponse
-	(*InitProducerRequest)(nil),        // 9: sluice.v1.InitProducerRequest
-	(*InitProducerResponse)(nil),       // 10: sluice.v1.InitProducerResponse
-	(*ProduceRequest)(nil),             // 11: sluice.v1.ProduceRequest
-	(*EncodedBatch)(nil),               // 12: sluice.v1.EncodedBatch
-	(*ProduceResponse)(nil),            // 13: sluice.v1.ProduceResponse
-	(*ProduceResult)(nil),              // 14: sluice.v1.ProduceResult
-	(*DeadLetter)(nil),                 // 15: sluice.v1.DeadLetter
-	(*ProduceStreamRequest)(nil),       // 16: sluice.v1.ProduceStreamRequest
-	(*ProduceStreamResponse)(nil),      // 17: sluice.v1.ProduceStreamResponse
-	(*ProduceError)(nil),               // 18: sluice.v1.ProduceError
-	(*Record)(nil),                     // 19: sluice.v1.Record
-	(Durability)(0),                    // 20: sluice.v1.Durability
+	(*CommitTxnRequest)(nil),           // 8: sluice.v1.CommitTxnRequest
+	(*CommitTxnResponse)(nil),          // 9: sluice.v1.CommitTxnResponse
+	(*EndTxnResponse)(nil),             // 10: sluice.v1.EndTxnResponse
+	(*InitProducerRequest)(nil),        // 11: sluice.v1.InitProducerRequest
+	(*InitProducerResponse)(nil),       // 12: sluice.v1.InitProducerResponse
+	(*ProduceRequest)(nil),             // 13: sluice.v1.ProduceRequest
+	(*EncodedBatch)(nil),               // 14: sluice.v1.EncodedBatch
+	(*ProduceResponse)(nil),            // 15: sluice.v1.ProduceResponse
+	(*ProduceResult)(nil),              // 16: sluice.v1.ProduceResult
+	(*DeadLetter)(nil),                 // 17: sluice.v1.DeadLetter
+	(*ProduceStreamRequest)(nil),       // 18: sluice.v1.ProduceStreamRequest
+	(*ProduceStreamResponse)(nil),      // 19: sluice.v1.ProduceStreamResponse
+	(*ProduceError)(nil),               // 20: sluice.v1.ProduceError
+	(*Record)(nil),                     // 21: sluice.v1.Record
+	(Durability)(0),                    // 22: sluice.v1.Durability
 }
 var file_sluice_v1_producer_proto_depIdxs = []int32{
 	3,  // 0: sluice.v1.SendOffsetsToTxnRequest.session:type_name -> sluice.v1.TxnSession
@@ -1400,32 +1523,36 @@ var file_sluice_v1_producer_proto_depIdxs = []int32{
 	3,  // 2: sluice.v1.AddPartitionsToTxnRequest.session:type_name -> sluice.v1.TxnSession
 	4,  // 3: sluice.v1.AddPartitionsToTxnRequest.topics:type_name -> sluice.v1.TxnTopic
 	3,  // 4: sluice.v1.EndTxnRequest.session:type_name -> sluice.v1.TxnSession
-	19, // 5: sluice.v1.ProduceRequest.records:type_name -> sluice.v1.Record
-	12, // 6: sluice.v1.ProduceRequest.batches:type_name -> sluice.v1.EncodedBatch
-	20, // 7: sluice.v1.ProduceRequest.durability:type_name -> sluice.v1.Durability
-	14, // 8: sluice.v1.ProduceResponse.results:type_name -> sluice.v1.ProduceResult
-	20, // 9: sluice.v1.ProduceResponse.durability:type_name -> sluice.v1.Durability
-	15, // 10: sluice.v1.ProduceResult.dead_letter:type_name -> sluice.v1.DeadLetter
-	11, // 11: sluice.v1.ProduceStreamRequest.request:type_name -> sluice.v1.ProduceRequest
-	13, // 12: sluice.v1.ProduceStreamResponse.response:type_name -> sluice.v1.ProduceResponse
-	18, // 13: sluice.v1.ProduceStreamResponse.error:type_name -> sluice.v1.ProduceError
-	11, // 14: sluice.v1.ProducerService.Produce:input_type -> sluice.v1.ProduceRequest
-	16, // 15: sluice.v1.ProducerService.ProduceStream:input_type -> sluice.v1.ProduceStreamRequest
-	9,  // 16: sluice.v1.ProducerService.InitProducer:input_type -> sluice.v1.InitProducerRequest
-	5,  // 17: sluice.v1.ProducerService.AddPartitionsToTxn:input_type -> sluice.v1.AddPartitionsToTxnRequest
-	7,  // 18: sluice.v1.ProducerService.EndTxn:input_type -> sluice.v1.EndTxnRequest
-	0,  // 19: sluice.v1.ProducerService.SendOffsetsToTxn:input_type -> sluice.v1.SendOffsetsToTxnRequest
-	13, // 20: sluice.v1.ProducerService.Produce:output_type -> sluice.v1.ProduceResponse
-	17, // 21: sluice.v1.ProducerService.ProduceStream:output_type -> sluice.v1.ProduceStreamResponse
-	10, // 22: sluice.v1.ProducerService.InitProducer:output_type -> sluice.v1.InitProducerResponse
-	6,  // 23: sluice.v1.ProducerService.AddPartitionsToTxn:output_type -> sluice.v1.AddPartitionsToTxnResponse
-	8,  // 24: sluice.v1.ProducerService.EndTxn:output_type -> sluice.v1.EndTxnResponse
-	2,  // 25: sluice.v1.ProducerService.SendOffsetsToTxn:output_type -> sluice.v1.SendOffsetsToTxnResponse
-	20, // [20:26] is the sub-list for method output_type
-	14, // [14:20] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	3,  // 5: sluice.v1.CommitTxnRequest.session:type_name -> sluice.v1.TxnSession
+	13, // 6: sluice.v1.CommitTxnRequest.produce:type_name -> sluice.v1.ProduceRequest
+	21, // 7: sluice.v1.ProduceRequest.records:type_name -> sluice.v1.Record
+	14, // 8: sluice.v1.ProduceRequest.batches:type_name -> sluice.v1.EncodedBatch
+	22, // 9: sluice.v1.ProduceRequest.durability:type_name -> sluice.v1.Durability
+	16, // 10: sluice.v1.ProduceResponse.results:type_name -> sluice.v1.ProduceResult
+	22, // 11: sluice.v1.ProduceResponse.durability:type_name -> sluice.v1.Durability
+	17, // 12: sluice.v1.ProduceResult.dead_letter:type_name -> sluice.v1.DeadLetter
+	13, // 13: sluice.v1.ProduceStreamRequest.request:type_name -> sluice.v1.ProduceRequest
+	15, // 14: sluice.v1.ProduceStreamResponse.response:type_name -> sluice.v1.ProduceResponse
+	20, // 15: sluice.v1.ProduceStreamResponse.error:type_name -> sluice.v1.ProduceError
+	13, // 16: sluice.v1.ProducerService.Produce:input_type -> sluice.v1.ProduceRequest
+	18, // 17: sluice.v1.ProducerService.ProduceStream:input_type -> sluice.v1.ProduceStreamRequest
+	11, // 18: sluice.v1.ProducerService.InitProducer:input_type -> sluice.v1.InitProducerRequest
+	5,  // 19: sluice.v1.ProducerService.AddPartitionsToTxn:input_type -> sluice.v1.AddPartitionsToTxnRequest
+	7,  // 20: sluice.v1.ProducerService.EndTxn:input_type -> sluice.v1.EndTxnRequest
+	8,  // 21: sluice.v1.ProducerService.CommitTxn:input_type -> sluice.v1.CommitTxnRequest
+	0,  // 22: sluice.v1.ProducerService.SendOffsetsToTxn:input_type -> sluice.v1.SendOffsetsToTxnRequest
+	15, // 23: sluice.v1.ProducerService.Produce:output_type -> sluice.v1.ProduceResponse
+	19, // 24: sluice.v1.ProducerService.ProduceStream:output_type -> sluice.v1.ProduceStreamResponse
+	12, // 25: sluice.v1.ProducerService.InitProducer:output_type -> sluice.v1.InitProducerResponse
+	6,  // 26: sluice.v1.ProducerService.AddPartitionsToTxn:output_type -> sluice.v1.AddPartitionsToTxnResponse
+	10, // 27: sluice.v1.ProducerService.EndTxn:output_type -> sluice.v1.EndTxnResponse
+	9,  // 28: sluice.v1.ProducerService.CommitTxn:output_type -> sluice.v1.CommitTxnResponse
+	2,  // 29: sluice.v1.ProducerService.SendOffsetsToTxn:output_type -> sluice.v1.SendOffsetsToTxnResponse
+	23, // [23:30] is the sub-list for method output_type
+	16, // [16:23] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_producer_proto_init() }
@@ -1434,14 +1561,14 @@ func file_sluice_v1_producer_proto_init() {
 		return
 	}
 	file_sluice_v1_record_proto_init()
-	file_sluice_v1_producer_proto_msgTypes[11].OneofWrappers = []any{}
+	file_sluice_v1_producer_proto_msgTypes[13].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_producer_proto_rawDesc), len(file_sluice_v1_producer_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   19,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -46,6 +46,9 @@ const (
 	ProducerServiceAddPartitionsToTxnProcedure = "/sluice.v1.ProducerService/AddPartitionsToTxn"
 	// ProducerServiceEndTxnProcedure is the fully-qualified name of the ProducerService's EndTxn RPC.
 	ProducerServiceEndTxnProcedure = "/sluice.v1.ProducerService/EndTxn"
+	// ProducerServiceCommitTxnProcedure is the fully-qualified name of the ProducerService's CommitTxn
+	// RPC.
+	ProducerServiceCommitTxnProcedure = "/sluice.v1.ProducerService/CommitTxn"
 	// ProducerServiceSendOffsetsToTxnProcedure is the fully-qualified name of the ProducerService's
 	// SendOffsetsToTxn RPC.
 	ProducerServiceSendOffsetsToTxnProcedure = "/sluice.v1.ProducerService/SendOffsetsToTxn"
@@ -89,6 +92,17 @@ type ProducerServiceClient interface {
 	// FAILED_PRECONDITION with INVALID_TXN_STATE (the opposite outcome was
 	// already decided, e.g. the transaction timed out and was aborted).
 	EndTxn(context.Context, *connect.Request[v1.EndTxnRequest]) (*connect.Response[v1.EndTxnResponse], error)
+	// CommitTxn is EndTxn's commit carrying the transaction's last batches:
+	// it stores them as a ProduceStream with the session's transactional id
+	// would (transactional batches of the session's producer id and epoch,
+	// to partitions already added), and decides once they are durable — one
+	// client round trip less than ProduceStream then EndTxn. If a batch
+	// fails, it answers that error and decides nothing: the transaction stays
+	// open (retry — stored batches are deduplicated — or abort). A retry of a
+	// CommitTxn that was decided answers the outcome. Errors as EndTxn's and
+	// ProduceStream's. A server without it answers UNIMPLEMENTED (clients fall
+	// back to ProduceStream and EndTxn).
+	CommitTxn(context.Context, *connect.Request[v1.CommitTxnRequest]) (*connect.Response[v1.CommitTxnResponse], error)
 	// SendOffsetsToTxn adds consumer offsets to the producer's transaction
 	// (opening one when none is open): they are committed for the group when
 	// the transaction commits, and dropped when it aborts — the
@@ -142,6 +156,12 @@ func NewProducerServiceClient(httpClient connect.HTTPClient, baseURL string, opt
 			connect.WithSchema(producerServiceMethods.ByName("EndTxn")),
 			connect.WithClientOptions(opts...),
 		),
+		commitTxn: connect.NewClient[v1.CommitTxnRequest, v1.CommitTxnResponse](
+			httpClient,
+			baseURL+ProducerServiceCommitTxnProcedure,
+			connect.WithSchema(producerServiceMethods.ByName("CommitTxn")),
+			connect.WithClientOptions(opts...),
+		),
 		sendOffsetsToTxn: connect.NewClient[v1.SendOffsetsToTxnRequest, v1.SendOffsetsToTxnResponse](
 			httpClient,
 			baseURL+ProducerServiceSendOffsetsToTxnProcedure,
@@ -158,6 +178,7 @@ type producerServiceClient struct {
 	initProducer       *connect.Client[v1.InitProducerRequest, v1.InitProducerResponse]
 	addPartitionsToTxn *connect.Client[v1.AddPartitionsToTxnRequest, v1.AddPartitionsToTxnResponse]
 	endTxn             *connect.Client[v1.EndTxnRequest, v1.EndTxnResponse]
+	commitTxn          *connect.Client[v1.CommitTxnRequest, v1.CommitTxnResponse]
 	sendOffsetsToTxn   *connect.Client[v1.SendOffsetsToTxnRequest, v1.SendOffsetsToTxnResponse]
 }
 
@@ -184,6 +205,11 @@ func (c *producerServiceClient) AddPartitionsToTxn(ctx context.Context, req *con
 // EndTxn calls sluice.v1.ProducerService.EndTxn.
 func (c *producerServiceClient) EndTxn(ctx context.Context, req *connect.Request[v1.EndTxnRequest]) (*connect.Response[v1.EndTxnResponse], error) {
 	return c.endTxn.CallUnary(ctx, req)
+}
+
+// CommitTxn calls sluice.v1.ProducerService.CommitTxn.
+func (c *producerServiceClient) CommitTxn(ctx context.Context, req *connect.Request[v1.CommitTxnRequest]) (*connect.Response[v1.CommitTxnResponse], error) {
+	return c.commitTxn.CallUnary(ctx, req)
 }
 
 // SendOffsetsToTxn calls sluice.v1.ProducerService.SendOffsetsToTxn.
@@ -229,6 +255,17 @@ type ProducerServiceHandler interface {
 	// FAILED_PRECONDITION with INVALID_TXN_STATE (the opposite outcome was
 	// already decided, e.g. the transaction timed out and was aborted).
 	EndTxn(context.Context, *connect.Request[v1.EndTxnRequest]) (*connect.Response[v1.EndTxnResponse], error)
+	// CommitTxn is EndTxn's commit carrying the transaction's last batches:
+	// it stores them as a ProduceStream with the session's transactional id
+	// would (transactional batches of the session's producer id and epoch,
+	// to partitions already added), and decides once they are durable — one
+	// client round trip less than ProduceStream then EndTxn. If a batch
+	// fails, it answers that error and decides nothing: the transaction stays
+	// open (retry — stored batches are deduplicated — or abort). A retry of a
+	// CommitTxn that was decided answers the outcome. Errors as EndTxn's and
+	// ProduceStream's. A server without it answers UNIMPLEMENTED (clients fall
+	// back to ProduceStream and EndTxn).
+	CommitTxn(context.Context, *connect.Request[v1.CommitTxnRequest]) (*connect.Response[v1.CommitTxnResponse], error)
 	// SendOffsetsToTxn adds consumer offsets to the producer's transaction
 	// (opening one when none is open): they are committed for the group when
 	// the transaction commits, and dropped when it aborts — the
@@ -278,6 +315,12 @@ func NewProducerServiceHandler(svc ProducerServiceHandler, opts ...connect.Handl
 		connect.WithSchema(producerServiceMethods.ByName("EndTxn")),
 		connect.WithHandlerOptions(opts...),
 	)
+	producerServiceCommitTxnHandler := connect.NewUnaryHandler(
+		ProducerServiceCommitTxnProcedure,
+		svc.CommitTxn,
+		connect.WithSchema(producerServiceMethods.ByName("CommitTxn")),
+		connect.WithHandlerOptions(opts...),
+	)
 	producerServiceSendOffsetsToTxnHandler := connect.NewUnaryHandler(
 		ProducerServiceSendOffsetsToTxnProcedure,
 		svc.SendOffsetsToTxn,
@@ -296,6 +339,8 @@ func NewProducerServiceHandler(svc ProducerServiceHandler, opts ...connect.Handl
 			producerServiceAddPartitionsToTxnHandler.ServeHTTP(w, r)
 		case ProducerServiceEndTxnProcedure:
 			producerServiceEndTxnHandler.ServeHTTP(w, r)
+		case ProducerServiceCommitTxnProcedure:
+			producerServiceCommitTxnHandler.ServeHTTP(w, r)
 		case ProducerServiceSendOffsetsToTxnProcedure:
 			producerServiceSendOffsetsToTxnHandler.ServeHTTP(w, r)
 		default:
@@ -325,6 +370,10 @@ func (UnimplementedProducerServiceHandler) AddPartitionsToTxn(context.Context, *
 
 func (UnimplementedProducerServiceHandler) EndTxn(context.Context, *connect.Request[v1.EndTxnRequest]) (*connect.Response[v1.EndTxnResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.ProducerService.EndTxn is not implemented"))
+}
+
+func (UnimplementedProducerServiceHandler) CommitTxn(context.Context, *connect.Request[v1.CommitTxnRequest]) (*connect.Response[v1.CommitTxnResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.ProducerService.CommitTxn is not implemented"))
 }
 
 func (UnimplementedProducerServiceHandler) SendOffsetsToTxn(context.Context, *connect.Request[v1.SendOffsetsToTxnRequest]) (*connect.Response[v1.SendOffsetsToTxnResponse], error) {
