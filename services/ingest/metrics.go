@@ -89,9 +89,9 @@ func newMeters(mp metric.MeterProvider, s *Service) (*meters, error) {
 	ms.produceErrors = counter(metricProduceErrors, "{request}", "produce requests answered with an error, by code")
 	ms.throttled = counter(metricThrottled, "{request}", "produce requests delayed by a byte-rate quota")
 	ms.acquisitions = counter(metricAcquisitions, "{partition}", "partitions this copy took the writer lease of, by outcome (error: the takeover failed)")
-	ms.txnEnded = counter(metricTxnEnded, "{transaction}", "transactions ended by EndTxn through this copy, by outcome")
+	ms.txnEnded = counter(metricTxnEnded, "{transaction}", "transactions ended by EndTxn or CommitTxn through this copy, by outcome")
 	ms.produceTime = hist(metricProduceTime, "from a produce request's arrival to its answer (durable on the ack quorum; forwarding included; quota delay excluded)")
-	ms.txnEndTime = hist(metricTxnEndTime, "EndTxn: from its arrival to its answer (decision stored, markers written)")
+	ms.txnEndTime = hist(metricTxnEndTime, "EndTxn and CommitTxn: from the arrival to the answer (CommitTxn's batches stored, the decision stored, the markers written)")
 	if err != nil {
 		return nil, err
 	}
@@ -177,7 +177,7 @@ func (ms *meters) throttledFor(ctx context.Context, d time.Duration) {
 	ms.throttleTime.Add(ctx, d.Seconds())
 }
 
-// txnEnd counts an EndTxn answered (err nil) after since.
+// txnEnd counts an EndTxn or CommitTxn answered (err nil) after since.
 func (ms *meters) txnEnd(ctx context.Context, commit bool, since time.Time) {
 	o := ms.aborted
 	if commit {
