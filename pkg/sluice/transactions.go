@@ -661,7 +661,7 @@ func (t *TransactionalProducer) Commit(ctx context.Context) error {
 	if err := t.readyAll(ctx); err != nil {
 		return err
 	}
-	// A last batch left alone goes with the commit (EndTxnRequest.produce):
+	// A last batch left alone goes with the commit (CommitTxn):
 	// one round trip less, in a request the size of one the producer sends
 	// anyway (so within the server's request limit when those are). Several
 	// are stored first, as Flush does.

@@ -318,8 +318,8 @@ func endTxn(cur *State, e EndTxn) Decision {
 
 // Decided reports whether e is a retry of the EndTxn that decided cur's
 // current or last transaction, asking for the outcome it got: Step answers
-// it with that outcome and decides nothing (the driver stores no batch a
-// retried commit carries, EndTxnRequest.produce).
+// it with that outcome and decides nothing (the driver asks when a
+// CommitTxn's batches failed: a retry's are fenced by its own decision).
 func Decided(cur *State, e EndTxn) bool {
 	if cur == nil || !retriedEnd(cur, e) {
 		return false
