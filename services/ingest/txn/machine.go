@@ -22,6 +22,10 @@ var (
 	// (EndTxn with no open transaction, or the opposite outcome of one
 	// already decided).
 	ErrInvalidState = errors.New("txn: invalid transaction state")
+	// ErrTimedOut: the producer's transaction was aborted past its
+	// deadline, which bumped the epoch. Unlike ErrFenced, no other session
+	// took over: InitProducer with the session's ids resumes it (KIP-588).
+	ErrTimedOut = errors.New("txn: the transaction timed out and was aborted; InitProducer with this session's ids to resume")
 )
 
 // Event is a request to the coordinator, or the driver's report of a step
@@ -31,10 +35,15 @@ type Event interface{ isEvent() }
 // InitProducer starts (or restarts) the producer session of the
 // transactional id: fresh id or bumped epoch; an open transaction is
 // aborted first. FreshID is a producer id the driver allocated because the
-// previous Decision asked for one (NeedProducerID); 0 otherwise.
+// previous Decision asked for one (NeedProducerID); 0 otherwise. Resume,
+// when set, is the session the caller holds (KIP-588): it is restarted
+// only if it is the current one or the one a timeout's abort bumped, and
+// fenced otherwise — a producer re-initialising after a timeout cannot
+// fence a newer instance.
 type InitProducer struct {
 	Timeout time.Duration
 	FreshID int64
+	Resume  *Reply
 	Now     time.Time
 }
 
@@ -69,11 +78,14 @@ type AddOffsets struct {
 // EndTxn commits or aborts the producer's transaction. FreshID is a
 // producer id the driver allocated because the previous Decision asked for
 // one (NeedProducerID: the bump would spend the epoch space); 0 otherwise.
+// Next, when set, are the partitions the producer's next transaction opens
+// with (State.Next).
 type EndTxn struct {
 	ProducerID int64
 	Epoch      int16
 	Commit     bool
 	FreshID    int64
+	Next       []Partition
 	Now        time.Time
 }
 
@@ -127,6 +139,10 @@ type Decision struct {
 	// an InitProducer that had to abort answer once the transaction is
 	// complete).
 	Pending bool
+	// Next: an EndTxn's answer, the partitions the producer's next
+	// transaction is open with (State.Next, as stored — a retry's own
+	// are not what counts): it may write there without adding them.
+	Next []Partition
 }
 
 // Reply is the session a client continues with.
@@ -185,6 +201,11 @@ func Step(id string, cur *State, ev Event) Decision {
 }
 
 func initProducer(id string, cur *State, e InitProducer) Decision {
+	if e.Resume != nil {
+		if err := resumable(cur, *e.Resume); err != nil {
+			return Decision{Err: err}
+		}
+	}
 	switch {
 	case cur == nil || spent(cur.Epoch) && cur.Status.idle():
 		// First use, or the epoch space is spent: a new id at epoch 0.
@@ -192,6 +213,7 @@ func initProducer(id string, cur *State, e InitProducer) Decision {
 			return Decision{NeedProducerID: true}
 		}
 		next := State{ID: id, ProducerID: e.FreshID, Status: Empty, Timeout: e.Timeout}
+		// (TimedOut, Next and Ended start empty: a new session.)
 		if cur != nil {
 			next.Version = cur.Version
 		}
@@ -200,7 +222,7 @@ func initProducer(id string, cur *State, e InitProducer) Decision {
 		next := cur.clone()
 		next.Epoch++
 		next.Status, next.Timeout, next.BumpedByCoordinator, next.PrevProducerID = Empty, e.Timeout, true, 0
-		next.Partitions, next.Groups, next.Offsets = nil, nil, nil
+		next.Partitions, next.Groups, next.Offsets, next.Ended, next.TimedOut = nil, nil, nil, 0, false
 		return Decision{Store: &next, Reply: Reply{next.ProducerID, next.Epoch}}
 	case cur.Status == Ongoing && sabotageInitFence && !spent(cur.Epoch):
 		// Chaos sabotage build only: the new session inherits the open
@@ -212,7 +234,7 @@ func initProducer(id string, cur *State, e InitProducer) Decision {
 	case cur.Status == Ongoing:
 		// Abort the open transaction at a bumped epoch (fencing its
 		// producer); the client retries InitProducer once it is complete.
-		d := abortAt(cur)
+		d := abortAt(cur, false)
 		d.Err = fmt.Errorf("%w: an open transaction of %q is being aborted", ErrConcurrent, id)
 		return d
 	default:
@@ -220,6 +242,20 @@ func initProducer(id string, cur *State, e InitProducer) Decision {
 		// coordinator that decided does); retry.
 		return Decision{Err: fmt.Errorf("%w: %q is %v", ErrConcurrent, id, cur.Status)}
 	}
+}
+
+// resumable verifies that the session s may be restarted: it is cur's
+// current one, or the one before a timeout's abort.
+func resumable(cur *State, s Reply) error {
+	switch {
+	case cur != nil && s.ProducerID == cur.ProducerID && s.Epoch == cur.Epoch:
+		return nil
+	case cur != nil && s.ProducerID == cur.ProducerID && cur.TimedOut && s.Epoch == cur.Epoch-1:
+		return nil
+	case cur != nil && (s.ProducerID == cur.ProducerID || s.ProducerID == cur.PrevProducerID):
+		return fmt.Errorf("%w: session epoch %d, current %d", ErrFenced, s.Epoch, cur.Epoch)
+	}
+	return ErrUnknownProducer
 }
 
 // check verifies that the request's producer session is the current one.
@@ -233,6 +269,8 @@ func check(cur *State, pid int64, epoch int16) error {
 		// Only a binary before the fix of the epoch overflow gave a
 		// session the last epoch; markers could not end its data.
 		return fmt.Errorf("%w: epoch %d is past a session's last; InitProducer again for a new producer id", ErrFenced, epoch)
+	case cur.TimedOut && epoch == cur.Epoch-1:
+		return fmt.Errorf("%w (epoch %d, now %d)", ErrTimedOut, epoch, cur.Epoch)
 	case epoch < cur.Epoch:
 		return fmt.Errorf("%w: epoch %d, current %d", ErrFenced, epoch, cur.Epoch)
 	case epoch > cur.Epoch:
@@ -261,6 +299,12 @@ func add(cur *State, pid int64, epoch int16, now time.Time, apply func(*State) b
 	if !apply(&next) {
 		return Decision{Reply: reply} // already in: nothing to store
 	}
+	if cur.Ended != 0 {
+		// Opened by the last EndTxn (Next): the client's transaction
+		// shows itself now, and its timeout counts from here. (A retry of
+		// that EndTxn is no longer answered: the client moved on.)
+		next.Deadline, next.Ended = now.Add(cur.Timeout), 0
+	}
 	return Decision{Store: &next, Reply: reply}
 }
 
@@ -273,15 +317,23 @@ func endTxn(cur *State, e EndTxn) Decision {
 	// bump (KIP-890), or the replaced producer id's last one: answer it
 	// with the outcome, or refuse the opposite.
 	if cur != nil && retriedEnd(cur, e) {
-		if cur.Status == want || cur.Status == other {
+		if cur.Status == want || cur.Status == other || cur.Status == Ongoing && cur.Ended == other {
 			d := Decision{Reply: Reply{cur.ProducerID, cur.Epoch}}
-			if cur.Status.preparing() {
+			switch {
+			case cur.Status.preparing():
 				d.Pending = true
 				d.Markers = markersOf(cur)
+				d.Next = cur.Next
+			case cur.Status == Ongoing:
+				d.Next = cur.Partitions // opened by it, and nothing added since
 			}
 			return d
 		}
-		return Decision{Err: fmt.Errorf("%w: the transaction was already %v", ErrInvalidState, cur.Status)}
+		was := cur.Status
+		if cur.Ended != 0 {
+			was = cur.Ended
+		}
+		return Decision{Err: fmt.Errorf("%w: the transaction was already %v", ErrInvalidState, was)}
 	}
 	if err := check(cur, e.ProducerID, e.Epoch); err != nil {
 		return Decision{Err: err}
@@ -292,7 +344,7 @@ func endTxn(cur *State, e EndTxn) Decision {
 			return Decision{NeedProducerID: true}
 		}
 		next := cur.clone()
-		next.Deadline, next.BumpedByCoordinator = time.Time{}, false
+		next.Deadline, next.BumpedByCoordinator, next.TimedOut, next.Ended = time.Time{}, false, false, 0
 		switch {
 		case spent(cur.Epoch):
 			// The bump would reach MaxEpoch: the producer continues under
@@ -304,14 +356,23 @@ func endTxn(cur *State, e EndTxn) Decision {
 			next.PrevProducerID = 0
 		}
 		reply := Reply{next.ProducerID, next.Epoch}
+		nextParts := sortedPartitions(e.Next)
 		if cur.Status != Ongoing {
 			// Nothing was added: there is nothing to commit or abort. The
 			// epoch is bumped all the same, so every EndTxn ends an epoch.
 			next.Status = other
-			return Decision{Store: &next, Reply: reply}
+			if nextParts != nil {
+				// No markers to wait for: the next transaction opens now.
+				next.Status, next.Ended, next.Partitions, next.Deadline = Ongoing, other, nextParts, e.Now.Add(cur.Timeout)
+				next.Groups, next.Offsets = nil, nil
+			}
+			return Decision{Store: &next, Reply: reply, Next: nextParts}
 		}
 		next.Status = want
-		return Decision{Store: &next, Markers: markersOf(&next), Reply: reply, Pending: true}
+		if nextParts != nil {
+			next.Next, next.Deadline = nextParts, e.Now.Add(cur.Timeout)
+		}
+		return Decision{Store: &next, Markers: markersOf(&next), Reply: reply, Pending: true, Next: nextParts}
 	}
 	return Decision{Err: fmt.Errorf("%w: %q is %v", ErrConcurrent, cur.ID, cur.Status)}
 }
@@ -325,15 +386,15 @@ func Decided(cur *State, e EndTxn) bool {
 		return false
 	}
 	if e.Commit {
-		return cur.Status == PrepareCommit || cur.Status == CompleteCommit
+		return cur.Status == PrepareCommit || cur.Status == CompleteCommit || cur.Ended == CompleteCommit
 	}
-	return cur.Status == PrepareAbort || cur.Status == CompleteAbort
+	return cur.Status == PrepareAbort || cur.Status == CompleteAbort || cur.Ended == CompleteAbort
 }
 
 // retriedEnd reports whether e is a retry of the EndTxn that cur's
 // current or last transaction ended with.
 func retriedEnd(cur *State, e EndTxn) bool {
-	if cur.BumpedByCoordinator || !(cur.Status.preparing() || cur.Status == CompleteCommit || cur.Status == CompleteAbort) {
+	if cur.BumpedByCoordinator || !(cur.Status.preparing() || cur.Status == CompleteCommit || cur.Status == CompleteAbort || cur.Ended != 0) {
 		return false
 	}
 	if cur.PrevProducerID != 0 {
@@ -344,13 +405,14 @@ func retriedEnd(cur *State, e EndTxn) bool {
 
 // abortAt decides to abort cur's open transaction at a bumped epoch (at
 // most MaxEpoch: a session's epoch is below it, so the abort markers still
-// fence its data; the next InitProducer takes a fresh id).
-func abortAt(cur *State) Decision {
+// fence its data; the next InitProducer takes a fresh id). timedOut: the
+// abort is the timeout's, so the session is resumable (State.TimedOut).
+func abortAt(cur *State, timedOut bool) Decision {
 	next := cur.clone()
 	if next.Epoch < MaxEpoch {
 		next.Epoch++
 	}
-	next.PrevProducerID = 0
+	next.PrevProducerID, next.Ended, next.TimedOut = 0, 0, timedOut
 	next.Status, next.Deadline, next.BumpedByCoordinator = PrepareAbort, time.Time{}, true
 	return Decision{Store: &next, Markers: markersOf(&next), Reply: Reply{next.ProducerID, next.Epoch}, Pending: true}
 }
@@ -360,7 +422,7 @@ func expire(cur *State, now time.Time) Decision {
 	case cur == nil:
 		return Decision{}
 	case cur.Status == Ongoing && !now.Before(cur.Deadline):
-		return abortAt(cur)
+		return abortAt(cur, true)
 	case cur.Status.preparing():
 		// Left by a coordinator that died after deciding: write the
 		// markers again.
@@ -379,6 +441,11 @@ func markersWritten(cur *State) Decision {
 		next.Status = CompleteAbort
 	}
 	next.Partitions, next.Groups, next.Offsets = nil, nil, nil
+	if len(cur.Next) > 0 {
+		// The next transaction opens with the partitions its EndTxn
+		// named, and the deadline it set.
+		next.Ended, next.Status, next.Partitions, next.Next = next.Status, Ongoing, cur.Next, nil
+	}
 	return Decision{Store: &next, Reply: Reply{next.ProducerID, next.Epoch}}
 }
 

@@ -220,7 +220,13 @@ func (w *simWorld) step() error {
 	case 10:
 		return w.retryEnd(p)
 	case 0:
-		return w.request(InitProducer{Timeout: 5 * time.Second, Now: w.now}, p)
+		ev := InitProducer{Timeout: 5 * time.Second, Now: w.now}
+		if p.ok && w.rng.IntN(2) == 0 {
+			// KIP-588: re-initialise naming the session held (after a
+			// timeout, or to start over) — it must not fence a newer one.
+			ev.Resume = &Reply{p.pid, p.epoch}
+		}
+		return w.request(ev, p)
 	case 1, 2, 3:
 		if !p.ok {
 			return nil
@@ -236,7 +242,14 @@ func (w *simWorld) step() error {
 		if !p.ok {
 			return nil
 		}
-		return w.request(EndTxn{ProducerID: p.pid, Epoch: p.epoch, Commit: w.rng.IntN(3) > 0, Now: w.now}, p)
+		ev := EndTxn{ProducerID: p.pid, Epoch: p.epoch, Commit: w.rng.IntN(3) > 0, Now: w.now}
+		if w.rng.IntN(2) == 0 {
+			// The partitions the next transaction opens with.
+			for range 1 + w.rng.IntN(2) {
+				ev.Next = append(ev.Next, Partition{"t", int32(w.rng.IntN(4))})
+			}
+		}
+		return w.request(ev, p)
 	case 6:
 		return w.request(Expire{Now: w.now}, nil)
 	case 7:
@@ -355,7 +368,7 @@ func (w *simWorld) retryEnd(p *simProducer) error {
 	}
 	d := w.answered
 	same := cur != nil && (Reply{cur.ProducerID, cur.Epoch}) == p.lastReply && !cur.BumpedByCoordinator &&
-		(cur.Status.preparing() || cur.Status == CompleteCommit || cur.Status == CompleteAbort)
+		(cur.Status.preparing() || cur.Status == CompleteCommit || cur.Status == CompleteAbort || cur.Ended != 0)
 	switch {
 	case d == nil || !same:
 	case d.Err != nil:
@@ -459,6 +472,15 @@ func (w *simWorld) answer(ev Event, d Decision, p *simProducer) error {
 	}
 	switch e := ev.(type) {
 	case InitProducer:
+		if r := e.Resume; r != nil {
+			// Resuming is allowed only from the current session or the one
+			// a timeout bumped (its reply stored one state, over prev).
+			h := w.store.history
+			prev := h[len(h)-2]
+			if prev.ProducerID != r.ProducerID || prev.Epoch != r.Epoch && !(prev.TimedOut && prev.Epoch == r.Epoch+1) {
+				return fmt.Errorf("session %d/%d resumed over %v", r.ProducerID, r.Epoch, prev)
+			}
+		}
 		// The other instance, if it shares the session, is now a zombie.
 		p.pid, p.epoch, p.ok, p.added, p.offsets = d.Reply.ProducerID, d.Reply.Epoch, true, map[Partition]bool{}, nil
 	case AddPartitions:
@@ -495,6 +517,12 @@ func (w *simWorld) answer(ev Event, d Decision, p *simProducer) error {
 			w.offsets[k] = p.offsets
 		}
 		p.pid, p.epoch, p.added, p.offsets = d.Reply.ProducerID, d.Reply.Epoch, map[Partition]bool{}, nil
+		// The partitions it named are in the next transaction: the client
+		// writes there without adding them, so a commit of it must mark
+		// them (checkEnd).
+		for _, pt := range d.Next {
+			p.added[pt] = true
+		}
 		p.lastEnd, p.lastReply = &e, d.Reply
 	}
 	return nil

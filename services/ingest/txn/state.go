@@ -75,7 +75,12 @@ type Offset struct {
 //   - Partitions, Groups and Offsets are empty when idle; Partitions and
 //     Groups sorted and distinct otherwise, Offsets distinct by (group,
 //     topic, partition), each of a group in Groups.
-//   - Deadline is set (non-zero) exactly while Ongoing.
+//   - Deadline is set (non-zero) exactly while Ongoing, or while
+//     preparing with Next (then it is the next transaction's).
+//   - Next is set only while preparing; sorted and distinct. Ended is
+//     set (CompleteCommit or CompleteAbort) only while Ongoing.
+//   - TimedOut only with BumpedByCoordinator, and never while Ongoing or
+//     preparing a commit.
 //   - Epoch never exceeds MaxEpoch-1 in a session given to a client
 //     (InitProducer and EndTxn move to a fresh producer id instead, so a
 //     marker always has a greater epoch than the data it ends); only a
@@ -102,6 +107,22 @@ type State struct {
 	// InitProducer, or a timeout's abort), not the client's EndTxn. An
 	// EndTxn at the epoch before is then a fenced producer's, not a retry.
 	BumpedByCoordinator bool
+	// Next are the partitions the producer's next transaction opens with,
+	// named by the EndTxn that decided this Prepare (where the client
+	// expects to write next): the Prepare's Complete is that transaction,
+	// Ongoing with them, so that its first writes need no AddPartitions —
+	// one compare-and-set per transaction instead of two. Only while
+	// preparing.
+	Next []Partition
+	// Ended is the outcome (CompleteCommit or CompleteAbort) of the
+	// transaction whose EndTxn opened the Ongoing one with Next: a retry of
+	// that EndTxn is answered with it. 0 otherwise.
+	Ended Status
+	// TimedOut: the last bump was the abort of a transaction past its
+	// deadline, and no session began since. The session before it is then
+	// timed out, not fenced: its requests get ErrTimedOut, and its
+	// InitProducer (with its ids) resumes it (KIP-588).
+	TimedOut bool
 	// PrevProducerID is the producer id an EndTxn replaced because its
 	// epochs were spent (KIP-890: the bump past MaxEpoch-1 is a fresh id at
 	// epoch 0). That transaction's markers are at (PrevProducerID,
@@ -134,6 +155,19 @@ func (s State) String() string {
 	if s.PrevProducerID != 0 {
 		prev = fmt.Sprintf(" prev-pid=%d", s.PrevProducerID)
 	}
+	if len(s.Next) > 0 {
+		ns := make([]string, len(s.Next))
+		for i, p := range s.Next {
+			ns[i] = p.String()
+		}
+		prev += " next=[" + strings.Join(ns, " ") + "]"
+	}
+	if s.Ended != 0 {
+		prev += " ended=" + s.Ended.String()
+	}
+	if s.TimedOut {
+		prev += " timed-out"
+	}
 	return fmt.Sprintf("%s pid=%d epoch=%d %v deadline=%s partitions=[%s] groups=[%s]%s%s v%d",
 		s.ID, s.ProducerID, s.Epoch, s.Status, d, strings.Join(parts, " "), strings.Join(s.Groups, " "), offs, prev, s.Version)
 }
@@ -141,9 +175,21 @@ func (s State) String() string {
 // clone returns s with its own slices.
 func (s State) clone() State {
 	s.Partitions = slices.Clone(s.Partitions)
+	s.Next = slices.Clone(s.Next)
 	s.Groups = slices.Clone(s.Groups)
 	s.Offsets = slices.Clone(s.Offsets)
 	return s
+}
+
+// sortedPartitions returns ps sorted and distinct (a new slice; nil for
+// none).
+func sortedPartitions(ps []Partition) []Partition {
+	if len(ps) == 0 {
+		return nil
+	}
+	out := slices.Clone(ps)
+	slices.SortFunc(out, comparePartitions)
+	return slices.CompactFunc(out, func(a, b Partition) bool { return a == b })
 }
 
 // addPartitions adds ps to s, keeping the list sorted and distinct, and

@@ -23,11 +23,11 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of testda
 // Commands (one transactional id, "tx"; the clock starts at 0 and moves
 // only with tick; producer ids are allocated 100, 101, ...):
 //
-//	init [timeout=D]
+//	init [timeout=D] [resume=PID/EPOCH]
 //	add pid=N epoch=E parts=TOPIC/P,...
 //	group pid=N epoch=E g=GROUP
 //	offsets pid=N epoch=E g=GROUP o=TOPIC/P@OFFSET,...
-//	end pid=N epoch=E commit|abort
+//	end pid=N epoch=E commit|abort [next=TOPIC/P,...]
 //	expire | markers-written | tick D | state
 //	set-epoch E (sets the stored epoch, as if E transactions had ended)
 func TestTranscripts(t *testing.T) {
@@ -64,14 +64,14 @@ func (h *harness) run(cmd string) []string {
 		if v, ok := args["timeout"]; ok {
 			timeout = h.dur(v)
 		}
-		ev = InitProducer{Timeout: timeout, Now: h.now}
-	case "add":
-		var ps []Partition
-		for _, p := range strings.Split(args["parts"], ",") {
-			topic, n, _ := strings.Cut(p, "/")
-			ps = append(ps, Partition{TopicID: topic, Partition: int32(h.num(n))})
+		ie := InitProducer{Timeout: timeout, Now: h.now}
+		if v, ok := args["resume"]; ok {
+			pid, epoch, _ := strings.Cut(v, "/")
+			ie.Resume = &Reply{ProducerID: h.num(pid), Epoch: int16(h.num(epoch))}
 		}
-		ev = AddPartitions{ProducerID: h.num(args["pid"]), Epoch: int16(h.num(args["epoch"])), Partitions: ps, Now: h.now}
+		ev = ie
+	case "add":
+		ev = AddPartitions{ProducerID: h.num(args["pid"]), Epoch: int16(h.num(args["epoch"])), Partitions: h.parts(args["parts"]), Now: h.now}
 	case "group":
 		ev = AddGroup{ProducerID: h.num(args["pid"]), Epoch: int16(h.num(args["epoch"])), Group: args["g"], Now: h.now}
 	case "offsets":
@@ -83,7 +83,7 @@ func (h *harness) run(cmd string) []string {
 		}
 		ev = AddOffsets{ProducerID: h.num(args["pid"]), Epoch: int16(h.num(args["epoch"])), Offsets: os, Now: h.now}
 	case "end":
-		ev = EndTxn{ProducerID: h.num(args["pid"]), Epoch: int16(h.num(args["epoch"])), Commit: slices.Contains(pos, "commit"), Now: h.now}
+		ev = EndTxn{ProducerID: h.num(args["pid"]), Epoch: int16(h.num(args["epoch"])), Commit: slices.Contains(pos, "commit"), Next: h.parts(args["next"]), Now: h.now}
 	case "expire":
 		ev = Expire{Now: h.now}
 	case "markers-written":
@@ -134,6 +134,13 @@ func (h *harness) step(ev Event) []string {
 	if d.Pending {
 		r += " (once the markers are written)"
 	}
+	if len(d.Next) > 0 {
+		ns := make([]string, len(d.Next))
+		for i, p := range d.Next {
+			ns[i] = p.String()
+		}
+		r += " next=[" + strings.Join(ns, " ") + "]"
+	}
 	if d.Reply != (Reply{}) {
 		out = append(out, r)
 	}
@@ -166,8 +173,14 @@ func checkInvariants(s *State) error {
 	switch {
 	case s.Status.idle() && (len(s.Partitions) > 0 || len(s.Groups) > 0 || len(s.Offsets) > 0):
 		return fmt.Errorf("partitions, groups or offsets in state %v", s)
-	case (s.Status == Ongoing) != !s.Deadline.IsZero():
+	case (s.Status == Ongoing || s.Status.preparing() && len(s.Next) > 0) != !s.Deadline.IsZero():
 		return fmt.Errorf("deadline %v in state %v", s.Deadline, s)
+	case len(s.Next) > 0 && !s.Status.preparing():
+		return fmt.Errorf("next partitions outside a Prepare: %v", s)
+	case s.Ended != 0 && (s.Status != Ongoing || s.Ended != CompleteCommit && s.Ended != CompleteAbort):
+		return fmt.Errorf("ended %v in state %v", s.Ended, s)
+	case s.TimedOut && (!s.BumpedByCoordinator || s.Status == Ongoing || s.Status == PrepareCommit):
+		return fmt.Errorf("timed out in state %v", s)
 	case s.Epoch < 0 || s.Epoch > MaxEpoch || s.Epoch == MaxEpoch && !s.BumpedByCoordinator:
 		return fmt.Errorf("epoch %d given to a client: %v", s.Epoch, s)
 	case s.PrevProducerID != 0 && (s.Epoch != 0 || s.BumpedByCoordinator):
@@ -198,6 +211,19 @@ func offsetsString(os []Offset) string {
 		s[i] = fmt.Sprintf("%s:%s/%d@%d", o.Group, o.Topic, o.Partition, o.Offset)
 	}
 	return " offsets=[" + strings.Join(s, " ") + "]"
+}
+
+// parts parses TOPIC/P,... (nil for "").
+func (h *harness) parts(v string) []Partition {
+	if v == "" {
+		return nil
+	}
+	var ps []Partition
+	for _, p := range strings.Split(v, ",") {
+		topic, n, _ := strings.Cut(p, "/")
+		ps = append(ps, Partition{TopicID: topic, Partition: int32(h.num(n))})
+	}
+	return ps
 }
 
 func (h *harness) num(s string) int64 {
