@@ -25,9 +25,18 @@
 //     transaction that ended carries the old epoch and is fenced by the
 //     marker's. A retry of an EndTxn (the epoch before the bump, the bump
 //     being the client's own) gets the same outcome.
+//   - An EndTxn may name the partitions the producer writes next (Next):
+//     its Prepare stores them with the next transaction's deadline, and its
+//     Complete is that transaction, Ongoing with them (Ended says how the
+//     last one ended, for a retry of its EndTxn), so a producer that
+//     writes where it said needs no AddPartitions: one compare-and-set per
+//     transaction. The answer names the partitions as stored.
 //   - The sweeper aborts an Ongoing transaction past its deadline, at a
 //     bumped epoch, and finishes one left in Prepare by a coordinator that
-//     died.
+//     died. A timeout's bump leaves the session timed out (TimedOut), not
+//     fenced (KIP-588): its requests get ErrTimedOut, and an InitProducer
+//     naming it (Resume) starts a new epoch; a session any other bump
+//     replaced stays fenced.
 //
 // # Invariants
 //
@@ -37,7 +46,8 @@
 // transaction, and only Ongoing has a deadline. The simulation drives the
 // machine as ingest's driver does — copies deciding on remembered, possibly
 // stale states, folding a carried-out Prepare's Complete into the next
-// decision, storing a Complete later once — and checks the outcomes: every
+// decision, storing a Complete later once; producers name Next partitions
+// and resume their sessions at random — and checks the outcomes: every
 // marker agrees with the one decision stored for its transaction, a
 // transaction a producer was told is committed has a commit marker in every
 // partition it added and its offsets applied (an abort's never are), no
@@ -52,7 +62,8 @@
 //	doc.go               this overview
 //	state.go             Status, Partition, State and its invariants
 //	machine.go           events, Decision, Step and the rules
-//	transcript_test.go   transcripts in testdata/: commit, fencing, timeout
+//	transcript_test.go   transcripts in testdata/: commit, fencing, timeout (and
+//	                     KIP-588's resume), epochs, offsets, next (Next)
 //	decided_test.go      Decided: which EndTxn is a retry of the decision
 //	sim_test.go          coordinators with their memories racing over a compare-and-set store,
 //	                     crashes between decision and markers, zombie producers, offsets,
