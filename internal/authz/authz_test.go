@@ -2,6 +2,7 @@ package authz
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -143,20 +144,30 @@ func TestRefresh(t *testing.T) {
 	}
 }
 
-// CommitTxn writes its batches to their topics: it needs produce on each,
-// as ProduceStream would, besides the transactional id.
+// CommitTxn writes its batches to their topics, and next_partitions adds
+// partitions to the next transaction: it needs produce on each topic, as
+// ProduceStream and AddPartitionsToTxn would, besides the transactional
+// id; EndTxn's next_partitions likewise.
 func TestCommitTxnNeedsItsBatchesTopics(t *testing.T) {
-	rule := Rules[sluicev1connect.ProducerServiceCommitTxnProcedure]
-	got := rule.Actions(&sluicev1.CommitTxnRequest{Session: &sluicev1.TxnSession{TransactionalId: "tx"},
-		Produce: []*sluicev1.ProduceRequest{{Topic: "a"}, {Topic: "b"}}})
-	want := []Action{{Op: catalog.OpProduce, Type: catalog.ResourceTransactionalID, Name: "tx"},
-		{Op: catalog.OpProduce, Type: catalog.ResourceTopic, Name: "a"}, {Op: catalog.OpProduce, Type: catalog.ResourceTopic, Name: "b"}}
-	if len(got) != len(want) {
-		t.Fatalf("actions %v, want %v", got, want)
+	tx := Action{Op: catalog.OpProduce, Type: catalog.ResourceTransactionalID, Name: "tx"}
+	topic := func(name string) Action {
+		return Action{Op: catalog.OpProduce, Type: catalog.ResourceTopic, Name: name}
 	}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Errorf("action %d: %v, want %v", i, got[i], want[i])
+	for _, c := range []struct {
+		proc string
+		req  any
+		want []Action
+	}{
+		{sluicev1connect.ProducerServiceCommitTxnProcedure, &sluicev1.CommitTxnRequest{Session: &sluicev1.TxnSession{TransactionalId: "tx"},
+			Produce: []*sluicev1.ProduceRequest{{Topic: "a"}, {Topic: "b"}}, NextPartitions: []*sluicev1.TxnTopic{{Topic: "c"}}},
+			[]Action{tx, topic("a"), topic("b"), topic("c")}},
+		{sluicev1connect.ProducerServiceEndTxnProcedure, &sluicev1.EndTxnRequest{Session: &sluicev1.TxnSession{TransactionalId: "tx"},
+			NextPartitions: []*sluicev1.TxnTopic{{Topic: "c"}}},
+			[]Action{tx, topic("c")}},
+	} {
+		got := Rules[c.proc].Actions(c.req)
+		if fmt.Sprint(got) != fmt.Sprint(c.want) {
+			t.Errorf("%s: actions %v, want %v", c.proc, got, c.want)
 		}
 	}
 }

@@ -167,12 +167,19 @@ var Rules = map[string]Rule{
 		return acts
 	}),
 	sluicev1connect.ProducerServiceEndTxnProcedure: one(func(m *sluicev1.EndTxnRequest) []Action {
-		return []Action{on(catalog.OpProduce, catalog.ResourceTransactionalID, m.GetSession().GetTransactionalId())}
+		acts := []Action{on(catalog.OpProduce, catalog.ResourceTransactionalID, m.GetSession().GetTransactionalId())}
+		for _, t := range m.GetNextPartitions() { // added to the next transaction, as AddPartitionsToTxn
+			acts = append(acts, on(catalog.OpProduce, catalog.ResourceTopic, t.GetTopic()))
+		}
+		return acts
 	}),
 	sluicev1connect.ProducerServiceCommitTxnProcedure: one(func(m *sluicev1.CommitTxnRequest) []Action {
 		acts := []Action{on(catalog.OpProduce, catalog.ResourceTransactionalID, m.GetSession().GetTransactionalId())}
 		for _, p := range m.GetProduce() { // the batches it stores
 			acts = append(acts, on(catalog.OpProduce, catalog.ResourceTopic, p.GetTopic()))
+		}
+		for _, t := range m.GetNextPartitions() { // added to the next transaction
+			acts = append(acts, on(catalog.OpProduce, catalog.ResourceTopic, t.GetTopic()))
 		}
 		return acts
 	}),

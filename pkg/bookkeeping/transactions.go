@@ -121,6 +121,16 @@ type Txn struct {
 	// PrevProducerID is the producer id an EndTxn replaced with ProducerID
 	// because its epochs were spent (KIP-890); 0 for none. ≥ 0.
 	PrevProducerID int64
+	// Next are the partitions the producer's next transaction opens with,
+	// named by the EndTxn this (prepared) record decided: at most
+	// MaxTxnPartitions distinct, in the order stored; nil when none.
+	Next []TxnPartition
+	// Ended is how the transaction whose EndTxn opened the current one
+	// (with Next) ended — a status, or 0 for none.
+	Ended TxnStatus
+	// TimedOut: the last epoch bump was a timeout's abort, and the session
+	// before it may resume (KIP-588).
+	TimedOut bool
 	// Version is the compare-and-set token: 0 when nothing is stored,
 	// 1 once the record is created, one more with every write (PutTxn or
 	// InitProducer). Records stored before the transaction state existed
@@ -204,6 +214,12 @@ func (t Txn) Validate() error {
 	if err := ValidateTxnOffsets("txn.offsets", t.Offsets); err != nil {
 		return err
 	}
+	if err := validateTxnPartitionsAs("txn.next", t.Next); err != nil {
+		return err
+	}
+	if t.Ended != 0 && !t.Ended.Valid() {
+		return invalid("txn.ended", "%v is not a transaction status (or 0)", t.Ended)
+	}
 	if t.PrevProducerID < 0 {
 		return invalid("txn.prev_producer_id", "%d is not a producer id (ids start at 1; 0 for none)", t.PrevProducerID)
 	}
@@ -222,12 +238,17 @@ var (
 )
 
 func validateTxnPartitions(ps []TxnPartition) error {
+	return validateTxnPartitionsAs("txn.partitions", ps)
+}
+
+// validateTxnPartitionsAs validates the partition list named name.
+func validateTxnPartitionsAs(name string, ps []TxnPartition) error {
 	if len(ps) > MaxTxnPartitions {
-		return invalid("txn.partitions", "has %d partitions, more than %d", len(ps), MaxTxnPartitions)
+		return invalid(name, "has %d partitions, more than %d", len(ps), MaxTxnPartitions)
 	}
 	seen := make(map[TxnPartition]int, len(ps))
 	for i, p := range ps {
-		field := func(name string) string { return fmt.Sprintf("txn.partitions[%d].%s", i, name) }
+		field := func(f string) string { return fmt.Sprintf("%s[%d].%s", name, i, f) }
 		if err := ValidateTopicID(field("topic_id"), p.TopicID); err != nil {
 			return err
 		}
@@ -235,7 +256,7 @@ func validateTxnPartitions(ps []TxnPartition) error {
 			return err
 		}
 		if j, dup := seen[p]; dup {
-			return invalid(fmt.Sprintf("txn.partitions[%d]", i), "%s/%d repeats partitions[%d]", p.TopicID, p.Partition, j)
+			return invalid(fmt.Sprintf("%s[%d]", name, i), "%s/%d repeats %s[%d]", p.TopicID, p.Partition, name, j)
 		}
 		seen[p] = i
 	}
@@ -311,6 +332,7 @@ func (t Txn) Stored() Txn {
 	t.Partitions = cloneOrNil(t.Partitions)
 	t.Groups = cloneOrNil(t.Groups)
 	t.Offsets = cloneOrNil(t.Offsets)
+	t.Next = cloneOrNil(t.Next)
 	return t
 }
 

@@ -18,10 +18,14 @@ import (
 // Errors of transactions.
 var (
 	// ErrProducerFenced: a newer session of the transactional id exists
-	// (another NewTransactionalProducer with the same id, or the
-	// coordinator aborted a transaction that timed out): this producer is
-	// a zombie and can do nothing more. Close it.
+	// (another NewTransactionalProducer with the same id): this producer
+	// is a zombie and can do nothing more. Close it.
 	ErrProducerFenced = errors.New("sluice: transactional producer fenced by a newer session")
+	// ErrTxnTimedOut: the coordinator aborted the transaction because it
+	// stayed open past its timeout (WithTransactionTimeout). The producer
+	// is not fenced (KIP-588): Abort, then Begin again. Wrapped in
+	// ErrTransactionFailed.
+	ErrTxnTimedOut = errors.New("sluice: the transaction timed out and the coordinator aborted it")
 	// ErrNoTransaction: Send, SendOffsets, Commit or Abort without Begin.
 	ErrNoTransaction = errors.New("sluice: no transaction open (call Begin)")
 	// ErrTransactionFailed: a record or offset of the transaction could
@@ -32,7 +36,13 @@ var (
 // Reasons (google.rpc.ErrorInfo) the coordinator answers with.
 const (
 	reasonInvalidMapping = "INVALID_PRODUCER_ID_MAPPING"
+	reasonTxnTimedOut    = "TRANSACTION_TIMED_OUT"
 )
+
+// maxNextPartitions bounds the partitions a commit names for the next
+// transaction: a guess that misses costs the server a marker per
+// partition, so a transaction spread wider names none.
+const maxNextPartitions = 16
 
 // TxnOption configures a TransactionalProducer.
 type TxnOption func(*txnConfig)
@@ -143,6 +153,23 @@ type TransactionalProducer struct {
 	// noCommitTxn: the server answered CommitTxn UNIMPLEMENTED (an older
 	// one); commits store their last batches before EndTxn.
 	noCommitTxn bool
+	// keyed: partitions of the open transaction its records chose by key
+	// or explicitly; sticky: topics it wrote keyless records to. A commit
+	// names them (the sticky ones' next sticky partition) as where the
+	// next transaction writes (next).
+	keyed  map[TopicPartition]bool
+	sticky map[string]bool
+	// next: the partitions the last commit opened the next transaction
+	// with (the server's answer), at nextAt: Begin counts them as added,
+	// unless they are old enough for the coordinator to abort that
+	// transaction soon — then the session is restarted first (stale).
+	next   []TopicPartition
+	nextAt time.Time
+	stale  bool
+	// resumed: the failed transaction timed out and the session was
+	// restarted on the spot (InitProducer naming it): Abort has nothing
+	// left to end.
+	resumed bool
 }
 
 // bgCall is a call running in the background (a produce, or txnAdd's).
@@ -245,8 +272,22 @@ func (t *TransactionalProducer) Begin() error {
 	if t.open {
 		return fmt.Errorf("%w: a transaction is already open", ErrInvalidOption)
 	}
-	t.open, t.failed = true, nil
+	t.open, t.failed, t.resumed = true, nil, false
 	t.added = make(map[TopicPartition]bool)
+	t.keyed, t.sticky = make(map[TopicPartition]bool), make(map[string]bool)
+	if len(t.next) > 0 {
+		// Opened by the last commit: in, unless that transaction may
+		// time out under this one (half its timeout old) — the first call
+		// restarts the session then (fresh).
+		if time.Since(t.nextAt) < t.cfg.timeout/2 {
+			for _, tp := range t.next {
+				t.added[tp] = true
+			}
+		} else {
+			t.stale = true
+		}
+		t.next = nil
+	}
 	t.seq = make(map[TopicPartition]int32)
 	t.filling = make(map[TopicPartition]*record.Builder)
 	t.ready, t.buffered, t.adding, t.sending, t.oldest = nil, 0, nil, nil, time.Time{}
@@ -261,6 +302,9 @@ func (t *TransactionalProducer) Send(ctx context.Context, r *Record) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if err := t.usable(); err != nil {
+		return err
+	}
+	if err := t.fresh(ctx); err != nil {
 		return err
 	}
 	tm, err := t.topic(ctx, r.Topic)
@@ -278,6 +322,11 @@ func (t *TransactionalProducer) Send(ctx context.Context, r *Record) error {
 		return fmt.Errorf("%w: %w", ErrInvalidRecord, err)
 	}
 	tp := TopicPartition{Topic: r.Topic, Partition: p}
+	if r.Key != nil || explicit != partition.Unset {
+		t.keyed[tp] = true
+	} else {
+		t.sticky[r.Topic] = true
+	}
 	if !t.added[tp] && t.adding == nil {
 		t.addAhead(ctx, tp)
 	}
@@ -365,6 +414,9 @@ func (t *TransactionalProducer) Flush(ctx context.Context) error {
 	if err := t.usable(); err != nil {
 		return err
 	}
+	if err := t.fresh(ctx); err != nil {
+		return err
+	}
 	return t.flush(ctx)
 }
 
@@ -402,7 +454,7 @@ func (t *TransactionalProducer) awaitAdd(ctx context.Context) error {
 		for _, tp := range a.parts {
 			delete(t.added, tp)
 		}
-		return t.fail(a.err)
+		return t.fail(ctx, a.err)
 	}
 	return nil
 }
@@ -412,7 +464,7 @@ func (t *TransactionalProducer) flush(ctx context.Context) error {
 		return err
 	}
 	if err := t.produce(ctx, t.ready); err != nil {
-		return t.fail(err)
+		return t.fail(ctx, err)
 	}
 	t.ready, t.buffered, t.oldest = nil, 0, time.Time{}
 	return nil
@@ -430,7 +482,7 @@ func (t *TransactionalProducer) readyAll(ctx context.Context) error {
 	}
 	for tp := range t.filling {
 		if err := t.seal(tp); err != nil {
-			return t.fail(err)
+			return t.fail(ctx, err)
 		}
 	}
 	if len(t.ready) == 0 {
@@ -458,7 +510,7 @@ func (t *TransactionalProducer) readyAll(ctx context.Context) error {
 					delete(t.added, TopicPartition{topic, p})
 				}
 			}
-			return t.fail(err)
+			return t.fail(ctx, err)
 		}
 	}
 	return nil
@@ -481,13 +533,13 @@ func (t *TransactionalProducer) sendAhead(ctx context.Context) error {
 		}
 		t.sending = nil
 		if s.err != nil {
-			return t.fail(s.err)
+			return t.fail(ctx, s.err)
 		}
 	}
 	for tp := range t.filling {
 		if t.added[tp] {
 			if err := t.sealAs(tp, false); err != nil {
-				return t.fail(err)
+				return t.fail(ctx, err)
 			}
 		}
 	}
@@ -538,7 +590,7 @@ func (t *TransactionalProducer) awaitSend(ctx context.Context) error {
 	}
 	t.sending = nil
 	if s.err != nil {
-		return t.fail(s.err)
+		return t.fail(ctx, s.err)
 	}
 	return nil
 }
@@ -620,6 +672,9 @@ func (t *TransactionalProducer) SendOffsets(ctx context.Context, group, memberID
 	if err := t.usable(); err != nil {
 		return err
 	}
+	if err := t.fresh(ctx); err != nil {
+		return err
+	}
 	byTopic := map[string][]*sluicev1.TxnPartitionOffset{}
 	for tp, o := range offsets {
 		byTopic[tp.Topic] = append(byTopic[tp.Topic], &sluicev1.TxnPartitionOffset{Partition: tp.Partition, Offset: o.Offset, LeaseEpoch: o.Epoch})
@@ -632,10 +687,10 @@ func (t *TransactionalProducer) SendOffsets(ctx context.Context, group, memberID
 		})
 		var ce *connect.Error
 		if errors.As(err, &ce) && errorReason(ce) == reasonLeaseFenced {
-			return t.fail(fmt.Errorf("%w: %w", ErrFenced, err))
+			return t.fail(ctx, fmt.Errorf("%w: %w", ErrFenced, err))
 		}
 		if err != nil {
-			return t.fail(err)
+			return t.fail(ctx, err)
 		}
 	}
 	return nil
@@ -658,6 +713,9 @@ func (t *TransactionalProducer) Commit(ctx context.Context) error {
 	if err := t.usable(); err != nil {
 		return err
 	}
+	if err := t.fresh(ctx); err != nil {
+		return err
+	}
 	if err := t.readyAll(ctx); err != nil {
 		return err
 	}
@@ -667,7 +725,7 @@ func (t *TransactionalProducer) Commit(ctx context.Context) error {
 	// are stored first, as Flush does.
 	if len(t.ready) > 1 {
 		if err := t.produce(ctx, t.ready); err != nil {
-			return t.fail(err)
+			return t.fail(ctx, err)
 		}
 		t.ready = nil
 	}
@@ -702,36 +760,124 @@ func (t *TransactionalProducer) Abort(ctx context.Context) error {
 		return fmt.Errorf("abort (transactional id %q): waiting for a produce: %w", t.tid, ctx.Err())
 	}
 	t.sending = nil
-	return t.end(ctx, false, nil)
+	if t.stale || t.resumed {
+		// Nothing of it reached the server (stale), or the coordinator
+		// aborted it already and the session restarted (resumed).
+		t.stale, t.resumed, t.open, t.failed = false, false, false, nil
+		return nil
+	}
+	err := t.end(ctx, false, nil)
+	if err != nil && t.resumed {
+		// It had timed out: aborted, and the session restarted.
+		t.resumed, t.open, t.failed = false, false, nil
+		return nil
+	}
+	return err
 }
 
 // end ends the transaction. A commit with batches stores them first: in
 // the same call (CommitTxn; the server deduplicates a retry's), or before
 // EndTxn on a server without CommitTxn.
 func (t *TransactionalProducer) end(ctx context.Context, commit bool, batches []txnBatch) error {
-	next, ok, err := t.commitWith(ctx, batches)
+	var wantNext []*sluicev1.TxnTopic
+	if commit {
+		wantNext = t.nextGuess()
+	}
+	next, opened, ok, err := t.commitWith(ctx, batches, wantNext)
 	if !ok && err == nil {
 		if len(batches) > 0 {
 			if err := t.produce(ctx, batches); err != nil {
-				return t.fail(err)
+				return t.fail(ctx, err)
 			}
 		}
 		err = t.retry(ctx, "EndTxn", func(ctx context.Context) error {
-			resp, err := t.client.producer.EndTxn(ctx, connect.NewRequest(&sluicev1.EndTxnRequest{Session: t.session(), Commit: commit}))
+			resp, err := t.client.producer.EndTxn(ctx, connect.NewRequest(&sluicev1.EndTxnRequest{Session: t.session(), Commit: commit, NextPartitions: wantNext}))
 			if err == nil {
 				next = txnIDs{resp.Msg.GetProducerId(), int16(resp.Msg.GetProducerEpoch())}
+				opened = resp.Msg.GetNextPartitions()
 			}
 			return err
 		})
 	}
 	if err != nil {
-		return t.fail(err)
+		return t.fail(ctx, err)
 	}
 	if next.pid != 0 {
 		t.pid = next.pid // the old id's epochs are spent: a new one, at epoch 0
 	}
 	t.epoch = next.epoch
 	t.open, t.failed = false, nil
+	t.next, t.nextAt = nil, time.Now()
+	for _, tt := range opened {
+		for _, p := range tt.GetPartitions() {
+			t.next = append(t.next, TopicPartition{Topic: tt.GetTopic(), Partition: p})
+		}
+	}
+	return nil
+}
+
+// nextGuess is where the producer's next transaction will write, as far
+// as this one tells: the partitions its records chose by key or
+// explicitly, and each topic's next sticky partition for keyless ones —
+// none when that is more than maxNextPartitions.
+func (t *TransactionalProducer) nextGuess() []*sluicev1.TxnTopic {
+	byTopic := map[string][]int32{}
+	n := 0
+	for tp := range t.keyed {
+		byTopic[tp.Topic] = append(byTopic[tp.Topic], tp.Partition)
+		n++
+	}
+	for topic := range t.sticky {
+		tm := t.topics[topic]
+		if tm == nil {
+			continue
+		}
+		p, err := tm.part.Partition(nil, partition.Unset)
+		if err != nil || t.keyed[TopicPartition{topic, p}] {
+			continue
+		}
+		byTopic[topic] = append(byTopic[topic], p)
+		n++
+	}
+	if n == 0 || n > maxNextPartitions {
+		return nil
+	}
+	out := make([]*sluicev1.TxnTopic, 0, len(byTopic))
+	for topic, ps := range byTopic {
+		out = append(out, &sluicev1.TxnTopic{Topic: topic, Partitions: ps})
+	}
+	return out
+}
+
+// fresh restarts the session before the first call of a transaction that
+// Begin found stale (see next): InitProducer naming it ends what its last
+// commit opened (or finds it aborted by its timeout) at a new epoch.
+func (t *TransactionalProducer) fresh(ctx context.Context) error {
+	if !t.stale {
+		return nil
+	}
+	if err := t.resume(ctx); err != nil {
+		return t.fail(ctx, err)
+	}
+	t.stale = false
+	return nil
+}
+
+// resume restarts the producer's session (KIP-588): InitProducer naming
+// it, which the coordinator grants only to the current session or one a
+// transaction timeout ended — never to a fenced one.
+func (t *TransactionalProducer) resume(ctx context.Context) error {
+	var resp *connect.Response[sluicev1.InitProducerResponse]
+	err := t.retry(ctx, "InitProducer", func(ctx context.Context) error {
+		var err error
+		resp, err = t.client.producer.InitProducer(ctx, connect.NewRequest(&sluicev1.InitProducerRequest{
+			TransactionalId: t.tid, TransactionTimeoutMs: int32(t.cfg.timeout.Milliseconds()), ProducerId: t.pid, ProducerEpoch: int32(t.epoch)}))
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	t.pid, t.epoch = resp.Msg.GetProducerId(), int16(resp.Msg.GetProducerEpoch())
 	return nil
 }
 
@@ -739,11 +885,11 @@ func (t *TransactionalProducer) end(ctx context.Context, commit bool, batches []
 // CommitTxn call, and returns the session's next ids (a producer id only
 // when it changed). ok false: there are none, or the server has no
 // CommitTxn (remembered: the producer stores them before EndTxn).
-func (t *TransactionalProducer) commitWith(ctx context.Context, batches []txnBatch) (next txnIDs, ok bool, err error) {
+func (t *TransactionalProducer) commitWith(ctx context.Context, batches []txnBatch, wantNext []*sluicev1.TxnTopic) (next txnIDs, opened []*sluicev1.TxnTopic, ok bool, err error) {
 	if len(batches) == 0 || t.noCommitTxn {
-		return txnIDs{}, false, nil
+		return txnIDs{}, nil, false, nil
 	}
-	req := &sluicev1.CommitTxnRequest{Session: t.session()}
+	req := &sluicev1.CommitTxnRequest{Session: t.session(), NextPartitions: wantNext}
 	for _, b := range batches {
 		req.Produce = append(req.Produce, &sluicev1.ProduceRequest{Topic: b.tp.Topic,
 			Batches: []*sluicev1.EncodedBatch{{Partition: b.tp.Partition, Data: b.data}}})
@@ -752,14 +898,15 @@ func (t *TransactionalProducer) commitWith(ctx context.Context, batches []txnBat
 		resp, err := t.client.producer.CommitTxn(ctx, connect.NewRequest(req))
 		if err == nil {
 			next = txnIDs{resp.Msg.GetProducerId(), int16(resp.Msg.GetProducerEpoch())}
+			opened = resp.Msg.GetNextPartitions()
 		}
 		return err
 	})
 	if connect.CodeOf(err) == connect.CodeUnimplemented {
 		t.noCommitTxn = true
-		return txnIDs{}, false, nil
+		return txnIDs{}, nil, false, nil
 	}
-	return next, err == nil, err
+	return next, opened, err == nil, err
 }
 
 // Close aborts an open transaction (within ctx) and ends the producer.
@@ -792,12 +939,29 @@ func (t *TransactionalProducer) usable() error {
 }
 
 // fail records err: fencing ends the producer, anything else the
-// transaction (it can only be aborted).
-func (t *TransactionalProducer) fail(err error) error {
+// transaction (it can only be aborted). A fenced or timed-out answer is
+// settled by the coordinator: the session is restarted naming it
+// (resume), which it grants only when the transaction timed out — then
+// the transaction failed with ErrTxnTimedOut and the producer goes on —
+// and refuses a fenced one.
+func (t *TransactionalProducer) fail(ctx context.Context, err error) error {
 	var ce *connect.Error
 	if errors.As(err, &ce) && ce.Code() == connect.CodeFailedPrecondition {
 		switch errorReason(ce) {
-		case reasonFenced, reasonInvalidMapping:
+		case reasonFenced, reasonTxnTimedOut:
+			rerr := t.resume(ctx)
+			if rerr == nil {
+				t.failed, t.resumed = fmt.Errorf("%w: %w", ErrTxnTimedOut, err), true
+				return fmt.Errorf("%w: %w", ErrTransactionFailed, t.failed)
+			}
+			var re *connect.Error
+			if errors.As(rerr, &re) && re.Code() == connect.CodeFailedPrecondition {
+				t.fatal = fmt.Errorf("%w: %w", ErrProducerFenced, err)
+				return t.fatal
+			}
+			// The coordinator did not answer: the transaction failed;
+			// Abort asks again.
+		case reasonInvalidMapping:
 			t.fatal = fmt.Errorf("%w: %w", ErrProducerFenced, err)
 			return t.fatal
 		}

@@ -414,11 +414,12 @@ func TestClusterRunTransactionsRetriesTransientFailures(t *testing.T) {
 	}
 }
 
-// A transaction the coordinator aborts for its timeout fences its
-// producer while the partition is still leased here: RunTransactions must
-// not go on past the records it consumed and could not commit (they would
-// be lost), so it starts the session over, from the committed offsets.
-func TestClusterRunTransactionsStartsOverWhenFencedWhileLeased(t *testing.T) {
+// A transaction the coordinator aborts for its timeout fails (it does not
+// fence the producer, KIP-588) while the partition is still leased here:
+// RunTransactions must not go on past the records it consumed and could
+// not commit (they would be lost), so it runs them again from the
+// committed offset.
+func TestClusterRunTransactionsRunsAgainWhenTimedOutWhileLeased(t *testing.T) {
 	tc := startCluster(t, nil)
 	c := tc.client()
 	ctx := contextWithTimeout(t, 120*time.Second)
@@ -669,5 +670,137 @@ func TestClusterTransactionalProducerCommitsItsLastBatchInOneCall(t *testing.T) 
 	}
 	if got := fmt.Sprint(readCommitted(t, tc.client(), "t", 1)); got != "[00 01 02 10 11 12 CommitTxn00 CommitTxn01 CommitTxn02 CommitTxn10 CommitTxn11 CommitTxn12]" {
 		t.Fatalf("read_committed: %s", got)
+	}
+}
+
+// A commit names where the next transaction writes (the next sticky
+// partition, the partitions keys chose): the coordinator opens it with
+// them, so a producer that keeps writing there adds no partition after
+// its first transaction — one coordinator write per transaction.
+func TestClusterTransactionalProducerOpensItsNextTransaction(t *testing.T) {
+	tc := startCluster(t, nil)
+	ctx := contextWithTimeout(t, 60*time.Second)
+	if _, err := tc.client().CreateTopic(ctx, "t", 4, nil); err != nil {
+		t.Fatal(err)
+	}
+	var h2c http.Protocols
+	h2c.SetUnencryptedHTTP2(true)
+	ct := &countingTransport{next: &http.Transport{Protocols: &h2c}, calls: map[string]int{}}
+	c := tc.client(sluice.WithHTTPClient(&http.Client{Transport: ct}))
+	p, err := c.NewTransactionalProducer(ctx, "sticky")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(ctx)
+	commit := func(keys ...string) {
+		t.Helper()
+		if err := p.Begin(); err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range keys {
+			var key []byte
+			if k != "" {
+				key = []byte(k)
+			}
+			if err := p.Send(ctx, sluice.NewRecord("t", key, []byte(k+"v"))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := p.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 5 {
+		commit("", "", "")
+	}
+	if got := ct.take()["AddPartitionsToTxn"]; got != 1 {
+		t.Fatalf("5 keyless transactions added partitions %d times; want 1 (the first: each commit opens the next with its sticky partition)", got)
+	}
+	commit("a", "b")
+	ct.take()
+	commit("a", "b", "a")
+	if got := ct.take()["AddPartitionsToTxn"]; got != 0 {
+		t.Fatalf("a transaction writing the keys of the one before added partitions %d times; want 0", got)
+	}
+	if got := len(readCommitted(t, tc.client(), "t", 4)); got != 20 {
+		t.Fatalf("read_committed: %d records, want 20", got)
+	}
+}
+
+// A transaction open past its timeout is aborted by the coordinator, and
+// the producer is not fenced (KIP-588): Commit fails with ErrTxnTimedOut,
+// Abort succeeds and the next transaction commits. A producer idle past
+// its timeout after a commit (whose next transaction the coordinator
+// opened, then aborted) goes on without an error.
+func TestClusterTransactionalProducerSurvivesItsTimeout(t *testing.T) {
+	tc := startCluster(t, nil)
+	ctx := contextWithTimeout(t, 60*time.Second)
+	if _, err := tc.client().CreateTopic(ctx, "t", 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	c := tc.client()
+	p, err := c.NewTransactionalProducer(ctx, "slow", sluice.WithTransactionTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(ctx)
+	send := func(v string) {
+		t.Helper()
+		if err := p.Send(ctx, sluice.NewRecord("t", nil, []byte(v))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	send("first")
+	if err := p.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Idle past the timeout: the transaction the commit opened is aborted.
+	time.Sleep(3 * time.Second)
+	if err := p.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	send("after idle")
+	if err := p.Commit(ctx); err != nil {
+		t.Fatalf("Commit after idling past the timeout: %v", err)
+	}
+	// A transaction that outlives its timeout.
+	if err := p.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	send("too slow")
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second)
+	err = p.Commit(ctx)
+	if !errors.Is(err, sluice.ErrTxnTimedOut) || !errors.Is(err, sluice.ErrTransactionFailed) || errors.Is(err, sluice.ErrProducerFenced) {
+		t.Fatalf("Commit past the timeout: %v; want ErrTransactionFailed wrapping ErrTxnTimedOut", err)
+	}
+	if err := p.Abort(ctx); err != nil {
+		t.Fatalf("Abort of the timed-out transaction: %v", err)
+	}
+	if err := p.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	send("last")
+	if err := p.Commit(ctx); err != nil {
+		t.Fatalf("Commit after the timed-out transaction: %v", err)
+	}
+	if got := fmt.Sprint(readCommitted(t, tc.client(), "t", 1)); got != "[after idle first last]" {
+		t.Fatalf("read_committed: %s", got)
+	}
+	// A newer session still fences this one for good.
+	if _, err := c.NewTransactionalProducer(ctx, "slow"); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	send("zombie")
+	if err := p.Commit(ctx); !errors.Is(err, sluice.ErrProducerFenced) {
+		t.Fatalf("Commit of a fenced producer: %v; want ErrProducerFenced", err)
 	}
 }

@@ -145,7 +145,7 @@ const (
 
 // transact runs one transaction over run, records of one partition. A
 // transaction that fails for a reason a retry may clear (the server
-// unavailable, a connection cut, the coordinator busy) is aborted and run
+// unavailable, a connection cut, the coordinator busy, its timeout) is aborted and run
 // again — with a new producer session, whose InitProducer waits for the
 // failed one to end and whose re-read of the committed offset skips what
 // it committed if it did — for as long as the partition is leased here.
@@ -176,6 +176,9 @@ func (k *Consumer) transact(ctx context.Context, prefix string, parts map[TopicP
 				k.restartSession(fmt.Errorf("partition %s: transactional producer fenced while leased here: %w", tp, err))
 			}
 			return nil
+		case errors.Is(err, ErrTxnTimedOut):
+			// The coordinator aborted it past its timeout: run it again
+			// (below), from the committed offset.
 		case byFn || !IsRetriable(err):
 			return err
 		}

@@ -34,6 +34,9 @@ const (
 	ReasonInvalidProducerIDMapping = "INVALID_PRODUCER_ID_MAPPING"
 	ReasonConcurrentTransactions   = "CONCURRENT_TRANSACTIONS"
 	ReasonInvalidTxnState          = "INVALID_TXN_STATE"
+	// ReasonTxnTimedOut: the transaction was aborted past its timeout;
+	// InitProducer naming the session resumes it (KIP-588).
+	ReasonTxnTimedOut = "TRANSACTION_TIMED_OUT"
 )
 
 // Transaction timeouts: InitProducer's default and bound.
@@ -47,7 +50,8 @@ const (
 const maxCoordinateRounds = 16
 
 // coordinate steps ev for transactional id tid until its decision is
-// stored and carried out, and returns the reply. The markers of a decision
+// stored and carried out, and returns it (its Reply and Next are the
+// answer; Err is returned as the error). The markers of a decision
 // are written, and a commit's offsets applied, before it returns (EndTxn
 // answers once the transaction is visible); its Complete is not stored on
 // the way: the id's next request here decides on it and stores it with its
@@ -60,12 +64,12 @@ const maxCoordinateRounds = 16
 // remembered state can be stale, so it only counts through a decision that
 // stores — the compare-and-set fails if another copy moved tid on — and a
 // decision that stores nothing is made again on a fresh read.
-func (s *Service) coordinate(ctx context.Context, tid string, ev txn.Event) (txn.Reply, error) {
+func (s *Service) coordinate(ctx context.Context, tid string, ev txn.Event) (txn.Decision, error) {
 	fresh := false // whether to read tid's state rather than use the memo's
 	for range maxCoordinateRounds {
 		cur, remembered, err := s.txnState(ctx, tid, fresh)
 		if err != nil {
-			return txn.Reply{}, err
+			return txn.Decision{}, err
 		}
 		folded := false
 		if done := s.txnMemo.settled(tid, cur); done != nil {
@@ -77,7 +81,7 @@ func (s *Service) coordinate(ctx context.Context, tid string, ev txn.Event) (txn
 		if d.NeedProducerID {
 			id, err := s.d.Producers.AllocateProducerID(ctx)
 			if err != nil {
-				return txn.Reply{}, fmt.Errorf("allocate a producer id: %w", err)
+				return txn.Decision{}, fmt.Errorf("allocate a producer id: %w", err)
 			}
 			d = txn.Step(tid, cur, txn.WithFreshID(ev, id))
 		}
@@ -102,7 +106,7 @@ func (s *Service) coordinate(ctx context.Context, tid string, ev txn.Event) (txn
 				continue // another coordinator won: decide again on its state
 			}
 			if err != nil {
-				return txn.Reply{}, err
+				return txn.Decision{}, err
 			}
 			cur = &stored
 		}
@@ -112,12 +116,15 @@ func (s *Service) coordinate(ctx context.Context, tid string, ev txn.Event) (txn
 			err := s.finishTxn(mctx, tid, cur, d.Markers)
 			endProduceSpan(span, err)
 			if err != nil {
-				return txn.Reply{}, err
+				return txn.Decision{}, err
 			}
 		}
-		return d.Reply, d.Err
+		if d.Err != nil {
+			return txn.Decision{}, d.Err
+		}
+		return d, nil
 	}
-	return txn.Reply{}, connect.NewError(connect.CodeAborted, fmt.Errorf("transactional id %q: %d coordinators raced; retry", tid, maxCoordinateRounds))
+	return txn.Decision{}, connect.NewError(connect.CodeAborted, fmt.Errorf("transactional id %q: %d coordinators raced; retry", tid, maxCoordinateRounds))
 }
 
 // txnState returns tid's state — the remembered one (remembered true)
@@ -309,6 +316,7 @@ func stateOf(t bookkeeping.Txn) txn.State {
 		ID: t.TransactionalID, ProducerID: t.ProducerID, Epoch: t.Epoch, Status: txn.Status(t.Status),
 		Timeout: t.Timeout, Deadline: t.Deadline, Groups: t.Groups,
 		BumpedByCoordinator: t.BumpedByCoordinator, PrevProducerID: t.PrevProducerID, Version: t.Version,
+		Ended: txn.Status(t.Ended), TimedOut: t.TimedOut,
 	}
 	if st.Timeout == 0 {
 		st.Timeout = DefaultTxnTimeout // a record only the old InitProducer wrote
@@ -321,6 +329,9 @@ func stateOf(t bookkeeping.Txn) txn.State {
 	for _, p := range t.Partitions {
 		st.Partitions = append(st.Partitions, txn.Partition{TopicID: p.TopicID, Partition: p.Partition})
 	}
+	for _, p := range t.Next {
+		st.Next = append(st.Next, txn.Partition{TopicID: p.TopicID, Partition: p.Partition})
+	}
 	for _, o := range t.Offsets {
 		st.Offsets = append(st.Offsets, txn.Offset{Group: o.Group, Topic: o.Topic, TopicID: o.TopicID, Partition: o.Partition, Offset: o.Offset})
 	}
@@ -332,9 +343,13 @@ func recordOf(st txn.State) bookkeeping.Txn {
 		TransactionalID: st.ID, ProducerID: st.ProducerID, Epoch: st.Epoch, Status: bookkeeping.TxnStatus(st.Status),
 		Timeout: st.Timeout, Deadline: st.Deadline, Groups: st.Groups,
 		BumpedByCoordinator: st.BumpedByCoordinator, PrevProducerID: st.PrevProducerID, Version: st.Version,
+		Ended: bookkeeping.TxnStatus(st.Ended), TimedOut: st.TimedOut,
 	}
 	for _, p := range st.Partitions {
 		t.Partitions = append(t.Partitions, bookkeeping.TxnPartition{TopicID: p.TopicID, Partition: p.Partition})
+	}
+	for _, p := range st.Next {
+		t.Next = append(t.Next, bookkeeping.TxnPartition{TopicID: p.TopicID, Partition: p.Partition})
 	}
 	for _, o := range st.Offsets {
 		t.Offsets = append(t.Offsets, bookkeeping.TxnOffset{Group: o.Group, Topic: o.Topic, TopicID: o.TopicID, Partition: o.Partition, Offset: o.Offset})
@@ -348,6 +363,8 @@ func (s *Service) txnError(err error) error {
 	switch {
 	case errors.Is(err, txn.ErrFenced):
 		return apierr.WithReason(connect.NewError(connect.CodeFailedPrecondition, err), ReasonProducerFenced, nil)
+	case errors.Is(err, txn.ErrTimedOut):
+		return apierr.WithReason(connect.NewError(connect.CodeFailedPrecondition, err), ReasonTxnTimedOut, nil)
 	case errors.Is(err, txn.ErrUnknownProducer):
 		return apierr.WithReason(connect.NewError(connect.CodeFailedPrecondition, err), ReasonInvalidProducerIDMapping, nil)
 	case errors.Is(err, txn.ErrConcurrent):

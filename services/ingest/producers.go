@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -50,17 +51,31 @@ func (s *Service) InitProducer(ctx context.Context, req *connect.Request[sluicev
 		timeout = DefaultTxnTimeout
 	}
 	if tid == "" {
+		if req.Msg.GetProducerId() != 0 {
+			return nil, apierr.Invalid("producer_id", "a session to resume needs its transactional_id")
+		}
 		id, err := s.d.Producers.AllocateProducerID(ctx)
 		if err != nil {
 			return nil, apierr.Otherwise(fmt.Errorf("allocate a producer id: %w", err))
 		}
 		return connect.NewResponse(&sluicev1.InitProducerResponse{ProducerId: id}), nil
 	}
-	r, err := s.coordinate(ctx, tid, txn.InitProducer{Timeout: timeout, Now: s.cfg.Now()})
+	ev := txn.InitProducer{Timeout: timeout, Now: s.cfg.Now()}
+	if pid := req.Msg.GetProducerId(); pid != 0 {
+		e := req.Msg.GetProducerEpoch()
+		switch {
+		case pid < 0:
+			return nil, apierr.Invalid("producer_id", "%d; a session's id is ≥ 1 (0: none)", pid)
+		case e < 0 || e > txn.MaxEpoch:
+			return nil, apierr.Invalid("producer_epoch", "%d outside [0, %d]", e, txn.MaxEpoch)
+		}
+		ev.Resume = &txn.Reply{ProducerID: pid, Epoch: int16(e)}
+	}
+	d, err := s.coordinate(ctx, tid, ev)
 	if err != nil {
 		return nil, s.txnError(err)
 	}
-	return connect.NewResponse(&sluicev1.InitProducerResponse{ProducerId: r.ProducerID, ProducerEpoch: int32(r.Epoch)}), nil
+	return connect.NewResponse(&sluicev1.InitProducerResponse{ProducerId: d.Reply.ProducerID, ProducerEpoch: int32(d.Reply.Epoch)}), nil
 }
 
 func errNoProducerStore() error {
@@ -102,10 +117,24 @@ func (s *Service) AddPartitionsToTxn(ctx context.Context, req *connect.Request[s
 	if len(topics) == 0 {
 		return nil, apierr.Invalid("topics", "at least one topic is required")
 	}
+	parts, err := s.txnPartitions(ctx, "topics", topics)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.coordinate(ctx, tid, txn.AddPartitions{ProducerID: pid, Epoch: epoch, Partitions: parts, Now: s.cfg.Now()}); err != nil {
+		return nil, s.txnError(err)
+	}
+	s.txnParts.add(pid, epoch, parts)
+	return connect.NewResponse(&sluicev1.AddPartitionsToTxnResponse{}), nil
+}
+
+// txnPartitions resolves the partitions topics name (the request field
+// field) to the live topics' incarnations: at most MaxTxnPartitions.
+func (s *Service) txnPartitions(ctx context.Context, field string, topics []*sluicev1.TxnTopic) ([]txn.Partition, error) {
 	var parts []txn.Partition
 	for i, tp := range topics {
 		if len(tp.GetPartitions()) == 0 {
-			return nil, apierr.Invalid(fmt.Sprintf("topics[%d].partitions", i), "at least one partition is required")
+			return nil, apierr.Invalid(fmt.Sprintf("%s[%d].partitions", field, i), "at least one partition is required")
 		}
 		ct, err := s.topic(ctx, tp.GetTopic())
 		if err != nil {
@@ -113,19 +142,36 @@ func (s *Service) AddPartitionsToTxn(ctx context.Context, req *connect.Request[s
 		}
 		for j, p := range tp.GetPartitions() {
 			if p < 0 || int(p) >= ct.t.Partitions {
-				return nil, apierr.Invalid(fmt.Sprintf("topics[%d].partitions[%d]", i, j), "%d outside [0, %d) of topic %q", p, ct.t.Partitions, ct.t.Name)
+				return nil, apierr.Invalid(fmt.Sprintf("%s[%d].partitions[%d]", field, i, j), "%d outside [0, %d) of topic %q", p, ct.t.Partitions, ct.t.Name)
 			}
 			parts = append(parts, txn.Partition{TopicID: string(ct.t.ID), Partition: p})
 		}
+		if len(parts) > bookkeeping.MaxTxnPartitions {
+			return nil, apierr.Invalid(field, "more than %d partitions: a transaction holds at most that many", bookkeeping.MaxTxnPartitions)
+		}
 	}
-	if len(parts) > bookkeeping.MaxTxnPartitions {
-		return nil, apierr.Invalid("topics", "%d partitions; a transaction holds at most %d", len(parts), bookkeeping.MaxTxnPartitions)
+	return parts, nil
+}
+
+// txnTopics names parts by topic, for an answer; a partition whose topic
+// incarnation is gone is left out.
+func (s *Service) txnTopics(ctx context.Context, parts []txn.Partition) []*sluicev1.TxnTopic {
+	var out []*sluicev1.TxnTopic
+	byID := map[string]*sluicev1.TxnTopic{}
+	for _, p := range parts {
+		tt := byID[p.TopicID]
+		if tt == nil {
+			t, err := s.topicByID(ctx, catalog.TopicID(p.TopicID))
+			if err != nil {
+				continue
+			}
+			tt = &sluicev1.TxnTopic{Topic: t.Name}
+			byID[p.TopicID] = tt
+			out = append(out, tt)
+		}
+		tt.Partitions = append(tt.Partitions, p.Partition)
 	}
-	if _, err := s.coordinate(ctx, tid, txn.AddPartitions{ProducerID: pid, Epoch: epoch, Partitions: parts, Now: s.cfg.Now()}); err != nil {
-		return nil, s.txnError(err)
-	}
-	s.txnParts.add(pid, epoch, parts)
-	return connect.NewResponse(&sluicev1.AddPartitionsToTxnResponse{}), nil
+	return out
 }
 
 // EndTxn commits or aborts the producer's transaction (see the RPC's
@@ -138,11 +184,16 @@ func (s *Service) EndTxn(ctx context.Context, req *connect.Request[sluicev1.EndT
 	if err != nil {
 		return nil, err
 	}
-	r, err := s.endTxn(ctx, tid, txn.EndTxn{ProducerID: pid, Epoch: epoch, Commit: req.Msg.GetCommit(), Now: s.cfg.Now()}, time.Now())
+	next, err := s.txnPartitions(ctx, "next_partitions", req.Msg.GetNextPartitions())
 	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(&sluicev1.EndTxnResponse{ProducerEpoch: int32(r.Epoch), ProducerId: r.ProducerID}), nil
+	d, err := s.endTxn(ctx, tid, txn.EndTxn{ProducerID: pid, Epoch: epoch, Commit: req.Msg.GetCommit(), Next: next, Now: s.cfg.Now()}, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&sluicev1.EndTxnResponse{ProducerEpoch: int32(d.Reply.Epoch), ProducerId: d.Reply.ProducerID,
+		NextPartitions: s.txnTopics(ctx, d.Next)}), nil
 }
 
 // CommitTxn commits the producer's transaction with its last batches (see
@@ -156,25 +207,36 @@ func (s *Service) CommitTxn(ctx context.Context, req *connect.Request[sluicev1.C
 		return nil, err
 	}
 	since := time.Now()
-	ev := txn.EndTxn{ProducerID: pid, Epoch: epoch, Commit: true, Now: s.cfg.Now()}
+	next, err := s.txnPartitions(ctx, "next_partitions", req.Msg.GetNextPartitions())
+	if err != nil {
+		return nil, err
+	}
+	ev := txn.EndTxn{ProducerID: pid, Epoch: epoch, Commit: true, Next: next, Now: s.cfg.Now()}
 	if err := s.storeEndBatches(ctx, req.Header().Get(clientIDHeader), tid, ev, req.Msg.GetProduce()); err != nil {
 		return nil, err
 	}
-	r, err := s.endTxn(ctx, tid, ev, since)
+	d, err := s.endTxn(ctx, tid, ev, since)
 	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(&sluicev1.CommitTxnResponse{ProducerEpoch: int32(r.Epoch), ProducerId: r.ProducerID}), nil
+	return connect.NewResponse(&sluicev1.CommitTxnResponse{ProducerEpoch: int32(d.Reply.Epoch), ProducerId: d.Reply.ProducerID,
+		NextPartitions: s.txnTopics(ctx, d.Next)}), nil
 }
 
-// endTxn decides ev: the session the producer continues with.
-func (s *Service) endTxn(ctx context.Context, tid string, ev txn.EndTxn, since time.Time) (txn.Reply, error) {
-	r, err := s.coordinate(ctx, tid, ev)
+// endTxn decides ev: the session the producer continues with, and the
+// partitions its next transaction is open with — verified for that
+// session here from now on (its Prepare stored them; their markers and
+// the ended transaction's are written).
+func (s *Service) endTxn(ctx context.Context, tid string, ev txn.EndTxn, since time.Time) (txn.Decision, error) {
+	d, err := s.coordinate(ctx, tid, ev)
 	if err != nil {
-		return txn.Reply{}, s.txnError(err)
+		return txn.Decision{}, s.txnError(err)
+	}
+	if len(d.Next) > 0 {
+		s.txnParts.add(d.Reply.ProducerID, d.Reply.Epoch, d.Next)
 	}
 	s.m.txnEnd(ctx, ev.Commit, since)
-	return r, nil
+	return d, nil
 }
 
 // MaxCommitTxnProduce bounds the produce requests one CommitTxn carries.
@@ -367,14 +429,25 @@ func (s *Service) checkTxnBatches(ctx context.Context, tid string, pl *plan) err
 			if err != nil {
 				return err
 			}
+			if done := s.txnMemo.settled(tid, st); done != nil {
+				st = done // a Prepare this copy carried out: its Complete
+			}
 			if st != nil && st.PrevProducerID != 0 && st.PrevProducerID == h.producerID {
 				return apierr.WithReason(connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("%w: producer id %d spent its epochs and was replaced by %d", txn.ErrFenced, h.producerID, st.ProducerID)), ReasonProducerFenced, nil)
 			}
 			if st == nil || st.ProducerID != h.producerID {
 				return apierr.WithReason(connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("producer id %d is not transactional id %q's", h.producerID, tid)), ReasonInvalidProducerIDMapping, nil)
 			}
+			if st.TimedOut && h.epoch == st.Epoch-1 {
+				return s.txnError(fmt.Errorf("%w (epoch %d, now %d)", txn.ErrTimedOut, h.epoch, st.Epoch))
+			}
 			if h.epoch < st.Epoch {
 				return apierr.WithReason(connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("%w: epoch %d, current %d", txn.ErrFenced, h.epoch, st.Epoch)), ReasonProducerFenced, nil)
+			}
+			if (st.Status == txn.PrepareCommit || st.Status == txn.PrepareAbort) && h.epoch == st.Epoch && slices.Contains(st.Next, key.partition()) {
+				// Opened by the EndTxn whose markers another copy is
+				// writing (or its sweeper will): retry shortly.
+				return s.txnError(fmt.Errorf("%w: %q is %v; %s/%d opens its next transaction", txn.ErrConcurrent, tid, st.Status, pl.topic.Name, p))
 			}
 			if st.Status != txn.Ongoing || h.epoch != st.Epoch || !st.HasPartition(key.partition()) {
 				return apierr.WithReason(connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("transactional id %q (epoch %d, %v) has not added %s/%d to a transaction at epoch %d: call AddPartitionsToTxn first", tid, st.Epoch, st.Status, pl.topic.Name, p, h.epoch)), ReasonInvalidTxnState, nil)

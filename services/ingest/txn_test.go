@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -336,7 +337,10 @@ func TestTransactionsOutliveTheEpochSpace(t *testing.T) {
 }
 
 // A transaction left open past its timeout is aborted by the sweeper: its
-// partition gets the abort marker, and the producer's EndTxn is fenced.
+// partition gets the abort marker, and the producer's EndTxn answers
+// TRANSACTION_TIMED_OUT. InitProducer naming the session resumes it at a
+// new epoch (KIP-588); naming another producer id is refused, and once the
+// resumed session exists the timed-out one is fenced.
 func TestTransactionTimeoutAborts(t *testing.T) {
 	tc := startCluster(t, nil)
 	ctx := context.Background()
@@ -361,7 +365,101 @@ func TestTransactionTimeoutAborts(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	wantReason(t, "EndTxn after the timeout's abort", c.end(true), connect.CodeFailedPrecondition, ingest.ReasonProducerFenced)
+	wantReason(t, "EndTxn after the timeout's abort", c.end(true), connect.CodeFailedPrecondition, ingest.ReasonTxnTimedOut)
+	wantReason(t, "AddPartitions after the timeout's abort", c.add("t", 0), connect.CodeFailedPrecondition, ingest.ReasonTxnTimedOut)
+	resume := func(pid int64, epoch int32) (*connect.Response[sluicev1.InitProducerResponse], error) {
+		return c.prod.InitProducer(ctx, connect.NewRequest(&sluicev1.InitProducerRequest{TransactionalId: "slow", TransactionTimeoutMs: 500,
+			ProducerId: pid, ProducerEpoch: epoch}))
+	}
+	_, err = resume(c.pid+1, c.epoch)
+	wantReason(t, "InitProducer resuming another producer id", err, connect.CodeFailedPrecondition, ingest.ReasonInvalidProducerIDMapping)
+	resp, err := resume(c.pid, c.epoch)
+	if err != nil {
+		t.Fatalf("InitProducer resuming the timed-out session: %v", err)
+	}
+	if resp.Msg.ProducerId != c.pid || resp.Msg.ProducerEpoch != c.epoch+2 {
+		t.Fatalf("resumed session %d/%d, want %d/%d (the timeout's bump, then the resume's)", resp.Msg.ProducerId, resp.Msg.ProducerEpoch, c.pid, c.epoch+2)
+	}
+	_, err = resume(c.pid, c.epoch)
+	wantReason(t, "InitProducer resuming the timed-out session again", err, connect.CodeFailedPrecondition, ingest.ReasonProducerFenced)
+	c.epoch = resp.Msg.ProducerEpoch
+	clear(c.seq)
+	if err := c.add("t", 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.send("t", 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.end(true); err != nil {
+		t.Fatalf("a transaction of the resumed session: %v", err)
+	}
+	if offs, _, _ := fetchOffsets(t, tc.url, "t", 0, true, false, 0); fmt.Sprint(offs) != "[2]" {
+		t.Fatalf("read_committed after the resumed session's commit: %v, want [2] (the timed-out record aborted)", offs)
+	}
+}
+
+// An EndTxn naming next_partitions opens the producer's next transaction
+// with them: its batches there are accepted without AddPartitionsToTxn, a
+// partition not named still needs it, and the next commit marks them.
+func TestEndTxnOpensTheNextTransaction(t *testing.T) {
+	tc := startCluster(t, nil)
+	ctx := context.Background()
+	admin := sluicev1connect.NewAdminServiceClient(http.DefaultClient, tc.url)
+	if _, err := admin.CreateTopic(ctx, connect.NewRequest(&sluicev1.CreateTopicRequest{Name: "t", Partitions: 3})); err != nil {
+		t.Fatal(err)
+	}
+	c, err := newTxnClient(t, tc.url, "next", 60_000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.add("t", 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.send("t", 0); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.prod.EndTxn(ctx, connect.NewRequest(&sluicev1.EndTxnRequest{Session: c.session(), Commit: true,
+		NextPartitions: []*sluicev1.TxnTopic{{Topic: "t", Partitions: []int32{1, 7}}}}))
+	if connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "next_partitions[0].partitions[1]") {
+		t.Fatalf("EndTxn naming a partition the topic lacks: %v, want INVALID_ARGUMENT naming next_partitions[0].partitions[1]", err)
+	}
+	_, err = c.prod.EndTxn(ctx, connect.NewRequest(&sluicev1.EndTxnRequest{Session: c.session(), Commit: true,
+		NextPartitions: []*sluicev1.TxnTopic{{Topic: "nope", Partitions: []int32{1}}}}))
+	if connect.CodeOf(err) != connect.CodeNotFound {
+		t.Fatalf("EndTxn naming a topic that does not exist: %v, want NOT_FOUND", err)
+	}
+	resp, err := c.prod.EndTxn(ctx, connect.NewRequest(&sluicev1.EndTxnRequest{Session: c.session(), Commit: true,
+		NextPartitions: []*sluicev1.TxnTopic{{Topic: "t", Partitions: []int32{1}}}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := resp.Msg.NextPartitions; len(n) != 1 || n[0].Topic != "t" || fmt.Sprint(n[0].Partitions) != "[1]" {
+		t.Fatalf("EndTxn's next_partitions = %v, want t [1]", n)
+	}
+	c.epoch = resp.Msg.ProducerEpoch
+	clear(c.seq)
+	if err := c.send("t", 1); err != nil {
+		t.Fatalf("a batch to the partition the EndTxn named, not added: %v", err)
+	}
+	wantReason(t, "a batch to a partition neither named nor added", c.send("t", 2), connect.CodeFailedPrecondition, ingest.ReasonInvalidTxnState)
+	// The opened transaction is open: read_committed holds at its batch.
+	lsoOf := func(p int32) int64 {
+		cons := sluicev1connect.NewConsumerServiceClient(http.DefaultClient, tc.url)
+		r, err := cons.Fetch(ctx, connect.NewRequest(&sluicev1.FetchRequest{Topic: "t", Partition: p, ReadCommitted: true}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Msg.LastStableOffset
+	}
+	if lso := lsoOf(1); lso != 0 {
+		t.Fatalf("LSO of p1 with the next transaction's batch open = %d, want 0", lso)
+	}
+	if err := c.end(true); err != nil {
+		t.Fatal(err)
+	}
+	if lso := lsoOf(1); lso != 2 {
+		t.Fatalf("LSO of p1 after the commit = %d, want 2 (its record and marker)", lso)
+	}
 }
 
 // fetchOffsets reads partition 0 of topic from offset with a Fetch and

@@ -208,6 +208,9 @@ func testTxnRoundTrip(t *testing.T, e *env) {
 					TopicID: strings.Repeat("i", bookkeeping.MaxNameBytes), Partition: bookkeeping.MaxPartitions - 1, Offset: bookkeeping.MaxOffset},
 			},
 			BumpedByCoordinator: i%2 == 0, PrevProducerID: int64(i%3) * (1<<61 + 5), Version: version,
+			Next:     []bookkeeping.TxnPartition{{TopicID: "zz-topic", Partition: int32(i)}, {TopicID: "aa-topic", Partition: bookkeeping.MaxPartitions - 1}},
+			Ended:    statuses[(i+1)%len(statuses)],
+			TimedOut: i%3 == 1,
 		}
 		if i == len(statuses)-1 {
 			x.Epoch = bookkeeping.MaxProducerEpoch
@@ -223,7 +226,7 @@ func testTxnRoundTrip(t *testing.T, e *env) {
 	}
 	// Nothing in any optional field: zero, nil, false.
 	empty := bookkeeping.Txn{TransactionalID: id, ProducerID: 1, Status: bookkeeping.TxnCompleteCommit,
-		Partitions: []bookkeeping.TxnPartition{}, Groups: []string{}, Offsets: []bookkeeping.TxnOffset{}, Version: version}
+		Partitions: []bookkeeping.TxnPartition{}, Groups: []string{}, Offsets: []bookkeeping.TxnOffset{}, Next: []bookkeeping.TxnPartition{}, Version: version}
 	put := e.putTxn(empty)
 	want := bookkeeping.Txn{TransactionalID: id, ProducerID: 1, Status: bookkeeping.TxnCompleteCommit, Version: version + 1}
 	wantTxn(t, "PutTxn with nothing optional", put, want)
@@ -529,6 +532,11 @@ func testTxnValidation(t *testing.T, e *env) {
 		{"txn.groups[0]", func(x *bookkeeping.Txn) { x.Groups[0] = "tab\there" }},
 		{"txn.groups[1]", func(x *bookkeeping.Txn) { x.Groups = append(x.Groups, x.Groups[0]) }},
 		{"txn.prev_producer_id", func(x *bookkeeping.Txn) { x.PrevProducerID = -1 }},
+		{"txn.next[0].topic_id", func(x *bookkeeping.Txn) { x.Next = []bookkeeping.TxnPartition{{Partition: 1}} }},
+		{"txn.next[1]", func(x *bookkeeping.Txn) {
+			x.Next = []bookkeeping.TxnPartition{{TopicID: "t", Partition: 1}, {TopicID: "t", Partition: 1}}
+		}},
+		{"txn.ended", func(x *bookkeeping.Txn) { x.Ended = 200 }},
 		{"txn.version", func(x *bookkeeping.Txn) { x.Version = -1 }},
 	} {
 		x := openTxn(id, 1, 0)

@@ -143,7 +143,12 @@
 // rows, read as 0. Schema v8 moves every record to the bucketed table
 // transactions (same columns; the data step copies them) and records the
 // number of buckets in keyspace_settings; binaries before v8 must not run
-// beside it (they would write the old table).
+// beside it (they would write the old table). Schema v9 adds
+// next_partitions, ended and timed_out (a prepared transaction's next one,
+// how the transaction that opened the current one ended, and KIP-588's
+// resumable session); null on older rows, read as none, 0 and false. A
+// binary before v9 must not run beside it: its writes would leave these
+// columns as they were.
 //
 // CommitTxnOffsets applies a committed transaction's offsets per (group,
 // topic): a serial read of the partitions' rows, then one conditional batch
@@ -158,7 +163,8 @@
 // applied in version order and file-name order (v1 groups, v2 producer ids,
 // v3 member topics and the group list, v4 committed topic ids, v5 the
 // transaction state, v6 a transaction's consumer offsets, v7 the replaced
-// producer id). Open applies the versions the
+// producer id, v8 the bucketed transactions table, v9 the next
+// transaction's partitions and the timed-out flag). Open applies the versions the
 // keyspace lacks and records each in schema_version; every statement is
 // idempotent (IF NOT EXISTS), so a migration interrupted half-way is simply
 // applied again. A version may also have a data step in Go (dataMigration:

@@ -81,11 +81,12 @@ func TestIntegrationCassandraMigratesFromV1(t *testing.T) {
 
 	s := openStore(t, cfg)
 	got := appliedVersions(t, raw)
-	if len(got) != 8 || got[1].description != "001_consumer_groups.cql" || got[2].description != "001_producer_ids.cql" ||
+	if len(got) != 9 || got[1].description != "001_consumer_groups.cql" || got[2].description != "001_producer_ids.cql" ||
 		got[3].description != "001_groups_and_member_topics.cql" || got[4].description != "001_committed_topic_id.cql" ||
 		got[5].description != "001_transaction_state.cql" || got[6].description != "001_transaction_offsets.cql" ||
-		got[7].description != "001_replaced_producer_id.cql" || got[8].description != "001_transaction_buckets.cql" {
-		t.Fatalf("schema_version after Open = %+v, want v1 to v8 with their files", got)
+		got[7].description != "001_replaced_producer_id.cql" || got[8].description != "001_transaction_buckets.cql" ||
+		got[9].description != "001_next_transaction.cql" {
+		t.Fatalf("schema_version after Open = %+v, want v1 to v9 with their files", got)
 	}
 	// v3 listed the groups v1 stored, and reads v1 members.
 	if gs, more, err := s.ListGroups(ctx, "", 10); err != nil || more || !slices.Equal(gs, []string{"old-group", "old-members"}) {
@@ -144,8 +145,8 @@ func TestIntegrationCassandraMigratesFromV3(t *testing.T) {
 	}
 
 	s := openStore(t, cfg)
-	if got := appliedVersions(t, raw); len(got) != 8 || got[4].description != "001_committed_topic_id.cql" {
-		t.Fatalf("schema_version after Open = %+v, want v1 to v8", got)
+	if got := appliedVersions(t, raw); len(got) != 9 || got[4].description != "001_committed_topic_id.cql" {
+		t.Fatalf("schema_version after Open = %+v, want v1 to v9", got)
 	}
 	want := bookkeeping.Committed{Offset: 500, Metadata: "from v3", Epoch: 1}
 	if c, err := s.FetchOffset(ctx, "g", "orders", 0); err != nil || c != want {
@@ -207,8 +208,8 @@ func TestIntegrationCassandraMigratesFromV4(t *testing.T) {
 	}
 
 	s := openDriver(t, cfg) // the conformance suite covers the Store; this is the rows
-	if got := appliedVersions(t, raw); len(got) != 8 || got[5].description != "001_transaction_state.cql" || got[8].description != "001_transaction_buckets.cql" {
-		t.Fatalf("schema_version after Open = %+v, want v1 to v8", got)
+	if got := appliedVersions(t, raw); len(got) != 9 || got[5].description != "001_transaction_state.cql" || got[8].description != "001_transaction_buckets.cql" {
+		t.Fatalf("schema_version after Open = %+v, want v1 to v9", got)
 	}
 	a := bookkeeping.Txn{TransactionalID: "a", ProducerID: 7, Epoch: 9, Status: bookkeeping.TxnEmpty, Version: 1}
 	if got, err := s.GetTxn(ctx, "a"); err != nil || !reflect.DeepEqual(got, a) {
@@ -314,8 +315,8 @@ func TestIntegrationCassandraMigratesFromV5(t *testing.T) {
 		t.Fatalf("%s: %v", stmt, err)
 	}
 	s := openDriver(t, cfg)
-	if got := appliedVersions(t, raw); len(got) != 8 || got[6].description != "001_transaction_offsets.cql" {
-		t.Fatalf("schema_version after Open = %+v, want v1 to v8", got)
+	if got := appliedVersions(t, raw); len(got) != 9 || got[6].description != "001_transaction_offsets.cql" {
+		t.Fatalf("schema_version after Open = %+v, want v1 to v9", got)
 	}
 	a := bookkeeping.Txn{TransactionalID: "a", ProducerID: 7, Epoch: 3, Status: bookkeeping.TxnOngoing, Timeout: time.Minute,
 		Partitions: []bookkeeping.TxnPartition{{TopicID: "t1", Partition: 0}}, Groups: []string{"g"}, Version: 4}
@@ -346,8 +347,8 @@ func TestIntegrationCassandraMigratesFromV6(t *testing.T) {
 		t.Fatalf("%s: %v", stmt, err)
 	}
 	s := openDriver(t, cfg)
-	if got := appliedVersions(t, raw); len(got) != 8 || got[7].description != "001_replaced_producer_id.cql" {
-		t.Fatalf("schema_version after Open = %+v, want v1 to v8", got)
+	if got := appliedVersions(t, raw); len(got) != 9 || got[7].description != "001_replaced_producer_id.cql" {
+		t.Fatalf("schema_version after Open = %+v, want v1 to v9", got)
 	}
 	a := bookkeeping.Txn{TransactionalID: "a", ProducerID: 7, Epoch: 32766, Status: bookkeeping.TxnCompleteCommit, Timeout: time.Minute, Version: 4}
 	if got, err := s.GetTxn(ctx, "a"); err != nil || !reflect.DeepEqual(got, a) {
@@ -360,6 +361,38 @@ func TestIntegrationCassandraMigratesFromV6(t *testing.T) {
 	}
 	if got, err := s.GetTxn(ctx, "a"); err != nil || !reflect.DeepEqual(got, put) || got.PrevProducerID != 7 {
 		t.Fatalf("GetTxn after a PutTxn with a replaced producer id = %+v, %v; want %+v", got, err, put)
+	}
+}
+
+// TestIntegrationCassandraMigratesFromV8: a transaction state a v8 binary
+// stored (no next_partitions, ended or timed_out columns) reads after the
+// migration to v9 with none of them, and a PutTxn with them stores them.
+func TestIntegrationCassandraMigratesFromV8(t *testing.T) {
+	ctx := t.Context()
+	cfg := testConfig(t)
+	raw := session(t, cfg)
+	migrateTo(t, raw, 8)
+	stmt := `INSERT INTO transactions (bucket, transactional_id, producer_id, epoch, status, timeout_ms, partitions, groups, bumped_by_coordinator, version, offsets, prev_producer_id) ` +
+		`VALUES (0, 'a', 7, 3, 3, 60000, [('t1', 0)], [], false, 4, [], 0)`
+	if err := raw.Query(stmt).Exec(); err != nil {
+		t.Fatalf("%s: %v", stmt, err)
+	}
+	s := openDriver(t, cfg)
+	if got := appliedVersions(t, raw); len(got) != 9 || got[9].description != "001_next_transaction.cql" {
+		t.Fatalf("schema_version after Open = %+v, want v1 to v9", got)
+	}
+	a := bookkeeping.Txn{TransactionalID: "a", ProducerID: 7, Epoch: 3, Status: bookkeeping.TxnPrepareCommit, Timeout: time.Minute,
+		Partitions: []bookkeeping.TxnPartition{{TopicID: "t1", Partition: 0}}, Version: 4}
+	if got, err := s.GetTxn(ctx, "a"); err != nil || !reflect.DeepEqual(got, a) {
+		t.Fatalf("GetTxn of a v8 row = %+v, %v; want %+v", got, err, a)
+	}
+	a.Next, a.Ended, a.TimedOut = []bookkeeping.TxnPartition{{TopicID: "t1", Partition: 2}}, bookkeeping.TxnCompleteCommit, true
+	put, err := s.PutTxn(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.GetTxn(ctx, "a"); err != nil || !reflect.DeepEqual(got, put) || len(got.Next) != 1 || !got.TimedOut || got.Ended != bookkeeping.TxnCompleteCommit {
+		t.Fatalf("GetTxn after a PutTxn with the v9 fields = %+v, %v; want %+v", got, err, put)
 	}
 }
 

@@ -11,8 +11,8 @@ func TestEmbeddedSchema(t *testing.T) {
 	if err != nil {
 		t.Fatalf("embedded schema: %v", err)
 	}
-	if len(ms) != 8 {
-		t.Fatalf("%d schema versions, want 8", len(ms))
+	if len(ms) != 9 {
+		t.Fatalf("%d schema versions, want 9", len(ms))
 	}
 	tables := map[string]bool{}
 	columns := map[string]bool{} // table.column, of ALTER TABLE … ADD IF NOT EXISTS
@@ -38,7 +38,8 @@ func TestEmbeddedSchema(t *testing.T) {
 	for _, want := range []string{"group_members.topics", "group_members.heartbeat_at", "consumer_partitions.committed_topic_id",
 		"transactional_producers.version", "transactional_producers.status", "transactional_producers.timeout_ms",
 		"transactional_producers.deadline", "transactional_producers.bumped_by_coordinator",
-		"transactional_producers.partitions", "transactional_producers.groups"} {
+		"transactional_producers.partitions", "transactional_producers.groups",
+		"transactions.next_partitions", "transactions.ended", "transactions.timed_out"} {
 		if !columns[want] {
 			t.Errorf("no migration adds column %s (have %v)", want, columns)
 		}

@@ -14,18 +14,23 @@ import (
 	"github.com/sluicemq/sluice/pkg/bookkeeping"
 )
 
-// The columns of a transactional id's record (schema v2, v5, v6 and v7;
-// in the bucketed table transactions since v8), in the order txnRow scans
-// them and txnArgs binds them.
-const txnColumns = `producer_id, epoch, status, timeout_ms, deadline, partitions, groups, bumped_by_coordinator, version, offsets, prev_producer_id`
+// The columns of a transactional id's record (schema v2, v5, v6, v7 and
+// v9; in the bucketed table transactions since v8), in the order txnRow
+// scans them and txnArgs binds them.
+const txnColumns = txnColumnsV8 + `, next_partitions, ended, timed_out`
+
+// txnColumnsV8 are the columns schema v8's data step copies (the v9
+// columns do not exist yet when it runs), in txnRow.dest's order.
+const txnColumnsV8 = `producer_id, epoch, status, timeout_ms, deadline, partitions, groups, bumped_by_coordinator, version, offsets, prev_producer_id`
 
 const (
 	selectTxnRow  = `SELECT ` + txnColumns + ` FROM transactions WHERE bucket = ? AND transactional_id = ?`
 	selectTxnRows = `SELECT transactional_id, ` + txnColumns + ` FROM transactions WHERE bucket = ? AND transactional_id IN ?`
-	insertTxnRow  = `INSERT INTO transactions (bucket, transactional_id, ` + txnColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) IF NOT EXISTS`
+	insertTxnRow  = `INSERT INTO transactions (bucket, transactional_id, ` + txnColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) IF NOT EXISTS`
 
 	setTxnRow = `UPDATE transactions SET producer_id = ?, epoch = ?, status = ?, timeout_ms = ?, deadline = ?, ` +
-		`partitions = ?, groups = ?, bumped_by_coordinator = ?, version = ?, offsets = ?, prev_producer_id = ? WHERE bucket = ? AND transactional_id = ? `
+		`partitions = ?, groups = ?, bumped_by_coordinator = ?, version = ?, offsets = ?, prev_producer_id = ?, ` +
+		`next_partitions = ?, ended = ?, timed_out = ? WHERE bucket = ? AND transactional_id = ? `
 	// putTxnIf is PutTxn over a stored version ≥ 2. putTxnIfV1 is PutTxn
 	// over version 1, which is also a row written before schema v5 (null
 	// version); `producer_id > 0` keeps it from creating a row that does
@@ -66,10 +71,18 @@ type txnRow struct {
 	version    *int64
 	offsets    []bookkeeping.TxnOffset
 	prevID     int64 // null (older rows, none replaced) scans as 0
+	next       []bookkeeping.TxnPartition
+	ended      int  // null (older rows) scans as 0
+	timedOut   bool // null (older rows) scans as false
 }
 
 // dest are the scan destinations of txnColumns.
 func (r *txnRow) dest() []any {
+	return append(r.destV8(), &r.next, &r.ended, &r.timedOut)
+}
+
+// destV8 are the scan destinations of txnColumnsV8.
+func (r *txnRow) destV8() []any {
 	return []any{&r.producerID, &r.epoch, &r.status, &r.timeoutMS, &r.deadline, &r.partitions, &r.groups, &r.bumped, &r.version, &r.offsets, &r.prevID}
 }
 
@@ -80,7 +93,12 @@ func (r txnRow) txn() (bookkeeping.Txn, error) {
 		TransactionalID: r.id, ProducerID: r.producerID, Status: bookkeeping.TxnEmpty,
 		Timeout: time.Duration(r.timeoutMS) * time.Millisecond, BumpedByCoordinator: r.bumped, PrevProducerID: r.prevID, Version: 1,
 		Partitions: nilIfEmpty(r.partitions), Groups: nilIfEmpty(r.groups), Offsets: nilIfEmpty(r.offsets),
+		Next: nilIfEmpty(r.next), TimedOut: r.timedOut,
 	}
+	if r.ended < 0 || r.ended > math.MaxUint8 {
+		return bookkeeping.Txn{}, fmt.Errorf("stored record of %q: ended %d out of range", r.id, r.ended)
+	}
+	t.Ended = bookkeeping.TxnStatus(r.ended)
 	if r.epoch < 0 || r.epoch > bookkeeping.MaxProducerEpoch {
 		return bookkeeping.Txn{}, fmt.Errorf("stored record of %q: epoch %d out of range", r.id, r.epoch)
 	}
@@ -124,7 +142,8 @@ func txnArgs(t bookkeeping.Txn) []any {
 	if !t.Deadline.IsZero() {
 		deadline = t.Deadline
 	}
-	return []any{t.ProducerID, int(t.Epoch), int(t.Status), t.Timeout.Milliseconds(), deadline, nonNil(t.Partitions), nonNil(t.Groups), t.BumpedByCoordinator, t.Version, nonNil(t.Offsets), t.PrevProducerID}
+	return []any{t.ProducerID, int(t.Epoch), int(t.Status), t.Timeout.Milliseconds(), deadline, nonNil(t.Partitions), nonNil(t.Groups), t.BumpedByCoordinator, t.Version, nonNil(t.Offsets), t.PrevProducerID,
+		nonNil(t.Next), int(t.Ended), t.TimedOut}
 }
 
 // txnBucket is the bucket of a transactional id's row among n: FNV-1a (32
@@ -260,7 +279,8 @@ const (
 	txnBucketsSetting = "txn_buckets"
 	insertSetting     = `INSERT INTO keyspace_settings (name, value) VALUES (?, ?) IF NOT EXISTS`
 	selectSetting     = `SELECT value FROM keyspace_settings WHERE name = ?`
-	selectOldTxnRows  = `SELECT transactional_id, ` + txnColumns + ` FROM transactional_producers`
+	selectOldTxnRows  = `SELECT transactional_id, ` + txnColumnsV8 + ` FROM transactional_producers`
+	insertTxnRowV8    = `INSERT INTO transactions (bucket, transactional_id, ` + txnColumnsV8 + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) IF NOT EXISTS`
 )
 
 // readTxnBuckets reads the keyspace's txn_buckets setting.
@@ -299,7 +319,7 @@ func moveTxnsToBuckets(ctx context.Context, s *gocql.Session, env migrationEnv) 
 	iter := s.Query(selectOldTxnRows).Consistency(env.cons).Idempotent(true).PageSize(txnPageSize).IterContext(ctx)
 	for {
 		r := txnRow{}
-		if !iter.Scan(append([]any{&r.id}, r.dest()...)...) {
+		if !iter.Scan(append([]any{&r.id}, r.destV8()...)...) {
 			break
 		}
 		var deadline any
@@ -308,7 +328,7 @@ func moveTxnsToBuckets(ctx context.Context, s *gocql.Session, env migrationEnv) 
 		}
 		args := []any{txnBucket(r.id, n), r.id, r.producerID, r.epoch, r.status, r.timeoutMS, deadline,
 			nonNil(r.partitions), nonNil(r.groups), r.bumped, r.version, nonNil(r.offsets), r.prevID}
-		if err := lwt(insertTxnRow, args...); err != nil {
+		if err := lwt(insertTxnRowV8, args...); err != nil {
 			_ = iter.Close()
 			return fmt.Errorf("copy the record of %q to transactions: %w", r.id, err)
 		}

@@ -37,11 +37,13 @@ const memberVersion byte = 2
 // txnVersion is the format version transactional id records are written
 // in: version 2 added the transaction coordinator's state and the record's
 // Version; version 3 the transaction's consumer offsets; version 4 the
-// replaced producer id. Version 1 records (producer id and epoch, written
+// replaced producer id; version 5 the next transaction's partitions, how
+// the last ended and the timed-out flag. Version 1 records (producer id and epoch, written
 // by older binaries) are still read, as idle records at Version 1; version
 // 2 records as records without offsets; versions 2 and 3 as records
-// without a replaced producer id.
-const txnVersion byte = 4
+// without a replaced producer id; versions before 5 as records without
+// next partitions, ended status or timed-out flag.
+const txnVersion byte = 5
 
 // partitionVersion is the format version partition records are written in:
 // version 2 added the topic id of the committed offset. Version 1 records
@@ -291,6 +293,8 @@ func decodeCounter(v []byte) (counterRecord, error) {
 //	txn v3: v2 fields, then offset-count(int) {group(str) topic(str)
 //	        topic-id(str) partition(int) offset(int)}…
 //	txn v4: v3 fields, then prev-producer-id(int, 0 = none)
+//	txn v5: v4 fields, then next-count(int) {topic-id(str) partition(int)}…
+//	        ended(int, a status or 0) timed-out(int, 0 or 1)
 //
 // t is in its stored form (bookkeeping.Txn.Stored: whole milliseconds).
 func encodeTxn(t bookkeeping.Txn) []byte {
@@ -328,7 +332,34 @@ func encodeTxn(t bookkeeping.Txn) []byte {
 		e.int(o.Offset)
 	}
 	e.int(t.PrevProducerID)
+	e.int(int64(len(t.Next)))
+	for _, p := range t.Next {
+		e.str(p.TopicID)
+		e.int(int64(p.Partition))
+	}
+	e.int(int64(t.Ended))
+	timedOut := int64(0)
+	if t.TimedOut {
+		timedOut = 1
+	}
+	e.int(timedOut)
 	return e.seal()
+}
+
+// decodeTxnPartitions reads a count and that many (topic id, partition)
+// pairs of a txn record.
+func decodeTxnPartitions(d *decoder) []bookkeeping.TxnPartition {
+	var ps []bookkeeping.TxnPartition
+	n := d.int()
+	d.check(n >= 0 && n <= bookkeeping.MaxTxnPartitions, "%d partitions", n)
+	for i := int64(0); i < n && d.err == nil; i++ {
+		p := bookkeeping.TxnPartition{TopicID: d.str(bookkeeping.MaxNameBytes)}
+		partition := d.int()
+		d.check(partition >= 0 && partition < bookkeeping.MaxPartitions, "partition %d out of range", partition)
+		p.Partition = int32(partition)
+		ps = append(ps, p)
+	}
+	return ps
 }
 
 // decodeTxn reads the record of transactional id id. A version 1 record
@@ -352,16 +383,8 @@ func decodeTxn(id string, v []byte) (bookkeeping.Txn, error) {
 			t.Deadline = time.UnixMilli(deadline).UTC()
 		}
 		t.Version = d.int()
+		t.Partitions = decodeTxnPartitions(d)
 		n := d.int()
-		d.check(n >= 0 && n <= bookkeeping.MaxTxnPartitions, "%d partitions", n)
-		for i := int64(0); i < n && d.err == nil; i++ {
-			p := bookkeeping.TxnPartition{TopicID: d.str(bookkeeping.MaxNameBytes)}
-			partition := d.int()
-			d.check(partition >= 0 && partition < bookkeeping.MaxPartitions, "partition %d out of range", partition)
-			p.Partition = int32(partition)
-			t.Partitions = append(t.Partitions, p)
-		}
-		n = d.int()
 		d.check(n >= 0 && n <= bookkeeping.MaxTxnGroups, "%d groups", n)
 		for i := int64(0); i < n && d.err == nil; i++ {
 			t.Groups = append(t.Groups, d.str(bookkeeping.MaxNameBytes))
@@ -380,6 +403,13 @@ func decodeTxn(id string, v []byte) (bookkeeping.Txn, error) {
 	}
 	if d.version >= 4 {
 		t.PrevProducerID = d.int()
+	}
+	if d.version >= 5 {
+		t.Next = decodeTxnPartitions(d)
+		ended, timedOut := d.int(), d.int()
+		d.check(ended >= 0 && ended <= math.MaxUint8, "ended %d out of range", ended)
+		d.check(timedOut == 0 || timedOut == 1, "timed-out flag %d", timedOut)
+		t.Ended, t.TimedOut = bookkeeping.TxnStatus(ended), timedOut == 1
 	}
 	if d.err == nil {
 		err := t.Validate()

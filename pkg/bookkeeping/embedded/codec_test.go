@@ -53,23 +53,31 @@ func TestRecordsRoundTrip(t *testing.T) {
 }
 
 // TestGoldenTxnRecord pins the layout of transactional id records: version
-// 4 as written; version 3 (no replaced producer id), version 2 (no
+// 5 as written; version 4 (no next partitions, ended status or timed-out
+// flag), version 3 (no replaced producer id), version 2 (no
 // offsets either) and version 1 as older binaries wrote them (producer id
 // and epoch; read as an idle record at version 1) are still read.
 func TestGoldenTxnRecord(t *testing.T) {
 	x := bookkeeping.Txn{TransactionalID: "tx", ProducerID: 5, Epoch: 2, Status: bookkeeping.TxnOngoing, Timeout: 3 * time.Millisecond,
 		Deadline: time.UnixMilli(1).UTC(), BumpedByCoordinator: true, PrevProducerID: 4, Version: 7,
 		Partitions: []bookkeeping.TxnPartition{{TopicID: "t", Partition: 1}}, Groups: []string{"g"},
-		Offsets: []bookkeeping.TxnOffset{{Group: "g", Topic: "i", TopicID: "t", Partition: 1, Offset: 9}}}
+		Offsets: []bookkeeping.TxnOffset{{Group: "g", Topic: "i", TopicID: "t", Partition: 1, Offset: 9}},
+		Next:    []bookkeeping.TxnPartition{{TopicID: "u", Partition: 3}}, Ended: bookkeeping.TxnCompleteCommit, TimedOut: true}
 	got := encodeTxn(x)
 	v1Fields := []byte{10, 4}
 	v2Fields := append(append([]byte(nil), v1Fields...), 4, 6, 2, 2, 14, 2, 1, 't', 2, 2, 1, 'g')
 	v3Fields := append(append([]byte(nil), v2Fields...), 2, 1, 'g', 1, 'i', 1, 't', 2, 18)
-	want := append(append([]byte{'T', 4}, v3Fields...), 8)
+	v4Fields := append(append([]byte(nil), v3Fields...), 8)
+	want := append(append([]byte{'T', 5}, v4Fields...), 2, 1, 'u', 6, byte(2*bookkeeping.TxnCompleteCommit), 2)
 	if !bytes.Equal(got[:len(got)-4], want) {
 		t.Fatalf("txn record body = %v, want %v", got[:len(got)-4], want)
 	}
-	v3 := x
+	v4 := x
+	v4.Next, v4.Ended, v4.TimedOut = nil, 0, false
+	if r, err := decodeTxn("tx", resealVersion('T', 4, v4Fields)); err != nil || !reflect.DeepEqual(r, v4) {
+		t.Fatalf("version 4 txn record = %+v, %v; want %+v", r, err, v4)
+	}
+	v3 := v4
 	v3.PrevProducerID = 0
 	if r, err := decodeTxn("tx", resealVersion('T', 3, v3Fields)); err != nil || !reflect.DeepEqual(r, v3) {
 		t.Fatalf("version 3 txn record = %+v, %v; want %+v", r, err, v3)
@@ -178,11 +186,15 @@ func TestDecodeRejectsInvalidRecords(t *testing.T) {
 		"partition out of range": encodeTxn(with(ok, func(x *bookkeeping.Txn) {
 			x.Partitions = []bookkeeping.TxnPartition{{TopicID: "t", Partition: -1}}
 		})),
-		"empty group":                   encodeTxn(with(ok, func(x *bookkeeping.Txn) { x.Groups = []string{""} })),
-		"too many groups":               resealVersion('T', 2, []byte{2, 0, 2, 0, 0, 0, 2, 0, 0xd2, 0x0f}),
-		"group past the end":            resealVersion('T', 2, []byte{2, 0, 2, 0, 0, 0, 2, 0, 2, 4, 'g'}),
-		"trailing bytes":                resealVersion('T', 3, append(append([]byte(nil), okFields...), 0)),
-		"unknown version":               withVersion(encodeTxn(ok), 5),
+		"empty group":        encodeTxn(with(ok, func(x *bookkeeping.Txn) { x.Groups = []string{""} })),
+		"too many groups":    resealVersion('T', 2, []byte{2, 0, 2, 0, 0, 0, 2, 0, 0xd2, 0x0f}),
+		"group past the end": resealVersion('T', 2, []byte{2, 0, 2, 0, 0, 0, 2, 0, 2, 4, 'g'}),
+		"trailing bytes":     resealVersion('T', 3, append(append([]byte(nil), okFields...), 0)),
+		"unknown version":    withVersion(encodeTxn(ok), 6),
+		"next partition repeated": encodeTxn(with(ok, func(x *bookkeeping.Txn) {
+			x.Next = []bookkeeping.TxnPartition{{TopicID: "t", Partition: 1}, {TopicID: "t", Partition: 1}}
+		})),
+		"ended not a status":            encodeTxn(with(ok, func(x *bookkeeping.Txn) { x.Ended = 99 })),
 		"negative replaced producer id": encodeTxn(with(ok, func(x *bookkeeping.Txn) { x.PrevProducerID = -1 })),
 		"offset out of range": encodeTxn(with(ok, func(x *bookkeeping.Txn) {
 			x.Offsets = []bookkeeping.TxnOffset{{Group: "g", Topic: "i", TopicID: "t", Offset: -1}}

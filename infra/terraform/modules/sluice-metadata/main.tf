@@ -113,7 +113,8 @@ locals {
       client_side_timestamps = false
     }
     # v8: transactional_producers' records, partitioned by bucket (the services' migration
-    # copies the rows and writes txn_buckets into keyspace_settings at start-up)
+    # copies the rows and writes txn_buckets into keyspace_settings at start-up); v9 (next_partitions,
+    # ended, timed_out)
     transactions = {
       columns = {
         bucket                = "int"
@@ -129,6 +130,9 @@ locals {
         groups                = "frozen<list<text>>"
         offsets               = "frozen<list<frozen<tuple<text, text, text, int, bigint>>>>"
         prev_producer_id      = "bigint"
+        next_partitions       = "frozen<list<frozen<tuple<text, int>>>>"
+        ended                 = "int"
+        timed_out             = "boolean"
       }
       partition_key          = ["bucket"]
       clustering_key         = ["transactional_id"]

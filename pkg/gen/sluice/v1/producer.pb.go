@@ -424,9 +424,12 @@ type EndTxnRequest struct {
 	// The producer session. Required.
 	Session *TxnSession `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
 	// True commits, false aborts.
-	Commit        bool `protobuf:"varint,2,opt,name=commit,proto3" json:"commit,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Commit bool `protobuf:"varint,2,opt,name=commit,proto3" json:"commit,omitempty"`
+	// Partitions the producer's next transaction opens with (where it
+	// expects to write next); at most 1,000, each of a live topic.
+	NextPartitions []*TxnTopic `protobuf:"bytes,3,rep,name=next_partitions,json=nextPartitions,proto3" json:"next_partitions,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *EndTxnRequest) Reset() {
@@ -473,6 +476,13 @@ func (x *EndTxnRequest) GetCommit() bool {
 	return false
 }
 
+func (x *EndTxnRequest) GetNextPartitions() []*TxnTopic {
+	if x != nil {
+		return x.NextPartitions
+	}
+	return nil
+}
+
 // CommitTxnRequest commits a transaction with its last batches.
 type CommitTxnRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -481,9 +491,11 @@ type CommitTxnRequest struct {
 	// The batches to store before the commit is decided: pre-built
 	// transactional batches (`batches`, not `records`) of the session. At
 	// most 1,000 requests; none is EndTxn's commit.
-	Produce       []*ProduceRequest `protobuf:"bytes,2,rep,name=produce,proto3" json:"produce,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Produce []*ProduceRequest `protobuf:"bytes,2,rep,name=produce,proto3" json:"produce,omitempty"`
+	// As EndTxnRequest.next_partitions.
+	NextPartitions []*TxnTopic `protobuf:"bytes,3,rep,name=next_partitions,json=nextPartitions,proto3" json:"next_partitions,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *CommitTxnRequest) Reset() {
@@ -530,6 +542,13 @@ func (x *CommitTxnRequest) GetProduce() []*ProduceRequest {
 	return nil
 }
 
+func (x *CommitTxnRequest) GetNextPartitions() []*TxnTopic {
+	if x != nil {
+		return x.NextPartitions
+	}
+	return nil
+}
+
 // CommitTxnResponse is the producer's session for its next transaction, as
 // EndTxnResponse.
 type CommitTxnResponse struct {
@@ -537,9 +556,11 @@ type CommitTxnResponse struct {
 	// The bumped epoch (EndTxnResponse.producer_epoch).
 	ProducerEpoch int32 `protobuf:"varint,1,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
 	// The producer id the next transaction uses (EndTxnResponse.producer_id).
-	ProducerId    int64 `protobuf:"varint,2,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ProducerId int64 `protobuf:"varint,2,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	// As EndTxnResponse.next_partitions.
+	NextPartitions []*TxnTopic `protobuf:"bytes,3,rep,name=next_partitions,json=nextPartitions,proto3" json:"next_partitions,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *CommitTxnResponse) Reset() {
@@ -586,6 +607,13 @@ func (x *CommitTxnResponse) GetProducerId() int64 {
 	return 0
 }
 
+func (x *CommitTxnResponse) GetNextPartitions() []*TxnTopic {
+	if x != nil {
+		return x.NextPartitions
+	}
+	return nil
+}
+
 // EndTxnResponse is the producer's session for its next transaction.
 type EndTxnResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -595,9 +623,13 @@ type EndTxnResponse struct {
 	// (with producer_epoch 0) when the bump would have reached the last
 	// epoch, 32767 (KIP-890). A client must continue with this id; the old
 	// one is fenced from then on.
-	ProducerId    int64 `protobuf:"varint,2,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ProducerId int64 `protobuf:"varint,2,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	// The partitions the next transaction is open with: the request's
+	// next_partitions as the transaction's decision stored them (a retry
+	// gets the first request's). Batches to them need no AddPartitionsToTxn.
+	NextPartitions []*TxnTopic `protobuf:"bytes,3,rep,name=next_partitions,json=nextPartitions,proto3" json:"next_partitions,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *EndTxnResponse) Reset() {
@@ -644,6 +676,13 @@ func (x *EndTxnResponse) GetProducerId() int64 {
 	return 0
 }
 
+func (x *EndTxnResponse) GetNextPartitions() []*TxnTopic {
+	if x != nil {
+		return x.NextPartitions
+	}
+	return nil
+}
+
 // InitProducerRequest starts a producer session.
 type InitProducerRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -655,8 +694,12 @@ type InitProducerRequest struct {
 	// the coordinator aborts it, in milliseconds. 0 means 60,000; at most
 	// 900,000.
 	TransactionTimeoutMs int32 `protobuf:"varint,2,opt,name=transaction_timeout_ms,json=transactionTimeoutMs,proto3" json:"transaction_timeout_ms,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// With a transactional id: the session the caller holds, to restart only
+	// it (KIP-588; see InitProducer). producer_id 0: none.
+	ProducerId    int64 `protobuf:"varint,3,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	ProducerEpoch int32 `protobuf:"varint,4,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *InitProducerRequest) Reset() {
@@ -699,6 +742,20 @@ func (x *InitProducerRequest) GetTransactionalId() string {
 func (x *InitProducerRequest) GetTransactionTimeoutMs() int32 {
 	if x != nil {
 		return x.TransactionTimeoutMs
+	}
+	return 0
+}
+
+func (x *InitProducerRequest) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *InitProducerRequest) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
 	}
 	return 0
 }
@@ -1398,24 +1455,31 @@ const file_sluice_v1_producer_proto_rawDesc = "" +
 	"\x19AddPartitionsToTxnRequest\x12/\n" +
 	"\asession\x18\x01 \x01(\v2\x15.sluice.v1.TxnSessionR\asession\x12+\n" +
 	"\x06topics\x18\x02 \x03(\v2\x13.sluice.v1.TxnTopicR\x06topics\"\x1c\n" +
-	"\x1aAddPartitionsToTxnResponse\"X\n" +
+	"\x1aAddPartitionsToTxnResponse\"\x96\x01\n" +
 	"\rEndTxnRequest\x12/\n" +
 	"\asession\x18\x01 \x01(\v2\x15.sluice.v1.TxnSessionR\asession\x12\x16\n" +
-	"\x06commit\x18\x02 \x01(\bR\x06commit\"x\n" +
+	"\x06commit\x18\x02 \x01(\bR\x06commit\x12<\n" +
+	"\x0fnext_partitions\x18\x03 \x03(\v2\x13.sluice.v1.TxnTopicR\x0enextPartitions\"\xb6\x01\n" +
 	"\x10CommitTxnRequest\x12/\n" +
 	"\asession\x18\x01 \x01(\v2\x15.sluice.v1.TxnSessionR\asession\x123\n" +
-	"\aproduce\x18\x02 \x03(\v2\x19.sluice.v1.ProduceRequestR\aproduce\"[\n" +
+	"\aproduce\x18\x02 \x03(\v2\x19.sluice.v1.ProduceRequestR\aproduce\x12<\n" +
+	"\x0fnext_partitions\x18\x03 \x03(\v2\x13.sluice.v1.TxnTopicR\x0enextPartitions\"\x99\x01\n" +
 	"\x11CommitTxnResponse\x12%\n" +
 	"\x0eproducer_epoch\x18\x01 \x01(\x05R\rproducerEpoch\x12\x1f\n" +
 	"\vproducer_id\x18\x02 \x01(\x03R\n" +
-	"producerId\"X\n" +
+	"producerId\x12<\n" +
+	"\x0fnext_partitions\x18\x03 \x03(\v2\x13.sluice.v1.TxnTopicR\x0enextPartitions\"\x96\x01\n" +
 	"\x0eEndTxnResponse\x12%\n" +
 	"\x0eproducer_epoch\x18\x01 \x01(\x05R\rproducerEpoch\x12\x1f\n" +
 	"\vproducer_id\x18\x02 \x01(\x03R\n" +
-	"producerId\"v\n" +
+	"producerId\x12<\n" +
+	"\x0fnext_partitions\x18\x03 \x03(\v2\x13.sluice.v1.TxnTopicR\x0enextPartitions\"\xbe\x01\n" +
 	"\x13InitProducerRequest\x12)\n" +
 	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x124\n" +
-	"\x16transaction_timeout_ms\x18\x02 \x01(\x05R\x14transactionTimeoutMs\"^\n" +
+	"\x16transaction_timeout_ms\x18\x02 \x01(\x05R\x14transactionTimeoutMs\x12\x1f\n" +
+	"\vproducer_id\x18\x03 \x01(\x03R\n" +
+	"producerId\x12%\n" +
+	"\x0eproducer_epoch\x18\x04 \x01(\x05R\rproducerEpoch\"^\n" +
 	"\x14InitProducerResponse\x12\x1f\n" +
 	"\vproducer_id\x18\x01 \x01(\x03R\n" +
 	"producerId\x12%\n" +
@@ -1523,36 +1587,40 @@ var file_sluice_v1_producer_proto_depIdxs = []int32{
 	3,  // 2: sluice.v1.AddPartitionsToTxnRequest.session:type_name -> sluice.v1.TxnSession
 	4,  // 3: sluice.v1.AddPartitionsToTxnRequest.topics:type_name -> sluice.v1.TxnTopic
 	3,  // 4: sluice.v1.EndTxnRequest.session:type_name -> sluice.v1.TxnSession
-	3,  // 5: sluice.v1.CommitTxnRequest.session:type_name -> sluice.v1.TxnSession
-	13, // 6: sluice.v1.CommitTxnRequest.produce:type_name -> sluice.v1.ProduceRequest
-	21, // 7: sluice.v1.ProduceRequest.records:type_name -> sluice.v1.Record
-	14, // 8: sluice.v1.ProduceRequest.batches:type_name -> sluice.v1.EncodedBatch
-	22, // 9: sluice.v1.ProduceRequest.durability:type_name -> sluice.v1.Durability
-	16, // 10: sluice.v1.ProduceResponse.results:type_name -> sluice.v1.ProduceResult
-	22, // 11: sluice.v1.ProduceResponse.durability:type_name -> sluice.v1.Durability
-	17, // 12: sluice.v1.ProduceResult.dead_letter:type_name -> sluice.v1.DeadLetter
-	13, // 13: sluice.v1.ProduceStreamRequest.request:type_name -> sluice.v1.ProduceRequest
-	15, // 14: sluice.v1.ProduceStreamResponse.response:type_name -> sluice.v1.ProduceResponse
-	20, // 15: sluice.v1.ProduceStreamResponse.error:type_name -> sluice.v1.ProduceError
-	13, // 16: sluice.v1.ProducerService.Produce:input_type -> sluice.v1.ProduceRequest
-	18, // 17: sluice.v1.ProducerService.ProduceStream:input_type -> sluice.v1.ProduceStreamRequest
-	11, // 18: sluice.v1.ProducerService.InitProducer:input_type -> sluice.v1.InitProducerRequest
-	5,  // 19: sluice.v1.ProducerService.AddPartitionsToTxn:input_type -> sluice.v1.AddPartitionsToTxnRequest
-	7,  // 20: sluice.v1.ProducerService.EndTxn:input_type -> sluice.v1.EndTxnRequest
-	8,  // 21: sluice.v1.ProducerService.CommitTxn:input_type -> sluice.v1.CommitTxnRequest
-	0,  // 22: sluice.v1.ProducerService.SendOffsetsToTxn:input_type -> sluice.v1.SendOffsetsToTxnRequest
-	15, // 23: sluice.v1.ProducerService.Produce:output_type -> sluice.v1.ProduceResponse
-	19, // 24: sluice.v1.ProducerService.ProduceStream:output_type -> sluice.v1.ProduceStreamResponse
-	12, // 25: sluice.v1.ProducerService.InitProducer:output_type -> sluice.v1.InitProducerResponse
-	6,  // 26: sluice.v1.ProducerService.AddPartitionsToTxn:output_type -> sluice.v1.AddPartitionsToTxnResponse
-	10, // 27: sluice.v1.ProducerService.EndTxn:output_type -> sluice.v1.EndTxnResponse
-	9,  // 28: sluice.v1.ProducerService.CommitTxn:output_type -> sluice.v1.CommitTxnResponse
-	2,  // 29: sluice.v1.ProducerService.SendOffsetsToTxn:output_type -> sluice.v1.SendOffsetsToTxnResponse
-	23, // [23:30] is the sub-list for method output_type
-	16, // [16:23] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	4,  // 5: sluice.v1.EndTxnRequest.next_partitions:type_name -> sluice.v1.TxnTopic
+	3,  // 6: sluice.v1.CommitTxnRequest.session:type_name -> sluice.v1.TxnSession
+	13, // 7: sluice.v1.CommitTxnRequest.produce:type_name -> sluice.v1.ProduceRequest
+	4,  // 8: sluice.v1.CommitTxnRequest.next_partitions:type_name -> sluice.v1.TxnTopic
+	4,  // 9: sluice.v1.CommitTxnResponse.next_partitions:type_name -> sluice.v1.TxnTopic
+	4,  // 10: sluice.v1.EndTxnResponse.next_partitions:type_name -> sluice.v1.TxnTopic
+	21, // 11: sluice.v1.ProduceRequest.records:type_name -> sluice.v1.Record
+	14, // 12: sluice.v1.ProduceRequest.batches:type_name -> sluice.v1.EncodedBatch
+	22, // 13: sluice.v1.ProduceRequest.durability:type_name -> sluice.v1.Durability
+	16, // 14: sluice.v1.ProduceResponse.results:type_name -> sluice.v1.ProduceResult
+	22, // 15: sluice.v1.ProduceResponse.durability:type_name -> sluice.v1.Durability
+	17, // 16: sluice.v1.ProduceResult.dead_letter:type_name -> sluice.v1.DeadLetter
+	13, // 17: sluice.v1.ProduceStreamRequest.request:type_name -> sluice.v1.ProduceRequest
+	15, // 18: sluice.v1.ProduceStreamResponse.response:type_name -> sluice.v1.ProduceResponse
+	20, // 19: sluice.v1.ProduceStreamResponse.error:type_name -> sluice.v1.ProduceError
+	13, // 20: sluice.v1.ProducerService.Produce:input_type -> sluice.v1.ProduceRequest
+	18, // 21: sluice.v1.ProducerService.ProduceStream:input_type -> sluice.v1.ProduceStreamRequest
+	11, // 22: sluice.v1.ProducerService.InitProducer:input_type -> sluice.v1.InitProducerRequest
+	5,  // 23: sluice.v1.ProducerService.AddPartitionsToTxn:input_type -> sluice.v1.AddPartitionsToTxnRequest
+	7,  // 24: sluice.v1.ProducerService.EndTxn:input_type -> sluice.v1.EndTxnRequest
+	8,  // 25: sluice.v1.ProducerService.CommitTxn:input_type -> sluice.v1.CommitTxnRequest
+	0,  // 26: sluice.v1.ProducerService.SendOffsetsToTxn:input_type -> sluice.v1.SendOffsetsToTxnRequest
+	15, // 27: sluice.v1.ProducerService.Produce:output_type -> sluice.v1.ProduceResponse
+	19, // 28: sluice.v1.ProducerService.ProduceStream:output_type -> sluice.v1.ProduceStreamResponse
+	12, // 29: sluice.v1.ProducerService.InitProducer:output_type -> sluice.v1.InitProducerResponse
+	6,  // 30: sluice.v1.ProducerService.AddPartitionsToTxn:output_type -> sluice.v1.AddPartitionsToTxnResponse
+	10, // 31: sluice.v1.ProducerService.EndTxn:output_type -> sluice.v1.EndTxnResponse
+	9,  // 32: sluice.v1.ProducerService.CommitTxn:output_type -> sluice.v1.CommitTxnResponse
+	2,  // 33: sluice.v1.ProducerService.SendOffsetsToTxn:output_type -> sluice.v1.SendOffsetsToTxnResponse
+	27, // [27:34] is the sub-list for method output_type
+	20, // [20:27] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_producer_proto_init() }

@@ -70,15 +70,22 @@ type ProducerServiceClient interface {
 	// other producer has, with its epoch. With a transactional id it returns
 	// the id registered for it and bumps its epoch, fencing every earlier
 	// session of that transactional id: their produce requests to partitions
-	// the new session has written answer FAILED_PRECONDITION. UNIMPLEMENTED
-	// from an ingest copy started without a producer id store.
+	// the new session has written answer FAILED_PRECONDITION. With
+	// `producer_id` and `producer_epoch` (KIP-588) it restarts only that
+	// session: the current one, or the one a transaction timeout bumped
+	// (whose requests answer TRANSACTION_TIMED_OUT); any older session gets
+	// PRODUCER_FENCED, so a producer re-initialising after its transaction
+	// timed out cannot fence a newer instance. UNIMPLEMENTED from an ingest
+	// copy started without a producer id store.
 	InitProducer(context.Context, *connect.Request[v1.InitProducerRequest]) (*connect.Response[v1.InitProducerResponse], error)
 	// AddPartitionsToTxn adds partitions to the producer's transaction,
 	// opening one when none is open (its timeout starts then). A
 	// transactional producer calls it before its first batch to a partition
 	// in a transaction; the batch is refused for a partition not added.
 	// FAILED_PRECONDITION with reason PRODUCER_FENCED (a newer session of the
-	// transactional id exists: stop), INVALID_PRODUCER_ID_MAPPING (the
+	// transactional id exists: stop), TRANSACTION_TIMED_OUT (the transaction
+	// was aborted past its timeout: InitProducer naming the session resumes
+	// it), INVALID_PRODUCER_ID_MAPPING (the
 	// producer id or epoch is not the transactional id's); ABORTED with
 	// CONCURRENT_TRANSACTIONS (the previous transaction is still completing:
 	// retry shortly).
@@ -90,7 +97,12 @@ type ProducerServiceClient interface {
 	// one that ended, at the old epoch, is fenced. A retry with the old epoch
 	// gets the same answer. Errors as AddPartitionsToTxn's, and
 	// FAILED_PRECONDITION with INVALID_TXN_STATE (the opposite outcome was
-	// already decided, e.g. the transaction timed out and was aborted).
+	// already decided). With `next_partitions`, the producer's next
+	// transaction opens with those partitions as it ends (the response names
+	// them): batches to them need no AddPartitionsToTxn — one coordinator
+	// write per transaction instead of two. The next transaction's timeout
+	// runs from then, or from its first AddPartitionsToTxn or
+	// SendOffsetsToTxn.
 	EndTxn(context.Context, *connect.Request[v1.EndTxnRequest]) (*connect.Response[v1.EndTxnResponse], error)
 	// CommitTxn is EndTxn's commit carrying the transaction's last batches:
 	// it stores them as a ProduceStream with the session's transactional id
@@ -233,15 +245,22 @@ type ProducerServiceHandler interface {
 	// other producer has, with its epoch. With a transactional id it returns
 	// the id registered for it and bumps its epoch, fencing every earlier
 	// session of that transactional id: their produce requests to partitions
-	// the new session has written answer FAILED_PRECONDITION. UNIMPLEMENTED
-	// from an ingest copy started without a producer id store.
+	// the new session has written answer FAILED_PRECONDITION. With
+	// `producer_id` and `producer_epoch` (KIP-588) it restarts only that
+	// session: the current one, or the one a transaction timeout bumped
+	// (whose requests answer TRANSACTION_TIMED_OUT); any older session gets
+	// PRODUCER_FENCED, so a producer re-initialising after its transaction
+	// timed out cannot fence a newer instance. UNIMPLEMENTED from an ingest
+	// copy started without a producer id store.
 	InitProducer(context.Context, *connect.Request[v1.InitProducerRequest]) (*connect.Response[v1.InitProducerResponse], error)
 	// AddPartitionsToTxn adds partitions to the producer's transaction,
 	// opening one when none is open (its timeout starts then). A
 	// transactional producer calls it before its first batch to a partition
 	// in a transaction; the batch is refused for a partition not added.
 	// FAILED_PRECONDITION with reason PRODUCER_FENCED (a newer session of the
-	// transactional id exists: stop), INVALID_PRODUCER_ID_MAPPING (the
+	// transactional id exists: stop), TRANSACTION_TIMED_OUT (the transaction
+	// was aborted past its timeout: InitProducer naming the session resumes
+	// it), INVALID_PRODUCER_ID_MAPPING (the
 	// producer id or epoch is not the transactional id's); ABORTED with
 	// CONCURRENT_TRANSACTIONS (the previous transaction is still completing:
 	// retry shortly).
@@ -253,7 +272,12 @@ type ProducerServiceHandler interface {
 	// one that ended, at the old epoch, is fenced. A retry with the old epoch
 	// gets the same answer. Errors as AddPartitionsToTxn's, and
 	// FAILED_PRECONDITION with INVALID_TXN_STATE (the opposite outcome was
-	// already decided, e.g. the transaction timed out and was aborted).
+	// already decided). With `next_partitions`, the producer's next
+	// transaction opens with those partitions as it ends (the response names
+	// them): batches to them need no AddPartitionsToTxn — one coordinator
+	// write per transaction instead of two. The next transaction's timeout
+	// runs from then, or from its first AddPartitionsToTxn or
+	// SendOffsetsToTxn.
 	EndTxn(context.Context, *connect.Request[v1.EndTxnRequest]) (*connect.Response[v1.EndTxnResponse], error)
 	// CommitTxn is EndTxn's commit carrying the transaction's last batches:
 	// it stores them as a ProduceStream with the session's transactional id
