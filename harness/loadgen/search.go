@@ -71,7 +71,9 @@ type SearchStep struct {
 // stay on schedule, acknowledgements and deliveries keep pace with sends.
 // It is a pure state machine fed one sample per step, so it is tested
 // without a clock or a system. A failed first step is held once more (it
-// may have measured a cold start). It grows the rate by half while every
+// may have measured a cold start); a later step short only by
+// acknowledgements or deliveries is held once more and judged with the
+// next (held). It grows the rate by half while every
 // step keeps up, and after the first step that does not, backs off below what
 // was achieved and climbs again from 5% per step, the step doubling with
 // each success and resetting with each failure. The answer is the last rate that
@@ -84,7 +86,15 @@ type rateSearch struct {
 	refining bool    // a step has failed since the start
 	growth   float64 // multiplier after the next step that keeps up (refining): searchRefine..searchGrow
 	fallback float64 // the answer while no step kept up: the latest achieved rate backed off
-	steps    []SearchStep
+	// held is a step that fell short by acknowledgements or deliveries
+	// alone — its producers on schedule — held once more at the same rate
+	// and judged together with the next: acknowledgements trail sends by
+	// the latency, so a step that raises the rate (or during which the
+	// latency grows, or acknowledgements bunch behind a slow fsync) counts
+	// some of its messages in the next step. Over two steps that shortfall
+	// halves; an overload's does not.
+	held  *SearchSample
+	steps []SearchStep
 }
 
 func newRateSearch(start float64) *rateSearch { return &rateSearch{rate: start, growth: searchRefine} }
@@ -108,6 +118,19 @@ func judge(s SearchSample) (ok bool, why string, achieved float64) {
 
 // step takes one sample and returns the rate to hold next.
 func (rs *rateSearch) step(s SearchSample) float64 {
+	if p := rs.held; p != nil {
+		rs.held = nil
+		s = SearchSample{Rate: s.Rate, Seconds: p.Seconds + s.Seconds, Sent: p.Sent + s.Sent, Acked: p.Acked + s.Acked,
+			Received: p.Received + s.Received, Subs: s.Subs, Lag: s.Lag, Held: s.Held}
+	} else if ok, why, _ := judge(s); !ok && s.Lag <= searchMaxLag && len(rs.steps) > 0 {
+		rs.held = &s
+		rs.steps = append(rs.steps, SearchStep{
+			Rate: s.Rate, AckRate: float64(s.Acked) / s.Seconds,
+			ReceiveRate: float64(s.Received) / s.Seconds / float64(max(s.Subs, 1)),
+			LagMs:       float64(s.Lag) / float64(time.Millisecond), Why: why + "; held once more, judged with the next step", Next: s.Rate,
+		})
+		return s.Rate
+	}
 	ok, why, achieved := judge(s)
 	switch {
 	case ok && !rs.refining:

@@ -77,6 +77,38 @@ func TestRateSearchRecoversFromAnEarlyFailure(t *testing.T) {
 	}
 }
 
+// A step short of acknowledgements while its producers are on schedule —
+// they trail the sends by the latency, which a rate increase or a slow
+// fsync shows as a shortfall caught up in the next step — is held once
+// more and judged with the next; an overload fails both.
+func TestRateSearchHoldsAnAcknowledgementShortfall(t *testing.T) {
+	sample := func(rate float64, acked float64, lag time.Duration) SearchSample {
+		return SearchSample{Rate: rate, Seconds: 2, Sent: int64(rate * 2), Acked: int64(acked * 2), Lag: lag}
+	}
+	rs := newRateSearch(10_000)
+	rs.step(sample(10_000, 10_000, 0))
+	if got := rs.step(sample(15_000, 13_900, 0)); got != 15_000 {
+		t.Fatalf("after a step 7%% short with producers on schedule: next %v, want the same rate held", got)
+	}
+	if got := rs.step(sample(15_000, 15_900, 0)); got != 15_000*1.5 || rs.result() != 15_000 {
+		t.Fatalf("after the shortfall was caught up: next %v, result %v; want 22500, 15000", got, rs.result())
+	}
+	if st := rs.steps[1]; st.KeptUp || !strings.Contains(st.Why, "held once more") {
+		t.Fatalf("the held step is reported as %+v", st)
+	}
+	// An overload falls short in both steps.
+	rs.step(sample(22_500, 21_000, 0))
+	if got := rs.step(sample(22_500, 21_000, 0)); got >= 22_500 || rs.result() != 15_000 {
+		t.Fatalf("after two steps 7%% short: next %v, result %v; want a back-off, 15000", got, rs.result())
+	}
+	// Producers behind schedule fail the step at once.
+	rs = newRateSearch(10_000)
+	rs.step(sample(10_000, 10_000, 0))
+	if got := rs.step(sample(15_000, 15_000, time.Second)); got >= 15_000 {
+		t.Fatalf("a step whose producers fell behind: next %v, want a back-off", got)
+	}
+}
+
 func TestJudgeSaysWhy(t *testing.T) {
 	base := SearchSample{Rate: 1000, Seconds: 1, Sent: 1000, Acked: 1000, Received: 1000, Subs: 1}
 	for _, tc := range []struct {
