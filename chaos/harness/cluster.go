@@ -403,13 +403,32 @@ func newSerialProxy(t testing.TB, target string) string {
 	return srv.URL
 }
 
+// handedOut are the addresses freeAddr gave out in this test binary: a
+// port is free when picked, not reserved, so two processes of a cluster
+// could otherwise be given the same one (seen: an ingest copy failing to
+// bind the port a bookie had just taken).
+var handedOut = struct {
+	sync.Mutex
+	m map[string]bool
+}{m: map[string]bool{}}
+
 func freeAddr(t testing.TB) string {
 	t.Helper()
-	a, err := bookieproc.FreeAddr()
-	if err != nil {
-		t.Fatal(err)
+	for range 100 {
+		a, err := bookieproc.FreeAddr()
+		if err != nil {
+			t.Fatal(err)
+		}
+		handedOut.Lock()
+		dup := handedOut.m[a]
+		handedOut.m[a] = true
+		handedOut.Unlock()
+		if !dup {
+			return a
+		}
 	}
-	return a
+	t.Fatal("no free address that was not handed out already")
+	return ""
 }
 
 // tail returns the last n bytes of s.
